@@ -1,0 +1,34 @@
+"""kvcore: paged-attention KV caches with prefix sharing, in pure standard-library Python.
+
+``BasePagedAttentionCache`` gives every request its own pages; ``TriePagedAttentionCache``
+shares full pages of common prefixes through a trie, with per-node ref counts and LRU
+eviction of unreferenced leaves. Method names follow shortfin's so its users recognise them.
+"""
+
+from .allocation import PageAllocation
+from .base import BasePagedAttentionCache
+from .errors import CacheAllocationFailure, InvalidOperation, KVCacheError
+from .invariants import Violation, check_snapshot
+from .pool import PagePool
+from .snapshot import AllocationInfo, NodeInfo, PageInfo, Snapshot, SnapshotFormatError, Stats
+from .trie import TriePagedAttentionCache
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AllocationInfo", "BasePagedAttentionCache", "CacheAllocationFailure", "InvalidOperation", "KVCacheError",
+    "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "Snapshot", "SnapshotFormatError", "Stats",
+    "TriePagedAttentionCache", "Violation", "check_snapshot",
+]
+
+
+def make_cache(kind: str, page_count: int, tokens_per_page: int):
+    """A fresh cache of ``kind`` ('trie' or 'base') with its own pool."""
+    cls = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}[kind]
+    return cls(PagePool(page_count), tokens_per_page)
+
+
+def restore(snapshot: Snapshot):
+    """A live cache of the snapshot's kind, restored from it."""
+    cls = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}[snapshot.kind]
+    return cls.restore(snapshot)

@@ -1,0 +1,275 @@
+"""BasePagedAttentionCache: pages per request, no sharing. Also the shared machinery
+(validation, allocation bookkeeping, events, snapshots) the trie cache builds on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import events as ev
+from .allocation import PageAllocation
+from .errors import CacheAllocationFailure, InvalidOperation
+from .pool import PagePool
+from .snapshot import CACHED, FREE, OWNED, AllocationInfo, NodeInfo, PageInfo, Snapshot, Stats
+
+
+def pages_for(slots: int, tokens_per_page: int) -> int:
+    """Pages needed for ``slots`` token slots: ceil(slots / tokens_per_page)."""
+    return -(-slots // tokens_per_page)
+
+
+def _describe_tokens(tokens: tuple, limit: int = 8) -> str:
+    shown = " ".join(map(str, tokens[:limit]))
+    return f"[{shown}{' ...' if len(tokens) > limit else ''}]"
+
+
+class BasePagedAttentionCache:
+    """Each allocation gets its own pages; nothing is shared or cached after release.
+
+    acquire takes ``ceil((len(tokens) + extra_token_slots) / tokens_per_page)`` pages from
+    the pool, publish validates its arguments and does nothing else, release frees every
+    page. Every successful operation advances the logical ``clock`` by one.
+    """
+
+    kind = "base"
+
+    def __init__(self, page_pool: PagePool, tokens_per_page: int):
+        if not isinstance(tokens_per_page, int) or tokens_per_page < 1:
+            raise ValueError(f"tokens_per_page must be a positive integer, got {tokens_per_page!r}")
+        self._pool = page_pool
+        self.tokens_per_page = tokens_per_page
+        self.clock = 0
+        self.allocations: dict[int, PageAllocation] = {}
+        self._next_allocation_id = 0
+        self._events: list | None = None
+        self._lookups = 0
+        self._lookup_tokens = 0
+        self._hit_tokens = 0
+        self._evictions = 0
+        self._dedups = 0
+
+    # -- public API ----------------------------------------------------------------------
+
+    @property
+    def page_pool(self) -> PagePool:
+        """The pool this cache takes pages from."""
+        return self._pool
+
+    def record_events(self, on: bool = True) -> None:
+        """Start (or stop) recording events; :meth:`take_events` collects them."""
+        self._events = [] if on else None
+
+    def take_events(self) -> tuple:
+        """Events recorded since the last call, in order (empty when not recording)."""
+        events = self._events
+        if events is None:
+            return ()
+        self._events = []
+        return tuple(events)
+
+    def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
+                                 name: str | None = None) -> PageAllocation:
+        """Allocate pages for ``tokens`` plus ``extra_token_slots`` (no sharing)."""
+        tokens = tuple(tokens)
+        self._check_extra(extra_token_slots, "acquire")
+        needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page)
+        free = self._pool.available_page_count()
+        if needed > free:
+            raise self._failure(f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots",
+                                needed, free, 0)
+        self.clock += 1
+        allocation = PageAllocation(self, self._next_allocation_id, name, tokens, [], [], 0)
+        self._next_allocation_id += 1
+        self.allocations[allocation.id] = allocation
+        self._lookups += 1
+        self._lookup_tokens += len(tokens)
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("acquire", allocation.id, self.clock))
+            events.append(ev.Matched(allocation.id, (), (), 0, len(tokens), "the base cache shares nothing"))
+        self._grow(allocation, needed)
+        return allocation
+
+    def snapshot(self) -> Snapshot:
+        """The whole state as a frozen :class:`Snapshot`. O(pages + nodes + allocation pages)."""
+        page_count = self._pool.total_page_count()
+        free = self._pool.free_pages()
+        pages: list[PageInfo | None] = [None] * page_count
+        for p in free:
+            pages[p] = PageInfo(p, FREE)
+        nodes = self._node_infos()
+        for n in nodes:
+            if n.page is not None:
+                pages[n.page] = PageInfo(n.page, CACHED, None, n.id, n.ref)
+        allocations = []
+        for a in sorted(self.allocations.values(), key=lambda a: a.id):
+            for p in a._pages[len(a._nodes):]:
+                pages[p] = PageInfo(p, OWNED, a.id)
+            allocations.append(AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes),
+                                              a.hit_tokens, a.released))
+        for i, p in enumerate(pages):
+            if p is None:  # only a broken cache gets here; check_invariants reports it
+                pages[i] = PageInfo(i, "lost")
+        return Snapshot(
+            kind=self.kind, tokens_per_page=self.tokens_per_page, page_count=page_count, clock=self.clock,
+            next_seq=self._next_seq_value(), next_allocation_id=self._next_allocation_id,
+            pages=tuple(pages), free=free, nodes=nodes, allocations=tuple(allocations),
+            heap=self._heap_ids(),
+            stats=Stats(self._lookups, self._lookup_tokens, self._hit_tokens, self._evictions, self._dedups),
+        )
+
+    def check_invariants(self) -> list:
+        """DESIGN's six invariants on the current state; [] when healthy. O(state), off the hot path."""
+        from .invariants import check_snapshot
+
+        return check_snapshot(self.snapshot()) + self._check_live_structures()
+
+    @classmethod
+    def restore(cls, snapshot: Snapshot) -> "BasePagedAttentionCache":
+        """A new live cache (own pool, same allocation ids) that behaves like the snapshotted one."""
+        from .invariants import check_snapshot
+
+        if snapshot.kind != cls.kind:
+            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
+        violations = check_snapshot(snapshot)
+        if violations:
+            raise InvalidOperation(f"cannot restore an inconsistent snapshot: {violations[0]}")
+        cache = cls(PagePool(snapshot.page_count, snapshot.free), snapshot.tokens_per_page)
+        cache.clock = snapshot.clock
+        cache._next_allocation_id = snapshot.next_allocation_id
+        s = snapshot.stats
+        cache._lookups, cache._lookup_tokens, cache._hit_tokens = s.lookups, s.lookup_tokens, s.hit_tokens
+        cache._evictions, cache._dedups = s.evictions, s.dedups
+        cache._restore_structure(snapshot)
+        return cache
+
+    # -- hooks the trie cache overrides -------------------------------------------------
+
+    def _node_infos(self) -> tuple[NodeInfo, ...]:
+        return ()
+
+    def _heap_ids(self) -> tuple[int, ...]:
+        return ()
+
+    def _next_seq_value(self) -> int:
+        return 1
+
+    def _evictable_count(self) -> int:
+        return 0
+
+    def _evict_one(self, allocation_id: int) -> int:  # pragma: no cover - base never evicts
+        raise AssertionError("the base cache has nothing to evict")
+
+    def _check_live_structures(self) -> list:
+        return []
+
+    def _restore_structure(self, snapshot: Snapshot) -> None:
+        for a in snapshot.allocations:
+            allocation = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), [], a.hit_tokens)
+            self.allocations[a.id] = allocation
+
+    def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
+                 publish_incomplete_page: bool) -> None:
+        self._publish_tokens(allocation, tokens, publish_incomplete_page)
+        self.clock += 1
+        if self._events is not None:
+            self._events.append(ev.OpStarted("publish", allocation.id, self.clock))
+
+    def _release(self, allocation: PageAllocation) -> None:
+        self._check_live(allocation, "release")
+        self.clock += 1
+        pages = allocation._pages
+        self._pool.give(pages)
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("release", allocation.id, self.clock))
+            if pages:
+                events.append(ev.PagesFreed(allocation.id, tuple(pages), "release"))
+            events.append(ev.Released(allocation.id))
+        self._retire(allocation)
+
+    # -- shared machinery ---------------------------------------------------------------
+
+    def _extend(self, allocation: PageAllocation, tokens: Iterable[int], extra_token_slots: int) -> None:
+        self._check_live(allocation, "extend")
+        self._check_extra(extra_token_slots, "extend")
+        tokens = tuple(tokens)
+        old = allocation._tokens
+        if len(tokens) < len(old) or tokens[: len(old)] != old:
+            raise InvalidOperation(
+                f"extend {allocation.label}: the new tokens must start with the allocation's "
+                f"{len(old)} tokens {_describe_tokens(old)}, got {len(tokens)} tokens {_describe_tokens(tokens)}")
+        needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page) - len(allocation._pages)
+        free = self._pool.available_page_count()
+        if needed > free:
+            evictable = self._evictable_count()
+            if needed > free + evictable:
+                raise self._failure(
+                    f"cannot extend {allocation.label} to {len(tokens)} tokens + {extra_token_slots} extra slots",
+                    needed, free, evictable)
+        self.clock += 1
+        allocation._tokens = tokens
+        if self._events is not None:
+            self._events.append(ev.OpStarted("extend", allocation.id, self.clock))
+        if needed > 0:
+            self._grow(allocation, needed)
+
+    def _grow(self, allocation: PageAllocation, needed: int) -> None:
+        """Append ``needed`` pages: free ones first, then evicted ones. Availability was checked."""
+        pool = self._pool
+        take = min(needed, pool.available_page_count())
+        taken = pool.take(take)
+        allocation._pages.extend(taken)
+        if taken and self._events is not None:
+            self._events.append(ev.PagesTaken(allocation.id, tuple(taken)))
+        for _ in range(needed - take):
+            allocation._pages.append(self._evict_one(allocation.id))
+
+    def _publish_tokens(self, allocation: PageAllocation, tokens: Iterable[int] | None,
+                        publish_incomplete_page: bool) -> tuple[int, ...]:
+        """Validate a publish; on success store longer tokens and return the tokens to publish."""
+        self._check_live(allocation, "publish")
+        if publish_incomplete_page:
+            raise InvalidOperation(
+                f"publish {allocation.label}: publish_incomplete_page=True is not supported; "
+                "only full pages are shared (a partial page would be matched as if complete)")
+        own = allocation._tokens
+        if tokens is None:
+            return own
+        tokens = tuple(tokens)
+        common = min(len(tokens), len(own))
+        if tokens[:common] != own[:common]:
+            first = next(i for i in range(common) if tokens[i] != own[i])
+            raise InvalidOperation(
+                f"publish {allocation.label}: tokens disagree with the allocation's at position {first} "
+                f"(allocation has {own[first]}, publish has {tokens[first]})")
+        if len(tokens) > len(own):
+            capacity = len(allocation._pages) * self.tokens_per_page
+            if len(tokens) > capacity:
+                raise InvalidOperation(
+                    f"publish {allocation.label}: {len(tokens)} tokens do not fit in its "
+                    f"{len(allocation._pages)} pages ({capacity} slots); extend it first")
+            allocation._tokens = tokens
+        return tokens
+
+    def _retire(self, allocation: PageAllocation) -> None:
+        allocation.released = True
+        allocation._pages = []
+        allocation._nodes = []
+        del self.allocations[allocation.id]
+
+    def _check_live(self, allocation: PageAllocation, op: str) -> None:
+        if allocation.released:
+            raise InvalidOperation(f"{op} {allocation.label}: the allocation was released; it holds nothing")
+        if self.allocations.get(allocation.id) is not allocation:
+            raise InvalidOperation(f"{op} {allocation.label}: the allocation does not belong to this cache")
+
+    @staticmethod
+    def _check_extra(extra_token_slots: int, op: str) -> None:
+        if not isinstance(extra_token_slots, int) or extra_token_slots < 0:
+            raise InvalidOperation(f"{op}: extra_token_slots must be a non-negative integer, got {extra_token_slots!r}")
+
+    def _failure(self, what: str, needed: int, free: int, evictable: int) -> CacheAllocationFailure:
+        held = self._pool.total_page_count() - free - evictable
+        return CacheAllocationFailure(
+            f"{what}: need {needed} pages: {free} free, {evictable} evictable, {held} held by live allocations",
+            needed=needed, free=free, evictable=evictable, held=held)

@@ -1,0 +1,138 @@
+"""An indexed binary min-heap of eviction candidates.
+
+Each item stores its own array position in ``item.hpos`` (-1 when absent), so removing a
+node that stops being a candidate (an acquire matched it, a publish adopted it) is
+O(log n) instead of a scan, and the heap is never rebuilt from all leaves (SGLang's
+RadixCache does rebuild, at about 11 ms per evict call on a large tree).
+
+Keys are plain ints: the trie encodes ``(last_access, seq)`` as
+``last_access << SEQ_BITS | seq``, which orders exactly like the tuple but compares faster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Bits reserved for ``seq`` in a packed key. 2**40 nodes will never exist in one process.
+SEQ_BITS = 40
+SEQ_MASK = (1 << SEQ_BITS) - 1
+
+
+def pack_key(last_access: int, seq: int) -> int:
+    """``(last_access, seq)`` as one int with the same order."""
+    return (last_access << SEQ_BITS) | seq
+
+
+def unpack_key(key: int) -> tuple[int, int]:
+    """Inverse of :func:`pack_key`."""
+    return key >> SEQ_BITS, key & SEQ_MASK
+
+
+class IndexedHeap:
+    """Min-heap of items with an ``hpos`` slot, keyed by ints. push/pop/remove O(log n)."""
+
+    __slots__ = ("_keys", "_items")
+
+    def __init__(self) -> None:
+        self._keys: list[int] = []
+        self._items: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def items(self) -> list[Any]:
+        """The items in array order (index 0 is the minimum). O(n) copy."""
+        return list(self._items)
+
+    def keys(self) -> list[int]:
+        """The keys in array order."""
+        return list(self._keys)
+
+    def peek(self) -> Any | None:
+        """The item with the smallest key, or None. O(1)."""
+        return self._items[0] if self._items else None
+
+    def push(self, item: Any, key: int) -> None:
+        """Add ``item`` (not already present) with ``key``."""
+        keys = self._keys
+        items = self._items
+        keys.append(key)
+        items.append(item)
+        self._sift_up(len(items) - 1)
+
+    def pop(self) -> Any:
+        """Remove and return the item with the smallest key."""
+        items = self._items
+        top = items[0]
+        self._remove_at(0)
+        return top
+
+    def remove(self, item: Any) -> None:
+        """Remove ``item``, which must be present."""
+        self._remove_at(item.hpos)
+
+    def append_raw(self, item: Any, key: int) -> None:
+        """Append without sifting: used by restore to reproduce an exact array order."""
+        item.hpos = len(self._items)
+        self._keys.append(key)
+        self._items.append(item)
+
+    def _remove_at(self, pos: int) -> None:
+        keys = self._keys
+        items = self._items
+        items[pos].hpos = -1
+        last_key = keys.pop()
+        last_item = items.pop()
+        if pos == len(items):
+            return
+        keys[pos] = last_key
+        items[pos] = last_item
+        last_item.hpos = pos
+        if pos > 0 and last_key < keys[(pos - 1) >> 1]:
+            self._sift_up(pos)
+        else:
+            self._sift_down(pos)
+
+    def _sift_up(self, pos: int) -> None:
+        keys = self._keys
+        items = self._items
+        key = keys[pos]
+        item = items[pos]
+        while pos > 0:
+            parent = (pos - 1) >> 1
+            parent_key = keys[parent]
+            if key >= parent_key:
+                break
+            keys[pos] = parent_key
+            moved = items[parent]
+            items[pos] = moved
+            moved.hpos = pos
+            pos = parent
+        keys[pos] = key
+        items[pos] = item
+        item.hpos = pos
+
+    def _sift_down(self, pos: int) -> None:
+        keys = self._keys
+        items = self._items
+        n = len(keys)
+        key = keys[pos]
+        item = items[pos]
+        while True:
+            child = 2 * pos + 1
+            if child >= n:
+                break
+            right = child + 1
+            if right < n and keys[right] < keys[child]:
+                child = right
+            child_key = keys[child]
+            if key <= child_key:
+                break
+            keys[pos] = child_key
+            moved = items[child]
+            items[pos] = moved
+            moved.hpos = pos
+            pos = child
+        keys[pos] = key
+        items[pos] = item
+        item.hpos = pos

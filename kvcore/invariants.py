@@ -1,0 +1,236 @@
+"""DESIGN's six invariants, checked on a :class:`Snapshot`.
+
+Working on snapshots (not live objects) means one checker serves kvcore's caches, restored
+bundles and adapters that read other caches' state into the same format. Off the hot path:
+O(pages + nodes + allocation pages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .snapshot import CACHED, FREE, OWNED, Snapshot
+
+NAMES = {
+    1: "every page is in exactly one place",
+    2: "ref equals the number of live allocations whose published path contains the node",
+    3: "eviction candidates are exactly the childless ref-0 nodes, in a valid heap",
+    4: "trie shape: links agree, keys are full pages, no page twice",
+    5: "an allocation's published pages are its trie path; its pages hold its tokens",
+    6: "last_access <= clock; released allocations hold nothing",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant, with the pages, nodes and allocations involved (for highlighting)."""
+
+    invariant: int
+    message: str
+    pages: tuple[int, ...] = ()
+    nodes: tuple[int, ...] = ()
+    allocations: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        return f"invariant {self.invariant} ({NAMES[self.invariant]}): {self.message}"
+
+    def to_dict(self) -> dict:
+        """JSON-able form."""
+        return {"invariant": self.invariant, "message": self.message, "pages": list(self.pages),
+                "nodes": list(self.nodes), "allocations": list(self.allocations)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Violation":
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(d["invariant"]), str(d["message"]), tuple(d.get("pages", ())),
+                   tuple(d.get("nodes", ())), tuple(d.get("allocations", ())))
+
+
+def check_snapshot(snap: Snapshot) -> list[Violation]:
+    """Every violation of the six invariants in ``snap``; [] when healthy."""
+    out: list[Violation] = []
+    nodes = {n.id: n for n in snap.nodes}
+    root_ids = [n.id for n in snap.nodes if n.parent is None]
+    tpp = snap.tokens_per_page
+    _check_shape(snap, nodes, root_ids, tpp, out)
+    paths = _check_allocations(snap, nodes, root_ids, tpp, out)
+    _check_places(snap, nodes, out)
+    _check_refs(snap, nodes, paths, out)
+    _check_heap(snap, nodes, out)
+    for n in snap.nodes:
+        if n.last_access > snap.clock:
+            out.append(Violation(6, f"node {n.id} was last accessed at tick {n.last_access}, after the clock "
+                                    f"({snap.clock})", _page(n), (n.id,)))
+    out.sort(key=lambda v: v.invariant)
+    return out
+
+
+def _page(n) -> tuple[int, ...]:
+    return (n.page,) if n.page is not None else ()
+
+
+def _check_shape(snap, nodes, root_ids, tpp, out) -> None:
+    if snap.kind == "trie" and len(root_ids) != 1:
+        out.append(Violation(4, f"the trie has {len(root_ids)} roots (expected exactly one)", (), tuple(root_ids)))
+    if len(nodes) != len(snap.nodes):
+        out.append(Violation(4, "two nodes share an id"))
+    keys_seen: dict[tuple, int] = {}
+    page_owner: dict[int, int] = {}
+    for n in snap.nodes:
+        if n.parent is None:
+            if n.page is not None or n.tokens:
+                out.append(Violation(4, f"root node {n.id} holds a page or tokens", _page(n), (n.id,)))
+            continue
+        if n.parent not in nodes:
+            out.append(Violation(4, f"node {n.id} names parent {n.parent}, which does not exist", _page(n), (n.id,)))
+        if len(n.tokens) != tpp:
+            out.append(Violation(4, f"node {n.id} holds {len(n.tokens)} tokens, not a full page of {tpp}",
+                                 _page(n), (n.id,)))
+        other = keys_seen.get((n.parent, n.tokens))
+        if other is not None:
+            out.append(Violation(4, f"nodes {other} and {n.id} are both children of node {n.parent} "
+                                    f"with the same tokens", _page(n), (other, n.id)))
+        keys_seen[(n.parent, n.tokens)] = n.id
+        if n.page is None or not 0 <= n.page < snap.page_count:
+            out.append(Violation(4, f"node {n.id} holds page {n.page}, not a page of the pool", (), (n.id,)))
+        elif n.page in page_owner:
+            out.append(Violation(4, f"page {n.page} is held by nodes {page_owner[n.page]} and {n.id}",
+                                 (n.page,), (page_owner[n.page], n.id)))
+        else:
+            page_owner[n.page] = n.id
+    # Cycles: every node must reach a root.
+    for n in snap.nodes:
+        seen = set()
+        cur = n
+        while cur is not None and cur.parent is not None:
+            if cur.id in seen:
+                out.append(Violation(4, f"node {n.id} is on a parent cycle", _page(n), (n.id,)))
+                break
+            seen.add(cur.id)
+            cur = nodes.get(cur.parent)
+
+
+def _check_allocations(snap, nodes, root_ids, tpp, out) -> dict[int, list[int]]:
+    """Invariant 5 (and 6 for released ones); returns each allocation's published path."""
+    children: dict[tuple, int] = {(n.parent, n.tokens): n.id for n in snap.nodes if n.parent is not None}
+    root = root_ids[0] if root_ids else None
+    paths: dict[int, list[int]] = {}
+    for a in snap.allocations:
+        if a.released:
+            if a.pages or a.published:
+                out.append(Violation(6, f"released allocation {a.label} still holds pages {list(a.pages)}",
+                                     a.pages, (), (a.id,)))
+            continue
+        if len(a.pages) * tpp < len(a.tokens):
+            out.append(Violation(5, f"allocation {a.label} has {len(a.tokens)} tokens but only {len(a.pages)} pages "
+                                    f"({len(a.pages) * tpp} slots)", a.pages, (), (a.id,)))
+        if a.published > len(a.pages) or a.published * tpp > len(a.tokens):
+            out.append(Violation(5, f"allocation {a.label} claims {a.published} published pages but has "
+                                    f"{len(a.pages)} pages and {len(a.tokens)} tokens", a.pages, (), (a.id,)))
+            continue
+        path = []
+        parent = root
+        for i in range(a.published):
+            node_id = children.get((parent, a.tokens[i * tpp:(i + 1) * tpp]))
+            if node_id is None:
+                out.append(Violation(5, f"allocation {a.label}'s published page {i} (page {a.pages[i]}) has no trie "
+                                        f"node on the path spelled by its tokens", (a.pages[i],), (), (a.id,)))
+                break
+            if nodes[node_id].page != a.pages[i]:
+                out.append(Violation(5, f"allocation {a.label}'s block table says page {a.pages[i]} at position {i}, "
+                                        f"but its trie node {node_id} holds page {nodes[node_id].page}",
+                                     (a.pages[i], nodes[node_id].page), (node_id,), (a.id,)))
+            path.append(node_id)
+            parent = node_id
+        paths[a.id] = path
+        dup = {p for p in a.pages if a.pages.count(p) > 1}
+        if dup:
+            out.append(Violation(5, f"allocation {a.label}'s block table lists page(s) {sorted(dup)} twice: "
+                                    f"{list(a.pages)}", tuple(sorted(dup)), (), (a.id,)))
+    return paths
+
+
+def _check_places(snap, nodes, out) -> None:
+    places: dict[int, list[str]] = {p: [] for p in range(snap.page_count)}
+    owners: dict[int, list] = {p: [] for p in range(snap.page_count)}
+
+    def put(page, where, who):
+        if page not in places:
+            out.append(Violation(1, f"{where} names page {page}, which is not in the pool of {snap.page_count}",
+                                 (), *who))
+            return
+        places[page].append(where)
+        owners[page].append(who)
+
+    for p in snap.free:
+        put(p, "the free list", ((), ()))
+    for n in snap.nodes:
+        if n.page is not None:
+            put(n.page, f"node {n.id}", ((n.id,), ()))
+    for a in snap.allocations:
+        if not a.released:
+            for p in a.pages[a.published:]:
+                put(p, f"the unpublished tail of {a.label}", ((), (a.id,)))
+    for p, where in places.items():
+        if len(where) != 1:
+            nodes_ = tuple(x for w in owners[p] for x in w[0])
+            allocs = tuple(x for w in owners[p] for x in w[1])
+            if not where:
+                out.append(Violation(1, f"page {p} is nowhere: not free, not cached, not held (leaked)", (p,)))
+            else:
+                out.append(Violation(1, f"page {p} is in {len(where)} places: {', '.join(where)}", (p,), nodes_, allocs))
+    # The derived page table must agree with the primary data.
+    for info in snap.pages:
+        where = places.get(info.page, [])
+        if len(where) != 1:
+            continue
+        w = where[0]
+        expected = FREE if w == "the free list" else CACHED if w.startswith("node") else OWNED
+        if info.state != expected:
+            out.append(Violation(1, f"page table says page {info.page} is {info.state}, but it is in {w}", (info.page,)))
+    if len(snap.pages) != snap.page_count:
+        out.append(Violation(1, f"page table has {len(snap.pages)} rows for a pool of {snap.page_count}"))
+
+
+def _check_refs(snap, nodes, paths, out) -> None:
+    counts = {n.id: 0 for n in snap.nodes}
+    holders: dict[int, list[str]] = {}
+    for a in snap.allocations:
+        for node_id in paths.get(a.id, ()):
+            counts[node_id] += 1
+            holders.setdefault(node_id, []).append(a.label)
+    for n in snap.nodes:
+        if n.parent is None:
+            continue
+        if n.ref != counts[n.id]:
+            who = ", ".join(holders.get(n.id, [])) or "none"
+            out.append(Violation(2, f"node {n.id} (page {n.page}) has ref {n.ref} but {counts[n.id]} live allocations "
+                                    f"hold it (holders: {who})", _page(n), (n.id,)))
+
+
+def _check_heap(snap, nodes, out) -> None:
+    if snap.kind != "trie":
+        return
+    has_child = {n.parent for n in snap.nodes if n.parent is not None}
+    candidates = {n.id for n in snap.nodes if n.parent is not None and n.ref == 0 and n.id not in has_child}
+    in_heap = list(snap.heap)
+    heap_set = set(in_heap)
+    if len(heap_set) != len(in_heap):
+        out.append(Violation(3, f"the heap lists a node twice: {in_heap}", (), tuple(in_heap)))
+    for node_id in sorted(candidates - heap_set):
+        n = nodes[node_id]
+        out.append(Violation(3, f"node {node_id} (page {n.page}) is a childless ref-0 node but not in the eviction "
+                                f"heap: it can never be evicted", _page(n), (node_id,)))
+    for node_id in sorted(heap_set - candidates):
+        n = nodes.get(node_id)
+        if n is None:
+            out.append(Violation(3, f"the heap lists node {node_id}, which does not exist", (), (node_id,)))
+            continue
+        why = "it is the root" if n.parent is None else f"it has ref {n.ref}" if n.ref else "it has children"
+        out.append(Violation(3, f"node {node_id} (page {n.page}) is in the eviction heap but {why}",
+                             _page(n), (node_id,)))
+    for i in range(1, len(in_heap)):
+        parent, child = nodes.get(in_heap[(i - 1) // 2]), nodes.get(in_heap[i])
+        if parent is not None and child is not None and parent.key > child.key:
+            out.append(Violation(3, f"heap property broken: node {parent.id} key {parent.key} is above node "
+                                    f"{child.id} key {child.key}", _page(parent) + _page(child), (parent.id, child.id)))

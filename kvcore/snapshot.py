@@ -1,0 +1,300 @@
+"""The one state format: a frozen, JSON-able, comparable picture of a cache.
+
+Snapshots feed the UI, exports, restore and (later) adapters for other caches. Equal states
+compare ``==``; ``digest()`` hashes canonical JSON, so two runs, two processes or two
+machines can compare states step by step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "kvcore.snapshot/1"
+
+FREE, OWNED, CACHED = "free", "owned", "cached"
+
+
+class SnapshotFormatError(ValueError):
+    """A dict that is not a kvcore snapshot of a supported schema. ``path`` says where."""
+
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+@dataclass(frozen=True, slots=True)
+class PageInfo:
+    """One physical page: ``free``, ``owned`` (unpublished tail of allocation ``owner``)
+    or ``cached`` (held by trie node ``node`` with ref count ``ref``)."""
+
+    page: int
+    state: str
+    owner: int | None = None
+    node: int | None = None
+    ref: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One trie node. The root has id 0, no parent, no tokens and no page."""
+
+    id: int
+    parent: int | None
+    tokens: tuple[int, ...]
+    page: int | None
+    ref: int
+    last_access: int
+    seq: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """The eviction key ``(last_access, seq)``."""
+        return (self.last_access, self.seq)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationInfo:
+    """One live allocation: its tokens, block table and how many leading pages are published."""
+
+    id: int
+    name: str | None
+    tokens: tuple[int, ...]
+    pages: tuple[int, ...]
+    published: int
+    hit_tokens: int
+    released: bool = False
+
+    @property
+    def label(self) -> str:
+        """The name if it has one, else ``#id``."""
+        return self.name if self.name is not None else f"#{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Running totals since the cache was created."""
+
+    lookups: int = 0
+    lookup_tokens: int = 0
+    hit_tokens: int = 0
+    evictions: int = 0
+    dedups: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Complete state of a cache at one moment (see DESIGN.md, "Snapshot")."""
+
+    kind: str
+    tokens_per_page: int
+    page_count: int
+    clock: int
+    next_seq: int
+    next_allocation_id: int
+    pages: tuple[PageInfo, ...]
+    free: tuple[int, ...]
+    nodes: tuple[NodeInfo, ...]
+    allocations: tuple[AllocationInfo, ...]
+    heap: tuple[int, ...]
+    stats: Stats = Stats()
+    policy: str = "lru"
+    schema: str = SCHEMA
+    _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def _lookup(self) -> dict:
+        index = self._index
+        if index is None:
+            index = {
+                "node": {n.id: n for n in self.nodes},
+                "alloc": {a.id: a for a in self.allocations},
+                "name": {a.name: a for a in self.allocations if a.name is not None},
+                "children": {},
+            }
+            for n in self.nodes:
+                if n.parent is not None:
+                    index["children"].setdefault(n.parent, []).append(n.id)
+            object.__setattr__(self, "_index", index)
+        return index
+
+    def node(self, node_id: int) -> NodeInfo | None:
+        """The node with this id, or None."""
+        return self._lookup()["node"].get(node_id)
+
+    def children(self, node_id: int) -> tuple[int, ...]:
+        """Ids of the node's children, in creation order."""
+        return tuple(self._lookup()["children"].get(node_id, ()))
+
+    def allocation(self, allocation_id: int) -> AllocationInfo | None:
+        """The live allocation with this id, or None."""
+        return self._lookup()["alloc"].get(allocation_id)
+
+    def allocation_named(self, name: str) -> AllocationInfo | None:
+        """The live allocation with this name, or None."""
+        return self._lookup()["name"].get(name)
+
+    def node_for_page(self, page: int) -> NodeInfo | None:
+        """The trie node holding ``page``, or None."""
+        info = self.pages[page] if 0 <= page < len(self.pages) else None
+        return self.node(info.node) if info is not None and info.node is not None else None
+
+    @property
+    def free_count(self) -> int:
+        """Pages on the free list."""
+        return len(self.free)
+
+    @property
+    def cached_count(self) -> int:
+        """Pages held by trie nodes."""
+        return sum(1 for p in self.pages if p.state == CACHED)
+
+    @property
+    def owned_count(self) -> int:
+        """Pages in allocations' unpublished tails."""
+        return sum(1 for p in self.pages if p.state == OWNED)
+
+    @property
+    def evictable_count(self) -> int:
+        """Cached pages whose node has ref 0 (reachable by cascading eviction)."""
+        return sum(1 for n in self.nodes if n.parent is not None and n.ref == 0)
+
+    # -- serialisation -------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict; :meth:`from_dict` gives back an equal snapshot."""
+        return {
+            "schema": self.schema,
+            "kind": self.kind,
+            "policy": self.policy,
+            "tokens_per_page": self.tokens_per_page,
+            "page_count": self.page_count,
+            "clock": self.clock,
+            "next_seq": self.next_seq,
+            "next_allocation_id": self.next_allocation_id,
+            "pages": [[p.page, p.state, p.owner, p.node, p.ref] for p in self.pages],
+            "free": list(self.free),
+            "nodes": [[n.id, n.parent, list(n.tokens), n.page, n.ref, n.last_access, n.seq] for n in self.nodes],
+            "allocations": [
+                {"id": a.id, "name": a.name, "tokens": list(a.tokens), "pages": list(a.pages),
+                 "published": a.published, "hit_tokens": a.hit_tokens, "released": a.released}
+                for a in self.allocations
+            ],
+            "heap": list(self.heap),
+            "stats": {"lookups": self.stats.lookups, "lookup_tokens": self.stats.lookup_tokens,
+                      "hit_tokens": self.stats.hit_tokens, "evictions": self.stats.evictions,
+                      "dedups": self.stats.dedups},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Snapshot":
+        """Build a snapshot from :meth:`to_dict` output, validating shape and types.
+
+        Raises :class:`SnapshotFormatError` naming the offending field for anything else.
+        """
+        r = _Reader(d)
+        schema = r.get("schema", str)
+        if schema != SCHEMA:
+            raise SnapshotFormatError(f"unsupported schema {schema!r} (expected {SCHEMA!r})", "schema")
+        kind = r.get("kind", str)
+        if kind not in ("trie", "base"):
+            raise SnapshotFormatError(f"unknown cache kind {kind!r} (expected 'trie' or 'base')", "kind")
+        pages = tuple(
+            PageInfo(r.int_at(p, f"pages[{i}]", 0), r.str_at(p, f"pages[{i}]", 1, (FREE, OWNED, CACHED)),
+                     r.opt_int_at(p, f"pages[{i}]", 2), r.opt_int_at(p, f"pages[{i}]", 3), r.int_at(p, f"pages[{i}]", 4))
+            for i, p in enumerate(r.get("pages", list))
+        )
+        nodes = tuple(
+            NodeInfo(r.int_at(n, f"nodes[{i}]", 0), r.opt_int_at(n, f"nodes[{i}]", 1),
+                     r.ints_at(n, f"nodes[{i}]", 2), r.opt_int_at(n, f"nodes[{i}]", 3),
+                     r.int_at(n, f"nodes[{i}]", 4), r.int_at(n, f"nodes[{i}]", 5), r.int_at(n, f"nodes[{i}]", 6))
+            for i, n in enumerate(r.get("nodes", list))
+        )
+        allocations = []
+        for i, a in enumerate(r.get("allocations", list)):
+            ar = _Reader(a, f"allocations[{i}]")
+            name = ar.d.get("name") if isinstance(ar.d, dict) else None
+            if name is not None and not isinstance(name, str):
+                raise SnapshotFormatError("expected a string or null", f"allocations[{i}].name")
+            allocations.append(AllocationInfo(
+                ar.get("id", int), name, tuple(ar.ints("tokens")), tuple(ar.ints("pages")),
+                ar.get("published", int), ar.get("hit_tokens", int), ar.get("released", bool)))
+        sr = _Reader(r.get("stats", dict), "stats")
+        stats = Stats(sr.get("lookups", int), sr.get("lookup_tokens", int), sr.get("hit_tokens", int),
+                      sr.get("evictions", int), sr.get("dedups", int))
+        return cls(
+            kind=kind, tokens_per_page=r.get("tokens_per_page", int), page_count=r.get("page_count", int),
+            clock=r.get("clock", int), next_seq=r.get("next_seq", int),
+            next_allocation_id=r.get("next_allocation_id", int), pages=pages, free=tuple(r.ints("free")),
+            nodes=nodes, allocations=tuple(allocations), heap=tuple(r.ints("heap")), stats=stats,
+            policy=r.get("policy", str), schema=schema,
+        )
+
+    def to_json(self) -> str:
+        """Canonical JSON: sorted keys, no whitespace. Identical across processes."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        """Hex sha256 of :meth:`to_json`."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+class _Reader:
+    """Typed field access with error messages that name the field path."""
+
+    def __init__(self, d: Any, path: str = ""):
+        if not isinstance(d, dict):
+            raise SnapshotFormatError("expected a JSON object", path or "snapshot")
+        self.d = d
+        self.path = path
+
+    def _p(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str, typ: type) -> Any:
+        if key not in self.d:
+            raise SnapshotFormatError("missing field", self._p(key))
+        v = self.d[key]
+        if typ is int and (not isinstance(v, int) or isinstance(v, bool)):
+            raise SnapshotFormatError(f"expected an integer, got {type(v).__name__}", self._p(key))
+        if typ is not int and not isinstance(v, typ):
+            raise SnapshotFormatError(f"expected {typ.__name__}, got {type(v).__name__}", self._p(key))
+        return v
+
+    def ints(self, key: str) -> list[int]:
+        v = self.get(key, list)
+        for i, x in enumerate(v):
+            if not isinstance(x, int) or isinstance(x, bool):
+                raise SnapshotFormatError("expected an integer", f"{self._p(key)}[{i}]")
+        return v
+
+    @staticmethod
+    def _row(row: Any, path: str, i: int) -> Any:
+        if not isinstance(row, list) or i >= len(row):
+            raise SnapshotFormatError("expected a list with more fields", path)
+        return row[i]
+
+    def int_at(self, row: Any, path: str, i: int) -> int:
+        v = self._row(row, path, i)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise SnapshotFormatError("expected an integer", f"{path}[{i}]")
+        return v
+
+    def opt_int_at(self, row: Any, path: str, i: int) -> int | None:
+        v = self._row(row, path, i)
+        return None if v is None else self.int_at(row, path, i)
+
+    def str_at(self, row: Any, path: str, i: int, allowed: tuple[str, ...]) -> str:
+        v = self._row(row, path, i)
+        if v not in allowed:
+            raise SnapshotFormatError(f"expected one of {', '.join(allowed)}", f"{path}[{i}]")
+        return v
+
+    def ints_at(self, row: Any, path: str, i: int) -> tuple[int, ...]:
+        v = self._row(row, path, i)
+        if not isinstance(v, list) or any(not isinstance(x, int) or isinstance(x, bool) for x in v):
+            raise SnapshotFormatError("expected a list of integers", f"{path}[{i}]")
+        return tuple(v)

@@ -1,0 +1,312 @@
+"""TriePagedAttentionCache: pages shared by common prefixes, ref counts, LRU eviction.
+
+Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:
+
+* A node holds one full page. ``ref`` counts the live allocations whose published path
+  contains the node, so a node with ref 0 has only ref-0 descendants and everything with
+  ref 0 is reachable by cascading eviction: ``free + (# ref-0 nodes)`` is exactly what an
+  operation can obtain, which lets us fail *before* changing anything.
+* Eviction candidates are the childless ref-0 nodes, in an indexed heap keyed by
+  ``(last_access, seq)``: ``seq`` (creation order) breaks ties, so the order is total and the
+  same on every platform (shortfin's wall-clock ties raised ``TypeError`` on Windows).
+* A node in the heap never changes its key: only acquire and publish touch nodes, and both
+  reference them first, which takes them out of the heap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import events as ev
+from .allocation import PageAllocation
+from .base import BasePagedAttentionCache, pages_for
+from .heap import SEQ_BITS, IndexedHeap, unpack_key
+from .snapshot import NodeInfo, Snapshot
+
+
+class _Node:
+    """One trie node (root: page None). Lives only inside the cache; snapshots copy it."""
+
+    __slots__ = ("seq", "parent", "tokens", "page", "children", "ref", "last_access", "hpos")
+
+    def __init__(self, seq: int, parent: "_Node | None", tokens: tuple, page: int | None, ref: int, last_access: int):
+        self.seq = seq
+        self.parent = parent
+        self.tokens = tokens
+        self.page = page
+        self.children: dict[tuple, _Node] = {}
+        self.ref = ref
+        self.last_access = last_access
+        self.hpos = -1
+
+
+class TriePagedAttentionCache(BasePagedAttentionCache):
+    """Prefix-sharing paged cache (shortfin's ``TriePagedAttentionCache``, SGLang's radix cache).
+
+    Costs, with p = pages of the request: acquire O(p + e log c), publish O(p), release O(p),
+    where e = evictions and c = candidates.
+    """
+
+    kind = "trie"
+
+    def __init__(self, page_pool, tokens_per_page: int):
+        super().__init__(page_pool, tokens_per_page)
+        self._root = _Node(0, None, (), None, 0, 0)
+        self._next_seq = 1
+        self._heap = IndexedHeap()
+        self._ref0 = 0  # non-root nodes with ref 0: what cascading eviction can free
+
+    # -- operations -----------------------------------------------------------------------
+
+    def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
+                                 name: str | None = None) -> PageAllocation:
+        """Match the longest cached prefix of full pages, reference it, allocate the rest."""
+        tokens = tuple(tokens)
+        if extra_token_slots:
+            self._check_extra(extra_token_slots, "acquire")
+        tpp = self.tokens_per_page
+        n_tokens = len(tokens)
+        matched: list[_Node] = []
+        node = self._root
+        end = tpp
+        while end <= n_tokens:
+            child = node.children.get(tokens[end - tpp:end])
+            if child is None:
+                break
+            matched.append(child)
+            node = child
+            end += tpp
+        matched_tokens = len(matched) * tpp
+        needed = -(-(n_tokens - matched_tokens + extra_token_slots) // tpp)
+        pool = self._pool
+        free = pool.available_page_count()
+        if needed > free:
+            evictable = self._ref0 - sum(1 for n in matched if n.ref == 0)
+            if needed > free + evictable:
+                raise self._failure(
+                    f"cannot acquire {n_tokens} tokens + {extra_token_slots} extra slots "
+                    f"({matched_tokens} tokens matched in the cache)", needed, free, evictable)
+        # Nothing can fail from here on.
+        self.clock = tick = self.clock + 1
+        allocation = PageAllocation(self, self._next_allocation_id, name, tokens,
+                                    [n.page for n in matched], matched, matched_tokens)
+        self._next_allocation_id += 1
+        self.allocations[allocation.id] = allocation
+        self._lookups += 1
+        self._lookup_tokens += n_tokens
+        self._hit_tokens += matched_tokens
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("acquire", allocation.id, tick))
+            events.append(ev.Matched(allocation.id, tuple(n.seq for n in matched), tuple(allocation._pages),
+                                     matched_tokens, n_tokens, self._match_reason(tokens, matched)))
+        heap = self._heap
+        for n in matched:
+            if n.ref == 0:
+                self._ref0 -= 1
+                if n.hpos >= 0:
+                    heap.remove(n)
+                    if events is not None:
+                        events.append(ev.CandidateRemoved(n.seq, n.page, "matched by an acquire"))
+            n.ref += 1
+            n.last_access = tick
+            if events is not None:
+                events.append(ev.RefTaken(allocation.id, n.seq, n.page, n.ref))
+        if events is not None and matched:
+            events.append(ev.Touched(tuple(n.seq for n in matched), tick))
+        if needed > 0:
+            if needed <= free:
+                taken = pool.take(needed)
+                allocation._pages.extend(taken)
+                if events is not None:
+                    events.append(ev.PagesTaken(allocation.id, tuple(taken)))
+            else:
+                self._grow(allocation, needed)
+        return allocation
+
+    def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
+                 publish_incomplete_page: bool) -> None:
+        tokens = self._publish_tokens(allocation, tokens, publish_incomplete_page)
+        tpp = self.tokens_per_page
+        n_full = len(tokens) // tpp
+        self.clock = tick = self.clock + 1
+        nodes = allocation._nodes
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("publish", allocation.id, tick))
+        walked = nodes[:n_full]
+        for n in walked:
+            n.last_access = tick
+        if events is not None and walked:
+            events.append(ev.Touched(tuple(n.seq for n in walked), tick))
+        if n_full <= len(nodes):
+            return  # publishing is monotonic: nothing new to share
+        pages = allocation._pages
+        parent = nodes[-1] if nodes else self._root
+        for i in range(len(nodes), n_full):
+            key = tokens[i * tpp:(i + 1) * tpp]
+            child = parent.children.get(key)
+            own_page = pages[i]
+            if child is None:
+                child = _Node(self._next_seq, parent, key, own_page, 1, tick)
+                self._next_seq += 1
+                parent.children[key] = child
+                if events is not None:
+                    events.append(ev.NodeCreated(allocation.id, child.seq, parent.seq, own_page, key))
+            else:
+                # Someone published this block first: share theirs, return our copy.
+                if child.ref == 0:
+                    self._ref0 -= 1
+                    if child.hpos >= 0:
+                        self._heap.remove(child)
+                        if events is not None:
+                            events.append(ev.CandidateRemoved(child.seq, child.page, "adopted by a publish"))
+                child.ref += 1
+                child.last_access = tick
+                pages[i] = child.page
+                self._pool.give((own_page,))
+                self._dedups += 1
+                if events is not None:
+                    events.append(ev.Deduplicated(allocation.id, child.seq, child.page, own_page, i))
+                    events.append(ev.RefTaken(allocation.id, child.seq, child.page, child.ref))
+                    events.append(ev.PagesFreed(allocation.id, (own_page,), "dedup"))
+            nodes.append(child)
+            parent = child
+
+    def _release(self, allocation: PageAllocation) -> None:
+        self._check_live(allocation, "release")
+        self.clock = tick = self.clock + 1
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("release", allocation.id, tick))
+        nodes = allocation._nodes
+        heap = self._heap
+        for n in reversed(nodes):
+            n.ref -= 1
+            if events is not None:
+                events.append(ev.RefDropped(allocation.id, n.seq, n.page, n.ref))
+            if n.ref == 0:
+                self._ref0 += 1
+                if not n.children:
+                    heap.push(n, (n.last_access << SEQ_BITS) | n.seq)
+                    if events is not None:
+                        events.append(ev.CandidateAdded(n.seq, n.page, (n.last_access, n.seq)))
+        tail = allocation._pages[len(nodes):]
+        if tail:
+            self._pool.give(tail)
+            if events is not None:
+                events.append(ev.PagesFreed(allocation.id, tuple(tail), "release"))
+        if events is not None:
+            events.append(ev.Released(allocation.id))
+        self._retire(allocation)
+
+    # -- eviction -------------------------------------------------------------------------
+
+    def _evictable_count(self) -> int:
+        return self._ref0
+
+    def _evict_one(self, allocation_id: int) -> int:
+        heap = self._heap
+        victim = heap.pop()
+        parent = victim.parent
+        del parent.children[victim.tokens]
+        victim.parent = None
+        self._ref0 -= 1
+        self._evictions += 1
+        became = None
+        if parent.ref == 0 and not parent.children and parent is not self._root:
+            heap.push(parent, (parent.last_access << SEQ_BITS) | parent.seq)
+            became = parent
+        events = self._events
+        if events is not None:
+            if became is not None:
+                events.append(ev.CandidateAdded(became.seq, became.page, (became.last_access, became.seq)))
+            top = heap.peek()
+            events.append(ev.Evicted(
+                allocation_id, victim.seq, victim.page, victim.tokens, (victim.last_access, victim.seq),
+                top.seq if top is not None else None,
+                (top.last_access, top.seq) if top is not None else None,
+                became.seq if became is not None else None))
+        return victim.page
+
+    def _match_reason(self, tokens: tuple, matched: list) -> str:
+        tpp = self.tokens_per_page
+        n_full = len(tokens) // tpp
+        if not tokens:
+            return "no tokens"
+        if len(matched) == n_full:
+            rest = len(tokens) - n_full * tpp
+            if rest:
+                return f"all {n_full} full pages matched; the last {rest} tokens fill a partial page, never shared"
+            return f"all {n_full} pages matched"
+        node = matched[-1] if matched else self._root
+        i = len(matched)
+        where = "the root" if node is self._root else f"node {node.seq}"
+        return f"page {i} ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) is not a child of {where}"
+
+    # -- snapshot / restore -----------------------------------------------------------------
+
+    def _iter_nodes(self):
+        stack = [self._root]
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(n.children.values())
+
+    def _node_infos(self) -> tuple[NodeInfo, ...]:
+        out = []
+        for n in self._iter_nodes():
+            out.append(NodeInfo(n.seq, n.parent.seq if n.parent is not None else None, n.tokens, n.page,
+                                n.ref, n.last_access, n.seq))
+        out.sort(key=lambda n: n.id)
+        return tuple(out)
+
+    def _heap_ids(self) -> tuple[int, ...]:
+        return tuple(n.seq for n in self._heap.items())
+
+    def _next_seq_value(self) -> int:
+        return self._next_seq
+
+    def _restore_structure(self, snapshot: Snapshot) -> None:
+        by_id: dict[int, _Node] = {}
+        for info in snapshot.nodes:  # sorted by id, so parents come first
+            if info.parent is None:
+                node = self._root
+                node.last_access = info.last_access
+            else:
+                parent = by_id[info.parent]
+                node = _Node(info.seq, parent, info.tokens, info.page, info.ref, info.last_access)
+                parent.children[info.tokens] = node
+                if info.ref == 0:
+                    self._ref0 += 1
+            by_id[info.id] = node
+        self._next_seq = snapshot.next_seq
+        for node_id in snapshot.heap:
+            n = by_id[node_id]
+            self._heap.append_raw(n, (n.last_access << SEQ_BITS) | n.seq)
+        tpp = self.tokens_per_page
+        for a in snapshot.allocations:
+            path = []
+            node = self._root
+            for i in range(a.published):
+                node = node.children[a.tokens[i * tpp:(i + 1) * tpp]]
+                path.append(node)
+            self.allocations[a.id] = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), path, a.hit_tokens)
+
+    def _check_live_structures(self) -> list:
+        """Checks of the live structures a snapshot cannot see: heap positions and counters."""
+        from .invariants import Violation
+
+        out = []
+        items = self._heap.items()
+        keys = self._heap.keys()
+        for i, (n, k) in enumerate(zip(items, keys)):
+            if n.hpos != i:
+                out.append(Violation(3, f"heap entry {i} (node {n.seq}) records position {n.hpos}", (n.page,), (n.seq,)))
+            if unpack_key(k) != (n.last_access, n.seq):
+                out.append(Violation(3, f"heap key of node {n.seq} is {unpack_key(k)}, node says "
+                                        f"{(n.last_access, n.seq)}", (n.page,), (n.seq,)))
+        ref0 = sum(1 for n in self._iter_nodes() if n is not self._root and n.ref == 0)
+        if ref0 != self._ref0:
+            out.append(Violation(3, f"evictable counter is {self._ref0} but {ref0} nodes have ref 0"))
+        return out
