@@ -1,0 +1,3 @@
+"""kvviz: learn and inspect the KV cache of an LLM server, step by step."""
+
+__version__ = "0.1.0"

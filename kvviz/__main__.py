@@ -1,0 +1,5 @@
+"""`python -m kvviz`."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,100 @@
+"""The Markdown export: what a person pastes into a GitHub issue.
+
+A summary, a Mermaid diagram of the trie at the step (GitHub renders it; new nodes green,
+touched blue, evicted red), tables of pages and allocations, and the script.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.session import Frame, Session
+
+MAX_MERMAID_NODES = 200
+MAX_PAGE_ROWS = 256
+
+
+def _esc(text: str) -> str:
+    return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;").replace("|", "#124;")
+
+
+def mermaid(frame: "Frame", session: "Session") -> str:
+    """A Mermaid flowchart of the trie at ``frame``."""
+    snap = frame.snapshot
+    lines = ["graph TD", '  n0(("root"))']
+    added, touched = set(frame.diff.nodes_added), set(frame.diff.nodes_touched)
+    shown = 0
+    for n in snap.nodes:
+        if n.parent is None:
+            continue
+        shown += 1
+        if shown > MAX_MERMAID_NODES:
+            lines.append(f'  more["... {len(snap.nodes) - 1 - MAX_MERMAID_NODES} more nodes"]')
+            break
+        label = _esc(session.label_tokens(n.tokens))
+        lines.append(f'  n{n.id}["{label}<br/>page {n.page} · ref {n.ref} · t{n.last_access}"]')
+        lines.append(f"  n{n.parent} --> n{n.id}")
+    if frame.index > 0 and frame.diff.nodes_evicted:
+        before = session.frame(frame.index - 1).snapshot
+        for node_id in frame.diff.nodes_evicted:
+            n = before.node(node_id)
+            if n is None:
+                continue
+            lines.append(f'  n{n.id}["{_esc(session.label_tokens(n.tokens))}<br/>page {n.page} · evicted"]')
+            if snap.node(n.parent) is not None or n.parent == 0:
+                lines.append(f"  n{n.parent} -.-> n{n.id}")
+            lines.append(f"  class n{n.id} evicted")
+    lines += [
+        "  classDef new fill:#d4f7d4,stroke:#2e7d32",
+        "  classDef touched fill:#d6e6ff,stroke:#1565c0",
+        "  classDef evicted fill:#ffd6d6,stroke:#c62828,stroke-dasharray: 4 3",
+        "  classDef evictable stroke-dasharray: 2 2",
+    ]
+    for n in snap.nodes:
+        if n.id in added:
+            lines.append(f"  class n{n.id} new")
+        elif n.id in touched:
+            lines.append(f"  class n{n.id} touched")
+        elif n.parent is not None and n.ref == 0:
+            lines.append(f"  class n{n.id} evictable")
+    return "\n".join(lines)
+
+
+def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str) -> str:
+    """The whole Markdown report for one step."""
+    snap = frame.snapshot
+    out = [f"# kvviz report: {session.title or 'scenario'} — step {frame.index} of {len(session) - 1}", "",
+           summary, ""]
+    if frame.op is not None:
+        out += [f"**Op:** `{frame.op.text}`" + (f" — **failed** ({frame.error.kind}): {frame.error.message}"
+                                              if frame.error else ""), ""]
+    out += [f"**What happened:** {frame.explanation}", ""]
+    if frame.story:
+        out += [f"> {frame.story}", ""]
+    if frame.violations:
+        out += ["## Invariant violations", ""] + [f"- {v}" for v in frame.violations] + [""]
+    out += [f"Cache: {snap.kind}, {snap.page_count} pages × {snap.tokens_per_page} tokens, clock {snap.clock}; "
+            f"free {snap.free_count}, cached {snap.cached_count} (evictable {snap.evictable_count}), "
+            f"owned {snap.owned_count}.", ""]
+    if snap.kind == "trie":
+        out += ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
+    out += ["## Allocations", "", "| name | tokens | block table | published | hit tokens |", "|---|---|---|---|---|"]
+    for a in snap.allocations:
+        out.append(f"| {a.label} | {session.label_tokens(a.tokens)} | {' '.join(map(str, a.pages))} | "
+                   f"{a.published} | {a.hit_tokens} |")
+    if not snap.allocations:
+        out.append("| (none) | | | | |")
+    out += ["", "## Pages", "", "| page | state | node | owner | ref |", "|---|---|---|---|---|"]
+    names = {a.id: a.label for a in snap.allocations}
+    for info in snap.pages[:MAX_PAGE_ROWS]:
+        out.append(f"| {info.page} | {info.state} | {'' if info.node is None else info.node} | "
+                   f"{names.get(info.owner, '') if info.owner is not None else ''} | {info.ref if info.node else ''} |")
+    if len(snap.pages) > MAX_PAGE_ROWS:
+        out.append(f"| ... | {len(snap.pages) - MAX_PAGE_ROWS} more | | | |")
+    if snap.heap:
+        out += ["", "## LRU heap (array order; next victim first)", ""]
+        out += [f"{i}. node {n} (page {snap.node(n).page}), key ({snap.node(n).last_access}, {snap.node(n).seq})"
+                for i, n in enumerate(snap.heap[:32], 1)]
+    out += ["", "## Script", "", "```", script.rstrip("\n"), "```", ""]
+    return "\n".join(out)

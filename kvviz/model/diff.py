@@ -1,0 +1,87 @@
+"""What changed between two snapshots: the marks the UI paints (new green, touched blue,
+evicted red, ref ±) and the facts narration and why-queries use.
+
+Computed from snapshots alone, so it works for any backend that produces kvcore snapshots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcore import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """Changes from one frame to the next. All fields are sorted tuples of ids."""
+
+    nodes_added: tuple[int, ...] = ()
+    nodes_touched: tuple[int, ...] = ()
+    nodes_evicted: tuple[int, ...] = ()
+    pages_taken: tuple[int, ...] = ()
+    pages_freed: tuple[int, ...] = ()
+    pages_evicted: tuple[int, ...] = ()
+    pages_changed: tuple[int, ...] = ()
+    ref_changes: tuple[tuple[int, int, int], ...] = ()  # (node, before, after)
+    heap_added: tuple[int, ...] = ()
+    heap_removed: tuple[int, ...] = ()
+    heap_moved: tuple[int, ...] = ()
+    allocations_added: tuple[int, ...] = ()
+    allocations_released: tuple[int, ...] = ()
+    allocations_changed: tuple[int, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing observable changed."""
+        return not any(getattr(self, f) for f in self.__slots__)
+
+    def to_dict(self) -> dict:
+        """JSON-able form."""
+        return {f: [list(x) if isinstance(x, tuple) else x for x in getattr(self, f)] for f in self.__slots__}
+
+
+def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
+    """The :class:`Diff` from ``before`` to ``after`` (everything is new when ``before`` is None)."""
+    if before is None:
+        return Diff(nodes_added=tuple(n.id for n in after.nodes if n.parent is not None),
+                    allocations_added=tuple(a.id for a in after.allocations))
+    old_nodes = {n.id: n for n in before.nodes}
+    new_nodes = {n.id: n for n in after.nodes}
+    added = sorted(i for i, n in new_nodes.items() if i not in old_nodes and n.parent is not None)
+    evicted = sorted(i for i, n in old_nodes.items() if i not in new_nodes and n.parent is not None)
+    touched = sorted(i for i, n in new_nodes.items()
+                     if i in old_nodes and n.parent is not None and n.last_access != old_nodes[i].last_access)
+    refs = tuple((i, old_nodes[i].ref, n.ref) for i, n in sorted(new_nodes.items())
+                 if i in old_nodes and n.parent is not None and n.ref != old_nodes[i].ref)
+    taken, freed, changed = [], [], []
+    for old, new in zip(before.pages, after.pages):
+        if old != new:
+            changed.append(new.page)
+            if old.state == "free" and new.state != "free":
+                taken.append(new.page)
+            elif new.state == "free" and old.state != "free":
+                freed.append(new.page)
+    pages_evicted = sorted(old_nodes[i].page for i in evicted)
+    # An evicted page that went straight to an allocation was also taken.
+    taken = sorted(set(taken) | {p for p in pages_evicted if after.pages[p].state != "free"})
+    old_heap = {n: i for i, n in enumerate(before.heap)}
+    new_heap = {n: i for i, n in enumerate(after.heap)}
+    old_allocs = {a.id: a for a in before.allocations}
+    new_allocs = {a.id: a for a in after.allocations}
+    return Diff(
+        nodes_added=tuple(added),
+        nodes_touched=tuple(touched),
+        nodes_evicted=tuple(evicted),
+        pages_taken=tuple(taken),
+        pages_freed=tuple(sorted(freed)),
+        pages_evicted=tuple(pages_evicted),
+        pages_changed=tuple(changed),
+        ref_changes=refs,
+        heap_added=tuple(sorted(n for n in new_heap if n not in old_heap)),
+        heap_removed=tuple(sorted(n for n in old_heap if n not in new_heap)),
+        heap_moved=tuple(sorted(n for n, i in new_heap.items() if n in old_heap and old_heap[n] != i)),
+        allocations_added=tuple(sorted(i for i in new_allocs if i not in old_allocs)),
+        allocations_released=tuple(sorted(i for i in old_allocs if i not in new_allocs)),
+        allocations_changed=tuple(sorted(i for i, a in new_allocs.items()
+                                         if i in old_allocs and a != old_allocs[i])),
+    )

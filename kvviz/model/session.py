@@ -1,0 +1,323 @@
+"""Session and timeline: ops applied to a cache, one frame per op, any frame by index.
+
+A session owns a backend (a live cache) and records, for every op, a :class:`Frame`: the op,
+its events, the snapshot after it, the diff against the previous frame, narration, invariant
+violations, the error of a failed op (a failed op is a frame too; the state is unchanged)
+and the results of the script's ``expect`` lines.
+
+Memory stays bounded on long timelines: full frames are kept only for the most recently
+used ones; every ``keyframe_every`` frames a compressed snapshot is kept, and any other frame
+is rebuilt by restoring the nearest keyframe and replaying the ops after it (that is what
+``restore`` is for). Replays are exact because the caches are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kvcore import KVCacheError, Snapshot, Violation, check_snapshot
+from kvcore import events as ev
+
+from ..backends import KvcoreBackend
+from .diff import Diff, diff_snapshots
+from .narrate import narrate
+from .scenario import CacheConfig, Expect, Op, Scenario, Step
+from .vocab import Vocabulary
+
+
+@dataclass(frozen=True, slots=True)
+class OpError:
+    """Why an op failed: the error class name and its message."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectResult:
+    """An ``expect`` line and whether it held at its step."""
+
+    expect: Expect
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Everything about one step of the timeline. Frame 0 is the initial state (op None)."""
+
+    index: int
+    op: Op | None
+    events: tuple
+    snapshot: Snapshot
+    diff: Diff
+    story: str
+    explanation: str
+    violations: tuple[Violation, ...]
+    error: OpError | None
+    expects: tuple[ExpectResult, ...] = ()
+
+    @property
+    def narration(self) -> str:
+        """The script's narration if it has one, else the generated explanation."""
+        return self.story or self.explanation
+
+    @property
+    def failed(self) -> bool:
+        """True when the op raised (and so changed nothing)."""
+        return self.error is not None
+
+    @property
+    def evictions(self) -> tuple:
+        """The Evicted events of this step."""
+        return tuple(e for e in self.events if isinstance(e, ev.Evicted))
+
+    @property
+    def expect_failures(self) -> tuple[ExpectResult, ...]:
+        """Expect lines of this step that did not hold."""
+        return tuple(r for r in self.expects if not r.ok)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameSummary:
+    """The few facts the timeline bar needs for every frame, kept for all frames."""
+
+    index: int
+    op_text: str
+    failed: bool
+    evictions: int
+    violations: int
+    expect_failures: int
+
+    @property
+    def interesting(self) -> bool:
+        """Worth a marker: an eviction, a failure, a violation or a failed expect."""
+        return bool(self.failed or self.evictions or self.violations or self.expect_failures)
+
+
+@dataclass
+class WhyIndex:
+    """Facts gathered while applying ops, so why-queries need not replay the whole timeline."""
+
+    created: dict[tuple[int, tuple], list[tuple[int, int]]] = field(default_factory=dict)  # (parent, tokens) -> [(node, step)]
+    node_created_at: dict[int, int] = field(default_factory=dict)
+    node_evicted_at: dict[int, int] = field(default_factory=dict)
+    page_evicted_at: dict[int, list[int]] = field(default_factory=dict)
+    acquired_at: dict[int, int] = field(default_factory=dict)  # allocation id -> step
+
+    def record(self, step: int, events: tuple) -> None:
+        for e in events:
+            if isinstance(e, ev.NodeCreated):
+                self.created.setdefault((e.parent, e.tokens), []).append((e.node, step))
+                self.node_created_at[e.node] = step
+            elif isinstance(e, ev.Evicted):
+                self.node_evicted_at[e.node] = step
+                self.page_evicted_at.setdefault(e.page, []).append(step)
+            elif isinstance(e, ev.OpStarted) and e.op == "acquire":
+                self.acquired_at[e.allocation] = step
+
+    def until(self, last_step: int) -> "WhyIndex":
+        """The facts of steps up to ``last_step`` only (after a branch)."""
+        created = {k: [x for x in v if x[1] <= last_step] for k, v in self.created.items()}
+        return WhyIndex(
+            {k: v for k, v in created.items() if v},
+            {k: s for k, s in self.node_created_at.items() if s <= last_step},
+            {k: s for k, s in self.node_evicted_at.items() if s <= last_step},
+            {k: [s for s in v if s <= last_step] for k, v in self.page_evicted_at.items()},
+            {k: s for k, s in self.acquired_at.items() if s <= last_step},
+        )
+
+
+BackendFactory = Callable[[CacheConfig | None, Snapshot | None], object]
+
+
+def kvcore_backend(config: CacheConfig | None, snapshot: Snapshot | None):
+    """The default backend factory: a fresh kvcore cache, or one restored from a snapshot."""
+    if snapshot is not None:
+        return KvcoreBackend.from_snapshot(snapshot)
+    return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page)
+
+
+def _pack(snapshot: Snapshot) -> bytes:
+    return zlib.compress(snapshot.to_json().encode(), 1)
+
+
+def _unpack(blob: bytes) -> Snapshot:
+    return Snapshot.from_dict(json.loads(zlib.decompress(blob)))
+
+
+class Session:
+    """Applies ops to one cache and keeps the timeline of frames.
+
+    ``len(session)`` is the number of frames (ops + 1); ``session.frame(i)`` returns any of
+    them. ``check`` runs the invariant checker after every op (on by default).
+    """
+
+    def __init__(self, config: CacheConfig, *, title: str = "", description: str = "",
+                 vocab: Vocabulary | None = None, backend_factory: BackendFactory = kvcore_backend,
+                 keyframe_every: int = 32, cached_frames: int = 256, check: bool = True):
+        self.config = config
+        self.title = title
+        self.description = description
+        self.vocab = vocab if vocab is not None else Vocabulary()
+        self._factory = backend_factory
+        self._keyframe_every = max(1, keyframe_every)
+        self._cache_size = max(2, cached_frames)
+        self._check = check
+        self.backend = backend_factory(config, None)
+        self.steps: list[Step] = []
+        self.summaries: list[FrameSummary] = []
+        self._keyframes: dict[int, bytes] = {}
+        self._frames: OrderedDict[int, Frame] = OrderedDict()
+        self.why_index = WhyIndex()
+        snapshot = self.backend.snapshot()
+        first = Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), description,
+                      narrate("", None, None, (), None, snapshot, None, self.label_tokens),
+                      tuple(self._violations(snapshot)), None)
+        self._keyframes[0] = _pack(snapshot)
+        self._remember(first)
+        self.summaries.append(FrameSummary(0, "start", False, 0, len(first.violations), 0))
+        self._last = first
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, *, kind: str | None = None, **kwargs) -> "Session":
+        """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind)."""
+        config = scenario.config
+        if kind is not None and kind != config.kind:
+            config = CacheConfig(kind, config.pages, config.tokens_per_page, config.policy)
+        session = cls(config, title=scenario.title, description=scenario.description,
+                      vocab=scenario.vocab, **kwargs)
+        for step in scenario.steps:
+            session.apply(step.op, step.narration, step.expects)
+        return session
+
+    # -- the timeline --------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.summaries)
+
+    @property
+    def last(self) -> Frame:
+        """The newest frame (the live state)."""
+        return self._last
+
+    def frame(self, index: int) -> Frame:
+        """Frame ``index`` (negative counts from the end). Rebuilt from a keyframe if evicted."""
+        n = len(self.summaries)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"frame {index} does not exist (the timeline has frames 0..{n - 1})")
+        frame = self._frames.get(index)
+        if frame is not None:
+            self._frames.move_to_end(index)
+            return frame
+        frame = self._rebuild(index)
+        self._remember(frame)
+        return frame
+
+    def live_names(self) -> list[str]:
+        """Names of the allocations live at the end of the timeline."""
+        return self.backend.live_names()
+
+    def label_tokens(self, tokens: Iterable[int]) -> str:
+        """Tokens as words where the scenario used words, else integers."""
+        return self.vocab.label_tokens(tuple(tokens))
+
+    # -- applying ops ----------------------------------------------------------------------
+
+    def apply(self, op: Op, narration: str = "", expects: tuple[Expect, ...] = ()) -> Frame:
+        """Apply ``op`` at the end of the timeline and record its frame (also when it fails)."""
+        index = len(self.summaries)
+        step = Step(op, narration, tuple(expects))
+        frame = self._run(self.backend, self._last.snapshot, step, index, record=True)
+        self.steps.append(step)
+        if index % self._keyframe_every == 0:
+            self._keyframes[index] = _pack(frame.snapshot)
+        self.summaries.append(FrameSummary(index, op.text, frame.failed, len(frame.evictions),
+                                           len(frame.violations), len(frame.expect_failures)))
+        self._remember(frame)
+        self._last = frame
+        return frame
+
+    def truncate(self, keep: int) -> None:
+        """Drop every frame after ``keep`` (branching from an earlier step); the live cache
+        becomes the state of frame ``keep``."""
+        if not 0 <= keep < len(self.summaries):
+            raise IndexError(f"cannot truncate to frame {keep}: the timeline has frames 0..{len(self.summaries) - 1}")
+        frame = self.frame(keep)
+        del self.steps[keep:]
+        del self.summaries[keep + 1:]
+        self._keyframes = {i: b for i, b in self._keyframes.items() if i <= keep}
+        for i in [i for i in self._frames if i > keep]:
+            del self._frames[i]
+        self.backend = self._factory(self.config, frame.snapshot)
+        self._last = frame
+        self.why_index = self.why_index.until(keep)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _violations(self, snapshot: Snapshot) -> list[Violation]:
+        if not self._check:
+            return []
+        return check_snapshot(snapshot)
+
+    def _run(self, backend, before: Snapshot, step: Step, index: int, record: bool) -> Frame:
+        op = step.op
+        error = None
+        try:
+            backend.apply(op.kind, op.name, op.tokens, op.extra, op.append)
+        except KVCacheError as exc:
+            error = OpError(type(exc).__name__ if type(exc).__name__ != "UnknownAllocation" else "InvalidOperation",
+                            str(exc))
+        events = backend.take_events()
+        after = backend.snapshot()
+        violations = self._violations(after)
+        if error is not None and after != before:
+            violations.append(Violation(6, f"the failed op {op.text!r} changed the cache's state"))
+        if record:
+            self.why_index.record(index, events)
+        explanation = narrate(op.text, op.kind, op.name, events, before, after,
+                              (error.kind, error.message) if error else None, self.label_tokens)
+        frame = Frame(index, op, events, after, diff_snapshots(before, after), step.narration, explanation,
+                      tuple(violations), error)
+        if step.expects:
+            from .expect import evaluate
+
+            results = tuple(evaluate(x, frame, self) for x in step.expects)
+            frame = Frame(index, op, events, after, frame.diff, step.narration, explanation,
+                          tuple(violations), error, results)
+        return frame
+
+    def _rebuild(self, index: int) -> Frame:
+        base = max(i for i in self._keyframes if i <= index)
+        snapshot = _unpack(self._keyframes[base])
+        if base == index:
+            # The frame itself was a keyframe: replay its op from the frame before.
+            base = max((i for i in self._keyframes if i < index), default=None)
+            if base is None:  # frame 0
+                return Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), self.description,
+                             narrate("", None, None, (), None, snapshot, None, self.label_tokens),
+                             tuple(self._violations(snapshot)), None)
+            snapshot = _unpack(self._keyframes[base])
+        backend = self._factory(self.config, snapshot)
+        for i in range(base + 1, index):
+            step = self.steps[i - 1]
+            try:
+                backend.apply(step.op.kind, step.op.name, step.op.tokens, step.op.extra, step.op.append)
+            except KVCacheError:
+                pass
+            backend.take_events()
+        before = backend.snapshot() if index - 1 > base else snapshot
+        return self._run(backend, before, self.steps[index - 1], index, record=False)
+
+    def _remember(self, frame: Frame) -> None:
+        frames = self._frames
+        frames[frame.index] = frame
+        frames.move_to_end(frame.index)
+        while len(frames) > self._cache_size:
+            frames.popitem(last=False)

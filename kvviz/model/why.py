@@ -1,0 +1,170 @@
+"""Why-queries: why was page P evicted, why did allocation A match only k pages.
+
+Answers come from the frames themselves (events and the snapshot before the step) plus the
+session's :class:`~kvviz.model.session.WhyIndex`, so they work on any frame of a long
+timeline without replaying it from the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvcore import events as ev
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
+
+MAX_LISTED = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A why-answer: a title, lines of explanation, and what to highlight."""
+
+    title: str
+    lines: tuple[str, ...]
+    step: int | None = None
+    pages: tuple[int, ...] = ()
+    nodes: tuple[int, ...] = ()
+
+    def text(self) -> str:
+        """The answer as plain text."""
+        return "\n".join([self.title, *("  " + line for line in self.lines)])
+
+
+def _holders(snapshot) -> dict[int, list[str]]:
+    """page -> labels of allocations whose published path holds it."""
+    out: dict[int, list[str]] = {}
+    for a in snapshot.allocations:
+        for p in a.pages[: a.published]:
+            out.setdefault(p, []).append(a.label)
+    return out
+
+
+def _op_text(session: "Session", step: int) -> str:
+    return session.steps[step - 1].op.text if 0 < step <= len(session.steps) else "start"
+
+
+def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
+    """Why page ``page`` was evicted, as of frame ``frame_index`` (its latest eviction so far)."""
+    steps = [s for s in session.why_index.page_evicted_at.get(page, []) if s <= frame_index]
+    if not steps:
+        state = session.frame(frame_index).snapshot.pages[page].state if 0 <= page < session.config.pages else "?"
+        return Answer(f"Page {page} has not been evicted up to step {frame_index}.",
+                      (f"It is {state} at step {frame_index}.",), None, (page,))
+    step = steps[-1]
+    frame = session.frame(step)
+    before = session.frame(step - 1).snapshot
+    label = session.label_tokens
+    keys = {n.id: (n.last_access, n.seq) for n in before.nodes}
+    pages_of = {n.id: n.page for n in before.nodes}
+    tokens_of = {n.id: n.tokens for n in before.nodes}
+    candidates = {n: keys[n] for n in before.heap}
+    referenced_now: set[int] = set()
+    victim = None
+    for e in frame.events:
+        if isinstance(e, ev.RefTaken):
+            referenced_now.add(e.node)
+        elif isinstance(e, ev.CandidateRemoved):
+            candidates.pop(e.node, None)
+        elif isinstance(e, ev.CandidateAdded):
+            candidates[e.node] = e.key
+            pages_of[e.node] = e.page
+        elif isinstance(e, ev.Evicted):
+            if e.page == page:
+                victim = e
+                break
+            candidates.pop(e.node, None)
+    assert victim is not None, "the why-index pointed at a step without this eviction"
+    free_before = before.free_count
+    lines = [
+        f"Step {step}: `{_op_text(session, step)}` needed pages; the free list had {free_before}, "
+        f"so the cache evicted the least recently used unreferenced leaf.",
+        f"Page {page} held node {victim.node} [{label(victim.tokens)}] with key {victim.key} "
+        f"(last used at tick {victim.key[0]}, created {victim.key[1]}th).",
+        "Candidates at that moment (childless, ref 0), oldest first:",
+    ]
+    ordered = sorted(candidates.items(), key=lambda kv: kv[1])
+    for node, key in ordered[:MAX_LISTED]:
+        mark = "  <- evicted" if node == victim.node else ""
+        lines.append(f"  node {node} page {pages_of.get(node)} [{label(tokens_of.get(node, ()))}] key {key}{mark}")
+    if len(ordered) > MAX_LISTED:
+        lines.append(f"  ... and {len(ordered) - MAX_LISTED} more")
+    holders = _holders(before)
+    acquiring = frame.op.name if frame.op is not None else "?"
+    protected = []
+    for n in before.nodes:
+        if n.parent is None:
+            continue
+        if n.ref > 0:
+            protected.append(f"page {n.page} (node {n.id}, ref {n.ref}: {', '.join(holders.get(n.page, []))})")
+        elif n.id in referenced_now:
+            protected.append(f"page {n.page} (node {n.id}: just matched by {acquiring})")
+    for a in before.allocations:
+        for p in a.pages[a.published:]:
+            protected.append(f"page {p} (unpublished tail of {a.label})")
+    if protected:
+        lines.append("Protected (referenced, so never evicted):")
+        lines.extend("  " + p for p in protected[:MAX_LISTED])
+        if len(protected) > MAX_LISTED:
+            lines.append(f"  ... and {len(protected) - MAX_LISTED} more")
+    interior = [n for n in before.nodes if n.parent is not None and n.ref == 0 and n.id not in candidates
+                and n.id not in referenced_now and n.id != victim.node]
+    if interior:
+        lines.append("Unreferenced but interior (evictable only after their children): " +
+                     ", ".join(f"node {n.id} page {n.page}" for n in interior[:MAX_LISTED]))
+    return Answer(f"Why was page {page} evicted? (step {step})", tuple(lines), step, (page,), (victim.node,))
+
+
+def why_short_match(session: "Session", frame_index: int, name: str) -> Answer:
+    """Why allocation ``name`` (its latest acquire up to ``frame_index``) matched only k pages."""
+    step = next((i + 1 for i in range(min(frame_index, len(session.steps)) - 1, -1, -1)
+                 if session.steps[i].op.kind == "acquire" and session.steps[i].op.name == name), None)
+    if step is None:
+        return Answer(f"No acquire of {name!r} up to step {frame_index}.", ())
+    frame = session.frame(step)
+    if frame.error is not None:
+        return Answer(f"The acquire of {name} at step {step} failed: it matched nothing and changed nothing.",
+                      (frame.error.message,), step)
+    matched = next(e for e in frame.events if isinstance(e, ev.Matched))
+    tpp = frame.snapshot.tokens_per_page
+    tokens = frame.op.tokens or ()
+    full = len(tokens) // tpp
+    k = len(matched.nodes)
+    label = session.label_tokens
+    title = f"Why did {name} match {k} of {full} full pages? (step {step})"
+    lines = [f"`{frame.op.text}` matched {matched.matched_tokens} of {len(tokens)} tokens: {matched.reason}."]
+    if frame.snapshot.kind == "base":
+        lines.append("The base cache never shares pages: every request starts from nothing.")
+        return Answer(title, tuple(lines), step)
+    if k == full:
+        rest = len(tokens) - full * tpp
+        if rest:
+            lines.append(f"The last {rest} tokens fill only part of a page; partial pages are never shared.")
+        return Answer(title, tuple(lines), step, tuple(matched.pages), tuple(matched.nodes))
+    block = tuple(tokens[k * tpp:(k + 1) * tpp])
+    parent = matched.nodes[-1] if matched.nodes else 0
+    where = "the root" if parent == 0 else f"node {parent}"
+    index = session.why_index
+    earlier = [(node, s) for node, s in index.created.get((parent, block), []) if s < step]
+    if earlier:
+        node, created = earlier[-1]
+        evicted = index.node_evicted_at.get(node)
+        lines.append(f"Block {k} [{label(block)}] was cached as node {node} under {where} at step {created} "
+                     f"(`{_op_text(session, created)}`).")
+        if evicted is not None and evicted < step:
+            lines.append(f"It was evicted at step {evicted} (`{_op_text(session, evicted)}`): it was the least "
+                         f"recently used unreferenced leaf then. Ask why page for details.")
+            return Answer(title, tuple(lines), step, tuple(matched.pages), (node,))
+    before = session.frame(step - 1).snapshot
+    elsewhere = [n for n in before.nodes if n.tokens == block and n.parent != parent]
+    if elsewhere:
+        n = elsewhere[0]
+        lines.append(f"Block {k} [{label(block)}] is cached, but after a different prefix (node {n.id}, under "
+                     f"node {n.parent}): a page is shared only when everything before it matches too "
+                     f"(a shorter shared prefix).")
+        return Answer(title, tuple(lines), step, tuple(matched.pages), (n.id,))
+    lines.append(f"Block {k} [{label(block)}] was never seen after this prefix: no earlier request published it "
+                 f"under {where}.")
+    return Answer(title, tuple(lines), step, tuple(matched.pages), tuple(matched.nodes))
