@@ -64,7 +64,26 @@ class IndexedHeap:
         """Remove and return the item with the smallest key."""
         items = self._items
         top = items[0]
-        self._remove_at(0)
+        top.hpos = -1
+        last_key = self._keys.pop()
+        last_item = items.pop()
+        if items:
+            self._keys[0] = last_key
+            items[0] = last_item
+            self._sift_hole_down(0)
+        return top
+
+    def replace_top(self, item: Any, key: int) -> Any:
+        """Pop the minimum and push ``item`` in one sift (heapq's heapreplace). O(log n).
+
+        Eviction cascades use it: the evicted leaf's parent often becomes a candidate at once.
+        """
+        items = self._items
+        top = items[0]
+        top.hpos = -1
+        items[0] = item
+        self._keys[0] = key
+        self._sift_down(0)
         return top
 
     def remove(self, item: Any) -> None:
@@ -92,6 +111,31 @@ class IndexedHeap:
             self._sift_up(pos)
         else:
             self._sift_down(pos)
+
+    def _sift_hole_down(self, pos: int) -> None:
+        """Floyd's trick (as in CPython's heapq): walk the hole down to a leaf taking the
+        smaller child each level (one comparison per level), then sift the moved item up.
+        The item moved into the hole came from the bottom, so it rarely climbs far."""
+        keys = self._keys
+        items = self._items
+        n = len(keys)
+        key = keys[pos]
+        item = items[pos]
+        child = 2 * pos + 1
+        while child < n:
+            right = child + 1
+            if right < n and keys[right] < keys[child]:
+                child = right
+            keys[pos] = keys[child]
+            moved = items[child]
+            items[pos] = moved
+            moved.hpos = pos
+            pos = child
+            child = 2 * pos + 1
+        keys[pos] = key
+        items[pos] = item
+        item.hpos = pos
+        self._sift_up(pos)
 
     def _sift_up(self, pos: int) -> None:
         keys = self._keys

@@ -207,16 +207,18 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
 
     def _evict_one(self, allocation_id: int) -> int:
         heap = self._heap
-        victim = heap.pop()
+        victim = heap.peek()
         parent = victim.parent
         del parent.children[victim.tokens]
         victim.parent = None
         self._ref0 -= 1
         self._evictions += 1
-        became = None
         if parent.ref == 0 and not parent.children and parent is not self._root:
-            heap.push(parent, (parent.last_access << SEQ_BITS) | parent.seq)
+            heap.replace_top(parent, (parent.last_access << SEQ_BITS) | parent.seq)
             became = parent
+        else:
+            heap.pop()
+            became = None
         events = self._events
         if events is not None:
             if became is not None:
