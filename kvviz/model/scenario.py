@@ -14,9 +14,11 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import groupby
+from itertools import count, groupby
+from operator import sub
 from typing import NamedTuple
 
 from .vocab import Vocabulary
@@ -64,8 +66,7 @@ class _ExpectForm(NamedTuple):
 EXPECT_FORMS: dict[str, _ExpectForm] = {
     "ok": _ExpectForm((), "expect ok", "the op succeeded"),
     "fail": _ExpectForm(
-        ("failure",), "expect fail [alloc|invalid]",
-        "the op failed (alloc: CacheAllocationFailure, invalid: InvalidOperation) and changed nothing",
+        ("failure",), "expect fail [alloc|invalid]", "the op failed (with this error) and changed nothing"
     ),
     "free": _ExpectForm(("count",), "expect free N", "N pages are on the free list"),
     "cached": _ExpectForm(("count",), "expect cached N", "N pages are held by trie nodes"),
@@ -90,7 +91,9 @@ _FAILURES = {
 _TOKEN_EXPECTED = 'an integer, a range like 1..8, or "quoted words"'
 _PAGE_EXPECTED = "a page number like 3, or a range like 0..3"
 _NAME_EXPECTED = "a name like r1 (letters, digits, _ . -; not starting with a digit)"
-_LINE_EXPECTED = "an op (acquire, publish, extend, release), expect, cache, title:, description:, > narration or # comment"
+_LINE_EXPECTED = (
+    "an op (acquire, publish, extend, release), expect, cache, title:, description:, > narration or # comment"
+)
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _INTEGER = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
@@ -397,10 +400,12 @@ def _whole_number(
         raise line.error(column, f"missing {what}", expected)
     if not _INTEGER.fullmatch(text):
         raise line.error(column, f"bad {what} {_shown(text)}", expected)
-    # Compare lengths first: int() of a 5 MB digit string is slow (and refused by Python).
-    if len(text.lstrip("0")) > len(str(maximum)) or int(text) > maximum:
+    # Convert only the significant digits, and only when few: Python refuses int() of more
+    # than 4,300 digits (leading zeros included), and a long string is slow to convert.
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(maximum)) or int(digits) > maximum:
         raise line.error(column, f"{what} {_shown(text)} is too large (at most {maximum:,})", expected)
-    value = int(text)
+    value = int(digits)
     if value < minimum:
         raise line.error(column, f"{what} {value} is too small (at least {minimum:,})", expected)
     return value
@@ -413,7 +418,9 @@ def _number_or_range(line: _Line, item: _Item, count: int, what: str, expected: 
         start = _whole_number(line, match[1], item.column, what, expected)
         end = _whole_number(line, match[2], item.column + len(match[1]) + 2, what, expected)
         if end < start:
-            raise line.error(item.column, f"descending range {_shown(item.text)}", "a range with start <= end, like 1..8")
+            raise line.error(
+                item.column, f"descending range {_shown(item.text)}", "a range with start <= end, like 1..8"
+            )
         values = range(start, end + 1)
     elif _INTEGER.fullmatch(item.text):
         value = _whole_number(line, item.text, item.column, what, expected)
@@ -604,7 +611,7 @@ def _parse_expect(line: _Line, items: list[_Item]) -> Expect:
 def _failure_kind(line: _Line, item: _Item, usage: str) -> str:
     detail = None if item.quoted else _FAILURES.get(item.text.lower())
     if detail is None:
-        raise line.error(item.column, f"unknown failure kind {_shown(item.raw)}", "alloc or invalid, e.g. " + usage)
+        raise line.error(item.column, f"unknown failure kind {_shown(item.raw)}", "alloc, invalid or nothing: " + usage)
     return detail
 
 
@@ -789,7 +796,9 @@ class _ScenarioReader:
             if text:
                 self.description.append(text)
         elif self.title is not None:
-            raise line.error(line.first_column, f"second title (the first is on line {self.title_line})", "one title: line")
+            raise line.error(
+                line.first_column, f"second title (the first is on line {self.title_line})", "one title: line"
+            )
         else:
             self.title, self.title_line = text, line.number
 
@@ -906,38 +915,51 @@ def parse_command(text: str, live_names: Iterable[str] | None = (), vocab: Vocab
 
 def format_tokens(tokens: Iterable[int], vocab: Vocabulary | None = None) -> str:
     """Tokens as the language writes them: words the script spelled in quotes, runs of three or
-    more consecutive ints as ranges ``a..b``, other ints as themselves."""
+    more consecutive ints as ranges ``a..b``, other ints as themselves. O(len(tokens))."""
+    tokens = tuple(tokens)
+    words = _quotable_words(tokens, vocab)
+    if words is None:
+        return _format_ints(tokens)
     parts = []
-    for quoted, run in groupby(tokens, key=lambda token: _spelled_word(token, vocab) is not None):
-        if quoted:
-            parts.append('"' + " ".join(_spelled_word(token, vocab) for token in run) + '"')
-        else:
-            parts.append(_format_ints(run))
+    position = 0
+    for quoted, run in groupby(words, key=_is_word):
+        length = len(list(run))
+        segment = slice(position, position + length)
+        parts.append('"' + " ".join(words[segment]) + '"' if quoted else _format_ints(tokens[segment]))
+        position += length
     return " ".join(parts)
 
 
-def _spelled_word(token: int, vocab: Vocabulary | None) -> str | None:
-    """The word to write for ``token`` if the script spelled it and it survives quoting."""
-    word = vocab.spelling(token) if vocab is not None else None
-    # A spelling from Vocabulary.ids() called by other code could hold a quote or a NUL;
-    # such a word cannot be written back inside quotes, so the token is written as an int.
-    if word is None or word.split() != [word] or '"' in word or "\0" in word:
+def _quotable_words(tokens: tuple[int, ...], vocab: Vocabulary | None) -> list[str | None] | None:
+    """For each token the word to write for it, or None for an int; None if no token is a word."""
+    spellings = vocab.spellings(tokens) if vocab is not None else []
+    if not any(spellings):
         return None
-    return word
+    # A spelling from Vocabulary.ids() called by other code could hold a quote or a NUL;
+    # such a word cannot be written back inside quotes, so its token is written as an int.
+    return [word if word is not None and _can_quote(word) else None for word in spellings]
 
 
-def _format_ints(values: Iterable[int]) -> str:
+def _can_quote(word: str) -> bool:
+    return word.split() == [word] and '"' not in word and "\0" not in word
+
+
+def _is_word(word: str | None) -> bool:
+    return word is not None
+
+
+def _format_ints(values: Sequence[int]) -> str:
     parts: list[str] = []
-    run: list[int] = []
-    for value in [*values, None]:
-        if value is not None and run and value == run[-1] + 1:
-            run.append(value)
-            continue
-        if len(run) >= 3:
-            parts.append(f"{run[0]}..{run[-1]}")
+    position = 0
+    # value - index is the same along a run of consecutive ints, so grouping on it finds
+    # the runs without a Python-level comparison per token (ops may hold a million).
+    for _, run in groupby(map(sub, values, count())):
+        length = len(list(run))
+        if length >= 3:
+            parts.append(f"{values[position]}..{values[position + length - 1]}")
         else:
-            parts.extend(map(str, run))
-        run = [value]
+            parts.extend(map(str, values[position:position + length]))
+        position += length
     return " ".join(parts)
 
 
@@ -1124,7 +1146,8 @@ Tokens
   7                        one token id (a whole number)
   1..8                     an inclusive range: 1 2 3 4 5 6 7 8 (never descending)
   "You are a helpful"      words, split on spaces; each word has a stable id from a small
-                           built-in vocabulary (case-insensitive), so views can show words
+                           built-in vocabulary (case-insensitive), so views can show words;
+                           punctuation stays part of its word ("you," is not "you")
   An op may spell at most {MAX_TOKENS_PER_OP:,} tokens; acquire NAME alone holds no tokens.
 
 Narration
@@ -1134,6 +1157,14 @@ Narration
 Expectations (checked after the op above them; a scenario is also a test)
 {_expect_table()}
 
+  alloc is CacheAllocationFailure (not enough free and evictable pages); invalid is
+  InvalidOperation (misuse, e.g. extending with tokens that do not continue the old ones).
+  An expect line before the first op is an error.
+
+Errors
+  Every mistake is reported with its file, line and column and what was expected there:
+    demo.kvs:7:14: bad token '1..x' (expected: an integer, a range like 1..8, or "quoted words")
+
 Example
-{SCENARIO_EXAMPLE}"""
+{textwrap.indent(SCENARIO_EXAMPLE, "  ")}"""
 """The full description of the language, shown by ``kvviz help scenarios``."""

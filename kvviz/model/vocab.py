@@ -86,6 +86,10 @@ class Vocabulary:
         """
         return self._spellings.get(token)
 
+    def spellings(self, tokens: Iterable[int]) -> list[str | None]:
+        """:meth:`spelling` of each token, in one pass. O(len(tokens))."""
+        return list(map(self._spellings.get, tokens))
+
     def word(self, token: int) -> str | None:
         """The word for ``token``: the spelling seen first, else the built-in word, else None."""
         seen = self._spellings.get(token)
