@@ -236,7 +236,8 @@ class Session:
         step = Step(op, narration, tuple(expects))
         frame = self._run(self.backend, self._last.snapshot, step, index, record=True)
         self.steps.append(step)
-        if index % self._keyframe_every == 0:
+        if index % self._keyframe_every == 0 and getattr(self._factory, "can_restore", True):
+            # A backend that cannot restore a snapshot (a foreign cache) replays from frame 0.
             self._keyframes[index] = _pack(frame.snapshot)
         self.summaries.append(FrameSummary(index, op.text, frame.failed, len(frame.evictions),
                                            len(frame.violations), len(frame.expect_failures)))
@@ -255,7 +256,10 @@ class Session:
         self._keyframes = {i: b for i, b in self._keyframes.items() if i <= keep}
         for i in [i for i in self._frames if i > keep]:
             del self._frames[i]
-        self.backend = self._factory(self.config, frame.snapshot)
+        if getattr(self._factory, "can_restore", True):
+            self.backend = self._factory(self.config, frame.snapshot)
+        else:
+            self.backend = self._replayed_backend(keep)
         self._last = frame
         self.why_index = self.why_index.until(keep)
 
@@ -304,16 +308,23 @@ class Session:
                              narrate("", None, None, (), None, snapshot, None, self.label_tokens),
                              tuple(self._violations(snapshot)), None)
             snapshot = _unpack(self._keyframes[base])
-        backend = self._factory(self.config, snapshot)
-        for i in range(base + 1, index):
-            step = self.steps[i - 1]
+        backend = self._replay(self._factory(self.config, snapshot if base > 0 else None), base + 1, index - 1)
+        before = backend.snapshot() if index - 1 > base else snapshot
+        return self._run(backend, before, self.steps[index - 1], index, record=False)
+
+    def _replayed_backend(self, upto: int):
+        """A fresh backend with the ops of frames 1..upto applied (for backends without restore)."""
+        return self._replay(self._factory(self.config, None), 1, upto)
+
+    def _replay(self, backend, first: int, last: int):
+        """Apply the ops of frames ``first..last`` to ``backend``, quietly; returns it."""
+        for step in self.steps[first - 1:last]:
             try:
                 backend.apply(step.op.kind, step.op.name, step.op.tokens, step.op.extra, step.op.append)
             except KVCacheError:
                 pass
             backend.take_events()
-        before = backend.snapshot() if index - 1 > base else snapshot
-        return self._run(backend, before, self.steps[index - 1], index, record=False)
+        return backend
 
     def _remember(self, frame: Frame) -> None:
         frames = self._frames

@@ -1,0 +1,1 @@
+"""kvcore tests: unit, behaviour and property tests of the caches."""
