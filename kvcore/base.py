@@ -271,5 +271,6 @@ class BasePagedAttentionCache:
     def _failure(self, what: str, needed: int, free: int, evictable: int) -> CacheAllocationFailure:
         held = self._pool.total_page_count() - free - evictable
         return CacheAllocationFailure(
-            f"{what}: need {needed} pages: {free} free, {evictable} evictable, {held} held by live allocations",
+            f"{what}: need {needed} page{'s' if needed != 1 else ''}: {free} free, {evictable} evictable, "
+            f"{held} held by live allocations",
             needed=needed, free=free, evictable=evictable, held=held)

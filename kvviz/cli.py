@@ -62,9 +62,7 @@ def _print_session(session, step: int | None) -> None:
         console.print(frame_renderable(session.frame(step), session))
         return
     if session.title:
-        console.print(f"[bold]{session.title}[/bold]")
-    if session.description:
-        console.print(session.description)
+        console.print(f"[bold]{session.title}[/bold]")  # the description is step 0's narration
     for i in range(len(session)):
         console.rule()
         console.print(frame_renderable(session.frame(i), session))
@@ -99,12 +97,14 @@ def demo(name: str | None, list_: bool, print_only: bool, step: int | None, kind
     from .demos import demo_names, load_demo
 
     if list_ or name is None:
-        for demo_name in demo_names():
+        names = demo_names()
+        width = max(map(len, names), default=0)
+        for demo_name in names:
             try:
                 title = load_demo(demo_name).title
             except ScenarioError as exc:  # a broken demo must not hide the others
                 title = f"(broken: {exc})"
-            click.echo(f"{demo_name:<22} {title}")
+            click.echo(f"{demo_name:<{width}}  {title}")
         return
     scenario = _load(name, demo=True)
     _show(_session(scenario, kind), step, print_only)

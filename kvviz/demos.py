@@ -7,6 +7,7 @@ top-level ``demos/`` folder.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from .model.scenario import Scenario, parse_scenario_file
@@ -22,9 +23,13 @@ def demo_dir() -> Path:
     return _HERE.parent / "demos"
 
 
+def _natural(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def demo_names() -> list[str]:
-    """Names of all demos, sorted."""
-    return sorted(p.stem for p in demo_dir().glob("*.kvs"))
+    """Names of all demos: lessons first, then the bug museum, in natural order (b2 before b10)."""
+    return sorted((p.stem for p in demo_dir().glob("*.kvs")), key=lambda n: (n.startswith("bug-"), _natural(n)))
 
 
 def demo_path(name: str) -> Path:

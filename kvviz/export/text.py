@@ -47,36 +47,59 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
             label = Text(f"[{session.label_tokens(n.tokens)}] page {n.page} ref {n.ref} "
                          f"t{n.last_access} ({state}){mark}", style=style)
             stack.append((child_id, branch.add(label)))
-    for node_id in diff.nodes_evicted:
-        root.add(Text(f"x evicted node {node_id} (page "
-                      f"{next((p for p in diff.pages_evicted), '?') if len(diff.nodes_evicted) == 1 else '...'})",
-                      style="red"))
+    evictions = frame.evictions
+    if evictions:
+        for e in evictions:
+            root.add(Text(f"x evicted node {e.node} [{session.label_tokens(e.tokens)}] page {e.page} "
+                          f"(key {e.key})", style="red"))
+    elif diff.nodes_evicted:  # a backend without events: the diff still knows
+        root.add(Text(f"x evicted nodes {', '.join(map(str, diff.nodes_evicted))} "
+                      f"(pages {', '.join(map(str, diff.pages_evicted))})", style="red"))
     return root
 
 
-def page_grid(frame: "Frame", width: int = 16) -> Table:
-    """One cell per page: F free, O owned tail, C cached+referenced, E evictable; changes marked."""
-    snap = frame.snapshot
-    taken, freed, evicted = set(frame.diff.pages_taken), set(frame.diff.pages_freed), set(frame.diff.pages_evicted)
-    alloc_names = {a.id: a.label for a in snap.allocations}
-    table = Table.grid(padding=(0, 1))
-    row: list[Text] = []
-    for info in snap.pages:
-        if info.state == "cached":
-            state = "cached" if info.ref else "evictable"
-            body = f"C{info.ref}" if info.ref else "E"
-        elif info.state == "owned":
-            state, body = "owned", alloc_names.get(info.owner, "?")[:3]
-        else:
-            state, body = "free", "."
-        mark = "!" if info.page in evicted else "+" if info.page in taken else "-" if info.page in freed else " "
-        row.append(Text(f"{info.page:>3}:{body:<3}{mark}", style=STATE_STYLE.get(state, "red")))
-        if len(row) == width:
-            table.add_row(*row)
-            row = []
-    if row:
-        table.add_row(*row)
-    return table
+class PageGrid:
+    """One cell per page: ``.`` free, owner name for an unpublished tail, ``C<ref>`` cached
+    and referenced, ``E`` evictable; ``+`` taken, ``-`` freed, ``!`` evicted in this step.
+    As many columns as the console width allows."""
+
+    CELL = 9  # "123:abc+" plus a space
+
+    def __init__(self, frame: "Frame"):
+        self.frame = frame
+
+    def cells(self) -> list[Text]:
+        snap = self.frame.snapshot
+        diff = self.frame.diff
+        taken, freed, evicted = set(diff.pages_taken), set(diff.pages_freed), set(diff.pages_evicted)
+        alloc_names = {a.id: a.label for a in snap.allocations}
+        digits = len(str(max(snap.page_count - 1, 0)))
+        out = []
+        for info in snap.pages:
+            if info.state == "cached":
+                state = "cached" if info.ref else "evictable"
+                body = f"C{info.ref}" if info.ref else "E"
+            elif info.state == "owned":
+                state, body = "owned", alloc_names.get(info.owner, "?")[:3]
+            else:
+                state, body = "free", "."
+            mark = "!" if info.page in evicted else "+" if info.page in taken else "-" if info.page in freed else " "
+            out.append(Text(f"{info.page:>{digits}}:{body:<3}{mark}", style=STATE_STYLE.get(state, "red")))
+        return out
+
+    def __rich_console__(self, console, options):
+        cells = self.cells()
+        width = max((len(c) for c in cells), default=1) + 1
+        columns = max(1, min(32, options.max_width // width))
+        table = Table.grid(padding=(0, 1))
+        for start in range(0, len(cells), columns):
+            table.add_row(*cells[start:start + columns])
+        yield table
+
+
+def page_grid(frame: "Frame") -> PageGrid:
+    """The page pool as a grid renderable."""
+    return PageGrid(frame)
 
 
 def allocations_table(frame: "Frame", session: "Session") -> Table:

@@ -99,8 +99,12 @@ class Vocabulary:
         return BUILTIN_WORDS[index] if 0 <= index < len(BUILTIN_WORDS) else None
 
     def label(self, token: int) -> str:
-        """How to show ``token``: its word if known, else its integer."""
-        word = self.word(token)
+        """How to show ``token``: the word the script spelled for it, else its integer.
+
+        Built-in words the script never wrote are not used: ``acquire n 1000..1003`` shows
+        numbers, not "you are a helpful".
+        """
+        word = self._spellings.get(token)
         return word if word is not None else str(token)
 
     def label_tokens(self, tokens: Iterable[int], limit: int | None = None) -> str:

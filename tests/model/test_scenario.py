@@ -179,12 +179,20 @@ def test_vocabulary_keeps_the_first_spelling_seen():
 
 def test_vocabulary_labels_unknown_tokens_with_their_number():
     vocab = Vocabulary()
-    assert (vocab.word(5), vocab.label(5), vocab.label(1004)) == (None, "5", "assistant")
+    assert (vocab.word(5), vocab.label(5)) == (None, "5")
     assert vocab.spelling(1004) is None  # built in, but never written by this script
+
+
+def test_vocabulary_labels_built_in_ids_as_numbers_unless_the_script_wrote_the_word():
+    vocab = Vocabulary()
+    assert vocab.label(1004) == "1004"
+    vocab.ids("a helpful assistant")
+    assert vocab.label(1004) == "assistant"
 
 
 def test_vocabulary_labels_a_token_list_up_to_a_limit():
     vocab = Vocabulary()
+    vocab.ids("you are")
     assert vocab.label_tokens([1000, 1001, 7]) == "you are 7"
     assert vocab.label_tokens([1000, 1001, 7, 8], limit=2) == "you are … +2 more"
 

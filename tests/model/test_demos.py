@@ -1,0 +1,124 @@
+"""Every shipped demo is also a test: it parses, is narrated, and its expects and the
+invariants hold at every step (directly through Session and through `kvviz check`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kvviz.cli import cli
+from kvviz.demos import demo_dir
+from kvviz.model.scenario import parse_scenario_file
+from kvviz.model.session import Session
+
+DEMOS = sorted(demo_dir().glob("*.kvs"))
+IDS = [p.stem for p in DEMOS]
+
+REQUIRED = {
+    "lru", "prefix-sharing", "extend", "progressive-publish", "refcount", "eviction-cascade",
+    "dedup", "heap-ties", "base-vs-trie", "multi-turn-chat",
+}
+REQUIRED_BUGS = ("b2", "b3", "b5", "b6", "b8", "b12")
+
+_EXPECT_WITH_NUMBER = re.compile(r"^(\s*expect\s+\S+(?:\s+\S+)*?\s+)(\d+)(\s*(?:#.*)?)$", re.IGNORECASE)
+
+
+def _run(path: Path) -> Session:
+    return Session.from_scenario(parse_scenario_file(path))
+
+
+def test_there_are_demos_with_the_required_names():
+    names = set(IDS)
+    assert len(names) >= 10
+    assert REQUIRED <= names, f"missing demos: {sorted(REQUIRED - names)}"
+    for bug in REQUIRED_BUGS:
+        assert any(name.startswith(f"bug-{bug}-") for name in names), f"no bug-museum demo for {bug.upper()}"
+
+
+@pytest.mark.parametrize("path", DEMOS, ids=IDS)
+def test_demo_has_title_and_description(path):
+    scenario = parse_scenario_file(path)
+    assert scenario.title.strip(), "no title:"
+    assert "\n" not in scenario.title
+    assert len(scenario.description.split()) >= 15, "the description should be a real paragraph"
+    assert scenario.steps, "a demo needs ops"
+
+
+@pytest.mark.parametrize("path", DEMOS, ids=IDS)
+def test_every_step_is_narrated(path):
+    scenario = parse_scenario_file(path)
+    silent = [step.op.line for step in scenario.steps if not step.narration.strip()]
+    assert not silent, f"steps without narration at lines {silent}"
+
+
+@pytest.mark.parametrize("path", DEMOS, ids=IDS)
+def test_demo_has_expects_and_ends_with_no_violations(path):
+    scenario = parse_scenario_file(path)
+    expects = [x for step in scenario.steps for x in step.expects]
+    assert len(expects) >= 3
+    last = scenario.steps[-1].expects
+    assert any(x.kind == "violations" and x.values == (0,) for x in last), "end with `expect violations 0`"
+
+
+@pytest.mark.parametrize("path", DEMOS, ids=IDS)
+def test_demo_expects_hold_and_invariants_hold(path):
+    scenario = parse_scenario_file(path)
+    session = _run(path)
+    assert len(session) == len(scenario.steps) + 1
+    for i, step in enumerate(scenario.steps, 1):
+        frame = session.frame(i)
+        assert len(frame.expects) == len(step.expects)
+        failures = [f"line {r.expect.line}: {r.expect.text}: {r.message}" for r in frame.expect_failures]
+        assert not failures, f"step {i} `{step.op.text}`: {failures}"
+        assert not frame.violations, f"step {i} `{step.op.text}`: {list(map(str, frame.violations))}"
+        if frame.failed:  # a failed op is announced by the script and changes nothing
+            assert any(x.kind == "fail" for x in step.expects), f"step {i} failed unexpectedly: {frame.error}"
+            assert frame.snapshot == session.frame(i - 1).snapshot
+
+
+def test_kvviz_check_passes_on_every_demo():
+    result = CliRunner().invoke(cli, ["check", *map(str, DEMOS)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("ok ") == len(DEMOS)
+
+
+def _break_first_numeric_expect(text: str) -> tuple[str, int]:
+    """``text`` with the first numeric expect's last number changed, and that line's number."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        match = _EXPECT_WITH_NUMBER.match(line)
+        if match:
+            lines[index] = f"{match[1]}{int(match[2]) + 1}{match[3]}"
+            return "\n".join(lines), index + 1
+    raise AssertionError("no expect with a number to break")
+
+
+@pytest.mark.parametrize("path", DEMOS, ids=IDS)
+def test_kvviz_check_fails_on_a_broken_copy_and_names_the_line(path, tmp_path):
+    broken_text, line = _break_first_numeric_expect(path.read_text(encoding="utf-8"))
+    broken = tmp_path / path.name
+    broken.write_text(broken_text, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["check", str(broken)])
+    assert result.exit_code == 1, result.output
+    assert f"{broken}:{line}:" in result.output
+    assert "expected" in result.output and "got" in result.output
+
+
+def test_base_vs_trie_runs_on_the_base_cache_as_narrated():
+    """Declared trie; on --base the expects differ, but the invariants hold and the third
+    request fails for lack of pages, as the narration says."""
+    path = demo_dir() / "base-vs-trie.kvs"
+    scenario = parse_scenario_file(path)
+    assert scenario.config.kind == "trie"
+    session = Session.from_scenario(scenario, kind="base")
+    failed = []
+    for i in range(1, len(session)):
+        frame = session.frame(i)
+        assert not frame.violations
+        if frame.failed:
+            failed.append((frame.op.kind, frame.op.name, frame.error.kind))
+    assert failed == [("acquire", "r3", "CacheAllocationFailure"), ("release", "r3", "InvalidOperation")]
+    assert session.last.snapshot.stats.hit_tokens == 0
