@@ -69,6 +69,10 @@ def _actual(x: Expect, frame: "Frame"):
         return snap.evictable_count
     if kind == "owned":
         return snap.owned_count
+    if kind == "candidates":
+        return len(snap.heap)
+    if kind == "victim":
+        return snap.node(snap.heap[0]).page if snap.heap else None
     if kind == "hit":
         return _allocation(frame, x.name).hit_tokens
     if kind == "pages":
