@@ -27,6 +27,7 @@ def test_candidates_and_victim_hold_when_right():
 
 
 def test_candidates_and_victim_fail_with_the_actual_value_when_wrong():
-    results = {kind: (ok, msg) for kind, ok, msg in _results(2, 0)}
-    assert results["candidates"] == (False, "expected candidates 2, got candidates 1")
-    assert results["victim"] == (False, "expected victim 0, got victim 1")
+    first_candidates, victim, last_candidates = _results(2, 0)
+    assert first_candidates == ("candidates", False, "expected candidates 2, got candidates 1")
+    assert victim == ("victim", False, "expected victim 0, got victim 1")
+    assert last_candidates[1] is True
