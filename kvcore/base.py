@@ -41,6 +41,7 @@ class BasePagedAttentionCache:
         self.allocations: dict[int, PageAllocation] = {}
         self._next_allocation_id = 0
         self._events: list | None = None
+        self._info_cache: dict | None = None  # snapshot rows reused while unchanged
         self._lookups = 0
         self._lookup_tokens = 0
         self._hit_tokens = 0
@@ -90,29 +91,45 @@ class BasePagedAttentionCache:
         return allocation
 
     def snapshot(self) -> Snapshot:
-        """The whole state as a frozen :class:`Snapshot`. O(pages + nodes + allocation pages)."""
+        """The whole state as a frozen :class:`Snapshot`. O(pages + nodes + allocation pages).
+
+        Unchanged pages and nodes reuse the info objects of the previous snapshot, so
+        consecutive snapshots share most of their structure (less memory, and diffs can
+        skip equal rows by identity).
+        """
         page_count = self._pool.total_page_count()
         free = self._pool.free_pages()
+        infos = self._info_cache
+        if infos is None or len(infos["free"]) != page_count:
+            infos = self._info_cache = {"free": [PageInfo(p, FREE) for p in range(page_count)], "node": {},
+                                        "owned": {}}
+        free_infos = infos["free"]
         pages: list[PageInfo | None] = [None] * page_count
         for p in free:
-            pages[p] = PageInfo(p, FREE)
-        nodes = self._node_infos()
-        for n in nodes:
-            if n.page is not None:
-                pages[n.page] = PageInfo(n.page, CACHED, None, n.id, n.ref)
+            pages[p] = free_infos[p]
+        nodes = self._node_infos(infos["node"])
+        for n, page_info in nodes:
+            if page_info is not None:
+                pages[n.page] = page_info
+        owned_cache = infos["owned"]
         allocations = []
         for a in sorted(self.allocations.values(), key=lambda a: a.id):
             for p in a._pages[len(a._nodes):]:
-                pages[p] = PageInfo(p, OWNED, a.id)
+                info = owned_cache.get((p, a.id))
+                if info is None:
+                    info = owned_cache[(p, a.id)] = PageInfo(p, OWNED, a.id)
+                pages[p] = info
             allocations.append(AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes),
                                               a.hit_tokens, a.released))
+        if len(owned_cache) > 4 * page_count:  # forget owners long gone
+            owned_cache.clear()
         for i, p in enumerate(pages):
             if p is None:  # only a broken cache gets here; check_invariants reports it
                 pages[i] = PageInfo(i, "lost")
         return Snapshot(
             kind=self.kind, tokens_per_page=self.tokens_per_page, page_count=page_count, clock=self.clock,
             next_seq=self._next_seq_value(), next_allocation_id=self._next_allocation_id,
-            pages=tuple(pages), free=free, nodes=nodes, allocations=tuple(allocations),
+            pages=tuple(pages), free=free, nodes=tuple(n for n, _ in nodes), allocations=tuple(allocations),
             heap=self._heap_ids(),
             stats=Stats(self._lookups, self._lookup_tokens, self._hit_tokens, self._evictions, self._dedups),
         )
@@ -144,8 +161,8 @@ class BasePagedAttentionCache:
 
     # -- hooks the trie cache overrides -------------------------------------------------
 
-    def _node_infos(self) -> tuple[NodeInfo, ...]:
-        return ()
+    def _node_infos(self, cache: dict) -> list[tuple[NodeInfo, PageInfo | None]]:
+        return []
 
     def _heap_ids(self) -> tuple[int, ...]:
         return ()

@@ -98,16 +98,21 @@ def _check_shape(snap, nodes, root_ids, tpp, out) -> None:
                                  (n.page,), (page_owner[n.page], n.id)))
         else:
             page_owner[n.page] = n.id
-    # Cycles: every node must reach a root.
+    # Cycles: every node must reach a root. Memoised, so O(nodes) even for deep chains.
+    reaches_root: set[int] = set()
     for n in snap.nodes:
-        seen = set()
+        trail = []
+        on_trail = set()
         cur = n
-        while cur is not None and cur.parent is not None:
-            if cur.id in seen:
+        while cur is not None and cur.parent is not None and cur.id not in reaches_root:
+            if cur.id in on_trail:
                 out.append(Violation(4, f"node {n.id} is on a parent cycle", _page(n), (n.id,)))
                 break
-            seen.add(cur.id)
+            trail.append(cur.id)
+            on_trail.add(cur.id)
             cur = nodes.get(cur.parent)
+        else:
+            reaches_root.update(trail)
 
 
 def _check_allocations(snap, nodes, root_ids, tpp, out) -> dict[int, list[int]]:
@@ -151,45 +156,64 @@ def _check_allocations(snap, nodes, root_ids, tpp, out) -> dict[int, list[int]]:
 
 
 def _check_places(snap, nodes, out) -> None:
-    places: dict[int, list[str]] = {p: [] for p in range(snap.page_count)}
-    owners: dict[int, list] = {p: [] for p in range(snap.page_count)}
-
-    def put(page, where, who):
-        if page not in places:
-            out.append(Violation(1, f"{where} names page {page}, which is not in the pool of {snap.page_count}",
-                                 (), *who))
-            return
-        places[page].append(where)
-        owners[page].append(who)
-
+    # Count first (cheap); describe only the pages that are not in exactly one place.
+    page_count = snap.page_count
+    count = [0] * page_count
+    free = ("free", None)
+    sources = [(free, snap.free)]
+    sources += [(("node", n.id), (n.page,)) for n in snap.nodes if n.page is not None]
+    sources += [(("tail", a), a.pages[a.published:]) for a in snap.allocations if not a.released]
+    for where, pages in sources:
+        for p in pages:
+            if type(p) is int and 0 <= p < page_count:
+                count[p] += 1
+            else:
+                out.append(Violation(1, f"{_where(where)} names page {p}, which is not in the pool of {page_count}"))
+    bad = {p for p, c in enumerate(count) if c != 1}
+    if bad:
+        places: dict[int, list[tuple]] = {p: [] for p in bad}
+        for where, pages in sources:
+            for p in pages:
+                if p in places:
+                    places[p].append(where)
+        for p in sorted(bad):
+            where = places[p]
+            if not where:
+                out.append(Violation(1, f"page {p} is nowhere: not free, not cached, not held (leaked)", (p,)))
+                continue
+            node_ids = tuple(w[1] for w in where if w[0] == "node")
+            alloc_ids = tuple(w[1].id for w in where if w[0] == "tail")
+            out.append(Violation(1, f"page {p} is in {len(where)} places: {', '.join(map(_where, where))}", (p,),
+                                 node_ids, alloc_ids))
+    # The derived page table must agree with the primary data.
+    expected = {}
     for p in snap.free:
-        put(p, "the free list", ((), ()))
+        expected[p] = FREE
     for n in snap.nodes:
         if n.page is not None:
-            put(n.page, f"node {n.id}", ((n.id,), ()))
+            expected[n.page] = CACHED
     for a in snap.allocations:
         if not a.released:
             for p in a.pages[a.published:]:
-                put(p, f"the unpublished tail of {a.label}", ((), (a.id,)))
-    for p, where in places.items():
-        if len(where) != 1:
-            nodes_ = tuple(x for w in owners[p] for x in w[0])
-            allocs = tuple(x for w in owners[p] for x in w[1])
-            if not where:
-                out.append(Violation(1, f"page {p} is nowhere: not free, not cached, not held (leaked)", (p,)))
-            else:
-                out.append(Violation(1, f"page {p} is in {len(where)} places: {', '.join(where)}", (p,), nodes_, allocs))
-    # The derived page table must agree with the primary data.
+                expected[p] = OWNED
     for info in snap.pages:
-        where = places.get(info.page, [])
-        if len(where) != 1:
+        if info.page in bad:
             continue
-        w = where[0]
-        expected = FREE if w == "the free list" else CACHED if w.startswith("node") else OWNED
-        if info.state != expected:
-            out.append(Violation(1, f"page table says page {info.page} is {info.state}, but it is in {w}", (info.page,)))
+        state = expected.get(info.page)
+        if state is not None and info.state != state:
+            out.append(Violation(1, f"page table says page {info.page} is {info.state}, but it is {state}",
+                                 (info.page,)))
     if len(snap.pages) != snap.page_count:
         out.append(Violation(1, f"page table has {len(snap.pages)} rows for a pool of {snap.page_count}"))
+
+
+def _where(where: tuple) -> str:
+    kind, who = where
+    if kind == "free":
+        return "the free list"
+    if kind == "node":
+        return f"node {who}"
+    return f"the unpublished tail of {who.label}"
 
 
 def _check_refs(snap, nodes, paths, out) -> None:

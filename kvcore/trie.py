@@ -21,7 +21,7 @@ from . import events as ev
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache, pages_for
 from .heap import SEQ_BITS, IndexedHeap, unpack_key
-from .snapshot import NodeInfo, Snapshot
+from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
 
 class _Node:
@@ -255,13 +255,24 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             yield n
             stack.extend(n.children.values())
 
-    def _node_infos(self) -> tuple[NodeInfo, ...]:
+    def _node_infos(self, cache: dict) -> list[tuple[NodeInfo, PageInfo | None]]:
+        """(NodeInfo, PageInfo) per node, sorted by id; rows of unchanged nodes are reused."""
         out = []
+        live = {}
         for n in self._iter_nodes():
-            out.append(NodeInfo(n.seq, n.parent.seq if n.parent is not None else None, n.tokens, n.page,
-                                n.ref, n.last_access, n.seq))
-        out.sort(key=lambda n: n.id)
-        return tuple(out)
+            state = (n.ref, n.last_access, n.page)
+            hit = cache.get(n.seq)
+            if hit is None or hit[0] != state:
+                info = NodeInfo(n.seq, n.parent.seq if n.parent is not None else None, n.tokens, n.page,
+                                n.ref, n.last_access, n.seq)
+                page_info = PageInfo(n.page, CACHED, None, n.seq, n.ref) if n.page is not None else None
+                hit = (state, info, page_info)
+            live[n.seq] = hit
+            out.append((hit[1], hit[2]))
+        cache.clear()
+        cache.update(live)
+        out.sort(key=lambda pair: pair[0].id)
+        return out
 
     def _heap_ids(self) -> tuple[int, ...]:
         return tuple(n.seq for n in self._heap.items())

@@ -47,15 +47,16 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
                     allocations_added=tuple(a.id for a in after.allocations))
     old_nodes = {n.id: n for n in before.nodes}
     new_nodes = {n.id: n for n in after.nodes}
+    changed_nodes = [n for n in after.nodes if old_nodes.get(n.id) is not n]
     added = sorted(i for i, n in new_nodes.items() if i not in old_nodes and n.parent is not None)
     evicted = sorted(i for i, n in old_nodes.items() if i not in new_nodes and n.parent is not None)
-    touched = sorted(i for i, n in new_nodes.items()
-                     if i in old_nodes and n.parent is not None and n.last_access != old_nodes[i].last_access)
-    refs = tuple((i, old_nodes[i].ref, n.ref) for i, n in sorted(new_nodes.items())
-                 if i in old_nodes and n.parent is not None and n.ref != old_nodes[i].ref)
+    touched = sorted(n.id for n in changed_nodes
+                     if n.id in old_nodes and n.parent is not None and n.last_access != old_nodes[n.id].last_access)
+    refs = tuple((n.id, old_nodes[n.id].ref, n.ref) for n in sorted(changed_nodes, key=lambda n: n.id)
+                 if n.id in old_nodes and n.parent is not None and n.ref != old_nodes[n.id].ref)
     taken, freed, changed = [], [], []
     for old, new in zip(before.pages, after.pages):
-        if old != new:
+        if old is not new and old != new:  # kvcore reuses unchanged rows: identity is the fast path
             changed.append(new.page)
             if old.state == "free" and new.state != "free":
                 taken.append(new.page)
