@@ -28,7 +28,7 @@ def make_cache(kind: str, page_count: int, tokens_per_page: int):
     return cls(PagePool(page_count), tokens_per_page)
 
 
-def restore(snapshot: Snapshot):
-    """A live cache of the snapshot's kind, restored from it."""
+def restore(snapshot: Snapshot, *, verify: bool = True):
+    """A live cache of the snapshot's kind, restored from it (see ``restore`` on the classes)."""
     cls = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}[snapshot.kind]
-    return cls.restore(snapshot)
+    return cls.restore(snapshot, verify=verify)

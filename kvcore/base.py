@@ -141,15 +141,20 @@ class BasePagedAttentionCache:
         return check_snapshot(self.snapshot()) + self._check_live_structures()
 
     @classmethod
-    def restore(cls, snapshot: Snapshot) -> "BasePagedAttentionCache":
-        """A new live cache (own pool, same allocation ids) that behaves like the snapshotted one."""
+    def restore(cls, snapshot: Snapshot, *, verify: bool = True) -> "BasePagedAttentionCache":
+        """A new live cache (own pool, same allocation ids) that behaves like the snapshotted one.
+
+        ``verify`` checks the snapshot's invariants first (an inconsistent snapshot raises
+        InvalidOperation); pass False only for snapshots this library made itself.
+        """
         from .invariants import check_snapshot
 
         if snapshot.kind != cls.kind:
             raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
-        violations = check_snapshot(snapshot)
-        if violations:
-            raise InvalidOperation(f"cannot restore an inconsistent snapshot: {violations[0]}")
+        if verify:
+            violations = check_snapshot(snapshot)
+            if violations:
+                raise InvalidOperation(f"cannot restore an inconsistent snapshot: {violations[0]}")
         cache = cls(PagePool(snapshot.page_count, snapshot.free), snapshot.tokens_per_page)
         cache.clock = snapshot.clock
         cache._next_allocation_id = snapshot.next_allocation_id
@@ -157,7 +162,16 @@ class BasePagedAttentionCache:
         cache._lookups, cache._lookup_tokens, cache._hit_tokens = s.lookups, s.lookup_tokens, s.hit_tokens
         cache._evictions, cache._dedups = s.evictions, s.dedups
         cache._restore_structure(snapshot)
+        cache._seed_info_cache(snapshot)
         return cache
+
+    def _seed_info_cache(self, snapshot: Snapshot) -> None:
+        """Reuse the snapshot's rows for the restored cache's own snapshots (cheap, shared)."""
+        free = [info if info.state == FREE else PageInfo(info.page, FREE) for info in snapshot.pages]
+        nodes = {n.id: ((n.ref, n.last_access, n.page), n,
+                        snapshot.pages[n.page] if n.page is not None else None) for n in snapshot.nodes}
+        owned = {(info.page, info.owner): info for info in snapshot.pages if info.state == OWNED}
+        self._info_cache = {"free": free, "node": nodes, "owned": owned}
 
     # -- hooks the trie cache overrides -------------------------------------------------
 
@@ -282,7 +296,7 @@ class BasePagedAttentionCache:
 
     @staticmethod
     def _check_extra(extra_token_slots: int, op: str) -> None:
-        if not isinstance(extra_token_slots, int) or extra_token_slots < 0:
+        if not isinstance(extra_token_slots, int) or isinstance(extra_token_slots, bool) or extra_token_slots < 0:
             raise InvalidOperation(f"{op}: extra_token_slots must be a non-negative integer, got {extra_token_slots!r}")
 
     def _failure(self, what: str, needed: int, free: int, evictable: int) -> CacheAllocationFailure:

@@ -62,7 +62,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                                  name: str | None = None) -> PageAllocation:
         """Match the longest cached prefix of full pages, reference it, allocate the rest."""
         tokens = tuple(tokens)
-        if extra_token_slots:
+        if type(extra_token_slots) is not int or extra_token_slots < 0:
             self._check_extra(extra_token_slots, "acquire")
         tpp = self.tokens_per_page
         n_tokens = len(tokens)

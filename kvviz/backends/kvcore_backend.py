@@ -25,9 +25,11 @@ class KvcoreBackend:
         return cls(kvcore.make_cache(kind, pages, tokens_per_page))
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot) -> "KvcoreBackend":
-        """A live cache restored from ``snapshot`` (allocation names come back with it)."""
-        return cls(kvcore.restore(snapshot))
+    def from_snapshot(cls, snapshot: Snapshot, *, verify: bool = True) -> "KvcoreBackend":
+        """A live cache restored from ``snapshot`` (allocation names come back with it).
+
+        ``verify=False`` skips the invariant check, for snapshots kvcore itself made."""
+        return cls(kvcore.restore(snapshot, verify=verify))
 
     def live_names(self) -> list[str]:
         """Names of live allocations, in creation order."""

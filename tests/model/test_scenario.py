@@ -325,6 +325,8 @@ EXPECT_CASES = [
     ("expect cached 2", Expect("cached", values=(2,))),
     ("expect evictable 1", Expect("evictable", values=(1,))),
     ("expect owned 4", Expect("owned", values=(4,))),
+    ("expect candidates 2", Expect("candidates", values=(2,))),
+    ("expect victim 3", Expect("victim", values=(3,))),
     ("expect hit r1 8", Expect("hit", "r1", (8,))),
     ("expect pages r1 0 1 5", Expect("pages", "r1", (0, 1, 5))),
     ("expect pages r1", Expect("pages", "r1", ())),
