@@ -6,15 +6,14 @@ violations, the error of a failed op (a failed op is a frame too; the state is u
 and the results of the script's ``expect`` lines.
 
 Memory stays bounded on long timelines: full frames are kept only for the most recently
-used ones; every ``keyframe_every`` frames a compressed snapshot is kept, and any other frame
-is rebuilt by restoring the nearest keyframe and replaying the ops after it (that is what
-``restore`` is for). Replays are exact because the caches are deterministic.
+used ones; every ``keyframe_every`` frames a snapshot is kept (consecutive kvcore snapshots
+share their unchanged rows, so a keyframe costs little more than its two row arrays), and any
+other frame is rebuilt by restoring the nearest keyframe and replaying the ops after it (that
+is what ``restore`` is for). Replays are exact because the caches are deterministic.
 """
 
 from __future__ import annotations
 
-import json
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -137,17 +136,9 @@ BackendFactory = Callable[[CacheConfig | None, Snapshot | None], object]
 
 def kvcore_backend(config: CacheConfig | None, snapshot: Snapshot | None):
     """The default backend factory: a fresh kvcore cache, or one restored from a snapshot."""
-    if snapshot is not None:
-        return KvcoreBackend.from_snapshot(snapshot)
+    if snapshot is not None:  # the session's own keyframes: made by kvcore, already checked
+        return KvcoreBackend.from_snapshot(snapshot, verify=False)
     return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page)
-
-
-def _pack(snapshot: Snapshot) -> bytes:
-    return zlib.compress(snapshot.to_json().encode(), 1)
-
-
-def _unpack(blob: bytes) -> Snapshot:
-    return Snapshot.from_dict(json.loads(zlib.decompress(blob)))
 
 
 class Session:
@@ -160,6 +151,9 @@ class Session:
     def __init__(self, config: CacheConfig, *, title: str = "", description: str = "",
                  vocab: Vocabulary | None = None, backend_factory: BackendFactory = kvcore_backend,
                  keyframe_every: int = 32, cached_frames: int = 256, check: bool = True):
+        """``keyframe_every``: a snapshot every K frames (rebuild cost vs memory);
+        ``cached_frames``: how many materialised frames to keep; ``check``: run the invariant
+        checker on every frame."""
         self.config = config
         self.title = title
         self.description = description
@@ -171,28 +165,34 @@ class Session:
         self.backend = backend_factory(config, None)
         self.steps: list[Step] = []
         self.summaries: list[FrameSummary] = []
-        self._keyframes: dict[int, bytes] = {}
+        self._keyframes: dict[int, Snapshot] = {}
         self._frames: OrderedDict[int, Frame] = OrderedDict()
         self.why_index = WhyIndex()
         snapshot = self.backend.snapshot()
         first = Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), description,
                       narrate("", None, None, (), None, snapshot, None, self.label_tokens),
                       tuple(self._violations(snapshot)), None)
-        self._keyframes[0] = _pack(snapshot)
+        self._keyframes[0] = snapshot
         self._remember(first)
         self.summaries.append(FrameSummary(0, "start", False, 0, len(first.violations), 0))
         self._last = first
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario, *, kind: str | None = None, **kwargs) -> "Session":
-        """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind)."""
+    def from_scenario(cls, scenario: Scenario, *, kind: str | None = None, lazy: bool = False,
+                      **kwargs) -> "Session":
+        """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind).
+
+        ``lazy`` builds frames only when they are looked at (see :meth:`append`): for long
+        scripts such as trace slices, opening is then as fast as running the cache.
+        """
         config = scenario.config
         if kind is not None and kind != config.kind:
             config = CacheConfig(kind, config.pages, config.tokens_per_page, config.policy)
         session = cls(config, title=scenario.title, description=scenario.description,
                       vocab=scenario.vocab, **kwargs)
+        add = session.append if lazy else session.apply
         for step in scenario.steps:
-            session.apply(step.op, step.narration, step.expects)
+            add(step.op, step.narration, step.expects)
         return session
 
     # -- the timeline --------------------------------------------------------------------
@@ -203,6 +203,8 @@ class Session:
     @property
     def last(self) -> Frame:
         """The newest frame (the live state)."""
+        if self._last is None:
+            self._last = self.frame(-1)
         return self._last
 
     def frame(self, index: int) -> Frame:
@@ -218,6 +220,11 @@ class Session:
             return frame
         frame = self._rebuild(index)
         self._remember(frame)
+        summary = self.summaries[index]
+        if (summary.violations, summary.expect_failures) != (len(frame.violations), len(frame.expect_failures)):
+            # A lazily appended frame learns its checks' results when first built.
+            self.summaries[index] = FrameSummary(index, summary.op_text, summary.failed, summary.evictions,
+                                                 len(frame.violations), len(frame.expect_failures))
         return frame
 
     def live_names(self) -> list[str]:
@@ -234,16 +241,38 @@ class Session:
         """Apply ``op`` at the end of the timeline and record its frame (also when it fails)."""
         index = len(self.summaries)
         step = Step(op, narration, tuple(expects))
-        frame = self._run(self.backend, self._last.snapshot, step, index, record=True)
+        frame = self._run(self.backend, self.last.snapshot, step, index, record=True)
         self.steps.append(step)
         if index % self._keyframe_every == 0 and getattr(self._factory, "can_restore", True):
             # A backend that cannot restore a snapshot (a foreign cache) replays from frame 0.
-            self._keyframes[index] = _pack(frame.snapshot)
+            self._keyframes[index] = frame.snapshot
         self.summaries.append(FrameSummary(index, op.text, frame.failed, len(frame.evictions),
                                            len(frame.violations), len(frame.expect_failures)))
         self._remember(frame)
         self._last = frame
         return frame
+
+    def append(self, op: Op, narration: str = "", expects: tuple[Expect, ...] = ()) -> None:
+        """Apply ``op`` like :meth:`apply` but build its frame only when someone asks for it.
+
+        Only the op's outcome and evictions are recorded now (for the timeline's markers);
+        snapshot, diff, narration, invariant checks and expects come with :meth:`frame`.
+        """
+        index = len(self.summaries)
+        step = Step(op, narration, tuple(expects))
+        failed = False
+        try:
+            self.backend.apply(op.kind, op.name, op.tokens, op.extra, op.append)
+        except KVCacheError:
+            failed = True
+        events = self.backend.take_events()
+        self.why_index.record(index, events)
+        self.steps.append(step)
+        if index % self._keyframe_every == 0 and getattr(self._factory, "can_restore", True):
+            self._keyframes[index] = self.backend.snapshot()
+        self.summaries.append(FrameSummary(index, op.text, failed, sum(isinstance(e, ev.Evicted) for e in events),
+                                           0, 0))
+        self._last = None
 
     def truncate(self, keep: int) -> None:
         """Drop every frame after ``keep`` (branching from an earlier step); the live cache
@@ -268,7 +297,10 @@ class Session:
     def _violations(self, snapshot: Snapshot) -> list[Violation]:
         if not self._check:
             return []
-        return check_snapshot(snapshot)
+        # A backend may check the invariants in its own terms (shortfin keeps one reference
+        # per allocation on its deepest node, not one on every node of the path).
+        check = getattr(self.backend, "check_snapshot", check_snapshot)
+        return list(check(snapshot))
 
     def _run(self, backend, before: Snapshot, step: Step, index: int, record: bool) -> Frame:
         op = step.op
@@ -299,7 +331,7 @@ class Session:
 
     def _rebuild(self, index: int) -> Frame:
         base = max(i for i in self._keyframes if i <= index)
-        snapshot = _unpack(self._keyframes[base])
+        snapshot = self._keyframes[base]
         if base == index:
             # The frame itself was a keyframe: replay its op from the frame before.
             base = max((i for i in self._keyframes if i < index), default=None)
@@ -307,7 +339,7 @@ class Session:
                 return Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), self.description,
                              narrate("", None, None, (), None, snapshot, None, self.label_tokens),
                              tuple(self._violations(snapshot)), None)
-            snapshot = _unpack(self._keyframes[base])
+            snapshot = self._keyframes[base]
         backend = self._replay(self._factory(self.config, snapshot if base > 0 else None), base + 1, index - 1)
         before = backend.snapshot() if index - 1 > base else snapshot
         return self._run(backend, before, self.steps[index - 1], index, record=False)
