@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from .backends.commands import backend_option
 from .model.scenario import SCENARIO_HELP, Scenario, ScenarioError, parse_scenario_file
 
 
@@ -44,10 +45,15 @@ def _kind_option(f):
     return f
 
 
-def _session(scenario: Scenario, kind: str | None):
+def _session(scenario: Scenario, kind: str | None, backend: str = "kvcore"):
+    from .backends.commands import backend_factory
+    from .backends.registry import BackendError
     from .model.session import Session
 
-    return Session.from_scenario(scenario, kind=kind)
+    try:
+        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind))
+    except BackendError as exc:  # e.g. a `cache base` scenario on the shortfin backend
+        raise BadInput(str(exc)) from None
 
 
 def _print_session(session, step: int | None) -> None:
@@ -115,15 +121,17 @@ def demo(name: str | None, list_: bool, print_only: bool, step: int | None, kind
 @click.option("--print", "print_only", is_flag=True, help="Print every step as text instead of opening the UI.")
 @click.option("--step", type=int, default=None, help="Show only this step (0 = initial state).")
 @_kind_option
-def run(file: str, print_only: bool, step: int | None, kind: str | None) -> None:
+@backend_option
+def run(file: str, print_only: bool, step: int | None, kind: str | None, backend: str) -> None:
     """Open a scenario file."""
-    _show(_session(_load(file), kind), step, print_only)
+    _show(_session(_load(file), kind, backend), step, print_only)
 
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_kind_option
-def check(files: tuple[str, ...], kind: str | None) -> None:
+@backend_option
+def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
     """Run scenarios and verify their expect lines and the invariants.
 
     Exit 0 when all hold, 1 when a check failed, 2 for bad input.
@@ -131,7 +139,7 @@ def check(files: tuple[str, ...], kind: str | None) -> None:
     failed = 0
     scenarios = [(f, _load(f)) for f in files]  # parse all first: bad input is exit 2 before any run
     for file, scenario in scenarios:
-        session = _session(scenario, kind)
+        session = _session(scenario, kind, backend)
         problems = []
         for i in range(1, len(session)):
             frame = session.frame(i)
@@ -158,12 +166,13 @@ def check(files: tuple[str, ...], kind: str | None) -> None:
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Output file; the format comes from the suffix: .json bundle, .md, .txt, .svg.")
 @_kind_option
-def export(file: str, step: int | None, output: str, kind: str | None) -> None:
+@backend_option
+def export(file: str, step: int | None, output: str, kind: str | None, backend: str) -> None:
     """Export a step of a scenario (or a demo name) as a bundle, Markdown, text or SVG."""
     from .export import write_export
 
     scenario = _load(file, demo=not Path(file).exists() and not file.endswith(".kvs"))
-    session = _session(scenario, kind)
+    session = _session(scenario, kind, backend)
     step = len(session) - 1 if step is None else step
     if not 0 <= step < len(session):
         raise BadInput(f"step {step} does not exist: the scenario has steps 0..{len(session) - 1}")
@@ -171,6 +180,8 @@ def export(file: str, step: int | None, output: str, kind: str | None) -> None:
         write_export(session, step, Path(output))
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    except OSError as exc:  # no such folder, no permission, disk full
+        raise BadInput(f"{output}: cannot write the export ({exc.strerror or exc})") from None
     click.echo(f"wrote {output} (step {step})")
 
 
@@ -205,6 +216,9 @@ def help_(topic: str | None) -> None:
 
 
 def _register_optional() -> None:
+    from .backends.commands import diff
+
+    cli.add_command(diff)
     try:
         from .trace.command import trace
     except ImportError:

@@ -47,8 +47,11 @@ def session_script(session: Session) -> str:
 
 def summary(frame: Frame, session: Session) -> str:
     """One paragraph for a human: where, what, and what is wrong."""
+    backend = getattr(session.backend, "name", "kvcore")
+    version = getattr(session.backend, "version", "")
+    cache = "kvcore " + session.config.kind if backend == "kvcore" else f"{backend} {version}".strip()
     parts = [f"Step {frame.index} of {len(session) - 1} of “{session.title or 'scenario'}” "
-             f"({session.config.kind} cache, {session.config.pages} pages × {session.config.tokens_per_page} tokens)."]
+             f"({cache} cache, {session.config.pages} pages × {session.config.tokens_per_page} tokens)."]
     if frame.op is not None:
         parts.append(f"Op: `{frame.op.text}`" + (f", which failed: {frame.error.message}." if frame.error else "."))
     if frame.violations:
@@ -75,6 +78,8 @@ def make_bundle(session: Session, step: int) -> dict:
         "config": {"kind": session.config.kind, "pages": session.config.pages,
                    "tokens_per_page": session.config.tokens_per_page, "policy": session.config.policy},
         "title": session.title,
+        "backend": {"name": getattr(session.backend, "name", "kvcore"),
+                    "version": getattr(session.backend, "version", kvcore.__version__)},
         "script": session_script(session),
         "step": step,
         "steps": len(session) - 1,
@@ -97,11 +102,14 @@ def load_bundle(path: str | Path) -> dict:
     path = Path(path)
     try:
         size = path.stat().st_size
+        if size > MAX_BUNDLE_BYTES:
+            raise BundleError(f"{path}: {size} bytes is too large for a bundle (limit {MAX_BUNDLE_BYTES})")
+        with open(path, "rb") as file:
+            raw = file.read(MAX_BUNDLE_BYTES + 1)  # the file may have grown since stat()
     except OSError as exc:
         raise BundleError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if size > MAX_BUNDLE_BYTES:
-        raise BundleError(f"{path}: {size} bytes is too large for a bundle (limit {MAX_BUNDLE_BYTES})")
-    raw = path.read_bytes()
+    if len(raw) > MAX_BUNDLE_BYTES:
+        raise BundleError(f"{path}: more than {MAX_BUNDLE_BYTES} bytes is too large for a bundle")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -111,11 +119,15 @@ def load_bundle(path: str | Path) -> dict:
     except json.JSONDecodeError as exc:
         raise BundleError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
                           f"expected a kvviz bundle (truncated file?)") from None
+    except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, arrays nested 100,000 deep
+        raise BundleError(f"{path}: not a kvviz bundle: the JSON is too deeply nested or holds a number too "
+                          f"large to read ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise BundleError(f"{path}: expected a JSON object with schema {SCHEMA!r}, got {type(data).__name__}")
     schema = data.get("schema")
     if schema != SCHEMA:
-        raise BundleError(f"{path}: schema is {schema!r}, expected {SCHEMA!r} (not a kvviz bundle, or another version)")
+        shown = repr(schema) if len(repr(schema)) <= 60 else repr(schema)[:57] + "..."
+        raise BundleError(f"{path}: schema is {shown}, expected {SCHEMA!r} (not a kvviz bundle, or another version)")
     for key, typ in (("script", str), ("step", int), ("digests", list), ("snapshot", dict), ("config", dict)):
         if not isinstance(data.get(key), typ) or isinstance(data.get(key), bool):
             raise BundleError(f"{path}: field {key!r} is missing or not a {typ.__name__}")
@@ -133,7 +145,15 @@ def open_bundle(path: str | Path, **session_kwargs) -> OpenedBundle:
         bundled = Snapshot.from_dict(data["snapshot"])
     except SnapshotFormatError as exc:
         raise BundleError(f"{path}: the bundled snapshot is malformed: {exc}") from None
-    session = Session.from_scenario(scenario, **session_kwargs)
+    backend = data.get("backend", {"name": "kvcore"})
+    name = backend.get("name") if isinstance(backend, dict) else None
+    from ..backends.registry import BackendError, make_backend_factory
+
+    try:
+        factory = make_backend_factory(name if isinstance(name, str) else "?")
+    except BackendError as exc:
+        raise BundleError(f"{path}: the bundle was recorded on backend {name!r}: {exc}") from None
+    session = Session.from_scenario(scenario, backend_factory=factory, **session_kwargs)
     step = data["step"]
     if not 0 <= step < len(session):
         raise BundleError(f"{path}: step {step} is outside the script's {len(session) - 1} steps")

@@ -1,0 +1,58 @@
+"""Backends by name, and what `--backend shortfin` says when shortfin is not installed.
+
+These run with or without shortfin: the missing install is simulated."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import pytest
+
+from kvviz.backends.commands import backend_factory
+from kvviz.backends.registry import (
+    INSTALL_SHORTFIN,
+    BackendError,
+    BackendUnavailable,
+    make_backend_factory,
+)
+from kvviz.model.session import kvcore_backend
+
+SHORTFIN_MODULES = ("shortfin_apps.llm.components.kvcache.trie_attention_cache", "kvviz.backends.shortfin_backend")
+
+
+@pytest.fixture
+def without_shortfin(monkeypatch):
+    """Make `import shortfin_apps...trie_attention_cache` fail, as on a machine without the extra."""
+    for name in SHORTFIN_MODULES:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_kvcore_is_the_default_backend_and_restores_snapshots():
+    factory = make_backend_factory("kvcore")
+    assert factory is kvcore_backend
+    assert getattr(factory, "can_restore", True)
+
+
+def test_an_unknown_backend_names_the_known_ones():
+    with pytest.raises(BackendError, match="unknown backend 'vllm' \\(expected one of: kvcore, shortfin\\)"):
+        make_backend_factory("vllm")
+
+
+def test_without_shortfin_the_backend_says_how_to_install_it(without_shortfin):
+    with pytest.raises(BackendUnavailable) as info:
+        make_backend_factory("shortfin")
+    assert INSTALL_SHORTFIN == 'pip install -e ".[shortfin]"'
+    assert INSTALL_SHORTFIN in str(info.value)
+
+
+def test_without_shortfin_the_cli_exits_2_with_the_install_command(without_shortfin):
+    with pytest.raises(click.ClickException) as info:
+        backend_factory("shortfin", None)
+    assert info.value.exit_code == 2 and INSTALL_SHORTFIN in info.value.format_message()
+
+
+def test_base_on_the_shortfin_backend_is_bad_input():
+    with pytest.raises(click.ClickException, match="--base runs kvcore's base cache") as info:
+        backend_factory("shortfin", "base")
+    assert info.value.exit_code == 2
