@@ -9,7 +9,7 @@ from . import events as ev
 from .allocation import PageAllocation
 from .errors import CacheAllocationFailure, InvalidOperation
 from .pool import PagePool
-from .snapshot import CACHED, FREE, OWNED, AllocationInfo, NodeInfo, PageInfo, Snapshot, Stats
+from .snapshot import _FREE_ROWS, OWNED, AllocationInfo, NodeInfo, PageInfo, Snapshot, Stats, free_row
 
 
 def pages_for(slots: int, tokens_per_page: int) -> int:
@@ -100,10 +100,11 @@ class BasePagedAttentionCache:
         page_count = self._pool.total_page_count()
         free = self._pool.free_pages()
         infos = self._info_cache
-        if infos is None or len(infos["free"]) != page_count:
-            infos = self._info_cache = {"free": [PageInfo(p, FREE) for p in range(page_count)], "node": {},
-                                        "owned": {}}
-        free_infos = infos["free"]
+        if infos is None:
+            infos = self._info_cache = {"node": {}, "owned": {}}
+        if page_count:
+            free_row(page_count - 1)  # make sure the shared free rows cover this pool
+        free_infos = _FREE_ROWS
         pages: list[PageInfo | None] = [None] * page_count
         for p in free:
             pages[p] = free_infos[p]
@@ -167,11 +168,10 @@ class BasePagedAttentionCache:
 
     def _seed_info_cache(self, snapshot: Snapshot) -> None:
         """Reuse the snapshot's rows for the restored cache's own snapshots (cheap, shared)."""
-        free = [info if info.state == FREE else PageInfo(info.page, FREE) for info in snapshot.pages]
         nodes = {n.id: ((n.ref, n.last_access, n.page), n,
                         snapshot.pages[n.page] if n.page is not None else None) for n in snapshot.nodes}
         owned = {(info.page, info.owner): info for info in snapshot.pages if info.state == OWNED}
-        self._info_cache = {"free": free, "node": nodes, "owned": owned}
+        self._info_cache = {"node": nodes, "owned": owned}
 
     # -- hooks the trie cache overrides -------------------------------------------------
 

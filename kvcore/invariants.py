@@ -69,7 +69,36 @@ def _page(n) -> tuple[int, ...]:
     return (n.page,) if n.page is not None else ()
 
 
+def _shape_is_clean(snap, nodes, root_ids, tpp) -> bool:
+    """Fast path (set sizes and comprehensions): True when the detailed shape walk would
+    find nothing. Large healthy tries are the common case, so they skip the per-node walk."""
+    if len(nodes) != len(snap.nodes) or (snap.kind == "trie" and len(root_ids) != 1):
+        return False
+    if any(nodes[r].page is not None or nodes[r].tokens for r in root_ids):
+        return False
+    rest = [n for n in snap.nodes if n.parent is not None]
+    if not all(n.parent in nodes and len(n.tokens) == tpp for n in rest):
+        return False
+    if len({(n.parent, n.tokens) for n in rest}) != len(rest):
+        return False
+    pages = [n.page for n in rest]
+    if len(set(pages)) != len(pages) or not all(type(p) is int and 0 <= p < snap.page_count for p in pages):
+        return False
+    children: dict[int, list[int]] = {}
+    for n in rest:
+        children.setdefault(n.parent, []).append(n.id)
+    reached = 0
+    stack = list(root_ids)
+    while stack:
+        kids = children.get(stack.pop(), ())
+        reached += len(kids)
+        stack.extend(kids)
+    return reached == len(rest)  # every node hangs from the root: no cycles, no orphans
+
+
 def _check_shape(snap, nodes, root_ids, tpp, out) -> None:
+    if _shape_is_clean(snap, nodes, root_ids, tpp):
+        return
     if snap.kind == "trie" and len(root_ids) != 1:
         out.append(Violation(4, f"the trie has {len(root_ids)} roots (expected exactly one)", (), tuple(root_ids)))
     if len(nodes) != len(snap.nodes):

@@ -37,6 +37,18 @@ class PageInfo:
     ref: int = 0
 
 
+_FREE_ROWS: list[PageInfo] = []
+
+
+def free_row(page: int) -> PageInfo:
+    """The shared ``PageInfo(page, 'free')`` row: immutable, so one per page number serves
+    every snapshot (cheap snapshots, and diffs compare unchanged rows by identity)."""
+    rows = _FREE_ROWS
+    if page >= len(rows):
+        rows.extend(PageInfo(p, FREE) for p in range(len(rows), page + 1))
+    return rows[page]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     """One trie node. The root has id 0, no parent, no tokens and no page."""

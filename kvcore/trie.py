@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from . import events as ev
 from .allocation import PageAllocation
-from .base import BasePagedAttentionCache, pages_for
+from .base import BasePagedAttentionCache
 from .heap import SEQ_BITS, IndexedHeap, unpack_key
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import platform
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 

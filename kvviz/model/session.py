@@ -167,6 +167,7 @@ class Session:
         self.summaries: list[FrameSummary] = []
         self._keyframes: dict[int, Snapshot] = {}
         self._frames: OrderedDict[int, Frame] = OrderedDict()
+        self._cursor: tuple[int, object] | None = None  # (frame index, backend in that state)
         self.why_index = WhyIndex()
         snapshot = self.backend.snapshot()
         first = Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), description,
@@ -285,6 +286,7 @@ class Session:
         self._keyframes = {i: b for i, b in self._keyframes.items() if i <= keep}
         for i in [i for i in self._frames if i > keep]:
             del self._frames[i]
+        self._cursor = None
         if getattr(self._factory, "can_restore", True):
             self.backend = self._factory(self.config, frame.snapshot)
         else:
@@ -330,19 +332,26 @@ class Session:
         return frame
 
     def _rebuild(self, index: int) -> Frame:
-        base = max(i for i in self._keyframes if i <= index)
-        snapshot = self._keyframes[base]
-        if base == index:
-            # The frame itself was a keyframe: replay its op from the frame before.
-            base = max((i for i in self._keyframes if i < index), default=None)
-            if base is None:  # frame 0
-                return Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), self.description,
-                             narrate("", None, None, (), None, snapshot, None, self.label_tokens),
-                             tuple(self._violations(snapshot)), None)
-            snapshot = self._keyframes[base]
-        backend = self._replay(self._factory(self.config, snapshot if base > 0 else None), base + 1, index - 1)
-        before = backend.snapshot() if index - 1 > base else snapshot
-        return self._run(backend, before, self.steps[index - 1], index, record=False)
+        if index == 0:
+            snapshot = self._keyframes[0]
+            return Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), self.description,
+                         narrate("", None, None, (), None, snapshot, None, self.label_tokens),
+                         tuple(self._violations(snapshot)), None)
+        cursor = self._cursor
+        if cursor is not None and cursor[0] < index <= cursor[0] + self._keyframe_every:
+            # Stepping forward: continue the backend left by the last rebuild, no restore.
+            start, backend = cursor
+        else:
+            start = max(i for i in self._keyframes if i < index)
+            snapshot = self._keyframes[start]
+            backend = self._factory(self.config, snapshot if start > 0 else None)
+        self._cursor = None  # the backend is about to move; re-armed below
+        self._replay(backend, start + 1, index - 1)
+        cached = self._frames.get(index - 1)
+        before = cached.snapshot if cached is not None else backend.snapshot()
+        frame = self._run(backend, before, self.steps[index - 1], index, record=False)
+        self._cursor = (index, backend)
+        return frame
 
     def _replayed_backend(self, upto: int):
         """A fresh backend with the ops of frames 1..upto applied (for backends without restore)."""
