@@ -1,0 +1,403 @@
+"""Replay a Mooncake trace through a kvcore cache and measure what prefix caching saves.
+
+Mapping. Each hash id is one block of ``page_tokens`` (512) prompt tokens, and one block is
+one cache page. The cache runs with ``tokens_per_page=1`` and the request's *hash ids are its
+tokens*: because the ids are chained prefix hashes, two requests match in the trie exactly
+as far as their prompts share a prefix, and one kvcore token stands for one 512-token page.
+Capacity in pages is ``capacity_tokens // page_tokens``. A request's hit is
+``matched pages x page_tokens``, capped at its input length (its last block is usually
+partial). The partial last block is published like the others: its hash id names it
+exactly, and this is what the trace's own prefix-reuse ratio counts.
+
+Sequential replay (the default) takes the requests in file order; for each one: acquire
+its blocks (plus output blocks with ``with_output``), publish, release. Only one request is
+live at a time, so eviction pressure comes from the cached prefixes alone.
+
+Concurrent replay (``concurrency=True``) models overlapping requests (see
+:class:`ReplayConfig` for the timing model): a request acquires at its arrival timestamp,
+publishes when its prefill is done and releases when its decode is done, so the pages of
+in-flight requests are held (not evictable) while later requests arrive. At equal times,
+releases come before publishes and publishes before acquires.
+
+A request that cannot get its pages (``CacheAllocationFailure``: not enough free plus
+evictable pages) is counted as *failed to fit*, gets no hit, and is dropped: the cache is
+unchanged (kvcore guarantees a failed operation changes nothing). Its input tokens still
+count in the hit rate's denominator, so the hit rate is "prefill saved over all requests".
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
+
+from kvcore import BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
+
+from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
+
+__all__ = [
+    "DEFAULT_DECODE_MS_PER_TOKEN",
+    "DEFAULT_PREFILL_MS_PER_TOKEN",
+    "OpRecord",
+    "OpRecorder",
+    "ReplayConfig",
+    "ReplayResult",
+    "capacity_pages",
+    "output_blocks",
+    "replay",
+    "sweep",
+    "sweep_capacities",
+    "unlimited_pages",
+]
+
+DEFAULT_PREFILL_MS_PER_TOKEN = 0.1
+"""Prefill cost per *uncached* prompt token: 0.1 ms, i.e. 10,000 tokens/s per request."""
+
+DEFAULT_DECODE_MS_PER_TOKEN = 30.0
+"""Decode cost per output token: 30 ms, a typical time between tokens for a large model."""
+
+CacheKind = Literal["trie", "base"]
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One op the replay applied, for the scenario converter and tests.
+
+    ``op`` is ``acquire``, ``publish``, ``release`` or ``fail`` (an acquire that did not fit;
+    the cache is unchanged). ``time_ms`` is the modelled time of the op (the arrival time in
+    sequential replay). For an acquire, ``matched_blocks`` is what the trie matched and
+    ``evicted_pages`` how many pages it evicted; both are 0 for the other ops.
+    """
+
+    op: str
+    request: TraceRequest
+    extra_blocks: int
+    time_ms: float
+    matched_blocks: int = 0
+    evicted_pages: int = 0
+
+
+OpRecorder = Callable[[OpRecord], None]
+"""Called with each :class:`OpRecord`, in the order the ops were applied."""
+
+ProgressCallback = Callable[[int], None]
+"""``progress(requests_done)``, called every few hundred requests and once at the end."""
+
+_PROGRESS_EVERY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    """How to replay a trace.
+
+    ``capacity_tokens=None`` means unlimited: enough pages that nothing is ever evicted.
+    With ``concurrency``, a request's pages are held from its arrival (``timestamp``, ms)
+    for ``prefill_ms_per_token x (input_length - hit tokens)`` (prefill computes only
+    what the cache missed) and then ``decode_ms_per_token x output_length`` (decode).
+    The pages are published at the end of prefill and released at the end of decode.
+    """
+
+    capacity_tokens: int | None = None
+    page_tokens: int = DEFAULT_BLOCK_TOKENS
+    cache: CacheKind = "trie"
+    with_output: bool = False
+    concurrency: bool = False
+    prefill_ms_per_token: float = DEFAULT_PREFILL_MS_PER_TOKEN
+    decode_ms_per_token: float = DEFAULT_DECODE_MS_PER_TOKEN
+
+    def __post_init__(self) -> None:
+        if self.capacity_tokens is not None and self.capacity_tokens < 0:
+            raise ValueError(f"capacity_tokens must be non-negative, not {self.capacity_tokens}")
+        if self.page_tokens < 1:
+            raise ValueError(f"page_tokens must be at least 1, not {self.page_tokens}")
+        if self.cache not in ("trie", "base"):
+            raise ValueError(f"cache must be 'trie' or 'base', not {self.cache!r}")
+        if self.prefill_ms_per_token < 0 or self.decode_ms_per_token < 0:
+            raise ValueError("prefill and decode times must be non-negative")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What one replay measured. Token figures are prompt tokens of the trace.
+
+    ``peak_pages_held`` is the largest number of distinct pages referenced by live requests
+    at once (pages eviction cannot touch); cached-but-unreferenced pages are not held.
+    """
+
+    cache: str
+    capacity_tokens: int | None
+    page_count: int
+    page_tokens: int
+    with_output: bool
+    concurrency: bool
+    requests: int
+    served: int
+    failed_to_fit: int
+    input_tokens: int
+    hit_tokens: int
+    pages_evicted: int
+    peak_pages_held: int
+    peak_live_requests: int
+    wall_seconds: float
+    prefill_ms_per_token: float | None = None
+    """The timing model of a concurrent replay (None for sequential)."""
+    decode_ms_per_token: float | None = None
+
+    @property
+    def token_hit_rate(self) -> float:
+        """Hit tokens / input tokens of all replayed requests (0.0 when there are none)."""
+        return self.hit_tokens / self.input_tokens if self.input_tokens else 0.0
+
+    @property
+    def requests_per_second(self) -> float:
+        """Replay speed (requests / wall seconds)."""
+        return self.requests / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    def to_dict(self) -> dict:
+        """A JSON-able dict: the fields plus ``token_hit_rate``."""
+        data = asdict(self)
+        data["token_hit_rate"] = self.token_hit_rate
+        return data
+
+
+def capacity_pages(capacity_tokens: int, page_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
+    """Pages that fit in ``capacity_tokens`` (whole pages only)."""
+    return capacity_tokens // page_tokens
+
+
+def output_blocks(request: TraceRequest, page_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
+    """Blocks the output needs beyond the prompt's: the output first fills the partial last block."""
+    return -(-(request.input_length + request.output_length) // page_tokens) - len(request.hash_ids)
+
+
+def unlimited_pages(requests: Sequence[TraceRequest], config: ReplayConfig) -> int:
+    """A page count that never runs out for these requests: every block of every request."""
+    total = sum(len(r.hash_ids) for r in requests)
+    if config.with_output:
+        total += sum(output_blocks(r, config.page_tokens) for r in requests)
+    return total
+
+
+def sweep_capacities(low: int = 10**4, high: int = 10**9, steps_per_decade: int = 2) -> tuple[int, ...]:
+    """Log-spaced capacities in tokens from ``low`` to ``high``, rounded to integers.
+
+    The default (two steps per decade) gives 10^4, 3.2x10^4, 10^5, ... 10^9: 11 points.
+    """
+    if low < 1 or high < low or steps_per_decade < 1:
+        raise ValueError("need 1 <= low <= high and steps_per_decade >= 1")
+    start = math.log10(low)
+    steps = round((math.log10(high) - start) * steps_per_decade)
+    return tuple(round(10 ** (start + i / steps_per_decade)) for i in range(steps + 1))
+
+
+def _make_cache(config: ReplayConfig, page_count: int):
+    pool = PagePool(page_count)
+    kind = TriePagedAttentionCache if config.cache == "trie" else BasePagedAttentionCache
+    return kind(pool, 1)
+
+
+def replay(
+    requests: Sequence[TraceRequest],
+    config: ReplayConfig = ReplayConfig(),
+    *,
+    progress: ProgressCallback | None = None,
+    recorder: OpRecorder | None = None,
+) -> ReplayResult:
+    """Replay ``requests`` through a fresh cache and return the measurements.
+
+    O(total blocks + evictions x log candidates) on the trie cache.
+    """
+    if config.capacity_tokens is None:
+        page_count = unlimited_pages(requests, config)
+    else:
+        page_count = capacity_pages(config.capacity_tokens, config.page_tokens)
+    run = _replay_concurrent if config.concurrency else _replay_sequential
+    # The trie grows to ~10^5 long-lived nodes and nothing becomes garbage before the end, yet
+    # CPython's cyclic GC would rescan them on every generation-2 pass: up to 40% of the time
+    # at large capacities. Pause it for the replay (and restore the caller's setting).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        cache = _make_cache(config, page_count)
+        counts = run(requests, config, cache, progress, recorder)
+        wall = time.perf_counter() - started
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if progress is not None:
+        progress(len(requests))
+    served, failed, hit_tokens, evicted, peak_held, peak_live = counts
+    return ReplayResult(
+        cache=config.cache,
+        capacity_tokens=config.capacity_tokens,
+        page_count=page_count,
+        page_tokens=config.page_tokens,
+        with_output=config.with_output,
+        concurrency=config.concurrency,
+        requests=len(requests),
+        served=served,
+        failed_to_fit=failed,
+        input_tokens=sum(r.input_length for r in requests),
+        hit_tokens=hit_tokens,
+        pages_evicted=evicted,
+        peak_pages_held=peak_held,
+        peak_live_requests=peak_live,
+        wall_seconds=wall,
+        prefill_ms_per_token=config.prefill_ms_per_token if config.concurrency else None,
+        decode_ms_per_token=config.decode_ms_per_token if config.concurrency else None,
+    )
+
+
+def _replay_sequential(requests, config, cache, progress, recorder):
+    """acquire, publish, release for each request in order. Returns the raw counts."""
+    page_tokens = config.page_tokens
+    with_output = config.with_output
+    acquire = cache.acquire_pages_for_tokens
+    available = cache.page_pool.available_page_count
+    served = failed = hit_tokens = evicted = peak_held = 0
+    for done, request in enumerate(requests, start=1):
+        if progress is not None and done % _PROGRESS_EVERY == 0:
+            progress(done)
+        hash_ids = request.hash_ids
+        extra = output_blocks(request, page_tokens) if with_output else 0
+        free = available()
+        try:
+            allocation = acquire(hash_ids, extra)
+        except CacheAllocationFailure:
+            failed += 1
+            if recorder is not None:
+                recorder(OpRecord("fail", request, extra, request.timestamp))
+            continue
+        served += 1
+        matched = allocation.hit_tokens  # in kvcore tokens = blocks
+        held = len(hash_ids) + extra  # == len(allocation.pages), without copying the tuple
+        # kvcore takes free pages first and evicts one node per missing page.
+        evicted_now = held - matched - free
+        if evicted_now > 0:
+            evicted += evicted_now
+        if held > peak_held:
+            peak_held = held
+        hit = matched * page_tokens
+        input_length = request.input_length
+        hit_tokens += hit if hit < input_length else input_length
+        allocation.publish_pages_for_tokens()
+        allocation.release_pages()
+        if recorder is not None:
+            now = request.timestamp
+            recorder(OpRecord("acquire", request, extra, now, matched, max(evicted_now, 0)))
+            recorder(OpRecord("publish", request, extra, now))
+            recorder(OpRecord("release", request, extra, now))
+    return served, failed, hit_tokens, evicted, peak_held, 1 if served else 0
+
+
+# Event kinds, in the order they run at equal times: free pages before anyone needs them.
+_RELEASE, _PUBLISH = 0, 1
+
+
+def _replay_concurrent(requests, config, cache, progress, recorder):
+    """Requests overlap by arrival time and hold their pages for a modelled duration."""
+    page_tokens = config.page_tokens
+    prefill = config.prefill_ms_per_token
+    decode = config.decode_ms_per_token
+    available = cache.page_pool.available_page_count
+    # Arrival order; sorted() is stable, so equal timestamps keep file order.
+    arrivals = sorted(requests, key=lambda r: r.timestamp)
+    events: list[tuple[float, int, int, object, TraceRequest, int]] = []
+    held_refs: dict[int, int] = {}  # page -> live allocations whose block table has it
+    served = failed = hit_tokens = evicted = peak_held = peak_live = live = 0
+    order = 0
+
+    def hold(pages) -> None:
+        for page in pages:
+            held_refs[page] = held_refs.get(page, 0) + 1
+
+    def unhold(pages) -> None:
+        for page in pages:
+            count = held_refs[page] - 1
+            if count:
+                held_refs[page] = count
+            else:
+                del held_refs[page]
+
+    def run_until(now: float) -> None:
+        nonlocal order, live, peak_held
+        while events and events[0][0] <= now:
+            when, kind, _, allocation, request, extra = heapq.heappop(events)
+            if kind == _PUBLISH:
+                before = allocation.pages
+                allocation.publish_pages_for_tokens()
+                after = allocation.pages
+                if after != before:  # dedup: adopted another request's page, own copy freed
+                    changed = [i for i in range(len(before)) if before[i] != after[i]]
+                    unhold(before[i] for i in changed)
+                    hold(after[i] for i in changed)
+                    if len(held_refs) > peak_held:
+                        peak_held = len(held_refs)
+                if recorder is not None:
+                    recorder(OpRecord("publish", request, extra, when))
+                done_at = when + decode * request.output_length
+                order += 1
+                heapq.heappush(events, (done_at, _RELEASE, order, allocation, request, extra))
+            else:
+                unhold(allocation.pages)
+                allocation.release_pages()
+                live -= 1
+                if recorder is not None:
+                    recorder(OpRecord("release", request, extra, when))
+
+    for done, request in enumerate(arrivals, start=1):
+        if progress is not None and done % _PROGRESS_EVERY == 0:
+            progress(done)
+        now = request.timestamp
+        run_until(now)
+        extra = output_blocks(request, page_tokens) if config.with_output else 0
+        free = available()
+        try:
+            allocation = cache.acquire_pages_for_tokens(request.hash_ids, extra)
+        except CacheAllocationFailure:
+            failed += 1
+            if recorder is not None:
+                recorder(OpRecord("fail", request, extra, now))
+            continue
+        served += 1
+        live += 1
+        if live > peak_live:
+            peak_live = live
+        matched = allocation.hit_tokens
+        evicted_now = max(len(request.hash_ids) + extra - matched - free, 0)
+        evicted += evicted_now
+        if recorder is not None:
+            recorder(OpRecord("acquire", request, extra, now, matched, evicted_now))
+        hold(allocation.pages)
+        if len(held_refs) > peak_held:
+            peak_held = len(held_refs)
+        hit = min(matched * page_tokens, request.input_length)
+        hit_tokens += hit
+        publish_at = now + prefill * (request.input_length - hit)
+        order += 1
+        heapq.heappush(events, (publish_at, _PUBLISH, order, allocation, request, extra))
+    run_until(math.inf)
+    return served, failed, hit_tokens, evicted, peak_held, peak_live
+
+
+def sweep(
+    requests: Sequence[TraceRequest],
+    config: ReplayConfig,
+    capacities: Sequence[int],
+    *,
+    progress: ProgressCallback | None = None,
+) -> tuple[ReplayResult, ...]:
+    """One replay per capacity (tokens), other settings from ``config``.
+
+    ``progress`` receives the number of requests replayed over the whole sweep.
+    """
+    results = []
+    for step, capacity in enumerate(capacities):
+        offset = step * len(requests)
+        step_progress = None if progress is None else (lambda done, offset=offset: progress(offset + done))
+        results.append(replay(requests, replace(config, capacity_tokens=capacity), progress=step_progress))
+    return tuple(results)
