@@ -1,0 +1,178 @@
+"""How fast the terminal UI steps and starts (issue 4, "Quality bars").
+
+Run:  python benchmarks/bench_ui.py            (about half a minute)
+      python benchmarks/bench_ui.py --quick    (fewer samples)
+
+Figures:
+
+* **step forward**: a seeded random session on a 2,048-page trie cache (4 tokens per page)
+  whose trie holds ~1,000 nodes; the app runs headless (``run_test``) at 120×40 and the time
+  is measured from calling the step action to the moment the screen has composed the new
+  frame (Textual hands the compositor's update to the driver; headless, the driver only
+  drops it). Median over ``--steps`` consecutive steps, each frame not seen before.
+  Target ≤ 30 ms.
+* **startup**: wall time from launching ``python`` to the first painted frame of
+  ``kvviz demo lru`` (the same app factory, headless, in a fresh interpreter: imports,
+  parsing and running the demo, composing and painting). Median of ``--starts`` launches.
+  Target ≤ 0.8 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout
+
+from kvviz.app import make_app  # noqa: E402
+from kvviz.model.scenario import CacheConfig, Op  # noqa: E402
+from kvviz.model.session import Session  # noqa: E402
+
+PAGES = 2048
+TOKENS_PER_PAGE = 4
+TARGET_NODES = 1000
+TARGET_STEP_MS = 30.0
+TARGET_START_S = 0.8
+SIZE = (120, 40)
+
+
+def big_session(seed: int = 7, extra_steps: int = 400) -> tuple[Session, int]:
+    """A session whose trie grows to ~1,000 nodes, then ``extra_steps`` more ops.
+
+    Requests share one of 24 prompts (2..8 pages) and add 1..6 pages of their own; each is
+    acquired, published and (mostly) released, so the trie keeps growing and, once the pool
+    is full, evicts. Returns the session and the first step where the trie had 1,000 nodes.
+    """
+    rng = random.Random(seed)
+    session = Session(CacheConfig("trie", PAGES, TOKENS_PER_PAGE), title="bench: 2,048 pages, ~1,000 nodes",
+                      check=False)
+    prompts = [tuple(range(p * 1000, p * 1000 + TOKENS_PER_PAGE * rng.randint(2, 8))) for p in range(24)]
+    live: list[str] = []
+    counter = 0
+    reached = None
+
+    def apply(kind: str, name: str, tokens=None) -> None:
+        session.apply(Op(kind, name, tokens, text=f"{kind} {name}"))
+
+    while True:
+        nodes = len(session.last.snapshot.nodes) - 1
+        if reached is None and nodes >= TARGET_NODES:
+            reached = len(session) - 1
+        if reached is not None and len(session) - 1 >= reached + extra_steps:
+            return session, reached
+        if live and (len(live) > 12 or rng.random() < 0.45):
+            apply("release", live.pop(rng.randrange(len(live))))
+            continue
+        counter += 1
+        name = f"r{counter}"
+        own = tuple(rng.randrange(100_000, 900_000) for _ in range(TOKENS_PER_PAGE * rng.randint(1, 6)))
+        apply("acquire", name, rng.choice(prompts) + own)
+        apply("publish", name)
+        live.append(name)
+
+
+async def time_steps(session: Session, start: int, steps: int) -> tuple[list[float], list[float]]:
+    """Milliseconds from the step action to the composed frame, for ``steps`` steps: wall
+    time, and this process's CPU time over the same span (what an idle machine would take)."""
+    app = make_app(session, start, animations=False, cursor_blink=False)
+    painted = asyncio.Event()
+    original = app._display
+
+    def display(screen, renderable):
+        painted.set()
+        return original(screen, renderable)
+
+    app._display = display
+    wall, cpu = [], []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for _ in range(steps):
+            await pilot.pause()
+            painted.clear()
+            begin, begin_cpu = time.perf_counter(), time.process_time()
+            app.action_next_step()
+            await asyncio.wait_for(painted.wait(), 5)
+            wall.append((time.perf_counter() - begin) * 1000)
+            cpu.append((time.process_time() - begin_cpu) * 1000)
+    return wall, cpu
+
+
+STARTUP_CHILD = """
+import sys
+from kvviz.app import make_app
+from kvviz.demos import load_demo
+from kvviz.model.session import Session
+
+app = make_app(Session.from_scenario(load_demo("lru")), animations=False, cursor_blink=False)
+original = app._display
+
+def display(screen, renderable):
+    original(screen, renderable)
+    if renderable is not None and not getattr(app, "_painted", False):
+        app._painted = True
+        print("painted", flush=True)
+        app.call_later(app.exit)
+
+app._display = display
+app.run(headless=True, size=(120, 40))
+"""
+
+
+def time_startup() -> tuple[float, float]:
+    """Seconds from launching a fresh interpreter to its first painted frame of the lru demo:
+    wall time, and the child's CPU time (user + system; it exits right after painting)."""
+    begin = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", STARTUP_CHILD], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    line = child.stdout.readline()
+    elapsed = time.perf_counter() - begin
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if line.strip() != "painted":
+        raise RuntimeError(f"the startup child did not paint (exit {child.returncode})")
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument("--steps", type=int, default=None, help="steps to time (default 200, quick 40)")
+    parser.add_argument("--starts", type=int, default=None, help="startups to time (default 7, quick 3)")
+    args = parser.parse_args()
+    steps = args.steps or (40 if args.quick else 200)
+    starts = args.starts or (3 if args.quick else 7)
+
+    built = time.perf_counter()
+    session, reached = big_session(extra_steps=steps + 10)
+    built = time.perf_counter() - built
+    snap = session.frame(reached).snapshot
+    print(f"session: {len(session) - 1} ops, {PAGES} pages, trie of {len(snap.nodes) - 1} nodes at step {reached} "
+          f"(built in {built:.1f} s)")
+    wall, cpu = asyncio.run(time_steps(session, reached, steps))
+    last = session.frame(reached + steps).snapshot
+    step_ms = statistics.median(wall)
+    print(f"step forward: median {step_ms:.1f} ms wall (p90 {statistics.quantiles(wall, n=10)[-1]:.1f}), "
+          f"{statistics.median(cpu):.1f} ms CPU, over {len(wall)} steps ({len(last.nodes) - 1} nodes at the end)"
+          f"   target <= {TARGET_STEP_MS:.0f} ms  {'OK' if step_ms <= TARGET_STEP_MS else 'MISSED'}")
+    time_startup()  # warm the file cache: the figure is a warm start, as a person sees it the second time
+    runs = [time_startup() for _ in range(starts)]
+    startup = statistics.median(wall for wall, _ in runs)
+    print(f"startup to first painted frame of `kvviz demo lru`: median {startup:.2f} s wall, "
+          f"{statistics.median(cpu for _, cpu in runs):.2f} s CPU, over {starts} launches   "
+          f"target <= {TARGET_START_S} s  {'OK' if startup <= TARGET_START_S else 'MISSED'}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average {load:.1f} (wall times grow with load; CPU times much less)")
+    return 0 if step_ms <= TARGET_STEP_MS and startup <= TARGET_START_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

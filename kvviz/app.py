@@ -1,0 +1,637 @@
+"""The kvviz terminal UI: the trie, page pool, allocations and LRU heap of one frame at a time.
+
+The app owns the timeline position, the selection and the play state; widgets get an
+immutable :class:`~kvviz.widgets.frame_view.FrameView` and render it, and post messages
+for what the user wants (state down, messages up). The app never mutates a cache: every
+change is an op applied through :meth:`Session.apply`, so it is recorded and replayable.
+
+One factory, :func:`make_app`, serves the CLI (:func:`run_app`), the tests and the
+screenshot export (:func:`screenshot_svg`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from pathlib import Path
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from .model.scenario import ScenarioError, parse_command
+from .model.session import Session
+from .themes import DEFAULT_THEME, THEMES, variable_defaults
+from .widgets.allocation_table import AllocationTable
+from .widgets.branch_screen import BranchScreen
+from .widgets.command_bar import CommandBar
+from .widgets.frame_view import ALLOCATION, NODE, PAGE, FrameView, Selection, highlight_for, needs_previous, violation_marks
+from .widgets.heap_view import HeapView
+from .widgets.help_screen import HelpScreen
+from .widgets.narration import Narration
+from .widgets.page_grid import PageGrid
+from .widgets.palette import KvvizCommands
+from .widgets.prompt_screen import PromptScreen
+from .widgets.timeline_bar import TimelineBar
+from .widgets.trie_view import TrieView
+from .widgets.why_panel import WhyPanel
+
+SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""Play speeds in steps per second (+ and - move along this list)."""
+DEFAULT_SPEED = 1
+SCRIPT_NAME = "kvviz-session.kvs"
+
+_STEP_KEYS = Binding.Group("step", compact=True)
+_EVENT_KEYS = Binding.Group("event", compact=True)
+
+
+def slug(text: str, limit: int = 32) -> str:
+    """``text`` as a file-name part: lower-case words joined by dashes, cut at a word
+    boundary after at most ``limit`` characters (``session`` when nothing is left)."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    kept: list[str] = []
+    for word in words:
+        if kept and len("-".join(kept + [word])) > limit:
+            break
+        kept.append(word[:limit])
+    return "-".join(kept) or "session"
+
+
+class KvvizScreen(Screen):
+    """The main screen; knows when the terminal is small so the CSS can tighten the layout."""
+
+    def on_resize(self) -> None:
+        self.app._apply_size_classes()
+
+
+class KvvizApp(App[None]):
+    """The kvviz UI on one session (see the module doc)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "kvviz"
+    COMMANDS = App.COMMANDS | {KvvizCommands}
+
+    BINDINGS = [
+        Binding("left,h", "previous_step", "back", key_display="←", group=_STEP_KEYS),
+        Binding("right,l", "next_step", "step", key_display="→", group=_STEP_KEYS),
+        Binding("home", "first_step", "First step", show=False),
+        Binding("end", "last_step", "Last step", show=False),
+        Binding("space", "play", "play"),
+        Binding("space", "pause", "pause"),
+        Binding("plus,equals_sign", "faster", "Faster", show=False),
+        Binding("minus,underscore", "slower", "Slower", show=False),
+        Binding("left_square_bracket", "previous_interesting", "prev", key_display="[", group=_EVENT_KEYS),
+        Binding("right_square_bracket", "next_interesting", "event", key_display="]", group=_EVENT_KEYS),
+        Binding("g", "jump", "go to"),
+        Binding("v", "first_violation", "violation"),
+        Binding("w", "toggle_why", "why"),
+        Binding("colon", "focus_command", "op", key_display=":"),
+        Binding("e", "export", "export"),
+        Binding("ctrl+s", "save_script", "Save .kvs", show=False),
+        Binding("escape", "clear_selection", "Clear selection", show=False),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
+                 theme: str | None = None, animations: bool = True, cursor_blink: bool = True):
+        super().__init__()
+        for custom in THEMES:
+            self.register_theme(custom)
+        self.theme = theme or DEFAULT_THEME
+        if not animations:
+            self.animation_level = "none"
+        self.cursor_blink = cursor_blink
+        self.session = session
+        self.start_step = step
+        self.export_dir = Path(export_dir) if export_dir is not None else None
+        self.step = 0
+        self.selection: Selection | None = None
+        self.playing = False
+        self.speed_index = DEFAULT_SPEED
+        self.revision = 0  # bumped whenever the timeline itself changes (apply, branch, new session)
+        self.view: FrameView | None = None
+        self._timer = None
+        self._widgets: dict[str, object] = {}
+        self._titles: dict[str, str] = {}
+
+    def get_default_screen(self) -> Screen:
+        return KvvizScreen(id="_default")
+
+    # -- theme ---------------------------------------------------------------------------
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TimelineBar(id="timeline")
+        with Horizontal(id="views"):
+            yield TrieView(id="trie")
+            with Vertical(id="side"):
+                yield PageGrid(id="pool")
+                yield AllocationTable(id="allocations")
+                yield HeapView(id="heap")
+        with Horizontal(id="bottom"):
+            yield Narration(id="narration")
+            yield WhyPanel(id="why")
+        yield CommandBar(self.current_live_names, lambda: self.session.vocab, id="command")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.trie.border_title = "Trie"
+        self.allocations.border_title = "Allocations"
+        self.heap.border_title = "LRU heap"
+        self.narration.border_title = "Narration · events"
+        self.why.border_title = "Why?"
+        self.why.display = False
+        if not self.cursor_blink:
+            self.command_bar.input.cursor_blink = False
+        self._apply_size_classes()
+        self.go_to(self.start_step or 0)
+        self.trie.focus()
+
+    def _apply_size_classes(self) -> None:
+        width, height = self.size
+        screen = self.main_screen
+        screen.set_class(width < 100, "-narrow")
+        screen.set_class(height < 36, "-short")
+        screen.set_class(height < 24, "-tiny")
+
+    @property
+    def main_screen(self) -> Screen:
+        """The screen with the views (under any help or prompt screen)."""
+        return self.screen_stack[0]
+
+    # The widgets, by role (found once: a step must not walk the DOM, and a timer tick
+    # while a help or prompt screen is open must still reach the main screen's views).
+    def _widget(self, widget_id: str, kind: type):
+        widget = self._widgets.get(widget_id)
+        if widget is None:
+            widget = self._widgets[widget_id] = self.main_screen.query_one(f"#{widget_id}", kind)
+        return widget
+
+    @property
+    def trie(self) -> TrieView:
+        return self._widget("trie", TrieView)
+
+    @property
+    def pool(self) -> PageGrid:
+        return self._widget("pool", PageGrid)
+
+    @property
+    def allocations(self) -> AllocationTable:
+        return self._widget("allocations", AllocationTable)
+
+    @property
+    def heap(self) -> HeapView:
+        return self._widget("heap", HeapView)
+
+    @property
+    def narration(self) -> Narration:
+        return self._widget("narration", Narration)
+
+    @property
+    def why(self) -> WhyPanel:
+        return self._widget("why", WhyPanel)
+
+    @property
+    def timeline(self) -> TimelineBar:
+        return self._widget("timeline", TimelineBar)
+
+    @property
+    def command_bar(self) -> CommandBar:
+        return self._widget("command", CommandBar)
+
+    # -- showing a frame -------------------------------------------------------------------
+
+    @property
+    def last_step(self) -> int:
+        """Index of the newest frame."""
+        return len(self.session) - 1
+
+    def go_to(self, step: int) -> None:
+        """Show frame ``step`` (clamped to the timeline)."""
+        self.step = max(0, min(self.last_step, int(step)))
+        self._show(rebuild=True)
+
+    def select(self, selection: Selection | None) -> None:
+        """Select an item; every view highlights it and what is linked to it."""
+        self.selection = selection
+        self._show(rebuild=False)
+
+    def _show(self, rebuild: bool) -> None:
+        frame = self.session.frame(self.step)
+        previous = None
+        if self.step > 0 and needs_previous(frame):
+            previous = self.session.frame(self.step - 1).snapshot
+        highlight = highlight_for(self.selection, frame.snapshot)
+        view = FrameView(frame, self.session, highlight, violation_marks(frame), previous, self.selection,
+                         self.revision)
+        self.view = view
+        for widget in (self.trie, self.allocations, self.heap):
+            widget.show(view, rebuild)
+        self.pool.show(view, rebuild)
+        snap = frame.snapshot
+        self._title(self.pool, f"Page pool · {snap.page_count} pages × {snap.tokens_per_page} tokens")
+        self._title(self.heap, f"LRU heap · {len(snap.heap)}")
+        self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
+        if rebuild:
+            self.narration.show(view)
+            self.command_bar.set_hint(
+                None if self.step == self.last_step else
+                f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
+
+        if self.why.display:
+            self.why.show(view)
+        self._show_timeline()
+
+    def _title(self, widget, title: str) -> None:
+        # Setting a border title repaints the whole widget: only when it changes.
+        if self._titles.get(widget.id) != title:
+            self._titles[widget.id] = title
+            widget.border_title = title
+
+    def _show_timeline(self) -> None:
+        self.timeline.title = self.session.title
+        self.timeline.show(self.session, self.step, self.playing, SPEEDS[self.speed_index], self.revision)
+
+    def current_live_names(self) -> list[str]:
+        """Names of the allocations live at the shown step (where a typed op applies)."""
+        if self.view is None or self.step == self.last_step:
+            return self.session.live_names()
+        return [a.label for a in self.view.snapshot.allocations]
+
+    # -- selection messages from the views -------------------------------------------------
+
+    @on(TrieView.NodeSelected)
+    @on(HeapView.NodeSelected)
+    def _node_selected(self, message: TrieView.NodeSelected | HeapView.NodeSelected) -> None:
+        self.select(Selection(NODE, message.node))
+
+    @on(PageGrid.PageSelected)
+    def _page_selected(self, message: PageGrid.PageSelected) -> None:
+        self.select(Selection(PAGE, message.page))
+
+    @on(AllocationTable.AllocationSelected)
+    def _allocation_selected(self, message: AllocationTable.AllocationSelected) -> None:
+        self.select(Selection(ALLOCATION, message.allocation))
+
+    @on(TimelineBar.StepClicked)
+    def _step_clicked(self, message: TimelineBar.StepClicked) -> None:
+        self.go_to(message.step)
+
+    # -- stepping --------------------------------------------------------------------------
+
+    def action_next_step(self) -> None:
+        """One step forward."""
+        self.go_to(self.step + 1)
+
+    def action_previous_step(self) -> None:
+        """One step back."""
+        self.go_to(self.step - 1)
+
+    def action_first_step(self) -> None:
+        """The initial state."""
+        self.go_to(0)
+
+    def action_last_step(self) -> None:
+        """The newest step."""
+        self.go_to(self.last_step)
+
+    def action_next_interesting(self) -> None:
+        """The next step with an eviction, a failure or a violation."""
+        summaries = self.session.summaries
+        target = next((i for i in range(self.step + 1, len(summaries)) if summaries[i].interesting), None)
+        if target is None:
+            self.notify("No later eviction, failure or violation.", timeout=3)
+            return
+        self.go_to(target)
+
+    def action_previous_interesting(self) -> None:
+        """The previous step with an eviction, a failure or a violation."""
+        summaries = self.session.summaries
+        target = next((i for i in range(self.step - 1, -1, -1) if summaries[i].interesting), None)
+        if target is None:
+            self.notify("No earlier eviction, failure or violation.", timeout=3)
+            return
+        self.go_to(target)
+
+    def first_violation(self) -> int | None:
+        """The first step whose invariants fail, or None."""
+        return next((s.index for s in self.session.summaries if s.violations), None)
+
+    def action_first_violation(self) -> None:
+        """Jump to the first step with an invariant violation."""
+        target = self.first_violation()
+        if target is None:
+            self.notify("No invariant violations in this timeline.", timeout=3)
+            return
+        self.go_to(target)
+
+    def action_jump(self) -> None:
+        """Ask for a step number and go there."""
+        last = self.last_step
+
+        def check(value: str) -> str | None:
+            if not value.strip().isdigit():
+                return f"a step number, 0..{last}"
+            if int(value) > last:
+                return f"step {value} does not exist: the timeline has steps 0..{last}"
+            return None
+
+        def done(value: str | None) -> None:
+            if value is not None:
+                self.go_to(int(value))
+
+        self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*"),
+                         done)
+
+    # -- play ----------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "play":
+            return not self.playing
+        if action == "pause":
+            return self.playing
+        if action == "first_violation":
+            return any(s.violations for s in self.session.summaries)
+        return True
+
+    def action_play(self) -> None:
+        """Start playing (from the start if at the end)."""
+        if self.playing:
+            return
+        if self.step >= self.last_step:
+            self.go_to(0)
+        self.playing = True
+        self._start_timer()
+        self._play_state_changed()
+
+    def action_pause(self) -> None:
+        """Stop playing."""
+        if not self.playing:
+            return
+        self.playing = False
+        self._stop_timer()
+        self._play_state_changed()
+
+    def action_play_pause(self) -> None:
+        """Toggle play / pause."""
+        if self.playing:
+            self.action_pause()
+        else:
+            self.action_play()
+
+    def play_tick(self) -> None:
+        """One step of playback (the timer calls this); pauses at the end."""
+        if self.step >= self.last_step:
+            self.action_pause()
+            return
+        self.go_to(self.step + 1)
+        if self.step >= self.last_step:
+            self.action_pause()
+
+    def action_faster(self) -> None:
+        """Play faster."""
+        self._set_speed(self.speed_index + 1)
+
+    def action_slower(self) -> None:
+        """Play slower."""
+        self._set_speed(self.speed_index - 1)
+
+    @property
+    def speed(self) -> float:
+        """Play speed in steps per second."""
+        return SPEEDS[self.speed_index]
+
+    def _set_speed(self, index: int) -> None:
+        self.speed_index = max(0, min(len(SPEEDS) - 1, index))
+        if self.playing:
+            self._stop_timer()
+            self._start_timer()
+        self._show_timeline()
+
+    def _start_timer(self) -> None:
+        self._timer = self.set_interval(1 / SPEEDS[self.speed_index], self.play_tick)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def _play_state_changed(self) -> None:
+        self.main_screen.set_class(self.playing, "-playing")
+        self.refresh_bindings()
+        self._show_timeline()
+
+    # -- panels and focus --------------------------------------------------------------------
+
+    def action_toggle_why(self) -> None:
+        """Show or hide the why panel."""
+        self.why.display = not self.why.display
+        if self.why.display and self.view is not None:
+            self.why.show(self.view)
+
+    def action_toggle_compact(self) -> None:
+        """Switch the page grid's layout."""
+        self.pool.action_toggle_compact()
+
+    def action_focus_command(self) -> None:
+        """Put the cursor in the command bar."""
+        self.command_bar.input.focus()
+
+    def action_clear_selection(self) -> None:
+        """Forget the selection."""
+        if self.selection is not None:
+            self.select(None)
+
+    def action_help(self) -> None:
+        """Keys and legend."""
+        self.push_screen(HelpScreen())
+
+    # -- the command bar -------------------------------------------------------------------
+
+    @on(CommandBar.OpEntered)
+    def _op_entered(self, message: CommandBar.OpEntered) -> None:
+        if self.step == self.last_step:
+            self.apply_op(message.op)
+            return
+
+        def answered(choice: str | None) -> None:
+            self.resolve_branch(choice, message.text)
+
+        self.push_screen(BranchScreen(message.op.text, self.step, self.last_step), answered)
+
+    def resolve_branch(self, choice: str | None, text: str) -> None:
+        """Act on the branch question for command ``text``: 'branch', 'append' or None (cancel)."""
+        if choice is None:
+            self.command_bar.input.focus()
+            return
+        if choice == "branch":
+            self.session.truncate(self.step)
+            self.revision += 1
+        try:
+            op = parse_command(text, self.session.live_names(), self.session.vocab)
+        except ScenarioError as error:  # the names at the end differ from those where we were
+            self.go_to(self.last_step)
+            self.command_bar.show_error(error)
+            self.command_bar.input.focus()
+            return
+        self.apply_op(op)
+
+    def apply_op(self, op) -> None:
+        """Apply ``op`` at the end of the timeline and show the new step."""
+        self.action_pause()
+        frame = self.session.apply(op)
+        self.revision += 1
+        self.command_bar.clear()
+        self.go_to(self.last_step)
+        if frame.failed:
+            self.notify(f"{op.text}: {frame.error.kind}: {frame.error.message}. Nothing changed.",
+                        severity="warning", timeout=6)
+        if frame.violations:
+            self.notify(f"{len(frame.violations)} invariant violation(s) after {op.text}", severity="error")
+
+    # -- export and save -------------------------------------------------------------------
+
+    def export_paths(self) -> dict[str, Path]:
+        """Where ``e`` writes the current step: ``kvviz-<title>-step<N>.json/.md/.svg``."""
+        folder = self.export_dir or Path.cwd()
+        stem = f"kvviz-{slug(self.session.title)}-step{self.step}"
+        return {suffix: folder / f"{stem}{suffix}" for suffix in (".json", ".md", ".svg")}
+
+    def export_step(self) -> list[Path]:
+        """Write the bundle, the Markdown and an SVG screenshot of the current step."""
+        from .export import write_export
+
+        paths = self.export_paths()
+        next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
+        write_export(self.session, self.step, paths[".json"])
+        write_export(self.session, self.step, paths[".md"])
+        svg = self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}")
+        tmp = paths[".svg"].with_name(paths[".svg"].name + ".part")
+        tmp.write_text(svg, encoding="utf-8")
+        tmp.replace(paths[".svg"])
+        return list(paths.values())
+
+    def action_export(self) -> None:
+        """Export the current step and say where the files went."""
+        try:
+            written = self.export_step()
+        except OSError as error:
+            self.notify(f"Export failed: {error}", severity="error", timeout=8)
+            return
+        self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
+
+    def save_script(self, path: str | Path) -> Path:
+        """Write the session's script (every op so far) as a ``.kvs`` file; returns the path."""
+        from .export.bundle import session_script
+
+        path = Path(path).expanduser()
+        if not path.suffix:
+            path = path.with_suffix(".kvs")
+        if not path.is_absolute() and self.export_dir is not None:
+            path = self.export_dir / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(session_script(self.session), encoding="utf-8")
+        return path
+
+    def action_save_script(self) -> None:
+        """Ask for a file name and save the script there."""
+
+        def write(value: str) -> str | None:
+            if not value.strip():
+                return "a file name, e.g. kvviz-session.kvs"
+            try:
+                saved = self.save_script(value.strip())
+            except OSError as error:
+                return f"cannot write {value}: {error.strerror or error}"
+            self.notify(str(saved), title=f"Saved the script ({len(self.session.steps)} ops)", timeout=6)
+            return None
+
+        self.push_screen(PromptScreen("Save the script as", SCRIPT_NAME, check=write,
+                                      help="enter writes the .kvs file · escape cancels"))
+
+    # -- other sessions ----------------------------------------------------------------------
+
+    @staticmethod
+    def demo_names() -> list[str]:
+        """The demos that can be opened from the palette."""
+        from .demos import demo_names
+
+        return demo_names()
+
+    def open_demo(self, name: str) -> None:
+        """Replace the session with demo ``name``, at its first step."""
+        from .demos import load_demo
+
+        try:
+            scenario = load_demo(name)
+        except (KeyError, ScenarioError) as error:
+            self.notify(str(error), severity="error")
+            return
+        self.load_session(Session.from_scenario(scenario))
+
+    def load_session(self, session: Session, step: int = 0) -> None:
+        """Show another session."""
+        self.action_pause()
+        self.session = session
+        self.revision += 1
+        self.selection = None
+        self.trie.folded.clear()
+        self.go_to(step)
+
+
+def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
+    """The app on ``session``, opened at ``step`` (default 0).
+
+    Options: ``export_dir`` (where ``e`` and ctrl+s write; default the current directory),
+    ``theme`` (any registered theme name; default kvviz-dark), ``animations`` and
+    ``cursor_blink`` (False for deterministic screenshots).
+    """
+    return KvvizApp(session, step, **opts)
+
+
+def run_app(session: Session, step: int | None = None) -> None:
+    """Run the UI in the terminal."""
+    make_app(session, step).run()
+
+
+def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40)) -> str:
+    """SVG of the UI at ``step``, rendered headless at ``size`` (columns, rows)."""
+
+    async def shoot() -> str:
+        app = make_app(session, step, animations=False, cursor_blink=False)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            return app.export_screenshot(title=f"kvviz · {session.title or 'session'} · step {step}")
+
+    return _run(shoot())
+
+
+def _run(coroutine):
+    """Run ``coroutine`` to completion, also when called from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # pragma: no cover - re-raised below
+            result["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -1,0 +1,169 @@
+"""Live allocations: name, hit length, published pages and the block table (logical page →
+physical page), shared pages starred, the unpublished tail in the owned colour; an allocation
+released by the step is shown once more, in red.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from kvcore import AllocationInfo
+
+from .frame_view import FrameView
+from .line_view import LineView, Row, Span
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationLine:
+    """One line of an allocation: the header line (``cells`` from 0) or a continuation of
+    its block table, or its tokens."""
+
+    allocation: AllocationInfo
+    part: str  # "head" | "cells" | "tokens"
+    cells: tuple[int, ...] = ()  # logical page indices on this line
+    ghost: bool = False
+
+
+class AllocationTable(LineView):
+    """The live allocations of the current frame (see the module doc)."""
+
+    COMPONENT_CLASSES = {
+        "allocation-table--name", "allocation-table--new", "allocation-table--changed", "allocation-table--released",
+        "allocation-table--published", "allocation-table--tail", "allocation-table--linked-page",
+        "allocation-table--meta", "allocation-table--violation",
+    }
+
+    DEFAULT_CSS = """
+    AllocationTable {
+        & > .allocation-table--name { text-style: bold; }
+        & > .allocation-table--new { color: $kv-new; text-style: bold; }
+        & > .allocation-table--changed { color: $kv-touched; text-style: bold; }
+        & > .allocation-table--released { color: $kv-evicted; text-style: strike; }
+        & > .allocation-table--published { color: $kv-held; }
+        & > .allocation-table--tail { color: $kv-owned; }
+        & > .allocation-table--linked-page { background: $kv-selected; text-style: bold underline; }
+        & > .allocation-table--meta { color: $kv-muted; }
+        & > .allocation-table--violation { color: $kv-violation; text-style: bold reverse; }
+    }
+    """
+
+    class AllocationSelected(Message):
+        """The user put the cursor on an allocation."""
+
+        def __init__(self, allocation: int) -> None:
+            super().__init__()
+            self.allocation = allocation
+
+    NAME_WIDTH = 6
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shared: dict[int, int] = {}
+
+    def build_rows(self, view: FrameView, width: int) -> list[Row]:
+        snap = view.snapshot
+        allocations = list(snap.allocations)
+        ghosts = []
+        if view.previous is not None:
+            for allocation_id in view.frame.diff.allocations_released:
+                info = view.previous.allocation(allocation_id)
+                if info is not None:
+                    ghosts.append(info)
+        if not allocations and not ghosts:
+            return [Row(None, "empty")]
+        self._shared = _shared_pages(snap)
+        rows = [Row(None, "header")]
+        for info, ghost in [(a, False) for a in allocations] + [(a, True) for a in ghosts]:
+            rows.extend(self._allocation_rows(info, ghost, width))
+        return rows
+
+    def _allocation_rows(self, info: AllocationInfo, ghost: bool, width: int) -> list[Row]:
+        rows = []
+        head_width = self.NAME_WIDTH + len(self._head_meta(info, ghost))
+        cells = [len(self._cell_text(info, i)) + 1 for i in range(len(info.pages))]
+        line: list[int] = []
+        used = head_width
+        indent = self.NAME_WIDTH
+        part = "head"
+        for i, size in enumerate(cells):
+            if line and used + size > width:
+                rows.append(Row(info.id, AllocationLine(info, part, tuple(line), ghost)))
+                part, line, used = "cells", [], indent
+            line.append(i)
+            used += size
+        rows.append(Row(info.id, AllocationLine(info, part, tuple(line), ghost)))
+        if info.tokens:
+            rows.append(Row(info.id, AllocationLine(info, "tokens", (), ghost)))
+        return rows
+
+    def _head_meta(self, info: AllocationInfo, ghost: bool) -> str:
+        if ghost:
+            return "released "
+        return f"{info.hit_tokens:>3}  {f'{info.published}/{len(info.pages)}':<4} "
+
+    def _cell_text(self, info: AllocationInfo, i: int) -> str:
+        page = info.pages[i]
+        star = "*" if i < info.published and self._shared.get(page, 0) > 1 else ""
+        return f"{i}:{page}{star}"
+
+    def render_row(self, row: Row, width: int) -> list[Span]:
+        style = self.style_of
+        if row.data == "empty":
+            return [("no live allocations", style("line-view--muted"))]
+        if row.data == "header":
+            return [(f"{'name':<{self.NAME_WIDTH - 1}}hit  pub  block table (logical:page, *shared)",
+                     style("allocation-table--meta"))]
+        line: AllocationLine = row.data
+        info = line.allocation
+        view = self.view
+        diff = view.frame.diff
+        violated = info.id in view.violations.allocations
+        spans: list[Span] = []
+        if line.part == "head":
+            if line.ghost:
+                name_style = "allocation-table--released"
+            elif info.id in diff.allocations_added:
+                name_style = "allocation-table--new"
+            elif info.id in diff.allocations_changed:
+                name_style = "allocation-table--changed"
+            else:
+                name_style = "allocation-table--name"
+            spans.append((f"{info.label[: self.NAME_WIDTH - 1]:<{self.NAME_WIDTH - 1}}", style(name_style)))
+            spans.append((self._head_meta(info, line.ghost), style("allocation-table--meta")))
+        elif line.part == "cells":
+            spans.append((" " * self.NAME_WIDTH, style("allocation-table--meta")))
+        else:
+            words = view.label(info.tokens, limit=64)
+            spans.append((" " * self.NAME_WIDTH + words, style("allocation-table--meta")))
+            return spans
+        linked_pages = view.highlight.pages
+        for i in line.cells:
+            page = info.pages[i]
+            cell_style = style("allocation-table--published" if i < info.published else "allocation-table--tail")
+            if page in linked_pages:
+                cell_style += style("allocation-table--linked-page")
+            if page in view.violations.pages:
+                cell_style += style("allocation-table--violation")
+            spans.append((self._cell_text(info, i), cell_style))
+            spans.append((" ", style("allocation-table--meta")))
+        if violated and line.part == "head":
+            spans.append(("⚠", style("allocation-table--violation")))
+        return spans
+
+    def is_linked(self, item: Hashable) -> bool:
+        return self.view is not None and item in self.view.highlight.allocations
+
+    def selected_message(self, item: Hashable) -> Message | None:
+        return self.AllocationSelected(item)
+
+
+def _shared_pages(snapshot) -> dict[int, int]:
+    """page -> how many live allocations hold it in their published prefix."""
+    counts: dict[int, int] = {}
+    for a in snapshot.allocations:
+        for page in a.pages[: a.published]:
+            counts[page] = counts.get(page, 0) + 1
+    return counts

@@ -1,0 +1,186 @@
+"""The command bar: type ops in the scenario language (``acquire r4 1..12 extra=2``).
+
+Completion suggests op names and the names of live allocations (accept with →); up/down
+recall earlier commands. A command that does not parse stays in the box and the error
+appears under it, in red, with a caret under the offending column; nothing is applied.
+A command that parses is posted as :class:`CommandBar.OpEntered`; the app decides where it
+goes (and asks before branching when stepped back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.suggester import Suggester
+from textual.widgets import Input, Static
+
+from ..model.scenario import OP_FORMS, Op, ScenarioError, parse_command
+
+NEEDS_LIVE_NAME = ("publish", "extend", "release")
+
+
+def complete(value: str, live_names: Iterable[str]) -> str | None:
+    """The completion of a partly typed command, or None.
+
+    The first word completes to an op name; the second, after publish/extend/release, to a
+    live allocation's name, and after acquire to the next unused ``rN``.
+    """
+    if not value or value != value.lstrip():
+        return None
+    words = value.split(" ")
+    live = list(live_names)
+    if len(words) == 1:
+        word = words[0].lower()
+        return next((value + op[len(word):] + " " for op in OP_FORMS if op.startswith(word) and op != word), None)
+    if len(words) == 2:
+        op, partial = words[0].lower(), words[1]
+        if op in NEEDS_LIVE_NAME:
+            match = next((name for name in live if name.startswith(partial) and name != partial), None)
+            return value + match[len(partial):] if match else None
+        if op == "acquire" and partial in ("", "r"):
+            used = set(live)
+            number = 1
+            while f"r{number}" in used:
+                number += 1
+            return f"{words[0]} r{number}"
+    return None
+
+
+class OpSuggester(Suggester):
+    """Suggests op names and live allocation names (asked afresh each time: names change)."""
+
+    def __init__(self, live_names: Callable[[], Iterable[str]]):
+        super().__init__(use_cache=False, case_sensitive=True)
+        self._live_names = live_names
+
+    async def get_suggestion(self, value: str) -> str | None:
+        return complete(value, self._live_names())
+
+
+class CommandInput(Input):
+    """The text box, with history on up/down."""
+
+    BINDINGS = [
+        Binding("enter", "submit", "apply op"),
+        Binding("up", "history(-1)", "history", key_display="↑"),
+        Binding("down", "history(1)", "Later", show=False),
+        Binding("escape", "leave", "back to the views"),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.history: list[str] = []
+        self._history_at = 0
+
+    def remember(self, text: str) -> None:
+        """Add ``text`` to the history."""
+        if text and (not self.history or self.history[-1] != text):
+            self.history.append(text)
+        self._history_at = len(self.history)
+
+    def action_history(self, delta: int) -> None:
+        """Recall an earlier (or later) command."""
+        if not self.history:
+            return
+        self._history_at = max(0, min(len(self.history), self._history_at + delta))
+        self.value = self.history[self._history_at] if self._history_at < len(self.history) else ""
+        self.cursor_position = len(self.value)
+
+    def action_leave(self) -> None:
+        """Give the focus back to the views."""
+        self.screen.focus_next()
+
+
+class CommandBar(Vertical):
+    """Op entry with completion and inline errors (see the module doc)."""
+
+    DEFAULT_CSS = """
+    CommandBar {
+        height: auto;
+        & > CommandInput { border: none; height: 1; padding: 0 1; background: $boost; }
+        & > CommandInput:focus { border: none; background: $surface-lighten-1; }
+        & > CommandInput.-error, & > CommandInput.-error:focus { border: none; background: $error 25%; }
+        & > #command-error { color: $error; text-style: bold; padding: 0 1; display: none; }
+        & > #command-error.-shown { display: block; }
+    }
+    """
+
+    class OpEntered(Message):
+        """A command parsed into ``op``; ``text`` is what was typed."""
+
+        def __init__(self, op: Op, text: str) -> None:
+            super().__init__()
+            self.op = op
+            self.text = text
+
+    PLACEHOLDER = "type an op, e.g. acquire r4 1..12 extra=2   (: to focus, → completes, enter applies)"
+
+    def __init__(self, live_names: Callable[[], Iterable[str]], vocab: Callable[[], object], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._live_names = live_names
+        self._vocab = vocab
+        self.error: ScenarioError | None = None
+
+    def compose(self) -> ComposeResult:
+        yield CommandInput(placeholder=self.PLACEHOLDER, suggester=OpSuggester(self._live_names), id="command-input")
+        yield Static(id="command-error")
+
+    @property
+    def input(self) -> CommandInput:
+        """The text box."""
+        return self.query_one(CommandInput)
+
+    def set_hint(self, hint: str | None) -> None:
+        """Replace the placeholder (e.g. to say that an op here will branch)."""
+        hint = hint or self.PLACEHOLDER
+        if self.input.placeholder != hint:
+            self.input.placeholder = hint
+
+    def show_error(self, error: ScenarioError | None) -> None:
+        """Show ``error`` under the box (None clears it)."""
+        self.error = error
+        label = self.query_one("#command-error", Static)
+        box = self.input
+        if error is None:
+            label.update("")
+            label.set_class(False, "-shown")
+            box.set_class(False, "-error")
+            return
+        pointer = " " * (error.column - 1) + "^"
+        label.update(f"{pointer} column {error.column}: {error.message} (expected: {error.expected})")
+        label.set_class(True, "-shown")
+        box.set_class(True, "-error")
+
+    def submit(self, text: str) -> Op | None:
+        """Parse ``text``: on success post :class:`OpEntered` and return the op, else show the error."""
+        try:
+            op = parse_command(text, self._live_names(), self._vocab())
+        except ScenarioError as error:
+            self.show_error(error)
+            return None
+        self.show_error(None)
+        self.input.remember(text)
+        self.post_message(self.OpEntered(op, text))
+        return op
+
+    def clear(self) -> None:
+        """Empty the box after the op was applied."""
+        self.input.value = ""
+        self.show_error(None)
+
+    @on(Input.Submitted, "#command-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value.strip():
+            self.submit(event.value)
+
+    @on(Input.Changed, "#command-input")
+    def _changed(self, event: Input.Changed) -> None:
+        event.stop()
+        if self.error is not None:
+            self.show_error(None)

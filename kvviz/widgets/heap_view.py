@@ -1,0 +1,118 @@
+"""The LRU heap: the eviction candidates as the heap holds them.
+
+The heap array is drawn as the binary tree it encodes (entry ``i`` has children ``2i+1`` and
+``2i+2``), each entry with its array index, node, page and key ``(last_access, seq)``; the
+top is the next victim. Entries that joined the heap in the step are green, entries that
+moved blue, and entries that left it (evicted, or referenced again) are listed in red.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from .frame_view import FrameView
+from .line_view import LineView, Row, Span
+
+
+@dataclass(frozen=True, slots=True)
+class HeapLine:
+    """One heap entry: array index (None for an entry that left), node and tree depth."""
+
+    index: int | None
+    node: int
+    depth: int
+
+
+class HeapView(LineView):
+    """The LRU heap of the current frame (see the module doc)."""
+
+    COMPONENT_CLASSES = {
+        "heap-view--entry", "heap-view--victim", "heap-view--new", "heap-view--moved", "heap-view--left",
+        "heap-view--meta", "heap-view--violation",
+    }
+
+    DEFAULT_CSS = """
+    HeapView {
+        & > .heap-view--entry { color: $kv-evictable; }
+        & > .heap-view--victim { color: $kv-evicted; text-style: bold; }
+        & > .heap-view--new { color: $kv-new; text-style: bold; }
+        & > .heap-view--moved { color: $kv-touched; text-style: bold; }
+        & > .heap-view--left { color: $kv-evicted; text-style: strike; }
+        & > .heap-view--meta { color: $kv-muted; }
+        & > .heap-view--violation { color: $kv-violation; text-style: bold reverse; }
+    }
+    """
+
+    class NodeSelected(Message):
+        """The user put the cursor on a heap entry (a trie node)."""
+
+        def __init__(self, node: int) -> None:
+            super().__init__()
+            self.node = node
+
+    def build_rows(self, view: FrameView, width: int) -> list[Row]:
+        snap = view.snapshot
+        if snap.kind == "base":
+            return [Row(None, "base")]
+        heap = snap.heap
+        rows: list[Row] = [Row(None, "header")]
+        if not heap:
+            rows.append(Row(None, "empty"))
+        # Pre-order walk of the implicit binary tree: parents before children, left first.
+        stack = [(0, 0)] if heap else []
+        while stack:
+            index, depth = stack.pop()
+            rows.append(Row(heap[index], HeapLine(index, heap[index], depth)))
+            for child in (2 * index + 2, 2 * index + 1):
+                if child < len(heap):
+                    stack.append((child, depth + 1))
+        if view.previous is not None:
+            for node in view.frame.diff.heap_removed:
+                rows.append(Row(node, HeapLine(None, node, 0)))
+        return rows
+
+    def render_row(self, row: Row, width: int) -> list[Span]:
+        style = self.style_of
+        if row.data == "base":
+            return [("base cache: no trie, no eviction", style("line-view--muted"))]
+        if row.data == "header":
+            return [("next victim on top · key (last_access, seq)", style("heap-view--meta"))]
+        if row.data == "empty":
+            return [("empty: no unreferenced leaves", style("line-view--muted"))]
+        line: HeapLine = row.data
+        view = self.view
+        diff = view.frame.diff
+        if line.index is None:
+            node = view.previous.node(line.node)
+            gone = "evicted" if line.node in diff.nodes_evicted else "referenced again"
+            return [(f"left: node {line.node} p{node.page} ({node.last_access},{node.seq}) {gone}",
+                     style("heap-view--left"))]
+        node = view.snapshot.node(line.node)
+        if line.node in diff.heap_added:
+            entry_style = "heap-view--new"
+        elif line.node in diff.heap_moved:
+            entry_style = "heap-view--moved"
+        elif line.index == 0:
+            entry_style = "heap-view--victim"
+        else:
+            entry_style = "heap-view--entry"
+        indent = "  " * min(line.depth, 12)
+        spans: list[Span] = [
+            (f"{indent}[{line.index}] ", style("heap-view--meta")),
+            (f"node {line.node} p{node.page}" if node else f"node {line.node} (missing)", style(entry_style)),
+            (f" ({node.last_access},{node.seq})" if node else "", style("heap-view--meta")),
+        ]
+        if line.index == 0:
+            spans.append((" ← next victim", style("heap-view--victim")))
+        if node is not None and (line.node in view.violations.nodes or node.page in view.violations.pages):
+            spans.append((" ⚠", style("heap-view--violation")))
+        return spans
+
+    def is_linked(self, item: Hashable) -> bool:
+        return self.view is not None and item in self.view.highlight.nodes
+
+    def selected_message(self, item: Hashable) -> Message | None:
+        return self.NodeSelected(item)

@@ -1,0 +1,86 @@
+"""The help screen (?): every key, and the legend of colours and marks."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from .frame_view import literal
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("→ / l, ← / h", "step forward / back"),
+    ("home / end", "first / last step"),
+    ("g", "go to step N"),
+    ("space", "play / pause"),
+    ("+ / -", "play faster / slower"),
+    ("] / [", "next / previous interesting step (eviction, failure, violation)"),
+    ("v", "first step with an invariant violation"),
+    ("tab / shift+tab", "move between views (trie, pool, allocations, heap, command bar)"),
+    ("↑ ↓ (j k)", "move the cursor in a view: selects it in every view"),
+    (", .", "page grid: previous / next page"),
+    ("escape", "clear the selection (in the command bar: leave it)"),
+    ("w", "why panel: why was this page evicted / why this short match"),
+    ("enter / c", "trie: fold a subtree / compress chains of single-child nodes"),
+    ("z", "page grid: compact layout (one character per page)"),
+    (":", "command bar: type an op; → completes, ↑ ↓ history"),
+    ("e", "export this step: bundle .json, .md and .svg"),
+    ("ctrl+s", "save the script as a .kvs file"),
+    ("ctrl+p", "command palette: demos, export, theme, jump"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+"""Every key of the app, as the help screen lists them (a test checks it against the bindings)."""
+
+LEGEND = """\
+[b]Pages and nodes[/b]
+  [$kv-free]·[/] free   [$kv-owned]▪ @r1[/] owned: the unpublished tail of allocation r1
+  [$kv-held]■ ● ref2[/] cached and held (ref > 0: never evicted)
+  [$kv-evictable]□ ○ ref0[/] cached and evictable (ref 0; only leaves are evicted, oldest first)
+
+[b]What the step changed[/b] (the colours of the SGLang paper's RadixAttention figure)
+  [on $kv-new] + [/] [$kv-new]new[/]: pages taken, nodes created
+  [on $kv-touched] • [/] [$kv-touched]touched[/]: nodes whose last access moved to now
+  [on $kv-evicted] ✗ [/] [$kv-evicted]evicted[/]: shown for the step that evicted them, then gone
+  - freed   ↑ ↓ (+1) (-1) ref count changes
+  LRU heap: [$kv-new]joined[/] the heap, [$kv-touched]moved[/] in it, [$kv-evicted]left[/] it (evicted or referenced again)
+
+[b]Also[/b]
+  [on $kv-selected] selected [/] the selection and everything linked to it (its page, node, holders)
+  [b $kv-violation]⚠ ![/] an invariant violation names this item
+  [$kv-muted]block table 0:3 1:7*[/] logical page 0 is physical page 3; * shared with another allocation
+  timeline  ─ step  [$kv-evicted]▾[/] eviction  [$error]✗[/] failed op  [$error]?[/] failed expect  [$kv-violation]![/] violation"""
+
+
+def help_markup() -> str:
+    """The help text as Textual markup."""
+    width = max(len(key) for key, _ in KEYS)
+    keys = "\n".join(f"  [b $accent]{literal(f'{key:<{width}}')}[/]  {literal(what)}" for key, what in KEYS)
+    return f"[b]Keys[/b]\n{keys}\n\n{LEGEND}"
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and legend; any of escape, ? or q closes it."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 96; max-width: 100%; height: auto; max-height: 100%;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as box:
+            box.border_title = "kvviz help"
+            box.border_subtitle = "escape closes"
+            yield Static(Content.from_markup(help_markup()))
+
+    def action_close(self) -> None:
+        """Close the help."""
+        self.dismiss(None)

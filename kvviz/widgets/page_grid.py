@@ -1,0 +1,385 @@
+"""The page pool: one cell per physical page, coloured by state, marked by what changed.
+
+Two layouts: *cells* (page number, owner or ref count, change mark) for small pools, and
+*compact* (one character per page) for pools up to thousands of pages; ``z`` switches.
+Drawn with the Line API: only rows on screen are rendered, each row's strip is cached, and
+the few dozen distinct cell styles are built once per theme and reused (toolong's recipe).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from .frame_view import FrameView
+from .line_view import Span, StyleCache, spans_to_strip
+
+COMPACT_ABOVE = 64
+"""Pools with more pages than this start in the compact layout."""
+
+GLYPH = {"free": "·", "owned": "▪", "held": "■", "evictable": "□"}
+"""The character of a page in the compact layout (and the legend), by state."""
+
+MARK = {"evicted": "✗", "new": "+", "freed": "-", "ref-up": "↑", "ref-down": "↓", "touched": "•", None: " "}
+"""The change mark of a page, by what the step did to it."""
+
+
+class PageGrid(ScrollView, can_focus=True):
+    """The page pool of the current frame (see the module doc)."""
+
+    BINDINGS = [
+        Binding("up,k", "cursor_row(-1)", "Row up", show=False),
+        Binding("down,j", "cursor_row(1)", "Row down", show=False),
+        Binding("comma", "cursor_page(-1)", "Page -1", show=False),
+        Binding("full_stop", "cursor_page(1)", "Page +1", show=False),
+        Binding("z", "toggle_compact", "Compact", show=False),
+    ]
+
+    COMPONENT_CLASSES = {
+        "page-grid--free", "page-grid--owned", "page-grid--held", "page-grid--evictable",
+        "page-grid--new", "page-grid--touched", "page-grid--evicted", "page-grid--freed",
+        "page-grid--linked", "page-grid--cursor", "page-grid--violation", "page-grid--label",
+    }
+
+    DEFAULT_CSS = """
+    PageGrid {
+        overflow-x: hidden;
+        height: auto;
+        & > .page-grid--free { color: $kv-free; }
+        & > .page-grid--owned { color: $kv-owned; }
+        & > .page-grid--held { color: $kv-held; text-style: bold; }
+        & > .page-grid--evictable { color: $kv-evictable; }
+        & > .page-grid--new { background: $kv-new; color: $background; }
+        & > .page-grid--touched { background: $kv-touched; color: $background; }
+        & > .page-grid--evicted { background: $kv-evicted; color: $background; }
+        & > .page-grid--freed { text-style: dim; }
+        & > .page-grid--linked { background: $kv-selected; text-style: bold underline; }
+        & > .page-grid--cursor { text-style: reverse bold; }
+        & > .page-grid--violation { background: $kv-violation; color: $background; text-style: bold; }
+        & > .page-grid--label { color: $kv-muted; }
+    }
+    """
+
+    class PageSelected(Message):
+        """The user put the cursor on a page."""
+
+        def __init__(self, page: int) -> None:
+            super().__init__()
+            self.page = page
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.view: FrameView | None = None
+        self.compact: bool | None = None  # None: decide from the pool's size
+        self.cursor: int | None = None
+        self._strips: LRUCache[tuple, Strip] = LRUCache(512)
+        self._styles: dict[tuple, Style] = {}
+        self._generation = 0
+        self._layout = (1, 0, 0)  # pages per row, grid rows, cell width
+        self._legend: list[list[Span]] = []
+        self._changes: dict[int, str] = {}
+        self._kinds: list[str] = []
+        self._owner_names: dict[int, str] = {}
+        self.style_of = StyleCache(self)
+
+    # -- state in ------------------------------------------------------------------------
+
+    @property
+    def is_compact(self) -> bool:
+        """True when drawing one character per page."""
+        if self.compact is not None:
+            return self.compact
+        return self.view is not None and self.view.snapshot.page_count > COMPACT_ABOVE
+
+    def show(self, view: FrameView, rebuild: bool = True) -> None:
+        """Render ``view``; ``rebuild=False`` when only the highlight changed."""
+        previous = self.view
+        self.view = view
+        old_changes = self._changes
+        if rebuild or previous is None:
+            self._index_frame()
+        dirty = self._dirty_pages(previous, view, old_changes) if rebuild else None
+        self._relayout(dirty)
+        self.follow()
+
+    def _dirty_pages(self, old: FrameView | None, new: FrameView, old_changes: dict[int, str]) -> set[int] | None:
+        """Pages that look different from ``old`` to ``new``, a neighbouring step with the same
+        highlight (None: repaint everything)."""
+        if (old is None or old.session is not new.session or old.revision != new.revision
+                or abs(old.frame.index - new.frame.index) != 1 or old.highlight != new.highlight
+                or old.violations != new.violations):
+            return None
+        later = old.frame if old.frame.index > new.frame.index else new.frame
+        return set(old_changes) | set(self._changes) | set(later.diff.pages_changed)
+
+    def follow(self) -> None:
+        """Move the cursor to a linked page (without posting a selection)."""
+        pages = self.view.highlight.pages if self.view is not None else ()
+        if pages and self.cursor not in pages:
+            self.cursor = min(pages)
+        if self.cursor is not None and pages:
+            self._scroll_to_page(self.cursor)
+
+    def _index_frame(self) -> None:
+        """Per-page state and change, computed once per frame."""
+        view = self.view
+        snap = view.snapshot
+        diff = view.frame.diff
+        kinds = []
+        for info in snap.pages:
+            if info.state == "cached":
+                kinds.append("held" if info.ref else "evictable")
+            else:
+                kinds.append(info.state)
+        self._kinds = kinds
+        changes: dict[int, str] = {}
+        node_page = {n.id: n.page for n in snap.nodes}
+        for node, before, after in diff.ref_changes:
+            page = node_page.get(node)
+            if page is not None:
+                changes[page] = "ref-up" if after > before else "ref-down"
+        for node in diff.nodes_touched:
+            page = node_page.get(node)
+            if page is not None and page not in changes:
+                changes[page] = "touched"
+        for page in diff.pages_freed:
+            changes[page] = "freed"
+        for node in diff.nodes_added:
+            page = node_page.get(node)
+            if page is not None:
+                changes[page] = "new"
+        for page in diff.pages_taken:
+            changes[page] = "new"
+        for page in diff.pages_evicted:
+            changes[page] = "evicted"
+        self._changes = changes
+        self._owner_names = {a.id: a.label for a in snap.allocations}
+
+    def _relayout(self, dirty: set[int] | None = None) -> None:
+        """Lay the pages out for the current width; with ``dirty`` pages and an unchanged
+        layout, render only their rows and the legend again."""
+        width = self._width()
+        count = self.view.snapshot.page_count if self.view is not None else 0
+        if self.is_compact:
+            label = len(str(max(count - 1, 0))) + 1
+            per_row = max(1, width - label)
+            if per_row >= 8:
+                per_row -= per_row % 8
+            cell = 1
+        else:
+            cell = len(str(max(count - 1, 0))) + 7
+            per_row = max(1, (width + 1) // cell)
+        rows = -(-count // per_row) if count else 0
+        same_layout = self._layout == (per_row, rows, cell)
+        self._layout = (per_row, rows, cell)
+        legend = self._legend_lines(width)
+        same_layout = same_layout and len(legend) == len(self._legend)
+        self._legend = legend
+        size = Size(width, rows + len(self._legend))
+        if size != self.virtual_size:
+            self.virtual_size = size  # a layout refresh (height: auto), only when the shape changed
+        self._generation += 1
+        self._strips.clear()
+        if dirty is None or not same_layout:
+            self.refresh()
+            return
+        top = self.scroll_offset.y
+        bottom = top + self.scrollable_content_region.height
+        for row in {page // per_row for page in dirty} | set(range(rows, rows + len(legend))):
+            if top <= row < bottom:
+                self.refresh_line(row)
+
+    def _width(self) -> int:
+        width = self.scrollable_content_region.width
+        return width if width > 0 else max(self.size.width, 20)
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def _style(self, kind: str, change: str | None, linked: bool, cursor: bool, violated: bool) -> Style:
+        key = (kind, change, linked, cursor, violated)
+        style = self._styles.get(key)
+        if style is None:
+            get = self.style_of
+            style = get(f"page-grid--{kind}")
+            if change in ("new", "touched", "evicted", "freed"):
+                style += get(f"page-grid--{change}")
+            if linked:
+                style += get("page-grid--linked")
+            if violated:
+                style += get("page-grid--violation")
+            if cursor:
+                style += get("page-grid--cursor")
+            self._styles[key] = style
+        return style
+
+    def _cell_spans(self, page: int) -> Span:
+        view = self.view
+        kind = self._kinds[page]
+        change = self._changes.get(page)
+        style = self._style(kind, change, page in view.highlight.pages, page == self.cursor and self.has_focus,
+                            page in view.violations.pages)
+        if self.is_compact:
+            return GLYPH[kind], style
+        info = view.snapshot.pages[page]
+        if kind == "free":
+            body = "·"
+        elif kind == "owned":
+            body = "@" + self._owner_names.get(info.owner, "?")[:3]
+        else:
+            body = f"ref{info.ref}" if info.ref < 10 else f"r{min(info.ref, 999)}"
+        width = self._layout[2] - 3 - 4
+        return f"{MARK[change]}{page:>{width}} {body:<4}", style
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = y + scroll_y
+        width = self.scrollable_content_region.width
+        base = self.style_of.base
+        per_row, rows, cell = self._layout
+        key = (index, self._generation, width, self.has_focus)
+        strip = self._strips.get(key)
+        if strip is not None:
+            return strip
+        if self.view is None or index >= rows + len(self._legend):
+            strip = Strip.blank(width, base)
+        elif index < rows:
+            first = index * per_row
+            last = min(first + per_row, self.view.snapshot.page_count)
+            compact = self.is_compact
+            spans: list[Span] = []
+            if compact:
+                label = len(str(max(self.view.snapshot.page_count - 1, 0)))
+                spans.append((f"{first:>{label}} ", self.style_of("page-grid--label")))
+            gap = Style()
+            for page in range(first, last):
+                if page > first and not compact:
+                    spans.append((" ", gap))
+                text, style = self._cell_spans(page)
+                if compact and spans and spans[-1][1] is style:
+                    spans[-1] = (spans[-1][0] + text, style)  # runs of alike pages: one segment
+                else:
+                    spans.append((text, style))
+            strip = spans_to_strip(spans, width, base)
+        else:
+            strip = spans_to_strip(self._legend[index - rows], width, base)
+        self._strips[key] = strip
+        return strip
+
+    def _legend_lines(self, width: int) -> list[list[Span]]:
+        get = self.style_of
+        counts = Counter(self._kinds)
+        items: list[list[Span]] = [
+            [(GLYPH[kind], self._style(kind, None, False, False, False)),
+             (f"{kind} {counts[kind]}", get("page-grid--label"))]
+            for kind in ("free", "owned", "held", "evictable")
+        ]
+        for change, label in (("new", "new"), ("touched", "touched"), ("evicted", "evicted")):
+            items.append([(f"{MARK[change]}{label}", self._style("held", change, False, False, False))])
+        lines: list[list[Span]] = []
+        line: list[Span] = []
+        used = 0
+        for item in items:
+            size = sum(len(text) for text, _ in item) + 1
+            if line and used + size > width:
+                lines.append(line)
+                line, used = [], 0
+            if line:
+                line.append((" ", Style()))
+            line.extend(item)
+            used += size
+        if line:
+            lines.append(line)
+        return lines
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.style_of.clear()
+        self._styles.clear()
+        self._strips.clear()
+        self._generation += 1
+        if self.view is not None and self.is_mounted:
+            self._legend = self._legend_lines(self._width())
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.view is not None:
+            self._relayout()
+
+    def on_focus(self) -> None:
+        self._generation += 1
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._generation += 1
+        self.refresh()
+
+    # -- the cursor ----------------------------------------------------------------------
+
+    def _scroll_to_page(self, page: int) -> None:
+        per_row = self._layout[0]
+        self.scroll_to_region(Region(0, page // per_row, 1, 1), animate=False, immediate=True, force=True)
+        self._generation += 1
+        self.refresh()
+
+    def move_cursor(self, page: int, post: bool = True) -> None:
+        """Put the cursor on ``page`` and (by default) post :class:`PageSelected`."""
+        if self.view is None:
+            return
+        page = max(0, min(self.view.snapshot.page_count - 1, page))
+        self.cursor = page
+        self._scroll_to_page(page)
+        if post:
+            self.post_message(self.PageSelected(page))
+
+    def action_cursor_row(self, delta: int) -> None:
+        """Cursor one row up or down."""
+        if self.cursor is None:
+            self.move_cursor(0)
+            return
+        self.move_cursor(self.cursor + delta * self._layout[0])
+
+    def action_cursor_page(self, delta: int) -> None:
+        """Cursor to the previous or next page."""
+        self.move_cursor(0 if self.cursor is None else self.cursor + delta)
+
+    def action_toggle_compact(self) -> None:
+        """Switch between the cells layout and one character per page."""
+        self.compact = not self.is_compact
+        self._relayout()
+
+    def page_at(self, x: int, y: int) -> int | None:
+        """The page drawn at content offset ``(x, y)`` (scrolling included), or None."""
+        if self.view is None:
+            return None
+        per_row, rows, cell = self._layout
+        row = y + self.scroll_offset.y
+        if not 0 <= row < rows:
+            return None
+        if self.is_compact:
+            column = x - (len(str(max(self.view.snapshot.page_count - 1, 0))) + 1)
+        else:
+            column, inside = divmod(x, cell)
+            if inside == cell - 1:  # the gap between cells
+                return None
+        if not 0 <= column < per_row:
+            return None
+        page = row * per_row + column
+        return page if page < self.view.snapshot.page_count else None
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        page = self.page_at(offset.x, offset.y) if offset is not None else None
+        if page is not None:
+            self.focus()
+            self.move_cursor(page)
+
+    def page_text(self, page: int) -> str:
+        """The text of one page's cell (tests read the grid this way)."""
+        return self._cell_spans(page)[0]

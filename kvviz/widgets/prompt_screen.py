@@ -1,0 +1,69 @@
+"""A small modal that asks for one line of text (jump to step, save the script as…).
+
+Dismisses with the text typed (after ``check`` accepts it) or None on escape. ``check``
+returns an error message for input it refuses, shown in red under the box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+
+class PromptScreen(ModalScreen[str | None]):
+    """Ask for one line of text (see the module doc)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    DEFAULT_CSS = """
+    PromptScreen { align: center middle; }
+    PromptScreen > Vertical {
+        width: 64; max-width: 95%; height: auto; padding: 0 1;
+        border: round $accent; background: $surface;
+    }
+    PromptScreen #prompt-error { color: $error; height: auto; }
+    PromptScreen #prompt-help { color: $kv-muted; }
+    """
+
+    def __init__(self, title: str, value: str = "", *, help: str = "", placeholder: str = "",
+                 check: Callable[[str], str | None] | None = None, restrict: str | None = None):
+        super().__init__()
+        self.prompt_title = title
+        self.initial = value
+        self.help_text = help
+        self.placeholder = placeholder
+        self.check = check
+        self.restrict = restrict
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.prompt_title
+            yield Input(self.initial, placeholder=self.placeholder, restrict=self.restrict, id="prompt-input")
+            yield Static("", id="prompt-error")
+            yield Label(self.help_text or "enter to confirm · escape to cancel", id="prompt-help")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.confirm(event.value)
+
+    def confirm(self, value: str) -> None:
+        """Accept ``value`` unless ``check`` refuses it."""
+        problem = self.check(value) if self.check is not None else None
+        if problem:
+            self.query_one("#prompt-error", Static).update(problem)
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        """Close without an answer."""
+        self.dismiss(None)

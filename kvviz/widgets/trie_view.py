@@ -1,0 +1,280 @@
+"""The trie: every node with its tokens (words where the scenario used words), page, ref
+count and last access; held nodes (ref > 0) apart from evictable ones (ref 0); what the step
+changed in the paper's colours; nodes evicted by the step shown once more, in red.
+
+Subtrees fold (enter) and chains of single-child nodes compress into one row (c), so
+a 1,000-node trie stays readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from textual.binding import Binding
+from textual.message import Message
+
+from .frame_view import FrameView, same_shape
+from .line_view import LineView, Row, Span
+
+COMPRESS_ABOVE = 200
+"""Tries with more nodes than this start with chains compressed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrieLine:
+    """A row of the trie: the node(s) it shows (a chain when compressed), its guide prefix,
+    how many descendants are folded away, and whether it is a ghost (evicted this step)."""
+
+    chain: tuple[int, ...]
+    prefix: str
+    hidden: int = 0
+    ghost: bool = False
+
+
+class TrieView(LineView):
+    """The trie of the current frame (see the module doc)."""
+
+    BINDINGS = [
+        Binding("enter", "toggle_fold", "Fold", show=False),
+        Binding("c", "toggle_chains", "Chains", show=False),
+    ]
+
+    COMPONENT_CLASSES = {
+        "trie-view--guide", "trie-view--held", "trie-view--evictable", "trie-view--new", "trie-view--touched",
+        "trie-view--evicted", "trie-view--meta", "trie-view--violation", "trie-view--ref-change",
+    }
+
+    DEFAULT_CSS = """
+    TrieView {
+        & > .trie-view--guide { color: $kv-muted; }
+        & > .trie-view--held { color: $kv-held; text-style: bold; }
+        & > .trie-view--evictable { color: $kv-evictable; }
+        & > .trie-view--new { color: $kv-new; text-style: bold; }
+        & > .trie-view--touched { color: $kv-touched; text-style: bold; }
+        & > .trie-view--evicted { color: $kv-evicted; text-style: strike; }
+        & > .trie-view--meta { color: $kv-muted; }
+        & > .trie-view--violation { color: $kv-violation; text-style: bold reverse; }
+        & > .trie-view--ref-change { color: $warning; text-style: bold; }
+    }
+    """
+
+    class NodeSelected(Message):
+        """The user put the cursor on a trie node."""
+
+        def __init__(self, node: int) -> None:
+            super().__init__()
+            self.node = node
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.folded: set[int] = set()
+        self.compress: bool | None = None  # None: decide from the trie's size
+        self._added: frozenset[int] = frozenset()
+        self._touched: frozenset[int] = frozenset()
+        self._ref_changes: dict[int, tuple[int, int]] = {}
+        self._node_row: dict[int, int] = {}
+
+    # -- building rows -------------------------------------------------------------------
+
+    def keeps_rows(self, old: FrameView | None, new: FrameView) -> bool:
+        # Most steps only change refs and last access: the rows (ids and guides) still hold,
+        # only the change marks must follow the new frame.
+        if not same_shape(old, new):
+            return False
+        self._index_changes(new)
+        return True
+
+    def dirty_rows(self, old: FrameView, new: FrameView) -> set[int] | None:
+        if old.highlight != new.highlight or old.violations != new.violations:
+            return None
+        changed: set[int] = set()
+        for frame in (old.frame, new.frame):  # marks to clear and marks to draw
+            diff = frame.diff
+            changed.update(diff.nodes_added, diff.nodes_touched, (node for node, _, _ in diff.ref_changes))
+        node_row = self._node_row
+        return {0} | {node_row[node] for node in changed if node in node_row}
+
+    def _index_changes(self, view: FrameView) -> None:
+        diff = view.frame.diff
+        self._added, self._touched = frozenset(diff.nodes_added), frozenset(diff.nodes_touched)
+        self._ref_changes = {node: (before, after) for node, before, after in diff.ref_changes}
+
+    def build_rows(self, view: FrameView, width: int) -> list[Row]:
+        snap = view.snapshot
+        if snap.kind == "base":
+            return [Row(None, "base")]
+        ghosts: set[int] = set()
+        children: dict[int, list[int]] = {}
+        for n in snap.nodes:
+            if n.parent is not None:
+                children.setdefault(n.parent, []).append(n.id)
+        if view.previous is not None and view.frame.diff.nodes_evicted:
+            for node_id in view.frame.diff.nodes_evicted:
+                node = view.previous.node(node_id)
+                if node is not None and node.parent is not None:
+                    ghosts.add(node_id)
+                    children.setdefault(node.parent, []).append(node_id)
+        compress = self.compress if self.compress is not None else len(snap.nodes) - 1 > COMPRESS_ABOVE
+        folded = self.folded
+        sizes = _subtree_sizes(children, folded) if folded else {}
+        self._index_changes(view)
+        rows = [Row(None, "root")]
+        self._node_row = node_row = {}
+        # Depth-first with an explicit stack: a chain of thousands of pages must not hit
+        # Python's recursion limit.
+        pending: list[tuple[int, str, bool]] = []
+        kids = children.get(0, ())
+        for i in range(len(kids) - 1, -1, -1):
+            pending.append((kids[i], "", i == len(kids) - 1))
+        while pending:
+            node_id, prefix, last = pending.pop()
+            chain = [node_id]
+            if compress:
+                while True:
+                    tail = chain[-1]
+                    below = children.get(tail, ())
+                    if len(below) != 1 or tail in folded or (below[0] in ghosts) != (tail in ghosts):
+                        break
+                    chain.append(below[0])
+            tail = chain[-1]
+            hidden = sizes.get(tail, 0) if tail in folded else 0
+            for member in chain:
+                node_row[member] = len(rows)
+            rows.append(Row(node_id, TrieLine(tuple(chain), prefix + ("└─" if last else "├─"), hidden,
+                                              node_id in ghosts)))
+            if tail in folded:
+                continue
+            below = children.get(tail, ())
+            inner = prefix + ("  " if last else "│ ")
+            for i in range(len(below) - 1, -1, -1):
+                pending.append((below[i], inner, i == len(below) - 1))
+        return rows
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def render_row(self, row: Row, width: int) -> list[Span]:
+        view = self.view
+        style = self.style_of
+        if row.data == "base":
+            return [("base cache: no trie, nothing is shared", style("line-view--muted"))]
+        snap = view.snapshot
+        if row.data == "root":
+            nodes = len(snap.nodes) - 1
+            held = sum(1 for n in snap.nodes if n.parent is not None and n.ref)
+            return [("root", style("trie-view--held")),
+                    (f"  {nodes} node{'s' if nodes != 1 else ''}: {held} held, {nodes - held} evictable",
+                     style("trie-view--meta"))]
+        line: TrieLine = row.data
+        first = line.chain[0]
+        tail = line.chain[-1]
+        source = view.previous if line.ghost else snap
+        head_node = source.node(first)
+        tail_node = source.node(tail)
+        if head_node is None or tail_node is None:  # pragma: no cover - rows come from this frame
+            return [(line.prefix, style("trie-view--guide"))]
+        added, touched, ref_changes = self._added, self._touched, self._ref_changes
+        violated = any(n in view.violations.nodes for n in line.chain) or tail_node.page in view.violations.pages
+        spans: list[Span] = [(line.prefix, style("trie-view--guide"))]
+        if line.ghost:
+            spans.append(("✗ ", style("trie-view--evicted")))
+        elif tail_node.ref:
+            spans.append(("● ", style("trie-view--held")))
+        else:
+            spans.append(("○ ", style("trie-view--evictable")))
+        if line.ghost:
+            change, tag = "trie-view--evicted", " evicted"
+        elif any(n in added for n in line.chain):
+            change, tag = "trie-view--new", " new"
+        elif any(n in touched for n in line.chain):
+            change, tag = "trie-view--touched", " touched"
+        else:
+            change, tag = ("trie-view--held" if tail_node.ref else "trie-view--evictable"), ""
+        meta = style("trie-view--meta")
+        tail_spans: list[Span] = []
+        if len(line.chain) > 1:
+            tail_spans.append((f" ×{len(line.chain)} p{head_node.page}…p{tail_node.page}", meta))
+        else:
+            tail_spans.append((f" p{tail_node.page}", meta))
+        tail_spans.append((f" ref {tail_node.ref}", meta))
+        change_of_ref = ref_changes.get(tail)
+        if change_of_ref is not None:
+            before, after = change_of_ref
+            tail_spans.append((f"({after - before:+d})", style("trie-view--ref-change")))
+        tail_spans.append((f" t{tail_node.last_access}", meta))
+        if tag:
+            tail_spans.append((tag, style(change)))
+        if line.hidden:
+            tail_spans.append((f" ▸ {line.hidden} folded", meta))
+        # The words get whatever the row has left (at least a few characters).
+        used = len(line.prefix) + 2 + 2 + sum(len(text) for text, _ in tail_spans) + (12 if violated else 0)
+        budget = max(6, width - used)
+        words = view.label(head_node.tokens)
+        if len(line.chain) > 1:
+            words = f"{words} ⋯ {view.label(tail_node.tokens)}"
+        spans.append((f"[{_clip(words, budget)}]", style(change)))
+        spans.extend(tail_spans)
+        if violated:
+            spans.append((" ⚠ violation", style("trie-view--violation")))
+        return spans
+
+    def is_linked(self, item: Hashable) -> bool:
+        return self.view is not None and item in self.view.highlight.nodes
+
+    def selected_message(self, item: Hashable) -> Message | None:
+        return self.NodeSelected(item)
+
+    def follow(self) -> None:
+        """Put the cursor on the row showing a linked node (also inside a compressed chain)."""
+        if self.view is None or not self.view.highlight.nodes:
+            return
+        nodes = self.view.highlight.nodes
+        if self.cursor in nodes and self.cursor in self._item_row:
+            self._scroll_to_item(self.cursor)
+            return
+        for row in self._rows:
+            if isinstance(row.data, TrieLine) and any(n in nodes for n in row.data.chain):
+                self.cursor = row.item
+                self._scroll_to_item(row.item)
+                return
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_toggle_fold(self) -> None:
+        """Fold or unfold the subtree under the cursor."""
+        row_index = self._item_row.get(self.cursor)
+        if row_index is None:
+            return
+        tail = self._rows[row_index].data.chain[-1]
+        if tail in self.folded:
+            self.folded.discard(tail)
+        else:
+            self.folded.add(tail)
+        self._rebuild()
+
+    def action_toggle_chains(self) -> None:
+        """Compress (or expand) chains of single-child nodes into one row."""
+        current = self.compress
+        if current is None:
+            current = self.view is not None and len(self.view.snapshot.nodes) - 1 > COMPRESS_ABOVE
+        self.compress = not current
+        self._rebuild()
+        self.notify("chains compressed" if self.compress else "chains expanded", timeout=2)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"
+
+
+def _subtree_sizes(children: dict[int, list[int]], wanted: set[int]) -> dict[int, int]:
+    """Number of descendants of each node in ``wanted`` (iterative post-order)."""
+    sizes: dict[int, int] = {}
+    for top in wanted:
+        count = 0
+        stack = list(children.get(top, ()))
+        while stack:
+            node = stack.pop()
+            count += 1
+            stack.extend(children.get(node, ()))
+        sizes[top] = count
+    return sizes
