@@ -299,9 +299,14 @@ class BasePagedAttentionCache:
         if not isinstance(extra_token_slots, int) or isinstance(extra_token_slots, bool) or extra_token_slots < 0:
             raise InvalidOperation(f"{op}: extra_token_slots must be a non-negative integer, got {extra_token_slots!r}")
 
-    def _failure(self, what: str, needed: int, free: int, evictable: int) -> CacheAllocationFailure:
+    def _failure(self, what: str, needed: int, free: int, evictable: int,
+                 matched: int = 0) -> CacheAllocationFailure:
+        """The error for a request that does not fit; ``matched`` counts unreferenced pages
+        the request itself matched (protected for it, so not evictable for it)."""
         held = self._pool.total_page_count() - free - evictable
+        note = (f" ({matched} of them only because this request matched them: it cannot evict its own prefix)"
+                if matched else "")
         return CacheAllocationFailure(
             f"{what}: need {needed} page{'s' if needed != 1 else ''}: {free} free, {evictable} evictable, "
-            f"{held} held by live allocations",
+            f"{held} held by live allocations{note}",
             needed=needed, free=free, evictable=evictable, held=held)

@@ -81,11 +81,12 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         pool = self._pool
         free = pool.available_page_count()
         if needed > free:
-            evictable = self._ref0 - sum(1 for n in matched if n.ref == 0)
+            protected = sum(1 for n in matched if n.ref == 0)
+            evictable = self._ref0 - protected
             if needed > free + evictable:
                 raise self._failure(
                     f"cannot acquire {n_tokens} tokens + {extra_token_slots} extra slots "
-                    f"({matched_tokens} tokens matched in the cache)", needed, free, evictable)
+                    f"({matched_tokens} tokens matched in the cache)", needed, free, evictable, protected)
         # Nothing can fail from here on.
         self.clock = tick = self.clock + 1
         allocation = PageAllocation(self, self._next_allocation_id, name, tokens,

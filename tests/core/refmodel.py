@@ -84,6 +84,8 @@ class ReferenceCache:
     last_victims: list[tuple[Path, int, int]] = field(default_factory=list)
     # Nodes deduplicated by the last successful publish (paths).
     last_dedups: list[Path] = field(default_factory=list)
+    # Pages the last successful operation took, free ones then evicted ones, in order.
+    last_taken: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         assert self.kind in ("trie", "base")
@@ -184,12 +186,14 @@ class ReferenceCache:
         taken = []
         while len(taken) < needed:
             taken.append(self.free.pop(0) if self.free else self._evict_one())
+        self.last_taken = taken
         return taken
 
     def _begin(self) -> None:
         self.clock += 1
         self.last_victims = []
         self.last_dedups = []
+        self.last_taken = []
 
     # ---------------------------------------------------------------- operations
 
@@ -290,3 +294,93 @@ class ReferenceCache:
         self.free.extend(returned)
         del self.allocations[alloc_id]
         self.released.add(alloc_id)
+
+
+# -------------------------------------------------------------------- comparable views
+#
+# Both sides reduce to the same plain structure so a mismatch names the field that
+# differs. Nodes are keyed by their token path, not by id, so a wrong id, a wrong parent
+# and a wrong page all show up as a difference in the same place. These functions read
+# snapshot attributes only; they never import kvcore.
+
+VIEW_FIELDS = (
+    "kind", "tokens_per_page", "page_count", "clock", "next_seq", "next_allocation_id",
+    "free", "nodes", "root", "allocations", "pages", "candidates", "stats",
+)
+
+
+def model_view(model: ReferenceCache) -> dict:
+    """What the snapshot of a cache in the model's state must say."""
+    refs = model.refs()
+    states = model.page_states()
+    return {
+        "kind": model.kind,
+        "tokens_per_page": model.tokens_per_page,
+        "page_count": model.page_count,
+        "clock": model.clock,
+        "next_seq": model.next_seq,
+        "next_allocation_id": model.next_allocation_id,
+        "free": tuple(model.free),
+        "nodes": {
+            path: (node.page, refs[path], node.last_access, node.seq) for path, node in model.nodes.items()
+        },
+        "root": ((0, None, (), 0),) if model.kind == "trie" else (),
+        "allocations": tuple(
+            (a.id, a.name, a.tokens, tuple(a.pages), a.published, a.hit_tokens, False)
+            for a in sorted(model.allocations.values(), key=lambda a: a.id)
+        ),
+        "pages": tuple((page, *states[page]) for page in range(model.page_count)),
+        "candidates": frozenset(model.nodes[p].seq for p in model.candidates()),
+        "stats": (model.stats.lookups, model.stats.lookup_tokens, model.stats.hit_tokens,
+                  model.stats.evictions, model.stats.dedups),
+    }
+
+
+def snapshot_view(snap) -> dict:
+    """The same structure as :func:`model_view`, read from a kvcore snapshot."""
+    by_id = {n.id: n for n in snap.nodes}
+
+    def path_of(node) -> Path:
+        path = []
+        while node.parent is not None:
+            path.append(tuple(node.tokens))
+            node = by_id[node.parent]
+        return tuple(reversed(path))
+
+    return {
+        "kind": snap.kind,
+        "tokens_per_page": snap.tokens_per_page,
+        "page_count": snap.page_count,
+        "clock": snap.clock,
+        "next_seq": snap.next_seq,
+        "next_allocation_id": snap.next_allocation_id,
+        "free": tuple(snap.free),
+        "nodes": {
+            path_of(n): (n.page, n.ref, n.last_access, n.seq) for n in snap.nodes if n.parent is not None
+        },
+        "root": tuple((n.id, n.page, tuple(n.tokens), n.ref) for n in snap.nodes if n.parent is None),
+        "allocations": tuple(
+            (a.id, a.name, tuple(a.tokens), tuple(a.pages), a.published, a.hit_tokens, a.released)
+            for a in snap.allocations
+        ),
+        "pages": tuple((p.page, p.state, p.owner, p.node, p.ref) for p in snap.pages),
+        "candidates": frozenset(snap.heap),
+        "stats": (snap.stats.lookups, snap.stats.lookup_tokens, snap.stats.hit_tokens,
+                  snap.stats.evictions, snap.stats.dedups),
+    }
+
+
+def view_differences(actual: dict, expected: dict) -> list[str]:
+    """Readable field-by-field differences between two views ([] when equal)."""
+    out = []
+    for key in VIEW_FIELDS:
+        if actual[key] != expected[key]:
+            if isinstance(expected[key], dict):
+                missing = {k: v for k, v in expected[key].items() if k not in actual[key]}
+                extra = {k: v for k, v in actual[key].items() if k not in expected[key]}
+                wrong = {k: (actual[key][k], v) for k, v in expected[key].items()
+                         if k in actual[key] and actual[key][k] != v}
+                out.append(f"{key}: missing {missing}, unexpected {extra}, (kvcore, model) {wrong}")
+            else:
+                out.append(f"{key}: kvcore {actual[key]!r} != model {expected[key]!r}")
+    return out

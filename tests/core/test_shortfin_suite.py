@@ -143,12 +143,11 @@ def test_lru_eviction_spares_refreshed_and_held_sequences(trie_cache, access_cou
 
     new_allocation = trie_cache.acquire_pages_for_tokens(list(range(1000, 1000 + TEST_PAGE_SIZE)))
     assert len(newly_acquired_pages(new_allocation)) == 1
-    new_allocation.release_pages()
-
     # The least recently used released sequence is the one evicted: the first one past
     # both the refreshed and the held sequences (sequence i was published on page i).
     victim = max(access_count, keep_published)
     assert new_allocation.pages == (victim,)
+    new_allocation.release_pages()
     cached_tokens = {node.tokens for node in trie_cache.snapshot().nodes if node.page is not None}
     assert tuple(sequences[victim]) not in cached_tokens
     assert len(cached_tokens) == TEST_POOL_CAPACITY - 1
