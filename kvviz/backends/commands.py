@@ -60,7 +60,7 @@ def diff(file: str, as_json: bool, ui: bool) -> None:
         raise BadInput(str(exc)) from None
     if ui:
         try:
-            from ..app import run_diff_app  # the UI owner provides it
+            from ..diff_app import run_diff_app
         except ImportError:
             click.echo("kvviz: the side-by-side view is not part of this build; printing the report", err=True)
         else:
