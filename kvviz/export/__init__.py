@@ -10,16 +10,20 @@ FORMATS = (".json", ".md", ".txt", ".svg")
 def write_export(session, step: int, output: Path) -> None:
     """Write step ``step`` of ``session`` to ``output`` in the format its suffix names.
 
-    Raises ValueError for an unknown suffix. Writes to a temporary file first so a failure
-    leaves nothing behind.
+    Raises ValueError for an unknown suffix and OSError when the file cannot be written. Writes
+    to a temporary file first so a failure leaves nothing behind.
     """
     suffix = output.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"{output}: unknown export format {suffix or '(none)'!r} (expected one of {', '.join(FORMATS)})")
     text = render_export(session, step, suffix)
     tmp = output.with_name(output.name + ".part")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(output)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(output)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def render_export(session, step: int, suffix: str) -> str:

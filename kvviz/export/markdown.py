@@ -6,6 +6,7 @@ touched blue, evicted red), tables of pages and allocations, and the script.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -16,7 +17,21 @@ MAX_PAGE_ROWS = 256
 
 
 def _esc(text: str) -> str:
-    return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;").replace("|", "#124;")
+    # Mermaid entity codes; a backtick would switch the label to a Markdown string.
+    return (text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;").replace("|", "#124;")
+            .replace("`", "#96;"))
+
+
+def _cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: a word's ``|`` must not split the cell and
+    a word like ``<s>`` must not become HTML."""
+    return text.replace("|", "\\|").replace("<", "&lt;")
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``, so the text cannot close it."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def mermaid(frame: "Frame", session: "Session") -> str:
@@ -81,7 +96,7 @@ def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str
         out += ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
     out += ["## Allocations", "", "| name | tokens | block table | published | hit tokens |", "|---|---|---|---|---|"]
     for a in snap.allocations:
-        out.append(f"| {a.label} | {session.label_tokens(a.tokens)} | {' '.join(map(str, a.pages))} | "
+        out.append(f"| {_cell(a.label)} | {_cell(session.label_tokens(a.tokens))} | {' '.join(map(str, a.pages))} | "
                    f"{a.published} | {a.hit_tokens} |")
     if not snap.allocations:
         out.append("| (none) | | | | |")
@@ -96,5 +111,6 @@ def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str
         out += ["", "## LRU heap (array order; next victim first)", ""]
         out += [f"{i}. node {n} (page {snap.node(n).page}), key ({snap.node(n).last_access}, {snap.node(n).seq})"
                 for i, n in enumerate(snap.heap[:32], 1)]
-    out += ["", "## Script", "", "```", script.rstrip("\n"), "```", ""]
+    fence = _fence(script)
+    out += ["", "## Script", "", fence, script.rstrip("\n"), fence, ""]
     return "\n".join(out)

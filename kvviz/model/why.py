@@ -62,6 +62,7 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     tokens_of = {n.id: n.tokens for n in before.nodes}
     candidates = {n: keys[n] for n in before.heap}
     referenced_now: set[int] = set()
+    evicted_earlier: set[int] = set()  # evicted by this step before the victim
     victim = None
     for e in frame.events:
         if isinstance(e, ev.RefTaken):
@@ -74,15 +75,20 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
         elif isinstance(e, ev.Evicted):
             if e.page == page:
                 victim = e
+                # The cache reports a parent that this very eviction made a leaf just before
+                # the eviction itself; it was not a candidate when the victim was chosen.
+                if e.parent_became_candidate is not None:
+                    candidates.pop(e.parent_became_candidate, None)
                 break
             candidates.pop(e.node, None)
+            evicted_earlier.add(e.node)
     assert victim is not None, "the why-index pointed at a step without this eviction"
     free_before = before.free_count
     lines = [
         f"Step {step}: `{_op_text(session, step)}` needed pages; the free list had {free_before}, "
         f"so the cache evicted the least recently used unreferenced leaf.",
         f"Page {page} held node {victim.node} [{label(victim.tokens)}] with key {victim.key} "
-        f"(last used at tick {victim.key[0]}, created {victim.key[1]}th).",
+        f"(last used at tick {victim.key[0]}; seq {victim.key[1]}, its creation order, breaks ties).",
         "Candidates at that moment (childless, ref 0), oldest first:",
     ]
     ordered = sorted(candidates.items(), key=lambda kv: kv[1])
@@ -110,7 +116,7 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
         if len(protected) > MAX_LISTED:
             lines.append(f"  ... and {len(protected) - MAX_LISTED} more")
     interior = [n for n in before.nodes if n.parent is not None and n.ref == 0 and n.id not in candidates
-                and n.id not in referenced_now and n.id != victim.node]
+                and n.id not in referenced_now and n.id != victim.node and n.id not in evicted_earlier]
     if interior:
         lines.append("Unreferenced but interior (evictable only after their children): " +
                      ", ".join(f"node {n.id} page {n.page}" for n in interior[:MAX_LISTED]))

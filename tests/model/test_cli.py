@@ -1,0 +1,242 @@
+"""The `kvviz` command line: demos, run, check, export, open and help."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from kvviz.cli import cli
+from kvviz.demos import demo_names, load_demo
+from kvviz.model.scenario import SCENARIO_HELP
+
+STORY = """\
+title: a short story
+description: one request publishes, another reuses its page.
+cache trie pages=4 tokens_per_page=4
+> r1 arrives.
+acquire r1 1..8
+expect free 2
+publish r1
+expect cached 2
+> r2 shares the first page.
+acquire r2 1..4 9
+expect hit r2 4
+release r1
+"""
+
+needs_lru = pytest.mark.skipif("lru" not in demo_names(), reason="the lru demo is not shipped yet")
+
+
+def kvviz(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="kvviz", catch_exceptions=False)
+
+
+@pytest.fixture
+def story(tmp_path):
+    path = tmp_path / "story.kvs"
+    path.write_text(STORY, encoding="utf-8")
+    return path
+
+
+def step_headers(output: str) -> list[str]:
+    return re.findall(r"^step \d+/\d+", output, flags=re.MULTILINE)
+
+
+# -- demo ------------------------------------------------------------------------------------------
+
+
+def test_demo_list_shows_every_demo_with_its_title():
+    result = kvviz("demo", "--list")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == demo_names()
+    for name, line in zip(demo_names(), lines):
+        assert line.split(None, 1)[1] == load_demo(name).title
+
+
+def test_demo_without_a_name_prints_the_same_list():
+    assert kvviz("demo").stdout == kvviz("demo", "--list").stdout
+
+
+@needs_lru
+def test_demo_print_shows_every_step_of_the_demo_with_its_narration():
+    result = kvviz("demo", "lru", "--print")
+    assert result.exit_code == 0
+    steps = len(load_demo("lru").steps)
+    assert step_headers(result.stdout) == [f"step {i}/{steps}" for i in range(steps + 1)]
+    assert load_demo("lru").title in result.stdout
+
+
+@needs_lru
+def test_demo_print_with_a_step_shows_only_that_step():
+    result = kvviz("demo", "lru", "--print", "--step", "2")
+    assert result.exit_code == 0
+    assert step_headers(result.stdout) == [f"step 2/{len(load_demo('lru').steps)}"]
+
+
+# -- run -------------------------------------------------------------------------------------------
+
+
+def test_run_print_shows_the_title_description_and_every_step(story):
+    result = kvviz("run", str(story), "--print")
+    assert result.exit_code == 0
+    assert step_headers(result.stdout) == [f"step {i}/4" for i in range(5)]
+    assert "a short story" in result.stdout
+    assert "one request publishes, another reuses its page." in result.stdout
+    assert "r2 shares the first page." in result.stdout
+    assert "expect hit r2 4: ok" in result.stdout
+
+
+@pytest.mark.parametrize("step", [0, 3, 4])
+def test_run_print_with_a_step_shows_only_that_step(story, step):
+    result = kvviz("run", str(story), "--print", "--step", str(step))
+    assert result.exit_code == 0
+    assert step_headers(result.stdout) == [f"step {step}/4"]
+
+
+def test_run_print_step_shows_the_trie_pool_allocations_and_narration(story):
+    output = kvviz("run", str(story), "--print", "--step", "3").stdout
+    assert "step 3/4  acquire r2 1..4 9" in output
+    assert "acquire r2: matched 1 of 1 full page (4 of 5 tokens)" in output
+    assert "[1 2 3 4] page 0 ref 2" in output and "*touched" in output
+    assert "clock 3 | free 1 | cached 2 (evictable 0) | owned 1" in output
+    assert re.search(r"^r2\s+│ 1 2 3 4 9\s+│ 0\* \(2\)\s+│ 1\s+│ 4", output, flags=re.MULTILINE)  # 0* shared
+
+
+def test_run_base_overrides_the_cache_kind_of_the_file(story):
+    output = kvviz("run", str(story), "--print", "--step", "3", "--base").stdout
+    assert "(base cache: no trie, nothing is shared)" in output
+    assert "no sharing in the base cache" in output
+    assert "expect hit r2 4: expected hit 4, got hit 0" in output
+
+
+def test_run_trie_overrides_a_base_cache_file(tmp_path):
+    path = tmp_path / "base.kvs"
+    path.write_text(STORY.replace("cache trie", "cache base"), encoding="utf-8")
+    plain = kvviz("run", str(path), "--print", "--step", "3").stdout
+    trie = kvviz("run", str(path), "--print", "--step", "3", "--trie").stdout
+    assert "(base cache: no trie" in plain
+    assert "(base cache: no trie" not in trie
+    assert "expect hit r2 4: ok" in trie
+
+
+# -- check -----------------------------------------------------------------------------------------
+
+
+def test_check_exits_0_when_every_expect_and_invariant_holds(story):
+    result = kvviz("check", str(story))
+    assert result.exit_code == 0
+    assert result.stdout == f"ok   {story}: 4 steps, 3 expects, invariants hold\n"
+
+
+def test_check_exits_1_naming_the_step_and_expected_versus_actual(story, tmp_path):
+    wrong = tmp_path / "wrong.kvs"
+    wrong.write_text(STORY.replace("expect hit r2 4", "expect hit r2 8"), encoding="utf-8")
+    result = kvviz("check", str(story), str(wrong))
+    assert result.exit_code == 1
+    assert f"ok   {story}:" in result.stdout
+    assert f"FAIL {wrong}: 1 problem(s)" in result.stdout
+    assert f"  {wrong}:11: step 3 `expect hit r2 8`: expected hit 8, got hit 4" in result.stdout
+
+
+def test_check_with_base_fails_the_expects_that_need_sharing(story):
+    result = kvviz("check", "--base", str(story))
+    assert result.exit_code == 1
+    assert "expected hit 4, got hit 0" in result.stdout
+    assert "expected cached 2, got cached 0" in result.stdout
+
+
+def test_check_exits_2_for_a_file_that_does_not_parse(story, tmp_path):
+    bad = tmp_path / "bad.kvs"
+    bad.write_text("acquire r1 1..x\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["check", str(story), str(bad)], prog_name="kvviz")
+    assert result.exit_code == 2
+    assert result.stderr == f"kvviz: error: {bad}:1:12: bad token '1..x' (expected: an integer, a range like " \
+                            f"1..8, or \"quoted words\")\n"
+
+
+def test_check_without_files_is_a_usage_error():
+    result = CliRunner().invoke(cli, ["check"], prog_name="kvviz")
+    assert result.exit_code == 2
+    assert "Missing argument 'FILES...'" in result.stderr
+
+
+@pytest.mark.skipif(not demo_names(), reason="no demos shipped yet")
+def test_check_passes_on_a_shipped_demo():
+    from kvviz.demos import demo_path
+
+    name = "lru" if "lru" in demo_names() else demo_names()[0]
+    assert kvviz("check", str(demo_path(name))).exit_code == 0
+
+
+# -- export and open ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".json", ".md", ".txt"])
+def test_export_writes_the_format_its_suffix_names(story, tmp_path, suffix):
+    out = tmp_path / f"report{suffix}"
+    result = kvviz("export", str(story), "--step", "3", "-o", str(out))
+    assert result.exit_code == 0
+    assert result.stdout == f"wrote {out} (step 3)\n"
+    text = out.read_text(encoding="utf-8")
+    if suffix == ".json":
+        assert json.loads(text)["step"] == 3
+    elif suffix == ".md":
+        assert text.startswith("# kvviz report: a short story — step 3 of 4")
+    else:
+        assert text.startswith("step 3/4  acquire r2 1..4 9")
+
+
+def test_export_without_a_step_exports_the_last(story, tmp_path):
+    out = tmp_path / "last.json"
+    assert kvviz("export", str(story), "-o", str(out)).stdout == f"wrote {out} (step 4)\n"
+    assert json.loads(out.read_text())["op"] == "release r1"
+
+
+@needs_lru
+def test_export_takes_a_demo_name(tmp_path):
+    out = tmp_path / "lru.json"
+    result = kvviz("export", "lru", "--step", "1", "-o", str(out))
+    assert result.exit_code == 0
+    assert json.loads(out.read_text())["title"] == load_demo("lru").title
+
+
+def test_open_print_replays_the_bundle_and_shows_the_bundled_step(story, tmp_path):
+    out = tmp_path / "report.json"
+    kvviz("export", str(story), "--step", "2", "-o", str(out))
+    result = kvviz("open", str(out), "--print")
+    assert result.exit_code == 0
+    assert result.stderr == "replayed 4 steps: every digest matches\n"
+    assert step_headers(result.stdout) == ["step 2/4"]
+    assert "publish r1: cached [1 2 3 4] as node 1 on page 0" in result.stdout
+
+
+# -- help --------------------------------------------------------------------------------------
+
+
+def test_help_on_the_script_language_prints_its_reference():
+    result = kvviz("help", "scenarios")
+    assert result.exit_code == 0
+    assert result.stdout == SCENARIO_HELP + "\n"
+    assert "expect evicted P [P ...]" in result.stdout
+
+
+def test_help_without_a_topic_prints_the_language_reference_too():
+    assert kvviz("help").stdout == kvviz("help", "scenarios").stdout
+
+
+def test_python_m_kvviz_help_lists_the_commands():
+    result = subprocess.run([sys.executable, "-m", "kvviz", "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage: kvviz [OPTIONS] COMMAND [ARGS]...")
+    commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], flags=re.MULTILINE)
+    assert {"demo", "run", "check", "export", "open", "help"} <= set(commands)
+
+
+def test_version_names_the_package():
+    result = kvviz("--version")
+    assert result.exit_code == 0
+    assert re.fullmatch(r"kvviz, version \d+\.\d+\.\d+\S*\n", result.stdout)

@@ -1,0 +1,256 @@
+"""Exports of a step: the replayable JSON bundle, the Markdown report, plain text; and the
+round trip export -> open for small scripts and every shipped demo, at every kind of step."""
+
+import functools
+import importlib.util
+import json
+import re
+
+import pytest
+
+from kvviz.demos import demo_names, load_demo
+from kvviz.export import render_export, write_export
+from kvviz.export.bundle import SCHEMA, dumps_bundle, make_bundle, open_bundle
+from kvviz.model.scenario import parse_scenario
+from kvviz.model.session import Session
+
+STORIES = {
+    "words-dedup-eviction": """\
+title: words, dedup, failures and an eviction
+description: a small story that has every kind of step.
+cache trie pages=6 tokens_per_page=4
+> Two requests compute the same system prompt before either publishes.
+acquire a "you are a helpful assistant" 1..3
+acquire b "you are a helpful assistant" 1..3 7
+publish a
+> b's copy of the prompt is a duplicate.
+publish b
+extend b 9 9 9
+expect fail invalid
+release a
+release b
+acquire big 1..40
+expect fail alloc
+acquire c 20..43
+expect evictions 2
+""",
+    "base-cache": """\
+cache base pages=3 tokens_per_page=2
+acquire a 1..4
+publish a
+acquire b 1..4
+expect fail alloc
+release a
+acquire b 1..4
+""",
+    "cascade": """\
+cache trie pages=3 tokens_per_page=2
+acquire a 1..6
+publish a
+release a
+acquire b 7 8
+acquire c 9 10 11 12
+""",
+}
+
+
+@functools.cache
+def session_for(key: str) -> Session:
+    if key.startswith("demo-"):
+        return Session.from_scenario(load_demo(key.removeprefix("demo-")))
+    return Session.from_scenario(parse_scenario(STORIES[key]))
+
+
+def step_kinds(session: Session) -> dict[str, int]:
+    """The first step of each kind: initial, ok, failed, eviction."""
+    kinds = {"initial": 0}
+    for i in range(1, len(session)):
+        frame = session.frame(i)
+        kind = "failed" if frame.failed else "eviction" if frame.evictions else "ok"
+        kinds.setdefault(kind, i)
+    return kinds
+
+
+def cases() -> list:
+    keys = list(STORIES) + [f"demo-{name}" for name in demo_names()]
+    return [pytest.param(key, step, id=f"{key}-{kind}")
+            for key in keys for kind, step in step_kinds(session_for(key)).items()]
+
+
+CASES = cases()
+
+
+def squeezed(text: str) -> str:
+    """Text without any whitespace, so wrapped lines compare equal to unwrapped ones."""
+    return "".join(text.split())
+
+
+def test_the_small_stories_have_every_kind_of_step():
+    assert list(step_kinds(session_for("words-dedup-eviction"))) == ["initial", "ok", "failed", "eviction"]
+    assert set(step_kinds(session_for("base-cache"))) == {"initial", "ok", "failed"}
+    assert set(step_kinds(session_for("cascade"))) == {"initial", "ok", "eviction"}
+
+
+# -- round trips --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key,step", CASES)
+def test_a_json_bundle_opens_without_divergence_at_the_same_state(key, step, tmp_path):
+    session = session_for(key)
+    path = tmp_path / "report.json"
+    write_export(session, step, path)
+    opened = open_bundle(path)
+    assert opened.divergence is None
+    assert opened.step == step
+    assert opened.session.frame(step).snapshot == session.frame(step).snapshot
+    assert len(opened.session) == len(session)
+    assert [s.op for s in opened.session.steps] == [s.op for s in session.steps]
+
+
+@pytest.mark.parametrize("key,step", CASES)
+def test_a_json_bundle_is_canonical(key, step, tmp_path):
+    session = session_for(key)
+    path = tmp_path / "report.json"
+    write_export(session, step, path)
+    text = path.read_text(encoding="utf-8")
+    assert text == dumps_bundle(make_bundle(session, step)) == dumps_bundle(make_bundle(session, step))
+    # Keys sorted at every level, two-space indent, a trailing newline: re-dumping changes nothing.
+    assert json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n" == text
+
+
+@pytest.mark.parametrize("key,step", CASES)
+def test_a_markdown_report_has_the_trie_as_mermaid_the_tables_and_the_script(key, step, tmp_path):
+    session = session_for(key)
+    path = tmp_path / "report.md"
+    write_export(session, step, path)
+    text = path.read_text(encoding="utf-8")
+    snapshot = session.frame(step).snapshot
+    if snapshot.kind == "trie":
+        mermaid = text.split("```mermaid\n", 1)[1].split("\n```", 1)[0]
+        assert mermaid.startswith("graph TD")
+        for node in snapshot.nodes[1:]:
+            assert f"  n{node.id}[" in mermaid
+            assert f"page {node.page} · ref {node.ref}" in mermaid
+            assert f"  n{node.parent} --> n{node.id}" in mermaid
+    assert "| name | tokens | block table | published | hit tokens |" in text
+    assert "| page | state | node | owner | ref |" in text
+    for page in snapshot.pages:
+        assert f"\n| {page.page} | {page.state} |" in text
+    script = text.split("## Script\n\n", 1)[1]
+    for s in session.steps:
+        assert s.op.text in script
+
+
+@pytest.mark.parametrize("key,step", CASES)
+def test_a_text_export_contains_the_narration(key, step, tmp_path):
+    session = session_for(key)
+    path = tmp_path / "report.txt"
+    write_export(session, step, path)
+    text = path.read_text(encoding="utf-8")
+    frame = session.frame(step)
+    assert f"step {step}/{len(session) - 1}" in text
+    assert squeezed(frame.explanation) in squeezed(text)
+    assert squeezed(frame.story) in squeezed(text)
+
+
+# -- what a bundle holds ---------------------------------------------------------------------------
+
+
+def test_a_bundle_holds_versions_config_script_digests_state_and_a_summary():
+    session = session_for("words-dedup-eviction")
+    failed = step_kinds(session)["failed"]
+    bundle = json.loads(render_export(session, failed, ".json"))
+    assert bundle["schema"] == SCHEMA
+    assert set(bundle["versions"]) == {"kvviz", "kvcore", "python", "platform"}
+    assert bundle["config"] == {"kind": "trie", "pages": 6, "tokens_per_page": 4, "policy": "lru"}
+    assert bundle["step"] == failed and bundle["steps"] == len(session) - 1
+    assert bundle["op"] == "extend b 9 9 9"
+    assert bundle["error"]["kind"] == "InvalidOperation"
+    assert bundle["digests"] == [session.frame(i).snapshot.digest() for i in range(len(session))]
+    assert bundle["snapshot"] == session.frame(failed).snapshot.to_dict()
+    assert bundle["violations"] == []
+    assert parse_scenario(bundle["script"]).steps == parse_scenario(STORIES["words-dedup-eviction"]).steps
+    assert bundle["summary"].startswith(f"Step {failed} of {len(session) - 1} of “words, dedup, failures")
+    assert "which failed" in bundle["summary"] and "All invariants hold." in bundle["summary"]
+
+
+def test_the_initial_step_bundle_has_no_op_and_no_error():
+    bundle = json.loads(render_export(session_for("cascade"), 0, ".json"))
+    assert bundle["op"] is None and bundle["error"] is None
+    assert bundle["snapshot"]["clock"] == 0
+
+
+def test_a_bundle_replays_words_as_the_same_tokens():
+    session = session_for("words-dedup-eviction")
+    bundle = json.loads(render_export(session, 3, ".json"))
+    replayed = Session.from_scenario(parse_scenario(bundle["script"]))
+    assert replayed.frame(3).snapshot.digest() == bundle["digests"][3]
+    assert 'acquire a "you are a helpful assistant" 1..3' in bundle["script"]
+
+
+# -- Markdown details ----------------------------------------------------------------------------
+
+
+def test_the_markdown_report_marks_new_touched_and_evicted_nodes():
+    session = session_for("cascade")
+    publish = render_export(session, 2, ".md")
+    assert "  class n1 new" in publish and "  class n3 new" in publish
+    evicting = render_export(session, 4, ".md")
+    assert session.frame(4).diff.nodes_evicted == (3,)
+    assert "  class n3 evicted" in evicting and "page 2 · evicted" in evicting
+    assert "  n2 -.-> n3" in evicting
+    cascade = render_export(session, 5, ".md")
+    assert session.frame(5).diff.nodes_evicted == (1, 2)
+    assert "  class n1 evicted" in cascade and "  class n2 evicted" in cascade
+    touched = render_export(Session.from_scenario(parse_scenario("acquire a 1..4\npublish a\nacquire b 1..4\n")),
+                            3, ".md")
+    assert "  class n1 touched" in touched
+
+
+def test_the_markdown_report_keeps_tables_and_fences_intact_whatever_the_words():
+    session = Session.from_scenario(parse_scenario(
+        'title: a ``` in the title\ndescription: and one ``` here\ncache trie pages=4 tokens_per_page=2\n'
+        '> narration with ``` too\nacquire a "x|y <s> `q`" 1\npublish a\n'))
+    text = render_export(session, 2, ".md")
+    row = next(line for line in text.splitlines() if line.startswith("| a |"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 6  # five cells, none split by the word's pipe
+    assert "<s>" not in row  # would strike through the rest of the row on GitHub
+    fence = re.search(r"## Script\n\n(`{3,})\n", text)[1]
+    body = text.split(f"## Script\n\n{fence}\n", 1)[1]
+    assert body.rstrip("\n").endswith(fence)
+    assert body[: -len(fence) - 1].count(fence) == 0  # the script's ``` does not close the fence
+    mermaid = text.split("```mermaid\n", 1)[1].split("\n```", 1)[0]
+    assert "`" not in mermaid  # backticks switch Mermaid labels to Markdown strings
+
+
+def test_the_base_cache_report_has_no_trie_diagram():
+    text = render_export(session_for("base-cache"), 1, ".md")
+    assert "```mermaid" not in text
+    assert "| a | 1 2 3 4 | 0 1 | 0 | 0 |" in text
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["report.xyz", "report", "report.JSONL"])
+def test_an_unknown_export_suffix_is_refused_and_nothing_is_written(name, tmp_path):
+    with pytest.raises(ValueError, match="unknown export format"):
+        write_export(session_for("cascade"), 1, tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_suffix_in_capitals_picks_the_same_format(tmp_path):
+    write_export(session_for("cascade"), 1, tmp_path / "REPORT.JSON")
+    assert json.loads((tmp_path / "REPORT.JSON").read_text())["schema"] == SCHEMA
+    assert [p.name for p in tmp_path.iterdir()] == ["REPORT.JSON"]
+
+
+def test_an_svg_export_needs_the_terminal_ui_and_says_so_when_it_is_missing(tmp_path):
+    path = tmp_path / "screen.svg"
+    if importlib.util.find_spec("kvviz.app") is None:
+        with pytest.raises(ValueError, match="needs the terminal UI"):
+            write_export(session_for("cascade"), 1, path)
+        assert not path.exists()
+    else:
+        write_export(session_for("cascade"), 1, path)
+        assert "<svg" in path.read_text(encoding="utf-8")

@@ -1,0 +1,374 @@
+"""Sessions and timelines: one frame per op, any frame by index, keyframe replay, branching,
+invalid ops as frames, and expect lines evaluated against frames."""
+
+import random
+
+import pytest
+
+from kvviz.model.expect import evaluate
+from kvviz.model.scenario import CacheConfig, Expect, Op, parse_command, parse_scenario
+from kvviz.model.session import Session
+from kvviz.model.why import why_evicted, why_short_match
+
+SCRIPT = """\
+title: a small story
+description: two requests share a prefix, one is released, a big one evicts.
+cache trie pages=5 tokens_per_page=4
+> a arrives.
+acquire a 1..8 extra=2
+publish a
+acquire b 1..4 9..12
+release a
+acquire big 1..40
+acquire c 20..31
+release b
+"""
+
+
+def session_of(text: str, **kwargs) -> Session:
+    return Session.from_scenario(parse_scenario(text), **kwargs)
+
+
+def command(text: str) -> Op:
+    """An op as the command bar would parse it, without the live-name check (so invalid ops
+    reach the session)."""
+    return parse_command(text, live_names=None)
+
+
+# -- one frame per op -------------------------------------------------------------------------
+
+
+def test_a_session_has_one_frame_per_op_plus_the_initial_state():
+    session = session_of(SCRIPT)
+    assert len(session) == 8
+    assert session.frame(0).op is None
+    assert [session.frame(i).op.text for i in range(1, 8)] == [
+        "acquire a 1..8 extra=2", "publish a", "acquire b 1..4 9..12", "release a", "acquire big 1..40",
+        "acquire c 20..31", "release b"]
+    assert [f.index for f in map(session.frame, range(8))] == list(range(8))
+
+
+def test_a_failed_op_is_a_frame_that_records_the_error_and_changes_nothing():
+    session = session_of(SCRIPT)
+    failed = session.frame(5)
+    assert failed.op.text == "acquire big 1..40"
+    assert failed.failed
+    assert failed.error.kind == "CacheAllocationFailure"
+    assert "need 8 pages" in failed.error.message
+    assert failed.snapshot == session.frame(4).snapshot
+    assert failed.diff.empty
+    assert failed.violations == ()
+    assert session.summaries[5].failed and session.summaries[5].interesting
+
+
+def test_the_script_narration_goes_with_its_op_and_the_description_with_the_initial_frame():
+    session = session_of(SCRIPT)
+    assert session.frame(1).story == "a arrives."
+    assert session.frame(1).narration == "a arrives."
+    assert session.frame(2).story == ""
+    assert session.frame(2).narration == session.frame(2).explanation
+    assert session.frame(0).story == "two requests share a prefix, one is released, a big one evicts."
+
+
+def test_any_frame_is_reachable_by_index_and_negative_indices_count_from_the_end():
+    session = session_of(SCRIPT)
+    assert session.frame(-1) is session.last
+    assert session.frame(-1).index == 7
+    assert session.frame(-8).index == 0
+    assert session.frame(-3).snapshot == session.frame(5).snapshot
+
+
+@pytest.mark.parametrize("index", [8, 100, -9])
+def test_a_frame_outside_the_timeline_is_an_index_error_naming_the_range(index):
+    session = session_of(SCRIPT)
+    with pytest.raises(IndexError, match=r"0\.\.7"):
+        session.frame(index)
+
+
+def test_the_last_frame_is_the_live_state_of_the_backend():
+    session = session_of(SCRIPT)
+    assert session.last.snapshot == session.backend.snapshot()
+    assert session.live_names() == ["c"]
+
+
+# -- keyframes ----------------------------------------------------------------------------------
+
+
+def random_steps(seed: int, count: int) -> list[tuple[Op, str, tuple[Expect, ...]]]:
+    """A seeded mix of ops (mostly valid, some invalid, some failing for lack of pages),
+    narration and expects. Ops are chosen against a session run alongside, so most of
+    them name live allocations."""
+    rng = random.Random(seed)
+    session = replayed([])
+    steps = []
+    # Two allocations compute the same block before either publishes: a dedup.
+    for text in ("acquire p 7 7 7", "acquire q 7 7 7 8", "publish p", "publish q"):
+        steps.append((command(text), "", ()))
+        session.apply(command(text))
+    for i in range(count):
+        live = session.live_names()
+        tokens = " ".join(str(rng.randrange(3)) for _ in range(rng.randint(1, 9)))
+        roll = rng.random()
+        if roll < 0.08:
+            text = rng.choice(["release ghost", "publish ghost", "extend ghost + 1"] +
+                              [f"acquire {name} 1 2" for name in live])
+        elif not live or roll < 0.35:
+            text = f"acquire n{i} {tokens} extra={rng.choice([0, 0, 3])}"
+        elif roll < 0.6:
+            text = f"publish {rng.choice(live)}"
+        elif roll < 0.75:
+            text = f"extend {rng.choice(live)} + {tokens[:5]}"
+        else:
+            text = f"release {rng.choice(live)}"
+        expects = (Expect("free", values=(rng.randrange(7),)), Expect("ok"),
+                   Expect("hit", name=rng.choice(live or ["n0"]), values=(2,)))
+        step = (command(text), f"step {i}" if i % 3 == 0 else "", expects)
+        session.apply(*step)
+        steps.append(step)
+    return steps
+
+
+def replayed(steps, **kwargs) -> Session:
+    session = Session(CacheConfig("trie", 10, 2), title="random", description="random ops", **kwargs)
+    for op, narration, expects in steps:
+        session.apply(op, narration, expects)
+    return session
+
+
+def test_the_random_ops_cover_failures_invalid_ops_evictions_and_dedups():
+    # The keyframe test below is only as good as the timeline it replays.
+    session = replayed(random_steps(11, 120))
+    kinds = {f.error.kind for f in map(session.frame, range(len(session))) if f.error}
+    assert kinds == {"CacheAllocationFailure", "InvalidOperation"}
+    assert sum(s.evictions for s in session.summaries) > 10
+    assert session.last.snapshot.stats.dedups > 0
+    assert any(r.ok for f in map(session.frame, range(len(session))) for r in f.expects)
+    assert any(not r.ok for f in map(session.frame, range(len(session))) for r in f.expects)
+
+
+def test_frames_rebuilt_from_keyframes_equal_the_frames_recorded_when_the_ops_ran():
+    steps = random_steps(11, 120)
+    recorded = replayed(steps, cached_frames=10_000)
+    rebuilt = replayed(steps, keyframe_every=3, cached_frames=2)
+    n = len(recorded)
+    order = list(range(n)) + list(reversed(range(n))) + random.Random(5).sample(range(n), n)
+    for index in order:
+        want, got = recorded.frame(index), rebuilt.frame(index)
+        assert got.index == want.index == index
+        assert got.op == want.op
+        assert got.snapshot == want.snapshot, index
+        assert got.events == want.events, index
+        assert got.diff == want.diff, index
+        assert got.explanation == want.explanation, index
+        assert got.story == want.story, index
+        assert got.violations == want.violations, index
+        assert got.error == want.error, index
+        assert got.expects == want.expects, index
+        assert got == want
+
+
+def test_frames_of_lazily_appended_ops_equal_the_frames_of_applied_ops():
+    steps = random_steps(17, 80)
+    applied = replayed(steps, cached_frames=10_000)
+    lazy = Session(CacheConfig("trie", 10, 2), title="random", description="random ops", keyframe_every=5,
+                   cached_frames=3)
+    for op, narration, expects in steps:
+        lazy.append(op, narration, expects)
+    assert len(lazy) == len(applied)
+    assert [s.failed for s in lazy.summaries] == [s.failed for s in applied.summaries]
+    assert [s.evictions for s in lazy.summaries] == [s.evictions for s in applied.summaries]
+    for index in reversed(range(len(applied))):
+        assert lazy.frame(index) == applied.frame(index), index
+    assert lazy.summaries == applied.summaries  # expect failures are known once frames are built
+    assert lazy.last == applied.last
+
+
+def test_a_session_keeps_only_its_cache_of_frames_and_every_kth_snapshot():
+    session = replayed(random_steps(3, 40), keyframe_every=8, cached_frames=4)
+    assert len(session._frames) == 4
+    assert sorted(session._keyframes) == [0, 8, 16, 24, 32, 40]
+
+
+# -- branching ---------------------------------------------------------------------------------
+
+
+def test_truncating_and_continuing_gives_the_same_timeline_as_a_fresh_session_of_the_branch():
+    steps = random_steps(23, 60)
+    new_ops = [command(t) for t in ("acquire z 0 1 0 1 2 2 extra=2", "publish z", "release z",
+                                    "acquire y 0 1 0 1 2 2 0", "release a", "acquire w 2 2 2 2 2 2 2 2 2 2")]
+    last = len(steps)
+    for keep in (0, 1, 17, 24, last - 1, last):
+        branched = replayed(steps, keyframe_every=4, cached_frames=3)
+        branched.frame(min(keep + 1, last))  # a cached frame after the branch point
+        branched.truncate(keep)
+        assert len(branched) == keep + 1
+        for op in new_ops:
+            branched.apply(op)
+        fresh = replayed(steps[:keep], keyframe_every=4, cached_frames=3)
+        for op in new_ops:
+            fresh.apply(op)
+        assert len(branched) == len(fresh) == keep + 1 + len(new_ops)
+        for index in range(len(fresh)):
+            want, got = fresh.frame(index), branched.frame(index)
+            assert got.snapshot == want.snapshot, (keep, index)
+            assert got.events == want.events, (keep, index)
+            assert got.explanation == want.explanation, (keep, index)
+            assert got.error == want.error, (keep, index)
+        assert branched.summaries == fresh.summaries
+        assert branched.live_names() == fresh.live_names()
+        assert [s.op for s in branched.steps] == [s.op for s in fresh.steps]
+
+
+def test_why_answers_after_a_branch_forget_the_dropped_steps():
+    session = session_of(SCRIPT)
+    evicting = session_of(SCRIPT + "acquire d 40..47\n")
+    assert evicting.last.evictions
+    page = evicting.last.evictions[0].page
+    evicting.truncate(len(session) - 1)  # back to before the evicting acquire
+    assert why_evicted(evicting, len(evicting) - 1, page).step is None
+    assert why_evicted(evicting, len(evicting) - 1, page).title == why_evicted(session, len(session) - 1, page).title
+
+
+def test_truncating_to_a_frame_that_does_not_exist_is_an_index_error():
+    session = session_of(SCRIPT)
+    with pytest.raises(IndexError):
+        session.truncate(8)
+    with pytest.raises(IndexError):
+        session.truncate(-1)
+    assert len(session) == 8
+
+
+# -- invalid ops -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["publish ghost", "extend ghost + 1 2", "release ghost", "publish a 9 9 9 9"])
+def test_an_op_on_an_unknown_allocation_or_a_bad_one_is_an_invalid_operation_frame(text):
+    session = session_of("acquire a 1..4\n")
+    before = session.last.snapshot
+    frame = session.apply(command(text))
+    assert frame.index == 2 and len(session) == 3
+    assert frame.error.kind == "InvalidOperation"
+    assert frame.snapshot == before
+    assert frame.violations == ()
+    assert "Nothing changed" in frame.explanation
+
+
+def test_an_unknown_allocation_error_lists_the_live_allocations():
+    session = session_of("acquire a 1..4\nacquire b 5..8\n")
+    frame = session.apply(command("release ghost"))
+    assert "'ghost'" in frame.error.message and "a, b" in frame.error.message
+
+
+def test_a_second_acquire_of_a_live_name_is_an_invalid_operation_frame():
+    session = session_of("acquire a 1..4\n")
+    frame = session.apply(command("acquire a 5..8"))
+    assert frame.error.kind == "InvalidOperation"
+    assert "already live" in frame.error.message
+    assert frame.snapshot == session.frame(1).snapshot
+    assert session.live_names() == ["a"]
+
+
+def test_a_released_name_can_be_acquired_again_and_a_second_release_is_invalid():
+    session = session_of("acquire a 1..4\nrelease a\n")
+    assert session.apply(command("release a")).error.kind == "InvalidOperation"
+    assert session.apply(command("acquire a 1..4")).error is None
+    assert session.live_names() == ["a"]
+
+
+# -- expects ---------------------------------------------------------------------------------
+
+EXPECT_SCRIPT = """\
+cache trie pages=5 tokens_per_page=4
+acquire a 1..8 extra=2
+publish a
+acquire b 1..4 9..12
+release a
+acquire c 20..31
+acquire big 1..40
+"""
+# Frame 5 (acquire c): free 0; node 1 (page 0) cached with ref 1 (b); page 1 (node 2) evicted
+# for c; owned: b's page 3 and c's pages 4 2 1; c matched nothing. Frame 6 failed (alloc).
+
+
+def test_the_expect_fixture_is_the_state_the_table_below_assumes():
+    frame = session_of(EXPECT_SCRIPT).frame(5)
+    assert frame.snapshot.allocation_named("c").pages == (4, 2, 1)
+    assert frame.diff.pages_evicted == (1,)
+
+
+EXPECTS = [
+    # (frame, expect, holds)
+    (5, Expect("ok"), True),
+    (6, Expect("ok"), False),
+    (6, Expect("fail"), True),
+    (6, Expect("fail", detail="alloc"), True),
+    (6, Expect("fail", detail="invalid"), False),
+    (5, Expect("fail"), False),
+    (5, Expect("free", values=(0,)), True),
+    (5, Expect("free", values=(1,)), False),
+    (5, Expect("cached", values=(1,)), True),
+    (5, Expect("cached", values=(2,)), False),
+    (4, Expect("evictable", values=(1,)), True),
+    (5, Expect("evictable", values=(1,)), False),
+    (5, Expect("owned", values=(4,)), True),
+    (5, Expect("owned", values=(3,)), False),
+    (3, Expect("hit", name="b", values=(4,)), True),
+    (3, Expect("hit", name="b", values=(8,)), False),
+    (5, Expect("hit", name="a", values=(0,)), False),  # a is released: not live
+    (5, Expect("pages", name="c", values=(4, 2, 1)), True),
+    (5, Expect("pages", name="c", values=(1, 2, 4)), False),
+    (2, Expect("published", name="a", values=(2,)), True),
+    (1, Expect("published", name="a", values=(2,)), False),
+    (5, Expect("evicted", values=(1,)), True),
+    (5, Expect("evicted", values=(0,)), False),
+    (5, Expect("evictions", values=(1,)), True),
+    (4, Expect("evictions", values=(1,)), False),
+    (5, Expect("ref", values=(0, 1)), True),
+    (3, Expect("ref", values=(0, 1)), False),
+    (5, Expect("ref", values=(3, 0)), False),  # page 3 is an owned tail, not a node
+    (5, Expect("live", names=("c", "b")), True),
+    (5, Expect("live", names=("a", "b", "c")), False),
+    (5, Expect("violations", values=(0,)), True),
+    (5, Expect("violations", values=(1,)), False),
+]
+
+
+@pytest.mark.parametrize("index,expect,holds", EXPECTS,
+                         ids=[f"{x.kind}-{'right' if ok else 'wrong'}-{i}" for i, (_, x, ok) in enumerate(EXPECTS)])
+def test_an_expect_holds_exactly_when_the_frame_agrees(index, expect, holds):
+    session = session_of(EXPECT_SCRIPT)
+    result = evaluate(expect, session.frame(index), session)
+    assert result.ok is holds
+    assert (result.message == "ok") is holds
+
+
+def test_a_wrong_expect_says_what_was_expected_and_what_was_found():
+    session = session_of(EXPECT_SCRIPT)
+    assert evaluate(Expect("free", values=(3,)), session.frame(5), session).message == "expected free 3, got free 0"
+    assert evaluate(Expect("pages", name="c", values=(1, 2)), session.frame(5), session).message == (
+        "expected pages [1 2], got pages [4 2 1]")
+    assert evaluate(Expect("ok"), session.frame(6), session).message == (
+        "expected success, got failure CacheAllocationFailure")
+    assert evaluate(Expect("fail", detail="invalid"), session.frame(6), session).message == (
+        "expected InvalidOperation, got CacheAllocationFailure")
+    missing = evaluate(Expect("hit", name="a", values=(0,)), session.frame(5), session)
+    assert "'a'" in missing.message and "live: b, c" in missing.message
+
+
+def test_expect_lines_of_a_script_are_evaluated_at_their_step_and_summarised():
+    session = session_of(EXPECT_SCRIPT.replace("acquire c 20..31\n", "acquire c 20..31\nexpect free 0\n"
+                                               "expect free 2\nexpect evicted 1\n"))
+    frame = session.frame(5)
+    assert [r.ok for r in frame.expects] == [True, False, True]
+    assert [r.expect.text for r in frame.expect_failures] == ["expect free 2"]
+    assert session.summaries[5].expect_failures == 1
+
+
+def test_the_same_step_answers_why_the_same_after_its_frame_was_rebuilt():
+    text = EXPECT_SCRIPT + "release b\nacquire d 1..4 5..8\n"
+    cached = session_of(text)
+    rebuilt = session_of(text, keyframe_every=2, cached_frames=2)
+    for index in range(len(cached)):
+        rebuilt.frame(index)
+    assert why_evicted(rebuilt, 7, 1).text() == why_evicted(cached, 7, 1).text()
+    assert why_short_match(rebuilt, 8, "d").text() == why_short_match(cached, 8, "d").text()
