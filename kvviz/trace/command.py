@@ -357,6 +357,9 @@ def _open_in_ui(loaded: Trace, requests, config: ReplayConfig) -> None:
     except ValueError as error:
         _fail(f"cannot open {loaded.path} in the UI: {error}")
     session = Session.from_scenario(converted.scenario, lazy=True)
+    from ..cli import settle_heap
+
+    settle_heap()
     run_app(session)
 
 

@@ -87,7 +87,7 @@ def test_skip_replays_the_good_lines_and_warns_about_the_bad_one(broken):
     (["--capacity-tokens", "lots"], "'lots' is not a token count"),
     (["--on-error", "ignore"], "'ignore' is not one of 'stop', 'skip'"),
     (["--first", "0"], "0 is not in the range x>=1"),
-    (["--ui"], "--ui is not available yet"),
+    (["--ui", "--sweep"], "--ui opens one replay in the UI"),
     (["--sweep", "--to-kvs", "out.kvs"], "--sweep and --to-kvs do not combine"),
 ])
 def test_bad_options_exit_with_code_2_and_say_why(small, args, message):
@@ -179,3 +179,18 @@ def test_base_and_concurrency_flags_reach_the_replay():
     assert (data["cache"], data["concurrency"], data["with_output"], data["hit_tokens"]) == ("base", True, True, 0)
     assert data["peak_live_requests"] > 1
     assert (data["prefill_ms_per_token"], data["decode_ms_per_token"]) == (0.1, 30.0)
+
+
+def test_ui_opens_a_lazy_timeline_of_the_first_requests(small, monkeypatch):
+    import kvviz.app
+    import kvviz.cli
+
+    opened = []
+    monkeypatch.setattr(kvviz.app, "run_app", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.cli, "settle_heap", lambda: None)
+    result = run(small, "--ui", "--first", "2")
+    assert result.exit_code == 0, result.output
+    (session,) = opened
+    assert session.config.tokens_per_page == 1
+    assert [s.op.kind for s in session.steps] == ["acquire", "publish", "release"] * 2
+    assert session.frame(len(session) - 1).violations == ()
