@@ -102,16 +102,23 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             events.append(ev.Matched(allocation.id, tuple(n.seq for n in matched), tuple(allocation._pages),
                                      matched_tokens, n_tokens, self._match_reason(tokens, matched)))
         heap = self._heap
-        for n in matched:
-            if n.ref == 0:
-                self._ref0 -= 1
-                if n.hpos >= 0:
-                    heap.remove(n)
-                    if events is not None:
+        if events is None:  # the hot path: no event objects, no per-node checks for them
+            for n in matched:
+                if not n.ref:
+                    self._ref0 -= 1
+                    if n.hpos >= 0:
+                        heap.remove(n)
+                n.ref += 1
+                n.last_access = tick
+        else:
+            for n in matched:
+                if n.ref == 0:
+                    self._ref0 -= 1
+                    if n.hpos >= 0:
+                        heap.remove(n)
                         events.append(ev.CandidateRemoved(n.seq, n.page, "matched by an acquire"))
-            n.ref += 1
-            n.last_access = tick
-            if events is not None:
+                n.ref += 1
+                n.last_access = tick
                 events.append(ev.RefTaken(allocation.id, n.seq, n.page, n.ref))
         if events is not None and matched:
             events.append(ev.Touched(tuple(n.seq for n in matched), tick))
@@ -144,14 +151,18 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             return  # publishing is monotonic: nothing new to share
         pages = allocation._pages
         parent = nodes[-1] if nodes else self._root
+        start = len(nodes) * tpp
         for i in range(len(nodes), n_full):
-            key = tokens[i * tpp:(i + 1) * tpp]
-            child = parent.children.get(key)
+            end = start + tpp
+            key = tokens[start:end]
+            start = end
+            children = parent.children
+            child = children.get(key)
             own_page = pages[i]
             if child is None:
                 child = _Node(self._next_seq, parent, key, own_page, 1, tick)
                 self._next_seq += 1
-                parent.children[key] = child
+                children[key] = child
                 if events is not None:
                     events.append(ev.NodeCreated(allocation.id, child.seq, parent.seq, own_page, key))
             else:
@@ -182,15 +193,27 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             events.append(ev.OpStarted("release", allocation.id, tick))
         nodes = allocation._nodes
         heap = self._heap
-        for n in reversed(nodes):
-            n.ref -= 1
-            if events is not None:
-                events.append(ev.RefDropped(allocation.id, n.seq, n.page, n.ref))
-            if n.ref == 0:
-                self._ref0 += 1
-                if not n.children:
+        if events is None:
+            # Only the deepest node of a path can be childless (each other node has the next
+            # one as a child), so only it can become an eviction candidate.
+            ref0 = 0
+            for n in nodes:
+                n.ref -= 1
+                if not n.ref:
+                    ref0 += 1
+            self._ref0 += ref0
+            if nodes:
+                n = nodes[-1]
+                if not n.ref and not n.children:
                     heap.push(n, (n.last_access << SEQ_BITS) | n.seq)
-                    if events is not None:
+        else:
+            for n in reversed(nodes):
+                n.ref -= 1
+                events.append(ev.RefDropped(allocation.id, n.seq, n.page, n.ref))
+                if n.ref == 0:
+                    self._ref0 += 1
+                    if not n.children:
+                        heap.push(n, (n.last_access << SEQ_BITS) | n.seq)
                         events.append(ev.CandidateAdded(n.seq, n.page, (n.last_access, n.seq)))
         tail = allocation._pages[len(nodes):]
         if tail:

@@ -1,0 +1,500 @@
+"""Throughput and eviction cost of kvcore's caches, against the CPython floor.
+
+Run:  python benchmarks/bench_core.py            (full run, under ~2 minutes)
+      python benchmarks/bench_core.py --quick    (smoke run, a few seconds)
+
+Workload (seeded, deterministic): ``--requests`` sequences of 256 tokens, each one of 32
+system prompts (96 tokens) + one of that prompt's 8 branches (64 tokens) + a random 96-token
+tail; 16 tokens per page, so 16 pages per request of which 10 are shareable. Each request
+runs acquire -> publish -> release.
+
+Figures, each absolute and as a ratio to the floor measured in the same run:
+
+* the **CPython floor**: one bare dict-of-dicts trie walk+insert over the same sequences
+  (keys are 16-token tuple slices, walk with ``dict.get``, insert what is missing). No
+  trie cache can do less work per request in CPython, so it calibrates the machine.
+* lifecycle req/s of ``TriePagedAttentionCache`` with 200,000 pages (never evicts) and
+  20,000 pages (evicts ~4 pages per request once full), and of ``BasePagedAttentionCache``
+  for reference;
+* optionally shortfin 3.9.0's ``TriePagedAttentionCache`` on the same workload (its own
+  lifecycle: lookup, allocate, publish, release) when the ``bench`` extra is installed;
+* eviction cost per evicted page with 1k / 10k / 100k unreferenced cached leaves: a pool
+  exactly full of N one-page leaves, then 8 acquires of fresh 64-page sequences (held, so
+  every page comes from eviction), time / 512 pages. Each round is followed by an untimed
+  refill back to N leaves; best over builds x rounds. For context it also prints a bare
+  dict + ``heapq`` eviction loop at the smallest and largest N: how much of the growth the
+  memory hierarchy alone causes.
+
+Timing: ``time.perf_counter`` (``--timer cpu``: ``time.process_time``); best of
+``--repeats`` rounds; in each round every contestant runs once on a fresh cache, so the
+floor and the caches see the same machine load. The garbage collector is collected before
+and disabled during each timed run, as ``timeit`` does (``--gc`` keeps it on). ``--check``
+exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from kvcore import BasePagedAttentionCache, PagePool, TriePagedAttentionCache  # noqa: E402
+
+TOKENS_PER_PAGE = 16
+SYSTEM_PROMPTS = 32
+SYSTEM_TOKENS = 96
+BRANCHES = 8
+BRANCH_TOKENS = 64
+TAIL_TOKENS = 96
+SEQUENCE_TOKENS = SYSTEM_TOKENS + BRANCH_TOKENS + TAIL_TOKENS  # 256
+VOCABULARY = 32_000
+
+#: Targets (see issue 2, "Benchmark").
+TARGET_NO_EVICTION = 0.50  # trie lifecycle req/s / floor req/s, 200,000 pages
+TARGET_EVICTION = 0.40  # same with 20,000 pages
+TARGET_EVICTION_GROWTH = 1.5  # eviction cost per page at 100k leaves / at 1k leaves
+
+#: The timer: wall time (``time.perf_counter``) by default; ``--timer cpu`` switches to
+#: ``time.process_time``, which a busy shared machine disturbs less (time spent descheduled
+#: is not counted; cache pollution by neighbours still is).
+clock = time.perf_counter
+
+EVICTING_ACQUIRE_PAGES = 64  # pages per timed acquire in the eviction-cost measurement
+EVICTED_PAGES_PER_RUN = 512  # pages evicted per timed run, the same at every trie size
+
+
+# -- workload ------------------------------------------------------------------------------
+
+
+def make_workload(requests: int, seed: int) -> list[tuple[int, ...]]:
+    """``requests`` token tuples of 256 tokens: system prompt + branch + random tail.
+
+    Prompt, branch and tail tokens are drawn from one seeded ``random.Random``, so a seed
+    gives the same sequences on every platform and Python version.
+    """
+    rng = random.Random(seed)
+
+    def tokens(n: int) -> tuple[int, ...]:
+        return tuple(rng.randrange(VOCABULARY) for _ in range(n))
+
+    prompts = [tokens(SYSTEM_TOKENS) for _ in range(SYSTEM_PROMPTS)]
+    branches = [[tokens(BRANCH_TOKENS) for _ in range(BRANCHES)] for _ in range(SYSTEM_PROMPTS)]
+    out = []
+    for _ in range(requests):
+        p = rng.randrange(SYSTEM_PROMPTS)
+        b = rng.randrange(BRANCHES)
+        out.append(prompts[p] + branches[p][b] + tokens(TAIL_TOKENS))
+    return out
+
+
+# -- timing --------------------------------------------------------------------------------
+
+
+def timed(setup: Callable[[], object], run: Callable[[object], object], keep_gc: bool) -> tuple[float, object]:
+    """Seconds (by ``clock``) of one ``run(setup())``, setup untimed, and the state it ran on."""
+    state = setup()
+    gc.collect()
+    if not keep_gc:
+        gc.disable()
+    try:
+        t0 = clock()
+        run(state)
+        elapsed = clock() - t0
+    finally:
+        gc.enable()
+    return elapsed, state
+
+
+def best_interleaved(repeats: int, contestants: dict[str, tuple[Callable, Callable]],
+                     keep_gc: bool) -> tuple[dict[str, float], dict[str, object]]:
+    """Best time of each contestant over ``repeats`` rounds; each round runs every contestant
+    once, in order, on a fresh state, so the floor and the caches sample the same machine
+    load (a shared 2-core machine drifts by tens of percent within a minute)."""
+    best = {name: float("inf") for name in contestants}
+    last: dict[str, object] = {}
+    for _ in range(repeats):
+        for name, (setup, run) in contestants.items():
+            elapsed, last[name] = timed(setup, run, keep_gc)
+            best[name] = min(best[name], elapsed)
+    return best, last
+
+
+# -- the floor -----------------------------------------------------------------------------
+
+
+def floor_run(sequences: Sequence[tuple[int, ...]]) -> dict:
+    """One dict-of-dicts trie walk+insert per sequence: the least work a trie cache can do."""
+    root: dict = {}
+    starts = range(0, SEQUENCE_TOKENS, TOKENS_PER_PAGE)
+    tpp = TOKENS_PER_PAGE
+    for seq in sequences:
+        node = root
+        for i in starts:
+            key = seq[i:i + tpp]
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            node = child
+    return root
+
+
+def floor_run_lists(sequences: Sequence[list[int]]) -> dict:
+    """:func:`floor_run` for token lists: each key is ``tuple(seq[i:i + 16])``."""
+    root: dict = {}
+    starts = range(0, SEQUENCE_TOKENS, TOKENS_PER_PAGE)
+    tpp = TOKENS_PER_PAGE
+    for seq in sequences:
+        node = root
+        for i in starts:
+            key = tuple(seq[i:i + tpp])
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            node = child
+    return root
+
+
+# -- kvcore --------------------------------------------------------------------------------
+
+
+def kvcore_lifecycle(cache, sequences: Sequence[tuple[int, ...]]) -> None:
+    """acquire -> publish -> release for every sequence, as a server would per request."""
+    acquire = cache.acquire_pages_for_tokens
+    for seq in sequences:
+        allocation = acquire(seq)
+        allocation.publish_pages_for_tokens()
+        allocation.release_pages()
+
+
+class LeafTrie:
+    """A trie cache whose pool is exactly full of ``leaves`` unreferenced one-page leaves
+    (children of the root), for timing eviction at a given number of candidates.
+
+    :meth:`evict` is the timed part: acquires of fresh 64-page sequences, held, so every
+    page comes from eviction. :meth:`refill` (untimed) releases them and publishes as many
+    new one-page leaves, so the next round starts from the same shape: ``leaves``
+    candidates, no free page.
+    """
+
+    def __init__(self, leaves: int, seed: int):
+        self.cache = TriePagedAttentionCache(PagePool(leaves), TOKENS_PER_PAGE)
+        self._rng = random.Random(seed)
+        self._next_leaf = 0
+        self._held: list = []
+        self._publish_leaves(leaves)
+        self.fresh = self._fresh_sequences()
+
+    def _publish_leaves(self, count: int) -> None:
+        acquire = self.cache.acquire_pages_for_tokens
+        # Leaf tokens are >= VOCABULARY, so no evicting acquire ever matches one.
+        for i in range(self._next_leaf, self._next_leaf + count):
+            allocation = acquire((VOCABULARY + i,) * TOKENS_PER_PAGE)
+            allocation.publish_pages_for_tokens()
+            allocation.release_pages()
+        self._next_leaf += count
+        assert self.cache.page_pool.available_page_count() == 0
+
+    def _fresh_sequences(self) -> list[tuple[int, ...]]:
+        rng = self._rng
+        return [tuple(rng.randrange(VOCABULARY) for _ in range(EVICTING_ACQUIRE_PAGES * TOKENS_PER_PAGE))
+                for _ in range(EVICTED_PAGES_PER_RUN // EVICTING_ACQUIRE_PAGES)]
+
+    def evict(self) -> None:
+        acquire = self.cache.acquire_pages_for_tokens
+        held = self._held
+        for seq in self.fresh:
+            held.append(acquire(seq))
+
+    def refill(self) -> None:
+        for allocation in self._held:
+            allocation.release_pages()  # never published: its pages go back to the free list
+        self._held = []
+        self._publish_leaves(EVICTED_PAGES_PER_RUN)
+        self.fresh = self._fresh_sequences()
+
+
+def eviction_cost(leaves: int, seed: int, builds: int, rounds: int, keep_gc: bool) -> float:
+    """Best seconds per evicted page over ``builds`` fresh tries x ``rounds`` rounds each."""
+    best = float("inf")
+    for b in range(builds):
+        trie = LeafTrie(leaves, seed + b)
+        evictions = trie.cache.snapshot().stats.evictions if leaves <= 10_000 else None
+        for _ in range(rounds):
+            elapsed, _ = timed(lambda t=trie: t, LeafTrie.evict, keep_gc)
+            best = min(best, elapsed / EVICTED_PAGES_PER_RUN)
+            trie.refill()
+        if evictions is not None:  # the timed acquires evicted exactly what we divide by
+            assert trie.cache.snapshot().stats.evictions - evictions == rounds * EVICTED_PAGES_PER_RUN
+        del trie
+    return best
+
+
+def bare_eviction_cost(leaves: int, builds: int, keep_gc: bool) -> float:
+    """Seconds per page of the least work an LRU eviction can do in CPython, for context:
+    a dict of ``leaves`` one-page leaves (objects with parent and tokens), a ``heapq`` array
+    of int keys and a key -> leaf dict; evict = heappop, dict pop, unlink from the parent.
+    Its growth with ``leaves`` is the memory hierarchy's, not any algorithm's."""
+
+    class Leaf:
+        __slots__ = ("parent", "tokens", "page")
+
+    def build():
+        root: dict = {}
+        keys: list[int] = []
+        by_key: dict[int, Leaf] = {}
+        for i in range(leaves):
+            leaf = Leaf()
+            leaf.parent = root
+            leaf.tokens = (VOCABULARY + i,) * TOKENS_PER_PAGE
+            leaf.page = i
+            root[leaf.tokens] = leaf
+            keys.append(i)  # pushed in LRU order, as the cache's leaves were
+            by_key[i] = leaf
+        return keys, by_key
+
+    def evict(state) -> None:
+        keys, by_key = state
+        pop = heapq.heappop
+        freed = []
+        for _ in range(EVICTED_PAGES_PER_RUN):
+            leaf = by_key.pop(pop(keys))
+            del leaf.parent[leaf.tokens]
+            freed.append(leaf.page)
+
+    return min(timed(build, evict, keep_gc)[0] for _ in range(builds)) / EVICTED_PAGES_PER_RUN
+
+
+# -- shortfin (optional) -------------------------------------------------------------------
+
+
+def load_shortfin():
+    """shortfin's trie cache class and page class, or the reason they are unavailable."""
+    try:
+        from shortfin_apps.llm.components.kvcache.page_pool import PageInfo
+        from shortfin_apps.llm.components.kvcache.trie_attention_cache import TriePagedAttentionCache as Trie
+    except Exception as e:  # noqa: BLE001 - any import failure means "skip"
+        return None, f"{type(e).__name__}: {e}"
+    try:
+        from importlib.metadata import version
+
+        v = version("shortfin")
+    except Exception:  # noqa: BLE001
+        v = "?"
+    return (Trie, PageInfo, v), None
+
+
+class DuckPagePool:
+    """What shortfin's trie cache calls on its page pool, without devices.
+
+    Same semantics as shortfin 3.9.0's ``PagePool``: ``acquire_free_pages`` pops from the
+    end of ``available_pages`` and returns None when too few are free; ``free_pages``
+    appends pages, skipping any already free. shortfin's own ``free_pages`` finds those
+    by scanning every free page (O(pool) per call); a set gives the same result in O(1)
+    per page, so the figure measures the cache, not that scan.
+    """
+
+    def __init__(self, page_count: int, page_class) -> None:
+        self.attn_page_entries = [page_class(index=i, pool=self) for i in range(page_count)]
+        self.available_pages = list(self.attn_page_entries)
+        self._free_indices = set(range(page_count))
+
+    def available_page_count(self) -> int:
+        return len(self.available_pages)
+
+    def total_page_count(self) -> int:
+        return len(self.attn_page_entries)
+
+    def acquire_free_pages(self, count: int):
+        available = self.available_pages
+        if count > len(available):
+            return None
+        pages = [available.pop() for _ in range(count)]
+        discard = self._free_indices.discard
+        for p in pages:
+            discard(p.index)
+        return pages
+
+    def free_pages(self, pages) -> None:
+        free = self._free_indices
+        for p in pages:
+            if p.index not in free:
+                free.add(p.index)
+                self.available_pages.append(p)
+
+
+def shortfin_lifecycle(cache, sequences: Sequence[list[int]]) -> None:
+    """shortfin's request lifecycle (as in its decoder): lookup, allocate the unmatched
+    tokens, publish, release."""
+    lookup = cache.lookup
+    allocate = cache.allocate
+    publish = cache.publish_pages_for_tokens
+    release = cache.release_pages
+    for seq in sequences:
+        info = lookup(seq)
+        info = allocate(seq[info.num_tokens:], info)
+        info = publish(info)
+        release(info)
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=None, help="sequences in the workload (default 10000; 2000 with --quick)")
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed runs per figure, best kept (default 5; 2 with --quick)")
+    parser.add_argument("--large-pool", type=int, default=200_000,
+                        help="pages of the pool that never evicts (default 200000)")
+    parser.add_argument("--small-pool", type=int, default=None,
+                        help="pages of the evicting pool (default 20000; 4000 with --quick)")
+    parser.add_argument("--leaves", type=int, nargs="+", default=None,
+                        help="cached-leaf counts for the eviction cost (default 1000 10000 100000)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2,000 requests, 2 repeats, a 4,000-page evicting pool")
+    parser.add_argument("--lists", action="store_true",
+                        help="hand tokens over as lists, as a tokenizer does (the floor then builds each "
+                             "key with tuple(seq[i:i+16])); default: tuples")
+    parser.add_argument("--no-shortfin", action="store_true", help="skip the shortfin comparison")
+    parser.add_argument("--timer", choices=("wall", "cpu"), default="wall",
+                        help="wall: time.perf_counter (default); cpu: time.process_time, steadier on a busy machine")
+    parser.add_argument("--gc", action="store_true", help="keep the garbage collector on while timing")
+    parser.add_argument("--check", action="store_true", help="exit 1 if any target is missed")
+    args = parser.parse_args(argv)
+
+    n = args.requests or (2_000 if args.quick else 10_000)
+    repeats = args.repeats or (2 if args.quick else 5)
+    small_pool = args.small_pool or (4_000 if args.quick else 20_000)
+    large_pool = args.large_pool
+    leaf_counts = args.leaves or [1_000, 10_000, 100_000]
+    if n <= 0 or repeats <= 0:
+        parser.error("--requests and --repeats must be positive")
+    keep_gc = args.gc
+    global clock
+    clock = time.process_time if args.timer == "cpu" else time.perf_counter
+
+    sequences = make_workload(n, args.seed)
+    if args.lists:
+        sequences = [list(s) for s in sequences]
+    floor = floor_run_lists if args.lists else floor_run
+    pages_per_request = SEQUENCE_TOKENS // TOKENS_PER_PAGE
+    print(f"kvcore benchmark: {n:,} requests x {SEQUENCE_TOKENS} tokens ({SYSTEM_PROMPTS} system prompts "
+          f"x {SYSTEM_TOKENS} + {BRANCHES} branches x {BRANCH_TOKENS} + a random {TAIL_TOKENS}-token tail), "
+          f"{TOKENS_PER_PAGE} tokens/page, seed {args.seed}, tokens as {'lists' if args.lists else 'tuples'}")
+    print(f"Python {platform.python_version()} ({platform.python_implementation()}) on {platform.machine()}; "
+          f"best of {repeats} interleaved rounds, fresh caches, "
+          f"{'CPU time (process_time)' if args.timer == 'cpu' else 'wall time (perf_counter)'}, "
+          f"gc {'on' if keep_gc else 'off'} while timing")
+    print()
+
+    def trie(pages: int) -> Callable[[], TriePagedAttentionCache]:
+        return lambda: TriePagedAttentionCache(PagePool(pages), TOKENS_PER_PAGE)
+
+    def lifecycle(cache) -> None:
+        kvcore_lifecycle(cache, sequences)
+
+    best, last = best_interleaved(repeats, {
+        "floor": (lambda: None, lambda _: floor(sequences)),
+        "large": (trie(large_pool), lifecycle),
+        "small": (trie(small_pool), lifecycle),
+        "base": (lambda: BasePagedAttentionCache(PagePool(large_pool), TOKENS_PER_PAGE), lifecycle),
+    }, keep_gc)
+    floor_rps = n / best["floor"]
+    floor_page_us = best["floor"] / (n * pages_per_request) * 1e6
+    results: list[tuple[str, bool]] = []
+
+    def row(label: str, seconds: float, note: str = "") -> float:
+        rps = n / seconds
+        print(f"  {label:<42} {rps:>9,.0f} req/s  {rps / floor_rps:>5.2f}x floor  {note}".rstrip())
+        return rps
+
+    def trie_note(cache) -> str:
+        stats = cache.snapshot().stats  # after timing: one snapshot of the last run
+        return f"{stats.evictions:,} pages evicted, {stats.hit_tokens / stats.lookup_tokens:.0%} of tokens hit"
+
+    print("Lifecycle throughput: acquire -> publish -> release per request")
+    row("CPython floor (dict-of-dicts walk+insert)", best["floor"],
+        f"= {floor_page_us:.3f} us per page step")
+    rps = row(f"kvcore trie, {large_pool:,} pages", best["large"], trie_note(last["large"]))
+    results.append((f"trie lifecycle, {large_pool:,} pages (no eviction): {rps / floor_rps:.2f}x floor "
+                    f">= {TARGET_NO_EVICTION:.2f}x", rps / floor_rps >= TARGET_NO_EVICTION))
+    small = last["small"]
+    rps = row(f"kvcore trie, {small_pool:,} pages", best["small"], trie_note(small))
+    results.append((f"trie lifecycle, {small_pool:,} pages (eviction): {rps / floor_rps:.2f}x floor "
+                    f">= {TARGET_EVICTION:.2f}x", rps / floor_rps >= TARGET_EVICTION))
+    if small.snapshot().stats.evictions == 0:
+        print("  (the small pool never evicted: raise --requests or lower --small-pool)")
+    violations = small.check_invariants()
+    if violations:
+        print(f"  !! {len(violations)} invariant violations after the evicting run, e.g. {violations[0]}")
+        results.append(("invariants hold after the evicting run", False))
+    row(f"kvcore base (no sharing), {large_pool:,} pages", best["base"], "for reference")
+    del last, small
+
+    shortfin, why_not = (None, "--no-shortfin") if args.no_shortfin else load_shortfin()
+    if shortfin is None:
+        print(f"  shortfin: skipped ({why_not}); pip install -e \".[bench]\" to compare")
+    else:
+        trie_cls, page_cls, sf_version = shortfin
+        lists = [list(s) for s in sequences]  # shortfin concatenates token lists
+
+        def sf_setup(pages: int):
+            return lambda: trie_cls(DuckPagePool(pages, page_cls), TOKENS_PER_PAGE)
+
+        # Its eviction rebuilds a heap from every leaf on each call: one run is plenty.
+        for pages, runs in ((large_pool, min(repeats, 2)), (small_pool, 1)):
+            try:
+                s = min(timed(sf_setup(pages), lambda c: shortfin_lifecycle(c, lists), keep_gc)[0]
+                        for _ in range(runs))
+            except Exception as e:  # noqa: BLE001 - report, don't die, on a foreign cache's bug
+                print(f"  shortfin {sf_version} trie, {pages:,} pages: failed: {type(e).__name__}: {e}")
+                continue
+            row(f"shortfin {sf_version} trie, {pages:,} pages", s, f"best of {runs}")
+    print()
+
+    rounds = 3 if args.quick else 5
+    print(f"Eviction cost per evicted page: {EVICTED_PAGES_PER_RUN // EVICTING_ACQUIRE_PAGES} acquires of "
+          f"{EVICTING_ACQUIRE_PAGES} fresh pages into a full pool of one-page leaves; "
+          f"best of {repeats} builds x {rounds} rounds")
+    per_page: dict[int, float] = {}
+    for leaves in leaf_counts:
+        if leaves < EVICTED_PAGES_PER_RUN:
+            print(f"  {leaves:>9,} cached leaves: skipped (fewer than the {EVICTED_PAGES_PER_RUN} pages to evict)")
+            continue
+        us = eviction_cost(leaves, args.seed, repeats, rounds, keep_gc) * 1e6
+        per_page[leaves] = us
+        print(f"  {leaves:>9,} cached leaves {us:>9.3f} us/page  {us / floor_page_us:>5.2f}x floor page step")
+    if len(per_page) >= 2:
+        lo, hi = min(per_page), max(per_page)
+        growth = per_page[hi] / per_page[lo]
+        print(f"  growth from {lo:,} to {hi:,} leaves: {growth:.2f}x")
+        bare = {n: bare_eviction_cost(n, repeats, keep_gc) * 1e6 for n in (lo, hi)}
+        bare_growth = bare[hi] / bare[lo]
+        print(f"  context: a bare dict + heapq eviction loop costs {bare[lo]:.3f} -> {bare[hi]:.3f} us/page "
+              f"({bare_growth:.2f}x) over the same sizes; kvcore's growth relative to it: "
+              f"{growth / bare_growth:.2f}x")
+        results.append((f"eviction cost per page, {lo:,} -> {hi:,} leaves: grows {growth:.2f}x "
+                        f"<= {TARGET_EVICTION_GROWTH}x", growth <= TARGET_EVICTION_GROWTH))
+    print()
+
+    print("Targets" + (" (--quick is a smoke run: the targets are meant for the full run)" if args.quick else ""))
+    for label, ok in results:
+        print(f"  {verdict(ok)}  {label}")
+    return 1 if args.check and not all(ok for _, ok in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
