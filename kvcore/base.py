@@ -187,7 +187,7 @@ class BasePagedAttentionCache:
     def _evictable_count(self) -> int:
         return 0
 
-    def _evict_one(self, allocation_id: int) -> int:  # pragma: no cover - base never evicts
+    def _evict(self, count: int, allocation_id: int) -> list[int]:  # pragma: no cover - base never evicts
         raise AssertionError("the base cache has nothing to evict")
 
     def _check_live_structures(self) -> list:
@@ -252,8 +252,8 @@ class BasePagedAttentionCache:
         allocation._pages.extend(taken)
         if taken and self._events is not None:
             self._events.append(ev.PagesTaken(allocation.id, tuple(taken)))
-        for _ in range(needed - take):
-            allocation._pages.append(self._evict_one(allocation.id))
+        if needed > take:
+            allocation._pages += self._evict(needed - take, allocation.id)
 
     def _publish_tokens(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                         publish_incomplete_page: bool) -> tuple[int, ...]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 
 
@@ -14,17 +13,22 @@ class PagePool:
     is part of the cache's state (snapshots record it) so replays are exact.
     """
 
-    __slots__ = ("_page_count", "_free")
+    # The free list is ``_free[_head:]``: take copies a slice off the front and advances
+    # ``_head``; give appends. One slice is one C call where a deque needs a popleft() per
+    # page. The taken prefix is deleted once it is over half the list, so memory stays
+    # O(pages) and each deletion moves fewer pages than were taken since the last one.
+    __slots__ = ("_page_count", "_free", "_head")
 
     def __init__(self, page_count: int, free_order: Iterable[int] | None = None):
         if not isinstance(page_count, int) or page_count < 0:
             raise ValueError(f"page_count must be a non-negative integer, got {page_count!r}")
         self._page_count = page_count
-        self._free: deque[int] = deque(range(page_count) if free_order is None else free_order)
+        self._free: list[int] = list(range(page_count) if free_order is None else free_order)
+        self._head = 0
 
     def available_page_count(self) -> int:
         """Number of free pages. O(1)."""
-        return len(self._free)
+        return len(self._free) - self._head
 
     def total_page_count(self) -> int:
         """Number of pages in the pool, free or not. O(1)."""
@@ -32,7 +36,7 @@ class PagePool:
 
     def free_pages(self) -> tuple[int, ...]:
         """The free pages in the order they will be handed out. O(n)."""
-        return tuple(self._free)
+        return tuple(self._free[self._head:])
 
     def take(self, count: int) -> list[int]:
         """Remove and return ``count`` pages from the front of the free list. O(count).
@@ -40,14 +44,20 @@ class PagePool:
         The caller checks availability first; taking more than is free is a bug.
         """
         free = self._free
-        if count > len(free):
-            raise AssertionError(f"take({count}) with only {len(free)} free pages")
-        popleft = free.popleft
-        return [popleft() for _ in range(count)]
+        head = self._head
+        end = head + count
+        if end > len(free):
+            raise AssertionError(f"take({count}) with only {len(free) - head} free pages")
+        taken = free[head:end]
+        if 2 * end > len(free):
+            del free[:end]
+            end = 0
+        self._head = end
+        return taken
 
     def give(self, pages: Iterable[int]) -> None:
         """Append pages to the back of the free list. O(len(pages))."""
         self._free.extend(pages)
 
     def __repr__(self) -> str:
-        return f"PagePool({self._page_count} pages, {len(self._free)} free)"
+        return f"PagePool({self._page_count} pages, {self.available_page_count()} free)"
