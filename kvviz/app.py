@@ -25,6 +25,7 @@ from textual.widgets import Footer
 
 from .model.scenario import ScenarioError, parse_command
 from .model.session import Session
+from .stepping import StepActions
 from .themes import DEFAULT_THEME, THEMES, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .widgets.branch_screen import BranchScreen
@@ -68,7 +69,7 @@ class KvvizScreen(Screen):
         self.app._apply_size_classes()
 
 
-class KvvizApp(App[None]):
+class KvvizApp(StepActions, App[None]):
     """The kvviz UI on one session (see the module doc)."""
 
     CSS_PATH = "app.tcss"
@@ -287,22 +288,6 @@ class KvvizApp(App[None]):
         self.go_to(message.step)
 
     # -- stepping --------------------------------------------------------------------------
-
-    def action_next_step(self) -> None:
-        """One step forward."""
-        self.go_to(self.step + 1)
-
-    def action_previous_step(self) -> None:
-        """One step back."""
-        self.go_to(self.step - 1)
-
-    def action_first_step(self) -> None:
-        """The initial state."""
-        self.go_to(0)
-
-    def action_last_step(self) -> None:
-        """The newest step."""
-        self.go_to(self.last_step)
 
     def action_next_interesting(self) -> None:
         """The next step with an eviction, a failure or a violation."""

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
 from .diffrun import FIELD_NAMES, DiffRun, Divergence, _field_summary
+from .stepping import StepActions
 from .themes import DEFAULT_THEME, THEMES, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .widgets.frame_view import (
@@ -55,7 +56,7 @@ def _shortfin_version() -> str:
     return SHORTFIN_VERSION
 
 
-class DiffApp(App[None]):
+class DiffApp(StepActions, App[None]):
     """kvcore and shortfin side by side on one :class:`DiffRun` (see the module doc)."""
 
     TITLE = "kvviz diff"
@@ -273,18 +274,6 @@ class DiffApp(App[None]):
         self._select(message._sender, Selection(ALLOCATION, message.allocation))
 
     # -- keys ----------------------------------------------------------------------------
-
-    def action_next_step(self) -> None:
-        self.go_to(self.step + 1)
-
-    def action_previous_step(self) -> None:
-        self.go_to(self.step - 1)
-
-    def action_first_step(self) -> None:
-        self.go_to(0)
-
-    def action_last_step(self) -> None:
-        self.go_to(self.last_step)
 
     def action_divergence(self) -> None:
         """Jump to the first step where the two sides differ."""
