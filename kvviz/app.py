@@ -26,7 +26,7 @@ from textual.widgets import Footer
 from .model.scenario import ScenarioError, parse_command
 from .model.session import Session
 from .stepping import StepActions
-from .themes import DEFAULT_THEME, THEMES, variable_defaults
+from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .widgets.branch_screen import BranchScreen
 from .widgets.command_bar import CommandBar
@@ -101,11 +101,7 @@ class KvvizApp(StepActions, App[None]):
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
                  theme: str | None = None, animations: bool = True, cursor_blink: bool = True):
         super().__init__()
-        for custom in THEMES:
-            self.register_theme(custom)
-        self.theme = theme or DEFAULT_THEME
-        if not animations:
-            self.animation_level = "none"
+        set_up_appearance(self, theme, animations)
         self.cursor_blink = cursor_blink
         self.session = session
         self.start_step = step

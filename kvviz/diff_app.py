@@ -21,7 +21,7 @@ from textual.widgets import Footer, Static
 
 from .diffrun import FIELD_NAMES, DiffRun, Divergence, _field_summary
 from .stepping import StepActions
-from .themes import DEFAULT_THEME, THEMES, variable_defaults
+from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .widgets.frame_view import (
     ALLOCATION,
@@ -95,11 +95,7 @@ class DiffApp(StepActions, App[None]):
     def __init__(self, run: DiffRun, step: int | None = None, *, theme: str | None = None,
                  animations: bool = True):
         super().__init__()
-        for custom in THEMES:
-            self.register_theme(custom)
-        self.theme = theme or DEFAULT_THEME
-        if not animations:
-            self.animation_level = "none"
+        set_up_appearance(self, theme, animations)
         self.run_ = run
         self.start_step = step
         self.step = 0

@@ -126,3 +126,13 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
         "kv-owned": system.get("warning", "#f0b429"),
         "kv-violation": system.get("error", "#f05252"),
     }
+
+
+def set_up_appearance(app, theme: str | None = None, animations: bool = True) -> None:
+    """Register kvviz's themes on ``app``, select ``theme`` (default: kvviz-dark), and turn
+    animations off when asked (tests and screenshots). Shared by every kvviz app."""
+    for custom in THEMES:
+        app.register_theme(custom)
+    app.theme = theme or DEFAULT_THEME
+    if not animations:
+        app.animation_level = "none"
