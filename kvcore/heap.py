@@ -48,6 +48,11 @@ class IndexedHeap:
         """The keys in array order."""
         return list(self._keys)
 
+    def arrays(self) -> tuple[list[int], list[Any]]:
+        """The live key and item arrays, for a caller's inlined hot loop (the trie's
+        eviction). Whoever writes them keeps both in step and every ``item.hpos`` right."""
+        return self._keys, self._items
+
     def peek(self) -> Any | None:
         """The item with the smallest key, or None. O(1)."""
         return self._items[0] if self._items else None
