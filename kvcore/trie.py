@@ -276,7 +276,10 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 events.append(ev.PagesFreed(allocation.id, tuple(tail), "release"))
         if events is not None:
             events.append(ev.Released(allocation.id))
-        self._retire(allocation)
+        allocation.released = True  # _retire, inlined
+        allocation._pages = []
+        allocation._nodes = []
+        del self.allocations[allocation.id]
 
     # -- eviction -------------------------------------------------------------------------
 
@@ -316,16 +319,26 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             victim = top
             while True:
                 parent = victim.parent
-                del parent.children[victim.tokens]
+                siblings = parent.children
+                if len(siblings) == 1:
+                    siblings.clear()  # the victim is the only child: skip hashing its tokens
+                else:
+                    del siblings[victim.tokens]
                 append(victim.page)
                 if room:  # keep it for reuse; publish overwrites every field
                     room -= 1
                     spare.append(victim)
                 left -= 1
-                if parent.ref or parent.children or parent is root:
+                if parent.ref or siblings or parent is root:
                     candidate = None
                     break
                 candidate = parent
+                if left and parent.last_access is victim.last_access:
+                    # Touched by the same op (the same tick object) and created before the
+                    # victim, so its key is below the victim's, itself below rest. The
+                    # identity test reads no int: these ints are cold in a full cache.
+                    victim = parent
+                    continue
                 key = (parent.last_access << SEQ_BITS) | parent.seq
                 if not left or key > rest:
                     break
