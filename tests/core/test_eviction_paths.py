@@ -1,0 +1,111 @@
+"""The trie has two eviction loops: a fast one with the heap inlined (no events) and a
+narrated one through the heap's methods (events on). They must leave identical states.
+
+The state machine test drives both, but on pools of at most 8 pages, where the heap is at
+most three levels deep. Here the heap holds hundreds of candidates, so the inlined sifts
+walk many levels, chains are long, and evicted nodes are reused by later publishes.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kvcore import PagePool, TriePagedAttentionCache
+
+
+def run_workload(seed: int, record: bool, pages: int = 1_000, steps: int = 2_000):
+    """A seeded mix of shared prefixes, chains of several pages, held and released
+    allocations, and extends, on a pool small enough to evict constantly. Returns the
+    cache and the snapshot after every 4th step and at the end."""
+    rng = random.Random(seed)
+    cache = TriePagedAttentionCache(PagePool(pages), 4)
+    cache.record_events(record)
+    prefixes = [[rng.randrange(50) for _ in range(4 * rng.randrange(1, 6))] for _ in range(60)]
+    live = []
+    states = []
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < 0.5 or not live:
+            tokens = list(rng.choice(prefixes)) + [rng.randrange(50) for _ in range(rng.randrange(0, 24))]
+            try:
+                allocation = cache.acquire_pages_for_tokens(tokens)
+            except Exception as error:  # a pool too full for this request: must change nothing
+                states.append(("failed", type(error).__name__))
+            else:
+                allocation.publish_pages_for_tokens()
+                live.append(allocation)
+        elif roll < 0.58:
+            allocation = rng.choice(live)
+            grown = list(allocation.tokens) + [rng.randrange(50) for _ in range(rng.randrange(1, 12))]
+            try:
+                allocation.extend_allocation(grown)
+            except Exception as error:
+                states.append(("failed", type(error).__name__))
+            else:
+                allocation.publish_pages_for_tokens()
+        else:
+            allocation = live.pop(rng.randrange(len(live)))
+            allocation.release_pages()
+        if record:
+            cache.take_events()
+        if len(states) % 4 == 0:  # every 4th step: snapshots of a 1,000-page cache cost
+            states.append(cache.snapshot())
+        else:
+            states.append(None)
+    states.append(cache.snapshot())
+    return cache, states
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_and_narrated_eviction_leave_the_same_state_at_every_step(seed):
+    fast, fast_states = run_workload(seed, record=False)
+    narrated, narrated_states = run_workload(seed, record=True)
+    assert fast.snapshot().stats.evictions > 1_000  # the workload really evicts, a lot
+    assert max(len(s.heap) for s in fast_states if s is not None and not isinstance(s, tuple)) > 150  # 8 levels
+    for step, (a, b) in enumerate(zip(fast_states, narrated_states)):
+        assert a == b, f"seed {seed}: the two eviction paths diverge at step {step}"
+    assert fast.check_invariants() == []
+    assert narrated.check_invariants() == []
+
+
+@pytest.mark.parametrize("record", [False, True], ids=["fast", "narrated"])
+def test_a_chain_stops_where_another_candidate_is_older_than_its_next_node(record):
+    """A chain's next node is evicted straight away only while it is the heap's minimum.
+
+    Chain 1-2-3 is published at tick 2; the lone leaf 9 at tick 5; then an acquire of [1, 2]
+    touches 1 and 2 at tick 7. Evicting 3 pages takes 3 (tick 2), then 9 (tick 5) before 2
+    (tick 7): the chain must stop at 2 although 2 became a candidate when 3 went."""
+    cache = TriePagedAttentionCache(PagePool(6), 1)
+    cache.record_events(record)
+    chain = cache.acquire_pages_for_tokens([1, 2, 3])            # tick 1
+    chain.publish_pages_for_tokens()                             # tick 2: nodes 1-2-3
+    chain.release_pages()                                        # tick 3: 3 is a candidate
+    lone = cache.acquire_pages_for_tokens([9])                   # tick 4
+    lone.publish_pages_for_tokens()                              # tick 5: node 9
+    lone.release_pages()                                         # tick 6: 9 is a candidate
+    again = cache.acquire_pages_for_tokens([1, 2])               # tick 7: touches 1 and 2
+    again.release_pages()                                        # tick 8
+    cache.take_events()
+    taker = cache.acquire_pages_for_tokens([7, 7, 7, 7, 7])      # 5 pages: 2 free + 3 evicted
+    assert [n.tokens for n in cache.snapshot().nodes if n.parent is not None] == [(1,)]
+    if record:
+        evicted = [e.tokens for e in cache.take_events() if type(e).__name__ == "Evicted"]
+        assert evicted == [(3,), (9,), (2,)]
+    assert cache.check_invariants() == []
+    taker.release_pages()
+
+
+def test_reused_nodes_carry_nothing_from_their_evicted_life():
+    """Evicted nodes are recycled by later publishes: the new node must be exactly what a
+    fresh one would be (same snapshot as a cache restored from the same state)."""
+    cache = TriePagedAttentionCache(PagePool(8), 2)
+    for first in range(40):  # each request evicts the previous chain, then republishes
+        allocation = cache.acquire_pages_for_tokens([first, 1, 2, 3, 4, 5, 6, 7])
+        allocation.publish_pages_for_tokens()
+        allocation.release_pages()
+        assert cache.check_invariants() == []
+        twin = TriePagedAttentionCache.restore(cache.snapshot())
+        assert twin.snapshot() == cache.snapshot()
+    assert cache.snapshot().stats.evictions >= 150
