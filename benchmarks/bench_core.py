@@ -1,6 +1,6 @@
 """Throughput and eviction cost of kvcore's caches, against the CPython floor.
 
-Run:  python benchmarks/bench_core.py            (full run, about 2 minutes)
+Run:  python benchmarks/bench_core.py            (full run, about 3 minutes)
       python benchmarks/bench_core.py --quick    (smoke run, a few seconds)
       python benchmarks/bench_core.py --gc on    (the issue's reference conditions; fresh process)
 
@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=None, help="sequences in the workload (default 10000; 2000 with --quick)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="timed runs per figure, best kept (default 5; 2 with --quick)")
+                        help="timed runs per figure, best kept (default 7; 2 with --quick)")
     parser.add_argument("--large-pool", type=int, default=200_000,
                         help="pages of the pool that never evicts (default 200000)")
     parser.add_argument("--small-pool", type=int, default=None,
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     n = args.requests or (2_000 if args.quick else 10_000)
-    repeats = args.repeats or (2 if args.quick else 5)
+    repeats = args.repeats or (2 if args.quick else 7)
     small_pool = args.small_pool or (4_000 if args.quick else 20_000)
     large_pool = args.large_pool
     leaf_counts = args.leaves or [1_000, 10_000, 100_000]

@@ -16,6 +16,7 @@ Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from . import events as ev
 from .allocation import PageAllocation
@@ -33,6 +34,9 @@ _SPARE_NODES = 256
 #: Above every heap key: packed keys are ``last_access << SEQ_BITS | seq``, and a clock
 #: would need 2**160 ticks to reach it.
 _NO_KEY = 1 << 200
+
+
+_page_of = attrgetter("page")
 
 
 class _Node:
@@ -110,15 +114,15 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         events = self._events
         heap = self._heap
         if events is None:
-            # The hot path: one pass over the match, no event objects.
-            pages = []
+            # The hot path: one pass over the match, no event objects. Only the deepest
+            # matched node can be a candidate: each other one has the next as a child.
+            pages = list(map(_page_of, matched))
+            if matched and matched[-1].hpos >= 0:
+                heap.remove(matched[-1])
             ref0 = 0
             for n in matched:
-                pages.append(n.page)
                 if not n.ref:
                     ref0 += 1
-                    if n.hpos >= 0:
-                        heap.remove(n)
                 n.ref += 1
                 n.last_access = tick
             self._ref0 -= ref0
