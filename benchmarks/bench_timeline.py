@@ -24,9 +24,10 @@ resident-set figure is that K's alone:
   the accesses, and the tracemalloc peak of a second, traced build. Target: <= 300 MB.
   tracemalloc makes the build about 6x slower, so by default it is measured for K = 16
   only, the K that keeps the most keyframes (``--tracemalloc-all`` measures every K);
-* **every frame in order** (what ``kvviz export`` and ``kvviz open`` do to list or verify
-  a digest per step): the cost per frame over 300 consecutive uncached frames, and that
-  cost times the timeline's length;
+* **every frame in order**: the cost per frame over 300 consecutive uncached frames, and
+  that cost times the timeline's length; and **every digest, quiet replay** (what
+  ``kvviz export`` and ``kvviz open`` do to list or verify a digest per step:
+  ``Session.snapshots()``, no narration, diffs or checks) over the first 2,000 frames;
 * **the garbage collector**: how many objects it tracks once the timeline is built and how
   long one full collection of them takes: a cold access that happens to trigger one waits
   that long (a full collection runs after every ~25% growth of the tracked objects);
@@ -169,6 +170,20 @@ def in_order(session: Session, seed: int) -> float:
     return (time.perf_counter() - t0) / IN_ORDER
 
 
+def quiet_digests(session: Session, count: int = 2_000) -> float:
+    """Seconds per frame of :meth:`Session.snapshots` plus a digest each, over the first
+    ``count`` frames (the replay starts at frame 0, as a bundle's does)."""
+    snapshots = session.snapshots()
+    t0 = time.perf_counter()
+    done = 0
+    for snapshot in snapshots:
+        snapshot.digest()
+        done += 1
+        if done == count:
+            break
+    return (time.perf_counter() - t0) / done
+
+
 def shrink_frame_cache(session: Session, size: int) -> None:
     """What ``Session(cached_frames=size)`` would hold (diagnostic: reaches into the session)."""
     session._cache_size = size
@@ -221,7 +236,10 @@ def run_one(ops: int, keyframe_every: int, seed: int, traced: bool, profile: boo
     print(f"  peak resident set          {rss_mb:7.1f} MB  target: {ok(rss_mb <= TARGET_MEMORY_MB)}")
     per_frame = in_order(session, seed + 2)
     print(f"  every frame in order       {per_frame * 1e3:6.1f} ms/frame -> {per_frame * frames:,.0f} s for all "
-          f"{frames:,} (a bundle's digests)")
+          f"{frames:,} (frames with narration, diffs and checks)")
+    per_digest = quiet_digests(session)
+    print(f"  every digest, quiet replay {per_digest * 1e3:6.1f} ms/frame -> {per_digest * frames:,.0f} s for all "
+          f"{frames:,} (what kvviz export and open do for a bundle's digests)")
     sys.stdout.flush()
 
     if profile:

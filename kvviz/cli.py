@@ -45,13 +45,13 @@ def _kind_option(f):
     return f
 
 
-def _session(scenario: Scenario, kind: str | None, backend: str = "kvcore"):
+def _session(scenario: Scenario, kind: str | None, backend: str = "kvcore", *, lazy: bool = False):
     from .backends.commands import backend_factory
     from .backends.registry import BackendError
     from .model.session import Session
 
     try:
-        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind))
+        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy)
     except BackendError as exc:  # e.g. a `cache base` scenario on the shortfin backend
         raise BadInput(str(exc)) from None
 
@@ -184,7 +184,9 @@ def export(file: str, step: int | None, output: str, kind: str | None, backend: 
     from .export import write_export
 
     scenario = _load(file, demo=not Path(file).exists() and not file.endswith(".kvs"))
-    session = _session(scenario, kind, backend)
+    # Lazy: an export looks at one step (and the one before it); the bundle's per-step
+    # digests come from one quiet replay, so no other frame needs building.
+    session = _session(scenario, kind, backend, lazy=True)
     step = len(session) - 1 if step is None else step
     if not 0 <= step < len(session):
         raise BadInput(f"step {step} does not exist: the scenario has steps 0..{len(session) - 1}")

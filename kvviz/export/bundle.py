@@ -21,6 +21,8 @@ from ..model.session import Frame, Session
 
 SCHEMA = "kvviz.bundle/1"
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+#: Scripts with more steps than this open lazily (see open_bundle).
+LAZY_ABOVE = 2_000
 
 
 class BundleError(Exception):
@@ -70,7 +72,7 @@ def _versions() -> dict:
 def make_bundle(session: Session, step: int) -> dict:
     """The bundle dict for ``step`` of ``session``."""
     frame = session.frame(step)
-    digests = [session.frame(i).snapshot.digest() for i in range(len(session))]
+    digests = [snapshot.digest() for snapshot in session.snapshots()]
     return {
         "schema": SCHEMA,
         "versions": _versions(),
@@ -152,6 +154,8 @@ def open_bundle(path: str | Path, **session_kwargs) -> OpenedBundle:
         factory = make_backend_factory(name if isinstance(name, str) else "?")
     except BackendError as exc:
         raise BundleError(f"{path}: the bundle was recorded on backend {name!r}: {exc}") from None
+    # A long script opens lazily (frames built when looked at), as a trace slice does.
+    session_kwargs.setdefault("lazy", len(scenario.steps) > LAZY_ABOVE)
     session = Session.from_scenario(scenario, backend_factory=factory, **session_kwargs)
     step = data["step"]
     if not 0 <= step < len(session):
@@ -160,8 +164,8 @@ def open_bundle(path: str | Path, **session_kwargs) -> OpenedBundle:
     divergence = None
     if len(digests) != len(session):
         divergence = f"the bundle lists {len(digests)} digests but the script has {len(session)} frames"
-    for i, expected in enumerate(digests[: len(session)]):
-        actual = session.frame(i).snapshot.digest()
+    for i, (expected, replayed) in enumerate(zip(digests, session.snapshots())):
+        actual = replayed.digest()
         if actual != expected:
             divergence = (f"step {i} diverges: replay gives digest {actual[:12]}…, bundle recorded "
                           f"{str(expected)[:12]}…")

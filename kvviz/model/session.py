@@ -15,7 +15,7 @@ is what ``restore`` is for). Replays are exact because the caches are determinis
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kvcore import KVCacheError, Snapshot, Violation, check_snapshot
@@ -227,6 +227,23 @@ class Session:
             self.summaries[index] = FrameSummary(index, summary.op_text, summary.failed, summary.evictions,
                                                  len(frame.violations), len(frame.expect_failures))
         return frame
+
+    def snapshots(self) -> Iterator[Snapshot]:
+        """Every frame's snapshot, in order, from one quiet replay on a backend of its own:
+        no narration, diffs, checks or frame cache, and the session's cursor is untouched.
+
+        What exports and ``kvviz open`` need to list or verify a digest per step; building
+        every frame instead costs several times more per step."""
+        yield self._keyframes[0]
+        backend = self._factory(self.config, None)
+        for step in list(self.steps):
+            op = step.op
+            try:
+                backend.apply(op.kind, op.name, op.tokens, op.extra, op.append)
+            except KVCacheError:
+                pass
+            backend.take_events()
+            yield backend.snapshot()
 
     def live_names(self) -> list[str]:
         """Names of the allocations live at the end of the timeline."""

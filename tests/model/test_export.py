@@ -254,3 +254,34 @@ def test_an_svg_export_needs_the_terminal_ui_and_says_so_when_it_is_missing(tmp_
     else:
         write_export(session_for("cascade"), 1, path)
         assert "<svg" in path.read_text(encoding="utf-8")
+
+
+def long_script(ops: int) -> str:
+    """A script of ``ops`` ops on a small pool: acquires that share prefixes, publishes and
+    releases in turn, so it evicts throughout."""
+    lines = ["title: long", "cache trie pages=12 tokens_per_page=2"]
+    for i in range(ops // 3):
+        lines += [f"acquire r{i} {i % 5} {i % 7} {i % 3} {i}", f"publish r{i}", f"release r{i}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_long_scripts_bundle_opens_lazily_and_still_finds_an_edited_digest(tmp_path):
+    """Past LAZY_ABOVE steps a bundle opens without building every frame; the per-step
+    digests are still all checked (from one quiet replay) and the first edited one is named."""
+    from kvviz.export.bundle import LAZY_ABOVE
+
+    scenario = parse_scenario(long_script(LAZY_ABOVE + 300))
+    session = Session.from_scenario(scenario, lazy=True)
+    assert len(session) > LAZY_ABOVE + 1
+    step = len(session) - 40
+    bundle = make_bundle(session, step)
+    assert bundle["digests"] == [session.frame(i).snapshot.digest() for i in range(len(session))]
+    path = tmp_path / "long.json"
+    path.write_text(dumps_bundle(bundle))
+    opened = open_bundle(path)
+    assert opened.divergence is None
+    assert opened.session.frame(step).snapshot == session.frame(step).snapshot
+    edited = dict(bundle, digests=list(bundle["digests"]))
+    edited["digests"][LAZY_ABOVE + 7] = "0" * 64
+    path.write_text(dumps_bundle(edited))
+    assert open_bundle(path).divergence.startswith(f"step {LAZY_ABOVE + 7} diverges")

@@ -219,6 +219,20 @@ def test_truncating_and_continuing_gives_the_same_timeline_as_a_fresh_session_of
         assert [s.op for s in branched.steps] == [s.op for s in fresh.steps]
 
 
+def test_the_quiet_snapshot_replay_gives_every_frames_snapshot_also_after_a_branch():
+    """``Session.snapshots()`` (what bundle digests come from) replays on a backend of its
+    own: it must give frame i's snapshot for every i, before and after a branch, and leave
+    the session's own frames alone."""
+    session = replayed(random_steps(31, 80), keyframe_every=4, cached_frames=3)
+    session.frame(37)  # park the session's cursor mid-timeline
+    assert list(session.snapshots()) == [session.frame(i).snapshot for i in range(len(session))]
+    session.truncate(50)
+    session.apply(command("acquire q 0 1 2 0 1 2 0 1"))
+    quiet = list(session.snapshots())
+    assert len(quiet) == len(session) == 52
+    assert quiet == [session.frame(i).snapshot for i in range(len(session))]
+
+
 def test_why_answers_after_a_branch_forget_the_dropped_steps():
     session = session_of(SCRIPT)
     evicting = session_of(SCRIPT + "acquire d 40..47\n")
