@@ -251,7 +251,7 @@ class DiffApp(StepActions, App[None]):
     # -- selection inside one column -------------------------------------------------------
 
     def _select(self, widget, selection: Selection) -> None:
-        # The views' messages carry no control: the posting widget's id says which column.
+        # The posting view's id says which column.
         side = "kvcore" if (getattr(widget, "id", None) or "").startswith("kvcore") else "shortfin"
         self.selection[side] = selection
         self._show_side(side, rebuild=False)
@@ -259,15 +259,15 @@ class DiffApp(StepActions, App[None]):
     @on(TrieView.NodeSelected)
     @on(HeapView.NodeSelected)
     def _node_selected(self, message) -> None:
-        self._select(message._sender, Selection(NODE, message.node))
+        self._select(message.control, Selection(NODE, message.node))
 
     @on(PageGrid.PageSelected)
     def _page_selected(self, message: PageGrid.PageSelected) -> None:
-        self._select(message._sender, Selection(PAGE, message.page))
+        self._select(message.control, Selection(PAGE, message.page))
 
     @on(AllocationTable.AllocationSelected)
     def _allocation_selected(self, message: AllocationTable.AllocationSelected) -> None:
-        self._select(message._sender, Selection(ALLOCATION, message.allocation))
+        self._select(message.control, Selection(ALLOCATION, message.allocation))
 
     # -- keys ----------------------------------------------------------------------------
 

@@ -53,9 +53,15 @@ class AllocationTable(LineView):
     class AllocationSelected(Message):
         """The user put the cursor on an allocation."""
 
-        def __init__(self, allocation: int) -> None:
+        def __init__(self, source, allocation: int) -> None:
             super().__init__()
+            self.source = source
             self.allocation = allocation
+
+        @property
+        def control(self):
+            """The view the selection happened in (Textual's name for a message's widget)."""
+            return self.source
 
     NAME_WIDTH = 6
 
@@ -157,7 +163,7 @@ class AllocationTable(LineView):
         return self.view is not None and item in self.view.highlight.allocations
 
     def selected_message(self, item: Hashable) -> Message | None:
-        return self.AllocationSelected(item)
+        return self.AllocationSelected(self, item)
 
 
 def _shared_pages(snapshot) -> dict[int, int]:

@@ -49,9 +49,15 @@ class HeapView(LineView):
     class NodeSelected(Message):
         """The user put the cursor on a heap entry (a trie node)."""
 
-        def __init__(self, node: int) -> None:
+        def __init__(self, source, node: int) -> None:
             super().__init__()
+            self.source = source
             self.node = node
+
+        @property
+        def control(self):
+            """The view the selection happened in (Textual's name for a message's widget)."""
+            return self.source
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
@@ -115,4 +121,4 @@ class HeapView(LineView):
         return self.view is not None and item in self.view.highlight.nodes
 
     def selected_message(self, item: Hashable) -> Message | None:
-        return self.NodeSelected(item)
+        return self.NodeSelected(self, item)

@@ -71,9 +71,15 @@ class PageGrid(ScrollView, can_focus=True):
     class PageSelected(Message):
         """The user put the cursor on a page."""
 
-        def __init__(self, page: int) -> None:
+        def __init__(self, source, page: int) -> None:
             super().__init__()
+            self.source = source
             self.page = page
+
+        @property
+        def control(self):
+            """The view the selection happened in (Textual's name for a message's widget)."""
+            return self.source
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -336,7 +342,7 @@ class PageGrid(ScrollView, can_focus=True):
         self.cursor = page
         self._scroll_to_page(page)
         if post:
-            self.post_message(self.PageSelected(page))
+            self.post_message(self.PageSelected(self, page))
 
     def action_cursor_row(self, delta: int) -> None:
         """Cursor one row up or down."""

@@ -62,9 +62,15 @@ class TrieView(LineView):
     class NodeSelected(Message):
         """The user put the cursor on a trie node."""
 
-        def __init__(self, node: int) -> None:
+        def __init__(self, source, node: int) -> None:
             super().__init__()
+            self.source = source
             self.node = node
+
+        @property
+        def control(self):
+            """The view the selection happened in (Textual's name for a message's widget)."""
+            return self.source
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -222,7 +228,7 @@ class TrieView(LineView):
         return self.view is not None and item in self.view.highlight.nodes
 
     def selected_message(self, item: Hashable) -> Message | None:
-        return self.NodeSelected(item)
+        return self.NodeSelected(self, item)
 
     def follow(self) -> None:
         """Put the cursor on the row showing a linked node (also inside a compressed chain)."""

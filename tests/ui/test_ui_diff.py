@@ -91,6 +91,31 @@ async def test_stepping_changes_both_columns_and_d_jumps_back(b9_run):
         assert app._notifications
 
 
+async def test_a_selection_lands_in_the_column_whose_view_made_it(b9_run):
+    """Each view's selection message names the view (``message.control``); the diff app
+    uses it to put the selection in that column only."""
+    from kvviz.widgets.frame_view import NODE, PAGE
+    from kvviz.widgets.page_grid import PageGrid
+    from kvviz.widgets.trie_view import TrieView
+
+    app = diff_app(b9_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        trie = app.widget("kvcore", "trie")
+        node = b9_run.kvcore.frame(app.step).snapshot.nodes[-1].id
+        message = TrieView.NodeSelected(trie, node)
+        assert message.control is trie
+        trie.post_message(message)
+        await pilot.pause()
+        assert (app.selection["kvcore"].kind, app.selection["kvcore"].id) == (NODE, node)
+        assert app.selection["shortfin"] is None
+        pool = app.widget("shortfin", "pool")
+        pool.post_message(PageGrid.PageSelected(pool, 3))
+        await pilot.pause()
+        assert (app.selection["shortfin"].kind, app.selection["shortfin"].id) == (PAGE, 3)
+        assert app.selection["kvcore"].kind == NODE
+
+
 def test_snapshot_at_the_divergence(snap_compare, b9_run):
     assert snap_compare(diff_app(b9_run), terminal_size=SIZE)
 
