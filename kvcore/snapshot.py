@@ -178,6 +178,12 @@ class Snapshot:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict; :meth:`from_dict` gives back an equal snapshot."""
+        return self._fields([_page_row(p) for p in self.pages], [_node_row(n) for n in self.nodes],
+                            [_allocation_row(a) for a in self.allocations])
+
+    def _fields(self, pages: Any, nodes: Any, allocations: Any) -> dict[str, Any]:
+        """The serialised fields in order, with the three lists of rows given (as rows for
+        :meth:`to_dict`, as JSON text for :meth:`to_json`)."""
         return {
             "schema": self.schema,
             "kind": self.kind,
@@ -187,10 +193,10 @@ class Snapshot:
             "clock": self.clock,
             "next_seq": self.next_seq,
             "next_allocation_id": self.next_allocation_id,
-            "pages": [_page_row(p) for p in self.pages],
+            "pages": pages,
             "free": list(self.free),
-            "nodes": [_node_row(n) for n in self.nodes],
-            "allocations": [_allocation_row(a) for a in self.allocations],
+            "nodes": nodes,
+            "allocations": allocations,
             "heap": list(self.heap),
             "stats": {"lookups": self.stats.lookups, "lookup_tokens": self.stats.lookup_tokens,
                       "hit_tokens": self.stats.hit_tokens, "evictions": self.stats.evictions,
@@ -248,7 +254,8 @@ class Snapshot:
         (a test holds it to that), built from per-row texts: consecutive snapshots share
         their unchanged row objects, so the rows of the last snapshot encoded are kept with
         their text and only new rows are encoded. Digesting every step of a long timeline
-        (bundles) then costs a fraction of encoding each snapshot whole."""
+        (bundles) then costs a fraction of encoding each snapshot whole. Rows are frozen and
+        hold tuples, so a kept text never goes stale; the texts kept are one snapshot's."""
         global _row_texts
         seen = _row_texts
         kept: dict[int, tuple[Any, str]] = {}
@@ -263,32 +270,12 @@ class Snapshot:
                 parts.append(hit[1])
             return "[" + ",".join(parts) + "]"
 
-        d = self.to_dict_head()
-        d["pages"] = rows(self.pages, _page_row)
-        d["nodes"] = rows(self.nodes, _node_row)
-        d["allocations"] = rows(self.allocations, _allocation_row)
+        d = self._fields(rows(self.pages, _page_row), rows(self.nodes, _node_row),
+                         rows(self.allocations, _allocation_row))
         _row_texts = kept
         return "{" + ",".join(
             f"{_canonical(key)}:{value if key in _ROW_LISTS else _canonical(value)}" for key, value in sorted(d.items())
         ) + "}"
-
-    def to_dict_head(self) -> dict[str, Any]:
-        """:meth:`to_dict` without its three lists of rows (pages, nodes, allocations)."""
-        return {
-            "schema": self.schema,
-            "kind": self.kind,
-            "policy": self.policy,
-            "tokens_per_page": self.tokens_per_page,
-            "page_count": self.page_count,
-            "clock": self.clock,
-            "next_seq": self.next_seq,
-            "next_allocation_id": self.next_allocation_id,
-            "free": list(self.free),
-            "heap": list(self.heap),
-            "stats": {"lookups": self.stats.lookups, "lookup_tokens": self.stats.lookup_tokens,
-                      "hit_tokens": self.stats.hit_tokens, "evictions": self.stats.evictions,
-                      "dedups": self.stats.dedups},
-        }
 
     def digest(self) -> str:
         """Hex sha256 of :meth:`to_json`."""

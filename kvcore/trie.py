@@ -21,6 +21,7 @@ from operator import attrgetter
 from . import events as ev
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache
+from .errors import InvalidOperation
 from .heap import SEQ_BITS, IndexedHeap, unpack_key
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
@@ -329,8 +330,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 else:
                     del siblings[victim.tokens]
                 append(victim.page)
-                if room:  # keep it for reuse; publish overwrites every field
+                if room:  # keep it for reuse; publish overwrites every other field
                     room -= 1
+                    victim.parent = None  # or it would keep its evicted ancestors alive
                     spare.append(victim)
                 left -= 1
                 if parent.ref or siblings or parent is root:
@@ -338,9 +340,10 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     break
                 candidate = parent
                 if left and parent.last_access is victim.last_access:
-                    # Touched by the same op (the same tick object) and created before the
-                    # victim, so its key is below the victim's, itself below rest. The
-                    # identity test reads no int: these ints are cold in a full cache.
+                    # Touched by the same op (the same tick object), and a parent's seq is
+                    # below its child's (creation order; restore refuses anything else), so
+                    # its key is below the victim's, itself below rest. The identity test
+                    # reads no int: these ints are cold in a full cache.
                     victim = parent
                     continue
                 key = (parent.last_access << SEQ_BITS) | parent.seq
@@ -348,7 +351,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     break
                 victim = parent  # the new minimum: evict it straight away
             if candidate is not None:
-                # replace_top(candidate): sift its key down from the root.
+                # IndexedHeap.replace_top(candidate): sift its key down from the root.
                 item = candidate
                 pos = 0
                 child = 1
@@ -362,10 +365,10 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     moved = items[pos] = items[child]
                     moved.hpos = pos
                     pos = child
-                    child += child + 1
+                    child = 2 * child + 1
             else:
-                # pop(): move the last entry into the root's hole Floyd's way (walk the
-                # hole down taking the smaller child, then sift the entry up).
+                # IndexedHeap.pop(): move the last entry into the root's hole Floyd's way
+                # (walk the hole down taking the smaller child, then sift the entry up).
                 key = keys.pop()
                 item = items.pop()
                 n -= 1
@@ -381,7 +384,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     moved = items[pos] = items[child]
                     moved.hpos = pos
                     pos = child
-                    child += child + 1
+                    child = 2 * child + 1
                 if child == last:  # a lone left child at the bottom
                     keys[pos] = keys[child]
                     moved = items[pos] = items[child]
@@ -482,6 +485,20 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         return self._next_seq
 
     def _restore_structure(self, snapshot: Snapshot) -> None:
+        # What this cache assumes of seq beyond DESIGN's invariants (its own snapshots always
+        # hold it): seq is the node's id, grows from parent to child (creation order; eviction
+        # relies on a parent's key being below its child's when they share a last_access),
+        # and stays below next_seq (new nodes take the next ones).
+        seqs = {n.id: n.seq for n in snapshot.nodes}
+        for info in snapshot.nodes:
+            if info.seq != info.id:
+                raise InvalidOperation(f"cannot restore: node {info.id} has seq {info.seq}; a trie node's seq is its id")
+            if info.parent is not None and info.seq <= seqs[info.parent]:
+                raise InvalidOperation(
+                    f"cannot restore: node {info.id} is numbered below its parent {info.parent}; "
+                    "nodes are numbered in creation order and a parent is created first")
+            if info.seq >= snapshot.next_seq:
+                raise InvalidOperation(f"cannot restore: node {info.id} is not below next_seq {snapshot.next_seq}")
         by_id: dict[int, _Node] = {}
         for info in snapshot.nodes:  # sorted by id, so parents come first
             if info.parent is None:

@@ -109,3 +109,57 @@ def test_reused_nodes_carry_nothing_from_their_evicted_life():
         twin = TriePagedAttentionCache.restore(cache.snapshot())
         assert twin.snapshot() == cache.snapshot()
     assert cache.snapshot().stats.evictions >= 150
+
+
+def test_restore_refuses_seqs_that_break_creation_order():
+    """The fast eviction relies on a parent's seq being below its child's (a parent is
+    created first). kvcore's own snapshots always hold it; restore refuses one that does
+    not, rather than let the two eviction paths disagree (found by review)."""
+    import json
+
+    from kvcore import InvalidOperation, Snapshot
+
+    d = {"schema": "kvcore.snapshot/1", "kind": "trie", "policy": "lru", "tokens_per_page": 1, "page_count": 3,
+         "clock": 3, "next_seq": 6, "next_allocation_id": 0,
+         "pages": [[0, "cached", None, 1, 0], [1, "cached", None, 2, 0], [2, "cached", None, 3, 0]], "free": [],
+         "nodes": [[0, None, [], None, 0, 0, 0], [1, 0, [7], 0, 0, 3, 1], [2, 1, [8], 1, 0, 3, 2],
+                   [3, 0, [9], 2, 0, 3, 3]],
+         "allocations": [], "heap": [2, 3],
+         "stats": {"lookups": 0, "lookup_tokens": 0, "hit_tokens": 0, "evictions": 0, "dedups": 0}}
+    assert TriePagedAttentionCache.restore(Snapshot.from_dict(d)).check_invariants() == []  # as made
+    for node, seq, message in ((1, 5, "below its parent"), (3, 6, "next_seq")):
+        bad = json.loads(json.dumps(d))
+        bad["nodes"][node][0] = bad["nodes"][node][6] = seq  # id and seq together
+        for other in bad["nodes"]:
+            if other[1] == node:
+                other[1] = seq
+        for page in bad["pages"]:
+            if page[3] == node:
+                page[3] = seq
+        bad["heap"] = [seq if h == node else h for h in bad["heap"]]
+        with pytest.raises(InvalidOperation, match=message):
+            TriePagedAttentionCache.restore(Snapshot.from_dict(bad))
+    mismatched = json.loads(json.dumps(d))
+    mismatched["nodes"][2][6] = 4  # seq differs from the id
+    with pytest.raises(InvalidOperation, match="seq is its id"):
+        TriePagedAttentionCache.restore(Snapshot.from_dict(mismatched), verify=False)
+
+
+def test_spare_nodes_do_not_keep_evicted_chains_alive():
+    """Evicted nodes kept for reuse drop their parent link: a long evicted chain must not
+    stay reachable through them."""
+    import gc
+
+    from kvcore import trie
+
+    cache = TriePagedAttentionCache(PagePool(400), 1)
+    chain = cache.acquire_pages_for_tokens(list(range(400)))
+    chain.publish_pages_for_tokens()
+    chain.release_pages()
+    held = cache.acquire_pages_for_tokens(list(range(1000, 1400)))  # evicts the whole chain
+    gc.collect()
+    alive = sum(1 for o in gc.get_objects() if type(o) is trie._Node)
+    assert len(cache._spare) == trie._SPARE_NODES
+    assert alive == 1 + len(cache._spare)  # the root and the spares: the rest of the chain is gone
+    assert all(n.parent is None for n in cache._spare)
+    held.release_pages()
