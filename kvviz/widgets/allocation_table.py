@@ -9,11 +9,12 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from textual.message import Message
+from textual.widget import Widget
 
 from kvcore import AllocationInfo
 
 from .frame_view import FrameView
-from .line_view import LineView, Row, Span
+from .line_view import LineView, Row, SelectionMessage, Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +51,12 @@ class AllocationTable(LineView):
     }
     """
 
-    class AllocationSelected(Message):
+    class AllocationSelected(SelectionMessage):
         """The user put the cursor on an allocation."""
 
-        def __init__(self, source, allocation: int) -> None:
-            super().__init__()
-            self.source = source
+        def __init__(self, source: Widget, allocation: int) -> None:
+            super().__init__(source)
             self.allocation = allocation
-
-        @property
-        def control(self):
-            """The view the selection happened in (Textual's name for a message's widget)."""
-            return self.source
 
     NAME_WIDTH = 6
 

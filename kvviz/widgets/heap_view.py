@@ -12,9 +12,10 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from textual.message import Message
+from textual.widget import Widget
 
 from .frame_view import FrameView
-from .line_view import LineView, Row, Span
+from .line_view import LineView, Row, SelectionMessage, Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +47,12 @@ class HeapView(LineView):
     }
     """
 
-    class NodeSelected(Message):
+    class NodeSelected(SelectionMessage):
         """The user put the cursor on a heap entry (a trie node)."""
 
-        def __init__(self, source, node: int) -> None:
-            super().__init__()
-            self.source = source
+        def __init__(self, source: Widget, node: int) -> None:
+            super().__init__(source)
             self.node = node
-
-        @property
-        def control(self):
-            """The view the selection happened in (Textual's name for a message's widget)."""
-            return self.source
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot

@@ -27,6 +27,7 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from .frame_view import FrameView
 
@@ -95,6 +96,19 @@ class StyleCache:
     def clear(self) -> None:
         self._styles.clear()
         self._base = None
+
+
+class SelectionMessage(Message):
+    """A view's selection. ``control`` (Textual's name for the widget a message is about)
+    is the view it happened in, so a screen with two views of a kind tells them apart."""
+
+    def __init__(self, source: Widget) -> None:
+        super().__init__()
+        self.source = source
+
+    @property
+    def control(self) -> Widget:
+        return self.source
 
 
 class LineView(ScrollView, can_focus=True):

@@ -15,12 +15,12 @@ from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
-from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from .frame_view import FrameView
-from .line_view import Span, StyleCache, spans_to_strip
+from .line_view import SelectionMessage, Span, StyleCache, spans_to_strip
 
 COMPACT_ABOVE = 64
 """Pools with more pages than this start in the compact layout."""
@@ -68,18 +68,12 @@ class PageGrid(ScrollView, can_focus=True):
     }
     """
 
-    class PageSelected(Message):
+    class PageSelected(SelectionMessage):
         """The user put the cursor on a page."""
 
-        def __init__(self, source, page: int) -> None:
-            super().__init__()
-            self.source = source
+        def __init__(self, source: Widget, page: int) -> None:
+            super().__init__(source)
             self.page = page
-
-        @property
-        def control(self):
-            """The view the selection happened in (Textual's name for a message's widget)."""
-            return self.source
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

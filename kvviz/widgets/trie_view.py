@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 from textual.message import Message
+from textual.widget import Widget
 
 from .frame_view import FrameView, same_shape
-from .line_view import LineView, Row, Span
+from .line_view import LineView, Row, SelectionMessage, Span
 
 COMPRESS_ABOVE = 200
 """Tries with more nodes than this start with chains compressed."""
@@ -59,18 +60,12 @@ class TrieView(LineView):
     }
     """
 
-    class NodeSelected(Message):
+    class NodeSelected(SelectionMessage):
         """The user put the cursor on a trie node."""
 
-        def __init__(self, source, node: int) -> None:
-            super().__init__()
-            self.source = source
+        def __init__(self, source: Widget, node: int) -> None:
+            super().__init__(source)
             self.node = node
-
-        @property
-        def control(self):
-            """The view the selection happened in (Textual's name for a message's widget)."""
-            return self.source
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
