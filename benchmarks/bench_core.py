@@ -154,7 +154,10 @@ def floor_run(sequences: Sequence[tuple[int, ...]]) -> dict:
 
 
 def floor_run_lists(sequences: Sequence[list[int]]) -> dict:
-    """:func:`floor_run` for token lists: each key is ``tuple(seq[i:i + 16])``."""
+    """:func:`floor_run` for token lists: each key is ``tuple(seq[i:i + 16])``.
+
+    A copy rather than a shared loop with a key function on purpose: the floor must stay
+    the bare walk, and a call per page would slow it and flatter every ratio."""
     root: dict = {}
     starts = range(0, SEQUENCE_TOKENS, TOKENS_PER_PAGE)
     tpp = TOKENS_PER_PAGE

@@ -281,10 +281,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 events.append(ev.PagesFreed(allocation.id, tuple(tail), "release"))
         if events is not None:
             events.append(ev.Released(allocation.id))
-        allocation.released = True  # _retire, inlined
-        allocation._pages = []
-        allocation._nodes = []
-        del self.allocations[allocation.id]
+        self._retire(allocation)
 
     # -- eviction -------------------------------------------------------------------------
 
