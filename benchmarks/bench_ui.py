@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from kvviz.app import make_app  # noqa: E402
+from kvviz.ui.app import make_app  # noqa: E402
 from kvviz.model.scenario import CacheConfig, Op  # noqa: E402
 from kvviz.model.session import Session  # noqa: E402
 
@@ -108,7 +108,7 @@ async def time_steps(session: Session, start: int, steps: int) -> tuple[list[flo
 
 STARTUP_CHILD = """
 import sys
-from kvviz.app import make_app
+from kvviz.ui.app import make_app
 from kvviz.demos import load_demo
 from kvviz.model.session import Session
 

@@ -1,33 +1,33 @@
-"""Exports of a frame: bundle (.json), Markdown (.md), text (.txt) and SVG (.svg)."""
+"""Exports of a frame: bundle (.json), Markdown (.md), text (.txt) and SVG (.svg).
+
+The SVG is a picture of the UI, so it is drawn by the caller (the CLI or the app hands in
+``render_svg``): this package stays free of Textual.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .atomic import write_text_atomic
+
 FORMATS = (".json", ".md", ".txt", ".svg")
 
 
-def write_export(session, step: int, output: Path) -> None:
+def write_export(session, step: int, output: Path, *, render_svg=None) -> None:
     """Write step ``step`` of ``session`` to ``output`` in the format its suffix names.
 
     Raises ValueError for an unknown suffix and OSError when the file cannot be written. Writes
-    to a temporary file first so a failure leaves nothing behind.
+    through a unique temporary file so a failure leaves nothing behind.
     """
     suffix = output.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"{output}: unknown export format {suffix or '(none)'!r} (expected one of {', '.join(FORMATS)})")
-    text = render_export(session, step, suffix)
-    tmp = output.with_name(output.name + ".part")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(output)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    text = render_export(session, step, suffix, render_svg=render_svg)
+    write_text_atomic(output, text)
 
 
-def render_export(session, step: int, suffix: str) -> str:
-    """The export's text for ``suffix``."""
+def render_export(session, step: int, suffix: str, *, render_svg=None) -> str:
+    """The export's text for ``suffix``; ``.svg`` needs ``render_svg(session, step)``."""
     from .bundle import dumps_bundle, make_bundle, session_script, summary
     from .markdown import frame_markdown
     from .text import frame_text
@@ -39,6 +39,7 @@ def render_export(session, step: int, suffix: str) -> str:
         return frame_markdown(frame, session, session_script(session), summary(frame, session))
     if suffix == ".txt":
         return frame_text(frame, session)
-    from .svg import frame_svg
-
-    return frame_svg(session, step)
+    if render_svg is None:
+        raise ValueError("an SVG export is a picture of the UI: it is written by `kvviz export` or the "
+                         "app's `e` key; use .json, .md or .txt here")
+    return render_svg(session, step)

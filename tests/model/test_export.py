@@ -245,15 +245,15 @@ def test_a_suffix_in_capitals_picks_the_same_format(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["REPORT.JSON"]
 
 
-def test_an_svg_export_needs_the_terminal_ui_and_says_so_when_it_is_missing(tmp_path):
+def test_an_svg_export_is_drawn_by_the_ui_and_the_pure_exporter_says_so(tmp_path):
     path = tmp_path / "screen.svg"
-    if importlib.util.find_spec("kvviz.app") is None:
-        with pytest.raises(ValueError, match="needs the terminal UI"):
-            write_export(session_for("cascade"), 1, path)
-        assert not path.exists()
-    else:
+    with pytest.raises(ValueError, match="picture of the UI"):
         write_export(session_for("cascade"), 1, path)
-        assert "<svg" in path.read_text(encoding="utf-8")
+    assert not path.exists()
+    from kvviz.ui.screenshot import screenshot_svg
+
+    write_export(session_for("cascade"), 1, path, render_svg=screenshot_svg)
+    assert "<svg" in path.read_text(encoding="utf-8")
 
 
 def long_script(ops: int) -> str:

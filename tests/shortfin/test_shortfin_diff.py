@@ -10,10 +10,10 @@ from shortfin_guard import require_shortfin
 
 require_shortfin()
 
-from kvviz.backends.commands import diff  # noqa: E402
+from kvviz.cli.diff_command import diff  # noqa: E402
 from kvviz.backends.registry import make_backend_factory  # noqa: E402
 from kvviz.demos import demo_dir  # noqa: E402
-from kvviz.diffrun import Observation, format_report, observe, report_dict, run_diff  # noqa: E402
+from kvviz.model.compare import Observation, format_report, observe, report_dict, run_diff  # noqa: E402
 from kvviz.model.scenario import parse_scenario, parse_scenario_file  # noqa: E402
 from kvviz.model.session import Session  # noqa: E402
 

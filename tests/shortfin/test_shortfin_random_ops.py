@@ -20,7 +20,7 @@ from shortfin_guard import require_shortfin
 require_shortfin()
 
 from kvviz.backends.shortfin_backend import KNOWN_ISSUES  # noqa: E402
-from kvviz.diffrun import format_report, run_diff  # noqa: E402
+from kvviz.model.compare import format_report, run_diff  # noqa: E402
 from kvviz.model.scenario import CacheConfig, Op, Scenario, Step, format_op, format_scenario  # noqa: E402
 
 NAMES = ("a", "b", "c", "d")

@@ -9,7 +9,7 @@ import sys
 import click
 import pytest
 
-from kvviz.backends.commands import backend_factory
+from kvviz.cli.common import backend_factory
 from kvviz.backends.registry import (
     INSTALL_SHORTFIN,
     BackendError,

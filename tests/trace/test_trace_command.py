@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvviz.trace.command import hit_rate_plot, parse_capacity, trace
+from kvviz.cli.trace_command import parse_capacity, trace
+from kvviz.trace.plot import hit_rate_plot
 from kvviz.trace.replay import ReplayResult
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data" / "mooncake"
@@ -182,12 +183,10 @@ def test_base_and_concurrency_flags_reach_the_replay():
 
 
 def test_ui_opens_a_lazy_timeline_of_the_first_requests(small, monkeypatch):
-    import kvviz.app
-    import kvviz.cli
+    import kvviz.cli.trace_command
 
     opened = []
-    monkeypatch.setattr(kvviz.app, "run_app", lambda session, step=None: opened.append(session))
-    monkeypatch.setattr(kvviz.cli, "settle_heap", lambda: None)
+    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
     result = run(small, "--ui", "--first", "2")
     assert result.exit_code == 0, result.output
     (session,) = opened

@@ -152,4 +152,4 @@ def test_the_trace_model_imports_neither_rich_nor_textual_and_the_command_no_tex
 
     model = top_modules("import kvviz.trace, kvviz.trace.mooncake, kvviz.trace.replay, kvviz.trace.to_kvs")
     assert "rich" not in model and "textual" not in model
-    assert "textual" not in top_modules("import kvviz.trace.command")
+    assert "textual" not in top_modules("import kvviz.cli.trace_command")

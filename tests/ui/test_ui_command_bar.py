@@ -4,9 +4,9 @@ and saving the script."""
 from __future__ import annotations
 
 from kvviz.model.scenario import parse_scenario_file
-from kvviz.widgets.branch_screen import BranchScreen
-from kvviz.widgets.command_bar import complete
-from kvviz.widgets.prompt_screen import PromptScreen
+from kvviz.ui.screens.branch_screen import BranchScreen
+from kvviz.ui.widgets.command_bar import complete
+from kvviz.ui.screens.prompt_screen import PromptScreen
 
 SIZE = (100, 30)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvviz.widgets.help_screen import KEYS, HelpScreen
-from kvviz.widgets.prompt_screen import PromptScreen
+from kvviz.ui.screens.help_screen import KEYS, HelpScreen
+from kvviz.ui.screens.prompt_screen import PromptScreen
 
 SIZE = (100, 30)
 
@@ -158,7 +158,7 @@ async def test_question_mark_opens_help_listing_keys_and_legend(app_on, small):
 
 
 def test_help_documents_every_app_key():
-    from kvviz.app import KvvizApp
+    from kvviz.ui.app import KvvizApp
 
     documented = " ".join(key for key, _ in KEYS)
     names = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?", "colon": ":",
@@ -218,7 +218,7 @@ async def test_ctrl_p_palette_jumps_to_a_typed_step(app_on, small):
 
 
 async def test_palette_opens_a_demo(app_on, small):
-    from kvviz.widgets.palette import KvvizCommands
+    from kvviz.ui.widgets.palette import KvvizCommands
 
     app = app_on(small)
     async with app.run_test(size=SIZE) as pilot:
@@ -233,7 +233,7 @@ async def test_palette_opens_a_demo(app_on, small):
 
 
 async def test_palette_lists_export_theme_and_jump(app_on, small):
-    from kvviz.widgets.palette import KvvizCommands
+    from kvviz.ui.widgets.palette import KvvizCommands
 
     app = app_on(small)
     async with app.run_test(size=SIZE):

@@ -1,4 +1,4 @@
-"""``kvviz diff --ui``: kvcore and shortfin side by side (kvviz/diff_app.py)."""
+"""``kvviz diff --ui``: kvcore and shortfin side by side (kvviz/ui/diff_app.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ pytest.importorskip("shortfin")
 
 from click.testing import CliRunner
 
-from kvviz.diff_app import DiffApp, make_diff_app
-from kvviz.diffrun import run_diff
+from kvviz.ui.diff_app import DiffApp, make_diff_app
+from kvviz.model.compare import run_diff
 from kvviz.model.scenario import parse_scenario_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,9 +94,9 @@ async def test_stepping_changes_both_columns_and_d_jumps_back(b9_run):
 async def test_a_selection_lands_in_the_column_whose_view_made_it(b9_run):
     """Each view's selection message names the view (``message.control``); the diff app
     uses it to put the selection in that column only."""
-    from kvviz.widgets.frame_view import NODE, PAGE
-    from kvviz.widgets.page_grid import PageGrid
-    from kvviz.widgets.trie_view import TrieView
+    from kvviz.model.view import NODE, PAGE
+    from kvviz.ui.widgets.page_grid import PageGrid
+    from kvviz.ui.widgets.trie_view import TrieView
 
     app = diff_app(b9_run)
     async with app.run_test(size=SIZE) as pilot:
@@ -121,11 +121,11 @@ def test_snapshot_at_the_divergence(snap_compare, b9_run):
 
 
 def test_cli_diff_ui_calls_run_diff_app(monkeypatch):
-    import kvviz.diff_app
+    import kvviz.cli.diff_command
     from kvviz.cli import cli
 
     calls = []
-    monkeypatch.setattr(kvviz.diff_app, "run_diff_app", lambda run, *a, **k: calls.append(run))
+    monkeypatch.setattr(kvviz.cli.diff_command, "launch_diff_ui", lambda run: calls.append(run))
     result = CliRunner().invoke(cli, ["diff", str(B9), "--ui"], prog_name="kvviz")
     assert len(calls) == 1, result.output
     assert calls[0].divergence.step == 5

@@ -9,9 +9,9 @@ from pathlib import Path
 from textual.content import Content
 from textual.theme import BUILTIN_THEMES
 
-from kvviz.app import slug
-from kvviz.themes import KV_VARIABLES, THEMES, variable_defaults
-from kvviz.widgets.frame_view import literal
+from kvviz.ui.app import slug
+from kvviz.ui.themes import KV_VARIABLES, THEMES, variable_defaults
+from kvviz.model.view import literal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +41,6 @@ def test_export_names_are_short_slugs_cut_at_a_word():
 
 
 def test_the_selection_rules_import_no_textual():
-    code = "import sys, kvviz.widgets.frame_view; print('textual' in sys.modules)"
+    code = "import sys, kvviz.model.view; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

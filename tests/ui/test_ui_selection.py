@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.widgets.frame_view import ALLOCATION, NODE, PAGE, Selection, highlight_for
+from kvviz.model.view import ALLOCATION, NODE, PAGE, Selection, highlight_for
 
 SIZE = (100, 30)
 

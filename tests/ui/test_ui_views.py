@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvviz.model.scenario import CacheConfig, parse_command
 from kvviz.model.session import Session
-from kvviz.widgets.timeline_bar import track_cells
+from kvviz.ui.widgets.timeline_bar import track_cells
 
 SIZE = (100, 30)
 
@@ -153,7 +153,7 @@ async def test_clicking_the_timeline_jumps_to_that_step(app_on, small):
 
 
 async def test_the_why_panel_answers_for_a_selected_evicted_page_and_an_allocation(app_on, small):
-    from kvviz.widgets.frame_view import ALLOCATION, PAGE, Selection
+    from kvviz.model.view import ALLOCATION, PAGE, Selection
 
     app = app_on(small, step=9)
     async with app.run_test(size=SIZE):

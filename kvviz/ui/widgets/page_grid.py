@@ -19,7 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .frame_view import FrameView
+from ...model.view import FrameView
 from .line_view import SelectionMessage, Span, StyleCache, spans_to_strip
 
 COMPACT_ABOVE = 64

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
-from ..model.scenario import OP_FORMS, Op, ScenarioError, parse_command
+from ...model.scenario import OP_FORMS, Op, ScenarioError, parse_command
 
 NEEDS_LIVE_NAME = ("publish", "extend", "release")
 

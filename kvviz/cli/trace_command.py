@@ -1,6 +1,6 @@
 """``kvviz trace``: replay a Mooncake trace and print hit rate, evictions and held pages.
 
-Registered on the ``kvviz`` group in ``kvviz/cli.py`` with ``cli.add_command(trace)``.
+Registered on the ``kvviz`` group in ``kvviz/cli/__init__.py``.
 Output is Rich tables on stdout (``--json`` for machine-readable output); the progress bar
 goes to stderr and only on a terminal. Bad input (a bad trace line with
 ``--on-error stop``, an unreadable file, bad options) exits with code 2 and a one-line
@@ -10,7 +10,6 @@ message, never a traceback.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -23,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..model.scenario import MAX_SOURCE_BYTES
-from .mooncake import DEFAULT_BLOCK_TOKENS, PrefixReuse, Trace, TraceFormatError, prefix_reuse, read_trace
-from .replay import (
+from ..trace.mooncake import DEFAULT_BLOCK_TOKENS, PrefixReuse, Trace, TraceFormatError, prefix_reuse, read_trace
+from ..trace.replay import (
     DEFAULT_DECODE_MS_PER_TOKEN,
     DEFAULT_PREFILL_MS_PER_TOKEN,
     ReplayConfig,
@@ -33,9 +32,11 @@ from .replay import (
     sweep,
     sweep_capacities,
 )
-from .to_kvs import trace_to_scenario
+from ..trace.plot import hit_rate_plot, percent
+from ..trace.to_kvs import trace_to_scenario
+from .common import BadInput, launch_ui
 
-__all__ = ["hit_rate_plot", "parse_capacity", "trace"]
+__all__ = ["parse_capacity", "trace"]
 
 _SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _UNLIMITED = ("unlimited", "inf", "none")
@@ -72,85 +73,17 @@ class _CapacityType(click.ParamType):
 
 
 def _fail(message: str) -> None:
-    """One line on stderr and exit code 2 (bad input), never a traceback."""
-    click.echo(f"kvviz: error: {message}", err=True)
-    raise click.exceptions.Exit(2)
+    """Bad input: one line on stderr and exit code 2, never a traceback."""
+    raise BadInput(message)
 
 
 # -- formatting -------------------------------------------------------------------------
-
-
-def _percent(rate: float) -> str:
-    return f"{rate * 100:.1f}%"
 
 
 def _capacity_label(result: ReplayResult) -> str:
     if result.capacity_tokens is None:
         return "unlimited"
     return f"{result.capacity_tokens:,}"
-
-
-def _short_capacity(tokens: int) -> str:
-    """``1e4``, ``3e4`` ...: one significant digit, for the plot's axis."""
-    exponent = int(math.floor(math.log10(tokens))) if tokens > 0 else 0
-    mantissa = round(tokens / 10**exponent)
-    if mantissa == 10:
-        mantissa, exponent = 1, exponent + 1
-    return f"{mantissa}e{exponent}"
-
-
-_ROW_STEPS = (0.01, 0.02, 0.025, 0.05, 0.1)
-
-
-def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | None = None, *,
-                  column_width: int = 6, max_rows: int = 16) -> str:
-    """Hit rate (y) against capacity (x, one column per result, log-spaced) in plain text.
-
-    ``*`` marks a measured point, a dashed row the unlimited-capacity figure. Each row is
-    1, 2, 2.5, 5 or 10% of hit rate, the finest that fits in ``max_rows`` rows. No colour and
-    no box-drawing characters: it reads in any terminal, log file or README. The shape of
-    Figure 9 of the Mooncake paper.
-    """
-    rates = [r.token_hit_rate for r in results]
-    ceiling = max(rates + ([unlimited.token_hit_rate] if unlimited else []) + [0.01])
-    row_step = next((step for step in _ROW_STEPS if ceiling / step <= max_rows - 1e-9), 0.1)
-    rows = max(2, math.ceil(ceiling / row_step - 1e-9))  # the top row: next multiple of row_step
-    label_every = 2 if rows > 8 else 1
-    rows += rows % label_every  # so that the top row is labelled
-    width = column_width * len(results)
-    centre = column_width // 2
-
-    def row_of(rate: float) -> int:
-        return rows - round(rate / row_step)  # row 0 at the top, row `rows` is the 0% axis
-
-    grid = [[" "] * width for _ in range(rows)]
-    axis = ["-"] * width
-    for column in range(len(results)):
-        axis[column * column_width + centre] = "+"
-    grid.append(axis)
-    unlimited_row = None
-    if unlimited is not None:
-        unlimited_row = row_of(unlimited.token_hit_rate)
-        if unlimited_row < rows:
-            grid[unlimited_row] = [" " if i % 2 else "-" for i in range(width)]
-    for column, rate in enumerate(rates):
-        grid[row_of(rate)][column * column_width + centre] = "*"
-    kind = results[0].cache if results else "trie"
-    lines = [f"token hit rate vs cache capacity ({kind} cache, LRU eviction)"]
-    for index, cells in enumerate(grid):
-        value = (rows - index) * row_step
-        labelled = (rows - index) % label_every == 0
-        label = f"{value * 100:5.1f}% " if labelled else "       "
-        corner = "+" if index == rows else "|"
-        line = f"{label}{corner}{''.join(cells)}".rstrip()
-        if index == unlimited_row:
-            line += f"  unlimited {_percent(unlimited.token_hit_rate)}"
-        lines.append(line)
-    margin = " " * 8
-    ticks = "".join(_short_capacity(r.capacity_tokens or 0).center(column_width) for r in results)
-    lines.append(margin + ticks.rstrip())
-    lines.append(margin + "cache capacity in tokens (log scale)".center(width).rstrip())
-    return "\n".join(lines)
 
 
 def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Table:
@@ -173,8 +106,8 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
         ("input tokens", f"{result.input_tokens:,}", f"{reuse.blocks:,} blocks of {result.page_tokens} tokens"),
         ("cache", result.cache, capacity),
         ("replay", mode, mode_note + (", with output" if result.with_output else "")),
-        ("token hit rate", _percent(result.token_hit_rate), f"{result.hit_tokens:,} prompt tokens from cache"),
-        ("prefix-reuse ratio", _percent(reuse.ratio), "the trace's own (unlimited capacity)"),
+        ("token hit rate", percent(result.token_hit_rate), f"{result.hit_tokens:,} prompt tokens from cache"),
+        ("prefix-reuse ratio", percent(reuse.ratio), "the trace's own (unlimited capacity)"),
         ("pages evicted", f"{result.pages_evicted:,}", ""),
         ("peak pages held", f"{result.peak_pages_held:,}",
          f"{result.peak_live_requests:,} live request{'s' if result.peak_live_requests != 1 else ''} at most"),
@@ -194,7 +127,7 @@ def _sweep_table(trace: Trace, results: Sequence[ReplayResult], unlimited: Repla
     table.caption = "capacity in tokens; hit rate = prompt tokens served from the cache; " \
                     "failed = requests that did not fit"
     for result in (*results, unlimited):
-        table.add_row(_capacity_label(result), f"{result.page_count:,}", _percent(result.token_hit_rate),
+        table.add_row(_capacity_label(result), f"{result.page_count:,}", percent(result.token_hit_rate),
                       f"{result.pages_evicted:,}", f"{result.peak_pages_held:,}", f"{result.failed_to_fit:,}",
                       f"{result.wall_seconds:.2f} s")
     return table
@@ -314,7 +247,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
             click.echo(json.dumps(message, indent=2))
         else:
             click.echo(f"wrote {to_kvs}: {len(requests):,} requests, {scenario.ops:,} ops "
-                       f"(token hit rate {_percent(scenario.result.token_hit_rate)})")
+                       f"(token hit rate {percent(scenario.result.token_hit_rate)})")
         return
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
     console = Console()
@@ -349,18 +282,13 @@ UI_DEFAULT_REQUESTS = 1000
 
 def _open_in_ui(loaded: Trace, requests, config: ReplayConfig) -> None:
     """Open the replay of ``requests`` as a timeline in the UI (frames are built lazily)."""
-    from ..app import run_app
     from ..model.session import Session
 
     try:
         converted = trace_to_scenario(requests, config, source=loaded.name)
     except ValueError as error:
         _fail(f"cannot open {loaded.path} in the UI: {error}")
-    session = Session.from_scenario(converted.scenario, lazy=True)
-    from ..cli import settle_heap
-
-    settle_heap()
-    run_app(session)
+    launch_ui(Session.from_scenario(converted.scenario, lazy=True))
 
 
 def _report_skipped(loaded: Trace) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kvcore import events as ev
 
-from .frame_view import FrameView, literal
+from ...model.view import FrameView, literal
 from .line_view import MarkupView
 
 

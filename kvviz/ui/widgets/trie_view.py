@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from .frame_view import FrameView, same_shape
+from ...model.view import FrameView, same_shape
 from .line_view import LineView, Row, SelectionMessage, Span
 
 COMPRESS_ABOVE = 200

@@ -29,7 +29,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .frame_view import FrameView
+from ...model.view import FrameView
 
 Span = tuple[str, Style]
 """A piece of a line: its text and its style (a partial style; the widget's base style goes under it)."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from kvcore import Snapshot
 
-    from ..model.session import Frame, Session
+    from .session import Frame, Session
 
 NODE, PAGE, ALLOCATION = "node", "page", "allocation"
 

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from .frame_view import literal
+from ...model.view import literal
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("→ / l, ← / h", "step forward / back"),

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 from kvcore import Snapshot
 
-from .backends.registry import make_backend_factory
-from .model.scenario import CacheConfig, Scenario
-from .model.session import Frame, Session
+from ..backends.registry import make_backend_factory
+from .scenario import CacheConfig, Scenario
+from .session import Frame, Session
 
 FIELDS = ("outcome", "free", "cached", "block_tables")
 FIELD_NAMES = {"outcome": "success or failure", "free": "free pages", "cached": "cached blocks",
@@ -256,7 +256,7 @@ def _field_summary(field_name: str, d: Divergence, tpp: int, label) -> list[str]
 
 def format_report(run: DiffRun) -> str:
     """The plain-text report ``kvviz diff`` prints."""
-    from .backends.shortfin_backend import KNOWN_ISSUES, SHORTFIN_VERSION
+    from ..backends.shortfin_backend import KNOWN_ISSUES, SHORTFIN_VERSION
 
     scenario = run.scenario
     name = scenario.path or scenario.title or "scenario"
@@ -296,7 +296,7 @@ def format_report(run: DiffRun) -> str:
 
 def report_dict(run: DiffRun) -> dict:
     """The JSON report ``kvviz diff --json`` prints."""
-    from .backends.shortfin_backend import KNOWN_ISSUES, SHORTFIN_VERSION
+    from ..backends.shortfin_backend import KNOWN_ISSUES, SHORTFIN_VERSION
 
     d = run.divergence
     out = {

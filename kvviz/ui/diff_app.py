@@ -19,11 +19,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
-from .diffrun import FIELD_NAMES, DiffRun, Divergence, _field_summary
+from ..model.compare import FIELD_NAMES, DiffRun, Divergence, _field_summary
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
-from .widgets.frame_view import (
+from ..model.view import (
     ALLOCATION,
     NODE,
     PAGE,
@@ -50,7 +50,7 @@ HELP = ("→ / l  next step   ← / h  previous step\n"
 
 def _shortfin_version() -> str:
     try:
-        from .backends.shortfin_backend import SHORTFIN_VERSION
+        from ..backends.shortfin_backend import SHORTFIN_VERSION
     except ImportError:  # pragma: no cover - shortfin missing: run_diff would have failed first
         return "3.9.0"
     return SHORTFIN_VERSION

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from textual.message import Message
 from textual.widget import Widget
 
-from .frame_view import FrameView
+from ...model.view import FrameView
 from .line_view import LineView, Row, SelectionMessage, Span
 
 

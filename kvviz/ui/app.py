@@ -11,9 +11,7 @@ screenshot export (:func:`screenshot_svg`).
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 from pathlib import Path
 
 from textual import on
@@ -23,20 +21,20 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from .model.scenario import ScenarioError, parse_command
-from .model.session import Session
+from ..model.scenario import ScenarioError, parse_command
+from ..model.session import Session
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
-from .widgets.branch_screen import BranchScreen
+from .screens.branch_screen import BranchScreen
 from .widgets.command_bar import CommandBar
-from .widgets.frame_view import ALLOCATION, NODE, PAGE, FrameView, Selection, highlight_for, needs_previous, violation_marks
+from ..model.view import ALLOCATION, NODE, PAGE, FrameView, Selection, highlight_for, needs_previous, violation_marks
 from .widgets.heap_view import HeapView
-from .widgets.help_screen import HelpScreen
+from .screens.help_screen import HelpScreen
 from .widgets.narration import Narration
 from .widgets.page_grid import PageGrid
 from .widgets.palette import KvvizCommands
-from .widgets.prompt_screen import PromptScreen
+from .screens.prompt_screen import PromptScreen
 from .widgets.timeline_bar import TimelineBar
 from .widgets.trie_view import TrieView
 from .widgets.why_panel import WhyPanel
@@ -489,16 +487,15 @@ class KvvizApp(StepActions, App[None]):
 
     def export_step(self) -> list[Path]:
         """Write the bundle, the Markdown and an SVG screenshot of the current step."""
-        from .export import write_export
+        from ..export import write_export
+        from ..export.atomic import write_text_atomic
 
         paths = self.export_paths()
         next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
         write_export(self.session, self.step, paths[".json"])
         write_export(self.session, self.step, paths[".md"])
         svg = self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}")
-        tmp = paths[".svg"].with_name(paths[".svg"].name + ".part")
-        tmp.write_text(svg, encoding="utf-8")
-        tmp.replace(paths[".svg"])
+        write_text_atomic(paths[".svg"], svg)
         return list(paths.values())
 
     def action_export(self) -> None:
@@ -512,7 +509,8 @@ class KvvizApp(StepActions, App[None]):
 
     def save_script(self, path: str | Path) -> Path:
         """Write the session's script (every op so far) as a ``.kvs`` file; returns the path."""
-        from .export.bundle import session_script
+        from ..export.atomic import write_text_atomic
+        from ..export.bundle import session_script
 
         path = Path(path).expanduser()
         if not path.suffix:
@@ -520,7 +518,7 @@ class KvvizApp(StepActions, App[None]):
         if not path.is_absolute() and self.export_dir is not None:
             path = self.export_dir / path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(session_script(self.session), encoding="utf-8")
+        write_text_atomic(path, session_script(self.session))
         return path
 
     def action_save_script(self) -> None:
@@ -544,13 +542,13 @@ class KvvizApp(StepActions, App[None]):
     @staticmethod
     def demo_names() -> list[str]:
         """The demos that can be opened from the palette."""
-        from .demos import demo_names
+        from ..demos import demo_names
 
         return demo_names()
 
     def open_demo(self, name: str) -> None:
         """Replace the session with demo ``name``, at its first step."""
-        from .demos import load_demo
+        from ..demos import load_demo
 
         try:
             scenario = load_demo(name)
@@ -582,37 +580,3 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
 def run_app(session: Session, step: int | None = None) -> None:
     """Run the UI in the terminal."""
     make_app(session, step).run()
-
-
-def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40)) -> str:
-    """SVG of the UI at ``step``, rendered headless at ``size`` (columns, rows)."""
-
-    async def shoot() -> str:
-        app = make_app(session, step, animations=False, cursor_blink=False)
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            return app.export_screenshot(title=f"kvviz · {session.title or 'session'} · step {step}")
-
-    return _run(shoot())
-
-
-def _run(coroutine):
-    """Run ``coroutine`` to completion, also when called from inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    result: dict = {}
-
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(coroutine)
-        except BaseException as error:  # pragma: no cover - re-raised below
-            result["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from kvcore import events as ev
 
-from ..model.why import Answer, why_evicted, why_short_match
-from .frame_view import ALLOCATION, NODE, PAGE, FrameView, literal
+from ...model.why import Answer, why_evicted, why_short_match
+from ...model.view import ALLOCATION, NODE, PAGE, FrameView, literal
 from .line_view import MarkupView
 
 HINT = Answer("Why?", ("Select an evicted page (✗ in the pool) or an allocation, then ask again.",

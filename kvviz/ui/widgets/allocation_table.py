@@ -13,7 +13,7 @@ from textual.widget import Widget
 
 from kvcore import AllocationInfo
 
-from .frame_view import FrameView
+from ...model.view import FrameView
 from .line_view import LineView, Row, SelectionMessage, Span
 
 

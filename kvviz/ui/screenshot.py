@@ -1,0 +1,43 @@
+"""SVG screenshots of the UI, rendered headless: what ``kvviz export -o x.svg`` writes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from ..model.session import Session
+from .app import make_app
+
+
+def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40)) -> str:
+    """SVG of the UI at ``step``, rendered headless at ``size`` (columns, rows)."""
+
+    async def shoot() -> str:
+        app = make_app(session, step, animations=False, cursor_blink=False)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            return app.export_screenshot(title=f"kvviz · {session.title or 'session'} · step {step}")
+
+    return _run(shoot())
+
+
+def _run(coroutine):
+    """Run ``coroutine`` to completion, also when called from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # pragma: no cover - re-raised below
+            result["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
