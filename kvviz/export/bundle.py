@@ -16,11 +16,11 @@ from pathlib import Path
 import kvcore
 from kvcore import Snapshot, SnapshotFormatError
 
+from ..limits import MAX_BUNDLE_BYTES
 from ..model.scenario import Scenario, ScenarioError, format_scenario, parse_scenario
 from ..model.session import Frame, Session
 
 SCHEMA = "kvviz.bundle/1"
-MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 #: Scripts with more steps than this open lazily (see open_bundle).
 LAZY_ABOVE = 2_000
 

@@ -30,18 +30,8 @@ __all__ = [
     "parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file",
 ]
 
-# -- limits: big enough for real traces, small enough that no script can exhaust memory ----
-
-MAX_PAGES = 1_000_000
-MAX_TOKENS_PER_PAGE = 65_536
-MAX_TOKENS_PER_OP = 1_000_000
-"""Tokens one op (or one ``expect`` list) may spell out, after ranges and words expand."""
-MAX_TOKENS_PER_SCENARIO = 10_000_000
-"""Tokens a whole scenario may spell out: a 5 MB file of big ranges must not need 100 GB."""
-MAX_EXTRA = 1_000_000
-MAX_NUMBER = 2**63 - 1
-"""Largest token id, page or count: fits the int64 of exports and other tools."""
-MAX_SOURCE_BYTES = 5_000_000
+from ..limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_OP,  # noqa: F401
+                      MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
 
 CACHE_KINDS = ("trie", "base")
 POLICIES = ("lru",)
