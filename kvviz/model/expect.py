@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .scenario import Expect
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .session import ExpectResult, Frame, Session
+if TYPE_CHECKING:  # pragma: no cover - a type only: the session imports this module
+    from .session import Frame
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectResult:
+    """An ``expect`` line and whether it held at its step."""
+
+    expect: Expect
+    ok: bool
+    message: str
 
 ERROR_KINDS = {"alloc": "CacheAllocationFailure", "invalid": "InvalidOperation"}
 
 
-def evaluate(expect: Expect, frame: "Frame", session: "Session") -> "ExpectResult":
+def evaluate(expect: Expect, frame: "Frame") -> ExpectResult:
     """Check one expect line against the frame of the step it follows."""
-    from .session import ExpectResult
-
     try:
         actual = _actual(expect, frame)
     except LookupError as exc:

@@ -23,6 +23,7 @@ from kvcore import events as ev
 
 from ..backends import KvcoreBackend
 from .diff import Diff, diff_snapshots
+from .expect import ExpectResult, evaluate
 from .narrate import narrate
 from .scenario import CacheConfig, Expect, Op, Scenario, Step
 from .vocab import Vocabulary
@@ -33,15 +34,6 @@ class OpError:
     """Why an op failed: the error class name and its message."""
 
     kind: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class ExpectResult:
-    """An ``expect`` line and whether it held at its step."""
-
-    expect: Expect
-    ok: bool
     message: str
 
 
@@ -341,9 +333,7 @@ class Session:
         frame = Frame(index, op, events, after, diff_snapshots(before, after), step.narration, explanation,
                       tuple(violations), error)
         if step.expects:
-            from .expect import evaluate
-
-            results = tuple(evaluate(x, frame, self) for x in step.expects)
+            results = tuple(evaluate(x, frame) for x in step.expects)
             frame = Frame(index, op, events, after, frame.diff, step.narration, explanation,
                           tuple(violations), error, results)
         return frame

@@ -351,21 +351,21 @@ EXPECTS = [
                          ids=[f"{x.kind}-{'right' if ok else 'wrong'}-{i}" for i, (_, x, ok) in enumerate(EXPECTS)])
 def test_an_expect_holds_exactly_when_the_frame_agrees(index, expect, holds):
     session = session_of(EXPECT_SCRIPT)
-    result = evaluate(expect, session.frame(index), session)
+    result = evaluate(expect, session.frame(index))
     assert result.ok is holds
     assert (result.message == "ok") is holds
 
 
 def test_a_wrong_expect_says_what_was_expected_and_what_was_found():
     session = session_of(EXPECT_SCRIPT)
-    assert evaluate(Expect("free", values=(3,)), session.frame(5), session).message == "expected free 3, got free 0"
-    assert evaluate(Expect("pages", name="c", values=(1, 2)), session.frame(5), session).message == (
+    assert evaluate(Expect("free", values=(3,)), session.frame(5)).message == "expected free 3, got free 0"
+    assert evaluate(Expect("pages", name="c", values=(1, 2)), session.frame(5)).message == (
         "expected pages [1 2], got pages [4 2 1]")
-    assert evaluate(Expect("ok"), session.frame(6), session).message == (
+    assert evaluate(Expect("ok"), session.frame(6)).message == (
         "expected success, got failure CacheAllocationFailure")
-    assert evaluate(Expect("fail", detail="invalid"), session.frame(6), session).message == (
+    assert evaluate(Expect("fail", detail="invalid"), session.frame(6)).message == (
         "expected InvalidOperation, got CacheAllocationFailure")
-    missing = evaluate(Expect("hit", name="a", values=(0,)), session.frame(5), session)
+    missing = evaluate(Expect("hit", name="a", values=(0,)), session.frame(5))
     assert "'a'" in missing.message and "live: b, c" in missing.message
 
 
