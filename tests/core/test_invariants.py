@@ -68,3 +68,53 @@ def test_the_live_heap_bookkeeping_is_checked_too():
     candidate = cache._heap.peek()
     candidate.hpos = 5
     assert any("records position" in v.message for v in cache.check_invariants())
+
+
+# ----------------------------------------------------------------------------- scale
+
+
+def _one_allocation_of(pages: int, publish: bool):
+    """``cache trie pages=N tokens_per_page=1`` / ``acquire a 0..N-1`` (issue 11, item 3)."""
+    cache = kvcore.make_cache("trie", pages, 1)
+    allocation = cache.acquire_pages_for_tokens(range(pages), name="a")
+    if publish:
+        allocation.publish_pages_for_tokens()
+    cache.check_invariants()  # build the snapshot rows once, as the UI does on the first frame
+    return cache
+
+
+def _best_check_seconds(cache, rounds: int = 3) -> float:
+    import gc
+    import time
+
+    best = float("inf")
+    for _ in range(rounds):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            violations = cache.check_invariants()
+            best = min(best, time.perf_counter() - start)
+        finally:
+            gc.enable()
+        assert violations == []
+    return best
+
+
+@pytest.mark.parametrize("publish", [False, True], ids=["owned", "published"])
+def test_checking_the_invariants_grows_linearly_with_the_pages(publish):
+    # One allocation of N pages: a checker that counts each page of a block table in the
+    # block table (``pages.count(p)``) is quadratic: 100,000 pages took 76 s. Linear growth
+    # from 10,000 to 100,000 pages is 10x in work; measured 11-18x in time (100,000 nodes'
+    # dicts and rows outgrow the CPU caches), so the bound is 25x; quadratic is about 100x.
+    small = _best_check_seconds(_one_allocation_of(10_000, publish))
+    large = _best_check_seconds(_one_allocation_of(100_000, publish))
+    assert large < 25 * small, f"10,000 pages: {small:.3f} s, 100,000 pages: {large:.3f} s"
+
+
+def test_a_block_table_listing_a_page_twice_names_it_once_in_a_short_message():
+    d = _state().snapshot().to_dict()
+    a = d["allocations"][0]
+    a["pages"] = a["pages"] + [a["pages"][0]] * 10_000
+    (v,) = [v for v in check_snapshot(Snapshot.from_dict(d)) if "twice" in v.message]
+    assert v.pages == (a["pages"][0],) and len(v.message) < 200
