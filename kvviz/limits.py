@@ -19,6 +19,8 @@ MAX_TOKENS_PER_SCENARIO = 10_000_000
 MAX_EXTRA = 1_000_000
 MAX_NUMBER = 2**63 - 1
 """Largest token id, page or count: fits the int64 of exports and other tools."""
+MAX_SCENARIO_ERRORS = 20
+"""Problems one scenario file reports one by one; the rest are counted ("… and N more")."""
 
 # -- exports and bundles ------------------------------------------------------------------
 

@@ -1,14 +1,42 @@
-"""Evaluation of ``expect`` lines: every demo is also a test."""
+"""``expect`` lines, one table: for each kind, how it is written (its argument slots, usage
+and meaning, which the parser, the formatter and the help read), what it checks in a frame
+and how values are shown in a failure message. A new kind is one entry of
+:data:`EXPECT_KINDS`.
+
+This module imports nothing of the scenario package or the session at run time (their types
+only, for annotations): the parser reads the table, the session evaluates with it, and
+neither import cycles through the other.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .scenario import Expect
-
-if TYPE_CHECKING:  # pragma: no cover - a type only: the session imports this module
+if TYPE_CHECKING:  # pragma: no cover - types only: the scenario parser and the session import this module
+    from .scenario import Expect
     from .session import Frame
+
+__all__ = ["ERROR_KINDS", "EXPECT_KINDS", "FAILURE_SPELLINGS", "SLOTS", "ExpectKind", "ExpectResult",
+           "abbreviate", "evaluate"]
+
+SLOTS = ("name", "count", "page", "pages", "pages+", "names", "failure")
+"""The argument slots an expect kind may have, in the order it lists them:
+
+``name`` an allocation name (``Expect.name``); ``count`` / ``page`` one whole number (appended
+to ``Expect.values``); ``pages`` a list of page numbers and ranges, maybe empty, ``pages+`` at
+least one (``Expect.values``); ``names`` allocation names, maybe none (``Expect.names``);
+``failure`` an optional failure kind (``Expect.detail``)."""
+
+ERROR_KINDS = {"alloc": "CacheAllocationFailure", "invalid": "InvalidOperation"}
+"""The failure kinds ``expect fail`` may name, and the kvcore error each stands for."""
+
+FAILURE_SPELLINGS = {
+    "alloc": "alloc", "allocation": "alloc", "cacheallocationfailure": "alloc",
+    "invalid": "invalid", "invalidoperation": "invalid",
+}
+"""How a failure kind may be written (lower case) and the canonical detail it means."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,96 +47,140 @@ class ExpectResult:
     ok: bool
     message: str
 
-ERROR_KINDS = {"alloc": "CacheAllocationFailure", "invalid": "InvalidOperation"}
+
+def abbreviate(values: Sequence[Any], head: int = 8, tail: int = 3) -> str:
+    """``values`` joined by spaces; a long list shows its first ``head`` and last ``tail``
+    with a count (``0 1 … 999999 (1,000,000 in all)``), so a message stays one short line."""
+    if len(values) <= head + tail + 1:
+        return " ".join(map(str, values))
+    shown = " ".join(map(str, values[:head])) + " … " + " ".join(map(str, values[-tail:]))
+    return f"{shown} ({len(values):,} in all)"
 
 
-def evaluate(expect: Expect, frame: "Frame") -> ExpectResult:
-    """Check one expect line against the frame of the step it follows."""
+# -- the pieces entries are made of ----------------------------------------------------------
+
+
+def _last_value(expect: Expect) -> Any:
+    return expect.values[-1]
+
+
+def _show_value(kind: str, value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"{kind} [{abbreviate(value)}]"
+    return f"{kind} {value}"
+
+
+def _allocation(frame: Frame, name: str | None):
+    allocation = frame.snapshot.allocation_named(name)
+    if allocation is None:
+        live = [a.label for a in frame.snapshot.allocations]
+        listing = ", ".join(live[:10]) + (f", … ({len(live):,} in all)" if len(live) > 10 else "") if live else "none"
+        raise LookupError(f"expected allocation {name!r} to be live, but it is not (live: {listing})")
+    return allocation
+
+
+def _ok_actual(expect: Expect, frame: Frame) -> Any:
+    return None if frame.error is None else frame.error.kind
+
+
+def _fail_actual(expect: Expect, frame: Frame) -> Any:
+    if frame.error is None:
+        return "success"
+    return frame.error.kind if expect.detail in ERROR_KINDS else "any failure"
+
+
+def _fail_wanted(expect: Expect) -> Any:
+    return ERROR_KINDS.get(expect.detail or "", "any failure")
+
+
+def _victim(expect: Expect, frame: Frame) -> Any:
+    snapshot = frame.snapshot
+    return snapshot.node(snapshot.heap[0]).page if snapshot.heap else None
+
+
+def _ref(expect: Expect, frame: Frame) -> Any:
+    snapshot, page = frame.snapshot, expect.values[0]
+    node = snapshot.node_for_page(page)
+    if node is None:
+        state = snapshot.pages[page].state if 0 <= page < len(snapshot.pages) else "not a page"
+        raise LookupError(f"expected page {page} to be cached in a trie node, but it is {state}")
+    return node.ref
+
+
+@dataclass(frozen=True)
+class ExpectKind:
+    """One kind of ``expect`` line: how it is written, what it means and how it is checked.
+
+    ``slots`` (see :data:`SLOTS`) is the parse rule and the layout of its :class:`Expect`;
+    ``actual(expect, frame)`` reads the frame (a LookupError is a failure with its message);
+    ``wanted(expect)`` is what the line asks for; the line holds when the two are equal, and
+    ``show(kind, value)`` writes either for a failure message.
+    """
+
+    slots: tuple[str, ...]
+    usage: str
+    meaning: str
+    actual: Callable[[Expect, Frame], Any]
+    wanted: Callable[[Expect], Any] = _last_value
+    show: Callable[[str, Any], str] = _show_value
+
+
+def _count(usage: str, meaning: str, read: Callable[[Frame], Any]) -> ExpectKind:
+    """A kind that compares one number ``read`` from the frame."""
+    return ExpectKind(("count",), usage, meaning, lambda expect, frame: read(frame))
+
+
+def _of_allocation(usage: str, meaning: str, slot: str, read: Callable[[Any], Any], wanted=_last_value) -> ExpectKind:
+    """A kind about one named allocation: ``read`` takes its snapshot row."""
+    return ExpectKind(("name", slot), usage, meaning,
+                      lambda expect, frame: read(_allocation(frame, expect.name)), wanted)
+
+
+EXPECT_KINDS: dict[str, ExpectKind] = {
+    "ok": ExpectKind((), "expect ok", "the op succeeded", _ok_actual, lambda expect: None,
+                     lambda kind, value: "success" if value is None else f"failure {value}"),
+    "fail": ExpectKind(("failure",), "expect fail [alloc|invalid]", "the op failed (with this error) and changed nothing",
+                       _fail_actual, _fail_wanted, lambda kind, value: value),
+    "free": _count("expect free N", "N pages are on the free list", lambda frame: frame.snapshot.free_count),
+    "cached": _count("expect cached N", "N pages are held by trie nodes", lambda frame: frame.snapshot.cached_count),
+    "evictable": _count("expect evictable N", "N cached pages have ref 0 (eviction can reach them)",
+                        lambda frame: frame.snapshot.evictable_count),
+    "owned": _count("expect owned N", "N pages are in allocations' unpublished tails",
+                    lambda frame: frame.snapshot.owned_count),
+    "candidates": _count("expect candidates N", "the LRU heap holds N eviction candidates (childless ref-0 nodes)",
+                         lambda frame: len(frame.snapshot.heap)),
+    "victim": ExpectKind(("page",), "expect victim P", "page P is the next eviction victim (top of the heap)", _victim),
+    "hit": _of_allocation("expect hit NAME N", "NAME's acquire matched N tokens in the cache", "count",
+                          lambda allocation: allocation.hit_tokens),
+    "pages": _of_allocation("expect pages NAME [P ...]", "NAME's block table is exactly these pages", "pages",
+                            lambda allocation: tuple(allocation.pages), lambda expect: tuple(expect.values)),
+    "published": _of_allocation("expect published NAME N", "NAME has N published pages", "count",
+                                lambda allocation: allocation.published),
+    "evicted": ExpectKind(("pages+",), "expect evicted P [P ...]", "these pages were evicted by this op",
+                          lambda expect, frame: tuple(sorted(frame.diff.pages_evicted)),
+                          lambda expect: tuple(sorted(expect.values))),
+    "evictions": _count("expect evictions N", "this op evicted N pages", lambda frame: len(frame.diff.nodes_evicted)),
+    "ref": ExpectKind(("page", "count"), "expect ref P N", "the trie node holding page P has ref N", _ref),
+    "live": ExpectKind(("names",), "expect live [NAME ...]", "exactly these allocations are live",
+                       lambda expect, frame: tuple(sorted(a.label for a in frame.snapshot.allocations)),
+                       lambda expect: tuple(sorted(expect.names))),
+    "violations": _count("expect violations N", "the cache has N invariant violations",
+                         lambda frame: len(frame.violations)),
+}
+"""Every ``expect`` kind by keyword, in the order the help lists them."""
+
+
+def evaluate(expect: Expect, frame: Frame) -> ExpectResult:
+    """Check one expect line against the frame of the step it follows. O(size of the values
+    compared); the message quotes long lists abbreviated."""
+    kind = EXPECT_KINDS.get(expect.kind)
+    if kind is None:
+        return ExpectResult(expect, False, f"unknown expect kind {expect.kind!r}")
     try:
-        actual = _actual(expect, frame)
+        actual = kind.actual(expect, frame)
     except LookupError as exc:
         return ExpectResult(expect, False, str(exc))
-    wanted = _wanted(expect)
+    wanted = kind.wanted(expect)
     ok = actual == wanted
-    message = "ok" if ok else f"expected {_show(expect, wanted)}, got {_show(expect, actual)}"
+    message = "ok" if ok else f"expected {kind.show(expect.kind, wanted)}, got {kind.show(expect.kind, actual)}"
     return ExpectResult(expect, ok, message)
-
-
-def _wanted(x: Expect):
-    if x.kind == "ok":
-        return None
-    if x.kind == "fail":
-        return ERROR_KINDS.get(x.detail or "", "any failure")
-    if x.kind in ("pages", "evicted"):
-        return tuple(x.values) if x.kind == "pages" else tuple(sorted(x.values))
-    if x.kind == "live":
-        return tuple(sorted(_names(x)))
-    return x.values[-1]
-
-
-def _names(x: Expect) -> list[str]:
-    return list(x.names)
-
-
-def _allocation(frame: "Frame", name: str):
-    a = frame.snapshot.allocation_named(name)
-    if a is None:
-        live = ", ".join(a.label for a in frame.snapshot.allocations) or "none"
-        raise LookupError(f"expected allocation {name!r} to be live, but it is not (live: {live})")
-    return a
-
-
-def _actual(x: Expect, frame: "Frame"):
-    snap = frame.snapshot
-    kind = x.kind
-    if kind == "ok":
-        return None if frame.error is None else frame.error.kind
-    if kind == "fail":
-        if frame.error is None:
-            return "success"
-        if x.detail in ERROR_KINDS:
-            return frame.error.kind
-        return "any failure"
-    if kind == "free":
-        return snap.free_count
-    if kind == "cached":
-        return snap.cached_count
-    if kind == "evictable":
-        return snap.evictable_count
-    if kind == "owned":
-        return snap.owned_count
-    if kind == "candidates":
-        return len(snap.heap)
-    if kind == "victim":
-        return snap.node(snap.heap[0]).page if snap.heap else None
-    if kind == "hit":
-        return _allocation(frame, x.name).hit_tokens
-    if kind == "pages":
-        return _allocation(frame, x.name).pages
-    if kind == "published":
-        return _allocation(frame, x.name).published
-    if kind == "evicted":
-        return tuple(sorted(frame.diff.pages_evicted))
-    if kind == "evictions":
-        return len(frame.diff.nodes_evicted)
-    if kind == "ref":
-        node = snap.node_for_page(x.values[0])
-        if node is None:
-            raise LookupError(f"expected page {x.values[0]} to be cached in a trie node, but it is "
-                              f"{snap.pages[x.values[0]].state if 0 <= x.values[0] < len(snap.pages) else 'not a page'}")
-        return node.ref
-    if kind == "live":
-        return tuple(sorted(a.label for a in snap.allocations))
-    if kind == "violations":
-        return len(frame.violations)
-    raise LookupError(f"unknown expect kind {kind!r}")
-
-
-def _show(x: Expect, value) -> str:
-    if x.kind == "ok":
-        return "success" if value is None else f"failure {value}"
-    if x.kind == "fail":
-        return value
-    if isinstance(value, tuple):
-        return f"{x.kind} [{' '.join(map(str, value))}]"
-    return f"{x.kind} {value}"

@@ -1,12 +1,15 @@
-"""The scenario language: ``.kvs`` files, the UI's command bar and the scripts in exports.
-
-A scenario is a header (title, description, cache config) and a list of steps; each step is
-one op on a named allocation, the narration shown with it and the ``expect`` lines that
-check the state after it. :data:`SCENARIO_HELP` documents the language for users.
+"""The scenario parser: ``.kvs`` text (files, the UI's command bar, the scripts in exports)
+into the values of :mod:`.values`.
 
 Parsing is line based and strict about what it accepts but forgiving about how it is typed
 (case, spacing, commas). Every problem is a :class:`ScenarioError` naming the file, line and
-column and what was expected there; no input, however broken, raises anything else.
+column and what was expected there; no input, however broken, raises anything else. A file
+is read to its end: every problem is reported (up to :data:`~kvviz.limits.MAX_SCENARIO_ERRORS`).
+
+Every list the language spells (an op's tokens, an expect's pages) counts against one budget:
+at most :data:`~kvviz.limits.MAX_TOKENS_PER_OP` values on one line and
+:data:`~kvviz.limits.MAX_TOKENS_PER_SCENARIO` in one scenario, charged before a range is built,
+so no input, valid or not, makes the parser build more than that.
 """
 
 from __future__ import annotations
@@ -14,72 +17,19 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from itertools import count, groupby
-from operator import sub
+from dataclasses import replace
 from typing import NamedTuple
 
-from .vocab import Vocabulary
+from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES,
+                       MAX_TOKENS_PER_OP, MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
+from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
+from ..vocab import Vocabulary
+from .format import format_expect, format_op
+from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, OP_FORMS, OP_OPTIONS, POLICIES, CacheConfig, Expect, Op,
+                     Paragraph, Scenario, ScenarioError, Step)
 
-__all__ = [
-    "CACHE_KINDS", "EXPECT_FORMS", "MAX_SOURCE_BYTES", "MAX_TOKENS_PER_OP", "MAX_TOKENS_PER_SCENARIO",
-    "OP_FORMS", "SCENARIO_EXAMPLE", "SCENARIO_HELP", "CacheConfig", "Expect", "Op", "Scenario",
-    "ScenarioError", "Step", "format_expect", "format_op", "format_scenario", "format_tokens",
-    "parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file",
-]
-
-from ..limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_OP,  # noqa: F401
-                      MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
-
-CACHE_KINDS = ("trie", "base")
-POLICIES = ("lru",)
-
-OP_FORMS: dict[str, str] = {
-    "acquire": "acquire NAME TOKENS [extra=N], e.g. acquire r1 1..8 extra=2",
-    "publish": "publish NAME [TOKENS], e.g. publish r1",
-    "extend": "extend NAME TOKENS [extra=N] or extend NAME + TOKENS [extra=N]",
-    "release": "release NAME, e.g. release r1",
-}
-"""Each op keyword and how it is written; error messages and the help use these."""
-
-
-class _ExpectForm(NamedTuple):
-    """How one kind of ``expect`` line is written: its argument slots, usage and meaning."""
-
-    slots: tuple[str, ...]  # 'name', 'count', 'page', 'pages', 'pages+', 'names', 'failure'
-    usage: str
-    meaning: str
-
-
-EXPECT_FORMS: dict[str, _ExpectForm] = {
-    "ok": _ExpectForm((), "expect ok", "the op succeeded"),
-    "fail": _ExpectForm(
-        ("failure",), "expect fail [alloc|invalid]", "the op failed (with this error) and changed nothing"
-    ),
-    "free": _ExpectForm(("count",), "expect free N", "N pages are on the free list"),
-    "cached": _ExpectForm(("count",), "expect cached N", "N pages are held by trie nodes"),
-    "evictable": _ExpectForm(("count",), "expect evictable N", "N cached pages have ref 0 (eviction can reach them)"),
-    "owned": _ExpectForm(("count",), "expect owned N", "N pages are in allocations' unpublished tails"),
-    "candidates": _ExpectForm(("count",), "expect candidates N",
-                              "the LRU heap holds N eviction candidates (childless ref-0 nodes)"),
-    "victim": _ExpectForm(("page",), "expect victim P", "page P is the next eviction victim (top of the heap)"),
-    "hit": _ExpectForm(("name", "count"), "expect hit NAME N", "NAME's acquire matched N tokens in the cache"),
-    "pages": _ExpectForm(("name", "pages"), "expect pages NAME [P ...]", "NAME's block table is exactly these pages"),
-    "published": _ExpectForm(("name", "count"), "expect published NAME N", "NAME has N published pages"),
-    "evicted": _ExpectForm(("pages+",), "expect evicted P [P ...]", "these pages were evicted by this op"),
-    "evictions": _ExpectForm(("count",), "expect evictions N", "this op evicted N pages"),
-    "ref": _ExpectForm(("page", "count"), "expect ref P N", "the trie node holding page P has ref N"),
-    "live": _ExpectForm(("names",), "expect live [NAME ...]", "exactly these allocations are live"),
-    "violations": _ExpectForm(("count",), "expect violations N", "the cache has N invariant violations"),
-}
-"""Each ``expect`` kind: argument slots, usage (for errors and help) and meaning."""
-
-_FAILURES = {
-    "alloc": "alloc", "allocation": "alloc", "cacheallocationfailure": "alloc",
-    "invalid": "invalid", "invalidoperation": "invalid",
-}
+__all__ = ["parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file"]
 
 _TOKEN_EXPECTED = 'an integer, a range like 1..8, or "quoted words"'
 _PAGE_EXPECTED = "a page number like 3, or a range like 0..3"
@@ -87,6 +37,7 @@ _NAME_EXPECTED = "a name like r1 (letters, digits, _ . -; not starting with a di
 _LINE_EXPECTED = (
     "an op (acquire, publish, extend, release), expect, cache, title:, description:, > narration or # comment"
 )
+_TAG_EXPECTED = "cache kinds in brackets before an expect or > narration line, like [trie] expect hit r2 8"
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _INTEGER = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
@@ -97,111 +48,7 @@ _OPTION_KEY = re.compile(r"[A-Za-z_]+")
 # the same whitespace str.split() uses for quoted words.
 _ITEM = re.compile(r'"(?P<quoted>[^"]*)(?P<close>"?)|(?P<bare>[^\s,"]+)')
 _HEADER = re.compile(r"\s*(title|description)\s*:(.*)", re.IGNORECASE | re.DOTALL)
-
-
-# -- values ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CacheConfig:
-    """The cache a scenario runs on: its kind ('trie' or 'base'), page count and page size."""
-
-    kind: str = "trie"
-    pages: int = 8
-    tokens_per_page: int = 4
-    policy: str = "lru"
-
-
-DEFAULT_CACHE_CONFIG = CacheConfig()
-"""The cache of a scenario without a ``cache`` line: trie, 8 pages of 4 tokens, LRU."""
-
-
-@dataclass(frozen=True)
-class Op:
-    """One operation on a named allocation.
-
-    ``kind`` is 'acquire', 'publish', 'extend' or 'release'. ``tokens`` is None for a release
-    and for a publish without tokens. With ``append`` (extend only) the tokens are added to
-    the allocation's current tokens instead of replacing them. ``line`` and ``text`` (the
-    op's canonical one-line form) say where it came from; they do not take part in equality,
-    so an op equals itself parsed back from :func:`format_op`.
-    """
-
-    kind: str
-    name: str
-    tokens: tuple[int, ...] | None
-    extra: int = 0
-    append: bool = False
-    line: int = field(default=0, compare=False)
-    text: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class Expect:
-    """One ``expect`` line: an assertion about the state after its step's op.
-
-    Layout by ``kind`` (see :data:`EXPECT_FORMS`):
-
-    - ``ok``: nothing else. ``fail``: ``detail`` is None, 'alloc' or 'invalid'.
-    - ``free``, ``cached``, ``evictable``, ``owned``, ``evictions``, ``violations``:
-      ``values == (N,)``.
-    - ``hit``, ``published``: ``name`` and ``values == (N,)``.
-    - ``pages``: ``name`` and ``values`` = the block table (maybe empty).
-    - ``evicted``: ``values`` = the pages (at least one). ``ref``: ``values == (P, N)``.
-    - ``live``: ``names`` = the allocation names (maybe empty).
-
-    ``line`` and ``text`` (canonical form) do not take part in equality.
-    """
-
-    kind: str
-    name: str | None = None
-    values: tuple[int, ...] = ()
-    detail: str | None = None
-    line: int = field(default=0, compare=False)
-    text: str = field(default="", compare=False)
-    names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Step:
-    """An op, the narration shown with it (paragraphs separated by "\\n") and its expects."""
-
-    op: Op
-    narration: str = ""
-    expects: tuple[Expect, ...] = ()
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A parsed scenario. ``source`` is the text it was parsed from, ``path`` its file.
-
-    ``vocab`` knows the words the script spelled, so views can label tokens with them; it
-    does not take part in equality.
-    """
-
-    title: str = ""
-    description: str = ""
-    config: CacheConfig = DEFAULT_CACHE_CONFIG
-    steps: tuple[Step, ...] = ()
-    path: str | None = None
-    source: str = ""
-    vocab: Vocabulary = field(default_factory=Vocabulary, compare=False, repr=False)
-
-
-class ScenarioError(Exception):
-    """A problem in scenario text, at a 1-based ``line`` and ``column`` of ``path``.
-
-    ``str(error)`` is ``"PATH:LINE:COLUMN: MESSAGE (expected: EXPECTED)"``, with ``<input>``
-    for text that did not come from a file: one line a person can act on.
-    """
-
-    def __init__(self, path: str | None, line: int, column: int, message: str, expected: str):
-        self.path = path
-        self.line = line
-        self.column = column
-        self.message = message
-        self.expected = expected
-        super().__init__(f"{path or '<input>'}:{line}:{column}: {message} (expected: {expected})")
+_TAG_WORD = re.compile(r"[^\s,\]]+")
 
 
 # -- lines and items ------------------------------------------------------------------------
@@ -228,10 +75,17 @@ class _Line:
         self.number = number
         self.text = text
         self.code = _strip_comment(text)
+        self.rest = text
 
     def error(self, column: int, message: str, expected: str) -> ScenarioError:
         """A ScenarioError at ``column`` of this line."""
         return ScenarioError(self.path, self.number, column, message, expected)
+
+    def blank(self, end: int) -> None:
+        """Read the code from index ``end`` on, keeping columns (the scope tag before it is
+        done with); ``rest`` is the text from there, comments included."""
+        self.code = " " * end + self.code[end:]
+        self.rest = self.text[end:]
 
     @property
     def first_column(self) -> int:
@@ -382,7 +236,7 @@ class _Cursor:
             raise self.line.error(item.column, f"unexpected {_shown(item.raw)}", self.usage)
 
 
-# -- numbers, tokens, pages -----------------------------------------------------------------
+# -- numbers, tokens, pages, and the budget they are spelled against ------------------------
 
 
 def _whole_number(
@@ -404,7 +258,34 @@ def _whole_number(
     return value
 
 
-def _number_or_range(line: _Line, item: _Item, count: int, what: str, expected: str) -> range:
+
+class _Budget:
+    """The values (tokens, listed pages) a scenario has spelled so far, against its limits.
+
+    Values are charged as each item is read, before a range is built, and a line that fails
+    later still pays for what it built: however many lines are bad, the parser builds at most
+    :data:`MAX_TOKENS_PER_SCENARIO` values (plus one line's worth).
+    """
+
+    def __init__(self) -> None:
+        self.spent = 0
+
+    def charge(self, line: _Line, item: _Item, line_total: int, count: int, what: str) -> None:
+        """Refuse ``item`` if it brings its line to more than :data:`MAX_TOKENS_PER_OP` values
+        (``line_total``) or the scenario to more than :data:`MAX_TOKENS_PER_SCENARIO`; else pay ``count``."""
+        if line_total > MAX_TOKENS_PER_OP:
+            raise line.error(
+                item.column, f"too many {what}s: {_shown(item.raw)} brings this line to {line_total:,}",
+                f"at most {MAX_TOKENS_PER_OP:,} {what}s per {'op' if what == 'token' else 'line'}",
+            )
+        if self.spent + count > MAX_TOKENS_PER_SCENARIO:
+            also = "" if what == "token" else " (pages listed in expect lines count too)"
+            raise line.error(line.first_column, f"the scenario spells more than {MAX_TOKENS_PER_SCENARIO:,} tokens{also}",
+                             f"a smaller scenario: at most {MAX_TOKENS_PER_SCENARIO:,} tokens and listed pages in all")
+        self.spent += count
+
+
+def _number_or_range(line: _Line, item: _Item, count: int, what: str, expected: str, budget: _Budget) -> range:
     """A bare item ``N`` or ``A..B`` as a range of ints; ``count`` values came before it on the line."""
     match = _RANGE.fullmatch(item.text)
     if match:
@@ -420,36 +301,27 @@ def _number_or_range(line: _Line, item: _Item, count: int, what: str, expected: 
         values = range(value, value + 1)
     else:
         raise line.error(item.column, f"bad {what} {_shown(item.raw)}", expected)
-    _check_count(line, item, count + len(values))
+    budget.charge(line, item, count + len(values), len(values), what)
     return values
 
 
-def _check_count(line: _Line, item: _Item, total: int) -> None:
-    """Refuse an item that takes its line past :data:`MAX_TOKENS_PER_OP` values."""
-    if total > MAX_TOKENS_PER_OP:
-        raise line.error(
-            item.column, f"too many tokens: {_shown(item.raw)} brings this line to {total:,}",
-            f"at most {MAX_TOKENS_PER_OP:,} tokens per op",
-        )
-
-
-def _tokens(line: _Line, item: _Item, count: int, vocab: Vocabulary) -> Sequence[int]:
+def _tokens(line: _Line, item: _Item, count: int, vocab: Vocabulary, budget: _Budget) -> Sequence[int]:
     """The tokens one item spells: an integer, an inclusive range or quoted words."""
     if item.quoted:
         words = item.text.split()
-        _check_count(line, item, count + len(words))
+        budget.charge(line, item, count + len(words), len(words), "token")
         return tuple(vocab.id(word) for word in words)
-    return _number_or_range(line, item, count, "token", _TOKEN_EXPECTED)
+    return _number_or_range(line, item, count, "token", _TOKEN_EXPECTED, budget)
 
 
-def _page_list(cursor: _Cursor, at_least: int) -> list[int]:
+def _page_list(cursor: _Cursor, at_least: int, budget: _Budget) -> list[int]:
     """The rest of an expect line as page numbers (ranges allowed)."""
     pages: list[int] = []
     while not cursor.at_end:
         item = cursor.take()
         if item.quoted:
             raise cursor.line.error(item.column, f"bad page {_shown(item.raw)}", _PAGE_EXPECTED)
-        pages.extend(_number_or_range(cursor.line, item, len(pages), "page", _PAGE_EXPECTED))
+        pages.extend(_number_or_range(cursor.line, item, len(pages), "page", _PAGE_EXPECTED, budget))
     if len(pages) < at_least:
         raise cursor.line.error(cursor.line.end_column, "missing page", cursor.usage)
     return pages
@@ -458,7 +330,7 @@ def _page_list(cursor: _Cursor, at_least: int) -> list[int]:
 # -- ops ------------------------------------------------------------------------------------
 
 
-def _parse_op(line: _Line, items: list[_Item], vocab: Vocabulary) -> tuple[Op, _Item]:
+def _parse_op(line: _Line, items: list[_Item], vocab: Vocabulary, budget: _Budget) -> tuple[Op, _Item]:
     """The op of a line whose first item is an op keyword, and the item naming its allocation."""
     kind = items[0].text.lower()
     cursor = _Cursor(line, items, 1, OP_FORMS[kind])
@@ -470,18 +342,19 @@ def _parse_op(line: _Line, items: list[_Item], vocab: Vocabulary) -> tuple[Op, _
     # publish without tokens (None) publishes what the allocation holds; 'publish r1 ""'
     # publishes zero tokens, which is a different request.
     has_tokens = not cursor.at_end or kind != "publish"
-    tokens, extra = _token_arguments(cursor, vocab, allow_extra=kind != "publish")
+    tokens, extra = _token_arguments(cursor, vocab, budget, allow_extra="extra=" in OP_OPTIONS.get(kind, ()))
     return Op(kind, name.text, tokens if has_tokens else None, extra, append, line=line.number), name
 
 
-def _token_arguments(cursor: _Cursor, vocab: Vocabulary, allow_extra: bool) -> tuple[tuple[int, ...], int]:
+def _token_arguments(cursor: _Cursor, vocab: Vocabulary, budget: _Budget,
+                     allow_extra: bool) -> tuple[tuple[int, ...], int]:
     """The rest of an op line: tokens, and ``extra=N`` anywhere among them (when allowed)."""
     tokens: list[int] = []
     extra = None
     while not cursor.at_end:
         option = cursor.option()
         if option is None:
-            tokens.extend(_tokens(cursor.line, cursor.take(), len(tokens), vocab))
+            tokens.extend(_tokens(cursor.line, cursor.take(), len(tokens), vocab, budget))
             continue
         if option.key.lower() != "extra" or not allow_extra:
             raise cursor.line.error(option.column, f"unknown option {_shown(option.key)}", cursor.usage)
@@ -524,6 +397,10 @@ class _LiveNames:
                 name.column, f"{problem}: {self._listing()}", "the name of a live allocation (acquire it first)"
             )
 
+    def is_live(self, name: str) -> bool:
+        """Whether ``name`` is live at this point of the script."""
+        return name in self._acquired_on
+
     def apply(self, op: Op) -> None:
         """Record the effect of ``op`` on which names are live."""
         self._undo = None
@@ -556,56 +433,83 @@ class _LiveNames:
         return f"live allocations are {shown}{more}"
 
 
-def _read_op(line: _Line, items: list[_Item], vocab: Vocabulary, live: _LiveNames | None) -> Op:
+def _read_op(line: _Line, items: list[_Item], vocab: Vocabulary, live: _LiveNames | None, budget: _Budget) -> Op:
     """Parse an op line, check its allocation name against ``live`` and give it its canonical text."""
-    op, name = _parse_op(line, items, vocab)
+    op, name = _parse_op(line, items, vocab, budget)
     if live is not None:
         live.check(line, op, name)
     return replace(op, text=format_op(op, vocab))
 
 
-# -- expects --------------------------------------------------------------------------------
+# -- expects and scope tags --------------------------------------------------------------------
 
 
-def _parse_expect(line: _Line, items: list[_Item]) -> Expect:
-    """An ``expect`` line, shaped by :data:`EXPECT_FORMS`."""
-    kinds = ", ".join(EXPECT_FORMS)
+def _parse_expect(line: _Line, items: list[_Item], kinds: tuple[str, ...] | None, budget: _Budget) -> Expect:
+    """An ``expect`` line (``items[0]`` is the keyword), read slot by slot as its kind declares
+    in :data:`~kvviz.model.expect.EXPECT_KINDS`; ``kinds`` is its scope tag (None: every kind)."""
+    names_of_kinds = ", ".join(EXPECT_KINDS)
     if len(items) < 2:
-        raise line.error(line.end_column, "missing what to expect", f"one of {kinds}")
+        raise line.error(line.end_column, "missing what to expect", f"one of {names_of_kinds}")
     kind_item = items[1]
     kind = kind_item.text.lower()
-    form = None if kind_item.quoted else EXPECT_FORMS.get(kind)
+    form = None if kind_item.quoted else EXPECT_KINDS.get(kind)
     if form is None:
         raise line.error(
-            kind_item.column, f"unknown expect {_shown(kind_item.raw)}{_suggestion(kind, EXPECT_FORMS)}",
-            f"one of {kinds}",
+            kind_item.column, f"unknown expect {_shown(kind_item.raw)}{_suggestion(kind, EXPECT_KINDS)}",
+            f"one of {names_of_kinds}",
         )
     cursor = _Cursor(line, items, 2, form.usage)
     name, values, names, detail = None, [], [], None
     for slot in form.slots:
         if slot == "name":
             name = cursor.name().text
-        elif slot == "count":
-            values.append(cursor.number("count", form.usage))
-        elif slot == "page":
-            values.append(cursor.number("page", form.usage))
+        elif slot in ("count", "page"):
+            values.append(cursor.number(slot, form.usage))
         elif slot in ("pages", "pages+"):
-            values.extend(_page_list(cursor, at_least=1 if slot == "pages+" else 0))
+            values.extend(_page_list(cursor, 1 if slot == "pages+" else 0, budget))
         elif slot == "names":
             while not cursor.at_end:
                 names.append(cursor.name().text)
         elif slot == "failure" and not cursor.at_end:
             detail = _failure_kind(line, cursor.take(), form.usage)
     cursor.end()
-    expect = Expect(kind, name, tuple(values), detail, line.number, names=tuple(names))
+    expect = Expect(kind, name, tuple(values), detail, line.number, names=tuple(names), kinds=kinds)
     return replace(expect, text=format_expect(expect))
 
 
 def _failure_kind(line: _Line, item: _Item, usage: str) -> str:
-    detail = None if item.quoted else _FAILURES.get(item.text.lower())
+    detail = None if item.quoted else FAILURE_SPELLINGS.get(item.text.lower())
     if detail is None:
         raise line.error(item.column, f"unknown failure kind {_shown(item.raw)}", "alloc, invalid or nothing: " + usage)
     return detail
+
+
+def _scope_tag(line: _Line) -> tuple[str, ...] | None:
+    """The ``[KIND ...]`` tag the line starts with, if any, as kinds in :data:`CACHE_KINDS`
+    order; the tag is blanked out of ``line.code`` so the rest reads (and is located) as usual."""
+    start = line.first_column - 1
+    if not line.code.startswith("[", start):
+        return None
+    close = line.code.find("]", start)
+    if close < 0:
+        raise line.error(start + 1, "unterminated scope tag (no ']')", _TAG_EXPECTED)
+    kinds: list[str] = []
+    for match in _TAG_WORD.finditer(line.code, start + 1, close):
+        kind = match[0].lower()
+        if kind not in CACHE_KINDS:
+            raise line.error(match.start() + 1,
+                             f"unknown cache kind {_shown(match[0])}{_suggestion(kind, CACHE_KINDS)}", " or ".join(CACHE_KINDS))
+        if kind in kinds:
+            raise line.error(match.start() + 1, f"cache kind {kind!r} given twice", _TAG_EXPECTED)
+        kinds.append(kind)
+    if not kinds:
+        raise line.error(start + 1, "empty scope tag", _TAG_EXPECTED)
+    line.blank(close + 1)
+    return tuple(kind for kind in CACHE_KINDS if kind in kinds)
+
+
+def _covers_every_kind(kinds: tuple[str, ...] | None) -> bool:
+    return kinds is None or set(kinds) >= set(CACHE_KINDS)
 
 
 # -- the header -----------------------------------------------------------------------------
@@ -671,36 +575,40 @@ def _cache_policy(line: _Line, option: _Option | None) -> str:
 
 
 class _Narration:
-    """Narration lines waiting for the op they introduce."""
+    """Narration lines waiting for the op they introduce, as paragraphs with their scope."""
 
     def __init__(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
-        self.paragraphs: list[list[str]] = [[]]
+        self.paragraphs: list[tuple[tuple[str, ...] | None, list[str]]] = []
+        self.open = False  # whether the next line of the same scope joins the last paragraph
         self.first_line: int | None = None
 
-    def add(self, number: int, text: str) -> None:
-        """One ``>`` line; an empty one ends a paragraph."""
+    def add(self, number: int, text: str, kinds: tuple[str, ...] | None) -> None:
+        """One ``>`` line; an empty one ends a paragraph, and so does a change of scope."""
         self.first_line = self.first_line or number
-        if text:
-            self.paragraphs[-1].append(text)
-        elif self.paragraphs[-1]:
-            self.paragraphs.append([])
+        if not text:
+            self.open = False
+        elif self.open and self.paragraphs[-1][0] == kinds:
+            self.paragraphs[-1][1].append(text)
+        else:
+            self.paragraphs.append((kinds, [text]))
+            self.open = True
 
-    def take(self) -> str:
-        """The waiting narration as one string, and start afresh."""
-        text = "\n".join(" ".join(lines) for lines in self.paragraphs if lines)
+    def take(self) -> tuple[Paragraph, ...]:
+        """The waiting narration, and start afresh."""
+        paragraphs = tuple(Paragraph(" ".join(lines), kinds) for kinds, lines in self.paragraphs)
         self._reset()
-        return text
+        return paragraphs
 
 
 class _StepDraft:
     """A step while its expect lines are still being read."""
 
-    def __init__(self, op: Op, narration: str):
+    def __init__(self, op: Op, paragraphs: tuple[Paragraph, ...]):
         self.op = op
-        self.narration = narration
+        self.paragraphs = paragraphs
         self.expects: list[Expect] = []
 
     def add(self, line: _Line, expect: Expect) -> None:
@@ -716,11 +624,14 @@ class _StepDraft:
         self.expects.append(expect)
 
     def step(self) -> Step:
-        return Step(self.op, self.narration, tuple(self.expects))
+        return Step(self.op, expects=tuple(self.expects), paragraphs=self.paragraphs)
 
 
 def _contradicts(first: Expect, second: Expect) -> bool:
-    """Whether two expects claim different outcomes: ok against fail, or alloc against invalid."""
+    """Whether two expects claim different outcomes for one cache kind: ok against fail, or
+    alloc against invalid (``[trie] expect ok`` and ``[base] expect fail`` agree)."""
+    if first.kinds is not None and second.kinds is not None and not set(first.kinds) & set(second.kinds):
+        return False
     outcomes = {first.kind, second.kind}
     if outcomes == {"ok", "fail"}:
         return True
@@ -728,7 +639,13 @@ def _contradicts(first: Expect, second: Expect) -> bool:
 
 
 class _ScenarioReader:
-    """Reads a scenario line by line, keeping the state the grammar depends on."""
+    """Reads a scenario line by line, keeping the state the grammar depends on.
+
+    A bad line is reported and skipped, and the reader goes on, so one pass finds every
+    problem. What a skipped line would have done is guessed only where that avoids a cascade
+    of errors it caused: a bad acquire still makes its name live, and the expects after a bad
+    op are checked for their own mistakes but belong to no step.
+    """
 
     def __init__(self, path: str | None):
         self.path = path
@@ -741,18 +658,36 @@ class _ScenarioReader:
         self.steps: list[_StepDraft] = []
         self.narration = _Narration()
         self.live = _LiveNames()
-        self.total_tokens = 0
+        self.budget = _Budget()
+        self.after_bad_op = False
+        self.errors: list[ScenarioError] = []
+        self.error_count = 0
 
     def read(self, line: _Line) -> None:
-        """Take one line into the scenario."""
+        """Take one line into the scenario; a problem in it is recorded, not raised."""
+        try:
+            self._read(line)
+        except ScenarioError as error:
+            self._record(error)
+
+    def _record(self, error: ScenarioError) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_SCENARIO_ERRORS:
+            self.errors.append(error)
+
+    def _read(self, line: _Line) -> None:
         nul = line.text.find("\0")
         if nul >= 0:
             raise line.error(nul + 1, "NUL character (is this a binary file?)", "scenario text")
         stripped = line.text.strip()
         if not stripped or stripped.startswith("#"):
             return
+        kinds = _scope_tag(line)
+        if kinds is not None:
+            self._read_scoped(line, kinds)
+            return
         if stripped.startswith(">"):
-            self.narration.add(line.number, stripped[1:].strip())
+            self.narration.add(line.number, stripped[1:].strip(), None)
             return
         header = _HEADER.match(line.text)
         if header:
@@ -765,7 +700,7 @@ class _ScenarioReader:
         if keyword in ("cache", "cache:"):
             self._read_cache(line, items)
         elif keyword == "expect":
-            self._read_expect(line, items)
+            self._read_expect(line, items, None)
         elif keyword in OP_FORMS:
             self._read_op(line, items)
         else:
@@ -774,6 +709,21 @@ class _ScenarioReader:
                 f"unknown op {_shown(items[0].raw)}{_suggestion(keyword, [*OP_FORMS, 'expect', 'cache'])}",
                 _LINE_EXPECTED,
             )
+
+    def _read_scoped(self, line: _Line, kinds: tuple[str, ...]) -> None:
+        """The rest of a line after its scope tag: narration or an expect, nothing else."""
+        rest = line.code.lstrip()
+        if rest.startswith(">"):
+            # Narration is prose: read it from the text, where '#' is not a comment.
+            self.narration.add(line.number, line.rest.lstrip()[1:].strip(), kinds)
+            return
+        items = line.items()
+        if items and not items[0].quoted and items[0].text.lower() == "expect":
+            self._read_expect(line, items, kinds)
+            return
+        column = items[0].column if items else line.end_column
+        raise line.error(column, "a scope tag before something other than expect or narration",
+                         "expect or > narration after [KIND]; ops and header lines apply to every kind")
 
     def _refuse_late_header(self, line: _Line, name: str) -> None:
         if self.steps:
@@ -802,29 +752,45 @@ class _ScenarioReader:
                              "one cache line")
         self.config, self.config_line = _parse_cache(line, items), line.number
 
-    def _read_expect(self, line: _Line, items: list[_Item]) -> None:
-        if not self.steps:
+    def _read_expect(self, line: _Line, items: list[_Item], kinds: tuple[str, ...] | None) -> None:
+        if not self.steps and not self.after_bad_op:
             raise line.error(items[0].column, "expect before the first op",
                              "an op first: expect checks the state after the op above it")
-        expect = _parse_expect(line, items)
+        expect = _parse_expect(line, items, kinds, self.budget)
+        if self.after_bad_op:
+            return  # its op was not read: report only the line's own mistakes
         self.steps[-1].add(line, expect)
-        if expect.kind == "fail":
+        # A failed op changed nothing, so its name is free again; but only if it fails on
+        # every kind: '[base] expect fail' leaves the trie run's allocation live.
+        if expect.kind == "fail" and _covers_every_kind(expect.kinds):
             self.live.undo_last_op()
 
     def _read_op(self, line: _Line, items: list[_Item]) -> None:
-        op = _read_op(line, items, self.vocab, self.live)
-        self.total_tokens += len(op.tokens or ())
-        if self.total_tokens > MAX_TOKENS_PER_SCENARIO:
-            raise line.error(items[0].column, f"the scenario spells more than {MAX_TOKENS_PER_SCENARIO:,} tokens",
-                             "a smaller scenario")
+        paragraphs = self.narration.take()
+        self.after_bad_op = True
+        try:
+            op = _read_op(line, items, self.vocab, self.live, self.budget)
+        except ScenarioError:
+            self._assume_acquired(items)
+            raise
+        self.after_bad_op = False
         self.live.apply(op)
-        self.steps.append(_StepDraft(op, self.narration.take()))
+        self.steps.append(_StepDraft(op, paragraphs))
+
+    def _assume_acquired(self, items: list[_Item]) -> None:
+        """After a bad acquire line, treat its name as live: its later uses are not new errors."""
+        if len(items) > 1 and items[0].text.lower() == "acquire" and not items[1].quoted \
+                and _NAME.fullmatch(items[1].text) and not self.live.is_live(items[1].text):
+            self.live.apply(Op("acquire", items[1].text, ()))
 
     def finish(self, source: str) -> Scenario:
-        """The scenario read so far; narration must have an op to go with."""
+        """The scenario read so far; narration must have an op to go with. Raises the
+        problems found, if any, as one :class:`ScenarioError`."""
         if self.narration.first_line is not None:
-            raise ScenarioError(self.path, self.narration.first_line, 1, "narration with no op after it",
-                                "an op after narration lines: narration is shown with the next op")
+            self._record(ScenarioError(self.path, self.narration.first_line, 1, "narration with no op after it",
+                                       "an op after narration lines: narration is shown with the next op"))
+        if self.errors:
+            raise ScenarioError.several(self.errors, self.error_count - len(self.errors))
         return Scenario(
             title=self.title or "",
             description=" ".join(self.description),
@@ -880,284 +846,38 @@ def parse_scenario_file(path: str | os.PathLike[str]) -> Scenario:
     return parse_scenario_bytes(data, name)
 
 
-def parse_command(text: str, live_names: Iterable[str] | None = (), vocab: Vocabulary | None = None) -> Op:
-    """Parse one op typed in the UI's command bar.
 
+
+def parse_command(text: str, live_names: Iterable[str] | None = (),
+                  vocab: Vocabulary | None = None) -> Op | Expect:
+    """Parse one line typed in the UI's command bar: an op, or an ``expect`` line.
+
+    Returns an :class:`Op` to apply, or an :class:`Expect` (``line`` 1) to check at once
+    against the frame shown: ``kvviz.model.expect.evaluate(expect, frame)`` gives its
+    :class:`~kvviz.model.expect.ExpectResult`; a scoped one (``[base] expect free 3``) says
+    with ``expect.applies_to(kind)`` whether it concerns the session's cache kind.
     ``live_names`` are the allocations live now: acquiring one of them, or using any other
-    name, is an error (None skips the check). Quoted words go into ``vocab``. Errors are
-    :class:`ScenarioError` at line 1 with the column in ``text``.
+    name in an op, is an error (None skips the check). Quoted words go into ``vocab``. Errors
+    are :class:`ScenarioError` at line 1 with the column in ``text``.
     """
     line = _Line(None, 1, text.rstrip())
     for position, character in enumerate(line.text):
         if character in "\n\r\0":
-            raise line.error(position + 1, f"{character!r} in a command", "one op on one line")
-    expected = "an op: " + ", ".join(OP_FORMS.values())
+            raise line.error(position + 1, f"{character!r} in a command", "one op or expect line on one line")
+    expected = "an op: " + ", ".join(OP_FORMS.values()) + "; or expect ..."
+    kinds = _scope_tag(line)
     items = line.items()
     if not items:
         raise line.error(line.end_column, "empty command", expected)
     keyword = items[0]
+    if not keyword.quoted and keyword.text.lower() == "expect":
+        return _parse_expect(line, items, kinds, _Budget())
     if keyword.quoted or keyword.text.lower() not in OP_FORMS:
         raise line.error(keyword.column,
-                         f"unknown op {_shown(keyword.raw)}{_suggestion(keyword.text, OP_FORMS)}", expected)
+                         f"unknown op {_shown(keyword.raw)}{_suggestion(keyword.text, [*OP_FORMS, 'expect'])}",
+                         expected)
+    if kinds is not None:
+        raise line.error(line.first_column, "a scope tag before an op",
+                         "an op without [KIND]: ops apply to every kind; scope expect lines instead")
     live = None if live_names is None else _LiveNames(live_names)
-    return _read_op(line, items, vocab if vocab is not None else Vocabulary(), live)
-
-
-# -- formatting: canonical text that parses back to an equal value ----------------------------
-
-
-def format_tokens(tokens: Iterable[int], vocab: Vocabulary | None = None) -> str:
-    """Tokens as the language writes them: words the script spelled in quotes, runs of three or
-    more consecutive ints as ranges ``a..b``, other ints as themselves. O(len(tokens))."""
-    tokens = tuple(tokens)
-    words = _quotable_words(tokens, vocab)
-    if words is None:
-        return _format_ints(tokens)
-    parts = []
-    position = 0
-    for quoted, run in groupby(words, key=_is_word):
-        length = len(list(run))
-        segment = slice(position, position + length)
-        parts.append('"' + " ".join(words[segment]) + '"' if quoted else _format_ints(tokens[segment]))
-        position += length
-    return " ".join(parts)
-
-
-def _quotable_words(tokens: tuple[int, ...], vocab: Vocabulary | None) -> list[str | None] | None:
-    """For each token the word to write for it, or None for an int; None if no token is a word."""
-    spellings = vocab.spellings(tokens) if vocab is not None else []
-    if not any(spellings):
-        return None
-    # A spelling from Vocabulary.ids() called by other code could hold a quote or a NUL;
-    # such a word cannot be written back inside quotes, so its token is written as an int.
-    return [word if word is not None and _can_quote(word) else None for word in spellings]
-
-
-def _can_quote(word: str) -> bool:
-    return word.split() == [word] and '"' not in word and "\0" not in word
-
-
-def _is_word(word: str | None) -> bool:
-    return word is not None
-
-
-def _format_ints(values: Sequence[int]) -> str:
-    parts: list[str] = []
-    position = 0
-    # value - index is the same along a run of consecutive ints, so grouping on it finds
-    # the runs without a Python-level comparison per token (ops may hold a million).
-    for _, run in groupby(map(sub, values, count())):
-        length = len(list(run))
-        if length >= 3:
-            parts.append(f"{values[position]}..{values[position + length - 1]}")
-        else:
-            parts.extend(map(str, values[position:position + length]))
-        position += length
-    return " ".join(parts)
-
-
-def format_op(op: Op, vocab: Vocabulary | None = None) -> str:
-    """The canonical one-line form of ``op``, e.g. ``acquire r1 1..8 extra=2``.
-
-    It parses back to an equal op. With ``vocab``, tokens the script spelled as words are
-    written as quoted words.
-    """
-    parts = [op.kind, op.name]
-    if op.append:
-        parts.append("+")
-    if op.tokens:
-        parts.append(format_tokens(op.tokens, vocab))
-    elif op.tokens is not None and op.kind == "publish":
-        parts.append('""')  # publish zero tokens, not "publish what you hold"
-    if op.extra:
-        parts.append(f"extra={op.extra}")
-    return " ".join(parts)
-
-
-def format_expect(expect: Expect) -> str:
-    """The canonical one-line form of ``expect``, e.g. ``expect pages r1 0 1 2``."""
-    parts = ["expect", expect.kind]
-    if expect.detail:
-        parts.append(expect.detail)
-    if expect.name is not None:
-        parts.append(expect.name)
-    parts.extend(map(str, expect.values))
-    parts.extend(expect.names)
-    return " ".join(parts)
-
-
-def format_cache(config: CacheConfig) -> str:
-    """The ``cache`` line of ``config``."""
-    text = f"cache {config.kind} pages={config.pages} tokens_per_page={config.tokens_per_page}"
-    return text if config.policy == DEFAULT_CACHE_CONFIG.policy else f"{text} policy={config.policy}"
-
-
-def format_scenario(scenario: Scenario) -> str:
-    """The canonical text of ``scenario``; it parses back to an equal scenario (path and
-    source aside). Prose is wrapped at 88 columns."""
-    lines = []
-    if scenario.title:
-        lines.append(f"title: {_one_line(scenario.title)}")
-    if scenario.description:
-        lines.extend(_wrap_prose("description: ", scenario.description))
-    lines.append(format_cache(scenario.config))
-    lines.append("")
-    for index, step in enumerate(scenario.steps):
-        if step.narration:
-            if index:
-                lines.append("")
-            for number, paragraph in enumerate(step.narration.split("\n")):
-                if number:
-                    lines.append(">")
-                lines.extend(_wrap_prose("> ", paragraph))
-        lines.append(format_op(step.op, scenario.vocab))
-        lines.extend(format_expect(expect) for expect in step.expects)
-    return "\n".join(lines) + "\n"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.replace("\r", "\n").split("\n"))
-
-
-def _wrap_prose(prefix: str, text: str, width: int = 88) -> list[str]:
-    """``text`` on lines starting with ``prefix``; the parser joins them back with single spaces."""
-    text = _one_line(text)
-    words = text.split(" ")
-    # Only wrap where joining with one space gives the text back exactly.
-    if any(not word or word != word.strip() for word in words):
-        return [prefix + text]
-    lines, current = [], ""
-    for word in words:
-        if current and len(prefix) + len(current) + 1 + len(word) > width:
-            lines.append(prefix + current)
-            current = word
-        else:
-            current = f"{current} {word}" if current else word
-    lines.append(prefix + current)
-    return lines
-
-
-# -- documentation --------------------------------------------------------------------------
-
-SCENARIO_EXAMPLE = """\
-title: Two requests share a system prompt
-description: r2 starts with the same 8 tokens as r1, so once r1 has published its pages
-description: r2 reuses them and needs one new page.
-cache trie pages=8 tokens_per_page=4
-
-> r1 arrives: 8 prompt tokens fill two pages; extra=4 reserves a third for decoding.
-acquire r1 "You are a helpful assistant" 1..3 extra=4
-expect ok
-expect hit r1 0
-expect free 5
-
-> Publishing puts r1's two full pages in the trie, where later requests can find them.
-publish r1
-expect cached 2
-expect owned 1
-
-> r2 matches both pages (8 tokens) and takes one new page for its last 2 tokens.
-acquire r2 "you are a helpful assistant" 1..3 9 10
-expect hit r2 8
-expect free 4
-
-> r1 is done. Its shared pages stay: r2 still references them (ref 1).
-release r1
-expect free 5
-expect evictable 0
-expect live r2
-
-> 40 tokens need 10 pages, more than the pool has: the acquire fails and changes nothing.
-acquire r3 1..40
-expect fail alloc
-expect free 5
-
-> r2 finishes too. Nothing references the shared pages now, so eviction may take them.
-release r2
-expect free 6
-expect evictable 2
-
-> Retry with 28 tokens (7 pages): 6 free pages, then the least recently used leaf goes.
-acquire r3 1..28
-expect evictions 1
-expect evicted 1
-expect cached 1
-expect ref 0 0
-
-> Grow r3 by two tokens plus two slots: the last cached page goes too.
-extend r3 + 29 30 extra=2
-expect evicted 0
-expect cached 0
-expect free 0
-
-release r3
-expect free 8
-expect live
-"""
-"""A complete scenario, shown in the help; the tests check that it parses and passes."""
-
-
-def _expect_table() -> str:
-    width = max(len(form.usage) for form in EXPECT_FORMS.values())
-    return "\n".join(f"  {form.usage:<{width}}  {form.meaning}" for form in EXPECT_FORMS.values())
-
-
-SCENARIO_HELP = f"""\
-Scenario files (.kvs)
-
-A scenario is a script of operations on a KV cache. The same language is used by demo
-files, the command bar of the UI (one op per command) and the scripts inside exports.
-Lines are read one at a time; keywords are case-insensitive, extra spaces are fine and
-commas may separate tokens.
-
-Comments and blank lines
-  # starts a comment that runs to the end of the line (but not inside "quotes", and not
-  in prose: title, description and narration lines keep their # characters).
-
-Header (before the first op)
-  title: TEXT              the scenario's title
-  description: TEXT        one paragraph; several description lines are joined with spaces
-  cache KIND pages=N tokens_per_page=M [policy=lru]
-                           KIND is trie (prefix sharing) or base (no sharing);
-                           page_size= and tpp= mean tokens_per_page=;
-                           pages 1..{MAX_PAGES:,}, tokens_per_page 1..{MAX_TOKENS_PER_PAGE:,}.
-  Without a cache line: cache trie pages=8 tokens_per_page=4.
-
-Ops (NAME names an allocation: letters, digits, _ . -, not starting with a digit)
-  acquire NAME TOKENS [extra=N]    a new allocation holding TOKENS, with N more token slots
-  publish NAME [TOKENS]            share its full pages in the trie (TOKENS: what decode wrote)
-  extend NAME TOKENS [extra=N]     grow it; TOKENS is the whole new list and must start
-                                   with the allocation's current tokens
-  extend NAME + TOKENS [extra=N]   grow it by appending TOKENS
-  release NAME                     free it; published pages stay cached for reuse
-
-  Acquiring a name that is still live, or using a name that is not live, is an error.
-  An op followed by 'expect fail' is taken to have changed nothing, so a failed acquire
-  can be retried under the same name.
-
-Tokens
-  7                        one token id (a whole number)
-  1..8                     an inclusive range: 1 2 3 4 5 6 7 8 (never descending)
-  "You are a helpful"      words, split on spaces; each word has a stable id from a small
-                           built-in vocabulary (case-insensitive), so views can show words;
-                           punctuation stays part of its word ("you," is not "you")
-  An op may spell at most {MAX_TOKENS_PER_OP:,} tokens; acquire NAME alone holds no tokens.
-
-Narration
-  > TEXT                   shown with the next op; consecutive > lines join with spaces,
-                           a line with just > starts a new paragraph
-
-Expectations (checked after the op above them; a scenario is also a test)
-{_expect_table()}
-
-  alloc is CacheAllocationFailure (not enough free and evictable pages); invalid is
-  InvalidOperation (misuse, e.g. extending with tokens that do not continue the old ones).
-  An expect line before the first op is an error.
-
-Errors
-  Every mistake is reported with its file, line and column and what was expected there:
-    demo.kvs:7:14: bad token '1..x' (expected: an integer, a range like 1..8, or "quoted words")
-
-Example
-{textwrap.indent(SCENARIO_EXAMPLE, "  ")}"""
-"""The full description of the language, shown by ``kvviz help scenarios``."""
+    return _read_op(line, items, vocab if vocab is not None else Vocabulary(), live, _Budget())
