@@ -1,19 +1,30 @@
-"""The kvcore backend: scenario ops by allocation name onto kvcore's caches."""
+# SPDX-License-Identifier: Apache-2.0
+"""The kvcore backend: scenario ops by allocation name onto kvcore's caches (trie or base)."""
 
 from __future__ import annotations
 
 import kvcore
-from kvcore import InvalidOperation, Snapshot
+from kvcore import Snapshot, Violation, check_snapshot
 
+from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, unknown_op
 
-class UnknownAllocation(InvalidOperation):
-    """An op named an allocation that is not live (never acquired, or released)."""
+KINDS = ("trie", "base")
+"""The cache kinds kvcore runs."""
+
+POLICIES = ("lru",)
+"""The eviction policies kvcore's trie runs today."""
 
 
 class KvcoreBackend:
-    """Drives one kvcore cache; allocations are addressed by their scenario names."""
+    """Drives one kvcore cache; allocations are addressed by their scenario names.
+
+    Implements :class:`kvviz.backends.Backend`; :func:`kvcore_backend` is its factory.
+    """
 
     name = "kvcore"
+    version = kvcore.__version__
+    can_restore = True
+    observes = ALL_EVENTS
 
     def __init__(self, cache):
         self.cache = cache
@@ -40,26 +51,25 @@ class KvcoreBackend:
         for a in self.cache.allocations.values():
             if a.label == name:
                 return a
-        live = ", ".join(self.live_names()) or "none"
-        raise UnknownAllocation(f"no live allocation named {name!r} (live allocations: {live})")
+        raise UnknownAllocation.named(name, self.live_names())
 
-    def apply(self, kind: str, name: str, tokens: tuple[int, ...] | None, extra: int, append: bool) -> None:
+    def apply(self, op: OpLike) -> None:
         """Run one op; raises a KVCacheError (and changes nothing) if it fails."""
+        kind, name, tokens = op.kind, op.name, op.tokens
         if kind == "acquire":
             if any(a.label == name for a in self.cache.allocations.values()):
-                raise InvalidOperation(f"acquire {name}: an allocation named {name!r} is already live; "
-                                       f"release it first or pick another name")
-            self.cache.acquire_pages_for_tokens(tokens or (), extra, name=name)
+                raise already_live(name)
+            self.cache.acquire_pages_for_tokens(tokens or (), op.extra, name=name)
         elif kind == "publish":
             self.allocation(name).publish_pages_for_tokens(tokens)
         elif kind == "extend":
             allocation = self.allocation(name)
-            new = allocation.tokens + tuple(tokens or ()) if append else tuple(tokens or ())
-            allocation.extend_allocation(new, extra)
+            new = allocation.tokens + tuple(tokens or ()) if op.append else tuple(tokens or ())
+            allocation.extend_allocation(new, op.extra)
         elif kind == "release":
             self.allocation(name).release_pages()
         else:
-            raise InvalidOperation(f"unknown op {kind!r} (expected acquire, publish, extend or release)")
+            raise unknown_op(kind)
 
     def take_events(self) -> tuple:
         """Events of the ops since the last call."""
@@ -69,6 +79,25 @@ class KvcoreBackend:
         """The cache's state."""
         return self.cache.snapshot()
 
-    def check(self) -> list:
-        """Invariant violations of the live cache."""
-        return self.cache.check_invariants()
+    def check(self, snapshot: Snapshot) -> list[Violation]:
+        """kvcore's invariant checker on ``snapshot``."""
+        return check_snapshot(snapshot)
+
+    def take_findings(self) -> tuple:
+        """kvcore is the reference: it never departs from itself."""
+        return ()
+
+
+def kvcore_backend(config: ConfigLike | None, snapshot: Snapshot | None) -> KvcoreBackend:
+    """The default backend factory: a fresh kvcore cache for ``config``, or one restored from
+    ``snapshot``. Raises :class:`~kvviz.backends.BackendError` for a config kvcore cannot run."""
+    if snapshot is not None:  # the session's own keyframes: made by kvcore, already checked
+        return KvcoreBackend.from_snapshot(snapshot, verify=False)
+    if config.kind not in KINDS:
+        raise BackendError(f"the kvcore backend runs a trie or a base cache, not {config.kind!r}")
+    if config.policy not in POLICIES:
+        raise BackendError(f"the kvcore backend evicts by {' or '.join(POLICIES)}, not {config.policy!r}")
+    try:
+        return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page)
+    except (kvcore.KVCacheError, ValueError) as exc:  # a page count or page size kvcore refuses
+        raise BackendError(f"the kvcore backend cannot build this cache: {exc}") from None

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shortfin backend: scenario ops on the real ``TriePagedAttentionCache`` of shortfin 3.9.0.
 
 Needs the optional extra (``pip install -e ".[shortfin]"``); runs on the CPU with no
@@ -22,7 +23,16 @@ release    ``release_pages(info)``, then ``free_allocated_pages`` of its unpubli
 =========  ==================================================================================
 
 Misuse (unknown names, tokens that do not extend an allocation, ...) is refused before
-shortfin is called, with kvcore's messages, so both backends fail alike on bad scripts.
+shortfin is called, with kvcore's messages, so both backends fail alike on bad scripts. The
+checks kvcore exposes as functions are kvcore's own, called here, not copies:
+``kvcore.base.pages_for`` (pages for a number of slots),
+``kvcore.BasePagedAttentionCache._check_extra`` (the extra-slot check and its message) and
+``kvcore.base._describe_tokens`` (how messages quote tokens).
+
+The factory, :func:`shortfin_backend`, refuses configs shortfin cannot run (a base cache, a
+policy other than LRU, sizes shortfin's pool or trie would crash on) with
+:class:`~kvviz.backends.BackendError`; shortfin cannot restore a snapshot, so sessions replay
+it from frame 0 (``can_restore`` is False).
 
 **Deterministic clock.** shortfin stamps nodes with ``time.monotonic()``. For the duration
 of each op (and nothing else) the module's ``time`` is replaced by a logical clock that
@@ -41,10 +51,11 @@ import time as _real_time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import events as ev
+from kvcore.base import _describe_tokens, pages_for
 
-from .kvcore_backend import UnknownAllocation
+from . import BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, unknown_op
 from .shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
 try:
@@ -56,8 +67,8 @@ try:
     from shortfin_apps.llm.components.kvcache.page_pool import PagePool as _PagePool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f"the shortfin backend needs shortfin 3.9.0 ({exc}); install it with: pip install -e \".[shortfin]\""
-    ) from exc
+        f"the shortfin backend needs shortfin 3.9.0 ({exc}); install it with: pip install -e \".[shortfin]\"",
+        name=exc.name) from exc
 
 SHORTFIN_VERSION = "3.9.0"
 MODULE = _trie_module.__name__
@@ -171,9 +182,15 @@ def logical_time(clock: LogicalClock):
             _trie_module.time = saved
 
 
-def pages_for(slots: int, tokens_per_page: int) -> int:
-    """Pages needed for ``slots`` token slots."""
-    return -(-slots // tokens_per_page)
+# kvcore's extra-slot check, so both backends refuse the same values with the same message
+# (a copy here once drifted: it accepted extra=True, which kvcore refuses).
+_check_extra = BasePagedAttentionCache._check_extra
+
+# What synthesize_events can read off two snapshots: everything but the heap's own moves
+# (shortfin heapifies its leaves only when it evicts; nothing records entries and exits).
+OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (
+    ev.OpStarted, ev.Matched, ev.RefTaken, ev.RefDropped, ev.Touched, ev.PagesTaken, ev.Evicted,
+    ev.NodeCreated, ev.Deduplicated, ev.PagesFreed, ev.Released))
 
 
 # -- the backend ------------------------------------------------------------------------------
@@ -182,14 +199,15 @@ def pages_for(slots: int, tokens_per_page: int) -> int:
 class ShortfinBackend:
     """Drives one shortfin ``TriePagedAttentionCache``; allocations are addressed by name.
 
-    The backend seam of :mod:`kvviz.model.session`: :meth:`apply`, :meth:`take_events`,
-    :meth:`snapshot`, :meth:`live_names`, :meth:`check`, plus :meth:`check_snapshot` (the
-    invariants in shortfin's terms, used by the session for every frame).
+    Implements :class:`kvviz.backends.Backend`; :func:`shortfin_backend` is its factory.
+    Events are synthesised from the states before and after each op (shortfin reports
+    none), and :meth:`check` counts references the way shortfin keeps them.
     """
 
     name = "shortfin"
     version = SHORTFIN_VERSION
-    check_snapshot = staticmethod(check_shortfin_snapshot)
+    can_restore = False  # shortfin's trie has no way in but its own ops
+    observes = OBSERVED_EVENTS
 
     def __init__(self, pages: int, tokens_per_page: int, *, cache_class=None,
                  free_unpublished_on_release: bool = True):
@@ -207,14 +225,6 @@ class ShortfinBackend:
         self._findings: list[Finding] = []
         self._snapshot = self._read()
 
-    @classmethod
-    def fresh(cls, kind: str, pages: int, tokens_per_page: int, **kwargs) -> "ShortfinBackend":
-        """A new empty shortfin trie cache (``kind`` must be 'trie')."""
-        if kind != "trie":
-            raise ValueError(f"the shortfin backend drives shortfin's trie cache; a {kind!r} cache runs on kvcore "
-                             f"(drop --base or use --backend kvcore)")
-        return cls(pages, tokens_per_page, **kwargs)
-
     # -- the seam -------------------------------------------------------------------------
 
     def live_names(self) -> list[str]:
@@ -225,22 +235,22 @@ class ShortfinBackend:
         """The live allocation called ``name``; UnknownAllocation if there is none."""
         handle = self._handles.get(name)
         if handle is None:
-            live = ", ".join(self.live_names()) or "none"
-            raise UnknownAllocation(f"no live allocation named {name!r} (live allocations: {live})")
+            raise UnknownAllocation.named(name, self.live_names())
         return handle
 
-    def apply(self, kind: str, name: str, tokens: tuple[int, ...] | None, extra: int, append: bool) -> None:
+    def apply(self, op: OpLike) -> None:
         """Run one op through shortfin's calls; raises a KVCacheError if it fails.
 
         Misuse is refused before shortfin is called (nothing changes). A failure inside
         shortfin is reported as it happened: shortfin may have changed its state first.
         """
-        ops = {"acquire": lambda: self._acquire(name, tuple(tokens or ()), extra),
+        kind, name, tokens = op.kind, op.name, op.tokens
+        ops = {"acquire": lambda: self._acquire(name, tuple(tokens or ()), op.extra),
                "publish": lambda: self._publish(name, None if tokens is None else tuple(tokens)),
-               "extend": lambda: self._extend(name, tuple(tokens or ()), extra, append),
+               "extend": lambda: self._extend(name, tuple(tokens or ()), op.extra, op.append),
                "release": lambda: self._release(name)}
         if kind not in ops:
-            raise InvalidOperation(f"unknown op {kind!r} (expected acquire, publish, extend or release)")
+            raise unknown_op(kind)
         before = self._snapshot
         try:
             with logical_time(self.clock):
@@ -264,9 +274,10 @@ class ShortfinBackend:
         """The cache's state in kvcore's format (see :mod:`.shortfin_reader`)."""
         return self._snapshot
 
-    def check(self) -> list:
-        """Invariant violations of the current state, in shortfin's terms."""
-        return check_shortfin_snapshot(self._snapshot)
+    def check(self, snapshot: Snapshot) -> list:
+        """Invariant violations of ``snapshot``, in shortfin's terms (see
+        :func:`~kvviz.backends.shortfin_reader.check_shortfin_snapshot`)."""
+        return check_shortfin_snapshot(snapshot)
 
     def shutdown(self) -> str | None:
         """shortfin's own leak check: ``cache.shutdown()``. Returns its complaint, or None.
@@ -287,8 +298,7 @@ class ShortfinBackend:
 
     def _acquire(self, name: str, tokens: tuple[int, ...], extra: int) -> None:
         if name in self._handles:
-            raise InvalidOperation(f"acquire {name}: an allocation named {name!r} is already live; "
-                                   f"release it first or pick another name")
+            raise already_live(name)
         _check_extra(extra, "acquire")
         cache, tpp = self.cache, self.tokens_per_page
         found = self._call(f"acquire {name}", cache.lookup, list(tokens))
@@ -382,7 +392,7 @@ class ShortfinBackend:
         if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
             raise InvalidOperation(
                 f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "
-                f"{_describe(own)}, got {len(new_tokens)} tokens {_describe(new_tokens)}")
+                f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
         added = list(new_tokens[len(own):])
         needed = pages_for(len(new_tokens) + extra, self.tokens_per_page) - len(info.pages)
         if needed <= 0:
@@ -477,13 +487,24 @@ class ShortfinBackend:
                                          s["dedups"]))
 
 
-def _check_extra(extra: int, op: str) -> None:
-    if not isinstance(extra, int) or extra < 0:
-        raise InvalidOperation(f"{op}: extra_token_slots must be a non-negative integer, got {extra!r}")
+def shortfin_backend(config: ConfigLike, snapshot: Snapshot | None) -> ShortfinBackend:
+    """The shortfin backend's factory: a fresh shortfin trie cache for ``config``.
 
-
-def _describe(tokens: tuple, limit: int = 8) -> str:
-    return f"[{' '.join(map(str, tokens[:limit]))}{' ...' if len(tokens) > limit else ''}]"
+    Raises :class:`~kvviz.backends.BackendError` (one line, what to use instead) for a config
+    shortfin cannot run, and for a snapshot (shortfin cannot restore one; the session
+    replays from frame 0 because :attr:`ShortfinBackend.can_restore` is False)."""
+    if snapshot is not None:
+        raise BackendError("the shortfin backend cannot restore a snapshot; replay from frame 0")
+    if config.kind != "trie":
+        raise BackendError(f"the shortfin backend drives shortfin's trie cache; a {config.kind!r} cache runs on "
+                           f"kvcore (use --backend kvcore, or `cache trie` in the script)")
+    if config.policy != "lru":
+        raise BackendError(f"shortfin's trie cache evicts by LRU only; a {config.policy!r} policy runs on kvcore "
+                           f"(use --backend kvcore)")
+    for what, value, least in (("pages", config.pages, 0), ("tokens_per_page", config.tokens_per_page, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise BackendError(f"the shortfin backend needs {what} to be an integer >= {least}, got {value!r}")
+    return ShortfinBackend(config.pages, config.tokens_per_page)
 
 
 def _path_to(node, root) -> list:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """shortfin's live trie cache read into kvcore's snapshot format, and checked in its own terms.
 
 The reader turns the objects of shortfin 3.9.0's ``TriePagedAttentionCache`` (``root`` and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Differential runs: one scenario on kvcore's trie and on shortfin's, compared step by step.
 
 Both runs are ordinary :class:`~kvviz.model.session.Session` s, so every frame of either
@@ -158,7 +159,7 @@ def run_diff(scenario: Scenario, *, shortfin_factory=None, kvcore_factory=None) 
     common = dict(title=scenario.title, description=scenario.description, vocab=scenario.vocab)
     kv = Session(config, backend_factory=kvcore_factory, **common)
     sf = Session(config, backend_factory=shortfin_factory, **common)
-    take = getattr(sf.backend, "take_findings", lambda: ())
+    take = sf.backend.take_findings
     take()
     findings: list[tuple] = [()]
     observations = [(observe(kv.last), observe(sf.last))]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What changed between two snapshots: the marks the UI paints (new green, touched blue,
 evicted red, ref ±) and the facts narration and why-queries use.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Session and timeline: ops applied to a cache, one frame per op, any frame by index.
 
 A session owns a backend (a live cache) and records, for every op, a :class:`Frame`: the op,
@@ -15,13 +16,14 @@ is what ``restore`` is for). Replays are exact because the caches are determinis
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kvcore import KVCacheError, Snapshot, Violation, check_snapshot
+from kvcore import KVCacheError, Snapshot, Violation
 from kvcore import events as ev
 
-from ..backends import KvcoreBackend
+from ..backends import Backend, BackendFactory, UnknownAllocation
+from ..backends.kvcore_backend import kvcore_backend
 from .diff import Diff, diff_snapshots
 from .expect import ExpectResult, evaluate
 from .narrate import narrate
@@ -123,14 +125,15 @@ class WhyIndex:
         )
 
 
-BackendFactory = Callable[[CacheConfig | None, Snapshot | None], object]
-
-
-def kvcore_backend(config: CacheConfig | None, snapshot: Snapshot | None):
-    """The default backend factory: a fresh kvcore cache, or one restored from a snapshot."""
-    if snapshot is not None:  # the session's own keyframes: made by kvcore, already checked
-        return KvcoreBackend.from_snapshot(snapshot, verify=False)
-    return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page)
+def _apply_quietly(backend: Backend, op: Op) -> bool:
+    """Apply ``op`` and drop its events; True when it failed (and so changed nothing)."""
+    try:
+        backend.apply(op)
+    except KVCacheError:
+        return True
+    finally:
+        backend.take_events()
+    return False
 
 
 class Session:
@@ -138,6 +141,11 @@ class Session:
 
     ``len(session)`` is the number of frames (ops + 1); ``session.frame(i)`` returns any of
     them. ``check`` runs the invariant checker after every op (on by default).
+
+    The cache comes from ``backend_factory`` (a :class:`~kvviz.backends.BackendFactory`,
+    kvcore's by default); a config that backend cannot run raises
+    :class:`~kvviz.backends.BackendError` from the constructor and from
+    :meth:`from_scenario`, before any op runs.
     """
 
     def __init__(self, config: CacheConfig, *, title: str = "", description: str = "",
@@ -154,7 +162,7 @@ class Session:
         self._keyframe_every = max(1, keyframe_every)
         self._cache_size = max(2, cached_frames)
         self._check = check
-        self.backend = backend_factory(config, None)
+        self.backend: Backend = backend_factory(config, None)
         self.steps: list[Step] = []
         self.summaries: list[FrameSummary] = []
         self._keyframes: dict[int, Snapshot] = {}
@@ -176,7 +184,8 @@ class Session:
         """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind).
 
         ``lazy`` builds frames only when they are looked at (see :meth:`append`): for long
-        scripts such as trace slices, opening is then as fast as running the cache.
+        scripts such as trace slices, opening is then as fast as running the cache. Raises
+        :class:`~kvviz.backends.BackendError` when the backend cannot run the config.
         """
         config = scenario.config
         if kind is not None and kind != config.kind:
@@ -229,12 +238,7 @@ class Session:
         yield self._keyframes[0]
         backend = self._factory(self.config, None)
         for step in list(self.steps):
-            op = step.op
-            try:
-                backend.apply(op.kind, op.name, op.tokens, op.extra, op.append)
-            except KVCacheError:
-                pass
-            backend.take_events()
+            _apply_quietly(backend, step.op)
             yield backend.snapshot()
 
     def live_names(self) -> list[str]:
@@ -253,7 +257,7 @@ class Session:
         step = Step(op, narration, tuple(expects))
         frame = self._run(self.backend, self.last.snapshot, step, index, record=True)
         self.steps.append(step)
-        if index % self._keyframe_every == 0 and getattr(self._factory, "can_restore", True):
+        if index % self._keyframe_every == 0 and self.backend.can_restore:
             # A backend that cannot restore a snapshot (a foreign cache) replays from frame 0.
             self._keyframes[index] = frame.snapshot
         self.summaries.append(FrameSummary(index, op.text, frame.failed, len(frame.evictions),
@@ -272,13 +276,13 @@ class Session:
         step = Step(op, narration, tuple(expects))
         failed = False
         try:
-            self.backend.apply(op.kind, op.name, op.tokens, op.extra, op.append)
+            self.backend.apply(op)
         except KVCacheError:
             failed = True
         events = self.backend.take_events()
         self.why_index.record(index, events)
         self.steps.append(step)
-        if index % self._keyframe_every == 0 and getattr(self._factory, "can_restore", True):
+        if index % self._keyframe_every == 0 and self.backend.can_restore:
             self._keyframes[index] = self.backend.snapshot()
         self.summaries.append(FrameSummary(index, op.text, failed, sum(isinstance(e, ev.Evicted) for e in events),
                                            0, 0))
@@ -296,7 +300,7 @@ class Session:
         for i in [i for i in self._frames if i > keep]:
             del self._frames[i]
         self._cursor = None
-        if getattr(self._factory, "can_restore", True):
+        if self.backend.can_restore:
             self.backend = self._factory(self.config, frame.snapshot)
         else:
             self.backend = self._replayed_backend(keep)
@@ -308,19 +312,17 @@ class Session:
     def _violations(self, snapshot: Snapshot) -> list[Violation]:
         if not self._check:
             return []
-        # A backend may check the invariants in its own terms (shortfin keeps one reference
-        # per allocation on its deepest node, not one on every node of the path).
-        check = getattr(self.backend, "check_snapshot", check_snapshot)
-        return list(check(snapshot))
+        # The backend checks in its own terms (shortfin keeps one reference per allocation,
+        # on its deepest node, not one on every node of the path).
+        return list(self.backend.check(snapshot))
 
     def _run(self, backend, before: Snapshot, step: Step, index: int, record: bool) -> Frame:
         op = step.op
         error = None
         try:
-            backend.apply(op.kind, op.name, op.tokens, op.extra, op.append)
+            backend.apply(op)
         except KVCacheError as exc:
-            error = OpError(type(exc).__name__ if type(exc).__name__ != "UnknownAllocation" else "InvalidOperation",
-                            str(exc))
+            error = OpError("InvalidOperation" if isinstance(exc, UnknownAllocation) else type(exc).__name__, str(exc))
         events = backend.take_events()
         after = backend.snapshot()
         violations = self._violations(after)
@@ -367,11 +369,7 @@ class Session:
     def _replay(self, backend, first: int, last: int):
         """Apply the ops of frames ``first..last`` to ``backend``, quietly; returns it."""
         for step in self.steps[first - 1:last]:
-            try:
-                backend.apply(step.op.kind, step.op.name, step.op.tokens, step.op.extra, step.op.append)
-            except KVCacheError:
-                pass
-            backend.take_events()
+            _apply_quietly(backend, step.op)
         return backend
 
     def _remember(self, frame: Frame) -> None:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Diffs between frames: what the views mark as new, touched, evicted, taken, freed, moved."""
 
 import json

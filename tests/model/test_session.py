@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sessions and timelines: one frame per op, any frame by index, keyframe replay, branching,
 invalid ops as frames, and expect lines evaluated against frames."""
 
@@ -5,6 +6,10 @@ import random
 
 import pytest
 
+import kvcore
+from kvcore import InvalidOperation, Violation
+from kvviz.backends import ALL_EVENTS, Backend, BackendError, BackendFactory, UnknownAllocation
+from kvviz.backends.kvcore_backend import KvcoreBackend, kvcore_backend
 from kvviz.model.expect import evaluate
 from kvviz.model.scenario import CacheConfig, Expect, Op, parse_command, parse_scenario
 from kvviz.model.session import Session
@@ -287,6 +292,86 @@ def test_a_released_name_can_be_acquired_again_and_a_second_release_is_invalid()
     assert session.apply(command("release a")).error.kind == "InvalidOperation"
     assert session.apply(command("acquire a 1..4")).error is None
     assert session.live_names() == ["a"]
+
+
+# -- the backend seam --------------------------------------------------------------------------
+
+
+def test_the_kvcore_backend_and_its_factory_keep_to_the_declared_seam():
+    backend = kvcore_backend(CacheConfig(), None)
+    assert isinstance(backend, Backend) and isinstance(kvcore_backend, BackendFactory)
+    assert (backend.name, backend.version) == ("kvcore", kvcore.__version__)
+    assert backend.can_restore is True and backend.observes == ALL_EVENTS
+    assert backend.take_findings() == ()
+    assert backend.check(backend.snapshot()) == []
+
+
+class ReplayOnlyBackend(KvcoreBackend):
+    """kvcore, but declaring that it cannot be restored: the session must replay it from frame 0."""
+
+    can_restore = False
+
+
+def replay_only_factory(config, snapshot):
+    if snapshot is not None:
+        raise AssertionError("asked to restore a backend that declared can_restore = False")
+    return ReplayOnlyBackend.fresh(config.kind, config.pages, config.tokens_per_page)
+
+
+def test_a_backend_that_cannot_restore_is_replayed_from_frame_0_with_identical_frames():
+    steps = random_steps(11, 60)
+    restored = replayed(steps, keyframe_every=4, cached_frames=2)
+    replay_only = replayed(steps, backend_factory=replay_only_factory, keyframe_every=4, cached_frames=2)
+    assert list(replay_only._keyframes) == [0] and len(restored._keyframes) > 1
+    for i in range(len(restored)):
+        assert replay_only.frame(i) == restored.frame(i), f"frame {i}"
+    replay_only.truncate(30)
+    assert replay_only.backend.snapshot() == restored.frame(30).snapshot
+
+
+class SelfCheckingBackend(KvcoreBackend):
+    """kvcore, with an invariant check of its own that always finds one problem."""
+
+    def check(self, snapshot):
+        return [Violation(6, f"checked in this backend's own terms at clock {snapshot.clock}")]
+
+
+def test_the_session_checks_every_frame_with_the_backends_own_check():
+    session = Session(CacheConfig(), backend_factory=lambda config, snap: SelfCheckingBackend.fresh("trie", 8, 4))
+    frame = session.apply(command("acquire a 1..4"))
+    assert [v.message for v in session.frame(0).violations] == ["checked in this backend's own terms at clock 0"]
+    assert [v.message for v in frame.violations] == ["checked in this backend's own terms at clock 1"]
+
+
+class NoSuchRequest(UnknownAllocation):
+    """A backend's own kind of unknown allocation."""
+
+
+class RequestBackend(KvcoreBackend):
+    def allocation(self, name):
+        raise NoSuchRequest(f"no request {name!r}")
+
+
+def test_any_unknown_allocation_error_is_shown_as_an_invalid_operation_by_its_type():
+    session = Session(CacheConfig(), backend_factory=lambda config, snap: RequestBackend.fresh("trie", 8, 4))
+    frame = session.apply(command("release ghost"))
+    assert (frame.error.kind, frame.error.message) == ("InvalidOperation", "no request 'ghost'")
+    assert issubclass(UnknownAllocation, InvalidOperation)
+
+
+@pytest.mark.parametrize("config, message", [
+    (CacheConfig("hash", 8, 4), "the kvcore backend runs a trie or a base cache, not 'hash'"),
+    (CacheConfig("trie", 8, 4, "fifo"), "the kvcore backend evicts by lru, not 'fifo'"),
+])
+def test_a_config_the_kvcore_backend_cannot_run_is_a_backend_error_before_any_op(config, message):
+    with pytest.raises(BackendError) as info:
+        Session(config)
+    assert str(info.value) == message
+
+
+def test_from_scenario_raises_the_backend_error_of_a_kind_the_backend_cannot_run():
+    with pytest.raises(BackendError, match="not 'hash'"):
+        Session.from_scenario(parse_scenario("acquire a 1..4\n"), kind="hash")
 
 
 # -- expects ---------------------------------------------------------------------------------

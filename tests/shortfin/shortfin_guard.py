@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Import shortfin for these tests: skip only when it is not installed, fail loudly when it
 is installed but does not import (a broken install, or a test package shadowing one of
 its dependencies must not silently skip the suite).

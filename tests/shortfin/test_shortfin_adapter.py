@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shortfin backend's op mapping, clock, pool and error handling, call by call."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kvviz.backends.shortfin_backend import (  # noqa: E402
     ShortfinError,
     logical_time,
 )
-from kvviz.model.scenario import parse_scenario  # noqa: E402
+from kvviz.model.scenario import Op, parse_scenario  # noqa: E402
 from kvviz.model.session import Session  # noqa: E402
 
 
@@ -67,11 +68,11 @@ def names(calls):
 
 def test_acquire_is_a_lookup_then_an_allocate_of_the_unmatched_tokens():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5, 6), 0, False)
-    backend.apply("publish", "a", None, 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5, 6), 0, False))
+    backend.apply(Op("publish", "a", None, 0, False))
     backend.cache.calls.clear()
 
-    backend.apply("acquire", "b", (1, 2, 3, 4, 9), 0, False)
+    backend.apply(Op("acquire", "b", (1, 2, 3, 4, 9), 0, False))
 
     (lookup, allocate) = backend.cache.calls
     assert lookup[:2] == ("lookup", [1, 2, 3, 4, 9])
@@ -84,7 +85,7 @@ def test_acquire_is_a_lookup_then_an_allocate_of_the_unmatched_tokens():
 
 def test_acquire_with_extra_slots_asks_allocate_for_a_block_of_pages():
     backend = spy_backend(pages=6)
-    backend.apply("acquire", "a", (1, 2, 3), 6, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3), 6, False))
     (_, allocate) = backend.cache.calls
     assert allocate[3] == 3  # ceil((3 + 6) / 4)
     assert len(backend.snapshot().allocation_named("a").pages) == 3
@@ -93,23 +94,23 @@ def test_acquire_with_extra_slots_asks_allocate_for_a_block_of_pages():
 def test_an_acquire_that_shortfin_cannot_serve_is_a_kvcore_allocation_failure():
     backend = spy_backend(pages=2)
     with pytest.raises(CacheAllocationFailure, match="cannot acquire 12 tokens.*2 free") as info:
-        backend.apply("acquire", "a", tuple(range(12)), 0, False)
+        backend.apply(Op("acquire", "a", tuple(range(12)), 0, False))
     assert info.value.needed == 3 and info.value.free == 2
     assert backend.live_names() == []
 
 
 def test_acquiring_a_live_name_is_refused_before_shortfin_is_called():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1,), 0, False)
+    backend.apply(Op("acquire", "a", (1,), 0, False))
     backend.cache.calls.clear()
     backend.take_events()
     before = backend.snapshot()
     with pytest.raises(InvalidOperation, match="already live"):
-        backend.apply("acquire", "a", (2,), 0, False)
+        backend.apply(Op("acquire", "a", (2,), 0, False))
     with pytest.raises(InvalidOperation, match="no live allocation named 'zz'"):
-        backend.apply("publish", "zz", None, 0, False)
+        backend.apply(Op("publish", "zz", None, 0, False))
     with pytest.raises(InvalidOperation, match="extra_token_slots"):
-        backend.apply("acquire", "b", (2,), -1, False)
+        backend.apply(Op("acquire", "b", (2,), -1, False))
     assert backend.cache.calls == [] and backend.snapshot() == before and backend.take_events() == ()
 
 
@@ -118,11 +119,11 @@ def test_acquiring_a_live_name_is_refused_before_shortfin_is_called():
 
 def test_publish_passes_the_handle_and_keeps_the_info_shortfin_returns():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5), 0, False))
     old = backend.handle("a").info
     backend.cache.calls.clear()
 
-    backend.apply("publish", "a", None, 0, False)
+    backend.apply(Op("publish", "a", None, 0, False))
 
     ((name, tokens, info, incomplete),) = backend.cache.calls
     assert name == "publish_pages_for_tokens" and info is old and incomplete is False
@@ -133,9 +134,9 @@ def test_publish_passes_the_handle_and_keeps_the_info_shortfin_returns():
 
 def test_publishing_a_prefix_publishes_its_full_pages_and_keeps_the_allocations_tokens():
     backend = spy_backend(pages=4, tokens_per_page=2)
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5, 6), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5, 6), 0, False))
     backend.cache.calls.clear()
-    backend.apply("publish", "a", (1, 2, 3), 0, False)
+    backend.apply(Op("publish", "a", (1, 2, 3), 0, False))
     assert backend.cache.calls[0][1] == [1, 2, 3]  # shortfin saw only the prefix
     snap = backend.snapshot()
     assert snap.allocation_named("a").published == 1
@@ -144,12 +145,12 @@ def test_publishing_a_prefix_publishes_its_full_pages_and_keeps_the_allocations_
 
 def test_publish_tokens_that_disagree_or_do_not_fit_are_refused_like_kvcore():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2, 3), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3), 0, False))
     with pytest.raises(InvalidOperation, match="disagree with the allocation's at position 1"):
-        backend.apply("publish", "a", (1, 9), 0, False)
+        backend.apply(Op("publish", "a", (1, 9), 0, False))
     with pytest.raises(InvalidOperation, match="do not fit in its 1 pages"):
-        backend.apply("publish", "a", (1, 2, 3, 4, 5), 0, False)
-    backend.apply("publish", "a", (1, 2, 3, 4), 0, False)  # decode wrote into the spare slot
+        backend.apply(Op("publish", "a", (1, 2, 3, 4, 5), 0, False))
+    backend.apply(Op("publish", "a", (1, 2, 3, 4), 0, False))  # decode wrote into the spare slot
     assert backend.snapshot().allocation_named("a").published == 1
 
 
@@ -158,10 +159,10 @@ def test_publish_tokens_that_disagree_or_do_not_fit_are_refused_like_kvcore():
 
 def test_extend_allocates_the_new_tokens_against_the_current_info():
     backend = spy_backend(pages=4)
-    backend.apply("acquire", "a", (1, 2, 3, 4), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4), 0, False))
     info = backend.handle("a").info
     backend.cache.calls.clear()
-    backend.apply("extend", "a", (5, 6), 0, True)
+    backend.apply(Op("extend", "a", (5, 6), 0, True))
     ((name, tokens, given, block),) = backend.cache.calls
     assert (name, tokens, given, block) == ("allocate", [5, 6], info, 1)
     assert backend.snapshot().allocation_named("a").tokens == (1, 2, 3, 4, 5, 6)
@@ -170,9 +171,9 @@ def test_extend_allocates_the_new_tokens_against_the_current_info():
 
 def test_extend_within_the_last_page_calls_nothing_and_appends_the_tokens():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2), 0, False))
     backend.cache.calls.clear()
-    backend.apply("extend", "a", (1, 2, 3, 4), 0, False)
+    backend.apply(Op("extend", "a", (1, 2, 3, 4), 0, False))
     assert backend.cache.calls == []
     a = backend.snapshot().allocation_named("a")
     assert a.tokens == (1, 2, 3, 4) and len(a.pages) == 1
@@ -180,16 +181,16 @@ def test_extend_within_the_last_page_calls_nothing_and_appends_the_tokens():
 
 def test_extend_with_tokens_that_do_not_start_with_the_allocations_is_refused():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2), 0, False))
     with pytest.raises(InvalidOperation, match="must start with the allocation's 2 tokens"):
-        backend.apply("extend", "a", (2, 2, 3), 0, False)
+        backend.apply(Op("extend", "a", (2, 2, 3), 0, False))
 
 
 def test_extend_that_shortfin_sizes_by_the_new_tokens_alone_is_reported_as_d3():
     backend = spy_backend(pages=4)
-    backend.apply("acquire", "a", (1,), 0, False)  # 3 slots left in its page
+    backend.apply(Op("acquire", "a", (1,), 0, False))  # 3 slots left in its page
     backend.take_findings()
-    backend.apply("extend", "a", (2, 3, 4, 5, 6), 0, True)  # 6 tokens: 2 pages in all, 1 more
+    backend.apply(Op("extend", "a", (2, 3, 4, 5, 6), 0, True))  # 6 tokens: 2 pages in all, 1 more
     assert [f.code for f in backend.take_findings()] == ["D3"]
     assert len(backend.snapshot().allocation_named("a").pages) == 3  # shortfin took 2
 
@@ -199,12 +200,12 @@ def test_extend_that_shortfin_sizes_by_the_new_tokens_alone_is_reported_as_d3():
 
 def test_release_drops_the_reference_then_frees_the_unpublished_pages():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5), 0, False)
-    backend.apply("publish", "a", None, 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5), 0, False))
+    backend.apply(Op("publish", "a", None, 0, False))
     info = backend.handle("a").info
     tail = info.pages[1].index
     backend.cache.calls.clear()
-    backend.apply("release", "a", None, 0, False)
+    backend.apply(Op("release", "a", None, 0, False))
     assert backend.cache.calls == [("release_pages", info), ("free_allocated_pages", [tail])]
     snap = backend.snapshot()
     assert snap.allocations == () and snap.free_count == 3 and snap.evictable_count == 1
@@ -212,20 +213,20 @@ def test_release_drops_the_reference_then_frees_the_unpublished_pages():
 
 def test_without_the_callers_half_of_the_contract_the_unpublished_page_is_lost():
     backend = ShortfinBackend(4, 4, free_unpublished_on_release=False)
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5), 0, False)
-    backend.apply("publish", "a", None, 0, False)
-    backend.apply("release", "a", None, 0, False)
-    violations = backend.check()
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5), 0, False))
+    backend.apply(Op("publish", "a", None, 0, False))
+    backend.apply(Op("release", "a", None, 0, False))
+    violations = backend.check(backend.snapshot())
     assert [v.invariant for v in violations] == [1]
     assert "nowhere" in violations[0].message
 
 
 def test_releasing_twice_is_refused():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1,), 0, False)
-    backend.apply("release", "a", None, 0, False)
+    backend.apply(Op("acquire", "a", (1,), 0, False))
+    backend.apply(Op("release", "a", None, 0, False))
     with pytest.raises(InvalidOperation, match="no live allocation named 'a'"):
-        backend.apply("release", "a", None, 0, False)
+        backend.apply(Op("release", "a", None, 0, False))
 
 
 # -- clock, pool, crashes -------------------------------------------------------------------
@@ -233,11 +234,11 @@ def test_releasing_twice_is_refused():
 
 def test_shortfin_sees_a_logical_clock_during_an_op_and_the_real_one_after():
     backend = spy_backend()
-    backend.apply("acquire", "a", (1, 2, 3, 4), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4), 0, False))
     assert isinstance(backend.cache.calls[0][2], LogicalClock)
     assert trie_module.time is time
-    backend.apply("publish", "a", None, 0, False)
-    backend.apply("acquire", "b", (1, 2, 3, 4), 0, False)  # the lookup touches the node
+    backend.apply(Op("publish", "a", None, 0, False))
+    backend.apply(Op("acquire", "b", (1, 2, 3, 4), 0, False))  # the lookup touches the node
     node = backend.snapshot().node(1)
     assert (backend.clock.now, node.last_access) == (3, 3)  # root at 1, created at 2, touched at 3
     assert trie_module.time is time
@@ -266,15 +267,15 @@ def test_the_cpu_pool_behaves_like_shortfins_page_pool():
 
 def test_shutdown_is_shortfins_own_leak_check_on_our_pool():
     backend = ShortfinBackend(4, 4)
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5), 0, False)
-    backend.apply("publish", "a", None, 0, False)
-    backend.apply("release", "a", None, 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5), 0, False))
+    backend.apply(Op("publish", "a", None, 0, False))
+    backend.apply(Op("release", "a", None, 0, False))
     assert backend.shutdown() is None
     assert backend.snapshot().free_count == 4
 
     leaky = ShortfinBackend(4, 4)
-    leaky.apply("acquire", "a", (1, 2, 3, 4), 0, False)
-    leaky.apply("publish", "a", None, 0, False)  # still referenced: shutdown cannot free it
+    leaky.apply(Op("acquire", "a", (1, 2, 3, 4), 0, False))
+    leaky.apply(Op("publish", "a", None, 0, False))  # still referenced: shutdown cannot free it
     assert leaky.shutdown() == "Pages lost: 1 of 4 unfreed"
 
 
@@ -284,9 +285,9 @@ def test_an_unexpected_exception_inside_shortfin_is_a_shortfin_error_frame():
             raise KeyError((1, 2, 3, 4))
 
     backend = ShortfinBackend(4, 4, cache_class=Crashing)
-    backend.apply("acquire", "a", (1, 2, 3, 4), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4), 0, False))
     with pytest.raises(ShortfinError, match="publish a: shortfin 3.9.0's publish_pages_for_tokens raised KeyError"):
-        backend.apply("publish", "a", None, 0, False)
+        backend.apply(Op("publish", "a", None, 0, False))
     session = Session(parse_scenario("cache trie pages=4 tokens_per_page=4\n").config,
                       backend_factory=lambda config, snap: ShortfinBackend(4, 4, cache_class=Crashing))
     session.apply(parse_scenario("acquire a 1..4\n").steps[0].op)
@@ -299,14 +300,14 @@ def test_an_unexpected_exception_inside_shortfin_is_a_shortfin_error_frame():
 
 def test_events_are_synthesised_from_the_state_before_and_after():
     backend = ShortfinBackend(4, 4)
-    backend.apply("acquire", "a", (1, 2, 3, 4, 5), 0, False)
+    backend.apply(Op("acquire", "a", (1, 2, 3, 4, 5), 0, False))
     kinds = [type(e).__name__ for e in backend.take_events()]
     assert kinds == ["OpStarted", "Matched", "PagesTaken", "RefTaken"]  # RefTaken: on the root
-    backend.apply("publish", "a", None, 0, False)
+    backend.apply(Op("publish", "a", None, 0, False))
     events = backend.take_events()
     created = [e for e in events if isinstance(e, ev.NodeCreated)]
     assert [(e.node, e.parent, e.page, e.tokens) for e in created] == [(1, 0, 3, (1, 2, 3, 4))]
-    backend.apply("release", "a", None, 0, False)
+    backend.apply(Op("release", "a", None, 0, False))
     events = backend.take_events()
     assert [e.pages for e in events if isinstance(e, ev.PagesFreed)] == [(2,)]
     assert isinstance(events[-1], ev.Released)
@@ -314,10 +315,11 @@ def test_events_are_synthesised_from_the_state_before_and_after():
 
 def test_the_session_replays_shortfin_from_frame_0_and_gets_identical_frames():
     factory = make_backend_factory("shortfin")
-    assert factory.can_restore is False
     scenario = parse_scenario("cache trie pages=3 tokens_per_page=2\n" + "\n".join(
         f"acquire r{i} {i % 3} {i % 2} 7\npublish r{i}\nrelease r{i}" for i in range(8)))
     session = Session.from_scenario(scenario, backend_factory=factory, keyframe_every=4, cached_frames=2)
+    assert session.backend.can_restore is False
+    assert list(session._keyframes) == [0]  # nothing to restore from: every rebuild replays from 0
     live = [session.frame(i) for i in range(len(session))]  # mostly rebuilt by replay
     again = Session.from_scenario(scenario, backend_factory=factory)
     for i, frame in enumerate(live):

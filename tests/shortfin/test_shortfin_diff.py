@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`kvviz diff`: the first divergence on each bug scenario, none on shortfin's own suite."""
 
 from __future__ import annotations

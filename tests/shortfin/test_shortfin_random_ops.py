@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Random op sequences on kvcore and on shortfin: every divergence must be a known issue.
 
 Hypothesis draws a small cache and a sequence of acquires, publishes (whole or a prefix),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The state reader against shortfin states worked out by hand from shortfin 3.9.0's code.
 
 Facts used below: shortfin's pool hands pages out from the end of its free list (a pool of
@@ -16,13 +17,14 @@ from kvcore import Snapshot, Stats  # noqa: E402
 from kvcore.snapshot import AllocationInfo, NodeInfo, PageInfo  # noqa: E402
 from kvviz.backends.shortfin_backend import ShortfinBackend  # noqa: E402
 from kvviz.backends.shortfin_reader import check_shortfin_snapshot, pending_pages, reference_holders  # noqa: E402
+from kvviz.model.scenario import Op  # noqa: E402
 
 
 def run(pages: int, tpp: int, *ops) -> ShortfinBackend:
     backend = ShortfinBackend(pages, tpp)
     for kind, name, *rest in ops:
         tokens = rest[0] if rest else None
-        backend.apply(kind, name, tokens, 0, False)
+        backend.apply(Op(kind, name, tokens))
     return backend
 
 
@@ -100,14 +102,14 @@ def test_node_ids_stay_stable_across_evictions_and_are_never_reused():
     assert [(n.id, n.parent, n.page, n.ref, n.last_access) for n in snap.nodes] == [
         (0, None, None, 0, 1), (1, 0, 3, 0, 2), (2, 1, 2, 0, 3), (3, 0, 1, 0, 4)]
     assert snap.heap == (2, 3)  # the childless ref-0 nodes, oldest first
-    backend.apply("acquire", "C", (7, 8, 9, 10, 11, 12), 0, False)
+    backend.apply(Op("acquire", "C", (7, 8, 9, 10, 11, 12), 0, False))
     snap = backend.snapshot()
     # 1 page free (0), 2 evicted: node 2 (tick 3), then its parent node 1 (tick 2) became a
     # leaf and went next. Pages 2 and 3 were appended after 0; C took 3, 2, 0.
     assert [n.id for n in snap.nodes] == [0, 3]
     assert snap.allocation_named("C").pages == (3, 2, 0)
     assert snap.stats.evictions == 2
-    backend.apply("publish", "C", None, 0, False)
+    backend.apply(Op("publish", "C", None, 0, False))
     assert [n.id for n in backend.snapshot().nodes] == [0, 3, 4, 5, 6]
     assert backend.snapshot().next_seq == 7
 

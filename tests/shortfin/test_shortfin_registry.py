@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Backends by name, and what `--backend shortfin` says when shortfin is not installed.
 
 These run with or without shortfin: the missing install is simulated."""
@@ -10,28 +11,32 @@ import click
 import pytest
 
 from kvviz.cli.common import backend_factory
+from kvviz.model.scenario import CacheConfig
 from kvviz.backends.registry import (
     INSTALL_SHORTFIN,
     BackendError,
     BackendUnavailable,
     make_backend_factory,
 )
-from kvviz.model.session import kvcore_backend
+from kvviz.backends.kvcore_backend import kvcore_backend
 
-SHORTFIN_MODULES = ("shortfin_apps.llm.components.kvcache.trie_attention_cache", "kvviz.backends.shortfin_backend")
+TRIE_MODULE = "shortfin_apps.llm.components.kvcache.trie_attention_cache"
+BACKEND_MODULE = "kvviz.backends.shortfin_backend"
 
 
 @pytest.fixture
 def without_shortfin(monkeypatch):
-    """Make `import shortfin_apps...trie_attention_cache` fail, as on a machine without the extra."""
-    for name in SHORTFIN_MODULES:
+    """Make every `import shortfin_apps...` fail, as on a machine without the extra (and forget
+    our shortfin backend, so that importing it again meets the failure)."""
+    for name in [TRIE_MODULE] + [m for m in sys.modules if m.split(".")[0] == "shortfin_apps"]:
         monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, BACKEND_MODULE, raising=False)
 
 
 def test_kvcore_is_the_default_backend_and_restores_snapshots():
     factory = make_backend_factory("kvcore")
     assert factory is kvcore_backend
-    assert getattr(factory, "can_restore", True)
+    assert factory(CacheConfig(), None).can_restore is True
 
 
 def test_an_unknown_backend_names_the_known_ones():
