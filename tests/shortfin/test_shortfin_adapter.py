@@ -13,8 +13,11 @@ trie_module = require_shortfin()
 
 from shortfin_apps.llm.components.kvcache.page_pool import PagePool  # noqa: E402
 
+import kvcore.base  # noqa: E402
 from kvcore import CacheAllocationFailure, InvalidOperation  # noqa: E402
 from kvcore import events as ev  # noqa: E402
+from kvviz.backends import shortfin_backend as shortfin_backend_module  # noqa: E402
+from kvviz.backends.kvcore_backend import KvcoreBackend  # noqa: E402
 from kvviz.backends.registry import make_backend_factory  # noqa: E402
 from kvviz.backends.shortfin_backend import (  # noqa: E402
     CpuPagePool,
@@ -112,6 +115,26 @@ def test_acquiring_a_live_name_is_refused_before_shortfin_is_called():
     with pytest.raises(InvalidOperation, match="extra_token_slots"):
         backend.apply(Op("acquire", "b", (2,), -1, False))
     assert backend.cache.calls == [] and backend.snapshot() == before and backend.take_events() == ()
+
+
+@pytest.mark.parametrize("extra", [True, False, -1, 1.5, "2"])
+@pytest.mark.parametrize("kind", ["acquire", "extend"])
+def test_bad_extra_slots_are_refused_by_both_backends_with_kvcores_message(kind, extra):
+    """One check serves both backends: a copy in the shortfin backend once accepted extra=True."""
+    messages = []
+    for backend in (KvcoreBackend.fresh("trie", 4, 4), ShortfinBackend(4, 4)):
+        backend.apply(Op("acquire", "a", (1, 2)))
+        before = backend.snapshot()
+        backend.take_events()
+        with pytest.raises(InvalidOperation) as info:
+            backend.apply(Op(kind, "b" if kind == "acquire" else "a", (1, 2, 3), extra))
+        assert backend.snapshot() == before and backend.take_events() == ()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] == f"{kind}: extra_token_slots must be a non-negative integer, got {extra!r}"
+
+
+def test_the_shortfin_backend_sizes_pages_with_kvcores_own_function():
+    assert shortfin_backend_module.pages_for is kvcore.base.pages_for
 
 
 # -- publish --------------------------------------------------------------------------------
