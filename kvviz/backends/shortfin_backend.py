@@ -71,7 +71,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         name=exc.name) from exc
 
 SHORTFIN_VERSION = "3.9.0"
-MODULE = _trie_module.__name__
 
 # -- what we know about shortfin 3.9.0 ---------------------------------------------------------
 

@@ -83,10 +83,6 @@ class NodeIds:
             self._next += 1
         return node_id
 
-    def known(self, node) -> int | None:
-        """The node's id, or None if it was never numbered."""
-        return self._ids.get(node)
-
     def observe(self, cache, handles: Iterable[Handle]) -> list:
         """Number new nodes of the trie (breadth first) and forget unreachable ones.
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from kvcore import Snapshot
 
 from ..backends.registry import make_backend_factory
-from .scenario import CacheConfig, Scenario
+from .scenario import Scenario
 from .session import Frame, Session
 
 FIELDS = ("outcome", "free", "cached", "block_tables")
@@ -144,21 +144,19 @@ class DiffRun:
         return tuple(f for fs in self.findings[1:step + 1] for f in fs)
 
 
-def run_diff(scenario: Scenario, *, shortfin_factory=None, kvcore_factory=None) -> DiffRun:
+def run_diff(scenario: Scenario) -> DiffRun:
     """Run ``scenario`` on kvcore's trie and on shortfin's, step by step, and compare them.
 
-    Raises :class:`DiffError` for a base-cache scenario (shortfin's cache is a trie) and
-    :class:`~kvviz.backends.registry.BackendUnavailable` when shortfin is not installed.
+    Raises :class:`DiffError` for a base-cache scenario (shortfin's cache is a trie),
+    :class:`~kvviz.backends.BackendUnavailable` when shortfin is not installed and
+    :class:`~kvviz.backends.BackendError` for another config shortfin cannot run.
     """
     if scenario.config.kind != "trie":
         raise DiffError(f"a diff compares kvcore's trie cache with shortfin's; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
-    shortfin_factory = shortfin_factory or make_backend_factory("shortfin")
-    kvcore_factory = kvcore_factory or make_backend_factory("kvcore")
-    config = CacheConfig("trie", scenario.config.pages, scenario.config.tokens_per_page, scenario.config.policy)
     common = dict(title=scenario.title, description=scenario.description, vocab=scenario.vocab)
-    kv = Session(config, backend_factory=kvcore_factory, **common)
-    sf = Session(config, backend_factory=shortfin_factory, **common)
+    kv = Session(scenario.config, backend_factory=make_backend_factory("kvcore"), **common)
+    sf = Session(scenario.config, backend_factory=make_backend_factory("shortfin"), **common)
     take = sf.backend.take_findings
     take()
     findings: list[tuple] = [()]

@@ -167,7 +167,7 @@ class Session:
         self.summaries: list[FrameSummary] = []
         self._keyframes: dict[int, Snapshot] = {}
         self._frames: OrderedDict[int, Frame] = OrderedDict()
-        self._cursor: tuple[int, object] | None = None  # (frame index, backend in that state)
+        self._cursor: tuple[int, Backend] | None = None  # (frame index, backend in that state)
         self.why_index = WhyIndex()
         snapshot = self.backend.snapshot()
         first = Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), description,
