@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from shortfin_apps.llm.components.kvcache.page_pool import PagePool  # noqa: E40
 import kvcore.base  # noqa: E402
 from kvcore import CacheAllocationFailure, InvalidOperation  # noqa: E402
 from kvcore import events as ev  # noqa: E402
+from kvviz.backends import ALL_EVENTS, Backend, BackendError, BackendFactory  # noqa: E402
 from kvviz.backends import shortfin_backend as shortfin_backend_module  # noqa: E402
 from kvviz.backends.kvcore_backend import KvcoreBackend  # noqa: E402
 from kvviz.backends.registry import make_backend_factory  # noqa: E402
@@ -26,7 +28,7 @@ from kvviz.backends.shortfin_backend import (  # noqa: E402
     ShortfinError,
     logical_time,
 )
-from kvviz.model.scenario import Op, parse_scenario  # noqa: E402
+from kvviz.model.scenario import CacheConfig, Op, parse_scenario  # noqa: E402
 from kvviz.model.session import Session  # noqa: E402
 
 
@@ -359,3 +361,49 @@ def test_the_session_checks_shortfin_frames_in_shortfins_terms():
     snap = session.last.snapshot
     assert [n.ref for n in snap.nodes] == [0, 0, 0, 1]  # root, [1 2], [3 4], [5 6]
     assert session.last.violations == ()
+
+
+def test_the_shortfin_backend_keeps_to_the_declared_seam():
+    factory = make_backend_factory("shortfin")
+    backend = factory(parse_scenario("").config, None)
+    assert isinstance(backend, Backend) and isinstance(factory, BackendFactory)
+    assert (backend.name, backend.version, backend.can_restore) == ("shortfin", "3.9.0", False)
+    assert backend.observes < ALL_EVENTS and "CandidateAdded" not in backend.observes
+
+
+def test_every_event_kind_the_shortfin_backend_reports_is_one_it_declares():
+    run = Session.from_scenario(parse_scenario("cache trie pages=3 tokens_per_page=2\n" + "\n".join(
+        f"acquire r{i} {i % 3} {i % 2} 7 extra=1\npublish r{i}\nextend r{i} + 1 2\nrelease r{i}" for i in range(8))),
+        backend_factory=make_backend_factory("shortfin"))
+    seen = {type(e).__name__ for i in range(len(run)) for e in run.frame(i).events}
+    assert {"Evicted", "NodeCreated", "RefTaken", "PagesFreed"} <= seen <= run.backend.observes
+
+
+BASE = "cache base pages=4 tokens_per_page=4\nacquire a 1..4\n"
+
+
+@pytest.mark.parametrize("build", [
+    lambda factory: Session.from_scenario(parse_scenario(BASE), backend_factory=factory),
+    lambda factory: Session.from_scenario(parse_scenario("acquire a 1..4\n"), kind="base", backend_factory=factory),
+    lambda factory: Session.from_scenario(parse_scenario(BASE), backend_factory=factory, lazy=True),
+    lambda factory: Session(CacheConfig("base", 4, 4), backend_factory=factory),
+], ids=["from_scenario", "kind_override", "lazy", "constructor"])
+def test_a_base_cache_on_the_shortfin_backend_is_a_one_line_backend_error_in_every_path(build):
+    """What `kvviz open` meets with a bundle naming backend shortfin and a `cache base` script."""
+    with pytest.raises(BackendError) as info:
+        build(make_backend_factory("shortfin"))
+    message = str(info.value)
+    assert "\n" not in message and "a 'base' cache runs on kvcore" in message
+
+
+@pytest.mark.parametrize("config, snapshot, message", [
+    (CacheConfig("trie", 4, 4, "fifo"), None, "evicts by LRU only; a 'fifo' policy runs on kvcore"),
+    (CacheConfig("trie", 4, 0), None, "needs tokens_per_page to be an integer >= 1, got 0"),
+    (CacheConfig("trie", -1, 4), None, "needs pages to be an integer >= 0, got -1"),
+    (CacheConfig("trie", 4, 4), "snapshot", "cannot restore a snapshot"),
+])
+def test_configs_shortfin_cannot_run_are_backend_errors_from_its_factory(config, snapshot, message):
+    factory = make_backend_factory("shortfin")
+    snap = Session(CacheConfig("trie", 4, 4)).last.snapshot if snapshot else None
+    with pytest.raises(BackendError, match=re.escape(message)):
+        factory(config, snap)
