@@ -22,6 +22,21 @@ MAX_NUMBER = 2**63 - 1
 MAX_SCENARIO_ERRORS = 20
 """Problems one scenario file reports one by one; the rest are counted ("… and N more")."""
 
+# -- traces (``kvviz trace``) ----------------------------------------------------------------
+
+MAX_TRACE_LINE_BYTES = 1_000_000
+"""Bytes of one trace line (the longest line of the released Mooncake traces is 2.7 KB)."""
+MAX_TRACE_NESTING = 16
+"""Bracket depth of one trace line (a request is an object holding a list: depth 2), checked
+before JSON parsing, whose recursion a line nested 1,000 deep would exhaust."""
+MAX_TRACE_BLOCKS = 2_000_000
+"""Hash blocks one trace read or replay may hold (prompts, plus outputs with ``--with-output``):
+7x the conversation trace's 288,500; a replay costs about 400 bytes per block."""
+MAX_CAPACITY_TOKENS = 10**15
+"""Largest ``--capacity-tokens``. A replay's pool never has more pages than the trace has
+blocks (pages beyond those are never taken), so any capacity up to this costs memory only
+for the pages the trace uses."""
+
 # -- exports and bundles ------------------------------------------------------------------
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024

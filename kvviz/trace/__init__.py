@@ -14,6 +14,7 @@ from .mooncake import (
     TraceFormatError,
     TraceLineError,
     TraceRequest,
+    TraceTooLarge,
     prefix_reuse,
     read_trace,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "TraceFormatError",
     "TraceLineError",
     "TraceRequest",
+    "TraceTooLarge",
     "prefix_reuse",
     "read_trace",
     "replay",

@@ -10,7 +10,7 @@ One JSON object per line::
 (a chained prefix hash), so two requests share a KV-cache prefix exactly as far as their
 ``hash_ids`` agree from the start.
 
-Every line is validated; a bad line is reported as ``file:line: what was expected``. With
+Every line is validated; a bad line is reported as ``file:line[:column]: what was expected``. With
 ``on_error="stop"`` the first bad line raises :class:`TraceFormatError`; with
 ``on_error="skip"`` bad lines are collected in :attr:`Trace.skipped` and reading goes on.
 Blank lines are ignored (a trailing newline is not a request). Unknown extra fields are
@@ -19,25 +19,37 @@ ignored, so a trace with more columns still reads.
 ``len(hash_ids)`` must equal ``ceil(input_length / block_tokens)``: both released traces
 satisfy this on every line, and a mismatch means either a damaged line or a wrong block
 size (``--page-tokens``), which would silently skew every hit rate, so it is an error.
+
+Sizes are bounded before the work (see :mod:`kvviz.limits`): a line longer than
+``MAX_TRACE_LINE_BYTES`` is not read into memory, one nested deeper than
+``MAX_TRACE_NESTING`` never reaches the JSON parser (whose recursion it would exhaust),
+numbers above ``MAX_NUMBER`` are bad lines (the scenario language refuses them too, so a
+trace kvviz reads converts to a scenario kvviz reads), and a trace of more than
+``MAX_TRACE_BLOCKS`` blocks stops with :class:`TraceTooLarge` (skipping would not help).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING
+
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
     "FIELDS",
+    "LineProblem",
     "PrefixReuse",
     "Trace",
     "TraceFormatError",
     "TraceLineError",
     "TraceRequest",
+    "TraceTooLarge",
     "parse_line",
     "prefix_reuse",
     "read_trace",
@@ -75,14 +87,17 @@ class TraceRequest:
 
 @dataclass(frozen=True, slots=True)
 class TraceLineError:
-    """A line that is not a valid request: where it is and what was expected."""
+    """A line that is not a valid request: where it is (``column`` is 1-based, None when the
+    problem is the whole line or a field's value) and what was expected."""
 
     path: str
     line: int
     message: str
+    column: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+        where = f"{self.line}" if self.column is None else f"{self.line}:{self.column}"
+        return f"{self.path}:{where}: {self.message}"
 
 
 class TraceFormatError(ValueError):
@@ -91,6 +106,19 @@ class TraceFormatError(ValueError):
     def __init__(self, problem: TraceLineError) -> None:
         super().__init__(str(problem))
         self.problem = problem
+
+
+class TraceTooLarge(TraceFormatError):
+    """Raised by :func:`read_trace` (whatever ``on_error`` says) when the trace holds more
+    blocks than ``MAX_TRACE_BLOCKS``; ``problem`` names the line where the limit was passed."""
+
+
+class LineProblem(ValueError):
+    """What :func:`parse_line` raises: the message, and the 1-based column when there is one."""
+
+    def __init__(self, message: str, column: int | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,44 +162,84 @@ def _is_count(value: object) -> bool:
     return type(value) is int and value >= 0
 
 
+def _too_large(value: int) -> str:
+    return (f"is {_shown_int(value)}, above {MAX_NUMBER:,} (the largest number kvviz reads, "
+            "in traces as in scenarios)")
+
+
+def _shown_int(value: int) -> str:
+    # A 4,000-digit number is not worth printing in full in a one-line message.
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:10]}...({len(text):,} digits)"
+
+
+# A JSON string (escapes included, possibly unterminated) or one bracket: what nesting counts.
+_STRUCTURE = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[\[\]{}]')
+
+
+def _check_nesting(text: str) -> None:
+    """Refuse a line nested deeper than ``MAX_TRACE_NESTING`` before ``json`` recurses into it."""
+    if text.count("[") + text.count("{") <= MAX_TRACE_NESTING:
+        return  # cannot be deeper than it has brackets: every real line takes this path
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > MAX_TRACE_NESTING:
+                raise LineProblem(f"nested more than {MAX_TRACE_NESTING} brackets deep (a request is one "
+                                  "object holding one list)", match.start() + 1)
+        elif char in "]}":
+            depth -= 1
+
+
 def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> tuple[int, int, int, tuple[int, ...]]:
     """Validate one JSONL line; return ``(timestamp, input_length, output_length, hash_ids)``.
 
-    Raises ``ValueError`` whose message says what was expected and what was found
-    (without the file and line, which the caller knows).
+    Raises :class:`LineProblem` (a ``ValueError``) whose message says what was expected and
+    what was found, and whose ``column`` says where when it can (the caller knows the file
+    and line). O(len(text)); the caller bounds the line's length.
     """
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise ValueError(f"not UTF-8 text (bad byte at column {error.start + 1})") from None
+            raise LineProblem("not UTF-8 text (a bad byte)", error.start + 1) from None
+    text = text.rstrip("\r\n")  # so that an error at the end of the line is at its last column
+    _check_nesting(text)
     try:
         record = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"not valid JSON ({error.msg} at column {error.colno})") from None
+        raise LineProblem(f"not valid JSON ({error.msg})", error.pos + 1) from None
+    except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise LineProblem(f"a number too long to read (numbers are at most {MAX_NUMBER:,})") from None
     if not isinstance(record, dict):
-        raise ValueError(f"expected a JSON object with fields {', '.join(FIELDS)}; found {_describe(record)}")
+        raise LineProblem(f"expected a JSON object with fields {', '.join(FIELDS)}; found {_describe(record)}")
     missing = [field for field in FIELDS if field not in record]
     if missing:
         names = ", ".join(repr(field) for field in missing)
         plural = "s" if len(missing) > 1 else ""
-        raise ValueError(f"missing field{plural} {names} (every line needs {', '.join(FIELDS)})")
+        raise LineProblem(f"missing field{plural} {names} (every line needs {', '.join(FIELDS)})")
     for field in FIELDS[:3]:
         value = record[field]
         if not _is_count(value):
-            raise ValueError(f"{field!r} must be a non-negative integer; found {_describe(value)}")
+            raise LineProblem(f"{field!r} must be a non-negative integer; found {_describe(value)}")
+        if value > MAX_NUMBER:
+            raise LineProblem(f"{field!r} {_too_large(value)}")
     hash_ids = record["hash_ids"]
     if not isinstance(hash_ids, list):
-        raise ValueError(f"'hash_ids' must be a list of non-negative integers; found {_describe(hash_ids)}")
+        raise LineProblem(f"'hash_ids' must be a list of non-negative integers; found {_describe(hash_ids)}")
     for position, value in enumerate(hash_ids):
         if not _is_count(value):
-            raise ValueError(
+            raise LineProblem(
                 f"'hash_ids' must be a list of non-negative integers; item {position} is {_describe(value)}"
             )
+        if value > MAX_NUMBER:
+            raise LineProblem(f"'hash_ids' item {position} {_too_large(value)}")
     input_length = record["input_length"]
     blocks = -(-input_length // block_tokens)
     if len(hash_ids) != blocks:
-        raise ValueError(
+        raise LineProblem(
             f"'hash_ids' has {len(hash_ids)} ids but input_length {input_length} needs "
             f"ceil({input_length}/{block_tokens}) = {blocks} blocks of {block_tokens} tokens "
             f"(is the block size, --page-tokens, right?)"
@@ -179,11 +247,21 @@ def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS) -
     return record["timestamp"], input_length, record["output_length"], tuple(hash_ids)
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def _iter_lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
+    """``(line number, bytes)`` per line; ``None`` for a line longer than
+    ``MAX_TRACE_LINE_BYTES``, whose rest is read past in chunks and never held whole."""
     # Binary, so one line with bad UTF-8 is a bad line rather than a crash of the whole read.
+    limit = MAX_TRACE_LINE_BYTES
     with path.open("rb") as file:
-        for number, raw in enumerate(file, start=1):
-            yield number, raw
+        number = 0
+        while raw := file.readline(limit + 1):
+            number += 1
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                while (rest := file.readline(limit)) and not rest.endswith(b"\n"):
+                    pass
+                yield number, None
+            else:
+                yield number, raw
 
 
 def read_trace(
@@ -197,7 +275,8 @@ def read_trace(
 
     ``first`` stops after that many valid requests (the rest of the file is not read).
     ``on_error="stop"`` raises :class:`TraceFormatError` at the first bad line;
-    ``"skip"`` leaves bad lines out and lists them in :attr:`Trace.skipped`.
+    ``"skip"`` leaves bad lines out and lists them in :attr:`Trace.skipped`. More than
+    ``MAX_TRACE_BLOCKS`` blocks raise :class:`TraceTooLarge` either way.
     ``OSError`` (missing file, permissions) propagates unchanged. O(file size).
     """
     if on_error not in ("stop", "skip"):
@@ -212,17 +291,25 @@ def read_trace(
     skipped: list[TraceLineError] = []
     if first == 0:
         return Trace(shown, block_tokens, ())
+    blocks = 0
     for number, raw in _iter_lines(path):
-        if not raw.strip():
+        if raw is not None and not raw.strip():
             continue
         try:
+            if raw is None:
+                raise LineProblem(f"longer than {MAX_TRACE_LINE_BYTES:,} bytes (a request line is a few KB)")
             timestamp, input_length, output_length, hash_ids = parse_line(raw, block_tokens=block_tokens)
-        except ValueError as error:
-            problem = TraceLineError(shown, number, str(error))
+        except LineProblem as error:
+            problem = TraceLineError(shown, number, str(error), error.column)
             if on_error == "stop":
                 raise TraceFormatError(problem) from None
             skipped.append(problem)
             continue
+        blocks += len(hash_ids)
+        if blocks > MAX_TRACE_BLOCKS:
+            raise TraceTooLarge(TraceLineError(
+                shown, number, f"the trace holds more than {MAX_TRACE_BLOCKS:,} blocks up to here, more than "
+                "kvviz replays at once: read fewer requests (--first N)"))
         requests.append(TraceRequest(len(requests), number, timestamp, input_length, output_length, hash_ids))
         if first is not None and len(requests) >= first:
             break

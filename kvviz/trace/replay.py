@@ -4,7 +4,10 @@ Mapping. Each hash id is one block of ``page_tokens`` (512) prompt tokens, and o
 one cache page. The cache runs with ``tokens_per_page=1`` and the request's *hash ids are its
 tokens*: because the ids are chained prefix hashes, two requests match in the trie exactly
 as far as their prompts share a prefix, and one kvcore token stands for one 512-token page.
-Capacity in pages is ``capacity_tokens // page_tokens``. A request's hit is
+Capacity in pages is ``capacity_tokens // page_tokens``; the cache's pool is built with at most
+as many pages as the requests have blocks (:func:`unlimited_pages`), because the free list is
+FIFO and the pages beyond those are never taken: any capacity costs memory only for the pages
+the trace can use, and behaves exactly like the capacity asked for. A request's hit is
 ``matched pages x page_tokens``, capped at its input length (its last block is usually
 partial). The partial last block is published like the others: its hash id names it
 exactly, and this is what the trace's own prefix-reuse ratio counts.
@@ -37,6 +40,7 @@ from typing import Literal
 
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
+from ..limits import MAX_CAPACITY_TOKENS, MAX_TRACE_BLOCKS
 from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 __all__ = [
@@ -46,7 +50,9 @@ __all__ = [
     "OpRecorder",
     "ReplayConfig",
     "ReplayResult",
+    "ReplayTooLarge",
     "capacity_pages",
+    "check_replay_size",
     "output_blocks",
     "replay",
     "sweep",
@@ -109,14 +115,23 @@ class ReplayConfig:
     decode_ms_per_token: float = DEFAULT_DECODE_MS_PER_TOKEN
 
     def __post_init__(self) -> None:
-        if self.capacity_tokens is not None and self.capacity_tokens < 0:
-            raise ValueError(f"capacity_tokens must be non-negative, not {self.capacity_tokens}")
+        capacity = self.capacity_tokens
+        if capacity is not None and not 0 <= capacity <= MAX_CAPACITY_TOKENS:
+            raise ValueError(f"capacity_tokens must be from 0 to {MAX_CAPACITY_TOKENS:,}, not {capacity:,}")
         if self.page_tokens < 1:
             raise ValueError(f"page_tokens must be at least 1, not {self.page_tokens}")
         if self.cache not in ("trie", "base"):
             raise ValueError(f"cache must be 'trie' or 'base', not {self.cache!r}")
-        if self.prefill_ms_per_token < 0 or self.decode_ms_per_token < 0:
-            raise ValueError("prefill and decode times must be non-negative")
+        for name in ("prefill_ms_per_token", "decode_ms_per_token"):
+            value = getattr(self, name)
+            # NaN passes `< 0`, and NaN or infinite durations make every figure meaningless.
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number of milliseconds, at least 0, not {value}")
+
+
+class ReplayTooLarge(ValueError):
+    """The requests hold more blocks (outputs included, with ``with_output``) than
+    ``MAX_TRACE_BLOCKS``: raised by :func:`check_replay_size` before any work."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +196,19 @@ def unlimited_pages(requests: Sequence[TraceRequest], config: ReplayConfig) -> i
     return total
 
 
+def check_replay_size(requests: Sequence[TraceRequest], config: ReplayConfig) -> int:
+    """The blocks a replay of ``requests`` handles (its largest pool); raises
+    :class:`ReplayTooLarge` beyond ``MAX_TRACE_BLOCKS``. O(requests)."""
+    blocks = unlimited_pages(requests, config)
+    if blocks > MAX_TRACE_BLOCKS:
+        held = "prompt and output" if config.with_output else "prompt"
+        who = "the request holds" if len(requests) == 1 else f"the {len(requests):,} requests hold"
+        raise ReplayTooLarge(f"{who} {blocks:,} {held} blocks of {config.page_tokens} tokens; kvviz replays at "
+                             f"most {MAX_TRACE_BLOCKS:,}: take fewer requests (--first N)"
+                             + (" or drop --with-output" if config.with_output else ""))
+    return blocks
+
+
 def sweep_capacities(low: int = 10**4, high: int = 10**9, steps_per_decade: int = 2) -> tuple[int, ...]:
     """Log-spaced capacities in tokens from ``low`` to ``high``, rounded to integers.
 
@@ -208,10 +236,13 @@ def replay(
 ) -> ReplayResult:
     """Replay ``requests`` through a fresh cache and return the measurements.
 
-    O(total blocks + evictions x log candidates) on the trie cache.
+    O(total blocks + evictions x log candidates) on the trie cache, and memory for at most
+    ``unlimited_pages`` pages whatever the capacity. Raises :class:`ReplayTooLarge` (before any
+    work) for more than ``MAX_TRACE_BLOCKS`` blocks.
     """
+    usable = check_replay_size(requests, config)
     if config.capacity_tokens is None:
-        page_count = unlimited_pages(requests, config)
+        page_count = usable
     else:
         page_count = capacity_pages(config.capacity_tokens, config.page_tokens)
     run = _replay_concurrent if config.concurrency else _replay_sequential
@@ -222,7 +253,7 @@ def replay(
     gc.disable()
     try:
         started = time.perf_counter()
-        cache = _make_cache(config, page_count)
+        cache = _make_cache(config, min(page_count, usable))
         counts = run(requests, config, cache, progress, recorder)
         wall = time.perf_counter() - started
     finally:

@@ -21,7 +21,14 @@ Tokens are the requests' hash ids (one token = one 512-token block, see
 :mod:`kvviz.trace.replay`); runs of consecutive ids are written as ranges ``a..b``. A request
 that does not fit is an acquire with ``expect fail alloc``: it fails and changes nothing, in
 the scenario as in the replay. The text comes from :func:`kvviz.model.scenario.format_scenario`,
-the language's canonical writer, so it parses back to the same scenario.
+the language's canonical writer, and :attr:`TraceScenario.scenario` is that text parsed back:
+what ``--ui`` opens is exactly what ``--to-kvs`` writes and ``kvviz check`` reads, with every
+op's and expect's canonical text (what the UI shows for a step) and every limit of the
+language checked, so a slice the language would refuse is refused here, not by ``check``.
+
+Units: the cache counts in blocks. The title ends with "1 page = 1 block of 512 tokens"
+(shown wherever the scenario's title is), and :data:`TraceScenario.units` is the
+:class:`~kvviz.model.narrate.Units` that narrates in blocks.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model.scenario import MAX_PAGES, CacheConfig, Expect, Op, Scenario, Step, format_scenario
+from ..limits import MAX_PAGES
+from ..model.narrate import Units
+from ..model.scenario import CacheConfig, Expect, Op, Scenario, ScenarioError, Step, format_scenario, parse_scenario
 from .mooncake import TraceRequest
 from .replay import OpRecord, ReplayConfig, ReplayResult, capacity_pages, replay, unlimited_pages
 
@@ -38,11 +47,13 @@ __all__ = ["TraceScenario", "trace_to_scenario"]
 
 @dataclass(frozen=True)
 class TraceScenario:
-    """A converted slice: the scenario, its text and the replay it was recorded from."""
+    """A converted slice: the scenario (its text parsed back), its text, the replay it was
+    recorded from, and the units its narration speaks in (blocks of the trace's size)."""
 
     scenario: Scenario
     text: str
     result: ReplayResult
+    units: Units
 
     @property
     def ops(self) -> int:
@@ -104,10 +115,12 @@ def trace_to_scenario(
     config: ReplayConfig = ReplayConfig(),
     *,
     source: str = "a Mooncake trace",
+    note: str = "",
 ) -> TraceScenario:
     """Replay ``requests`` with ``config`` and write the ops it applied as a scenario.
 
-    ``source`` names the trace (a file name) in the title. O(total blocks).
+    ``source`` names the trace (a file name) in the title; ``note`` ends the description
+    (e.g. why this capacity). O(total blocks).
     """
     needed = unlimited_pages(requests, config)
     if config.capacity_tokens is None:
@@ -161,11 +174,12 @@ def trace_to_scenario(
     first_number = requests[0].index + 1 if requests else 1
     last_number = requests[-1].index + 1 if requests else 0
     mode = "overlapping by arrival time" if config.concurrency else "one at a time"
-    scenario = Scenario(
-        title=f"{source}, requests {first_number}-{last_number}",
+    drafted = Scenario(
+        title=f"{source}, requests {first_number}-{last_number} (1 page = 1 block of {config.page_tokens} tokens)",
         description=(f"{_plural(len(requests), 'request')} of a Mooncake trace, replayed {mode} on a "
                      f"{config.cache} cache with {capacity}: token hit rate {result.token_hit_rate:.1%}, "
-                     f"{_plural(result.pages_evicted, 'page')} evicted, {result.failed_to_fit:,} failed to fit."),
+                     f"{_plural(result.pages_evicted, 'page')} evicted, {result.failed_to_fit:,} failed to fit."
+                     + (f" {note}" if note else "")),
         config=CacheConfig(config.cache, max(pages, 1), 1),
         steps=tuple(steps),
     )
@@ -179,5 +193,10 @@ def trace_to_scenario(
         comments.append(
             f"# Timing model: prefill {config.prefill_ms_per_token:g} ms per uncached prompt token, "
             f"decode {config.decode_ms_per_token:g} ms per output token.")
-    text = "\n".join(comments + notes) + "\n" + format_scenario(scenario)
-    return TraceScenario(scenario, text, result)
+    text = "\n".join(comments + notes) + "\n" + format_scenario(drafted)
+    try:
+        scenario = parse_scenario(text)
+    except ScenarioError as error:  # a limit of the language (tokens per op, extra=, ...)
+        raise ValueError(f"the scenario would not read back (line {error.line}: {error.message}): "
+                         "take fewer requests") from None
+    return TraceScenario(scenario, text, result, Units(config.page_tokens))

@@ -86,8 +86,20 @@ BAD_LINES = {
     "too few hash ids": (line(input_length=1025, hash_ids=(1, 2)).encode(),
                          "'hash_ids' has 2 ids but input_length 1025 needs ceil(1025/512) = 3 blocks"),
     "not utf-8": (b'{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [1], "x": "\xff"}',
-                  "not UTF-8 text (bad byte at column 80)"),
+                  "not UTF-8 text (a bad byte)"),
+    "nested 1,000 deep": (b'{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [1], "x": '
+                          + b"[" * 1000 + b"]" * 1000 + b"}", "nested more than 16 brackets deep"),
+    "hash id above the largest number": (line(input_length=5, hash_ids=(2**63,)).encode(),
+                                         "'hash_ids' item 0 is 9223372036854775808, above 9,223,372,036,854,775,807"),
+    "timestamp above the largest number": (line(timestamp=2**64).encode(),
+                                           "'timestamp' is 18446744073709551616, above"),
+    "a number of 5,000 digits": (b'{"timestamp": 1, "input_length": ' + b"9" * 5000 + b', "output_length": 1, '
+                                 b'"hash_ids": [1]}', "a number too long to read"),
+    "a line of more than a megabyte": (line(hash_ids=(1, 2)).encode()[:-1] + b' ' * 1_000_000 + b"}",
+                                       "longer than 1,000,000 bytes"),
 }
+
+COLUMNS = {"not utf-8": 80, "not json": 17, "nested 1,000 deep": 78 + 16}
 
 
 @pytest.mark.parametrize("kind", list(BAD_LINES))
@@ -99,7 +111,9 @@ def test_a_bad_line_stops_the_read_with_its_file_line_and_what_was_expected(tmp_
     problem = raised.value.problem
     assert problem.line == 3  # the blank line 2 still counts as a line
     assert expected in problem.message
-    assert str(raised.value).startswith(f"{path}:3: ")
+    column = COLUMNS.get(kind)
+    assert problem.column == column
+    assert str(raised.value).startswith(f"{path}:3: " if column is None else f"{path}:3:{column}: ")
 
 
 @pytest.mark.parametrize("kind", list(BAD_LINES))

@@ -34,7 +34,7 @@ def test_a_small_slice_becomes_exactly_this_scenario():
 # One token = one 512-token block of a prompt. Tokens are the trace's hash ids,
 # chained prefix hashes: requests share pages exactly as far as their prompts share a prefix.
 # `expect hit` counts matched blocks (tokens of this cache), as the replay measured them.
-title: tiny.jsonl, requests 1-3
+title: tiny.jsonl, requests 1-3 (1 page = 1 block of 512 tokens)
 description: 3 requests of a Mooncake trace, replayed one at a time on a trie cache with
 description: 2,048 tokens = 4 pages of 512 tokens: token hit rate 15.5%, 1 page evicted,
 description: 1 failed to fit.
@@ -108,3 +108,21 @@ def test_a_real_slice_replays_in_a_session_with_every_expect_holding(concurrency
     assert [r.message for f in frames for r in f.expect_failures] == []
     assert [v for f in frames for v in f.violations] == []
     assert sum(f.failed for f in frames) == converted.result.failed_to_fit
+
+
+def test_the_scenario_is_its_own_text_parsed_back_so_every_op_and_expect_has_its_text():
+    converted = trace_to_scenario(SMALL, ReplayConfig(capacity_tokens=4 * 512))
+    steps = converted.scenario.steps
+    assert [s.op.text for s in steps[:4]] == ["acquire q0001 10..13", "publish q0001", "release q0001",
+                                             "acquire q0002 10 11 20"]
+    assert [e.text for e in steps[3].expects] == ["expect hit q0002 2", "expect evictions 1"]
+    assert converted.scenario == parse_scenario(converted.text)
+    assert converted.units.block_tokens == 512
+
+
+def test_an_excerpt_the_language_would_refuse_is_refused_by_the_converter():
+    # 1.5 million output blocks: the acquire fails to fit, but its extra= is beyond what a
+    # scenario may say, so `kvviz check` would refuse the file.
+    huge = [request(0, [1, 2], 1000, output_length=1_500_000 * 512)]
+    with pytest.raises(ValueError, match=r"the scenario would not read back \(line \d+: .*extra"):
+        trace_to_scenario(huge, ReplayConfig(capacity_tokens=10 * 512, with_output=True))
