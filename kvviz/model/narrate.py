@@ -2,12 +2,19 @@
 
 Used when a script has no narration of its own, and always as the "what happened" line:
 "acquire r2: matched 2 of 3 full pages (8 of 12 tokens); evicted page 5 [9 10 11 12],
-last used at tick 3, the oldest unreferenced leaf".
+last used at tick 3, the oldest unreferenced leaf". :func:`describe_event` gives the one-line
+form of each event, for the event log.
+
+One numbering everywhere: a *node* is named by its id and the physical *page* it holds
+("node 3 (page 2)"); a position in an allocation's tokens is a *block* ("block 1"), never a
+page, because physical page 1 may belong to someone else. Tokens are shown through the
+session's label function, so words the script spelled read as words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from kvcore import Snapshot
 from kvcore import events as ev
@@ -20,18 +27,124 @@ def default_labeler(tokens: tuple[int, ...]) -> str:
     return " ".join(map(str, tokens))
 
 
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 page``, ``2 pages``, ``1,024 tokens``: a count with its noun in the right number."""
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+@dataclass(frozen=True, slots=True)
+class Units:
+    """What one kvcore token stands for, so narration can speak in the scenario's own units.
+
+    The default counts tokens and full pages. ``block_tokens`` set means each kvcore token
+    is one hash block of that many real tokens, one block per page (a converted Mooncake
+    trace, :mod:`kvviz.trace.to_kvs`): a match is then "1 of 15 blocks (of 512 tokens)".
+    """
+
+    block_tokens: int | None = None
+
+    def match(self, matched_pages: int, full_pages: int, matched_tokens: int, total_tokens: int) -> str:
+        """``matched 1 of 4 full pages (4 of 16 tokens)`` or ``matched 1 of 15 blocks (of 512 tokens)``."""
+        if self.block_tokens is not None:
+            return f"matched {matched_pages:,} of {count(full_pages, 'block')} (of {self.block_tokens:,} tokens)"
+        return (f"matched {matched_pages:,} of {count(full_pages, 'full page')} "
+                f"({matched_tokens:,} of {count(total_tokens, 'token')})")
+
+
+TOKENS = Units()
+"""The default units: tokens and pages."""
+
+
 def _pages(pages) -> str:
     pages = list(pages)
     return f"page {pages[0]}" if len(pages) == 1 else "pages " + ", ".join(map(str, pages))
 
 
+def _nodes(nodes: Sequence[int], pages: Sequence[int] | None = None) -> str:
+    """``node 3 (page 2)``, ``nodes 1, 2 (pages 0, 1)``, ``no node``."""
+    if not nodes:
+        return "no node"
+    head = f"node {nodes[0]}" if len(nodes) == 1 else "nodes " + ", ".join(map(str, nodes))
+    return f"{head} ({_pages(pages)})" if pages else head
+
+
+def match_stop(tokens: Sequence[int], matched: int, tokens_per_page: int, label: Labeler = default_labeler,
+               parent: int | None = None) -> str:
+    """Why a match of ``tokens`` stopped after ``matched`` full pages, in blocks, never pages.
+
+    ``parent`` is the last matched node (None or 0: the root). E.g. "block 1 [9 10 11 12] is
+    not a child of node 1", "all 2 full pages matched; the last 2 tokens fill a partial page,
+    never shared".
+    """
+    full = len(tokens) // tokens_per_page
+    if not tokens:
+        return "no tokens"
+    if matched >= full:
+        rest = len(tokens) - full * tokens_per_page
+        whole = "the full page" if full == 1 else f"all {full:,} full pages"
+        fill = "fills" if rest == 1 else "fill"
+        if not full:
+            return f"{count(rest, 'token')} {fill} no full page; a partial page is never shared"
+        if rest:
+            last = "the last token" if rest == 1 else f"the last {rest:,} tokens"
+            return f"{whole} matched; {last} {fill} a partial page, never shared"
+        return f"{whole} matched"
+    block = tuple(tokens[matched * tokens_per_page:(matched + 1) * tokens_per_page])
+    where = "the root" if not parent else f"node {parent}"
+    return f"block {matched} [{label(block)}] is not a child of {where}"
+
+
+def describe_event(event, label: Labeler = default_labeler, tokens: Sequence[int] | None = None,
+                   tokens_per_page: int | None = None) -> str:
+    """One line for one kvcore event, for the event log; ``label`` turns tokens into words.
+
+    Nodes are always named by id with their page in parentheses. For a ``Matched`` event,
+    ``tokens`` (the op's) and ``tokens_per_page`` let the line say in blocks where matching
+    stopped; without them it says only what matched.
+    """
+    if isinstance(event, ev.OpStarted):
+        return f"{event.op} (allocation #{event.allocation}) at tick {event.tick}"
+    if isinstance(event, ev.Matched):
+        text = (f"matched {_nodes(event.nodes, event.pages)}: "
+                f"{event.matched_tokens:,} of {count(event.total_tokens, 'token')}")
+        if tokens is not None and tokens_per_page:
+            parent = event.nodes[-1] if event.nodes else None
+            text += f" ({match_stop(tokens, len(event.nodes), tokens_per_page, label, parent)})"
+        return text
+    if isinstance(event, ev.RefTaken):
+        return f"ref +1 on node {event.node} (page {event.page}) → {event.ref}"
+    if isinstance(event, ev.RefDropped):
+        return f"ref -1 on node {event.node} (page {event.page}) → {event.ref}"
+    if isinstance(event, ev.Touched):
+        return f"touched {_nodes(event.nodes)}: last_access = {event.tick}"
+    if isinstance(event, ev.CandidateAdded):
+        return f"heap + node {event.node} (page {event.page}) key {event.key}"
+    if isinstance(event, ev.CandidateRemoved):
+        return f"heap - node {event.node} (page {event.page}): {event.reason}"
+    if isinstance(event, ev.PagesTaken):
+        return f"took {_pages(event.pages)} from the free list"
+    if isinstance(event, ev.Evicted):
+        return f"evicted node {event.node} (page {event.page}) [{label(event.tokens)}] key {event.key}"
+    if isinstance(event, ev.NodeCreated):
+        parent = "the root" if not event.parent else f"node {event.parent}"
+        return f"new node {event.node} (page {event.page}) under {parent}: [{label(event.tokens)}]"
+    if isinstance(event, ev.Deduplicated):
+        return (f"dedup: block {event.index} already cached as node {event.node} (page {event.page}); "
+                f"adopted it, freed own page {event.own_page}")
+    if isinstance(event, ev.PagesFreed):
+        return f"freed {_pages(event.pages)} ({event.reason})"
+    if isinstance(event, ev.Released):
+        return f"allocation #{event.allocation} released"
+    return repr(event)  # pragma: no cover - a new event type
+
+
 def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, before: Snapshot | None,
-            after: Snapshot, error: tuple[str, str] | None, label: Labeler = default_labeler) -> str:
+            after: Snapshot, error: tuple[str, str] | None, label: Labeler = default_labeler,
+            units: Units = TOKENS) -> str:
     """One paragraph saying what the op did (or why it failed and that nothing changed)."""
     if op_kind is None:
-        free = after.free_count
-        return (f"Start: a {after.kind} cache of {after.page_count} pages, {after.tokens_per_page} tokens per page; "
-                f"{free} page{'s' if free != 1 else ''} free.")
+        return (f"Start: a {after.kind} cache of {count(after.page_count, 'page')}, "
+                f"{count(after.tokens_per_page, 'token')} per page; {count(after.free_count, 'page')} free.")
     head = f"{op_kind} {name}"
     if error is not None:
         kind, message = error
@@ -40,16 +153,14 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
     evicted = [e for e in events if isinstance(e, ev.Evicted)]
     for e in events:
         if isinstance(e, ev.Matched) and op_kind == "acquire":
-            tpp = after.tokens_per_page
-            full = e.total_tokens // tpp
-            k = len(e.nodes)
+            full = e.total_tokens // after.tokens_per_page
             if after.kind == "base":
-                parts.append(f"no sharing in the base cache ({e.total_tokens} tokens)")
+                parts.append(f"no sharing in the base cache ({count(e.total_tokens, 'token')})")
             elif full == 0:
-                parts.append(f"{e.total_tokens} tokens make no full page, nothing to match")
+                parts.append(f"{count(e.total_tokens, 'token')} make{'s' if e.total_tokens == 1 else ''} "
+                             "no full page, nothing to match")
             else:
-                parts.append(f"matched {k} of {full} full page{'s' if full != 1 else ''} "
-                             f"({e.matched_tokens} of {e.total_tokens} tokens)")
+                parts.append(units.match(len(e.nodes), full, e.matched_tokens, e.total_tokens))
         elif isinstance(e, ev.PagesTaken):
             parts.append(f"took {_pages(e.pages)} from the free list")
         elif isinstance(e, ev.NodeCreated):
@@ -63,9 +174,9 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
             parts.append(f"node {e.node} (page {e.page}) is now unreferenced and childless: an eviction "
                          f"candidate with key {e.key}")
     if op_kind == "release":
-        dropped = [e for e in events if isinstance(e, ev.RefDropped)]
+        dropped = sum(isinstance(e, ev.RefDropped) for e in events)
         if dropped:
-            parts.insert(0, f"dropped its reference on {len(dropped)} node{'s' if len(dropped) != 1 else ''}")
+            parts.insert(0, f"dropped its reference on {count(dropped, 'node')}")
     if op_kind == "publish":
         touched = next((e for e in events if isinstance(e, ev.Touched)), None)
         if not any(isinstance(e, (ev.NodeCreated, ev.Deduplicated)) for e in events):
@@ -74,8 +185,7 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
             else:
                 parts.append("nothing new to share (only full pages are published, and never twice)")
         if touched is not None:
-            parts.append(f"refreshed {len(touched.nodes)} node{'s' if len(touched.nodes) != 1 else ''} "
-                         f"already on its path")
+            parts.append(f"refreshed {count(len(touched.nodes), 'node')} already on its path")
     for i, e in enumerate(evicted):
         why = "the oldest unreferenced leaf" if i == 0 else "the next oldest"
         if e.parent_became_candidate is not None:

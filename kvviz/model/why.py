@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from kvcore import events as ev
 
+from .narrate import TOKENS, Units, count, match_stop
+
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
 
@@ -46,13 +48,84 @@ def _op_text(session: "Session", step: int) -> str:
     return session.steps[step - 1].op.text if 0 < step <= len(session.steps) else "start"
 
 
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:MAX_LISTED])
+    return shown + (f" and {len(items) - MAX_LISTED:,} more" if len(items) > MAX_LISTED else "")
+
+
+def page_status(session: "Session", frame_index: int, page: int) -> Answer:
+    """Where page ``page`` is at frame ``frame_index`` and what, if anything, keeps it from
+    being evicted: free (its place in the free list), owned (by which allocation), cached
+    (its node and key; referenced by whom; or its rank among the eviction candidates; or the
+    children it must outlive). O(pages + nodes)."""
+    snap = session.frame(frame_index).snapshot
+    if not 0 <= page < snap.page_count:
+        return Answer(f"Page {page} does not exist.", (f"The cache has pages 0..{snap.page_count - 1}.",))
+    title = f"Page {page} has not been evicted up to step {frame_index}."
+    info = snap.pages[page]
+    at = f"at step {frame_index}"
+    label = session.label_tokens
+    if info.state == "free":
+        place = snap.free.index(page) + 1
+        return Answer(title, (f"It is free {at}: no node or allocation holds it. It is number {place:,} of "
+                              f"{len(snap.free):,} in the free list; acquires take free pages from the front.",),
+                      None, (page,))
+    if info.state == "owned":
+        owner = snap.allocation(info.owner)
+        name = owner.label if owner is not None else f"allocation #{info.owner}"
+        block = owner.pages.index(page) if owner is not None else "?"
+        return Answer(title, (f"It is owned {at}: block {block} of {name}, not published yet. Owned pages are "
+                              f"never evicted; it returns to the free list when {name} is released, or joins "
+                              f"the trie if {name} publishes it once full.",), None, (page,))
+    node = snap.node_for_page(page)
+    lines = [f"It is cached {at}: node {node.id} holds [{label(node.tokens)}] with key {node.key} "
+             f"(last used at tick {node.last_access}; seq {node.seq}, its creation order, breaks ties)."]
+    if node.ref:
+        holders = _holders(snap).get(page, [])
+        who = f"{holders[0]} is" if len(holders) == 1 else "they are"
+        lines.append(f"It is protected: ref {node.ref}, on the published path of {_listed(holders)}. A "
+                     f"referenced node is never evicted; it becomes evictable when {who} released.")
+    elif node.id in snap.heap:
+        ranked = sorted(snap.heap, key=lambda n: snap.node(n).key)
+        rank = ranked.index(node.id) + 1
+        if rank == 1:
+            lines.append(f"It is evictable and the next victim: the oldest key of the "
+                         f"{count(len(ranked), 'eviction candidate')} in the heap. The next acquire that needs "
+                         f"more than the {count(snap.free_count, 'free page')} takes its page first.")
+        else:
+            first = snap.node(ranked[0])
+            lines.append(f"It is evictable: eviction candidate {rank:,} of {len(ranked):,} in the heap, oldest key "
+                         f"first; {count(rank - 1, 'candidate')} with older keys go before it (the next victim is "
+                         f"node {first.id} (page {first.page}) key {first.key}).")
+    else:
+        lines.extend(_interior_lines(snap, node))
+    return Answer(title, tuple(lines), None, (page,), (node.id,))
+
+
+def _interior_lines(snap, node) -> list[str]:
+    """Why a cached, unreferenced node with children is not a candidate, and who protects it."""
+    children = snap.children(node.id)
+    lines = [f"It is evictable but not a candidate yet: ref 0, but it has {count(len(children), 'child node')} "
+             f"({_listed([f'node {c} (page {snap.node(c).page})' for c in children])}). Only leaves are "
+             "evicted: it goes only after everything below it."]
+    holders = _holders(snap)
+    below, stack = [], list(children)
+    while stack:  # the subtree, for the referenced descendants that pin the whole chain above them
+        n = snap.node(stack.pop())
+        if n.ref:
+            below.append(f"node {n.id} (page {n.page}, ref {n.ref}: {', '.join(holders.get(n.page, []))})")
+        stack.extend(snap.children(n.id))
+    if below:
+        lines.append(f"Protected for now by referenced nodes below it: {_listed(sorted(below))}.")
+    return lines
+
+
 def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
-    """Why page ``page`` was evicted, as of frame ``frame_index`` (its latest eviction so far)."""
+    """Why page ``page`` was evicted, as of frame ``frame_index`` (its latest eviction so far);
+    for a page not evicted yet, :func:`page_status`."""
     steps = [s for s in session.why_index.page_evicted_at.get(page, []) if s <= frame_index]
     if not steps:
-        state = session.frame(frame_index).snapshot.pages[page].state if 0 <= page < session.config.pages else "?"
-        return Answer(f"Page {page} has not been evicted up to step {frame_index}.",
-                      (f"It is {state} at step {frame_index}.",), None, (page,))
+        return page_status(session, frame_index, page)
     step = steps[-1]
     frame = session.frame(step)
     before = session.frame(step - 1).snapshot
@@ -123,8 +196,10 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     return Answer(f"Why was page {page} evicted? (step {step})", tuple(lines), step, (page,), (victim.node,))
 
 
-def why_short_match(session: "Session", frame_index: int, name: str) -> Answer:
-    """Why allocation ``name`` (its latest acquire up to ``frame_index``) matched only k pages."""
+def why_short_match(session: "Session", frame_index: int, name: str, units: Units = TOKENS) -> Answer:
+    """Why allocation ``name`` (its latest acquire up to ``frame_index``) matched only k pages.
+
+    ``units`` says what a token stands for (blocks of a converted trace)."""
     step = next((i + 1 for i in range(min(frame_index, len(session.steps)) - 1, -1, -1)
                  if session.steps[i].op.kind == "acquire" and session.steps[i].op.name == name), None)
     if step is None:
@@ -139,18 +214,25 @@ def why_short_match(session: "Session", frame_index: int, name: str) -> Answer:
     full = len(tokens) // tpp
     k = len(matched.nodes)
     label = session.label_tokens
-    title = f"Why did {name} match {k} of {full} full pages? (step {step})"
-    lines = [f"`{frame.op.text}` matched {matched.matched_tokens} of {len(tokens)} tokens: {matched.reason}."]
+    whole = count(full, "block") if units.block_tokens is not None else count(full, "full page")
+    title = f"Why did {name} match {k:,} of {whole}? (step {step})"
+    parent = matched.nodes[-1] if matched.nodes else 0  # 0: the root
+    if units.block_tokens is not None:
+        amount = f"{k:,} of {count(len(tokens), 'block')} (of {units.block_tokens:,} tokens)"
+    else:
+        amount = f"{matched.matched_tokens:,} of {count(len(tokens), 'token')}"
+    stop = matched.reason if frame.snapshot.kind == "base" else match_stop(tokens, k, tpp, label, parent)
+    lines = [f"`{frame.op.text}` matched {amount}: {stop}."]
     if frame.snapshot.kind == "base":
         lines.append("The base cache never shares pages: every request starts from nothing.")
         return Answer(title, tuple(lines), step)
     if k == full:
         rest = len(tokens) - full * tpp
         if rest:
-            lines.append(f"The last {rest} tokens fill only part of a page; partial pages are never shared.")
+            last = "The last token fills" if rest == 1 else f"The last {rest:,} tokens fill"
+            lines.append(f"{last} only part of a page; partial pages are never shared.")
         return Answer(title, tuple(lines), step, tuple(matched.pages), tuple(matched.nodes))
     block = tuple(tokens[k * tpp:(k + 1) * tpp])
-    parent = matched.nodes[-1] if matched.nodes else 0
     where = "the root" if parent == 0 else f"node {parent}"
     index = session.why_index
     earlier = [(node, s) for node, s in index.created.get((parent, block), []) if s < step]
@@ -167,8 +249,9 @@ def why_short_match(session: "Session", frame_index: int, name: str) -> Answer:
     elsewhere = [n for n in before.nodes if n.tokens == block and n.parent != parent]
     if elsewhere:
         n = elsewhere[0]
+        under = "the root" if not n.parent else f"node {n.parent}"
         lines.append(f"Block {k} [{label(block)}] is cached, but after a different prefix (node {n.id}, under "
-                     f"node {n.parent}): a page is shared only when everything before it matches too "
+                     f"{under}): a page is shared only when everything before it matches too "
                      f"(a shorter shared prefix).")
         return Answer(title, tuple(lines), step, tuple(matched.pages), (n.id,))
     lines.append(f"Block {k} [{label(block)}] was never seen after this prefix: no earlier request published it "

@@ -146,14 +146,55 @@ def test_why_evicted_for_a_second_eviction_of_a_step_shows_the_candidates_when_i
 def test_why_evicted_for_a_page_never_evicted_says_so_and_its_state():
     answer = why_evicted(session_of(EVICTIONS), 10, 4)
     assert answer.title == "Page 4 has not been evicted up to step 10."
-    assert answer.lines == ("It is cached at step 10.",)
+    assert answer.lines[0].startswith("It is cached at step 10: node 5 holds [50 51 52 53] with key (8, 5)")
     assert answer.step is None
 
 
 def test_why_evicted_before_the_eviction_happened_says_it_has_not_been_evicted_yet():
     answer = why_evicted(session_of(EVICTIONS), 8, 1)
     assert answer.title == "Page 1 has not been evicted up to step 8."
-    assert answer.lines == ("It is cached at step 8.",)
+    assert answer.lines[0].startswith("It is cached at step 8:")
+
+
+# -- a page that was not evicted: where it is and what protects it ----------------------------
+
+
+def test_a_live_referenced_page_names_its_key_and_who_protects_it():
+    lines = why_evicted(session_of(EVICTIONS), 10, 4).lines
+    assert lines == (
+        "It is cached at step 10: node 5 holds [50 51 52 53] with key (8, 5) (last used at tick 8; seq 5, its "
+        "creation order, breaks ties).",
+        "It is protected: ref 1, on the published path of h. A referenced node is never evicted; it becomes "
+        "evictable when h is released.",
+    )
+
+
+def test_a_live_candidate_page_gives_its_rank_in_the_heap_and_the_next_victim():
+    # After step 6 the candidates are node 2 (page 1, key (2, 2)) and node 4 (page 3, key (5, 4)).
+    session = session_of(EVICTIONS)
+    first, second = why_evicted(session, 6, 1).lines[1], why_evicted(session, 6, 3).lines[1]
+    assert first == ("It is evictable and the next victim: the oldest key of the 2 eviction candidates in the "
+                     "heap. The next acquire that needs more than the 2 free pages takes its page first.")
+    assert second == ("It is evictable: eviction candidate 2 of 2 in the heap, oldest key first; 1 candidate with "
+                      "older keys go before it (the next victim is node 2 (page 1) key (2, 2)).")
+
+
+def test_a_live_interior_page_names_its_children_and_the_referenced_nodes_below_it():
+    session = session_of("acquire a 1..8\npublish a\nrelease a\nacquire b 1..8\npublish b\n")
+    lines = why_evicted(session, 3, 0).lines  # a released: node 1 (page 0) has child node 2, ref 0
+    assert lines[1] == ("It is evictable but not a candidate yet: ref 0, but it has 1 child node (node 2 (page 1)). "
+                        "Only leaves are evicted: it goes only after everything below it.")
+    assert len(lines) == 2
+    assert "It is protected: ref 1, on the published path of b." in why_evicted(session, 5, 0).lines[1]
+
+
+def test_a_free_or_owned_page_says_where_it_is():
+    session = session_of("cache trie pages=4 tokens_per_page=2\nacquire a 1 2 3\n")
+    assert why_evicted(session, 1, 3).lines == (  # pages 2 and 3 are free, in that order
+        "It is free at step 1: no node or allocation holds it. It is number 2 of 2 in the free list; acquires "
+        "take free pages from the front.",)
+    assert why_evicted(session, 1, 1).lines[0].startswith("It is owned at step 1: block 1 of a, not published yet.")
+    assert why_evicted(session, 1, 9).title == "Page 9 does not exist."
 
 
 def test_why_evicted_lists_the_unpublished_tails_of_live_allocations_as_protected():
@@ -170,7 +211,8 @@ def test_why_evicted_lists_the_unpublished_tails_of_live_allocations_as_protecte
 def test_why_short_match_for_a_block_never_seen_after_its_prefix():
     answer = why_short_match(session_of(EVICTIONS), 10, "b")
     assert answer.title == "Why did b match 1 of 4 full pages? (step 9)"
-    assert answer.lines[0] == "`acquire b 1..4 9..20` matched 4 of 16 tokens: page 1 (9 10 11 12) is not a child of node 1."
+    assert answer.lines[0] == ("`acquire b 1..4 9..20` matched 4 of 16 tokens: block 1 [9 10 11 12] is not a child "
+                               "of node 1.")
     assert answer.lines[1] == ("Block 1 [9 10 11 12] was never seen after this prefix: no earlier request "
                                "published it under node 1.")
 
@@ -199,7 +241,7 @@ def test_why_short_match_for_the_same_tokens_under_another_parent_explains_share
 def test_why_short_match_for_a_partial_last_page_says_partial_pages_are_never_shared():
     session = session_of("acquire a 1..4\npublish a\nacquire b 1..6\n")
     answer = why_short_match(session, 3, "b")
-    assert answer.title == "Why did b match 1 of 1 full pages? (step 3)"
+    assert answer.title == "Why did b match 1 of 1 full page? (step 3)"
     assert "The last 2 tokens fill only part of a page; partial pages are never shared." in answer.lines
 
 
@@ -225,4 +267,74 @@ def test_why_short_match_answers_for_the_latest_acquire_of_a_reused_name():
     session = session_of("acquire a 1..4\npublish a\nrelease a\nacquire a 1..8\n")
     answer = why_short_match(session, 4, "a")
     assert answer.title == "Why did a match 1 of 2 full pages? (step 4)"
-    assert why_short_match(session, 3, "a").title == "Why did a match 0 of 1 full pages? (step 1)"
+    assert why_short_match(session, 3, "a").title == "Why did a match 0 of 1 full page? (step 1)"
+
+
+# -- one numbering, the right number, the scenario's units ------------------------------------
+
+
+def test_narration_counts_one_page_and_one_token_in_the_singular():
+    session = session_of("cache trie pages=1 tokens_per_page=1\nacquire a 1\n")
+    assert session.frame(0).explanation == "Start: a trie cache of 1 page, 1 token per page; 1 page free."
+    assert session.frame(1).explanation.startswith("acquire a: matched 0 of 1 full page (0 of 1 token)")
+
+
+def test_a_converted_trace_narrates_its_match_in_blocks_of_the_traces_size():
+    from kvviz.model.narrate import Units
+
+    session = session_of("cache trie pages=40 tokens_per_page=1\nacquire q1 0..13\npublish q1\nrelease q1\n"
+                         "acquire q2 0 14..27\n")
+    frame, before = session.frame(4), session.frame(3).snapshot
+    text = narrate(frame.op.text, "acquire", "q2", frame.events, before, frame.snapshot, None, units=Units(512))
+    assert text.startswith("acquire q2: matched 1 of 15 blocks (of 512 tokens)")
+    answer = why_short_match(session, 4, "q2", units=Units(512))
+    assert answer.title == "Why did q2 match 1 of 15 blocks? (step 4)"
+    assert answer.lines[0] == ("`acquire q2 0 14..27` matched 1 of 15 blocks (of 512 tokens): block 1 [14] is not a "
+                               "child of node 1.")
+
+
+def test_the_event_log_names_nodes_by_id_with_their_pages_and_logical_blocks_as_blocks():
+    from kvcore import events as ev
+
+    from kvviz.model.narrate import describe_event
+
+    session = session_of(EVICTIONS)
+    frame = session.frame(9)
+    matched = next(e for e in frame.events if isinstance(e, ev.Matched))
+    assert describe_event(matched, session.label_tokens, frame.op.tokens, 4) == (
+        "matched node 1 (page 0): 4 of 16 tokens (block 1 [9 10 11 12] is not a child of node 1)")
+    touched = next(e for e in frame.events if isinstance(e, ev.Touched))
+    assert describe_event(touched) == f"touched node 1: last_access = {touched.tick}"
+    evicted = frame.evictions[0]
+    assert describe_event(evicted) == "evicted node 2 (page 1) [5 6 7 8] key (2, 2)"
+
+
+def test_the_event_log_shows_words_where_the_script_spelled_words():
+    from kvcore import events as ev
+
+    from kvviz.model.narrate import describe_event
+
+    session = session_of('acquire a "you are a helpful assistant" 1..3\npublish a\nrelease a\n'
+                         'acquire b "you are a helpful" 7 8 9 10\n')
+    frame = session.frame(4)
+    matched = next(e for e in frame.events if isinstance(e, ev.Matched))
+    assert describe_event(matched, session.label_tokens, frame.op.tokens, 4).endswith(
+        "(block 1 [7 8 9 10] is not a child of node 1)")
+    created = session.frame(2).events
+    assert any(describe_event(e, session.label_tokens) == "new node 1 (page 0) under the root: [you are a helpful]"
+               for e in created)
+
+
+@pytest.mark.parametrize("tokens, matched, expected", [
+    ((1, 2, 3, 4, 5), 1, "the full page matched; the last token fills a partial page, never shared"),
+    ((1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 2,
+     "all 2 full pages matched; the last 2 tokens fill a partial page, never shared"),
+    ((1, 2, 3, 4), 1, "the full page matched"),
+    ((1, 2, 3), 0, "3 tokens fill no full page; a partial page is never shared"),
+    ((1,), 0, "1 token fills no full page; a partial page is never shared"),
+    ((1, 2, 3, 4, 5, 6, 7, 8), 0, "block 0 [1 2 3 4] is not a child of the root"),
+])
+def test_match_stop_says_where_a_match_ended_in_blocks_and_in_the_right_number(tokens, matched, expected):
+    from kvviz.model.narrate import match_stop
+
+    assert match_stop(tokens, matched, 4) == expected
