@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Replay speed on a real trace: the whole Mooncake conversation trace, sequential, at
 3,000,000 tokens of capacity (5,859 pages of 512 tokens, so eviction is active), on the trie
 cache and on the base cache. Prints wall time and requests/s; the target is under 3 s for

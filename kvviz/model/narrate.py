@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plain-language narration of a step, generated from its events.
 
 Used when a script has no narration of its own, and always as the "what happened" line:

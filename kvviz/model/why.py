@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Why-queries: why was page P evicted, why did allocation A match only k pages.
 
 Answers come from the frames themselves (events and the snapshot before the step) plus the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real workloads: read Mooncake request traces and replay them through kvcore caches.
 
 ``mooncake`` reads and validates the JSONL traces, ``replay`` measures hit rates, evictions

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reader for Mooncake request traces (FAST'25 release, JSONL).
 
 One JSON object per line::

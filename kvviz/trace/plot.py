@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A plain-text plot of hit rate against capacity: what ``kvviz trace --sweep`` prints."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Replay a Mooncake trace through a kvcore cache and measure what prefix caching saves.
 
 Mapping. Each hash id is one block of ``page_tokens`` (512) prompt tokens, and one block is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Turn a slice of a trace into a scenario file (the kvviz scenario language).
 
 The scenario is the exact op sequence the replay applied (same config, same order), so

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Generated narration of each step, and the why-queries: why was a page evicted, why did an
 allocation match only k pages."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Mooncake reader: real traces read cleanly; every kind of bad line is reported by line."""
 
 import json

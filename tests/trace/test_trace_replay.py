@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Replaying traces: hit rates, evictions and held pages, checked by hand and by arithmetic."""
 
 import gc

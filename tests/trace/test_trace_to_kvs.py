@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Trace slices become scenarios that replay exactly like the trace replay did."""
 
 from pathlib import Path
