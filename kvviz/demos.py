@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The narrated demos shipped with kvviz (`kvviz demo NAME`).
 
 In a wheel they live in ``kvviz/demos/``; in a source checkout (editable install) in the
@@ -23,13 +24,54 @@ def demo_dir() -> Path:
     return _HERE.parent / "demos"
 
 
+# The course: the lessons in teaching order, each building on the ones before it. What a
+# prefix cache is for (sharing, and what no sharing costs); what "published" means (only
+# published pages are shared, and two copies of one prefix become one); what protects a page
+# (references); what happens when the pool is full (LRU eviction, leaves first, and why the
+# order must be total); then requests that grow while decoding, and a chat that puts it all
+# together. The only place the order is written down.
+LESSONS = (
+    "prefix-sharing",       # start here: one system prompt, many requests, pages computed once
+    "base-vs-trie",         # the same requests without sharing: what the trie saves
+    "progressive-publish",  # only published pages are visible to other requests
+    "dedup",                # two requests computed the same prefix: the second publish adopts
+    "refcount",             # referenced pages are never evicted; a full pool says no
+    "lru",                  # who is evicted when the pool is full, and why
+    "eviction-cascade",     # only leaves go: a chain is peeled from the leaves inward
+    "heap-ties",            # why the eviction order must be total: (last_access, seq)
+    "extend",               # decode growth: extra slots, extend, running out of room
+    "multi-turn-chat",      # every turn reuses the whole conversation: all of it at once
+)
+
+# The bug museum: real cache bugs replayed on kvcore (``bug-*``), then the same bugs live on
+# shortfin's own cache (``shortfin-*``, which need ``--backend shortfin``).
+MUSEUM_PREFIXES = ("bug-", "shortfin-")
+
+
 def _natural(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
+def _course_key(name: str) -> tuple:
+    """Lessons in teaching order, then any lesson not yet placed (by name), then the museum
+    by prefix and in natural order (b2 before b10)."""
+    if name in LESSONS:
+        return (0, LESSONS.index(name), [])
+    museum = [i for i, prefix in enumerate(MUSEUM_PREFIXES) if name.startswith(prefix)]
+    if not museum:
+        return (1, 0, _natural(name))
+    return (2, museum[0], _natural(name))
+
+
+def is_lesson(name: str) -> bool:
+    """True for a lesson of the course, False for an exhibit of the bug museum."""
+    return not name.startswith(MUSEUM_PREFIXES)
+
+
 def demo_names() -> list[str]:
-    """Names of all demos: lessons first, then the bug museum, in natural order (b2 before b10)."""
-    return sorted((p.stem for p in demo_dir().glob("*.kvs")), key=lambda n: (n.startswith("bug-"), _natural(n)))
+    """Names of all demos, as a course: the lessons in teaching order (start with the first),
+    then the bug museum in natural order (b2 before b10)."""
+    return sorted((p.stem for p in demo_dir().glob("*.kvs")), key=_course_key)
 
 
 def demo_path(name: str) -> Path:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every ``kvviz`` command shares: the one error type, loading scenarios, building
 sessions, the cache-kind and backend options, and the one place that starts the UI.
 
@@ -7,6 +8,10 @@ raises :class:`BadInput`: one line on stderr, exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+import sys
 from pathlib import Path
 
 import click
@@ -24,6 +29,29 @@ class BadInput(click.ClickException):
         click.echo(f"kvviz: error: {self.format_message()}", err=True)
 
 
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``"1 step"``, ``"2 steps"``: a count and its noun, in the right number."""
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
+def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
+    """Bad input when ``path`` exists but is not a regular file (a folder, FIFO, device, socket).
+
+    Reading a FIFO blocks until someone writes to it, and ``/dev/zero`` never ends: refuse them
+    before the first read. A missing path passes; the reader says "no such file" in its words.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a dangling symlink, a NUL in the name: the reader says so
+        return
+    if stat.S_ISREG(mode):
+        return
+    what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a special file")
+    raise BadInput(f"{os.fspath(path)}: is {what}, not a regular file (expected {expected})")
+
+
 def load_scenario(path_or_demo: str, *, demo: bool = False) -> Scenario:
     """The scenario in the file ``path_or_demo`` (or the demo of that name with ``demo``)."""
     from ..demos import demo_path
@@ -32,6 +60,7 @@ def load_scenario(path_or_demo: str, *, demo: bool = False) -> Scenario:
         path = demo_path(path_or_demo) if demo else Path(path_or_demo)
     except KeyError as exc:
         raise BadInput(exc.args[0]) from None
+    refuse_special_file(path, "a .kvs scenario")
     if not demo and not path.is_file():
         raise BadInput(f"{path}: no such file (expected a .kvs scenario)")
     try:
@@ -41,14 +70,35 @@ def load_scenario(path_or_demo: str, *, demo: bool = False) -> Scenario:
 
 
 def load_file_or_demo(name: str) -> Scenario:
-    """A scenario file, or a demo's name when no such file exists."""
-    return load_scenario(name, demo=not Path(name).exists() and not name.endswith(".kvs"))
+    """A scenario file, or a demo's name when no such file exists (a file path wins)."""
+    return load_scenario(name, demo=not os.path.lexists(name) and not name.endswith(".kvs"))
+
+
+def _kind_flag(ctx: click.Context, param: click.Parameter, given: bool) -> None:
+    """Put ``--trie``/``--base`` into the command's one ``kind`` parameter; refuse both.
+
+    Two flags writing one click parameter would let the last given silently win; two
+    parameters feeding ``kind`` from callbacks can see each other.
+    """
+    kind = param.name
+    chosen = ctx.params.get("kind")
+    if given and chosen is not None and chosen != kind:
+        raise BadInput("--trie and --base exclude each other: give one of them")
+    if given:
+        ctx.params["kind"] = kind
+    else:
+        ctx.params.setdefault("kind", None)
 
 
 def kind_option(f):
-    """``--trie`` / ``--base``: run on this cache kind instead of the script's header's."""
-    f = click.option("--base", "kind", flag_value="base", help="Run on the base cache (no sharing).")(f)
-    f = click.option("--trie", "kind", flag_value="trie", help="Run on the trie cache.")(f)
+    """``--trie`` / ``--base``: run on this cache kind instead of the script's header's.
+
+    The command gets ``kind``: ``"trie"``, ``"base"`` or None (the header's); both is bad input.
+    """
+    f = click.option("--base", "base", is_flag=True, expose_value=False, callback=_kind_flag,
+                     help="Run on the base cache (no sharing).")(f)
+    f = click.option("--trie", "trie", is_flag=True, expose_value=False, callback=_kind_flag,
+                     help="Run on the trie cache.")(f)
     return f
 
 
@@ -86,31 +136,111 @@ def check_step(session, step: int | None) -> None:
         raise BadInput(f"step {step} does not exist: the scenario has steps 0..{len(session) - 1}")
 
 
-def print_session(session, step: int | None) -> None:
-    """Every step (or only ``step``) as text on stdout: the headless view."""
+def stdout_console():
+    """A Rich console on stdout for a command's text output.
+
+    Rich meets a closed pipe by exiting 1 itself, which reads as "a check failed"; this one
+    raises BrokenPipeError instead, so the group exits 0 quietly, once, for every command.
+    """
     from rich.console import Console
 
+    console = Console()
+    console.on_broken_pipe = _closed_pipe
+    return console
+
+
+def _closed_pipe() -> None:
+    raise BrokenPipeError(errno.EPIPE, "the reader closed stdout")
+
+
+def print_session(session, step: int | None) -> list[int]:
+    """Every step (or only ``step``) as text on stdout: the headless view.
+
+    Returns the printed steps whose checks failed (an expect, or an invariant violation).
+    """
     from ..export.text import frame_renderable
 
-    console = Console()
+    console = stdout_console()
     check_step(session, step)
-    if step is not None:
-        console.print(frame_renderable(session.frame(step), session))
-        return
-    if session.title:
+    steps = range(len(session)) if step is None else [step]
+    if step is None and session.title:
         console.print(f"[bold]{session.title}[/bold]")  # the description is step 0's narration
-    for i in range(len(session)):
-        console.rule()
-        console.print(frame_renderable(session.frame(i), session))
+    failed = []
+    for i in steps:
+        frame = session.frame(i)
+        if step is None:
+            console.rule()
+        console.print(frame_renderable(frame, session))
+        if frame.expect_failures or frame.violations:
+            failed.append(i)
+    return failed
 
 
-def show(session, step: int | None, print_only: bool) -> None:
-    """Print the session (``--print``) or open it in the UI at ``step``."""
+def failed_checks_line(session, failed_steps: list[int], written_for: str | None = None) -> str:
+    """One line saying which printed steps failed a check, as ``check`` would count them.
+
+    ``written_for`` is the cache kind of the script's header: when ``--trie``/``--base`` ran it
+    on another kind, its expects were written for a different cache, and the line says so.
+    """
+    frames = [session.frame(i) for i in failed_steps]
+    expects = sum(len(f.expect_failures) for f in frames)
+    violations = sum(len(f.violations) for f in frames)
+    what = [text for count, text in ((expects, f"{plural(expects, 'expect')} failed"),
+                                     (violations, plural(violations, "invariant violation"))) if count]
+    shown = ", ".join(map(str, failed_steps[:10])) + (", ..." if len(failed_steps) > 10 else "")
+    where = f"step {shown}" if len(failed_steps) == 1 else f"{len(failed_steps)} steps: {shown}"
+    line = f"check failed: {' and '.join(what)} ({where})"
+    if expects and written_for and written_for != session.config.kind:
+        line += (f"; the script's expects were written for the {written_for} cache, and this run used "
+                 f"the {session.config.kind} cache")
+    return line
+
+
+def show(session, step: int | None, print_only: bool, *, written_for: str | None = None) -> None:
+    """Print the session (``--print``) or open it in the UI at ``step``.
+
+    Printed, a failed expect or invariant is a failed check, as in ``kvviz check``: a line on
+    stderr at the end and exit code 1. ``written_for`` is the script's own cache kind.
+    """
     if print_only:
-        print_session(session, step)
+        failed = print_session(session, step)
+        if failed:
+            sys.stdout.flush()  # the verdict comes after the steps it sums up, even on a shared tty
+            click.echo(f"kvviz: {failed_checks_line(session, failed, written_for)}", err=True)
+            sys.exit(1)
         return
     check_step(session, step)
     launch_ui(session, step)
+
+
+def require_terminal() -> None:
+    """Bad input unless stdin and stdout are both terminals: the UI needs both.
+
+    Redirected to a file, Textual wrote escape codes for minutes (issue 15 #7). We refuse
+    rather than print instead: the text form differs by command (``--print`` for a session,
+    the report for ``diff``/``trace``), a trace's text would be thousands of frames, and a
+    redirect should not quietly change what a command produces. The message names the flag.
+    """
+    closed = [name for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)) if not _isatty(stream)]
+    if not closed:
+        return
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    if "print_only" in params:
+        hint = "add --print to print the steps as text"
+    elif "ui" in params:
+        hint = "drop --ui to print the report as text"
+    else:
+        hint = "run it in a terminal"
+    raise BadInput(f"the UI needs a terminal, but {' and '.join(closed)} "
+                   f"{'is' if len(closed) == 1 else 'are'} not one: {hint}")
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
 
 
 def launch_ui(session, step: int | None = None) -> None:
@@ -135,6 +265,7 @@ def render_svg(session, step: int) -> str:
 
 
 def _run_app(app) -> None:
+    require_terminal()  # every UI starts here: demo, run, open, diff --ui, trace --ui
     settle_heap()
     app.run()
 

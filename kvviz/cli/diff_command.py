@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``kvviz diff``: one scenario on kvcore and on shortfin, and the first step where they differ."""
 
 from __future__ import annotations

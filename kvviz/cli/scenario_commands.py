@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The scenario commands: ``demo``, ``run``, ``check``, ``export``, ``open`` and ``help``.
 
 Exit codes: 0 when all is well, 1 when a check failed (an expect, an invariant, a digest),
@@ -13,31 +14,58 @@ import click
 
 from ..model.scenario import SCENARIO_HELP, ScenarioError
 from .common import (BadInput, backend_option, check_step, kind_option, load_file_or_demo, load_scenario,
-                     make_session, render_svg, show)
+                     make_session, plural, refuse_special_file, render_svg, require_terminal, show)
 
 
 @click.command()
 @click.argument("name", required=False)
-@click.option("--list", "list_", is_flag=True, help="List the demos with one-line descriptions.")
+@click.option("--list", "list_", is_flag=True, help="List the demos, as a course: lessons first, then the bug museum.")
+@click.option("--path", "path_only", is_flag=True, help="Print where the demo's .kvs file is installed.")
 @click.option("--print", "print_only", is_flag=True, help="Print every step as text instead of opening the UI.")
 @click.option("--step", type=int, default=None, help="Show only this step (0 = initial state).")
 @kind_option
-def demo(name: str | None, list_: bool, print_only: bool, step: int | None, kind: str | None) -> None:
-    """Open a narrated demo (no NAME: list them)."""
-    from ..demos import demo_names, load_demo
+def demo(name: str | None, list_: bool, path_only: bool, print_only: bool, step: int | None,
+         kind: str | None) -> None:
+    """Open a narrated demo (no NAME: list them, in the order to take them)."""
+    from ..demos import demo_path
 
     if list_ or name is None:
-        names = demo_names()
-        width = max(map(len, names), default=0)
-        for demo_name in names:
+        if path_only:
+            raise BadInput("--path needs a demo NAME (`kvviz demo --list` lists them)")
+        _list_demos()
+        return
+    if path_only:
+        try:
+            click.echo(demo_path(name))
+        except KeyError as exc:
+            raise BadInput(exc.args[0]) from None
+        return
+    scenario = load_scenario(name, demo=True)
+    show(make_session(scenario, kind), step, print_only, written_for=scenario.config.kind)
+
+
+def _list_demos() -> None:
+    """The demos as a course: the lessons in teaching order, then the bug museum."""
+    from ..demos import demo_names, is_lesson, load_demo
+
+    names = demo_names()
+    lessons = [n for n in names if is_lesson(n)]
+    museum = [n for n in names if not is_lesson(n)]
+    width = max(map(len, names), default=0)
+    sections = []
+    if lessons:
+        sections.append((f"Lessons, in teaching order (start here: kvviz demo {lessons[0]}):", lessons))
+    if museum:
+        sections.append(("Bug museum: real cache bugs, replayed step by step (shortfin-* run on shortfin's own "
+                         "cache: kvviz run NAME --backend shortfin):", museum))
+    for heading, members in sections:
+        click.echo(heading)
+        for demo_name in members:
             try:
                 title = load_demo(demo_name).title
             except ScenarioError as exc:  # a broken demo must not hide the others
                 title = f"(broken: {exc})"
-            click.echo(f"{demo_name:<{width}}  {title}")
-        return
-    scenario = load_scenario(name, demo=True)
-    show(make_session(scenario, kind), step, print_only)
+            click.echo(f"  {demo_name:<{width}}  {title}")
 
 
 @click.command()
@@ -47,8 +75,9 @@ def demo(name: str | None, list_: bool, print_only: bool, step: int | None, kind
 @kind_option
 @backend_option
 def run(file: str, print_only: bool, step: int | None, kind: str | None, backend: str) -> None:
-    """Open a scenario file."""
-    show(make_session(load_scenario(file), kind, backend), step, print_only)
+    """Open a scenario file (or a demo name)."""
+    scenario = load_file_or_demo(file)
+    show(make_session(scenario, kind, backend), step, print_only, written_for=scenario.config.kind)
 
 
 @click.command()
@@ -56,12 +85,13 @@ def run(file: str, print_only: bool, step: int | None, kind: str | None, backend
 @kind_option
 @backend_option
 def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
-    """Run scenarios and verify their expect lines and the invariants.
+    """Run scenarios (files or demo names) and verify their expect lines and the invariants.
 
     Exit 0 when all hold, 1 when a check failed, 2 for bad input.
     """
     failed = 0
-    scenarios = [(f, load_scenario(f)) for f in files]  # parse all first: bad input is exit 2 before any run
+    # Parse all first: bad input is exit 2 before any run. A demo is named by its file.
+    scenarios = [(scenario.path or f, scenario) for f in files for scenario in [load_file_or_demo(f)]]
     for file, scenario in scenarios:
         session = make_session(scenario, kind, backend)
         problems = []
@@ -75,11 +105,12 @@ def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
         n_expects = sum(len(s.expects) for s in scenario.steps)
         if problems:
             failed += 1
-            click.echo(f"FAIL {file}: {len(problems)} problem(s)")
+            click.echo(f"FAIL {file}: {plural(len(problems), 'problem')}")
             for p in problems:
                 click.echo(f"  {p}")
         else:
-            click.echo(f"ok   {file}: {len(session) - 1} steps, {n_expects} expects, invariants hold")
+            click.echo(f"ok   {file}: {plural(len(session) - 1, 'step')}, {plural(n_expects, 'expect')}, "
+                       f"invariants hold")
     if failed:
         sys.exit(1)
 
@@ -117,14 +148,17 @@ def open_(bundle: str, print_only: bool) -> None:
     """Replay a bug-report bundle, verify every per-step digest, show the bundled step."""
     from ..export.bundle import BundleError, open_bundle
 
+    refuse_special_file(bundle, "a .json bundle")  # a FIFO would block the read forever
     try:
         opened = open_bundle(bundle)
     except BundleError as exc:
         raise BadInput(str(exc)) from None
+    if not print_only:
+        require_terminal()  # before the verdict line, so that the refusal is the only line
     if opened.divergence:
         click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
     else:
-        click.echo(f"replayed {len(opened.session) - 1} steps: every digest matches", err=True)
+        click.echo(f"replayed {plural(len(opened.session) - 1, 'step')}: every digest matches", err=True)
     show(opened.session, opened.step, print_only)
     if opened.divergence:
         sys.exit(1)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A non-editable install ships the demos: `kvviz demo lru` works from any directory."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `kvviz` command line: demos, run, check, export, open and help."""
 
 import json
@@ -48,13 +49,48 @@ def step_headers(output: str) -> list[str]:
 # -- demo ------------------------------------------------------------------------------------------
 
 
+def demo_lines(output: str) -> list[str]:
+    """The listing's demo lines (indented under their section headings)."""
+    return [line.strip() for line in output.splitlines() if line.startswith("  ")]
+
+
 def test_demo_list_shows_every_demo_with_its_title():
     result = kvviz("demo", "--list")
     assert result.exit_code == 0
-    lines = result.stdout.splitlines()
+    lines = demo_lines(result.stdout)
     assert [line.split()[0] for line in lines] == demo_names()
     for name, line in zip(demo_names(), lines):
         assert line.split(None, 1)[1] == load_demo(name).title
+
+
+def test_the_demos_are_listed_as_a_course_lessons_in_teaching_order_then_the_museum():
+    from kvviz.demos import LESSONS, is_lesson
+
+    names = demo_names()
+    lessons = [n for n in names if is_lesson(n)]
+    assert names[:len(lessons)] == lessons  # no exhibit before a lesson
+    assert [n for n in lessons if n in LESSONS] == [n for n in LESSONS if n in names]
+    assert lessons[0] == "prefix-sharing"
+    museum = names[len(lessons):]
+    assert all(n.startswith(("bug-", "shortfin-")) for n in museum)
+    assert museum.index("bug-b2-parent-leaf") < museum.index("bug-b10-zero-page-ref")  # natural order
+    headings = [line for line in kvviz("demo").stdout.splitlines() if not line.startswith("  ")]
+    assert headings[0] == "Lessons, in teaching order (start here: kvviz demo prefix-sharing):"
+    assert headings[1].startswith("Bug museum:")
+
+
+def test_demo_path_prints_where_the_installed_demo_file_is():
+    from kvviz.demos import demo_path
+
+    result = kvviz("demo", "--path", "lru")
+    assert (result.exit_code, result.stdout) == (0, f"{demo_path('lru')}\n")
+    assert load_demo("lru").source == demo_path("lru").read_text(encoding="utf-8")
+
+
+def test_demo_path_of_an_unknown_demo_exits_2():
+    result = CliRunner().invoke(cli, ["demo", "--path", "lur"], prog_name="kvviz")
+    assert result.exit_code == 2
+    assert "no demo named 'lur'" in result.stderr
 
 
 def test_demo_without_a_name_prints_the_same_list():
@@ -113,6 +149,53 @@ def test_run_base_overrides_the_cache_kind_of_the_file(story):
     assert "expect hit r2 4: expected hit 4, got hit 0" in output
 
 
+@needs_lru
+def test_run_and_check_take_a_demo_name():
+    from kvviz.demos import demo_path
+
+    printed = kvviz("run", "lru", "--print", "--step", "2")
+    assert printed.stdout == kvviz("demo", "lru", "--print", "--step", "2").stdout
+    checked = kvviz("check", "lru")
+    assert checked.exit_code == 0
+    assert checked.stdout.startswith(f"ok   {demo_path('lru')}: {len(load_demo('lru').steps)} steps")
+
+
+def test_a_file_wins_over_a_demo_of_the_same_name(tmp_path, monkeypatch):
+    (tmp_path / "lru").write_text(STORY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert "a short story" in kvviz("run", "lru", "--print").stdout
+    assert kvviz("check", "lru").stdout == "ok   lru: 4 steps, 3 expects, invariants hold\n"
+
+
+def test_print_of_a_session_whose_expects_fail_says_so_and_exits_1(story, tmp_path):
+    wrong = tmp_path / "wrong.kvs"
+    wrong.write_text(STORY.replace("expect hit r2 4", "expect hit r2 8"), encoding="utf-8")
+    result = kvviz("run", str(wrong), "--print")
+    assert result.exit_code == 1
+    assert "expect hit r2 8: expected hit 8, got hit 4" in result.stdout
+    assert result.stderr == "kvviz: check failed: 1 expect failed (step 3)\n"
+
+
+def test_print_on_another_cache_kind_says_the_expects_were_written_for_the_scripts_kind(story):
+    result = kvviz("run", str(story), "--print", "--base")
+    assert result.exit_code == 1
+    assert result.stderr == ("kvviz: check failed: 2 expects failed (2 steps: 2, 3); the script's expects were "
+                             "written for the trie cache, and this run used the base cache\n")
+
+
+@needs_lru
+def test_print_of_the_lru_demo_on_the_base_cache_exits_1():
+    result = kvviz("demo", "lru", "--base", "--step", "24", "--print")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("kvviz: check failed: 3 expects failed (step 24)")
+
+
+def test_print_exits_0_when_the_printed_steps_hold(story):
+    assert (kvviz("run", str(story), "--print").exit_code, kvviz("run", str(story), "--print").stderr) == (0, "")
+    step_1 = kvviz("run", str(story), "--print", "--base", "--step", "1")  # expect free 2 holds on base too
+    assert (step_1.exit_code, step_1.stderr) == (0, "")
+
+
 def test_run_trie_overrides_a_base_cache_file(tmp_path):
     path = tmp_path / "base.kvs"
     path.write_text(STORY.replace("cache trie", "cache base"), encoding="utf-8")
@@ -138,7 +221,7 @@ def test_check_exits_1_naming_the_step_and_expected_versus_actual(story, tmp_pat
     result = kvviz("check", str(story), str(wrong))
     assert result.exit_code == 1
     assert f"ok   {story}:" in result.stdout
-    assert f"FAIL {wrong}: 1 problem(s)" in result.stdout
+    assert f"FAIL {wrong}: 1 problem" in result.stdout.splitlines()
     assert f"  {wrong}:11: step 3 `expect hit r2 8`: expected hit 8, got hit 4" in result.stdout
 
 
@@ -147,6 +230,15 @@ def test_check_with_base_fails_the_expects_that_need_sharing(story):
     assert result.exit_code == 1
     assert "expected hit 4, got hit 0" in result.stdout
     assert "expected cached 2, got cached 0" in result.stdout
+
+
+def test_check_counts_in_the_right_number(tmp_path):
+    one = tmp_path / "one.kvs"
+    one.write_text("cache trie pages=2 tokens_per_page=2\nacquire a 1 2\nexpect free 1\n", encoding="utf-8")
+    assert kvviz("check", str(one)).stdout == f"ok   {one}: 1 step, 1 expect, invariants hold\n"
+    bundle = tmp_path / "one.json"
+    kvviz("export", str(one), "-o", str(bundle))
+    assert kvviz("open", str(bundle), "--print").stderr == "replayed 1 step: every digest matches\n"
 
 
 def test_check_exits_2_for_a_file_that_does_not_parse(story, tmp_path):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every shipped demo is also a test: it parses, is narrated, and its expects and the
 invariants hold at every step (directly through Session and through `kvviz check`)."""
 
