@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import NamedTuple
 
 from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES,
@@ -76,6 +77,7 @@ class _Line:
         self.text = text
         self.code = _strip_comment(text)
         self.rest = text
+        self.code_start = 0
 
     def error(self, column: int, message: str, expected: str) -> ScenarioError:
         """A ScenarioError at ``column`` of this line."""
@@ -86,6 +88,7 @@ class _Line:
         done with); ``rest`` is the text from there, comments included."""
         self.code = " " * end + self.code[end:]
         self.rest = self.text[end:]
+        self.code_start = end
 
     @property
     def first_column(self) -> int:
@@ -95,7 +98,7 @@ class _Line:
     @property
     def end_column(self) -> int:
         """Where a missing item would have been: just past the last character of code."""
-        return len(self.code.rstrip()) + 1
+        return max(len(self.code.rstrip()), self.code_start) + 1
 
     def items(self) -> list[_Item]:
         """The line's items, left to right; an unterminated quote is an error."""
@@ -259,16 +262,23 @@ def _whole_number(
 
 
 
+class _OverBudget(ScenarioError):
+    """The scenario's budget is spent: said once, for the first line past it; the lines after
+    it are counted with the errors left out, not listed (they would all say the same)."""
+
+
 class _Budget:
     """The values (tokens, listed pages) a scenario has spelled so far, against its limits.
 
-    Values are charged as each item is read, before a range is built, and a line that fails
-    later still pays for what it built: however many lines are bad, the parser builds at most
-    :data:`MAX_TOKENS_PER_SCENARIO` values (plus one line's worth).
+    Values are charged as each item is read, before anything is built, and a line that fails
+    later still pays for its values. With ``build`` False the parser checks everything but
+    builds no value (a dry run, for scripts whose ranges may exceed the budget: refusing
+    them must cost neither the time nor the memory of building ten million ints first).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, build: bool = True) -> None:
         self.spent = 0
+        self.build = build
 
     def charge(self, line: _Line, item: _Item, line_total: int, count: int, what: str) -> None:
         """Refuse ``item`` if it brings its line to more than :data:`MAX_TOKENS_PER_OP` values
@@ -280,13 +290,35 @@ class _Budget:
             )
         if self.spent + count > MAX_TOKENS_PER_SCENARIO:
             also = "" if what == "token" else " (pages listed in expect lines count too)"
-            raise line.error(line.first_column, f"the scenario spells more than {MAX_TOKENS_PER_SCENARIO:,} tokens{also}",
-                             f"a smaller scenario: at most {MAX_TOKENS_PER_SCENARIO:,} tokens and listed pages in all")
+            raise _OverBudget(line.path, line.number, line.first_column,
+                              f"the scenario spells more than {MAX_TOKENS_PER_SCENARIO:,} tokens{also}",
+                              f"a smaller scenario: at most {MAX_TOKENS_PER_SCENARIO:,} tokens and listed pages in all")
         self.spent += count
 
 
-def _number_or_range(line: _Line, item: _Item, count: int, what: str, expected: str, budget: _Budget) -> range:
-    """A bare item ``N`` or ``A..B`` as a range of ints; ``count`` values came before it on the line."""
+class _Values:
+    """The values one line spells, kept as ranges and tuples until the line is read."""
+
+    def __init__(self, line: _Line, budget: _Budget, what: str):
+        self.line = line
+        self.budget = budget
+        self.what = what
+        self.chunks: list[Sequence[int]] = []
+        self.count = 0
+
+    def add(self, item: _Item, values: Sequence[int]) -> None:
+        """Charge ``values`` (spelled by ``item``) to the budget, then keep them."""
+        self.budget.charge(self.line, item, self.count + len(values), len(values), self.what)
+        self.chunks.append(values)
+        self.count += len(values)
+
+    def built(self) -> tuple[int, ...]:
+        """The values as one tuple; empty in a dry run. O(count)."""
+        return tuple(chain.from_iterable(self.chunks)) if self.budget.build else ()
+
+
+def _number_or_range(line: _Line, item: _Item, what: str, expected: str) -> range:
+    """A bare item ``N`` or ``A..B`` as a range of ints (not built: a range costs O(1))."""
     match = _RANGE.fullmatch(item.text)
     if match:
         start = _whole_number(line, match[1], item.column, what, expected)
@@ -301,30 +333,27 @@ def _number_or_range(line: _Line, item: _Item, count: int, what: str, expected: 
         values = range(value, value + 1)
     else:
         raise line.error(item.column, f"bad {what} {_shown(item.raw)}", expected)
-    budget.charge(line, item, count + len(values), len(values), what)
     return values
 
 
-def _tokens(line: _Line, item: _Item, count: int, vocab: Vocabulary, budget: _Budget) -> Sequence[int]:
+def _tokens(line: _Line, item: _Item, vocab: Vocabulary) -> Sequence[int]:
     """The tokens one item spells: an integer, an inclusive range or quoted words."""
     if item.quoted:
-        words = item.text.split()
-        budget.charge(line, item, count + len(words), len(words), "token")
-        return tuple(vocab.id(word) for word in words)
-    return _number_or_range(line, item, count, "token", _TOKEN_EXPECTED, budget)
+        return vocab.ids(item.text)  # no longer than the text: the source size bounds it
+    return _number_or_range(line, item, "token", _TOKEN_EXPECTED)
 
 
-def _page_list(cursor: _Cursor, at_least: int, budget: _Budget) -> list[int]:
+def _page_list(cursor: _Cursor, at_least: int, budget: _Budget) -> tuple[int, ...]:
     """The rest of an expect line as page numbers (ranges allowed)."""
-    pages: list[int] = []
+    pages = _Values(cursor.line, budget, "page")
     while not cursor.at_end:
         item = cursor.take()
         if item.quoted:
             raise cursor.line.error(item.column, f"bad page {_shown(item.raw)}", _PAGE_EXPECTED)
-        pages.extend(_number_or_range(cursor.line, item, len(pages), "page", _PAGE_EXPECTED, budget))
-    if len(pages) < at_least:
+        pages.add(item, _number_or_range(cursor.line, item, "page", _PAGE_EXPECTED))
+    if pages.count < at_least:
         raise cursor.line.error(cursor.line.end_column, "missing page", cursor.usage)
-    return pages
+    return pages.built()
 
 
 # -- ops ------------------------------------------------------------------------------------
@@ -349,12 +378,13 @@ def _parse_op(line: _Line, items: list[_Item], vocab: Vocabulary, budget: _Budge
 def _token_arguments(cursor: _Cursor, vocab: Vocabulary, budget: _Budget,
                      allow_extra: bool) -> tuple[tuple[int, ...], int]:
     """The rest of an op line: tokens, and ``extra=N`` anywhere among them (when allowed)."""
-    tokens: list[int] = []
+    tokens = _Values(cursor.line, budget, "token")
     extra = None
     while not cursor.at_end:
         option = cursor.option()
         if option is None:
-            tokens.extend(_tokens(cursor.line, cursor.take(), len(tokens), vocab, budget))
+            item = cursor.take()
+            tokens.add(item, _tokens(cursor.line, item, vocab))
             continue
         if option.key.lower() != "extra" or not allow_extra:
             raise cursor.line.error(option.column, f"unknown option {_shown(option.key)}", cursor.usage)
@@ -364,7 +394,7 @@ def _token_arguments(cursor: _Cursor, vocab: Vocabulary, budget: _Budget,
             cursor.line, option.value, option.value_column, "extra", "a number of extra token slots, like extra=4",
             maximum=MAX_EXTRA,
         )
-    return tuple(tokens), extra or 0
+    return tokens.built(), extra or 0
 
 
 class _LiveNames:
@@ -647,7 +677,7 @@ class _ScenarioReader:
     op are checked for their own mistakes but belong to no step.
     """
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, build: bool = True):
         self.path = path
         self.vocab = Vocabulary()
         self.title: str | None = None
@@ -658,10 +688,11 @@ class _ScenarioReader:
         self.steps: list[_StepDraft] = []
         self.narration = _Narration()
         self.live = _LiveNames()
-        self.budget = _Budget()
+        self.budget = _Budget(build)
         self.after_bad_op = False
         self.errors: list[ScenarioError] = []
         self.error_count = 0
+        self.over_budget = False
 
     def read(self, line: _Line) -> None:
         """Take one line into the scenario; a problem in it is recorded, not raised."""
@@ -672,6 +703,10 @@ class _ScenarioReader:
 
     def _record(self, error: ScenarioError) -> None:
         self.error_count += 1
+        if isinstance(error, _OverBudget):
+            if self.over_budget:
+                return  # counted among those left out: every later line would say the same
+            self.over_budget = True
         if len(self.errors) < MAX_SCENARIO_ERRORS:
             self.errors.append(error)
 
@@ -803,17 +838,46 @@ class _ScenarioReader:
 
 
 def parse_scenario(text: str, path: str | None = None) -> Scenario:
-    """Parse scenario ``text``; ``path`` names it in errors. Raises :class:`ScenarioError` only.
+    """Parse scenario ``text``; ``path`` names it in errors. Raises :class:`ScenarioError` only,
+    for every problem of the text (see :meth:`ScenarioError.report`).
 
-    O(length of the text + tokens spelled).
+    O(length of the text + values spelled), and the values spelled are at most
+    :data:`MAX_TOKENS_PER_SCENARIO`: a text whose ranges might spell more is first read
+    without building any value, so refusing it is as cheap as reading it.
     """
     if len(text) > MAX_SOURCE_BYTES:
         raise ScenarioError(path, 1, 1, f"scenario of {len(text):,} characters is too large",
                             f"at most {MAX_SOURCE_BYTES:,}")
-    reader = _ScenarioReader(path)
-    for number, text_line in enumerate(_source_lines(text), 1):
+    lines = _source_lines(text)
+    if _may_exceed_budget(text):
+        _read_lines(path, lines, text, build=False)  # raises if it does exceed (or is otherwise wrong)
+    return _read_lines(path, lines, text, build=True)
+
+
+def _read_lines(path: str | None, lines: list[str], text: str, build: bool) -> Scenario:
+    reader = _ScenarioReader(path, build)
+    for number, text_line in enumerate(lines, 1):
         reader.read(_Line(path, number, text_line))
     return reader.finish(text)
+
+
+# Only from the start of a run of digits: trying every position inside a long run would make
+# the scan quadratic (5,000 zeros, then no '..').
+_ANY_RANGE = re.compile(r"(?<![0-9])([0-9]+)\.\.([0-9]+)")
+
+
+def _may_exceed_budget(text: str) -> bool:
+    """Whether ``text`` might spell more than :data:`MAX_TOKENS_PER_SCENARIO` values: an upper
+    bound, from every ``A..B`` anywhere in it (comments and prose too) plus one value per two
+    characters (a lone int or word needs at least a character and a separator). O(len(text))."""
+    total = len(text) // 2
+    for start, end in _ANY_RANGE.findall(text):
+        if len(start) > 19 or len(end) > 19:  # beyond any limit: the parser refuses it, cheaply
+            return True
+        total += max(int(end) - int(start) + 1, 0)
+        if total > MAX_TOKENS_PER_SCENARIO:
+            return True
+    return total > MAX_TOKENS_PER_SCENARIO
 
 
 def parse_scenario_bytes(data: bytes, path: str | None = None) -> Scenario:

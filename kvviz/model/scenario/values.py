@@ -196,8 +196,11 @@ class ScenarioError(Exception):
 
     @classmethod
     def several(cls, errors: Sequence[ScenarioError], more: int = 0) -> ScenarioError:
-        """One error standing for ``errors`` (in file order) and ``more`` not kept."""
+        """One error standing for ``errors`` (in file order) and ``more`` not kept: the first
+        itself when it is the only one."""
         first = errors[0]
+        if len(errors) == 1 and not more:
+            return first
         error = cls(first.path, first.line, first.column, first.message, first.expected)
         error.errors = tuple(errors)
         error.more = more

@@ -1,0 +1,151 @@
+"""Every expect kind, evaluated against real frames: the right value holds, a wrong one fails
+with a message naming what was wanted and what the frame shows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kvcore.invariants import Violation
+from kvviz.model.expect import EXPECT_KINDS, ExpectResult, abbreviate, evaluate
+from kvviz.model.scenario import Expect, parse_scenario
+from kvviz.model.session import Session
+
+# On 4 pages of 2 tokens. What each step leaves (worked out by hand from the trie's rules):
+#  1 acquire a: pages [0 1], free 2, owned 2       2 publish a: both cached, a published 2
+#  3 acquire b: matches [1 2] (hit 2), pages [0 2], page 0's node has ref 2, free 1
+#  4 release a: page 1's node is a childless ref-0 leaf: evictable 1, candidate 1, victim 1
+#  5 acquire c 5..10 needs 3 pages, 1 free + 1 evictable: CacheAllocationFailure
+#  6 acquire c 5..8 takes free page 3, evicts page 1: pages [3 1]
+#  7 extend b 7 7 does not start with b's tokens: InvalidOperation
+#  8 publish c: its pages join the trie under the root (cached 3)
+#  9 release c: a chain of two ref-0 nodes: evictable 2, but only its leaf (page 1) is a candidate
+# Each case below picks a step where its count differs from the others, so reading the
+# wrong counter fails.
+SCRIPT = """
+cache trie pages=4 tokens_per_page=2
+acquire a 1..4
+publish a
+acquire b 1 2 9 9
+release a
+acquire c 5..10
+expect fail
+acquire c 5..8
+extend b 7 7
+expect fail
+publish c
+release c
+"""
+
+
+@pytest.fixture(scope="module")
+def frames():
+    session = Session.from_scenario(parse_scenario(SCRIPT))
+    return [session.frame(index) for index in range(len(session))]
+
+
+# (step, a line that holds there, a line that does not, the message of the one that does not)
+CASES = [
+    (1, "expect ok", "expect fail", "expected any failure, got success"),
+    (5, "expect fail", "expect ok", "expected success, got failure CacheAllocationFailure"),
+    (5, "expect fail alloc", "expect fail invalid", "expected InvalidOperation, got CacheAllocationFailure"),
+    (7, "expect fail invalid", "expect fail alloc", "expected CacheAllocationFailure, got InvalidOperation"),
+    (0, "expect free 4", "expect free 3", "expected free 3, got free 4"),
+    (9, "expect cached 3", "expect cached 2", "expected cached 2, got cached 3"),
+    (9, "expect evictable 2", "expect evictable 1", "expected evictable 1, got evictable 2"),
+    (6, "expect owned 3", "expect owned 0", "expected owned 0, got owned 3"),
+    (9, "expect candidates 1", "expect candidates 2", "expected candidates 2, got candidates 1"),
+    (9, "expect victim 1", "expect victim 0", "expected victim 0, got victim 1"),
+    (3, "expect hit b 2", "expect hit b 4", "expected hit 4, got hit 2"),
+    (6, "expect pages c 3 1", "expect pages c 1 3", "expected pages [1 3], got pages [3 1]"),
+    (2, "expect published a 2", "expect published a 1", "expected published 1, got published 2"),
+    (6, "expect evicted 1", "expect evicted 3", "expected evicted [3], got evicted [1]"),
+    (6, "expect evictions 1", "expect evictions 0", "expected evictions 0, got evictions 1"),
+    (3, "expect ref 0 2", "expect ref 0 1", "expected ref 1, got ref 2"),
+    (4, "expect live b", "expect live a b", "expected live [a b], got live [b]"),
+    (1, "expect violations 0", "expect violations 1", "expected violations 1, got violations 0"),
+]
+
+
+def expect_of(line: str) -> Expect:
+    """The Expect a line parses to (after an op, as in a script)."""
+    (step,) = parse_scenario(f"acquire a 1 2\n{line}").steps
+    (expect,) = step.expects
+    return expect
+
+
+@pytest.mark.parametrize(("step", "right", "wrong", "message"), CASES, ids=[case[1] for case in CASES])
+def test_each_expect_kind_holds_when_right_and_fails_with_the_actual_value_when_wrong(frames, step, right, wrong,
+                                                                                      message):
+    assert evaluate(expect_of(right), frames[step]) == ExpectResult(expect_of(right), True, "ok")
+    result = evaluate(expect_of(wrong), frames[step])
+    assert (result.ok, result.message) == (False, message)
+
+
+def test_every_expect_kind_has_a_case():
+    assert {expect_of(case[1]).kind for case in CASES} == set(EXPECT_KINDS)
+
+
+def test_a_general_fail_holds_for_either_failure_and_fails_on_success(frames):
+    assert evaluate(expect_of("expect fail"), frames[7]).ok
+    assert evaluate(expect_of("expect fail"), frames[5]).ok
+    assert not evaluate(expect_of("expect fail"), frames[6]).ok
+
+
+def test_evicted_ignores_the_order_pages_are_listed_in(frames):
+    frame = dataclasses.replace(frames[6], diff=dataclasses.replace(frames[6].diff, pages_evicted=(3, 1)))
+    assert evaluate(expect_of("expect evicted 1 3"), frame).ok
+    assert evaluate(expect_of("expect evicted 3 1"), frame).ok
+
+
+def test_live_ignores_the_order_names_are_listed_in(frames):
+    assert evaluate(expect_of("expect live c b"), frames[6]).ok
+
+
+def test_violations_counts_the_frames_violations(frames):
+    frame = dataclasses.replace(frames[1], violations=(Violation(1, "page 0 is in two places"),))
+    assert evaluate(expect_of("expect violations 1"), frame).ok
+    assert evaluate(expect_of("expect violations 0"), frame).message == "expected violations 0, got violations 1"
+
+
+def test_an_expect_about_an_allocation_that_is_not_live_says_who_is(frames):
+    result = evaluate(expect_of("expect hit a 0"), frames[4])
+    assert (result.ok, result.message) == (False, "expected allocation 'a' to be live, but it is not (live: b)")
+
+
+def test_ref_of_a_page_no_node_holds_says_what_the_page_is(frames):
+    assert evaluate(expect_of("expect ref 2 1"), frames[3]).message == (
+        "expected page 2 to be cached in a trie node, but it is owned")
+    assert evaluate(expect_of("expect ref 9 1"), frames[3]).message == (
+        "expected page 9 to be cached in a trie node, but it is not a page")
+
+
+def test_victim_of_an_empty_heap_is_none(frames):
+    assert evaluate(expect_of("expect victim 0"), frames[1]).message == "expected victim 0, got victim None"
+
+
+def test_an_unknown_kind_fails_instead_of_raising(frames):
+    result = evaluate(Expect("bogus"), frames[1])
+    assert (result.ok, result.message) == (False, "unknown expect kind 'bogus'")
+
+
+def test_a_long_list_is_quoted_abbreviated_with_its_count(frames):
+    result = evaluate(expect_of("expect pages c 0..999999"), frames[6])
+    assert not result.ok
+    assert result.message == "expected pages [0 1 2 3 4 5 6 7 … 999997 999998 999999 (1,000,000 in all)], got pages [3 1]"
+
+
+@pytest.mark.parametrize(("values", "text"), [
+    ((), ""), (tuple(range(12)), "0 1 2 3 4 5 6 7 8 9 10 11"),
+    (tuple(range(13)), "0 1 2 3 4 5 6 7 … 10 11 12 (13 in all)"),
+])
+def test_abbreviate_keeps_short_lists_whole(values, text):
+    assert abbreviate(values) == text
+
+
+def test_the_table_declares_only_known_slots():
+    from kvviz.model.expect import SLOTS
+    for kind in EXPECT_KINDS.values():
+        assert set(kind.slots) <= set(SLOTS)
+        assert kind.usage.startswith("expect ")
