@@ -7,7 +7,7 @@ eviction of unreferenced leaves. Method names follow shortfin's so its users rec
 
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache
-from .errors import CacheAllocationFailure, InvalidOperation, KVCacheError
+from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation, KVCacheError
 from .invariants import Violation, check_snapshot
 from .pool import PagePool
 from .snapshot import AllocationInfo, NodeInfo, PageInfo, Snapshot, SnapshotFormatError, Stats
@@ -16,7 +16,8 @@ from .trie import TriePagedAttentionCache
 __version__ = "0.1.0"
 
 __all__ = [
-    "AllocationInfo", "BasePagedAttentionCache", "CacheAllocationFailure", "InvalidOperation", "KVCacheError",
+    "AllocationInfo", "BasePagedAttentionCache", "CacheAllocationFailure", "InvalidConfiguration", "InvalidOperation",
+    "KVCacheError",
     "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "Snapshot", "SnapshotFormatError", "Stats",
     "TriePagedAttentionCache", "Violation", "check_snapshot",
 ]

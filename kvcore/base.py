@@ -3,18 +3,52 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 
 from . import events as ev
 from .allocation import PageAllocation
-from .errors import CacheAllocationFailure, InvalidOperation
+from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation
 from .pool import PagePool
-from .snapshot import _FREE_ROWS, OWNED, AllocationInfo, NodeInfo, PageInfo, Snapshot, Stats, free_row
+from .snapshot import _FREE_ROWS, CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, Snapshot, Stats, free_row
 
 
 def pages_for(slots: int, tokens_per_page: int) -> int:
     """Pages needed for ``slots`` token slots: ceil(slots / tokens_per_page)."""
     return -(-slots // tokens_per_page)
+
+
+def int_tokens(tokens: Iterable[int], op: str) -> tuple[int, ...]:
+    """``tokens`` as a tuple of ints, or InvalidOperation before anything changes.
+
+    Tokens must be integers, bools excluded: ``1.0`` and ``True`` equal ``1`` (and hash
+    alike), so they would share its pages, and the snapshot could not round-trip them. Int
+    subclasses (an ``IntEnum``) are stored as plain ints. O(len(tokens)), one C pass in
+    the common case (every token an exact int).
+    """
+    try:
+        tokens = tuple(tokens)
+    except TypeError:
+        raise InvalidOperation(f"{op}: tokens must be a sequence of integers, got {type(tokens).__name__} "
+                               f"{reprlib.repr(tokens)}") from None
+    if list(map(type, tokens)).count(int) != len(tokens):
+        tokens = _exact_ints(tokens, op)
+    return tokens
+
+
+def _exact_ints(tokens: tuple, op: str) -> tuple[int, ...]:
+    """The slow path of :func:`int_tokens`: find the first token that is not an int."""
+    for i, t in enumerate(tokens):
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise InvalidOperation(f"{op}: token {i} is {reprlib.repr(t)} ({type(t).__name__}); "
+                                   "tokens must be integers (not bools, floats or strings)")
+    return tuple(map(int, tokens))
+
+
+def check_name(name: object, op: str) -> None:
+    """Names are strings or None (a snapshot stores them as JSON strings)."""
+    if name is not None and type(name) is not str:
+        raise InvalidOperation(f"{op}: name must be a string or None, got {type(name).__name__} {reprlib.repr(name)}")
 
 
 def _describe_tokens(tokens: tuple, limit: int = 8) -> str:
@@ -33,8 +67,8 @@ class BasePagedAttentionCache:
     kind = "base"
 
     def __init__(self, page_pool: PagePool, tokens_per_page: int):
-        if not isinstance(tokens_per_page, int) or tokens_per_page < 1:
-            raise ValueError(f"tokens_per_page must be a positive integer, got {tokens_per_page!r}")
+        if type(tokens_per_page) is not int or tokens_per_page < 1:
+            raise InvalidConfiguration(f"tokens_per_page must be a positive integer, got {reprlib.repr(tokens_per_page)}")
         self._pool = page_pool
         self.tokens_per_page = tokens_per_page
         self.clock = 0
@@ -70,8 +104,9 @@ class BasePagedAttentionCache:
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
                                  name: str | None = None) -> PageAllocation:
         """Allocate pages for ``tokens`` plus ``extra_token_slots`` (no sharing)."""
-        tokens = tuple(tokens)
+        tokens = int_tokens(tokens, "acquire")
         self._check_extra(extra_token_slots, "acquire")
+        check_name(name, "acquire")
         needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page)
         free = self._pool.available_page_count()
         if needed > free:
@@ -145,17 +180,23 @@ class BasePagedAttentionCache:
     def restore(cls, snapshot: Snapshot, *, verify: bool = True) -> "BasePagedAttentionCache":
         """A new live cache (own pool, same allocation ids) that behaves like the snapshotted one.
 
-        ``verify`` checks the snapshot's invariants first (an inconsistent snapshot raises
-        InvalidOperation); pass False only for snapshots this library made itself.
+        ``verify`` (the default) guarantees the restored cache's snapshot equals
+        ``snapshot``, or raises InvalidOperation saying why not (see :mod:`kvcore.verify`):
+        impossible fields, broken invariants, or a difference once restored. Pass False
+        only for snapshots this library made itself.
         """
         from .invariants import check_snapshot
+        from .verify import first_difference, refusal
 
-        if snapshot.kind != cls.kind:
-            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
         if verify:
-            violations = check_snapshot(snapshot)
-            if violations:
-                raise InvalidOperation(f"cannot restore an inconsistent snapshot: {violations[0]}")
+            why = refusal(snapshot, cls.kind)
+            if why is None:
+                violations = check_snapshot(snapshot)
+                why = f"inconsistent: {violations[0]}" if violations else None
+            if why is not None:
+                raise InvalidOperation(f"cannot restore the snapshot: {why}")
+        elif snapshot.kind != cls.kind:
+            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
         cache = cls(PagePool(snapshot.page_count, snapshot.free), snapshot.tokens_per_page)
         cache.clock = snapshot.clock
         cache._next_allocation_id = snapshot.next_allocation_id
@@ -164,13 +205,27 @@ class BasePagedAttentionCache:
         cache._evictions, cache._dedups = s.evictions, s.dedups
         cache._restore_structure(snapshot)
         cache._seed_info_cache(snapshot)
+        if verify:
+            why = first_difference(snapshot, cache.snapshot())
+            if why is not None:
+                raise InvalidOperation(f"cannot restore the snapshot: {why}")
         return cache
 
     def _seed_info_cache(self, snapshot: Snapshot) -> None:
         """Reuse the snapshot's rows for the restored cache's own snapshots (cheap, shared)."""
-        nodes = {n.id: ((n.ref, n.last_access, n.page), n,
-                        snapshot.pages[n.page] if n.page is not None else None) for n in snapshot.nodes}
-        owned = {(info.page, info.owner): info for info in snapshot.pages if info.state == OWNED}
+        # Only rows equal to what snapshot() would build are reused: a wrong row (a cached
+        # page with the wrong ref, say) must show up as a difference, not be carried over.
+        pages = snapshot.pages
+        nodes = {}
+        for n in snapshot.nodes:
+            page_info = None
+            if n.page is not None:
+                page_info = pages[n.page]
+                if page_info != PageInfo(n.page, CACHED, None, n.id, n.ref):
+                    continue
+            nodes[n.id] = ((n.ref, n.last_access, n.page), n, page_info)
+        owned = {(info.page, info.owner): info for info in pages
+                 if info.state == OWNED and info.node is None and info.ref == 0}
         self._info_cache = {"node": nodes, "owned": owned}
 
     # -- hooks the trie cache overrides -------------------------------------------------
@@ -223,7 +278,7 @@ class BasePagedAttentionCache:
     def _extend(self, allocation: PageAllocation, tokens: Iterable[int], extra_token_slots: int) -> None:
         self._check_live(allocation, "extend")
         self._check_extra(extra_token_slots, "extend")
-        tokens = tuple(tokens)
+        tokens = int_tokens(tokens, f"extend {allocation.label}")
         old = allocation._tokens
         if len(tokens) < len(old) or tokens[: len(old)] != old:
             raise InvalidOperation(
@@ -266,7 +321,7 @@ class BasePagedAttentionCache:
         own = allocation._tokens
         if tokens is None:
             return own
-        tokens = tuple(tokens)
+        tokens = int_tokens(tokens, f"publish {allocation.label}")
         common = min(len(tokens), len(own))
         if tokens[:common] != own[:common]:
             first = next(i for i in range(common) if tokens[i] != own[i])

@@ -28,3 +28,10 @@ class CacheAllocationFailure(KVCacheError):
 
 class InvalidOperation(KVCacheError):
     """Misuse of the API: tokens that do not extend an allocation, use after release, ..."""
+
+
+class InvalidConfiguration(KVCacheError, ValueError):
+    """A pool or cache built with impossible settings: ``tokens_per_page <= 0``, a negative
+    ``page_count``, a free order naming a page twice or outside the pool, ...
+
+    Also a ``ValueError``, which is what these raised before they were ``KVCacheError`` s."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .snapshot import CACHED, FREE, OWNED, Snapshot
+from .snapshot import CACHED, FREE, OWNED, PageInfo, Snapshot
 
 NAMES = {
     1: "every page is in exactly one place",
@@ -209,56 +209,109 @@ def _abbreviated(items) -> str:
     return f"[{', '.join(map(str, items[:_QUOTED]))}, ...]"
 
 
+#: Pages described one by one in "not in exactly one place" violations; the rest are counted.
+_MAX_PAGE_VIOLATIONS = 100
+
+
 def _check_places(snap, nodes, out) -> None:
     # Count first (cheap); describe only the pages that are not in exactly one place.
     page_count = snap.page_count
-    count = [0] * page_count
     free = ("free", None)
     sources = [(free, snap.free)]
     sources += [(("node", n.id), (n.page,)) for n in snap.nodes if n.page is not None]
-    sources += [(("tail", a), a.pages[a.published:]) for a in snap.allocations if not a.released]
+    sources += [(("tail", a), a.pages[max(a.published, 0):]) for a in snap.allocations if not a.released]
+    entries = sum(len(pages) for _, pages in sources)
+    # A list when the pool is about as big as what the snapshot lists (always, for
+    # snapshots kvcore makes); a dict when page_count is out of all proportion to the
+    # snapshot (2**40 pages in a 1 KB snapshot), so checking never costs more than reading.
+    sparse = page_count > 2 * entries + 1024
+    count: dict[int, int] | list[int] = {} if sparse else [0] * page_count
     for where, pages in sources:
         for p in pages:
             if type(p) is int and 0 <= p < page_count:
-                count[p] += 1
+                if sparse:
+                    count[p] = count.get(p, 0) + 1
+                else:
+                    count[p] += 1
             else:
                 out.append(Violation(1, f"{_where(where)} names page {p}, which is not in the pool of {page_count}"))
-    bad = {p for p, c in enumerate(count) if c != 1}
+    if sparse:
+        bad = [p for p, c in count.items() if c != 1]
+        total = len(bad) + page_count - len(count)  # the pages counted twice or more, and the missing
+        bad += _first_missing(count, page_count, _MAX_PAGE_VIOLATIONS)
+    else:
+        bad = [p for p, c in enumerate(count) if c != 1]
+        total = len(bad)
+    bad.sort()
     if bad:
-        places: dict[int, list[tuple]] = {p: [] for p in bad}
+        described = set(bad[:_MAX_PAGE_VIOLATIONS])
+        places: dict[int, list[tuple]] = {p: [] for p in described}
         for where, pages in sources:
             for p in pages:
                 if p in places:
                     places[p].append(where)
-        for p in sorted(bad):
+        for p in sorted(described):
             where = places[p]
             if not where:
-                out.append(Violation(1, f"page {p} is nowhere: not free, not cached, not held (leaked)", (p,)))
+                out.append(Violation(1, f"page {p} is nowhere: not free, not cached, not owned (leaked)", (p,)))
                 continue
             node_ids = tuple(w[1] for w in where if w[0] == "node")
             alloc_ids = tuple(w[1].id for w in where if w[0] == "tail")
             out.append(Violation(1, f"page {p} is in {len(where)} places: {', '.join(map(_where, where))}", (p,),
                                  node_ids, alloc_ids))
-    # The derived page table must agree with the primary data.
-    expected = {}
-    for p in snap.free:
-        expected[p] = FREE
-    for n in snap.nodes:
-        if n.page is not None:
-            expected[n.page] = CACHED
-    for a in snap.allocations:
-        if not a.released:
-            for p in a.pages[a.published:]:
-                expected[p] = OWNED
-    for info in snap.pages:
-        if info.page in bad:
-            continue
-        state = expected.get(info.page)
-        if state is not None and info.state != state:
-            out.append(Violation(1, f"page table says page {info.page} is {info.state}, but it is {state}",
-                                 (info.page,)))
+        more = total - len(described)
+        if more > 0:
+            out.append(Violation(1, f"... and {more} more pages not in exactly one place"))
+    _check_page_table(snap, nodes, set(bad), out)
+
+
+def _first_missing(present, page_count: int, limit: int) -> list[int]:
+    """Up to ``limit`` pages below ``page_count`` not in ``present``. O(len(present) + limit):
+    among the first len(present) + limit page numbers at least ``limit`` are missing."""
+    out = []
+    p = 0
+    while len(out) < limit and p < page_count:
+        if p not in present:
+            out.append(p)
+        p += 1
+    return out
+
+
+def _check_page_table(snap, nodes, bad, out) -> None:
+    """The page table is derived data: each row must say what the primary data says."""
     if len(snap.pages) != snap.page_count:
         out.append(Violation(1, f"page table has {len(snap.pages)} rows for a pool of {snap.page_count}"))
+    expected: dict[int, PageInfo] = {}
+    for p in snap.free:
+        expected[p] = PageInfo(p, FREE) if type(p) is int else None
+    for n in snap.nodes:
+        if n.page is not None:
+            expected[n.page] = PageInfo(n.page, CACHED, None, n.id, n.ref)
+    for a in snap.allocations:
+        if not a.released:
+            for p in a.pages[max(a.published, 0):]:
+                expected[p] = PageInfo(p, OWNED, a.id)
+    wrong = 0
+    for i, info in enumerate(snap.pages):
+        if info.page != i:
+            out.append(Violation(1, f"page table row {i} describes page {info.page}", (i,)))
+            wrong += 1
+        elif i not in bad:
+            row = expected.get(i)
+            if row is not None and info != row:
+                out.append(Violation(1, f"page table says page {i} is {_row(info)}, but it is {_row(row)}", (i,)))
+                wrong += 1
+        if wrong >= _MAX_PAGE_VIOLATIONS:
+            out.append(Violation(1, "... and possibly more wrong rows in the page table"))
+            break
+
+
+def _row(info: PageInfo) -> str:
+    if info.state == CACHED:
+        return f"cached (node {info.node}, ref {info.ref})"
+    if info.state == OWNED:
+        return f"owned (allocation {info.owner})"
+    return info.state if info.owner is None and info.node is None and not info.ref else f"{info.state} {info!r}"
 
 
 def _where(where: tuple) -> str:

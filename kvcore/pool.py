@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
+
+from .errors import InvalidConfiguration
 
 
 class PagePool:
@@ -20,11 +23,13 @@ class PagePool:
     __slots__ = ("_page_count", "_free", "_head")
 
     def __init__(self, page_count: int, free_order: Iterable[int] | None = None):
-        if not isinstance(page_count, int) or page_count < 0:
-            raise ValueError(f"page_count must be a non-negative integer, got {page_count!r}")
+        if type(page_count) is not int or page_count < 0:
+            raise InvalidConfiguration(f"page_count must be a non-negative integer, got {reprlib.repr(page_count)}")
         self._page_count = page_count
         self._free: list[int] = list(range(page_count) if free_order is None else free_order)
         self._head = 0
+        if free_order is not None:
+            _check_free_order(self._free, page_count)
 
     def available_page_count(self) -> int:
         """Number of free pages. O(1)."""
@@ -61,3 +66,15 @@ class PagePool:
 
     def __repr__(self) -> str:
         return f"PagePool({self._page_count} pages, {self.available_page_count()} free)"
+
+
+def _check_free_order(free: list, page_count: int) -> None:
+    """A free order names pages of the pool, each at most once (a page listed twice would
+    be handed out twice). O(len(free))."""
+    for i, p in enumerate(free):
+        if type(p) is not int or not 0 <= p < page_count:
+            raise InvalidConfiguration(f"free_order[{i}] is {reprlib.repr(p)}, not a page of a pool of {page_count}")
+    if len(set(free)) != len(free):
+        seen: set[int] = set()
+        twice = next(p for p in free if p in seen or seen.add(p))
+        raise InvalidConfiguration(f"free_order lists page {twice} twice; a page is free at most once")

@@ -20,7 +20,7 @@ from operator import attrgetter
 
 from . import events as ev
 from .allocation import PageAllocation
-from .base import BasePagedAttentionCache
+from .base import BasePagedAttentionCache, check_name, int_tokens
 from .errors import InvalidOperation
 from .heap import SEQ_BITS, IndexedHeap, unpack_key
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
@@ -78,9 +78,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
                                  name: str | None = None) -> PageAllocation:
         """Match the longest cached prefix of full pages, reference it, allocate the rest."""
-        tokens = tuple(tokens)
+        tokens = int_tokens(tokens, "acquire")
         if type(extra_token_slots) is not int or extra_token_slots < 0:
             self._check_extra(extra_token_slots, "acquire")
+        if name is not None and type(name) is not str:
+            check_name(name, "acquire")
         tpp = self.tokens_per_page
         n_tokens = len(tokens)
         matched: list[_Node] = []
@@ -497,7 +499,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if info.seq >= snapshot.next_seq:
                 raise InvalidOperation(f"cannot restore: node {info.id} is not below next_seq {snapshot.next_seq}")
         by_id: dict[int, _Node] = {}
-        for info in snapshot.nodes:  # sorted by id, so parents come first
+        for info in sorted(snapshot.nodes, key=attrgetter("id")):  # parents first (checked above)
             if info.parent is None:
                 node = self._root
                 node.last_access = info.last_access

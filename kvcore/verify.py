@@ -1,0 +1,121 @@
+"""What ``restore(snapshot, verify=True)`` refuses, and why.
+
+Verify means: the restored cache's snapshot equals the one given, or the snapshot is
+refused with the reason. Three steps, cheapest first:
+
+1. :func:`refusal`: fields no kvcore cache can have (a negative clock, an allocation id at
+   or above ``next_allocation_id``, two allocations with one id, a page table whose length
+   is not ``page_count``, ...). Bounded by the snapshot's own size: nothing here allocates
+   per page of ``page_count``, so ``page_count=2**40`` in a 1 KB snapshot is refused at once.
+2. DESIGN's invariants (:func:`kvcore.invariants.check_snapshot`).
+3. After the cache is built, :func:`first_difference` between the snapshot given and the
+   restored cache's own: anything the first two steps missed (a base snapshot with trie
+   nodes, a root numbered 5, rows out of order, ...) shows up as a difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from .snapshot import SCHEMA, Snapshot
+
+
+def _int(v: object) -> bool:
+    return type(v) is int
+
+
+def refusal(snapshot: Snapshot, kind: str) -> str | None:
+    """Why ``snapshot`` cannot be a state of a ``kind`` cache, or None. O(snapshot size)."""
+    if not isinstance(snapshot, Snapshot):
+        return f"expected a Snapshot, got {type(snapshot).__name__}"
+    s = snapshot
+    if s.schema != SCHEMA:
+        return f"unsupported schema {s.schema!r} (expected {SCHEMA!r})"
+    if s.kind != kind:
+        return f"a {s.kind} snapshot cannot be restored as a {kind} cache"
+    if s.policy != "lru":
+        return f"policy {s.policy!r}: kvcore's caches evict by 'lru' only"
+    for name, low in (("tokens_per_page", 1), ("page_count", 0), ("clock", 0), ("next_seq", 1),
+                      ("next_allocation_id", 0)):
+        value = getattr(s, name)
+        if not _int(value) or value < low:
+            return f"{name} is {value!r}; it must be an integer >= {low}"
+    for name in ("lookups", "lookup_tokens", "hit_tokens", "evictions", "dedups"):
+        value = getattr(s.stats, name)
+        if not _int(value) or value < 0:
+            return f"stats.{name} is {value!r}; it must be an integer >= 0"
+    if s.stats.hit_tokens > s.stats.lookup_tokens:
+        return f"stats: {s.stats.hit_tokens} hit tokens of {s.stats.lookup_tokens} looked up"
+    if len(s.pages) != s.page_count:  # before anything is built per page
+        return f"the page table has {len(s.pages)} rows for a pool of {s.page_count} pages"
+    if len(s.free) > s.page_count:
+        return f"the free list has {len(s.free)} entries for a pool of {s.page_count} pages"
+    if not all(map(_int, s.free)):
+        return "the free list holds something other than page numbers"
+    return _allocations_refusal(s) or _nodes_refusal(s)
+
+
+def _allocations_refusal(s: Snapshot) -> str | None:
+    ids: set[int] = set()
+    for a in s.allocations:
+        if not _int(a.id) or a.id < 0:
+            return f"allocation id {a.id!r} is not a non-negative integer"
+        if a.id in ids:
+            return f"two allocations have id {a.id}"
+        ids.add(a.id)
+        if a.id >= s.next_allocation_id:
+            return (f"allocation {a.id} is live but next_allocation_id is {s.next_allocation_id}: "
+                    "the next acquire would reuse its id")
+        if a.released:
+            return f"allocation {a.label} is marked released; snapshots list live allocations only"
+        if a.name is not None and type(a.name) is not str:
+            return f"allocation {a.id} has name {a.name!r}; names are strings"
+        if not all(map(_int, a.tokens)) or not all(map(_int, a.pages)):
+            return f"allocation {a.label} holds tokens or pages that are not integers"
+        if not _int(a.published) or not 0 <= a.published <= len(a.pages):
+            return f"allocation {a.label} claims {a.published!r} published pages of {len(a.pages)}"
+        if not _int(a.hit_tokens) or not 0 <= a.hit_tokens <= len(a.tokens):
+            return f"allocation {a.label} claims {a.hit_tokens!r} hit tokens of {len(a.tokens)}"
+        # Hits are whole matched pages; the base cache matches nothing.
+        if a.hit_tokens % s.tokens_per_page or (a.hit_tokens and s.kind == "base"):
+            return f"allocation {a.label} claims {a.hit_tokens} hit tokens: not whole pages a {s.kind} cache matched"
+    return None
+
+
+def _nodes_refusal(s: Snapshot) -> str | None:
+    for n in s.nodes:
+        if not _int(n.id):
+            return f"node id {n.id!r} is not an integer"
+        if n.id >= s.next_seq:
+            return f"node {n.id} is not below next_seq {s.next_seq}: the next node created would reuse its id"
+        for name in ("ref", "last_access", "seq"):
+            value = getattr(n, name)
+            if not _int(value) or value < 0:
+                return f"node {n.id} has {name} {value!r}; it must be an integer >= 0"
+        if not isinstance(n.tokens, tuple) or not all(map(_int, n.tokens)):
+            return f"node {n.id} holds tokens that are not a tuple of integers"
+        if n.parent is None and n.ref:
+            return f"the root has ref {n.ref}; no allocation references the root"
+    if not all(map(_int, s.heap)):
+        return "the heap lists something other than node ids"
+    return None
+
+
+def first_difference(given: Snapshot, restored: Snapshot) -> str | None:
+    """The first field (and row) where two snapshots differ, or None when they are equal."""
+    for f in fields(Snapshot):
+        if not f.compare:
+            continue
+        a, b = getattr(given, f.name), getattr(restored, f.name)
+        if a == b:
+            continue
+        if isinstance(a, (tuple, list)) or hasattr(a, "__getitem__") and not isinstance(a, str):
+            try:
+                for i, (x, y) in enumerate(zip(a, b)):
+                    if x != y:
+                        return f"{f.name}[{i}] is {x!r} in the snapshot but {y!r} once restored"
+                return f"{f.name} has {len(a)} entries in the snapshot but {len(b)} once restored"
+            except TypeError:
+                pass
+        return f"{f.name} is {a!r} in the snapshot but {b!r} once restored"
+    return None
