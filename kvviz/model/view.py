@@ -2,12 +2,24 @@
 
 Pure values and functions (no Textual), so the linking rules are unit-testable: selecting a
 node, a page or an allocation highlights the related items of every kind.
+
+The app owns the session; widgets get only the frozen values made here (memray's recipe:
+the screen renders one frozen snapshot and nothing else). A :class:`FrameView` carries the
+frame, a frozen copy of the vocabulary (:class:`TokenLabels`), the timeline's length and,
+when the why panel is open, the why-answer the app computed (:func:`answer_for`): a
+widget never calls into the session, whose ``frame()`` moves its cache and replay position.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from kvcore import events as ev
+
+from .vocab import Vocabulary
+from .why import Answer, why_evicted, why_short_match
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvcore import Snapshot
@@ -88,22 +100,47 @@ def violation_marks(frame: "Frame") -> Highlight:
     )
 
 
+class TokenLabels:
+    """How the views spell tokens: a private copy of a scenario's vocabulary, taken when the
+    timeline last changed, so later parsing (the command bar learns new words) cannot change
+    what a view already holds. O(spellings) to take."""
+
+    __slots__ = ("_vocab",)
+
+    def __init__(self, vocab: Vocabulary | None = None) -> None:
+        self._vocab = copy.deepcopy(vocab) if vocab is not None else Vocabulary()
+
+    def __call__(self, tokens, limit: int | None = None) -> str:
+        """Tokens as words where the scenario spelled words, else integers (see
+        :meth:`Vocabulary.label_tokens`)."""
+        return self._vocab.label_tokens(tokens, limit)
+
+    def __repr__(self) -> str:
+        return f"TokenLabels({self._vocab!r})"
+
+
+NO_LABELS = TokenLabels()
+
+
 @dataclass(frozen=True)
 class FrameView:
-    """One frame as the views see it.
+    """One frame as the views see it: frozen values only, never the session.
 
     ``previous`` is the snapshot of the frame before, present only when the step removed
     something (evicted nodes, released allocations, heap entries), which the views show as
-    red "ghost" rows for that step.
+    red "ghost" rows for that step. ``last_step`` is the index of the timeline's newest
+    frame; ``why`` the why-answer for the selection, when the app was asked for one.
     """
 
     frame: "Frame"
-    session: "Session"
+    labels: TokenLabels = NO_LABELS
     highlight: Highlight = NO_HIGHLIGHT
     violations: Highlight = NO_HIGHLIGHT
     previous: "Snapshot | None" = None
     selection: Selection | None = field(default=None)
     revision: int = 0  # changes whenever the timeline itself does (a branch, a new session)
+    last_step: int = 0
+    why: Answer | None = None
 
     @property
     def snapshot(self) -> "Snapshot":
@@ -112,7 +149,29 @@ class FrameView:
 
     def label(self, tokens, limit: int | None = None) -> str:
         """Tokens as words where the scenario used words."""
-        return self.session.vocab.label_tokens(tokens, limit)
+        return self.labels(tokens, limit)
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    """What the timeline bar draws: every step's summary (a frozen tuple the app refreshes
+    when the timeline changes), the step shown, the play state and the session's title.
+
+    ``revision`` changes whenever the timeline itself does, so the bar knows when its
+    track must be laid out again.
+    """
+
+    summaries: tuple = ()
+    step: int = 0
+    playing: bool = False
+    speed: float = 1.0
+    title: str = ""
+    revision: int = 0
+
+    @property
+    def last_step(self) -> int:
+        """Index of the newest step."""
+        return len(self.summaries) - 1
 
 
 def literal(text: str) -> str:
@@ -127,7 +186,7 @@ def literal(text: str) -> str:
 def same_shape(old: FrameView | None, new: FrameView) -> bool:
     """True when ``new`` is a neighbour of ``old`` on the same timeline with the same set of
     trie nodes and no ghost rows in either: a trie view can keep its rows."""
-    if old is None or old.session is not new.session or old.revision != new.revision:
+    if old is None or old.revision != new.revision:
         return False
     a, b = old.frame, new.frame
     if abs(a.index - b.index) != 1:
@@ -140,3 +199,72 @@ def needs_previous(frame: "Frame") -> bool:
     """True when the frame removed something the views show as a ghost row."""
     diff = frame.diff
     return bool(diff.nodes_evicted or diff.allocations_released or diff.heap_removed)
+
+
+# -- the why panel's question ---------------------------------------------------------------
+
+WHY_HINT = Answer("Why?", ("Select an evicted page (✗ in the pool) or an allocation, then ask again.",
+                           "With nothing selected, the step's first eviction or acquire is explained."))
+"""What the why panel says when nothing fits the question."""
+
+
+def answer_for(session: "Session", view: FrameView) -> Answer:
+    """The why-answer that fits the selection (or the step) in ``view``; the app calls this
+    (it reads other frames of ``session``) and hands the answer down in ``FrameView.why``.
+
+    A page asks why it was evicted, an allocation why its acquire matched what it matched,
+    a node about its eviction status; with nothing selected, the step's first eviction or
+    acquire is explained.
+    """
+    frame, selection = view.frame, view.selection
+    index = frame.index
+    if selection is None:
+        if frame.evictions:
+            return why_evicted(session, index, frame.evictions[0].page)
+        if frame.op is not None and frame.op.kind == "acquire":
+            return why_short_match(session, index, frame.op.name)
+        return WHY_HINT
+    if selection.kind == PAGE:
+        return why_evicted(session, index, selection.id)
+    if selection.kind == ALLOCATION:
+        info = view.snapshot.allocation(selection.id)
+        if info is None and view.previous is not None:
+            info = view.previous.allocation(selection.id)
+        if info is None:
+            return Answer(f"Allocation #{selection.id} is not live at step {index}.", ())
+        return why_short_match(session, index, info.label)
+    if selection.kind == NODE:
+        return _node_answer(session, view, selection.id)
+    return WHY_HINT  # pragma: no cover
+
+
+def _node_answer(session: "Session", view: FrameView, node_id: int) -> Answer:
+    snap = view.snapshot
+    node = snap.node(node_id)
+    index = view.frame.index
+    if node is None:
+        step = session.why_index.node_evicted_at.get(node_id)
+        if step is not None and step <= index:
+            page = next((e.page for e in session.frame(step).events
+                         if isinstance(e, ev.Evicted) and e.node == node_id), None)
+            if page is not None:
+                return why_evicted(session, index, page)
+        return Answer(f"Node {node_id} is not in the trie at step {index}.", ())
+    if node.parent is None:
+        return Answer("The root holds no page and is never evicted.", ())
+    holders = [a.label for a in snap.allocations if node.page in a.pages[: a.published]]
+    title = f"Is node {node_id} (page {node.page}) safe from eviction? (step {index})"
+    if node.ref:
+        return Answer(title, (f"Yes: ref {node.ref}. It is on the published path of {', '.join(holders)}; "
+                              "referenced nodes are never evicted.",), index, (node.page,), (node_id,))
+    if node_id in snap.heap:
+        position = snap.heap.index(node_id)
+        ahead = sum(1 for other in snap.heap if snap.node(other).key < node.key)
+        lines = [f"No: ref 0 and no children, so it is an eviction candidate with key {node.key}.",
+                 f"It sits at heap index {position}; {ahead} candidate(s) have older keys and go first."]
+        if ahead == 0:
+            lines.append("It is the next victim: the next acquire that runs out of free pages takes its page.")
+        return Answer(title, tuple(lines), index, (node.page,), (node_id,))
+    children = snap.children(node_id)
+    return Answer(title, (f"For now: ref 0, but it has {len(children)} child node(s). Only leaves are evicted; "
+                          "it becomes a candidate when its children are gone.",), index, (node.page,), (node_id,))

@@ -1,8 +1,9 @@
 """The kvviz terminal UI: the trie, page pool, allocations and LRU heap of one frame at a time.
 
-The app owns the timeline position, the selection and the play state; widgets get an
-immutable :class:`~kvviz.widgets.frame_view.FrameView` and render it, and post messages
-for what the user wants (state down, messages up). The app never mutates a cache: every
+The app owns the session, the timeline position, the selection and the play state; widgets
+get frozen values only (:class:`~kvviz.model.view.FrameView`,
+:class:`~kvviz.model.view.TimelineView`, why-answers the app computed) and render them, and
+post messages for what the user wants (state down, messages up). The app never mutates a cache: every
 change is an op applied through :meth:`Session.apply`, so it is recorded and replayable.
 
 One factory, :func:`make_app`, serves the CLI (:func:`run_app`), the tests and the
@@ -11,6 +12,7 @@ screenshot export (:func:`screenshot_svg`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -28,7 +30,19 @@ from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .screens.branch_screen import BranchScreen
 from .widgets.command_bar import CommandBar
-from ..model.view import ALLOCATION, NODE, PAGE, FrameView, Selection, highlight_for, needs_previous, violation_marks
+from ..model.view import (
+    ALLOCATION,
+    NODE,
+    PAGE,
+    FrameView,
+    Selection,
+    TimelineView,
+    TokenLabels,
+    answer_for,
+    highlight_for,
+    needs_previous,
+    violation_marks,
+)
 from .widgets.heap_view import HeapView
 from .screens.help_screen import HelpScreen
 from .widgets.narration import Narration
@@ -110,6 +124,9 @@ class KvvizApp(StepActions, App[None]):
         self.speed_index = DEFAULT_SPEED
         self.revision = 0  # bumped whenever the timeline itself changes (apply, branch, new session)
         self.view: FrameView | None = None
+        self._labels: tuple[int, TokenLabels] | None = None  # (revision, frozen vocabulary)
+        self._summaries: tuple = ()
+        self._summaries_revision = -1
         self._timer = None
         self._widgets: dict[str, object] = {}
         self._titles: dict[str, str] = {}
@@ -226,8 +243,10 @@ class KvvizApp(StepActions, App[None]):
         if self.step > 0 and needs_previous(frame):
             previous = self.session.frame(self.step - 1).snapshot
         highlight = highlight_for(self.selection, frame.snapshot)
-        view = FrameView(frame, self.session, highlight, violation_marks(frame), previous, self.selection,
-                         self.revision)
+        view = FrameView(frame, self.labels(), highlight, violation_marks(frame), previous, self.selection,
+                         self.revision, self.last_step)
+        if self.why.display:
+            view = dataclasses.replace(view, why=answer_for(self.session, view))
         self.view = view
         for widget in (self.trie, self.allocations, self.heap):
             widget.show(view, rebuild)
@@ -246,6 +265,25 @@ class KvvizApp(StepActions, App[None]):
             self.why.show(view)
         self._show_timeline()
 
+    def labels(self) -> TokenLabels:
+        """A frozen copy of the session's vocabulary, taken again whenever the timeline
+        changes (the command bar may have taught it new words)."""
+        if self._labels is None or self._labels[0] != self.revision:
+            self._labels = (self.revision, TokenLabels(self.session.vocab))
+        return self._labels[1]
+
+    def timeline_view(self) -> TimelineView:
+        """What the timeline bar draws now (the summaries tuple is taken again only when the
+        timeline changed, or a lazily built frame learnt its checks' results)."""
+        live = self.session.summaries
+        cached = self._summaries
+        if (self._summaries_revision != self.revision or len(cached) != len(live)
+                or cached[self.step] is not live[self.step]):
+            self._summaries = tuple(live)
+            self._summaries_revision = self.revision
+        return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
+                            self.session.title, self.revision)
+
     def _title(self, widget, title: str) -> None:
         # Setting a border title repaints the whole widget: only when it changes.
         if self._titles.get(widget.id) != title:
@@ -253,8 +291,7 @@ class KvvizApp(StepActions, App[None]):
             widget.border_title = title
 
     def _show_timeline(self) -> None:
-        self.timeline.title = self.session.title
-        self.timeline.show(self.session, self.step, self.playing, SPEEDS[self.speed_index], self.revision)
+        self.timeline.show(self.timeline_view())
 
     def current_live_names(self) -> list[str]:
         """Names of the allocations live at the shown step (where a typed op applies)."""
@@ -415,6 +452,7 @@ class KvvizApp(StepActions, App[None]):
         """Show or hide the why panel."""
         self.why.display = not self.why.display
         if self.why.display and self.view is not None:
+            self.view = dataclasses.replace(self.view, why=answer_for(self.session, self.view))
             self.why.show(self.view)
 
     def action_toggle_compact(self) -> None:

@@ -29,6 +29,7 @@ from ..model.view import (
     PAGE,
     FrameView,
     Selection,
+    TokenLabels,
     highlight_for,
     literal,
     needs_previous,
@@ -101,6 +102,8 @@ class DiffApp(StepActions, App[None]):
         self.step = 0
         self.selection: dict[str, Selection | None] = {side: None for side in SIDES}
         self.version = _shortfin_version()
+        # Both sides run the one scenario, so one frozen copy of its vocabulary serves both.
+        self.labels = TokenLabels(run.scenario.vocab)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)
@@ -158,8 +161,8 @@ class DiffApp(StepActions, App[None]):
         frame = session.frame(self.step)
         previous = session.frame(self.step - 1).snapshot if self.step > 0 and needs_previous(frame) else None
         selection = self.selection[side]
-        view = FrameView(frame, session, highlight_for(selection, frame.snapshot), violation_marks(frame),
-                         previous, selection)
+        view = FrameView(frame, self.labels, highlight_for(selection, frame.snapshot), violation_marks(frame),
+                         previous, selection, last_step=self.last_step)
         for role in ("trie", "allocations", "heap", "pool"):
             self.widget(side, role).show(view, rebuild)
         snap = frame.snapshot

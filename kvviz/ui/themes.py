@@ -7,9 +7,9 @@ what they mean in the cache:
 ``kv-new`` / ``kv-touched`` / ``kv-evicted``
     what changed in the step: new green, touched blue, evicted red (the colours of the
     SGLang paper's RadixAttention figure).
-``kv-free`` / ``kv-owned`` / ``kv-held`` / ``kv-evictable``
-    the state of a page or node: on the free list, in an allocation's unpublished tail,
-    cached and referenced (held), cached with ref 0 (evictable).
+``kv-free`` / ``kv-owned`` / ``kv-cached`` / ``kv-evictable``
+    the state of a page or node: free (on the free list), owned (an allocation's unpublished
+    tail), cached (held by a trie node) and referenced, cached with ref 0 (evictable).
 ``kv-selected``
     background of the linked selection in every view.
 ``kv-violation``
@@ -28,21 +28,21 @@ from __future__ import annotations
 from textual.color import Color
 from textual.theme import Theme
 
-KV_VARIABLES = ("kv-new", "kv-touched", "kv-evicted", "kv-free", "kv-owned", "kv-held", "kv-evictable",
+KV_VARIABLES = ("kv-new", "kv-touched", "kv-evicted", "kv-free", "kv-owned", "kv-cached", "kv-evictable",
                 "kv-selected", "kv-violation", "kv-muted", "kv-rule")
 """The custom variables every theme gets (from the theme itself or from the fallbacks)."""
 
 _DARK_FALLBACK = {
     "kv-touched": "#4f9dff",
     "kv-free": "#7c8591",
-    "kv-held": "#36c5d9",
+    "kv-cached": "#36c5d9",
     "kv-evictable": "#d575e8",
     "kv-selected": "#5b4a12",
 }
 _LIGHT_FALLBACK = {
     "kv-touched": "#1d5fd1",
     "kv-free": "#7a828c",
-    "kv-held": "#0b7f93",
+    "kv-cached": "#0b7f93",
     "kv-evictable": "#a2269f",
     "kv-selected": "#f6e39a",
 }
@@ -66,7 +66,7 @@ KVVIZ_DARK = Theme(
         "kv-evicted": "#f05252",
         "kv-free": "#7c8591",
         "kv-owned": "#f0b429",
-        "kv-held": "#36c5d9",
+        "kv-cached": "#36c5d9",
         "kv-evictable": "#d575e8",
         "kv-selected": "#5b4a12",
         "kv-violation": "#ff4d4d",
@@ -94,7 +94,7 @@ KVVIZ_LIGHT = Theme(
         "kv-evicted": "#c81e1e",
         "kv-free": "#7a828c",
         "kv-owned": "#b26a00",
-        "kv-held": "#0b7f93",
+        "kv-cached": "#0b7f93",
         "kv-evictable": "#a2269f",
         "kv-selected": "#f6e39a",
         "kv-violation": "#d00000",

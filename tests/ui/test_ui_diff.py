@@ -47,8 +47,8 @@ async def test_opens_at_the_divergence_with_both_outcomes(b9_run):
         kv_frames, kv_outcome = column(app, "kvcore")
         sf_frames, sf_outcome = column(app, "shortfin")
         assert kv_frames == sf_frames == (5, 5, 5, 5)
-        assert app.widget("kvcore", "trie").view.session is b9_run.kvcore
-        assert app.widget("shortfin", "trie").view.session is b9_run.shortfin
+        assert app.widget("kvcore", "trie").view.frame is b9_run.kvcore.frame(5)
+        assert app.widget("shortfin", "trie").view.frame is b9_run.shortfin.frame(5)
         assert "FAILED (CacheAllocationFailure)" in kv_outcome  # kvcore refuses R
         assert sf_outcome.startswith("ok") and "violation" in sf_outcome  # shortfin succeeds, wrongly
         assert app.query_one("#kvcore-side").border_title == "kvcore trie"

@@ -18,16 +18,16 @@ async def test_the_trie_shows_words_page_ref_and_last_access_and_marks_new_nodes
     app = app_on(small, step=2)
     async with app.run_test(size=SIZE):
         rows = texts(app.trie)
-        assert rows[0].startswith("root") and "3 nodes: 3 held" in rows[0]
+        assert rows[0].startswith("root") and "3 nodes: 3 referenced" in rows[0]
         assert rows[1] == "└─● [you are a helpful] p0 ref 1 t2 new"
         assert "[what is the weather]" in rows[3]
 
 
-async def test_the_trie_tells_held_from_evictable_and_shows_evicted_nodes_for_that_step(app_on, small):
+async def test_the_trie_tells_referenced_from_evictable_and_shows_evicted_nodes_for_that_step(app_on, small):
     app = app_on(small, step=6)
     async with app.run_test(size=SIZE):
         rows = texts(app.trie)
-        assert any("● [tell me a story]" in row for row in rows), "held by r2"
+        assert any("● [tell me a story]" in row for row in rows), "referenced by r2"
         ghost = next(row for row in rows if "[what is the weather]" in row)
         assert "✗" in ghost and ghost.endswith("evicted")
     app = app_on(small, step=5)

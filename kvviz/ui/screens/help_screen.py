@@ -38,8 +38,8 @@ KEYS: tuple[tuple[str, str], ...] = (
 LEGEND = """\
 [b]Pages and nodes[/b]
   [$kv-free]·[/] free   [$kv-owned]▪ @r1[/] owned: the unpublished tail of allocation r1
-  [$kv-held]■ ● ref2[/] cached and held (ref > 0: never evicted)
-  [$kv-evictable]□ ○ ref0[/] cached and evictable (ref 0; only leaves are evicted, oldest first)
+  [$kv-cached]■ ● ref2[/] cached: held by a trie node, referenced (ref > 0: never evicted)
+  [$kv-evictable]□ ○ ref0[/] evictable: cached with ref 0 (only leaves are evicted, oldest first)
 
 [b]What the step changed[/b] (the colours of the SGLang paper's RadixAttention figure)
   [on $kv-new] + [/] [$kv-new]new[/]: pages taken, nodes created

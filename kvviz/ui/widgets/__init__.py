@@ -2,6 +2,8 @@
 
 Views (Line API, linked by selection): ``trie_view``, ``page_grid``, ``allocation_table``,
 ``heap_view``; text panels: ``narration``, ``why_panel``; chrome: ``timeline_bar``,
-``command_bar``; screens: ``help_screen``, ``prompt_screen``, ``branch_screen``; the command
-palette: ``palette``. ``frame_view`` holds the pure values every view renders (no Textual).
+``command_bar``; the command palette: ``palette``. ``line_canvas`` is the one Line-API base
+(strip and style caches) of the views and the timeline bar; ``line_view`` adds rows and a
+cursor. The screens live in ``kvviz.ui.screens``; the frozen values every view renders
+(no Textual) in ``kvviz.model.view``.
 """

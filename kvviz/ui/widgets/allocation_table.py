@@ -29,7 +29,22 @@ class AllocationLine:
 
 
 class AllocationTable(LineView):
-    """The live allocations of the current frame (see the module doc)."""
+    """The live allocations of the current frame (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `allocation-table--name` | An allocation's name. |
+    | `allocation-table--new` | The name of an allocation acquired by this step. |
+    | `allocation-table--changed` | The name of an allocation this step extended or published. |
+    | `allocation-table--released` | An allocation released by this step (shown once more). |
+    | `allocation-table--published` | A published (cached) page of the block table. |
+    | `allocation-table--tail` | A page of the unpublished (owned) tail. |
+    | `allocation-table--linked-page` | A page linked to the selection. |
+    | `allocation-table--meta` | Hit length, published count, the header, tokens. |
+    | `allocation-table--violation` | An allocation or page named by a broken invariant. |
+
+    Plus those of :class:`~kvviz.ui.widgets.line_view.LineView` (cursor, linked, muted).
+    """
 
     COMPONENT_CLASSES = {
         "allocation-table--name", "allocation-table--new", "allocation-table--changed", "allocation-table--released",
@@ -43,7 +58,7 @@ class AllocationTable(LineView):
         & > .allocation-table--new { color: $kv-new; text-style: bold; }
         & > .allocation-table--changed { color: $kv-touched; text-style: bold; }
         & > .allocation-table--released { color: $kv-evicted; text-style: strike; }
-        & > .allocation-table--published { color: $kv-held; }
+        & > .allocation-table--published { color: $kv-cached; }
         & > .allocation-table--tail { color: $kv-owned; }
         & > .allocation-table--linked-page { background: $kv-selected; text-style: bold underline; }
         & > .allocation-table--meta { color: $kv-muted; }

@@ -28,7 +28,20 @@ class HeapLine:
 
 
 class HeapView(LineView):
-    """The LRU heap of the current frame (see the module doc)."""
+    """The LRU heap of the current frame (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `heap-view--entry` | An eviction candidate. |
+    | `heap-view--victim` | The top of the heap: the next victim. |
+    | `heap-view--new` | A candidate that joined the heap in this step. |
+    | `heap-view--moved` | A candidate that moved in the heap in this step. |
+    | `heap-view--left` | A node that left the heap in this step (evicted or referenced again). |
+    | `heap-view--meta` | Array indices, keys, the header. |
+    | `heap-view--violation` | An entry named by a broken invariant. |
+
+    Plus those of :class:`~kvviz.ui.widgets.line_view.LineView` (cursor, linked, muted).
+    """
 
     COMPONENT_CLASSES = {
         "heap-view--entry", "heap-view--victim", "heap-view--new", "heap-view--moved", "heap-view--left",

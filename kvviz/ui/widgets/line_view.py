@@ -12,27 +12,21 @@ turns into a linked selection across all views.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.cells import cell_len, set_cell_size
-from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.cache import LRUCache
 from textual.content import Content
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
 from ...model.view import FrameView
-
-Span = tuple[str, Style]
-"""A piece of a line: its text and its style (a partial style; the widget's base style goes under it)."""
+from .line_canvas import LineCanvas, Span, spans_to_strip
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,60 +36,6 @@ class Row:
 
     item: Hashable | None
     data: Any = None
-
-
-def spans_to_strip(spans: Iterable[Span], width: int, base: Style, overlay: Style | None = None) -> Strip:
-    """Spans as a strip of exactly ``width`` cells: cropped or padded with ``base``.
-
-    ``overlay`` (a cursor or selection style) goes over every span. No per-row metadata:
-    clicks are mapped from coordinates, so the few style combinations stay cacheable.
-    """
-    segments = []
-    used = 0
-    for text, style in spans:
-        if not text:
-            continue
-        size = cell_len(text)
-        if used + size > width:  # crop: this span is the last that shows
-            text = set_cell_size(text, width - used)
-            size = width - used
-        combined = base + style if style else base
-        if overlay is not None:
-            combined += overlay
-        segments.append(Segment(text, combined))
-        used += size
-        if used >= width:
-            break
-    if used < width:
-        segments.append(Segment(" " * (width - used), base + overlay if overlay is not None else base))
-    return Strip(segments, width)
-
-
-class StyleCache:
-    """Rich styles of a widget's component classes (and its base style), looked up once per
-    theme or CSS change instead of once per span."""
-
-    def __init__(self, widget):
-        self._widget = widget
-        self._styles: dict[str, Style] = {}
-        self._base: Style | None = None
-
-    def __call__(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = self._widget.get_component_rich_style(name, partial=True)
-        return style
-
-    @property
-    def base(self) -> Style:
-        """The widget's own style (background and colour), under every span."""
-        if self._base is None:
-            self._base = self._widget.rich_style
-        return self._base
-
-    def clear(self) -> None:
-        self._styles.clear()
-        self._base = None
 
 
 class SelectionMessage(Message):
@@ -111,8 +51,15 @@ class SelectionMessage(Message):
         return self.source
 
 
-class LineView(ScrollView, can_focus=True):
-    """A focusable, scrollable list of rows with a cursor over items (see the module doc)."""
+class LineView(LineCanvas, can_focus=True):
+    """A focusable, scrollable list of rows with a cursor over items (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `line-view--cursor` | The row under the cursor (drawn only while the view has focus). |
+    | `line-view--linked` | Rows linked to the selection in any view. |
+    | `line-view--muted` | Notes such as "no live allocations". |
+    """
 
     BINDINGS = [
         Binding("up,k", "cursor_up", "Up", show=False),
@@ -138,12 +85,9 @@ class LineView(ScrollView, can_focus=True):
         self._items: list[Hashable] = []
         self._item_row: dict[Hashable, int] = {}
         self._item_pos: dict[Hashable, int] = {}
-        self._strips: LRUCache[tuple, Strip] = LRUCache(256)
-        self._generation = 0
         self._built_width = -1
         self.view: FrameView | None = None
         self.cursor: Hashable | None = None
-        self.style_of = StyleCache(self)
 
     # -- what subclasses provide ------------------------------------------------------------
 
@@ -200,19 +144,7 @@ class LineView(ScrollView, can_focus=True):
 
     def repaint_rows(self, rows: set[int]) -> None:
         """Render only ``rows`` again (Textual keeps every other line it has)."""
-        self._generation += 1
-        self._strips.clear()
-        top = self.scroll_offset.y
-        bottom = top + self.scrollable_content_region.height
-        for row in rows:
-            if top <= row < bottom:
-                self.refresh_line(row)
-
-    def restyle(self) -> None:
-        """Drop every cached line (highlight, focus or styles changed) and repaint."""
-        self._generation += 1
-        self._strips.clear()
-        self.refresh()
+        self.repaint_lines(rows)
 
     def _rebuild(self) -> None:
         width = self._width()
@@ -230,8 +162,7 @@ class LineView(ScrollView, can_focus=True):
         self.restyle()
 
     def _width(self) -> int:
-        width = self.scrollable_content_region.width
-        return width if width > 0 else max(self.size.width, 20)
+        return self.layout_width()
 
     # -- rendering -----------------------------------------------------------------------
 
@@ -244,43 +175,27 @@ class LineView(ScrollView, can_focus=True):
         """The plain text of row ``index`` (tests read the view this way)."""
         return "".join(text for text, _ in self.render_row(self._rows[index], self._width()))
 
-    def render_line(self, y: int) -> Strip:
-        _, scroll_y = self.scroll_offset
-        index = y + scroll_y
-        width = self.scrollable_content_region.width
+    def _on_cursor(self, row: Row) -> bool:
+        return row.item is not None and row.item == self.cursor and self.has_focus
+
+    def line_key(self, index: int) -> Hashable:
+        return index < len(self._rows) and self._on_cursor(self._rows[index])
+
+    def render_strip(self, index: int, width: int) -> Strip:
         base = self.style_of.base
         if index >= len(self._rows):
             return Strip.blank(width, base)
         row = self._rows[index]
-        focused = self.has_focus
-        on_cursor = focused and row.item is not None and row.item == self.cursor
-        key = (index, self._generation, width, on_cursor)
-        strip = self._strips.get(key)
-        if strip is None:
-            overlay = None
-            if on_cursor:
-                overlay = self.style_of("line-view--cursor")
-            elif row.item is not None and self.is_linked(row.item):
-                overlay = self.style_of("line-view--linked")
-            strip = spans_to_strip(self.render_row(row, width), width, base, overlay)
-            self._strips[key] = strip
-        return strip
+        overlay = None
+        if self._on_cursor(row):
+            overlay = self.style_of("line-view--cursor")
+        elif row.item is not None and self.is_linked(row.item):
+            overlay = self.style_of("line-view--linked")
+        return spans_to_strip(self.render_row(row, width), width, base, overlay)
 
     def on_resize(self, event: events.Resize) -> None:
         if self._width() != self._built_width and self.view is not None:
             self._rebuild()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self.style_of.clear()
-        self._generation += 1
-        self._strips.clear()
-
-    def on_focus(self) -> None:
-        self.restyle()
-
-    def on_blur(self) -> None:
-        self.restyle()
 
     # -- the cursor ----------------------------------------------------------------------
 
@@ -342,7 +257,14 @@ class LineView(ScrollView, can_focus=True):
 class MarkupView(LineView):
     """A scrollable panel of wrapped text (Textual markup) drawn with the Line API: the
     narration and the why panel. Cheaper to repaint on every step than a Static inside a
-    scrolling container, and it scrolls by itself."""
+    scrolling container, and it scrolls by itself.
+
+    Text wraps to the width the scrollbar leaves: when the text is taller than the panel,
+    it is wrapped again one scrollbar narrower, so no character is drawn under the bar.
+
+    Component classes: those of :class:`LineView` (the text's colours come from theme
+    variables in its markup).
+    """
 
     BINDINGS = [
         Binding("up,k", "scroll_up", "Up", show=False),
@@ -365,7 +287,13 @@ class MarkupView(LineView):
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         content = Content.from_markup(self.markup(view))
         self.text = content.plain
-        return [Row(None, line) for line in content.wrap(max(1, width))]
+        # ``width`` is what the scrollbar of the previous text left; decide afresh.
+        full = width + self.scrollbar_size_vertical
+        lines = content.wrap(max(1, full))
+        bar = self.styles.scrollbar_size_vertical
+        if len(lines) > self.scrollable_content_region.height and bar and self.styles.overflow_y != "hidden":
+            lines = content.wrap(max(1, full - bar))
+        return [Row(None, line) for line in lines]
 
     def render_row(self, row: Row, width: int) -> list[Span]:
         return [(segment.text, segment.style or Style()) for segment in row.data.render_segments() if segment.text]

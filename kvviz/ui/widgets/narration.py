@@ -47,8 +47,7 @@ def describe_event(event, label) -> str:
 def narration_markup(view: FrameView) -> str:
     """The panel's content as Textual markup (colours through theme variables)."""
     frame = view.frame
-    session = view.session
-    total = len(session) - 1
+    total = view.last_step
     lines = []
     head = f"[b]Step {frame.index}/{total}[/b]"
     if frame.op is not None:
@@ -73,7 +72,7 @@ def narration_markup(view: FrameView) -> str:
             lines.append(f"[b $error]✗ {text}: {literal(result.message)}[/]")
     if frame.events:
         lines.append("[$kv-muted]── events ──[/]")
-        label = view.session.label_tokens
+        label = view.labels
         for event in frame.events:
             style = "$kv-evicted" if isinstance(event, ev.Evicted) else "$kv-muted"
             lines.append(f"[{style}]{literal(describe_event(event, label))}[/]")

@@ -2,38 +2,62 @@
 
 Two layouts: *cells* (page number, owner or ref count, change mark) for small pools, and
 *compact* (one character per page) for pools up to thousands of pages; ``z`` switches.
-Drawn with the Line API: only rows on screen are rendered, each row's strip is cached, and
-the few dozen distinct cell styles are built once per theme and reused (toolong's recipe).
+Drawn with the Line API (:class:`~kvviz.ui.widgets.line_canvas.LineCanvas`): only rows on
+screen are rendered, each row's strip is cached, and the few dozen distinct cell styles are
+built once per theme and reused (toolong's recipe).
+
+A page is *free*, *owned* (an allocation's unpublished tail) or *cached* (held by a trie
+node); the grid tells cached pages that are referenced (``cached``) from those with ref 0
+(``evictable``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from collections.abc import Hashable
+
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.cache import LRUCache
 from textual.geometry import Region, Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
 from ...model.view import FrameView
-from .line_view import SelectionMessage, Span, StyleCache, spans_to_strip
+from .line_canvas import LineCanvas, Span, spans_to_strip
+from .line_view import SelectionMessage
 
 COMPACT_ABOVE = 64
 """Pools with more pages than this start in the compact layout."""
 
-GLYPH = {"free": "·", "owned": "▪", "held": "■", "evictable": "□"}
+GLYPH = {"free": "·", "owned": "▪", "cached": "■", "evictable": "□"}
 """The character of a page in the compact layout (and the legend), by state."""
 
 MARK = {"evicted": "✗", "new": "+", "freed": "-", "ref-up": "↑", "ref-down": "↓", "touched": "•", None: " "}
 """The change mark of a page, by what the step did to it."""
 
 
-class PageGrid(ScrollView, can_focus=True):
-    """The page pool of the current frame (see the module doc)."""
+class PageGrid(LineCanvas, can_focus=True):
+    """The page pool of the current frame (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `page-grid--free` | A page on the free list. |
+    | `page-grid--owned` | A page in an allocation's unpublished tail. |
+    | `page-grid--cached` | A cached page with ref > 0 (never evicted). |
+    | `page-grid--evictable` | A cached page with ref 0. |
+    | `page-grid--new` | Taken or cached by this step. |
+    | `page-grid--touched` | Its node's last access moved to now. |
+    | `page-grid--evicted` | Evicted by this step. |
+    | `page-grid--freed` | Returned to the free list by this step. |
+    | `page-grid--linked` | Linked to the selection. |
+    | `page-grid--cursor` | Under the cursor (while the grid has focus). |
+    | `page-grid--violation` | Named by a broken invariant. |
+    | `page-grid--label` | Row labels and the legend's words. |
+    """
+
+    STRIP_CACHE_SIZE = 512
 
     BINDINGS = [
         Binding("up,k", "cursor_row(-1)", "Row up", show=False),
@@ -44,7 +68,7 @@ class PageGrid(ScrollView, can_focus=True):
     ]
 
     COMPONENT_CLASSES = {
-        "page-grid--free", "page-grid--owned", "page-grid--held", "page-grid--evictable",
+        "page-grid--free", "page-grid--owned", "page-grid--cached", "page-grid--evictable",
         "page-grid--new", "page-grid--touched", "page-grid--evicted", "page-grid--freed",
         "page-grid--linked", "page-grid--cursor", "page-grid--violation", "page-grid--label",
     }
@@ -55,7 +79,7 @@ class PageGrid(ScrollView, can_focus=True):
         height: auto;
         & > .page-grid--free { color: $kv-free; }
         & > .page-grid--owned { color: $kv-owned; }
-        & > .page-grid--held { color: $kv-held; text-style: bold; }
+        & > .page-grid--cached { color: $kv-cached; text-style: bold; }
         & > .page-grid--evictable { color: $kv-evictable; }
         & > .page-grid--new { background: $kv-new; color: $background; }
         & > .page-grid--touched { background: $kv-touched; color: $background; }
@@ -80,15 +104,12 @@ class PageGrid(ScrollView, can_focus=True):
         self.view: FrameView | None = None
         self.compact: bool | None = None  # None: decide from the pool's size
         self.cursor: int | None = None
-        self._strips: LRUCache[tuple, Strip] = LRUCache(512)
         self._styles: dict[tuple, Style] = {}
-        self._generation = 0
         self._layout = (1, 0, 0)  # pages per row, grid rows, cell width
         self._legend: list[list[Span]] = []
         self._changes: dict[int, str] = {}
         self._kinds: list[str] = []
         self._owner_names: dict[int, str] = {}
-        self.style_of = StyleCache(self)
 
     # -- state in ------------------------------------------------------------------------
 
@@ -113,7 +134,7 @@ class PageGrid(ScrollView, can_focus=True):
     def _dirty_pages(self, old: FrameView | None, new: FrameView, old_changes: dict[int, str]) -> set[int] | None:
         """Pages that look different from ``old`` to ``new``, a neighbouring step with the same
         highlight (None: repaint everything)."""
-        if (old is None or old.session is not new.session or old.revision != new.revision
+        if (old is None or old.revision != new.revision
                 or abs(old.frame.index - new.frame.index) != 1 or old.highlight != new.highlight
                 or old.violations != new.violations):
             return None
@@ -136,7 +157,7 @@ class PageGrid(ScrollView, can_focus=True):
         kinds = []
         for info in snap.pages:
             if info.state == "cached":
-                kinds.append("held" if info.ref else "evictable")
+                kinds.append("cached" if info.ref else "evictable")
             else:
                 kinds.append(info.state)
         self._kinds = kinds
@@ -186,20 +207,13 @@ class PageGrid(ScrollView, can_focus=True):
         size = Size(width, rows + len(self._legend))
         if size != self.virtual_size:
             self.virtual_size = size  # a layout refresh (height: auto), only when the shape changed
-        self._generation += 1
-        self._strips.clear()
         if dirty is None or not same_layout:
-            self.refresh()
+            self.restyle()
             return
-        top = self.scroll_offset.y
-        bottom = top + self.scrollable_content_region.height
-        for row in {page // per_row for page in dirty} | set(range(rows, rows + len(legend))):
-            if top <= row < bottom:
-                self.refresh_line(row)
+        self.repaint_lines({page // per_row for page in dirty} | set(range(rows, rows + len(legend))))
 
     def _width(self) -> int:
-        width = self.scrollable_content_region.width
-        return width if width > 0 else max(self.size.width, 20)
+        return self.layout_width()
 
     # -- rendering -----------------------------------------------------------------------
 
@@ -238,16 +252,12 @@ class PageGrid(ScrollView, can_focus=True):
         width = self._layout[2] - 3 - 4
         return f"{MARK[change]}{page:>{width}} {body:<4}", style
 
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        index = y + scroll_y
-        width = self.scrollable_content_region.width
+    def line_key(self, index: int) -> Hashable:
+        return self.has_focus
+
+    def render_strip(self, index: int, width: int) -> Strip:
         base = self.style_of.base
         per_row, rows, cell = self._layout
-        key = (index, self._generation, width, self.has_focus)
-        strip = self._strips.get(key)
-        if strip is not None:
-            return strip
         if self.view is None or index >= rows + len(self._legend):
             strip = Strip.blank(width, base)
         elif index < rows:
@@ -270,7 +280,6 @@ class PageGrid(ScrollView, can_focus=True):
             strip = spans_to_strip(spans, width, base)
         else:
             strip = spans_to_strip(self._legend[index - rows], width, base)
-        self._strips[key] = strip
         return strip
 
     def _legend_lines(self, width: int) -> list[list[Span]]:
@@ -279,10 +288,10 @@ class PageGrid(ScrollView, can_focus=True):
         items: list[list[Span]] = [
             [(GLYPH[kind], self._style(kind, None, False, False, False)),
              (f"{kind} {counts[kind]}", get("page-grid--label"))]
-            for kind in ("free", "owned", "held", "evictable")
+            for kind in ("free", "owned", "cached", "evictable")
         ]
         for change, label in (("new", "new"), ("touched", "touched"), ("evicted", "evicted")):
-            items.append([(f"{MARK[change]}{label}", self._style("held", change, False, False, False))])
+            items.append([(f"{MARK[change]}{label}", self._style("cached", change, False, False, False))])
         lines: list[list[Span]] = []
         line: list[Span] = []
         used = 0
@@ -299,12 +308,8 @@ class PageGrid(ScrollView, can_focus=True):
             lines.append(line)
         return lines
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self.style_of.clear()
+    def styles_changed(self) -> None:
         self._styles.clear()
-        self._strips.clear()
-        self._generation += 1
         if self.view is not None and self.is_mounted:
             self._legend = self._legend_lines(self._width())
 
@@ -312,21 +317,12 @@ class PageGrid(ScrollView, can_focus=True):
         if self.view is not None:
             self._relayout()
 
-    def on_focus(self) -> None:
-        self._generation += 1
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self._generation += 1
-        self.refresh()
-
     # -- the cursor ----------------------------------------------------------------------
 
     def _scroll_to_page(self, page: int) -> None:
         per_row = self._layout[0]
         self.scroll_to_region(Region(0, page // per_row, 1, 1), animate=False, immediate=True, force=True)
-        self._generation += 1
-        self.refresh()
+        self.restyle()
 
     def move_cursor(self, page: int, post: bool = True) -> None:
         """Put the cursor on ``page`` and (by default) post :class:`PageSelected`."""

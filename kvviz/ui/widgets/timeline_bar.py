@@ -1,25 +1,29 @@
-"""The timeline bar: where we are (step i of n, the op, play state) and a track with a mark
-per step: evictions, failed ops, failed expects and invariant violations. Clicking the track
-jumps there.
+"""The timeline bar: where we are (step i of n, the op, play state and speed) and a track
+with a mark per step: evictions, failed ops, failed expects and invariant violations.
+Clicking the track jumps there.
 
-Long timelines share a cell between several steps (the most serious mark wins). Marks come
-from the session's per-step summaries, so no frame is rebuilt to draw the bar.
+Long timelines share a cell between several steps (the most serious mark wins); where
+evictions are dense, a shared cell shows how many of its steps evicted, as a bar from ▁ to █
+(a profile, not a solid row of ▾). Marks come from the per-step summaries in the frozen
+:class:`~kvviz.model.view.TimelineView` the app hands down, so no frame is rebuilt to draw
+the bar.
 """
 
 from __future__ import annotations
 
 from textual import events
-from textual.cache import LRUCache
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
-from .line_view import Span, StyleCache, spans_to_strip
+from ...model.view import TimelineView
+from .line_canvas import LineCanvas, Span, spans_to_strip
 
 # Most serious first: a cell covering several steps shows the first that applies.
 MARKS = (("violation", "!"), ("failed", "✗"), ("expect", "?"), ("eviction", "▾"), ("plain", "─"))
 SEVERITY = {kind: rank for rank, (kind, _) in enumerate(MARKS)}
 GLYPHS = {**dict(MARKS), "fill": "─"}
+DENSITY = "▁▂▃▄▅▆▇█"
+"""Glyphs of a shared cell's eviction share, lowest to highest."""
 
 
 def step_mark(summary) -> str:
@@ -62,8 +66,38 @@ def track_cells(summaries, width: int) -> list[tuple[int, int, str]]:
     return cells
 
 
-class TimelineBar(Widget):
-    """Step position, play state and the marked track (see the module doc)."""
+def cell_glyphs(summaries, cells: list[tuple[int, int, str]]) -> list[str]:
+    """The glyph of each cell. A shared eviction cell shows the share of its steps that
+    evicted (▁ few … █ all), so a dense stretch reads as a profile."""
+    glyphs = []
+    for first, last, mark in cells:
+        if mark == "eviction" and last > first:
+            evicting = sum(1 for i in range(first, last + 1) if summaries[i].evictions)
+            share = evicting / (last - first + 1)
+            glyphs.append(DENSITY[min(len(DENSITY) - 1, int(share * len(DENSITY)))])
+        else:
+            glyphs.append(GLYPHS[mark])
+    return glyphs
+
+
+class TimelineBar(LineCanvas, can_focus=False):
+    """Step position, play state and the marked track (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `timeline-bar--state` | "▶ playing 2×" / "‖ paused 1×". |
+    | `timeline-bar--head` | "step i/n". |
+    | `timeline-bar--op` | The op of the step shown. |
+    | `timeline-bar--failed` | A failed op (head and track). |
+    | `timeline-bar--violation` | An invariant violation (head and track). |
+    | `timeline-bar--expect` | A failed expect (head and track). |
+    | `timeline-bar--eviction` | A step that evicted (track). |
+    | `timeline-bar--plain` | Other steps, and the title. |
+    | `timeline-bar--past` | Steps before the one shown. |
+    | `timeline-bar--current` | The step shown. |
+    """
+
+    STRIP_CACHE_SIZE = 16
 
     COMPONENT_CLASSES = {
         "timeline-bar--head", "timeline-bar--op", "timeline-bar--failed", "timeline-bar--violation",
@@ -74,6 +108,7 @@ class TimelineBar(Widget):
     DEFAULT_CSS = """
     TimelineBar {
         height: 2;
+        overflow: hidden hidden;
         & > .timeline-bar--head { text-style: bold; }
         & > .timeline-bar--op { color: $foreground; }
         & > .timeline-bar--state { color: $accent; text-style: bold; }
@@ -96,52 +131,45 @@ class TimelineBar(Widget):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.session = None
-        self.step = 0
-        self.playing = False
-        self.speed = 1.0
-        self.revision = 0
-        self.title = ""
+        self.timeline: TimelineView | None = None
         self._cells: list[tuple[int, int, str]] = []
+        self._glyphs: list[str] = []
         self._cells_key: tuple | None = None
-        self._strips: LRUCache[tuple, Strip] = LRUCache(16)
-        self._generation = 0
-        self.style_of = StyleCache(self)
 
-    def show(self, session, step: int, playing: bool, speed: float, revision: int) -> None:
-        """Draw ``step`` of ``session``; ``revision`` changes whenever the timeline does."""
-        self.session, self.step, self.playing, self.speed, self.revision = session, step, playing, speed, revision
-        self.refresh()
+    def show(self, timeline: TimelineView) -> None:
+        """Draw ``timeline`` (a frozen value; the app makes a new one for each change)."""
+        self.timeline = timeline
+        self.restyle()  # two lines: cheaper to draw again than to key by a whole timeline
 
     def cells(self, width: int) -> list[tuple[int, int, str]]:
-        """The track's cells at ``width`` (cached per timeline revision)."""
-        key = (id(self.session), len(self.session), width, self.revision)
-        if key != self._cells_key:
-            self._cells = track_cells(self.session.summaries, width)
+        """The track's cells at ``width`` (laid out again only when the summaries change)."""
+        summaries = self.timeline.summaries
+        key = (self.timeline.revision, len(summaries), width)
+        if key != self._cells_key or summaries is not self._cells_of:
+            self._cells = track_cells(summaries, width)
+            self._glyphs = cell_glyphs(summaries, self._cells)
             self._cells_key = key
+            self._cells_of = summaries
         return self._cells
 
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        base = self.rich_style
-        if self.session is None or y > 1:
+    _cells_of: tuple | None = None
+
+    def render_strip(self, index: int, width: int) -> Strip:
+        base = self.style_of.base
+        if self.timeline is None or not self.timeline.summaries or index > 1:
             return Strip.blank(width, base)
-        key = (y, width, id(self.session), self.revision, self.step, self.playing, self.speed, self.title,
-               self._generation)
-        strip = self._strips.get(key)
-        if strip is None:
-            spans = self._head_spans(width) if y == 0 else self._track_spans(width)
-            strip = self._strips[key] = spans_to_strip(spans, width, base)
-        return strip
+        spans = self._head_spans(width) if index == 0 else self._track_spans(width)
+        return spans_to_strip(spans, width, base)
 
     def _head_spans(self, width: int) -> list[Span]:
         get = self.style_of
-        total = len(self.session) - 1
-        summary = self.session.summaries[self.step]
-        state = f"▶ playing {self.speed:g}×" if self.playing else "‖ paused"
+        timeline = self.timeline
+        step = timeline.step
+        summary = timeline.summaries[step]
+        state = f"▶ playing {timeline.speed:g}×" if timeline.playing else "‖ paused"
         spans: list[Span] = [(f"{state} ", get("timeline-bar--state")),
-                             (f"step {self.step}/{total} ", get("timeline-bar--head")),
-                             (summary.op_text if self.step else "start", get("timeline-bar--op"))]
+                             (f"step {step}/{timeline.last_step} ", get("timeline-bar--head")),
+                             (summary.op_text if step else "start", get("timeline-bar--op"))]
         if summary.failed:
             spans.append(("  FAILED", get("timeline-bar--failed")))
         if summary.violations:
@@ -150,8 +178,8 @@ class TimelineBar(Widget):
             spans.append((f"  {summary.expect_failures} expect(s) failed", get("timeline-bar--expect")))
         used = sum(len(text) for text, _ in spans)
         room = width - used
-        if self.title and room > 8:
-            right = f"  {self.title}"
+        if timeline.title and room > 8:
+            right = f"  {timeline.title}"
             spans.append((right if len(right) <= room else right[: room - 1] + "…", get("timeline-bar--plain")))
         return spans
 
@@ -161,13 +189,14 @@ class TimelineBar(Widget):
         spans: list[Span] = []
         run: list[str] = []
         run_style = None
-        for first, last, mark in self.cells(width):
+        step = self.timeline.step
+        cells = self.cells(width)
+        for (first, last, mark), glyph in zip(cells, self._glyphs):
             style = get(f"timeline-bar--{'plain' if mark == 'fill' else mark}")
-            glyph = GLYPHS[mark]
-            if first <= self.step <= last:
+            if first <= step <= last:
                 style = style + get("timeline-bar--current")
                 glyph = "●" if mark == "plain" else glyph
-            elif last < self.step:
+            elif last < step:
                 style = style + get("timeline-bar--past")
             if style is not run_style and style != run_style:
                 if run:
@@ -178,25 +207,19 @@ class TimelineBar(Widget):
             spans.append(("".join(run), run_style))
         return spans
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self.style_of.clear()
-        self._generation += 1
-        self._strips.clear()
-
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is None or offset.y != 1 or self.session is None:
+        if offset is None or offset.y != 1 or self.timeline is None:
             return
-        cells = self.cells(self.size.width)
+        cells = self.cells(self.line_width)
         if 0 <= offset.x < len(cells):
             self.post_message(self.StepClicked(cells[offset.x][0]))
 
     @property
     def text(self) -> str:
         """The plain text of both lines (tests read it)."""
-        if self.session is None:
+        if self.timeline is None or not self.timeline.summaries:
             return ""
-        width = self.size.width
+        width = self.line_width
         return "\n".join("".join(text for text, _ in spans)
                          for spans in (self._head_spans(width), self._track_spans(width)))

@@ -1,5 +1,5 @@
 """The trie: every node with its tokens (words where the scenario used words), page, ref
-count and last access; held nodes (ref > 0) apart from evictable ones (ref 0); what the step
+count and last access; referenced nodes (ref > 0, ●) apart from evictable ones (ref 0, ○); what the step
 changed in the paper's colours; nodes evicted by the step shown once more, in red.
 
 Subtrees fold (enter) and chains of single-child nodes compress into one row (c), so
@@ -34,7 +34,22 @@ class TrieLine:
 
 
 class TrieView(LineView):
-    """The trie of the current frame (see the module doc)."""
+    """The trie of the current frame (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `trie-view--guide` | The tree's guide lines. |
+    | `trie-view--cached` | A referenced node (ref > 0: never evicted), and the root. |
+    | `trie-view--evictable` | A node with ref 0. |
+    | `trie-view--new` | A node created by this step. |
+    | `trie-view--touched` | A node whose last access moved to now. |
+    | `trie-view--evicted` | A node evicted by this step (shown once more). |
+    | `trie-view--meta` | Page, ref count, last access, fold counts. |
+    | `trie-view--ref-change` | The step's change of a ref count, "(+1)". |
+    | `trie-view--violation` | A node named by a broken invariant. |
+
+    Plus those of :class:`~kvviz.ui.widgets.line_view.LineView` (cursor, linked, muted).
+    """
 
     BINDINGS = [
         Binding("enter", "toggle_fold", "Fold", show=False),
@@ -42,14 +57,14 @@ class TrieView(LineView):
     ]
 
     COMPONENT_CLASSES = {
-        "trie-view--guide", "trie-view--held", "trie-view--evictable", "trie-view--new", "trie-view--touched",
+        "trie-view--guide", "trie-view--cached", "trie-view--evictable", "trie-view--new", "trie-view--touched",
         "trie-view--evicted", "trie-view--meta", "trie-view--violation", "trie-view--ref-change",
     }
 
     DEFAULT_CSS = """
     TrieView {
         & > .trie-view--guide { color: $kv-muted; }
-        & > .trie-view--held { color: $kv-held; text-style: bold; }
+        & > .trie-view--cached { color: $kv-cached; text-style: bold; }
         & > .trie-view--evictable { color: $kv-evictable; }
         & > .trie-view--new { color: $kv-new; text-style: bold; }
         & > .trie-view--touched { color: $kv-touched; text-style: bold; }
@@ -162,9 +177,10 @@ class TrieView(LineView):
         snap = view.snapshot
         if row.data == "root":
             nodes = len(snap.nodes) - 1
-            held = sum(1 for n in snap.nodes if n.parent is not None and n.ref)
-            return [("root", style("trie-view--held")),
-                    (f"  {nodes} node{'s' if nodes != 1 else ''}: {held} held, {nodes - held} evictable",
+            referenced = sum(1 for n in snap.nodes if n.parent is not None and n.ref)
+            return [("root", style("trie-view--cached")),
+                    (f"  {nodes} node{'s' if nodes != 1 else ''}: {referenced} referenced, "
+                     f"{nodes - referenced} evictable",
                      style("trie-view--meta"))]
         line: TrieLine = row.data
         first = line.chain[0]
@@ -180,7 +196,7 @@ class TrieView(LineView):
         if line.ghost:
             spans.append(("✗ ", style("trie-view--evicted")))
         elif tail_node.ref:
-            spans.append(("● ", style("trie-view--held")))
+            spans.append(("● ", style("trie-view--cached")))
         else:
             spans.append(("○ ", style("trie-view--evictable")))
         if line.ghost:
@@ -190,7 +206,7 @@ class TrieView(LineView):
         elif any(n in touched for n in line.chain):
             change, tag = "trie-view--touched", " touched"
         else:
-            change, tag = ("trie-view--held" if tail_node.ref else "trie-view--evictable"), ""
+            change, tag = ("trie-view--cached" if tail_node.ref else "trie-view--evictable"), ""
         meta = style("trie-view--meta")
         tail_spans: list[Span] = []
         if len(line.chain) > 1:

@@ -1,0 +1,171 @@
+"""The one Line-API base of kvviz's big views (line views, the page grid, the timeline bar).
+
+toolong's recipe: a view renders only the lines on screen, on demand, into
+:class:`~textual.strip.Strip` objects kept in a cache keyed by what the line depends on
+(its index, the width, and whatever the subclass adds: the cursor, the focus, the step);
+styles of component classes are looked up once per theme or CSS change. What changes
+invalidates the cache in one call (:meth:`LineCanvas.invalidate`), and focus changes
+repaint, since the cursor is drawn only in a focused view.
+
+Subclasses provide :meth:`LineCanvas.render_strip` (and :meth:`LineCanvas.line_key` when a
+line's look depends on more than its index and the width).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual.actions import SkipAction
+from textual.cache import LRUCache
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+Span = tuple[str, Style]
+"""A piece of a line: its text and its style (a partial style; the widget's base style goes under it)."""
+
+
+def spans_to_strip(spans: Iterable[Span], width: int, base: Style, overlay: Style | None = None) -> Strip:
+    """Spans as a strip of exactly ``width`` cells: cropped or padded with ``base``.
+
+    ``overlay`` (a cursor or selection style) goes over every span. No per-row metadata:
+    clicks are mapped from coordinates, so the few style combinations stay cacheable.
+    """
+    segments = []
+    used = 0
+    for text, style in spans:
+        if not text:
+            continue
+        size = cell_len(text)
+        if used + size > width:  # crop: this span is the last that shows
+            text = set_cell_size(text, width - used)
+            size = width - used
+        combined = base + style if style else base
+        if overlay is not None:
+            combined += overlay
+        segments.append(Segment(text, combined))
+        used += size
+        if used >= width:
+            break
+    if used < width:
+        segments.append(Segment(" " * (width - used), base + overlay if overlay is not None else base))
+    return Strip(segments, width)
+
+
+class StyleCache:
+    """Rich styles of a widget's component classes (and its base style), looked up once per
+    theme or CSS change instead of once per span."""
+
+    def __init__(self, widget):
+        self._widget = widget
+        self._styles: dict[str, Style] = {}
+        self._base: Style | None = None
+
+    def __call__(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self._widget.get_component_rich_style(name, partial=True)
+        return style
+
+    @property
+    def base(self) -> Style:
+        """The widget's own style (background and colour), under every span."""
+        if self._base is None:
+            self._base = self._widget.rich_style
+        return self._base
+
+    def clear(self) -> None:
+        """Forget every style (the theme or the CSS changed)."""
+        self._styles.clear()
+        self._base = None
+
+
+class LineCanvas(ScrollView):
+    """A Line-API widget with a strip cache, a style cache and a repaint on focus changes
+    (see the module doc)."""
+
+    STRIP_CACHE_SIZE = 256
+    """How many rendered lines to keep (a few screens' worth)."""
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None):
+        super().__init__(name=name, id=id, classes=classes)
+        self._strips: LRUCache[tuple, Strip] = LRUCache(self.STRIP_CACHE_SIZE)
+        self.style_of = StyleCache(self)
+
+    # -- what subclasses provide ------------------------------------------------------------
+
+    def render_strip(self, index: int, width: int) -> Strip:
+        """Line ``index`` of the content (scrolling already applied) at ``width`` cells."""
+        raise NotImplementedError
+
+    def line_key(self, index: int) -> Hashable:
+        """What line ``index`` looks like depends on, besides its index and the width
+        (e.g. whether the cursor is on it). Part of the cache key."""
+        return None
+
+    def styles_changed(self) -> None:
+        """Called after the theme or the CSS changed (the caches are already empty)."""
+
+    # -- the machinery -------------------------------------------------------------------
+
+    @property
+    def line_width(self) -> int:
+        """The width lines are drawn at (the content region, inside borders and scrollbar)."""
+        return self.scrollable_content_region.width
+
+    def layout_width(self) -> int:
+        """The width to lay content out for; before the first layout, a guess from the size."""
+        width = self.scrollable_content_region.width
+        return width if width > 0 else max(self.size.width, 20)
+
+    def render_line(self, y: int) -> Strip:
+        index = y + self.scroll_offset.y
+        width = self.line_width
+        key = (index, width, self.line_key(index))
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._strips[key] = self.render_strip(index, width)
+        return strip
+
+    def invalidate(self) -> None:
+        """Forget every rendered line (without asking for a repaint)."""
+        self._strips.clear()
+
+    def restyle(self) -> None:
+        """Forget every rendered line and repaint the widget."""
+        self._strips.clear()
+        self.refresh()
+
+    def repaint_lines(self, lines: Iterable[int]) -> None:
+        """Forget every rendered line, but repaint only ``lines`` (content indices) that are
+        on screen: Textual keeps the others as they were."""
+        self._strips.clear()
+        top = self.scroll_offset.y
+        bottom = top + self.scrollable_content_region.height
+        for line in lines:
+            if top <= line < bottom:
+                self.refresh_line(line)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.style_of.clear()
+        self._strips.clear()
+        self.styles_changed()
+
+    # Home and End are the app's step keys (first / last step): a focused view must not
+    # take them for scrolling (Textual's scrolling containers bind them).
+    def action_scroll_home(self) -> None:
+        """Left to the app: first step."""
+        raise SkipAction()
+
+    def action_scroll_end(self) -> None:
+        """Left to the app: last step."""
+        raise SkipAction()
+
+    def on_focus(self) -> None:
+        self.restyle()
+
+    def on_blur(self) -> None:
+        self.restyle()
