@@ -36,11 +36,12 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from kvcore import InvalidOperation, Snapshot, Violation
+from kvcore.base import int_tokens
 from kvcore.events import EVENT_TYPES
 
 __all__ = [
     "ALL_EVENTS", "OPS", "Backend", "BackendError", "BackendFactory", "BackendUnavailable", "ConfigLike",
-    "KvcoreBackend", "OpLike", "UnknownAllocation", "already_live", "unknown_op",
+    "KvcoreBackend", "OpLike", "UnknownAllocation", "already_live", "extended_tokens", "unknown_op",
 ]
 
 OPS = ("acquire", "publish", "extend", "release")
@@ -84,6 +85,14 @@ def already_live(name: str) -> InvalidOperation:
 def unknown_op(kind: str) -> InvalidOperation:
     """The error for an op kind that is not one of :data:`OPS`."""
     return InvalidOperation(f"unknown op {kind!r} (expected {', '.join(OPS[:-1])} or {OPS[-1]})")
+
+
+def extended_tokens(own: tuple[int, ...], op: "OpLike") -> tuple[int, ...]:
+    """The tokens an extend ``op`` asks an allocation holding ``own`` to hold: the op's, or
+    ``own`` followed by the op's with ``append``. Tokens that are not integers are kvcore's
+    InvalidOperation (``kvcore.base.int_tokens``), numbered as the op spells them."""
+    tokens = int_tokens(() if op.tokens is None else op.tokens, f"extend {op.name}")
+    return own + tokens if op.append else tokens
 
 
 # -- what a backend is given ------------------------------------------------------------------

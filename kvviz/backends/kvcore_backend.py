@@ -6,7 +6,7 @@ from __future__ import annotations
 import kvcore
 from kvcore import Snapshot, Violation, check_snapshot
 
-from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, unknown_op
+from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 
 KINDS = ("trie", "base")
 """The cache kinds kvcore runs."""
@@ -59,13 +59,12 @@ class KvcoreBackend:
         if kind == "acquire":
             if any(a.label == name for a in self.cache.allocations.values()):
                 raise already_live(name)
-            self.cache.acquire_pages_for_tokens(tokens or (), op.extra, name=name)
+            self.cache.acquire_pages_for_tokens(() if tokens is None else tokens, op.extra, name=name)
         elif kind == "publish":
             self.allocation(name).publish_pages_for_tokens(tokens)
         elif kind == "extend":
             allocation = self.allocation(name)
-            new = allocation.tokens + tuple(tokens or ()) if op.append else tuple(tokens or ())
-            allocation.extend_allocation(new, op.extra)
+            allocation.extend_allocation(extended_tokens(allocation.tokens, op), op.extra)
         elif kind == "release":
             self.allocation(name).release_pages()
         else:

@@ -25,9 +25,9 @@ release    ``release_pages(info)``, then ``free_allocated_pages`` of its unpubli
 Misuse (unknown names, tokens that do not extend an allocation, ...) is refused before
 shortfin is called, with kvcore's messages, so both backends fail alike on bad scripts. The
 checks kvcore exposes as functions are kvcore's own, called here, not copies:
-``kvcore.base.pages_for`` (pages for a number of slots),
-``kvcore.BasePagedAttentionCache._check_extra`` (the extra-slot check and its message) and
-``kvcore.base._describe_tokens`` (how messages quote tokens).
+``kvcore.base.int_tokens`` (tokens must be integers), ``kvcore.base.pages_for`` (pages for a
+number of slots), ``kvcore.BasePagedAttentionCache._check_extra`` (the extra-slot check and
+its message) and ``kvcore.base._describe_tokens`` (how messages quote tokens).
 
 The factory, :func:`shortfin_backend`, refuses configs shortfin cannot run (a base cache, a
 policy other than LRU, sizes shortfin's pool or trie would crash on) with
@@ -53,9 +53,9 @@ from dataclasses import dataclass, replace
 
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import events as ev
-from kvcore.base import _describe_tokens, pages_for
+from kvcore.base import _describe_tokens, int_tokens, pages_for
 
-from . import BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, unknown_op
+from . import BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 from .shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
 try:
@@ -244,9 +244,9 @@ class ShortfinBackend:
         shortfin is reported as it happened: shortfin may have changed its state first.
         """
         kind, name, tokens = op.kind, op.name, op.tokens
-        ops = {"acquire": lambda: self._acquire(name, tuple(tokens or ()), op.extra),
-               "publish": lambda: self._publish(name, None if tokens is None else tuple(tokens)),
-               "extend": lambda: self._extend(name, tuple(tokens or ()), op.extra, op.append),
+        ops = {"acquire": lambda: self._acquire(name, () if tokens is None else tokens, op.extra),
+               "publish": lambda: self._publish(name, tokens),
+               "extend": lambda: self._extend(op),
                "release": lambda: self._release(name)}
         if kind not in ops:
             raise unknown_op(kind)
@@ -295,9 +295,10 @@ class ShortfinBackend:
 
     # -- ops --------------------------------------------------------------------------------
 
-    def _acquire(self, name: str, tokens: tuple[int, ...], extra: int) -> None:
+    def _acquire(self, name: str, tokens, extra: int) -> None:
         if name in self._handles:
             raise already_live(name)
+        tokens = int_tokens(tokens, "acquire")
         _check_extra(extra, "acquire")
         cache, tpp = self.cache, self.tokens_per_page
         found = self._call(f"acquire {name}", cache.lookup, list(tokens))
@@ -342,7 +343,7 @@ class ShortfinBackend:
             self._find("B9", f"acquire {name}: allocate evicted {len(evicted_matches)} node(s) the lookup had just "
                              f"matched; block table {[p.index for p in info.pages]}")
 
-    def _publish(self, name: str, tokens: tuple[int, ...] | None) -> None:
+    def _publish(self, name: str, tokens) -> None:
         handle = self.handle(name)
         info = handle.info
         own = tuple(info.tokens)
@@ -370,7 +371,8 @@ class ShortfinBackend:
                               f"allocation's reference stayed on {where}")
 
     def _publish_tokens(self, name, info, own: tuple, tokens: tuple) -> tuple:
-        """kvcore's rules for publish tokens: agree on the common length; longer must fit."""
+        """kvcore's rules for publish tokens: integers; agree on the common length; longer must fit."""
+        tokens = int_tokens(tokens, f"publish {name}")
         common = min(len(tokens), len(own))
         if tokens[:common] != own[:common]:
             first = next(i for i in range(common) if tokens[i] != own[i])
@@ -382,12 +384,13 @@ class ShortfinBackend:
                                    f"pages ({capacity} slots); extend it first")
         return tokens
 
-    def _extend(self, name: str, tokens: tuple[int, ...], extra: int, append: bool) -> None:
+    def _extend(self, op: OpLike) -> None:
+        name, extra = op.name, op.extra
         handle = self.handle(name)
-        _check_extra(extra, "extend")
         info = handle.info
         own = tuple(info.tokens)
-        new_tokens = own + tokens if append else tokens
+        new_tokens = extended_tokens(own, op)
+        _check_extra(extra, "extend")
         if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
             raise InvalidOperation(
                 f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "

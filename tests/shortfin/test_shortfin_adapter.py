@@ -135,6 +135,28 @@ def test_bad_extra_slots_are_refused_by_both_backends_with_kvcores_message(kind,
     assert messages[0] == messages[1] == f"{kind}: extra_token_slots must be a non-negative integer, got {extra!r}"
 
 
+JUNK_TOKENS = [(1.0, 2), (1, True), ("x",), [[1]], 5, "12", (2**63, 1.5)]
+
+
+@pytest.mark.parametrize("tokens", JUNK_TOKENS, ids=repr)
+@pytest.mark.parametrize("kind, name, append", [("acquire", "b", False), ("extend", "a", False),
+                                                ("extend", "a", True), ("publish", "a", False)])
+def test_tokens_that_are_not_integers_are_refused_by_both_backends_alike(kind, name, append, tokens):
+    """kvcore refuses them before any change; the shortfin backend calls the same check, so a
+    script (or a caller of the seam) gets the same InvalidOperation from either."""
+    messages = []
+    for backend in (KvcoreBackend.fresh("trie", 4, 4), ShortfinBackend(4, 4)):
+        backend.apply(Op("acquire", "a", (1, 2)))
+        before = backend.snapshot()
+        backend.take_events()
+        with pytest.raises(InvalidOperation) as info:
+            backend.apply(Op(kind, name, tokens, 0, append))
+        assert backend.snapshot() == before and backend.take_events() == ()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith(kind) and "integers" in messages[0]
+
+
 def test_the_shortfin_backend_sizes_pages_with_kvcores_own_function():
     assert shortfin_backend_module.pages_for is kvcore.base.pages_for
 
