@@ -11,8 +11,13 @@ from __future__ import annotations
 from . import BackendError, BackendFactory, BackendUnavailable
 from .kvcore_backend import kvcore_backend
 
+__all__ = ["BACKENDS", "INSTALL_SHORTFIN", "BackendError", "BackendUnavailable", "make_backend_factory"]
+
 BACKENDS = ("kvcore", "shortfin")
+"""The names ``make_backend_factory`` knows (``--backend``'s choices)."""
+
 INSTALL_SHORTFIN = 'pip install -e ".[shortfin]"'
+"""The command that installs the shortfin backend's packages (quoted in its error)."""
 
 # Modules whose failing import means a bug of ours, never "not installed".
 _OWN_PACKAGES = ("kvviz", "kvcore")
@@ -44,6 +49,3 @@ def _shortfin_factory() -> BackendFactory:
             f"(tokenizers, dataclasses-json), and they are not installed ({missing}); "
             f"install them with: {INSTALL_SHORTFIN}") from None
     return shortfin_backend
-
-
-__all__ = ["BACKENDS", "INSTALL_SHORTFIN", "BackendError", "BackendUnavailable", "make_backend_factory"]

@@ -61,3 +61,13 @@ def test_base_on_the_shortfin_backend_is_bad_input():
     with pytest.raises(click.ClickException, match="--base runs kvcore's base cache") as info:
         backend_factory("shortfin", "base")
     assert info.value.exit_code == 2
+
+
+def test_a_broken_module_of_ours_is_not_reported_as_shortfin_missing(monkeypatch):
+    """A failing import inside kvviz is a bug to see, not a missing install to hide (the old
+    registry turned every ImportError into 'install shortfin')."""
+    monkeypatch.delitem(sys.modules, BACKEND_MODULE, raising=False)
+    monkeypatch.setitem(sys.modules, "kvviz.backends.shortfin_reader", None)
+    with pytest.raises(ImportError) as info:
+        make_backend_factory("shortfin")
+    assert not isinstance(info.value, BackendError) and info.value.name == "kvviz.backends.shortfin_reader"
