@@ -155,9 +155,14 @@ def trace_to_scenario(
                 narration += f" It needs up to {_plural(need, 'page')} and does not fit: the acquire fails and changes nothing."
                 expects = (Expect("fail", detail="alloc"),)
             else:
-                if entry.matched_blocks < seen[name][0]:
-                    narration += (f" The cache matches {entry.matched_blocks:,} of them "
+                matched = entry.matched_blocks
+                if matched < seen[name][0]:
+                    narration += (f" The cache matches {matched:,} of them "
                                   "(the others were evicted or are not published yet).")
+                if matched:  # the hit in the trace's units, as the replay counts it
+                    hit = min(matched * config.page_tokens, request.input_length)
+                    narration += (f" From the cache: {matched:,} of {_plural(len(request.hash_ids), 'block')}, "
+                                  f"{hit:,} of its {request.input_length:,} prompt tokens.")
                 expects = (Expect("hit", name, (entry.matched_blocks,)),)
                 if entry.evicted_pages:
                     expects += (Expect("evictions", values=(entry.evicted_pages,)),)

@@ -49,7 +49,8 @@ publish q0001
 release q0001
 
 > q0002 arrives at 1.500 s (trace line 2): 1,100 prompt tokens in 3 blocks, 10 output
-> tokens; its first 2 blocks were first seen in q0001.
+> tokens; its first 2 blocks were first seen in q0001. From the cache: 2 of 3 blocks,
+> 1,024 of its 1,100 prompt tokens.
 acquire q0002 10 11 20
 expect hit q0002 2
 expect evictions 1
