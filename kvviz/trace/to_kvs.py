@@ -126,15 +126,16 @@ def trace_to_scenario(
     needed = unlimited_pages(requests, config)
     if config.capacity_tokens is None:
         pages = needed
-        capacity = f"unlimited capacity ({pages:,} pages: every block of the excerpt)"
+        capacity = f"unlimited capacity ({_plural(pages, 'page')}: every block of the excerpt)"
     else:
         pages = capacity_pages(config.capacity_tokens, config.page_tokens)
-        capacity = f"{config.capacity_tokens:,} tokens = {pages:,} pages of {config.page_tokens} tokens"
+        capacity = (f"{_plural(config.capacity_tokens, 'token')} = {_plural(pages, 'page')} of "
+                    f"{config.page_tokens} tokens")
     notes = []
     if pages > needed:
         # Pages beyond every block of the slice are never taken (the free list is FIFO), so
         # the smaller pool behaves identically and stays within the language's page limit.
-        notes.append(f"# The cache is written with {needed:,} pages: the excerpt never uses more, "
+        notes.append(f"# The cache is written with {_plural(needed, 'page')}: the excerpt never uses more, "
                      f"so it behaves exactly like {pages:,}.")
         pages = needed
     if pages > MAX_PAGES:

@@ -128,3 +128,8 @@ def test_an_excerpt_the_language_would_refuse_is_refused_by_the_converter():
     huge = [request(0, [1, 2], 1000, output_length=1_500_000 * 512)]
     with pytest.raises(ValueError, match=r"the scenario would not read back \(line \d+: .*extra"):
         trace_to_scenario(huge, ReplayConfig(capacity_tokens=10 * 512, with_output=True))
+
+
+def test_a_one_page_cache_is_described_in_the_singular():
+    converted = trace_to_scenario(SMALL[:1], ReplayConfig(capacity_tokens=512))
+    assert "with 512 tokens = 1 page of 512 tokens" in converted.scenario.description
