@@ -13,7 +13,7 @@ screenshot export (:func:`screenshot_svg`).
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import on
@@ -21,10 +21,12 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.css.query import NoMatches
 from textual.widgets import Footer
 
 from ..model.scenario import ScenarioError, parse_command
 from ..model.session import Session
+from .saving import NoFreeName, edit_tag, free_path, free_stem, slug
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
@@ -60,18 +62,6 @@ SCRIPT_NAME = "kvviz-session.kvs"
 
 _STEP_KEYS = Binding.Group("step", compact=True)
 _EVENT_KEYS = Binding.Group("event", compact=True)
-
-
-def slug(text: str, limit: int = 32) -> str:
-    """``text`` as a file-name part: lower-case words joined by dashes, cut at a word
-    boundary after at most ``limit`` characters (``session`` when nothing is left)."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    kept: list[str] = []
-    for word in words:
-        if kept and len("-".join(kept + [word])) > limit:
-            break
-        kept.append(word[:limit])
-    return "-".join(kept) or "session"
 
 
 class KvvizScreen(Screen):
@@ -123,6 +113,7 @@ class KvvizApp(StepActions, App[None]):
         self.playing = False
         self.speed_index = DEFAULT_SPEED
         self.revision = 0  # bumped whenever the timeline itself changes (apply, branch, new session)
+        self.edited = False  # ops were applied here: exports take names of their own
         self.view: FrameView | None = None
         self._labels: tuple[int, TokenLabels] | None = None  # (revision, frozen vocabulary)
         self._summaries: tuple = ()
@@ -493,6 +484,7 @@ class KvvizApp(StepActions, App[None]):
         if choice == "branch":
             self.session.truncate(self.step)
             self.revision += 1
+            self.edited = True
         try:
             op = parse_command(text, self.session.live_names(), self.session.vocab)
         except ScenarioError as error:  # the names at the end differ from those where we were
@@ -507,6 +499,7 @@ class KvvizApp(StepActions, App[None]):
         self.action_pause()
         frame = self.session.apply(op)
         self.revision += 1
+        self.edited = True
         self.command_bar.clear()
         self.go_to(self.last_step)
         if frame.failed:
@@ -517,14 +510,29 @@ class KvvizApp(StepActions, App[None]):
 
     # -- export and save -------------------------------------------------------------------
 
+    EXPORT_SUFFIXES = (".json", ".md", ".svg")
+
     def export_paths(self) -> dict[str, Path]:
-        """Where ``e`` writes the current step: ``kvviz-<title>-step<N>.json/.md/.svg``."""
+        """Where ``e`` writes the current step: ``kvviz-<title>-step<N>.json/.md/.svg``.
+
+        A session changed in the UI adds ``-edited-<tag>`` (a digest of its script), so its
+        files never take the unchanged scenario's names; a name that is taken gets ``-2``,
+        ``-3``, ... (never overwritten).
+        """
+        from ..export.bundle import session_script
+
         folder = self.export_dir or Path.cwd()
-        stem = f"kvviz-{slug(self.session.title)}-step{self.step}"
-        return {suffix: folder / f"{stem}{suffix}" for suffix in (".json", ".md", ".svg")}
+        edited = f"-edited-{edit_tag(session_script(self.session))}" if self.edited else ""
+        stem = free_stem(folder, f"kvviz-{slug(self.session.title)}{edited}-step{self.step}", self.EXPORT_SUFFIXES)
+        return {suffix: folder / f"{stem}{suffix}" for suffix in self.EXPORT_SUFFIXES}
+
+    def views_svg(self) -> str:
+        """An SVG of the screen as it is now, titled with the session and step."""
+        return self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}")
 
     def export_step(self) -> list[Path]:
-        """Write the bundle, the Markdown and an SVG screenshot of the current step."""
+        """Write the bundle, the Markdown and an SVG screenshot of the current step (under
+        names no file has yet); returns the paths written."""
         from ..export import write_export
         from ..export.atomic import write_text_atomic
 
@@ -532,47 +540,113 @@ class KvvizApp(StepActions, App[None]):
         next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
         write_export(self.session, self.step, paths[".json"])
         write_export(self.session, self.step, paths[".md"])
-        svg = self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}")
-        write_text_atomic(paths[".svg"], svg)
+        write_text_atomic(paths[".svg"], self.views_svg())
         return list(paths.values())
 
+    def without_notifications(self, then: Callable[[], None]) -> None:
+        """Hide the toasts, call ``then`` once the screen was drawn without them, show them
+        again: a picture of the views must not carry the notifications of earlier exports."""
+        try:
+            rack = self.screen.query_one("#textual-toastrack")
+        except NoMatches:
+            then()
+            return
+        if not rack.display:
+            then()
+            return
+        rack.display = False
+        self.screen.refresh(layout=True)  # the layout is redone before the callback below
+
+        def shoot() -> None:
+            try:
+                then()
+            finally:
+                rack.display = True
+
+        self.call_after_refresh(shoot)
+
     def action_export(self) -> None:
-        """Export the current step and say where the files went."""
+        """Export the current step (a picture of the views, without toasts) and say where
+        the files went."""
+        self.without_notifications(self._export_and_tell)
+
+    def _export_and_tell(self) -> None:
         try:
             written = self.export_step()
-        except OSError as error:
+        except (OSError, ValueError) as error:
             self.notify(f"Export failed: {error}", severity="error", timeout=8)
             return
         self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
 
-    def save_script(self, path: str | Path) -> Path:
-        """Write the session's script (every op so far) as a ``.kvs`` file; returns the path."""
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: an SVG of the views (no toasts) in the export folder,
+        under a name no file has yet; says the path it wrote, or why it could not."""
         from ..export.atomic import write_text_atomic
-        from ..export.bundle import session_script
 
-        path = Path(path).expanduser()
+        folder = Path(path).expanduser() if path else (self.export_dir or Path.cwd())
+        name = filename or f"kvviz-{slug(self.session.title)}-step{self.step}-screen.svg"
+
+        def shoot() -> None:
+            target = folder / name
+            try:
+                target = free_path(target)
+                write_text_atomic(target, self.views_svg())
+            except OSError as error:
+                reason = error.strerror or str(error)
+                self.notify(f"Could not write {target}: {reason}", title="Screenshot not saved",
+                            severity="error", timeout=10)
+                return
+            self.notify(str(target), title="Saved the screenshot", timeout=8)
+
+        self.without_notifications(shoot)
+        return None
+
+    def script_path(self, name: str | Path) -> Path:
+        """Where ctrl+s writes ``name``: ``.kvs`` added when it has no suffix; relative names
+        in the export folder (when one was given)."""
+        path = Path(name).expanduser()
         if not path.suffix:
             path = path.with_suffix(".kvs")
         if not path.is_absolute() and self.export_dir is not None:
             path = self.export_dir / path
+        return path
+
+    def save_script(self, path: str | Path) -> Path:
+        """Write the session's script (every op so far) as a ``.kvs`` file; returns the path.
+        Replaces an existing file: the caller asked the user first."""
+        from ..export.atomic import write_text_atomic
+        from ..export.bundle import session_script
+
+        path = self.script_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, session_script(self.session))
         return path
 
     def action_save_script(self) -> None:
-        """Ask for a file name and save the script there."""
+        """Ask for a file name (one no file has yet, by default) and save the script there;
+        a name that exists is replaced only when confirmed with a second enter."""
+        confirmed: list[Path] = []
 
         def write(value: str) -> str | None:
             if not value.strip():
                 return "a file name, e.g. kvviz-session.kvs"
+            path = self.script_path(value.strip())
+            if path.exists() and path not in confirmed:
+                confirmed.append(path)
+                return f"{path} exists: enter again to replace it, or type another name"
             try:
-                saved = self.save_script(value.strip())
+                saved = self.save_script(path)
             except OSError as error:
-                return f"cannot write {value}: {error.strerror or error}"
+                return f"cannot write {path}: {error.strerror or error}"
             self.notify(str(saved), title=f"Saved the script ({len(self.session.steps)} ops)", timeout=6)
             return None
 
-        self.push_screen(PromptScreen("Save the script as", SCRIPT_NAME, check=write,
+        try:
+            default = free_path(self.script_path(SCRIPT_NAME)).name
+        except NoFreeName:
+            default = SCRIPT_NAME
+        self.push_screen(PromptScreen("Save the script as", default, check=write,
                                       help="enter writes the .kvs file · escape cancels"))
 
     # -- other sessions ----------------------------------------------------------------------
@@ -600,6 +674,7 @@ class KvvizApp(StepActions, App[None]):
         self.action_pause()
         self.session = session
         self.revision += 1
+        self.edited = False
         self.selection = None
         self.trie.folded.clear()
         self.go_to(step)

@@ -92,3 +92,120 @@ async def test_narration_wraps_to_the_width_the_scrollbar_leaves(app_on, lru):
         assert max(widths) <= room, f"a line of {max(widths)} cells under a {room}-cell text area"
         words = " ".join(narration.row_text(i) for i in range(len(narration.rows))).split()
         assert words == narration.text.split(), "every word is shown once, none cut"
+
+
+# -- defect 2: the `e` export's picture carries the toasts of earlier exports ------------
+
+
+async def exported_svg(app, pilot, tmp_path, before: set) -> str:
+    """Press e and return the new SVG (waits for the write, which follows a redraw)."""
+    await pilot.press("e")
+    for _ in range(20):  # the picture is taken after the screen was drawn without toasts
+        await pilot.pause()
+        new = {p for p in tmp_path.glob("*.svg")} - before
+        if new:
+            return new.pop().read_text()
+    raise AssertionError("e wrote no SVG")
+
+
+async def test_the_export_picture_shows_the_views_without_toasts(app_on, small, tmp_path):
+    app = app_on(small, step=6)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        app.notify("a toast that must not be in the picture", timeout=60)
+        await pilot.pause()
+        assert "toast&#160;that" in app.export_screenshot(), "the toast is on screen"
+        svg = await exported_svg(app, pilot, tmp_path, set())
+        assert "toast&#160;that" not in svg and "step&#160;6/9" in svg
+        await pilot.pause()
+        assert app.screen.query_one("#textual-toastrack").display, "the toasts are back"
+
+
+# -- defect 3: e and ctrl+s overwrite files without asking ---------------------------------
+
+
+async def test_e_never_overwrites_an_earlier_export_and_says_which_name_it_took(app_on, small, tmp_path):
+    app = app_on(small, step=6)
+    stem = "kvviz-lru-eviction-in-a-small-pool-step6"
+    (tmp_path / f"{stem}.md").write_text("precious")
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await exported_svg(app, pilot, tmp_path, set())
+        shown = " ".join(str(n.message) for n in app._notifications)
+    assert (tmp_path / f"{stem}.md").read_text() == "precious"
+    assert (tmp_path / f"{stem}-2.json").is_file() and f"{stem}-2.json" in shown
+
+
+async def test_a_session_changed_in_the_ui_exports_under_a_name_of_its_own(app_on, small, tmp_path):
+    app = app_on(small, step=6)
+    async with app.run_test(size=(100, 30)) as pilot:
+        plain = app.export_paths()[".json"].name
+        app.resolve_branch("branch", "release r2")
+        await pilot.pause()
+        changed = app.export_paths()[".json"].name
+    assert plain == "kvviz-lru-eviction-in-a-small-pool-step6.json"
+    assert changed.startswith("kvviz-lru-eviction-in-a-small-pool-edited-") and changed.endswith("-step7.json")
+
+
+async def test_ctrl_s_asks_before_replacing_a_file(app_on, small, tmp_path):
+    from kvviz.ui.screens.prompt_screen import PromptScreen
+
+    (tmp_path / "mine.kvs").write_text("precious\n")
+    app = app_on(small, step=3)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.action_save_script()
+        await pilot.pause()
+        app.screen.confirm("mine.kvs")
+        await pilot.pause()
+        assert isinstance(app.screen, PromptScreen), "still asking"
+        assert "exists" in str(app.screen.query_one("#prompt-error").render())
+        assert (tmp_path / "mine.kvs").read_text() == "precious\n", "not replaced yet"
+        app.screen.confirm("mine.kvs")  # enter again: the user confirmed
+        await pilot.pause()
+        assert not isinstance(app.screen, PromptScreen)
+    replaced = (tmp_path / "mine.kvs").read_text()
+    assert "precious" not in replaced and "acquire" in replaced
+
+
+async def test_ctrl_s_offers_a_name_no_file_has(app_on, small, tmp_path):
+    from kvviz.ui.app import SCRIPT_NAME
+
+    (tmp_path / SCRIPT_NAME).write_text("precious\n")
+    app = app_on(small)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen.query_one("#prompt-input").value == "kvviz-session-2.kvs"
+        await pilot.press("enter")
+        await pilot.pause()
+    assert (tmp_path / SCRIPT_NAME).read_text() == "precious\n"
+    assert "acquire" in (tmp_path / "kvviz-session-2.kvs").read_text()
+
+
+# -- defect 8: Palette -> Screenshot says only "Failed to save screenshot" ----------------
+
+
+async def test_the_screenshot_command_says_where_it_wrote(app_on, small, tmp_path):
+    app = app_on(small, step=2)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        app.deliver_screenshot()
+        for _ in range(20):
+            await pilot.pause()
+            if list(tmp_path.glob("*.svg")):
+                break
+        await pilot.pause()
+        written = list(tmp_path.glob("*.svg"))
+        assert len(written) == 1
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert str(written[0]) in shown
+
+
+async def test_a_screenshot_that_cannot_be_written_says_the_path_and_the_reason(app_on, small, tmp_path):
+    app = app_on(small, step=2)
+    missing = tmp_path / "no" / "such" / "folder"
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        app.deliver_screenshot(path=str(missing))
+        for _ in range(20):
+            await pilot.pause()
+            if app._notifications:
+                break
+        shown = " ".join(f"{n.title} {n.message}" for n in app._notifications)
+    assert str(missing) in shown and "No such file or directory" in shown
