@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``expect`` lines, one table: for each kind, how it is written (its argument slots, usage
 and meaning, which the parser, the formatter and the help read), what it checks in a frame
 and how values are shown in a failure message. A new kind is one entry of
@@ -139,10 +140,11 @@ def _of_allocation(usage: str, meaning: str, slot: str, read: Callable[[Any], An
 EXPECT_KINDS: dict[str, ExpectKind] = {
     "ok": ExpectKind((), "expect ok", "the op succeeded", _ok_actual, lambda expect: None,
                      lambda kind, value: "success" if value is None else f"failure {value}"),
-    "fail": ExpectKind(("failure",), "expect fail [alloc|invalid]", "the op failed (with this error) and changed nothing",
-                       _fail_actual, _fail_wanted, lambda kind, value: value),
+    "fail": ExpectKind(("failure",), "expect fail [alloc|invalid]",
+                       "the op failed (with this error) and changed nothing", _fail_actual, _fail_wanted,
+                       lambda kind, value: value),
     "free": _count("expect free N", "N pages are on the free list", lambda frame: frame.snapshot.free_count),
-    "cached": _count("expect cached N", "N pages are held by trie nodes", lambda frame: frame.snapshot.cached_count),
+    "cached": _count("expect cached N", "N pages are cached (each in a trie node)", lambda frame: frame.snapshot.cached_count),
     "evictable": _count("expect evictable N", "N cached pages have ref 0 (eviction can reach them)",
                         lambda frame: frame.snapshot.evictable_count),
     "owned": _count("expect owned N", "N pages are in allocations' unpublished tails",

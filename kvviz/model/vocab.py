@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A tiny vocabulary so scenarios can spell tokens as words and the UI can show them.
 
 Real tokenizers are large and model-specific; a teaching tool needs only a stable mapping

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every expect kind, evaluated against real frames: the right value holds, a wrong one fails
 with a message naming what was wanted and what the frame shows."""
 
@@ -133,7 +134,8 @@ def test_an_unknown_kind_fails_instead_of_raising(frames):
 def test_a_long_list_is_quoted_abbreviated_with_its_count(frames):
     result = evaluate(expect_of("expect pages c 0..999999"), frames[6])
     assert not result.ok
-    assert result.message == "expected pages [0 1 2 3 4 5 6 7 … 999997 999998 999999 (1,000,000 in all)], got pages [3 1]"
+    assert result.message == (
+        "expected pages [0 1 2 3 4 5 6 7 … 999997 999998 999999 (1,000,000 in all)], got pages [3 1]")
 
 
 @pytest.mark.parametrize(("values", "text"), [

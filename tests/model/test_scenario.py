@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The scenario language: ops, tokens, header, narration, expects, errors, formatting, fuzzing."""
 
 from __future__ import annotations

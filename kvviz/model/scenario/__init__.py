@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The scenario language: ``.kvs`` files, the UI's command bar and the scripts in exports.
 
 A scenario is a header (title, description, cache config) and a list of steps; each step is

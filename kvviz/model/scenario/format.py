@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The formatter: canonical scenario text that parses back to an equal value.
 
 Ranges stay ranges: a run of three or more consecutive ints, in an op's tokens or an expect's

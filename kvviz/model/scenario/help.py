@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The scenario language's documentation: :data:`SCENARIO_HELP` (``kvviz help scenarios``)
 and :data:`SCENARIO_EXAMPLE`, a complete scenario the tests run. The expect table comes from
 :data:`kvviz.model.expect.EXPECT_KINDS`, so a new kind documents itself."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The scenario parser: ``.kvs`` text (files, the UI's command bar, the scripts in exports)
 into the values of :mod:`.values`.
 
@@ -527,8 +528,8 @@ def _scope_tag(line: _Line) -> tuple[str, ...] | None:
     for match in _TAG_WORD.finditer(line.code, start + 1, close):
         kind = match[0].lower()
         if kind not in CACHE_KINDS:
-            raise line.error(match.start() + 1,
-                             f"unknown cache kind {_shown(match[0])}{_suggestion(kind, CACHE_KINDS)}", " or ".join(CACHE_KINDS))
+            raise line.error(match.start() + 1, f"unknown cache kind {_shown(match[0])}{_suggestion(kind, CACHE_KINDS)}",
+                             " or ".join(CACHE_KINDS))
         if kind in kinds:
             raise line.error(match.start() + 1, f"cache kind {kind!r} given twice", _TAG_EXPECTED)
         kinds.append(kind)

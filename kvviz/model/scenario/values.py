@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The values of the scenario language: the cache config, ops, expects, steps, scenarios and
 the error every problem in scenario text becomes. All frozen; the parser builds them, the
 formatter writes them back, the session runs them.
