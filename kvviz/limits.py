@@ -32,6 +32,9 @@ before JSON parsing, whose recursion a line nested 1,000 deep would exhaust."""
 MAX_TRACE_BLOCKS = 2_000_000
 """Hash blocks one trace read or replay may hold (prompts, plus outputs with ``--with-output``):
 7x the conversation trace's 288,500; a replay costs about 400 bytes per block."""
+MAX_TRACE_SKIPS_LISTED = 1_000
+"""Bad lines a trace read with ``--on-error skip`` lists (all are counted): a 100 MB file of
+empty objects would otherwise keep 50 million messages."""
 MAX_CAPACITY_TOKENS = 10**15
 """Largest ``--capacity-tokens``. A replay's pool never has more pages than the trace has
 blocks (pages beyond those are never taken), so any capacity up to this costs memory only

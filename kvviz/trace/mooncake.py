@@ -13,7 +13,8 @@ One JSON object per line::
 
 Every line is validated; a bad line is reported as ``file:line[:column]: what was expected``. With
 ``on_error="stop"`` the first bad line raises :class:`TraceFormatError`; with
-``on_error="skip"`` bad lines are collected in :attr:`Trace.skipped` and reading goes on.
+``on_error="skip"`` bad lines are counted in :attr:`Trace.skipped_count`, the first
+``MAX_TRACE_SKIPS_LISTED`` listed in :attr:`Trace.skipped`, and reading goes on.
 Blank lines are ignored (a trailing newline is not a request). Unknown extra fields are
 ignored, so a trace with more columns still reads.
 
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING
+from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING, MAX_TRACE_SKIPS_LISTED
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
@@ -124,12 +125,19 @@ class LineProblem(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Trace:
-    """The valid requests of a trace file, in file order, and the lines that were skipped."""
+    """The valid requests of a trace file, in file order, and the lines that were skipped:
+    ``skipped_count`` of them, the first ``MAX_TRACE_SKIPS_LISTED`` listed in ``skipped``."""
 
     path: str
     block_tokens: int
     requests: tuple[TraceRequest, ...]
     skipped: tuple[TraceLineError, ...] = ()
+    skipped_count: int = -1
+    """-1 (the default) means ``len(skipped)``."""
+
+    def __post_init__(self) -> None:
+        if self.skipped_count < 0:
+            object.__setattr__(self, "skipped_count", len(self.skipped))
 
     @property
     def name(self) -> str:
@@ -276,7 +284,8 @@ def read_trace(
 
     ``first`` stops after that many valid requests (the rest of the file is not read).
     ``on_error="stop"`` raises :class:`TraceFormatError` at the first bad line;
-    ``"skip"`` leaves bad lines out and lists them in :attr:`Trace.skipped`. More than
+    ``"skip"`` leaves bad lines out, counts them and lists the first ones in
+    :attr:`Trace.skipped`. More than
     ``MAX_TRACE_BLOCKS`` blocks raise :class:`TraceTooLarge` either way.
     ``OSError`` (missing file, permissions) propagates unchanged. O(file size).
     """
@@ -290,6 +299,7 @@ def read_trace(
     shown = str(path)
     requests: list[TraceRequest] = []
     skipped: list[TraceLineError] = []
+    skipped_count = 0
     if first == 0:
         return Trace(shown, block_tokens, ())
     blocks = 0
@@ -304,7 +314,9 @@ def read_trace(
             problem = TraceLineError(shown, number, str(error), error.column)
             if on_error == "stop":
                 raise TraceFormatError(problem) from None
-            skipped.append(problem)
+            skipped_count += 1
+            if len(skipped) < MAX_TRACE_SKIPS_LISTED:
+                skipped.append(problem)
             continue
         blocks += len(hash_ids)
         if blocks > MAX_TRACE_BLOCKS:
@@ -314,7 +326,7 @@ def read_trace(
         requests.append(TraceRequest(len(requests), number, timestamp, input_length, output_length, hash_ids))
         if first is not None and len(requests) >= first:
             break
-    return Trace(shown, block_tokens, tuple(requests), tuple(skipped))
+    return Trace(shown, block_tokens, tuple(requests), tuple(skipped), skipped_count)
 
 
 @dataclass(frozen=True, slots=True)

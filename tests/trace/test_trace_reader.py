@@ -168,3 +168,11 @@ def test_the_trace_model_imports_neither_rich_nor_textual_and_the_command_no_tex
     model = top_modules("import kvviz.trace, kvviz.trace.mooncake, kvviz.trace.replay, kvviz.trace.to_kvs")
     assert "rich" not in model and "textual" not in model
     assert "textual" not in top_modules("import kvviz.cli.trace_command")
+
+
+def test_skip_counts_every_bad_line_but_lists_only_the_first_thousand(tmp_path):
+    path = write(tmp_path, *([b"{}"] * 1500), line())
+    trace = read_trace(path, on_error="skip")
+    assert (trace.skipped_count, len(trace.skipped)) == (1500, 1000)
+    assert [p.line for p in trace.skipped] == list(range(1, 1001))
+    assert len(trace.requests) == 1
