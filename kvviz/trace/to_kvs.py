@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..limits import MAX_PAGES
+from ..limits import MAX_PAGES, MAX_SOURCE_BYTES
 from ..model.narrate import Units
 from ..model.scenario import CacheConfig, Expect, Op, Scenario, ScenarioError, Step, format_scenario, parse_scenario
 from .mooncake import TraceRequest
@@ -201,6 +201,10 @@ def trace_to_scenario(
             f"# Timing model: prefill {config.prefill_ms_per_token:g} ms per uncached prompt token, "
             f"decode {config.decode_ms_per_token:g} ms per output token.")
     text = "\n".join(comments + notes) + "\n" + format_scenario(drafted)
+    size = len(text.encode("utf-8"))
+    if size > MAX_SOURCE_BYTES:  # said here, in the trace's terms, rather than as a parse error
+        raise ValueError(f"the scenario for {_plural(len(requests), 'request')} would be {size:,} bytes; kvviz "
+                         f"reads scenarios of at most {MAX_SOURCE_BYTES:,}: take fewer requests (--first N)")
     try:
         scenario = parse_scenario(text)
     except ScenarioError as error:  # a limit of the language (tokens per op, extra=, ...)

@@ -133,3 +133,16 @@ def test_an_excerpt_the_language_would_refuse_is_refused_by_the_converter():
 def test_a_one_page_cache_is_described_in_the_singular():
     converted = trace_to_scenario(SMALL[:1], ReplayConfig(capacity_tokens=512))
     assert "with 512 tokens = 1 page of 512 tokens" in converted.scenario.description
+
+
+def test_a_scenario_too_large_for_kvviz_is_refused_in_the_traces_terms(monkeypatch):
+    import importlib
+
+    to_kvs = importlib.import_module("kvviz.trace.to_kvs")
+    size = len(trace_to_scenario(SMALL).text.encode())
+    monkeypatch.setattr(to_kvs, "MAX_SOURCE_BYTES", size)
+    assert trace_to_scenario(SMALL).text  # at the limit: written
+    monkeypatch.setattr(to_kvs, "MAX_SOURCE_BYTES", size - 1)
+    with pytest.raises(ValueError, match=rf"the scenario for 3 requests would be {size:,} bytes; kvviz reads "
+                                         rf"scenarios of at most {size - 1:,}: take fewer requests"):
+        trace_to_scenario(SMALL)
