@@ -262,7 +262,6 @@ def _whole_number(
     return value
 
 
-
 class _OverBudget(ScenarioError):
     """The scenario's budget is spent: said once, for the first line past it; the lines after
     it are counted with the errors left out, not listed (they would all say the same)."""
