@@ -1134,3 +1134,17 @@ def scoped_scenarios(draw):
 def test_format_scenario_round_trips_scoped_lines_and_every_expect_kind(scenario):
     text = format_scenario(scenario)
     assert parse_scenario(text) == dataclasses.replace(scenario, source=text)
+
+
+def test_the_package_keeps_every_name_the_old_module_exported():
+    import kvviz.model.scenario as package
+
+    old_all = [
+        "CACHE_KINDS", "EXPECT_FORMS", "MAX_SOURCE_BYTES", "MAX_TOKENS_PER_OP", "MAX_TOKENS_PER_SCENARIO",
+        "OP_FORMS", "SCENARIO_EXAMPLE", "SCENARIO_HELP", "CacheConfig", "Expect", "Op", "Scenario",
+        "ScenarioError", "Step", "format_expect", "format_op", "format_scenario", "format_tokens",
+        "parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file",
+        "MAX_PAGES", "DEFAULT_CACHE_CONFIG", "POLICIES", "format_cache",  # imported by name elsewhere
+    ]
+    assert set(old_all) <= set(package.__all__)
+    assert all(hasattr(package, name) for name in package.__all__)

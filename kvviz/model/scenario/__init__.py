@@ -12,7 +12,8 @@ check the state after it. Four modules, one idea each: :mod:`.values` (the froze
 
 from __future__ import annotations
 
-from ...limits import MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_OP, MAX_TOKENS_PER_SCENARIO
+from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES, MAX_TOKENS_PER_OP,
+                       MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
 from ..expect import EXPECT_KINDS as EXPECT_FORMS
 from .format import format_cache, format_expect, format_ints, format_op, format_scenario, format_tokens, kinds_tag
 from .help import SCENARIO_EXAMPLE, SCENARIO_HELP
@@ -21,9 +22,10 @@ from .values import (CACHE_KINDS, COMMAND_KEYWORDS, DEFAULT_CACHE_CONFIG, OP_FOR
                      CacheConfig, Expect, Op, Paragraph, Scenario, ScenarioError, Step, applies)
 
 __all__ = [
-    "CACHE_KINDS", "COMMAND_KEYWORDS", "DEFAULT_CACHE_CONFIG", "EXPECT_FORMS", "MAX_PAGES", "MAX_SOURCE_BYTES",
-    "MAX_TOKENS_PER_OP", "MAX_TOKENS_PER_SCENARIO", "OP_FORMS", "OP_OPTIONS", "POLICIES", "SCENARIO_EXAMPLE",
-    "SCENARIO_HELP", "CacheConfig", "Expect", "Op", "Paragraph", "Scenario", "ScenarioError", "Step", "applies",
-    "format_cache", "format_expect", "format_ints", "format_op", "format_scenario", "format_tokens", "kinds_tag",
-    "parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file",
+    "CACHE_KINDS", "COMMAND_KEYWORDS", "DEFAULT_CACHE_CONFIG", "EXPECT_FORMS", "MAX_EXTRA", "MAX_NUMBER",
+    "MAX_PAGES", "MAX_SCENARIO_ERRORS", "MAX_SOURCE_BYTES", "MAX_TOKENS_PER_OP", "MAX_TOKENS_PER_PAGE",
+    "MAX_TOKENS_PER_SCENARIO", "OP_FORMS", "OP_OPTIONS", "POLICIES", "SCENARIO_EXAMPLE", "SCENARIO_HELP",
+    "CacheConfig", "Expect", "Op", "Paragraph", "Scenario", "ScenarioError", "Step", "applies", "format_cache",
+    "format_expect", "format_ints", "format_op", "format_scenario", "format_tokens", "kinds_tag", "parse_command",
+    "parse_scenario", "parse_scenario_bytes", "parse_scenario_file",
 ]
