@@ -10,7 +10,24 @@ from . import events as ev
 from .allocation import PageAllocation
 from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation
 from .pool import PagePool
-from .snapshot import _FREE_ROWS, CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, Snapshot, Stats, free_row
+from .snapshot import (
+    _FREE_ROWS,
+    CACHED,
+    OWNED,
+    AllocationInfo,
+    NodeInfo,
+    PageInfo,
+    PageTable,
+    Snapshot,
+    Stats,
+    free_row,
+    touched_rows,
+)
+
+#: Pools up to this many pages get plain tuples for their page table and free list in
+#: snapshots (what the UI indexes page by page); larger ones get lazy sequences that cost
+#: memory for the pages used only (a trace replay's pool can have 10**12 pages).
+_EXPLICIT_PAGES = 1 << 16
 
 
 def pages_for(slots: int, tokens_per_page: int) -> int:
@@ -126,22 +143,49 @@ class BasePagedAttentionCache:
         return allocation
 
     def snapshot(self) -> Snapshot:
-        """The whole state as a frozen :class:`Snapshot`. O(pages + nodes + allocation pages).
+        """The whole state as a frozen :class:`Snapshot`. O(pages used + nodes + allocation pages).
 
         Unchanged pages and nodes reuse the info objects of the previous snapshot, so
         consecutive snapshots share most of their structure (less memory, and diffs can
-        skip equal rows by identity).
+        skip equal rows by identity). Pages the pool never handed out cost nothing: a pool
+        above ``_EXPLICIT_PAGES`` pages gets a :class:`PageTable` and a :class:`FreePages`
+        that make their rows when read; smaller ones get plain tuples (faster to index).
         """
         page_count = self._pool.total_page_count()
         free = self._pool.free_pages()
+        used = free.untouched_from  # pages 0 .. used-1 have been handed out at some time
         infos = self._info_cache
         if infos is None:
             infos = self._info_cache = {"node": {}, "owned": {}}
-        if page_count:
-            free_row(page_count - 1)  # make sure the shared free rows cover this pool
+        if used:
+            free_row(used - 1)  # make sure the shared free rows cover the pages used
+        pages: list[PageInfo | None] = [None] * used
+        while True:
+            try:
+                nodes, allocations = self._fill_rows(pages, free.returned, infos)
+                break
+            except IndexError:  # a broken cache names a page it never took; check_invariants reports it
+                pages += [None] * len(pages) + [None] * 8
+        for i, p in enumerate(pages):
+            if p is None:  # only a broken cache gets here; check_invariants reports it
+                pages[i] = free_row(i) if i >= used else PageInfo(i, "lost")
+        if page_count <= _EXPLICIT_PAGES:
+            table = tuple(pages) + tuple(map(free_row, range(len(pages), page_count)))
+            free = tuple(free)
+        else:
+            table = PageTable(tuple(pages), page_count)
+        return Snapshot(
+            kind=self.kind, tokens_per_page=self.tokens_per_page, page_count=page_count, clock=self.clock,
+            next_seq=self._next_seq_value(), next_allocation_id=self._next_allocation_id,
+            pages=table, free=free, nodes=tuple(n for n, _ in nodes), allocations=tuple(allocations),
+            heap=self._heap_ids(),
+            stats=Stats(self._lookups, self._lookup_tokens, self._hit_tokens, self._evictions, self._dedups),
+        )
+
+    def _fill_rows(self, pages: list, returned: tuple[int, ...], infos: dict) -> tuple[list, list]:
+        """Put the row of every page used into ``pages``; the node rows and allocation rows."""
         free_infos = _FREE_ROWS
-        pages: list[PageInfo | None] = [None] * page_count
-        for p in free:
+        for p in returned:
             pages[p] = free_infos[p]
         nodes = self._node_infos(infos["node"])
         for n, page_info in nodes:
@@ -157,18 +201,9 @@ class BasePagedAttentionCache:
                 pages[p] = info
             allocations.append(AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes),
                                               a.hit_tokens, a.released))
-        if len(owned_cache) > 4 * page_count:  # forget owners long gone
+        if len(owned_cache) > 4 * len(pages):  # forget owners long gone
             owned_cache.clear()
-        for i, p in enumerate(pages):
-            if p is None:  # only a broken cache gets here; check_invariants reports it
-                pages[i] = PageInfo(i, "lost")
-        return Snapshot(
-            kind=self.kind, tokens_per_page=self.tokens_per_page, page_count=page_count, clock=self.clock,
-            next_seq=self._next_seq_value(), next_allocation_id=self._next_allocation_id,
-            pages=tuple(pages), free=free, nodes=tuple(n for n, _ in nodes), allocations=tuple(allocations),
-            heap=self._heap_ids(),
-            stats=Stats(self._lookups, self._lookup_tokens, self._hit_tokens, self._evictions, self._dedups),
-        )
+        return nodes, allocations
 
     def check_invariants(self) -> list:
         """DESIGN's six invariants on the current state; [] when healthy. O(state), off the hot path."""
@@ -224,7 +259,7 @@ class BasePagedAttentionCache:
                 if page_info != PageInfo(n.page, CACHED, None, n.id, n.ref):
                     continue
             nodes[n.id] = ((n.ref, n.last_access, n.page), n, page_info)
-        owned = {(info.page, info.owner): info for info in pages
+        owned = {(info.page, info.owner): info for info in touched_rows(pages)
                  if info.state == OWNED and info.node is None and info.ref == 0}
         self._info_cache = {"node": nodes, "owned": owned}
 

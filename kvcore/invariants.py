@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .snapshot import CACHED, FREE, OWNED, PageInfo, Snapshot
+from .snapshot import CACHED, FREE, OWNED, PageInfo, Snapshot, touched_rows, untouched_free
 
 NAMES = {
     1: "every page is in exactly one place",
@@ -215,37 +215,47 @@ _MAX_PAGE_VIOLATIONS = 100
 
 def _check_places(snap, nodes, out) -> None:
     # Count first (cheap); describe only the pages that are not in exactly one place.
+    # A lazy free list implies a run of untouched free pages it does not store: those
+    # count once each without being read, so checking a pool of 10**12 pages costs what
+    # its used pages do.
     page_count = snap.page_count
+    explicit_free, run = untouched_free(snap.free)
+    low = run.start if run else page_count  # pages from here on are in the run (once)
     free = ("free", None)
-    sources = [(free, snap.free)]
+    sources = [(free, explicit_free)]
     sources += [(("node", n.id), (n.page,)) for n in snap.nodes if n.page is not None]
     sources += [(("tail", a), a.pages[max(a.published, 0):]) for a in snap.allocations if not a.released]
     entries = sum(len(pages) for _, pages in sources)
     # A list when the pool is about as big as what the snapshot lists (always, for
     # snapshots kvcore makes); a dict when page_count is out of all proportion to the
     # snapshot (2**40 pages in a 1 KB snapshot), so checking never costs more than reading.
-    sparse = page_count > 2 * entries + 1024
-    count: dict[int, int] | list[int] = {} if sparse else [0] * page_count
+    sparse = low > 2 * entries + 1024
+    count: dict[int, int] | list[int] = {} if sparse else [0] * low
+    in_run: dict[int, int] = {}  # stored pages that are also in the untouched run
     for where, pages in sources:
         for p in pages:
-            if type(p) is int and 0 <= p < page_count:
+            if type(p) is int and 0 <= p < low:
                 if sparse:
                     count[p] = count.get(p, 0) + 1
                 else:
                     count[p] += 1
+            elif type(p) is int and low <= p < page_count:
+                in_run[p] = in_run.get(p, 1) + 1
             else:
                 out.append(Violation(1, f"{_where(where)} names page {p}, which is not in the pool of {page_count}"))
     if sparse:
         bad = [p for p, c in count.items() if c != 1]
-        total = len(bad) + page_count - len(count)  # the pages counted twice or more, and the missing
-        bad += _first_missing(count, page_count, _MAX_PAGE_VIOLATIONS)
+        total = len(bad) + low - len(count)  # the pages counted twice or more, and the missing
+        bad += _first_missing(count, low, _MAX_PAGE_VIOLATIONS)
     else:
         bad = [p for p, c in enumerate(count) if c != 1]
         total = len(bad)
+    bad += in_run
+    total += len(in_run)
     bad.sort()
     if bad:
         described = set(bad[:_MAX_PAGE_VIOLATIONS])
-        places: dict[int, list[tuple]] = {p: [] for p in described}
+        places: dict[int, list[tuple]] = {p: [free] if p in in_run else [] for p in described}
         for where, pages in sources:
             for p in pages:
                 if p in places:
@@ -262,7 +272,7 @@ def _check_places(snap, nodes, out) -> None:
         more = total - len(described)
         if more > 0:
             out.append(Violation(1, f"... and {more} more pages not in exactly one place"))
-    _check_page_table(snap, nodes, set(bad), out)
+    _check_page_table(snap, explicit_free, run, set(bad), out)
 
 
 def _first_missing(present, page_count: int, limit: int) -> list[int]:
@@ -277,13 +287,19 @@ def _first_missing(present, page_count: int, limit: int) -> list[int]:
     return out
 
 
-def _check_page_table(snap, nodes, bad, out) -> None:
-    """The page table is derived data: each row must say what the primary data says."""
+def _check_page_table(snap, explicit_free, run, bad, out) -> None:
+    """The page table is derived data: each row must say what the primary data says.
+    Reads the stored rows only (a lazy table's later rows are free by construction, and
+    the pages they stand for are in the untouched run)."""
     if len(snap.pages) != snap.page_count:
         out.append(Violation(1, f"page table has {len(snap.pages)} rows for a pool of {snap.page_count}"))
+    rows = touched_rows(snap.pages)
+    used = min(run.start if run else snap.page_count, len(snap.pages))
+    if len(rows) < used:  # a lazy table makes the rows of pages used but not stored: check them too
+        rows = snap.pages[:used]
     expected: dict[int, PageInfo] = {}
-    for p in snap.free:
-        expected[p] = PageInfo(p, FREE) if type(p) is int else None
+    for p in explicit_free:
+        expected[p] = PageInfo(p, FREE)
     for n in snap.nodes:
         if n.page is not None:
             expected[n.page] = PageInfo(n.page, CACHED, None, n.id, n.ref)
@@ -292,12 +308,14 @@ def _check_page_table(snap, nodes, bad, out) -> None:
             for p in a.pages[max(a.published, 0):]:
                 expected[p] = PageInfo(p, OWNED, a.id)
     wrong = 0
-    for i, info in enumerate(snap.pages):
+    for i, info in enumerate(rows):
         if info.page != i:
             out.append(Violation(1, f"page table row {i} describes page {info.page}", (i,)))
             wrong += 1
         elif i not in bad:
             row = expected.get(i)
+            if row is None and i in run:
+                row = PageInfo(i, FREE)
             if row is not None and info != row:
                 out.append(Violation(1, f"page table says page {i} is {_row(info)}, but it is {_row(row)}", (i,)))
                 wrong += 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,14 +41,155 @@ class PageInfo:
 
 _FREE_ROWS: list[PageInfo] = []
 
+#: Free rows shared between snapshots, at most: pages beyond get a row of their own each
+#: time they are read, so reading a huge pool's page table never fills memory for good.
+_SHARED_FREE_ROWS = 1 << 20
+
 
 def free_row(page: int) -> PageInfo:
     """The shared ``PageInfo(page, 'free')`` row: immutable, so one per page number serves
     every snapshot (cheap snapshots, and diffs compare unchanged rows by identity)."""
     rows = _FREE_ROWS
-    if page >= len(rows):
-        rows.extend(PageInfo(p, FREE) for p in range(len(rows), page + 1))
+    if page < len(rows):
+        return rows[page]
+    if page >= _SHARED_FREE_ROWS:
+        return PageInfo(page, FREE)
+    rows.extend(PageInfo(p, FREE) for p in range(len(rows), page + 1))
     return rows[page]
+
+
+class _LazySequence(Sequence):
+    """An immutable sequence equal (and hashing equal) to the tuple it stands for."""
+
+    __slots__ = ()
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self._item(i) for i in range(*index.indices(len(self))))
+        n = len(self)
+        if type(index) is not int:
+            index = operator.index(index)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._item(index)
+
+    def __eq__(self, other):
+        if isinstance(other, (tuple, _LazySequence)):  # as a tuple: never equal to a list
+            if len(self) != len(other):
+                return False
+            return self._equal(other)
+        return NotImplemented
+
+    def _equal(self, other) -> bool:
+        return all(a is b or a == b for a, b in zip(self, other))
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        if len(self) <= 16:
+            return repr(tuple(self))
+        return f"{type(self).__name__}({self._describe()})"
+
+
+class FreePages(_LazySequence):
+    """A pool's free list, in hand-out order, costing memory for the pages used only.
+
+    Pages ``untouched_from .. page_count-1`` were never handed out: they are free and come
+    first, in index order (a fresh pool's whole list). ``returned`` follows: pages given
+    back, first returned first. A tuple of the same pages compares equal.
+    """
+
+    __slots__ = ("untouched_from", "page_count", "returned")
+
+    def __init__(self, untouched_from: int, page_count: int, returned: tuple[int, ...]):
+        self.untouched_from = untouched_from
+        self.page_count = page_count
+        self.returned = returned
+
+    def __len__(self) -> int:
+        return self.page_count - self.untouched_from + len(self.returned)
+
+    def _item(self, i: int) -> int:
+        untouched = self.page_count - self.untouched_from
+        return self.untouched_from + i if i < untouched else self.returned[i - untouched]
+
+    def __iter__(self):
+        yield from range(self.untouched_from, self.page_count)
+        yield from self.returned
+
+    def __contains__(self, page) -> bool:
+        if type(page) is int and self.untouched_from <= page < self.page_count:
+            return True
+        return page in self.returned
+
+    def _equal(self, other) -> bool:
+        if isinstance(other, FreePages):
+            if (other.untouched_from, other.page_count) == (self.untouched_from, self.page_count):
+                return self.returned == other.returned
+            if (self.untouched_from < self.page_count and other.untouched_from < other.page_count
+                    and self.untouched_from != other.untouched_from):
+                return False  # each starts with its untouched run, and the runs start apart
+        # Otherwise one side is explicit (or a run is empty): bounded by a list in memory.
+        return all(a == b for a, b in zip(self, other))
+
+    def _describe(self) -> str:
+        return f"untouched {self.untouched_from}..{self.page_count - 1}, then returned {self.returned!r}"
+
+
+class PageTable(_LazySequence):
+    """The page table of a snapshot: one row per page of the pool, costing memory for the
+    pages used only. ``rows`` covers pages ``0 .. len(rows)-1``; every later page is free
+    (never handed out) and its row is made when read."""
+
+    __slots__ = ("rows", "page_count")
+
+    def __init__(self, rows: tuple[PageInfo, ...], page_count: int):
+        self.rows = rows
+        self.page_count = page_count
+
+    def __len__(self) -> int:
+        return self.page_count
+
+    def _item(self, i: int) -> PageInfo:
+        rows = self.rows
+        return rows[i] if i < len(rows) else free_row(i)
+
+    def __iter__(self):
+        yield from self.rows
+        for p in range(len(self.rows), self.page_count):
+            yield free_row(p)
+
+    def _equal(self, other) -> bool:
+        if isinstance(other, PageTable):
+            a, b = self.rows, other.rows
+            if len(a) > len(b):
+                a, b = b, a
+            return a == b[:len(a)] and all(b[p] == PageInfo(p, FREE) for p in range(len(a), len(b)))
+        return super()._equal(other)
+
+    def _describe(self) -> str:
+        return f"{len(self.rows)} rows, then {self.page_count - len(self.rows)} free pages"
+
+
+def touched_rows(pages) -> tuple[PageInfo, ...] | Sequence[PageInfo]:
+    """The rows of a page table that can be anything but free-and-untouched: all of a
+    tuple's, the explicit ones of a :class:`PageTable`."""
+    return pages.rows if isinstance(pages, PageTable) else pages
+
+
+def untouched_free(free) -> tuple[Sequence[int], range]:
+    """A free list split into its explicit pages and the run of untouched pages it implies
+    (empty for a plain tuple), so checkers read what is stored, not what is implied."""
+    if isinstance(free, FreePages):
+        return free.returned, range(free.untouched_from, free.page_count)
+    return free, range(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +305,12 @@ class Snapshot:
     @property
     def cached_count(self) -> int:
         """Pages held by trie nodes."""
-        return sum(1 for p in self.pages if p.state == CACHED)
+        return sum(1 for p in touched_rows(self.pages) if p.state == CACHED)
 
     @property
     def owned_count(self) -> int:
         """Pages in allocations' unpublished tails."""
-        return sum(1 for p in self.pages if p.state == OWNED)
+        return sum(1 for p in touched_rows(self.pages) if p.state == OWNED)
 
     @property
     def evictable_count(self) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .snapshot import SCHEMA, Snapshot
+from .snapshot import SCHEMA, Snapshot, untouched_free
 
 
 def _int(v: object) -> bool:
@@ -50,7 +50,8 @@ def refusal(snapshot: Snapshot, kind: str) -> str | None:
         return f"the page table has {len(s.pages)} rows for a pool of {s.page_count} pages"
     if len(s.free) > s.page_count:
         return f"the free list has {len(s.free)} entries for a pool of {s.page_count} pages"
-    if not all(map(_int, s.free)):
+    stored, _ = untouched_free(s.free)  # a lazy free list's untouched run is ints by construction
+    if not all(map(_int, stored)):
         return "the free list holds something other than page numbers"
     return _allocations_refusal(s) or _nodes_refusal(s)
 

@@ -1,0 +1,141 @@
+"""A pool costs memory for the pages used, not the pages configured (issue 11, item 4):
+``--capacity-tokens 1e12`` built ``list(range(n))`` and was OOM-killed. The hand-out order
+stays exactly the old FIFO one, and snapshots of huge pools stay small and exact."""
+
+from __future__ import annotations
+
+import json
+import resource
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kvcore
+from kvcore import PagePool, Snapshot, TriePagedAttentionCache
+from kvcore.snapshot import FreePages, PageInfo, PageTable
+
+HUGE = 10**12
+
+
+class ListPool:
+    """The old pool, as a reference: an explicit FIFO list of every free page."""
+
+    def __init__(self, page_count: int, free_order=None):
+        self.free = list(range(page_count) if free_order is None else free_order)
+
+    def take(self, count: int) -> list[int]:
+        taken, self.free = self.free[:count], self.free[count:]
+        return taken
+
+    def give(self, pages) -> None:
+        self.free.extend(pages)
+
+
+@settings(max_examples=300, deadline=None)
+@given(page_count=st.integers(0, 12), data=st.data())
+def test_the_pool_hands_out_pages_in_the_same_order_as_an_explicit_fifo_list(page_count, data):
+    pool, model = PagePool(page_count), ListPool(page_count)
+    if data.draw(st.booleans(), label="start from a free order"):
+        order = data.draw(st.permutations(range(page_count)), label="order")
+        order = order[:data.draw(st.integers(0, page_count), label="free")]
+        pool, model = PagePool(page_count, order), ListPool(page_count, order)
+    held: list[int] = []
+    for _ in range(data.draw(st.integers(0, 30), label="steps")):
+        if held and data.draw(st.booleans(), label="give?"):
+            back = data.draw(st.lists(st.sampled_from(held), unique=True), label="back")
+            held = [p for p in held if p not in back]
+            pool.give(back)
+            model.give(back)
+        else:
+            count = data.draw(st.integers(0, len(model.free)), label="take")
+            taken = pool.take(count)
+            assert taken == model.take(count)
+            held += taken
+        assert pool.free_pages() == tuple(model.free)
+        assert list(pool.free_pages()) == model.free
+        assert pool.available_page_count() == len(model.free)
+        # A pool rebuilt from its free list (what restore does) continues identically.
+        twin = PagePool(page_count, pool.free_pages())
+        again = PagePool(page_count, tuple(pool.free_pages()))
+        assert twin.free_pages() == again.free_pages() == pool.free_pages()
+        assert twin.take(len(model.free)) == again.take(len(model.free)) == list(model.free)
+
+
+def _churn(cache, rounds: int) -> None:
+    """Requests that share a prefix, publish, release, and fill part of a huge pool."""
+    for i in range(rounds):
+        a = cache.acquire_pages_for_tokens([1, 2, 3, 4] + [100 + i] * 6, 2)
+        a.publish_pages_for_tokens()
+        if i % 3:
+            a.release_pages()
+
+
+def test_a_pool_of_a_trillion_pages_costs_memory_for_the_pages_used_only():
+    tracemalloc.start()
+    try:
+        cache = TriePagedAttentionCache(PagePool(HUGE), 2)
+        _churn(cache, 200)
+        snap = cache.snapshot()
+        violations = cache.check_invariants()
+        restored = kvcore.restore(snap)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert violations == []
+    assert restored.snapshot() == snap
+    assert cache.page_pool.available_page_count() == HUGE - snap.cached_count - snap.owned_count
+    assert peak < 8 * 2**20, f"peak {peak / 2**20:.1f} MiB"  # a list of 10**12 pages would be 8 TB
+
+
+def test_a_huge_pool_works_under_a_memory_cap():
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + 200 * 2**20, hard))
+    try:
+        for cls in (kvcore.TriePagedAttentionCache, kvcore.BasePagedAttentionCache):
+            cache = cls(PagePool(HUGE), 16)
+            _churn(cache, 50)
+            assert cache.check_invariants() == []
+            assert kvcore.restore(cache.snapshot()).snapshot() == cache.snapshot()
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def test_snapshots_of_huge_pools_read_like_tuples():
+    cache = TriePagedAttentionCache(PagePool(HUGE), 2)
+    a = cache.acquire_pages_for_tokens([1, 2, 3, 4, 5])
+    a.publish_pages_for_tokens()
+    b = cache.acquire_pages_for_tokens([7, 8])
+    b.release_pages()
+    snap = cache.snapshot()
+    assert isinstance(snap.pages, PageTable) and isinstance(snap.free, FreePages)
+    assert len(snap.pages) == HUGE and snap.free_count == HUGE - 3
+    assert snap.pages[0].state == "cached" and snap.pages[2].state == "owned"
+    assert snap.pages[-1] == PageInfo(HUGE - 1, "free") and snap.pages[3] == PageInfo(3, "free")
+    assert snap.free[0] == 4 and snap.free[-1] == 3 and 3 in snap.free and 2 not in snap.free
+    assert snap.pages[:3] == tuple(snap.pages[i] for i in range(3))
+    assert snap.node_for_page(0).tokens == (1, 2)
+    assert (snap.cached_count, snap.owned_count) == (2, 1)
+    assert len(repr(snap)) < 4000
+
+
+@pytest.mark.parametrize("page_count", [5, 70_000])
+def test_lazy_and_plain_snapshots_of_one_state_are_equal_and_hash_alike(page_count):
+    cache = TriePagedAttentionCache(PagePool(page_count), 2)
+    a = cache.acquire_pages_for_tokens([1, 2, 3])
+    a.publish_pages_for_tokens()
+    snap = cache.snapshot()
+    plain = Snapshot.from_dict(json.loads(snap.to_json()))
+    assert type(plain.pages) is tuple and type(plain.free) is tuple
+    assert plain == snap and snap == plain and hash(plain) == hash(snap)
+    assert plain.digest() == snap.digest()
+    assert kvcore.restore(plain).snapshot() == snap
+
+
+def test_free_lists_split_differently_compare_by_their_pages():
+    assert FreePages(3, 5, (1, 2)) == FreePages(5, 5, (3, 4, 1, 2)) == (3, 4, 1, 2)
+    assert FreePages(3, 5, (1,)) != FreePages(2, 5, (1,))
+    assert FreePages(3, 5, ()) != [3, 4]  # like a tuple, never equal to a list
+    assert PageTable((), 2) == PageTable((PageInfo(0, "free"),), 2) == (PageInfo(0, "free"), PageInfo(1, "free"))
