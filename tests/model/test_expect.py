@@ -151,3 +151,64 @@ def test_the_table_declares_only_known_slots():
     for kind in EXPECT_KINDS.values():
         assert set(kind.slots) <= set(SLOTS)
         assert kind.usage.startswith("expect ")
+
+
+# -- expects and narration for one cache kind (issue 15, item 6) -------------------------------
+
+BOTH_KINDS = """
+cache trie pages=6 tokens_per_page=4
+> r1: 11 tokens, 3 pages, on either cache.
+acquire r1 "You are a helpful assistant write a poem" "about a cat"
+expect pages r1 0 1 2
+publish r1
+[trie] expect cached 2
+[base] expect cached 0
+[trie] > The trie matches r1's two full pages.
+[base] > The base cache has no lookup: r2 takes three new pages.
+acquire r2 "You are a helpful assistant write a poem" "about a dog"
+[trie] expect hit r2 8
+[trie] expect pages r2 0 1 3
+[base] expect hit r2 0
+[base] expect free 0
+acquire r3 "You are a helpful assistant write a poem" "about paris"
+[trie] expect ok
+[base] expect fail alloc
+release r3
+[trie] expect free 2
+[base] expect fail invalid
+"""
+
+
+def run_for(kind: str) -> Session:
+    """What the session is to do for a run on ``kind``: each step's narration and expects for it."""
+    from kvviz.model.scenario import CacheConfig
+
+    scenario = parse_scenario(BOTH_KINDS)
+    config = scenario.config
+    session = Session(CacheConfig(kind, config.pages, config.tokens_per_page), vocab=scenario.vocab)
+    for step in scenario.steps:
+        session.apply(step.op, step.narration_for(kind), step.expects_for(kind))
+    return session
+
+
+@pytest.mark.parametrize("kind", ["trie", "base"])
+def test_one_script_checks_the_truth_of_both_kinds(kind):
+    session = run_for(kind)
+    results = [r for i in range(len(session)) for r in session.frame(i).expects]
+    assert results and all(r.ok for r in results), [(r.expect.text, r.message) for r in results if not r.ok]
+    assert all(r.expect.applies_to(kind) for r in results)
+
+
+def test_each_kind_shows_only_its_own_narration():
+    trie, base = run_for("trie").frame(3).story, run_for("base").frame(3).story
+    assert trie == "The trie matches r1's two full pages."
+    assert base == "The base cache has no lookup: r2 takes three new pages."
+
+
+def test_a_scoped_expect_run_on_the_other_kind_would_fail():
+    # The scope matters: the trie's claims are false of the base cache (so checking every
+    # expect on every kind, as an unscoped script does, would fail there).
+    scenario = parse_scenario(BOTH_KINDS)
+    frame = run_for("base").frame(3)
+    trie_only = [x for x in scenario.steps[2].expects if not x.applies_to("base")]
+    assert trie_only and not any(evaluate(x, frame).ok for x in trie_only)
