@@ -34,3 +34,11 @@ def test_wheel_contains_every_demo_and_runs_the_lru_demo_from_elsewhere(tmp_path
                            capture_output=True, text=True, check=True)
     assert probe.stdout.startswith(str(target))
     assert "step 1/" in out.stdout
+    where = subprocess.run([sys.executable, "-m", "kvviz", "demo", "--path", "lru"], cwd=elsewhere, env=env,
+                           capture_output=True, text=True, check=True)
+    # the installed copy, not the source tree's
+    assert Path(where.stdout.strip()) == (target / "kvviz" / "demos" / "lru.kvs").resolve()
+    by_name = subprocess.run([sys.executable, "-m", "kvviz", "run", "lru", "--print", "--step", "1"], cwd=elsewhere,
+                             env=env, capture_output=True, text=True)
+    assert by_name.returncode == 0, by_name.stderr
+    assert by_name.stdout.startswith("step 1/")
