@@ -1148,3 +1148,10 @@ def test_the_package_keeps_every_name_the_old_module_exported():
     ]
     assert set(old_all) <= set(package.__all__)
     assert all(hasattr(package, name) for name in package.__all__)
+
+
+def test_names_listed_in_expect_live_count_towards_the_budget(monkeypatch):
+    monkeypatch.setattr(parse_module, "MAX_TOKENS_PER_SCENARIO", 5)
+    error = error_of("acquire a 1 2\nexpect live a b c d")
+    assert (where(error), error.message) == ((2, 1), "the scenario spells more than 5 tokens (names listed in expect "
+                                                     "lines count too)")

@@ -116,7 +116,7 @@ Tokens
                            built-in vocabulary (case-insensitive), so views can show words;
                            punctuation stays part of its word ("you," is not "you")
   acquire NAME alone holds no tokens. Every list counts: one line (an op, or an expect's
-  page list) may spell at most {MAX_TOKENS_PER_OP:,} values, a whole scenario
+  list of pages or names) may spell at most {MAX_TOKENS_PER_OP:,} values, a whole scenario
   {MAX_TOKENS_PER_SCENARIO:,}; ranges count as the values they stand for.
 
 Narration

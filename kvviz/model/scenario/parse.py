@@ -289,7 +289,7 @@ class _Budget:
                 f"at most {MAX_TOKENS_PER_OP:,} {what}s per {'op' if what == 'token' else 'line'}",
             )
         if self.spent + count > MAX_TOKENS_PER_SCENARIO:
-            also = "" if what == "token" else " (pages listed in expect lines count too)"
+            also = "" if what == "token" else f" ({what}s listed in expect lines count too)"
             raise _OverBudget(line.path, line.number, line.first_column,
                               f"the scenario spells more than {MAX_TOKENS_PER_SCENARIO:,} tokens{also}",
                               f"a smaller scenario: at most {MAX_TOKENS_PER_SCENARIO:,} tokens and listed pages in all")
@@ -499,7 +499,9 @@ def _parse_expect(line: _Line, items: list[_Item], kinds: tuple[str, ...] | None
             values.extend(_page_list(cursor, 1 if slot == "pages+" else 0, budget))
         elif slot == "names":
             while not cursor.at_end:
-                names.append(cursor.name().text)
+                item = cursor.name()
+                budget.charge(line, item, len(names) + 1, 1, "name")  # every list counts, names too
+                names.append(item.text)
         elif slot == "failure" and not cursor.at_end:
             detail = _failure_kind(line, cursor.take(), form.usage)
     cursor.end()

@@ -197,15 +197,12 @@ class ScenarioError(Exception):
 
     @classmethod
     def several(cls, errors: Sequence[ScenarioError], more: int = 0) -> ScenarioError:
-        """One error standing for ``errors`` (in file order) and ``more`` not kept: the first
-        itself when it is the only one."""
+        """The first of ``errors`` (in file order), standing for them all and for ``more``
+        not kept."""
         first = errors[0]
-        if len(errors) == 1 and not more:
-            return first
-        error = cls(first.path, first.line, first.column, first.message, first.expected)
-        error.errors = tuple(errors)
-        error.more = more
-        return error
+        first.errors = tuple(errors)
+        first.more = more
+        return first
 
     def report(self) -> str:
         """Every problem, one line each, then ``… and N more errors`` if some were left out."""
