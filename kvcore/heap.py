@@ -5,8 +5,8 @@ node that stops being a candidate (an acquire matched it, a publish adopted it) 
 O(log n) instead of a scan, and the heap is never rebuilt from all leaves (SGLang's
 RadixCache does rebuild, at about 11 ms per evict call on a large tree).
 
-Keys are plain ints: the trie encodes ``(last_access, seq)`` as
-``last_access << SEQ_BITS | seq``, which orders exactly like the tuple but compares faster.
+Keys are plain ints: the trie encodes ``(last_access, seq)`` with :func:`pack_key` (every
+key it pushes goes through it), which orders exactly like the tuple but compares faster.
 """
 
 from __future__ import annotations

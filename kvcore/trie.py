@@ -22,7 +22,7 @@ from . import events as ev
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache, check_name, int_tokens
 from .errors import InvalidOperation
-from .heap import SEQ_BITS, IndexedHeap, unpack_key
+from .heap import IndexedHeap, pack_key, unpack_key
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
 
@@ -32,8 +32,8 @@ from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 #: the trie, so nothing observable depends on them; the cap bounds the memory they hold.
 _SPARE_NODES = 256
 
-#: Above every heap key: packed keys are ``last_access << SEQ_BITS | seq``, and a clock
-#: would need 2**160 ticks to reach it.
+#: Above every heap key (:func:`~kvcore.heap.pack_key`): a clock would need 2**160 ticks
+#: to reach it.
 _NO_KEY = 1 << 200
 
 
@@ -265,7 +265,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if nodes:
                 n = nodes[-1]
                 if not n.ref and not n.children:
-                    heap.push(n, (n.last_access << SEQ_BITS) | n.seq)
+                    heap.push(n, pack_key(n.last_access, n.seq))
         else:
             for n in reversed(nodes):
                 n.ref -= 1
@@ -273,7 +273,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 if n.ref == 0:
                     self._ref0 += 1
                     if not n.children:
-                        heap.push(n, (n.last_access << SEQ_BITS) | n.seq)
+                        heap.push(n, pack_key(n.last_access, n.seq))
                         events.append(ev.CandidateAdded(n.seq, n.page, (n.last_access, n.seq)))
         pages = allocation._pages
         if len(pages) > len(nodes):
@@ -308,6 +308,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         # in the heap) it is evicted next without entering the heap: the heap is written
         # once per chain, leaving exactly the array that op-by-op eviction would.
         keys, items = self._heap.arrays()
+        pack = pack_key  # a local: read once per batch, not once per cascade step
         root = self._root
         spare = self._spare
         room = _SPARE_NODES - len(spare)
@@ -345,7 +346,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     # reads no int: these ints are cold in a full cache.
                     victim = parent
                     continue
-                key = (parent.last_access << SEQ_BITS) | parent.seq
+                key = pack(parent.last_access, parent.seq)
                 if not left or key > rest:
                     break
                 victim = parent  # the new minimum: evict it straight away
@@ -418,7 +419,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             victim.parent = None
             freed.append(victim.page)
             if parent.ref == 0 and not parent.children and parent is not root:
-                heap.replace_top(parent, (parent.last_access << SEQ_BITS) | parent.seq)
+                heap.replace_top(parent, pack_key(parent.last_access, parent.seq))
                 became = parent
                 events.append(ev.CandidateAdded(became.seq, became.page, (became.last_access, became.seq)))
             else:
@@ -513,7 +514,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         self._next_seq = snapshot.next_seq
         for node_id in snapshot.heap:
             n = by_id[node_id]
-            self._heap.append_raw(n, (n.last_access << SEQ_BITS) | n.seq)
+            self._heap.append_raw(n, pack_key(n.last_access, n.seq))
         tpp = self.tokens_per_page
         for a in snapshot.allocations:
             path = []
