@@ -346,9 +346,12 @@ class KvvizApp(StepActions, App[None]):
         last = self.last_step
 
         def check(value: str) -> str | None:
-            if not value.strip().isdigit():
+            value = value.strip()
+            if not value.isdigit():
                 return f"a step number, 0..{last}"
-            if int(value) > last:
+            # Longer than the last step's number: too big, said before int() (Python refuses
+            # to convert more than 4,300 digits).
+            if len(value.lstrip("0")) > len(str(last)) or int(value) > last:
                 return f"step {value} does not exist: the timeline has steps 0..{last}"
             return None
 
@@ -356,8 +359,8 @@ class KvvizApp(StepActions, App[None]):
             if value is not None:
                 self.go_to(int(value))
 
-        self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*"),
-                         done)
+        self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*",
+                                      max_length=len(str(last)) + 8), done)
 
     # -- play ----------------------------------------------------------------------------
 

@@ -209,3 +209,106 @@ async def test_a_screenshot_that_cannot_be_written_says_the_path_and_the_reason(
                 break
         shown = " ".join(f"{n.title} {n.message}" for n in app._notifications)
     assert str(missing) in shown and "No such file or directory" in shown
+
+
+# -- defect 5: a compressed chain misstates its refs, ticks and pages ----------------------
+
+
+def expand_pages(text: str) -> list[int]:
+    """``p0-4,6`` -> [0, 1, 2, 3, 4, 6]."""
+    pages: list[int] = []
+    for part in text.removeprefix("p").split(","):
+        low, _, high = part.partition("-")
+        pages.extend(range(int(low), int(high or low) + 1))
+    return pages
+
+
+async def test_a_compressed_chain_shows_its_refs_ticks_and_the_pages_it_holds(app_on):
+    from kvviz.demos import load_demo
+
+    session = Session.from_scenario(load_demo("multi-turn-chat"))
+    app = app_on(session)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.press("end")
+        app.trie.focus()
+        await pilot.press("c")
+        await pilot.pause()
+        snap = app.view.snapshot
+        chains = [(i, row.data.chain) for i, row in enumerate(app.trie.rows)
+                  if hasattr(row.data, "chain") and len(row.data.chain) > 1]
+        assert chains, "the demo's last step has a chain to compress"
+        index, chain = chains[0]
+        text = app.trie.row_text(index)
+        nodes = [snap.node(n) for n in chain]
+        assert any(n.ref for n in nodes) and not all(n.ref for n in nodes), "a chain with both parts"
+        shown_pages = next(word for word in text.split() if word.startswith("p") and word[1:2].isdigit())
+        assert expand_pages(shown_pages) == [n.page for n in nodes]
+        assert f"ref {nodes[0].ref}…{nodes[-1].ref}" in text
+        ticks = [n.last_access for n in nodes]
+        assert f"t{min(ticks)}…{max(ticks)}" in text
+        assert f"({sum(1 for n in nodes if not n.ref)} evictable)" in text
+        assert "◐" in text, "partly referenced: neither ● nor ○"
+
+
+# -- defect 11: a stray character after the footer's palette key ------------------------------
+
+
+async def test_the_palette_key_ends_the_footer_at_60_by_20(app_on, lru):
+    from textual.widgets import Footer
+
+    app = app_on(lru, step=27)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        footer = app.query_one(Footer)
+        palette = footer.query_one(".-command-palette")
+        assert palette.region.right == footer.region.right, "nothing shows after the palette key"
+
+
+# -- defect 12: enter on a ghost completion --------------------------------------------------
+
+
+async def test_enter_accepts_the_completion_the_box_shows(app_on, small):
+    from kvviz.ui.widgets.command_bar import complete
+
+    app = app_on(small, step=len(small) - 1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("colon", "a", "c", "q", "right")
+        await pilot.pause()
+        bar = app.command_bar
+        assert bar.input.value == "acquire ", "→ accepted the op name"
+        shows = complete(bar.input.value, app.session.live_names())
+        assert shows.startswith("acquire r"), "and the box now shows an allocation name, dim"
+        before = len(app.session)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert bar.error is None, "no 'missing allocation name' while a name was shown"
+        assert len(app.session) == before + 1 and app.session.last.op.text == shows, "what the box showed"
+
+
+# -- issue 11 item 4: a step number of thousands of digits --------------------------------
+
+
+async def test_go_to_refuses_a_step_of_thousands_of_digits_and_keeps_running(app_on, small):
+    from kvviz.ui.screens.prompt_screen import PromptScreen
+
+    app = app_on(small, step=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.action_jump()
+        await pilot.pause()
+        app.screen.confirm("9" * 5000)
+        await pilot.pause()
+        assert isinstance(app.screen, PromptScreen), "still asking, the app alive"
+        assert "does not exist" in str(app.screen.query_one("#prompt-error").render())
+        app.screen.confirm("0" * 30 + "4")  # leading zeros are still a small number
+        await pilot.pause()
+        assert app.step == 4
+
+
+async def test_the_palette_takes_a_huge_number_for_no_step(app_on, small):
+    from kvviz.ui.widgets.palette import KvvizCommands
+
+    app = app_on(small)
+    async with app.run_test(size=(100, 30)) as pilot:
+        provider = KvvizCommands(app.screen)
+        hits = [hit async for hit in provider.search("9" * 5000)]
+        assert not any("Jump to step" in str(hit.text) for hit in hits)

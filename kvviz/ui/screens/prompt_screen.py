@@ -32,7 +32,10 @@ class PromptScreen(ModalScreen[str | None]):
     """
 
     def __init__(self, title: str, value: str = "", *, help: str = "", placeholder: str = "",
-                 check: Callable[[str], str | None] | None = None, restrict: str | None = None):
+                 check: Callable[[str], str | None] | None = None, restrict: str | None = None,
+                 max_length: int = 0):
+        """``restrict``: a regular expression the text must match as typed; ``max_length``:
+        most characters the box takes (0: no limit)."""
         super().__init__()
         self.prompt_title = title
         self.initial = value
@@ -40,11 +43,13 @@ class PromptScreen(ModalScreen[str | None]):
         self.placeholder = placeholder
         self.check = check
         self.restrict = restrict
+        self.max_length = max_length
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = self.prompt_title
-            yield Input(self.initial, placeholder=self.placeholder, restrict=self.restrict, id="prompt-input")
+            yield Input(self.initial, placeholder=self.placeholder, restrict=self.restrict,
+                        max_length=self.max_length, id="prompt-input")
             yield Static("", id="prompt-error")
             yield Label(self.help_text or "enter to confirm · escape to cancel", id="prompt-help")
 

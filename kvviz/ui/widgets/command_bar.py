@@ -1,7 +1,7 @@
 """The command bar: type ops in the scenario language (``acquire r4 1..12 extra=2``).
 
-Completion suggests op names and the names of live allocations (accept with →); up/down
-recall earlier commands. A command that does not parse stays in the box and the error
+Completion suggests op names and the names of live allocations (accept with →, or enter,
+which applies what the box shows, completion included); up/down recall earlier commands. A command that does not parse stays in the box and the error
 appears under it, in red, with a caret under the offending column; nothing is applied.
 A command that parses is posted as :class:`CommandBar.OpEntered`; the app decides where it
 goes (and asks before branching when stepped back).
@@ -173,11 +173,26 @@ class CommandBar(Vertical):
         self.input.value = ""
         self.show_error(None)
 
+    def completed(self, text: str) -> str:
+        """``text`` with the completion the box shows (dim) accepted, and the completions
+        that follow from it (``acq`` -> ``acquire `` -> ``acquire r1``): what enter applies
+        is what the box showed."""
+        for _ in range(4):  # op name, then allocation name: two steps at most
+            more = complete(text, self._live_names())
+            if more is None or len(more) <= len(text) or not more.startswith(text):
+                break
+            text = more
+        return text
+
     @on(Input.Submitted, "#command-input")
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.value.strip():
-            self.submit(event.value)
+        text = self.completed(event.value) if self.input.cursor_at_end else event.value
+        if text != event.value:
+            self.input.value = text
+            self.input.cursor_position = len(text)
+        if text.strip():
+            self.submit(text)
 
     @on(Input.Changed, "#command-input")
     def _changed(self, event: Input.Changed) -> None:

@@ -9,7 +9,9 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-_STEP = re.compile(r"^\s*(?:go ?to |jump |step )?\s*(\d+)\s*$", re.IGNORECASE)
+# At most 18 digits: a longer number is no step of any timeline, and int() of thousands of
+# digits raises (Python's 4,300-digit limit).
+_STEP = re.compile(r"^\s*(?:go ?to |jump |step )?\s*(\d{1,18})\s*$", re.IGNORECASE)
 
 
 class KvvizCommands(Provider):

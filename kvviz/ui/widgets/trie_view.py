@@ -183,42 +183,53 @@ class TrieView(LineView):
                      f"{nodes - referenced} evictable",
                      style("trie-view--meta"))]
         line: TrieLine = row.data
-        first = line.chain[0]
-        tail = line.chain[-1]
         source = view.previous if line.ghost else snap
-        head_node = source.node(first)
-        tail_node = source.node(tail)
-        if head_node is None or tail_node is None:  # pragma: no cover - rows come from this frame
+        nodes = [source.node(n) for n in line.chain]
+        if any(node is None for node in nodes):  # pragma: no cover - rows come from this frame
             return [(line.prefix, style("trie-view--guide"))]
+        head_node, tail_node = nodes[0], nodes[-1]
         added, touched, ref_changes = self._added, self._touched, self._ref_changes
-        violated = any(n in view.violations.nodes for n in line.chain) or tail_node.page in view.violations.pages
+        violated = (any(n in view.violations.nodes for n in line.chain)
+                    or any(node.page in view.violations.pages for node in nodes))
+        # Refs never grow down a path (a parent is on every path through its child), so a
+        # chain is referenced from its head down to some node and evictable below it.
+        referenced = sum(1 for node in nodes if node.ref)
         spans: list[Span] = [(line.prefix, style("trie-view--guide"))]
         if line.ghost:
             spans.append(("✗ ", style("trie-view--evicted")))
-        elif tail_node.ref:
+        elif referenced == len(nodes):
             spans.append(("● ", style("trie-view--cached")))
+        elif referenced:
+            spans.append(("◐ ", style("trie-view--cached")))
         else:
             spans.append(("○ ", style("trie-view--evictable")))
+        new_count = sum(1 for n in line.chain if n in added)
+        touched_count = sum(1 for n in line.chain if n in touched)
         if line.ghost:
             change, tag = "trie-view--evicted", " evicted"
-        elif any(n in added for n in line.chain):
-            change, tag = "trie-view--new", " new"
-        elif any(n in touched for n in line.chain):
-            change, tag = "trie-view--touched", " touched"
+        elif new_count:
+            change, tag = "trie-view--new", " new" if new_count == len(nodes) or len(nodes) == 1 else f" {new_count} new"
+        elif touched_count:
+            change, tag = "trie-view--touched", (" touched" if touched_count == len(nodes) or len(nodes) == 1
+                                                 else f" {touched_count} touched")
         else:
-            change, tag = ("trie-view--cached" if tail_node.ref else "trie-view--evictable"), ""
+            change, tag = ("trie-view--cached" if head_node.ref else "trie-view--evictable"), ""
         meta = style("trie-view--meta")
         tail_spans: list[Span] = []
-        if len(line.chain) > 1:
-            tail_spans.append((f" ×{len(line.chain)} p{head_node.page}…p{tail_node.page}", meta))
+        if len(nodes) > 1:
+            tail_spans.append((f" ×{len(nodes)} {_pages(nodes)}", meta))
+            tail_spans.append((f" ref {_span(head_node.ref, tail_node.ref)}", meta))
         else:
-            tail_spans.append((f" p{tail_node.page}", meta))
-        tail_spans.append((f" ref {tail_node.ref}", meta))
-        change_of_ref = ref_changes.get(tail)
-        if change_of_ref is not None:
-            before, after = change_of_ref
-            tail_spans.append((f"({after - before:+d})", style("trie-view--ref-change")))
-        tail_spans.append((f" t{tail_node.last_access}", meta))
+            tail_spans.append((f" p{tail_node.page} ref {tail_node.ref}", meta))
+        deltas = {after - before for n in line.chain for before, after in [ref_changes.get(n, (0, 0))]} - {0}
+        if len(deltas) == 1:
+            tail_spans.append((f"({deltas.pop():+d})", style("trie-view--ref-change")))
+        elif deltas:
+            tail_spans.append(("(±)", style("trie-view--ref-change")))
+        if len(nodes) > 1 and 0 < referenced < len(nodes):
+            tail_spans.append((f" ({len(nodes) - referenced} evictable)", meta))
+        ticks = [node.last_access for node in nodes]
+        tail_spans.append((f" t{_span(min(ticks), max(ticks))}", meta))
         if tag:
             tail_spans.append((tag, style(change)))
         if line.hidden:
@@ -226,10 +237,17 @@ class TrieView(LineView):
         # The words get whatever the row has left (at least a few characters).
         used = len(line.prefix) + 2 + 2 + sum(len(text) for text, _ in tail_spans) + (12 if violated else 0)
         budget = max(6, width - used)
-        words = view.label(head_node.tokens)
-        if len(line.chain) > 1:
-            words = f"{words} ⋯ {view.label(tail_node.tokens)}"
-        spans.append((f"[{_clip(words, budget)}]", style(change)))
+        if len(nodes) > 1:
+            head_words, tail_words = view.label(head_node.tokens), view.label(tail_node.tokens)
+            if budget >= 24:  # room for both ends of the chain
+                half = (budget - 3) // 2
+                head_words = _clip(head_words, half)
+                words = f"{head_words} ⋯ {_clip(tail_words, budget - 3 - len(head_words))}"
+            else:
+                words = f"{_clip(head_words, budget - 2)} ⋯"
+        else:
+            words = _clip(view.label(head_node.tokens), budget)
+        spans.append((f"[{words}]", style(change)))
         spans.extend(tail_spans)
         if violated:
             spans.append((" ⚠ violation", style("trie-view--violation")))
@@ -277,6 +295,27 @@ class TrieView(LineView):
         self.compress = not current
         self._rebuild()
         self.notify("chains compressed" if self.compress else "chains expanded", timeout=2)
+
+
+def _span(low: int, high: int) -> str:
+    """``3`` or ``1…3``: one value or a range (low first)."""
+    return f"{low}" if low == high else f"{low}…{high}"
+
+
+def _pages(nodes) -> str:
+    """The pages a chain really holds, in path order, runs of consecutive pages as ranges
+    (``p0-4,6``: page 5 is not in the chain)."""
+    parts: list[str] = []
+    pages = [node.page for node in nodes]
+    start = 0
+    for i in range(1, len(pages) + 1):
+        if i == len(pages) or pages[i] != pages[i - 1] + 1:
+            run = pages[start:i]
+            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+            start = i
+    if len(parts) > 6:
+        parts = [*parts[:4], "…", parts[-1]]
+    return "p" + ",".join(parts)
 
 
 def _clip(text: str, limit: int) -> str:
