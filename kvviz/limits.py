@@ -36,9 +36,8 @@ MAX_TRACE_SKIPS_LISTED = 1_000
 """Bad lines a trace read with ``--on-error skip`` lists (all are counted): a 100 MB file of
 empty objects would otherwise keep 50 million messages."""
 MAX_CAPACITY_TOKENS = 10**15
-"""Largest ``--capacity-tokens``. A replay's pool never has more pages than the trace has
-blocks (pages beyond those are never taken), so any capacity up to this costs memory only
-for the pages the trace uses."""
+"""Largest ``--capacity-tokens`` (2e12 pages of 512 tokens). kvcore's pool costs memory only
+for the pages used, so any capacity up to this costs what the trace uses."""
 
 # -- exports and bundles ------------------------------------------------------------------
 

@@ -5,10 +5,9 @@ Mapping. Each hash id is one block of ``page_tokens`` (512) prompt tokens, and o
 one cache page. The cache runs with ``tokens_per_page=1`` and the request's *hash ids are its
 tokens*: because the ids are chained prefix hashes, two requests match in the trie exactly
 as far as their prompts share a prefix, and one kvcore token stands for one 512-token page.
-Capacity in pages is ``capacity_tokens // page_tokens``; the cache's pool is built with at most
-as many pages as the requests have blocks (:func:`unlimited_pages`), because the free list is
-FIFO and the pages beyond those are never taken: any capacity costs memory only for the pages
-the trace can use, and behaves exactly like the capacity asked for. A request's hit is
+Capacity in pages is ``capacity_tokens // page_tokens``; kvcore's pool costs memory only for
+the pages used, so any capacity up to ``MAX_CAPACITY_TOKENS`` costs what the trace uses (the
+first 200 conversation requests peak at 27 MB at 3M, 1e12 and 1e15 tokens alike). A request's hit is
 ``matched pages x page_tokens``, capped at its input length (its last block is usually
 partial). The partial last block is published like the others: its hash id names it
 exactly, and this is what the trace's own prefix-reuse ratio counts.
@@ -237,13 +236,13 @@ def replay(
 ) -> ReplayResult:
     """Replay ``requests`` through a fresh cache and return the measurements.
 
-    O(total blocks + evictions x log candidates) on the trie cache, and memory for at most
-    ``unlimited_pages`` pages whatever the capacity. Raises :class:`ReplayTooLarge` (before any
-    work) for more than ``MAX_TRACE_BLOCKS`` blocks.
+    O(total blocks + evictions x log candidates) on the trie cache, and memory for the pages
+    used whatever the capacity. Raises :class:`ReplayTooLarge` (before any work) for more than
+    ``MAX_TRACE_BLOCKS`` blocks.
     """
-    usable = check_replay_size(requests, config)
+    blocks = check_replay_size(requests, config)
     if config.capacity_tokens is None:
-        page_count = usable
+        page_count = blocks
     else:
         page_count = capacity_pages(config.capacity_tokens, config.page_tokens)
     run = _replay_concurrent if config.concurrency else _replay_sequential
@@ -254,7 +253,7 @@ def replay(
     gc.disable()
     try:
         started = time.perf_counter()
-        cache = _make_cache(config, min(page_count, usable))
+        cache = _make_cache(config, page_count)
         counts = run(requests, config, cache, progress, recorder)
         wall = time.perf_counter() - started
     finally:
