@@ -163,8 +163,9 @@ def run_diff(scenario: Scenario) -> DiffRun:
     observations = [(observe(kv.last), observe(sf.last))]
     divergence = None
     for index, step in enumerate(scenario.steps, start=1):
-        kv_frame = kv.apply(step.op, step.narration, step.expects)
-        sf_frame = sf.apply(step.op, step.narration, step.expects)
+        narration, expects = step.narration_for(scenario.config.kind), step.expects_for(scenario.config.kind)
+        kv_frame = kv.apply(step.op, narration, expects)
+        sf_frame = sf.apply(step.op, narration, expects)
         findings.append(tuple(take()))
         ko, so = observe(kv_frame), observe(sf_frame)
         observations.append((ko, so))

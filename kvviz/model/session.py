@@ -136,6 +136,45 @@ def _apply_quietly(backend: Backend, op: Op) -> bool:
     return False
 
 
+class ScopedScript:
+    """Which of a script's narration and expect lines a run on one cache kind shows and checks.
+
+    A line tagged with kinds (``[base] expect fail alloc``) applies to those kinds. An untagged
+    line was written for the kind in the script's ``cache`` header: on that kind it applies;
+    on another kind (``kvviz demo lru --base``) it is left out, because "the trie matches the
+    whole page" is not true of the base cache, and the description says so, with how many
+    expect lines were not checked.
+    """
+
+    def __init__(self, scenario: Scenario, run_kind: str):
+        self.run_kind = run_kind
+        self.written_for = scenario.config.kind
+        self.foreign = run_kind != self.written_for
+        self.unchecked_expects = sum(1 for step in scenario.steps for x in step.expects
+                                     if self.foreign and x.kinds is None)
+        self.description = scenario.description
+        if self.foreign:
+            notice = (f"This script was written for the {self.written_for} cache and runs here on the "
+                      f"{run_kind} cache: its untagged narration is left out (what is shown comes from "
+                      f"the {run_kind} cache's own events)")
+            if self.unchecked_expects:
+                notice += (f", and its {self.unchecked_expects} untagged expect "
+                           f"line{'s are' if self.unchecked_expects != 1 else ' is'} not checked")
+            self.description = notice + "." + (f"\n\n{scenario.description}" if scenario.description else "")
+
+    def narration(self, step: Step) -> str:
+        """The narration shown with ``step`` on this run's kind."""
+        if not self.foreign:
+            return step.narration_for(self.run_kind)
+        return "\n".join(p.text for p in step.paragraphs if p.kinds is not None and p.applies_to(self.run_kind))
+
+    def expects(self, step: Step) -> tuple[Expect, ...]:
+        """The expect lines checked after ``step`` on this run's kind."""
+        if not self.foreign:
+            return step.expects_for(self.run_kind)
+        return tuple(x for x in step.expects if x.kinds is not None and x.applies_to(self.run_kind))
+
+
 class Session:
     """Applies ops to one cache and keeps the timeline of frames.
 
@@ -156,6 +195,8 @@ class Session:
         checker on every frame."""
         self.config = config
         self.title = title
+        self.written_for = config.kind  # the kind the script's untagged lines were written for
+        self.unchecked_expects = 0  # untagged expects left out because the run is on another kind
         self.description = description
         self.vocab = vocab if vocab is not None else Vocabulary()
         self._factory = backend_factory
@@ -190,11 +231,14 @@ class Session:
         config = scenario.config
         if kind is not None and kind != config.kind:
             config = CacheConfig(kind, config.pages, config.tokens_per_page, config.policy)
-        session = cls(config, title=scenario.title, description=scenario.description,
+        plan = ScopedScript(scenario, config.kind)
+        session = cls(config, title=scenario.title, description=plan.description,
                       vocab=scenario.vocab, **kwargs)
+        session.written_for = scenario.config.kind
+        session.unchecked_expects = plan.unchecked_expects
         add = session.append if lazy else session.apply
         for step in scenario.steps:
-            add(step.op, step.narration, step.expects)
+            add(step.op, plan.narration(step), plan.expects(step))
         return session
 
     # -- the timeline --------------------------------------------------------------------

@@ -24,7 +24,7 @@ REQUIRED = {
 }
 REQUIRED_BUGS = ("b2", "b3", "b5", "b6", "b8", "b12")
 
-_EXPECT_WITH_NUMBER = re.compile(r"^(\s*expect\s+\S+(?:\s+\S+)*?\s+)(\d+)(\s*(?:#.*)?)$", re.IGNORECASE)
+_EXPECT_WITH_NUMBER = re.compile(r"^(\s*(?:\[[^\]]*\]\s*)?expect\s+\S+(?:\s+\S+)*?\s+)(\d+)(\s*(?:#.*)?)$", re.IGNORECASE)
 
 
 def _run(path: Path) -> Session:
@@ -51,8 +51,11 @@ def test_demo_has_title_and_description(path):
 @pytest.mark.parametrize("path", DEMOS, ids=IDS)
 def test_every_step_is_narrated(path):
     scenario = parse_scenario_file(path)
-    silent = [step.op.line for step in scenario.steps if not step.narration.strip()]
-    assert not silent, f"steps without narration at lines {silent}"
+    # Every kind the script is written for: its header's, and any a tagged line names.
+    kinds = {scenario.config.kind} | {k for step in scenario.steps for p in step.paragraphs for k in p.kinds or ()}
+    for kind in sorted(kinds):
+        silent = [step.op.line for step in scenario.steps if not step.narration_for(kind).strip()]
+        assert not silent, f"steps without {kind} narration at lines {silent}"
 
 
 @pytest.mark.parametrize("path", DEMOS, ids=IDS)
@@ -71,13 +74,36 @@ def test_demo_expects_hold_and_invariants_hold(path):
     assert len(session) == len(scenario.steps) + 1
     for i, step in enumerate(scenario.steps, 1):
         frame = session.frame(i)
-        assert len(frame.expects) == len(step.expects)
+        assert len(frame.expects) == len(step.expects_for(session.config.kind))
         failures = [f"line {r.expect.line}: {r.expect.text}: {r.message}" for r in frame.expect_failures]
         assert not failures, f"step {i} `{step.op.text}`: {failures}"
         assert not frame.violations, f"step {i} `{step.op.text}`: {list(map(str, frame.violations))}"
         if frame.failed:  # a failed op is announced by the script and changes nothing
             assert any(x.kind == "fail" for x in step.expects), f"step {i} failed unexpectedly: {frame.error}"
             assert frame.snapshot == session.frame(i - 1).snapshot
+
+
+def test_base_vs_trie_is_narrated_and_checked_on_both_kinds():
+    scenario = parse_scenario_file(demo_dir() / "base-vs-trie.kvs")
+    for kind in ("trie", "base"):
+        session = Session.from_scenario(scenario, kind=kind)
+        checked = [r for i in range(1, len(session)) for r in session.frame(i).expects]
+        assert len(checked) == sum(len(step.expects_for(kind)) for step in scenario.steps) > 10
+        assert all(r.ok for r in checked), [(r.expect.text, r.message) for r in checked if not r.ok]
+        assert session.unchecked_expects == 0
+    base = Session.from_scenario(scenario, kind="base")
+    assert "nowhere to share pages" in base.frame(2).narration and "Trie" not in base.frame(2).story
+    assert base.frame(3).failed is False and tuple(base.frame(3).snapshot.allocation_named("r2").pages) == (3, 4, 5)
+
+
+def test_a_trie_script_on_the_base_cache_shows_none_of_its_trie_narration_and_says_so():
+    scenario = parse_scenario_file(demo_dir() / "lru.kvs")
+    session = Session.from_scenario(scenario, kind="base")
+    assert session.unchecked_expects == sum(len(step.expects) for step in scenario.steps) > 0
+    assert all(session.frame(i).story == "" for i in range(1, len(session)))
+    assert all(session.frame(i).expects == () for i in range(1, len(session)))
+    assert f"its {session.unchecked_expects} untagged expect lines are not checked" in session.frame(0).story
+    assert Session.from_scenario(scenario).unchecked_expects == 0
 
 
 def test_kvviz_check_passes_on_every_demo():
