@@ -6,24 +6,38 @@ The SVG is a picture of the UI, so it is drawn by the caller (the CLI or the app
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
-from .atomic import write_text_atomic
+from .atomic import refuse_overwriting_inputs, write_text_atomic
 
 FORMATS = (".json", ".md", ".txt", ".svg")
 
 
-def write_export(session, step: int, output: Path, *, render_svg=None) -> None:
+def write_export(session, step: int, output: str | os.PathLike, *, render_svg=None,
+                 inputs: Iterable[str | os.PathLike] = ()) -> None:
     """Write step ``step`` of ``session`` to ``output`` in the format its suffix names.
 
-    Raises ValueError for an unknown suffix and OSError when the file cannot be written. Writes
-    through a unique temporary file so a failure leaves nothing behind.
+    ``inputs`` are the files the session was read from: an output that is one of them (also
+    through a symlink or a hard link) is refused before any work. Raises ValueError for an
+    unknown suffix, an output that is an input, or a bundle larger than ``kvviz open``
+    accepts (:class:`~kvviz.export.bundle.BundleTooLarge`), and OSError when the file cannot be
+    written. Writes through a unique temporary file so a failure leaves nothing behind.
     """
+    output = Path(output)
     suffix = output.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"{output}: unknown export format {suffix or '(none)'!r} (expected one of {', '.join(FORMATS)})")
+    inputs = tuple(inputs)
+    refuse_overwriting_inputs(output, inputs)
+    if suffix == ".json":
+        from .bundle import write_bundle
+
+        write_bundle(session, step, output, inputs=inputs)  # streamed: a bundle may be tens of MB
+        return
     text = render_export(session, step, suffix, render_svg=render_svg)
-    write_text_atomic(output, text)
+    write_text_atomic(output, text, inputs=inputs)
 
 
 def render_export(session, step: int, suffix: str, *, render_svg=None) -> str:

@@ -1,25 +1,90 @@
 """One atomic write for every file kvviz writes: a unique temporary file beside the target,
 then a rename, so a failure (or a second kvviz writing at the same moment) leaves nothing
 half-written and never clobbers an unrelated file such as an existing ``X.md.part``.
+
+Two promises beyond atomicity: an output is never one of the command's inputs (``kvviz
+export s.md -o s.md`` must not replace the scenario with its report), and a writer may cap
+the bytes it writes, so an export too large for ``kvviz open`` is refused while being
+streamed instead of after a giant string was built.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+class OutputTooLarge(ValueError):
+    """A capped write went past its limit; nothing was written."""
+
+
+def refuse_overwriting_inputs(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
+    """Raise ValueError when ``output`` is the same file as any of ``inputs``.
+
+    Same file means the same path once resolved (symlinks followed, ``..`` removed) or, when
+    both exist, the same inode (``os.path.samefile``: hard links, bind mounts, case-folding
+    file systems). Inputs that do not exist or are not files (``-`` for stdin) are skipped.
+    """
+    output = Path(output)
+    try:
+        resolved = output.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: cannot be one of the inputs we read
+        return
+    for given in inputs:
+        if given is None:
+            continue
+        source = Path(given)
+        try:
+            same = source.resolve() == resolved or (
+                output.exists() and source.exists() and os.path.samefile(source, output))
+        except (OSError, RuntimeError):
+            continue
+        if same:
+            shown = f"{output}" if str(output) == str(source) else f"{output} (the same file as {source})"
+            raise ValueError(f"{shown}: refusing to overwrite an input of this command with its output; "
+                             f"name another output file")
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, *, inputs: Iterable[str | os.PathLike] = ()) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a uniquely named temporary file.
 
-    Raises OSError when the folder does not exist or cannot be written; nothing is left behind.
+    Raises ValueError when ``path`` is one of ``inputs`` (nothing is written) and OSError when
+    the folder does not exist or cannot be written; nothing is left behind.
+    """
+    with open_atomic(path, inputs=inputs) as write:
+        write(text)
+
+
+@contextmanager
+def open_atomic(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (),
+                max_bytes: int | None = None, too_large: str = "") -> Iterator[Callable[[str], None]]:
+    """A ``write(text)`` function that streams UTF-8 into a temporary file beside ``path``;
+    the file is renamed to ``path`` when the block ends without an exception, and removed
+    otherwise.
+
+    With ``max_bytes``, a write that takes the file past that many bytes raises
+    :class:`OutputTooLarge` (message: ``too_large`` followed by the limit) and the partial
+    file is removed: memory and disk stay bounded by the limit, whatever the caller streams.
     """
     path = Path(path)
+    refuse_overwriting_inputs(path, inputs)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    written = 0
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            def write(text: str) -> None:
+                nonlocal written
+                data = text.encode("utf-8")
+                written += len(data)
+                if max_bytes is not None and written > max_bytes:
+                    raise OutputTooLarge(f"{path}: {too_large or 'the output would be'} more than "
+                                         f"{max_bytes} bytes (the limit); nothing was written")
+                handle.write(data)
+
+            yield write
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make exports private
         os.replace(tmp, path)
     except BaseException:

@@ -14,6 +14,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_MERMAID_NODES = 200
 MAX_PAGE_ROWS = 256
+#: Tokens spelled out in one label or cell, pages in one block table: a node of a
+#: 65,536-token page or an allocation of a million tokens is abbreviated (``… +N more``),
+#: so the report stays a size GitHub renders.
+MAX_LABEL_TOKENS = 24
+MAX_BLOCK_TABLE_PAGES = 64
+
+
+def _tokens(session: "Session", tokens) -> str:
+    return session.vocab.label_tokens(tuple(tokens), limit=MAX_LABEL_TOKENS)
+
+
+def _block_table(pages) -> str:
+    shown = " ".join(map(str, pages[:MAX_BLOCK_TABLE_PAGES]))
+    return shown + (f" … +{len(pages) - MAX_BLOCK_TABLE_PAGES} more" if len(pages) > MAX_BLOCK_TABLE_PAGES else "")
 
 
 def _esc(text: str) -> str:
@@ -47,7 +61,7 @@ def mermaid(frame: "Frame", session: "Session") -> str:
         if shown > MAX_MERMAID_NODES:
             lines.append(f'  more["... {len(snap.nodes) - 1 - MAX_MERMAID_NODES} more nodes"]')
             break
-        label = _esc(session.label_tokens(n.tokens))
+        label = _esc(_tokens(session, n.tokens))
         lines.append(f'  n{n.id}["{label}<br/>page {n.page} · ref {n.ref} · t{n.last_access}"]')
         lines.append(f"  n{n.parent} --> n{n.id}")
     if frame.index > 0 and frame.diff.nodes_evicted:
@@ -56,7 +70,7 @@ def mermaid(frame: "Frame", session: "Session") -> str:
             n = before.node(node_id)
             if n is None:
                 continue
-            lines.append(f'  n{n.id}["{_esc(session.label_tokens(n.tokens))}<br/>page {n.page} · evicted"]')
+            lines.append(f'  n{n.id}["{_esc(_tokens(session, n.tokens))}<br/>page {n.page} · evicted"]')
             if snap.node(n.parent) is not None or n.parent == 0:
                 lines.append(f"  n{n.parent} -.-> n{n.id}")
             lines.append(f"  class n{n.id} evicted")
@@ -96,7 +110,7 @@ def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str
         out += ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
     out += ["## Allocations", "", "| name | tokens | block table | published | hit tokens |", "|---|---|---|---|---|"]
     for a in snap.allocations:
-        out.append(f"| {_cell(a.label)} | {_cell(session.label_tokens(a.tokens))} | {' '.join(map(str, a.pages))} | "
+        out.append(f"| {_cell(a.label)} | {_cell(_tokens(session, a.tokens))} | {_block_table(a.pages)} | "
                    f"{a.published} | {a.hit_tokens} |")
     if not snap.allocations:
         out.append("| (none) | | | | |")

@@ -19,39 +19,56 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STATE_STYLE = {"free": "dim", "owned": "yellow", "cached": "cyan", "evictable": "magenta"}
 MAX_TREE_NODES = 400
+#: Tokens spelled out in one label; a node of a 65,536-token page or an allocation of a
+#: million tokens is abbreviated (``… +N more``), so a text export stays readable and small.
+MAX_LABEL_TOKENS = 24
+#: Pages drawn in the grid and in one block table; the rest are counted, not drawn.
+MAX_GRID_PAGES = 4096
+MAX_BLOCK_TABLE_PAGES = 64
+
+#: What the page grid's cells and the block tables' marks mean (the grid's vocabulary is
+#: the design's: free, owned, cached, evictable).
+PAGE_LEGEND = ("pages: . free · r1 owned by allocation r1 (unpublished) · C2 cached, ref 2 · "
+               "E evictable (cached, ref 0) · + taken, - freed, ! evicted in this step")
+BLOCK_TABLE_LEGEND = "block table: 4 published page · 4* shared with another allocation · (4) owned, unpublished"
 
 
 def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
-    """The trie as a Rich tree: tokens, page, ref and last access; changes marked."""
+    """The trie as a Rich tree: tokens, page, ref and last access; changes marked.
+
+    Siblings in creation order, depth first, as the UI's trie view draws them, so a node is
+    found in the same place in ``--print`` output and on screen (and the first
+    ``MAX_TREE_NODES`` shown are the same ones)."""
     snap = frame.snapshot
     if snap.kind == "base":
         return Text("(base cache: no trie, nothing is shared)", style="dim")
     diff = frame.diff
     added, touched = set(diff.nodes_added), set(diff.nodes_touched)
     root = Tree(Text("root", style="bold"))
-    stack = [(0, root)]
+    # Pre-order with an explicit stack (a chain of thousands of pages must not recurse):
+    # children pushed last-first so the first-created child is drawn first.
+    stack = [(child, root) for child in reversed(snap.children(0))]
     shown = 0
     while stack:
-        node_id, branch = stack.pop()
-        for child_id in reversed(snap.children(node_id)):
-            n = snap.node(child_id)
-            shown += 1
-            if shown > MAX_TREE_NODES:
-                branch.add(Text(f"... {len(snap.nodes) - 1 - MAX_TREE_NODES} more nodes", style="dim"))
-                stack.clear()
-                break
-            mark = " +new" if child_id in added else " *touched" if child_id in touched else ""
-            state = "held" if n.ref else "evictable"
-            style = "green" if child_id in added else "blue" if child_id in touched else (
-                "cyan" if n.ref else "magenta")
-            label = Text(f"[{session.label_tokens(n.tokens)}] page {n.page} ref {n.ref} "
-                         f"t{n.last_access} ({state}){mark}", style=style)
-            stack.append((child_id, branch.add(label)))
+        node_id, parent = stack.pop()
+        shown += 1
+        if shown > MAX_TREE_NODES:
+            root.add(Text(f"... {len(snap.nodes) - 1 - MAX_TREE_NODES} more nodes", style="dim"))
+            break
+        n = snap.node(node_id)
+        mark = " +new" if node_id in added else " *touched" if node_id in touched else ""
+        state = "cached" if n.ref else "evictable"
+        style = "green" if node_id in added else "blue" if node_id in touched else (
+            "cyan" if n.ref else "magenta")
+        label = Text(f"[{session.vocab.label_tokens(n.tokens, limit=MAX_LABEL_TOKENS)}] page {n.page} "
+                     f"ref {n.ref} t{n.last_access} ({state}){mark}", style=style)
+        branch = parent.add(label)
+        stack.extend((child, branch) for child in reversed(snap.children(node_id)))
     evictions = frame.evictions
     if evictions:
         for e in evictions:
-            root.add(Text(f"x evicted node {e.node} [{session.label_tokens(e.tokens)}] page {e.page} "
-                          f"(key {e.key})", style="red"))
+            root.add(Text(f"x evicted node {e.node} [{session.vocab.label_tokens(e.tokens, limit=MAX_LABEL_TOKENS)}] "
+                          f"page {e.page} (key {e.key})", style="red"))
     elif diff.nodes_evicted:  # a backend without events: the diff still knows
         root.add(Text(f"x evicted nodes {', '.join(map(str, diff.nodes_evicted))} "
                       f"(pages {', '.join(map(str, diff.pages_evicted))})", style="red"))
@@ -75,7 +92,7 @@ class PageGrid:
         alloc_names = {a.id: a.label for a in snap.allocations}
         digits = len(str(max(snap.page_count - 1, 0)))
         out = []
-        for info in snap.pages:
+        for info in snap.pages[:MAX_GRID_PAGES]:
             if info.state == "cached":
                 state = "cached" if info.ref else "evictable"
                 body = f"C{info.ref}" if info.ref else "E"
@@ -95,6 +112,9 @@ class PageGrid:
         for start in range(0, len(cells), columns):
             table.add_row(*cells[start:start + columns])
         yield table
+        hidden = len(self.frame.snapshot.pages) - len(cells)
+        if hidden > 0:
+            yield Text(f"... {hidden} more pages", style="dim")
 
 
 def page_grid(frame: "Frame") -> PageGrid:
@@ -114,9 +134,11 @@ def allocations_table(frame: "Frame", session: "Session") -> Table:
             shared[p] = shared.get(p, 0) + 1
     for a in snap.allocations:
         cells = []
-        for i, p in enumerate(a.pages):
+        for i, p in enumerate(a.pages[:MAX_BLOCK_TABLE_PAGES]):
             cells.append(f"{p}{'*' if shared.get(p, 0) > 1 else ''}" if i < a.published else f"({p})")
-        toks = session.label_tokens(a.tokens)
+        if len(a.pages) > MAX_BLOCK_TABLE_PAGES:
+            cells.append(f"… +{len(a.pages) - MAX_BLOCK_TABLE_PAGES} more")
+        toks = session.vocab.label_tokens(a.tokens, limit=MAX_LABEL_TOKENS)
         table.add_row(a.label, toks if len(toks) <= 40 else toks[:37] + "...", " ".join(cells), str(a.published),
                       str(a.hit_tokens))
     return table
@@ -157,8 +179,10 @@ def frame_renderable(frame: "Frame", session: "Session") -> Group:
                       f"pages {snap.page_count} x {snap.tokens_per_page} tokens", style="dim"))
     parts.append(trie_tree(frame, session))
     parts.append(page_grid(frame))
+    parts.append(Text(PAGE_LEGEND, style="dim"))
     if snap.allocations:
         parts.append(allocations_table(frame, session))
+        parts.append(Text(BLOCK_TABLE_LEGEND, style="dim"))
     heap = heap_list(frame, session)
     if heap.plain:
         parts.append(heap)
