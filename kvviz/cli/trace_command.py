@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``kvviz trace``: replay a Mooncake trace and print hit rate, evictions and held pages.
 
 Registered on the ``kvviz`` group in ``kvviz/cli/__init__.py``.
@@ -10,6 +11,7 @@ message, never a traceback.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -21,43 +23,82 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..model.scenario import MAX_SOURCE_BYTES
-from ..trace.mooncake import DEFAULT_BLOCK_TOKENS, PrefixReuse, Trace, TraceFormatError, prefix_reuse, read_trace
+from ..export.atomic import refuse_overwriting_inputs, write_text_atomic
+from ..limits import MAX_CAPACITY_TOKENS
+from ..trace.mooncake import (
+    DEFAULT_BLOCK_TOKENS,
+    PrefixReuse,
+    Trace,
+    TraceFormatError,
+    TraceRequest,
+    TraceTooLarge,
+    prefix_reuse,
+    read_trace,
+)
 from ..trace.replay import (
     DEFAULT_DECODE_MS_PER_TOKEN,
     DEFAULT_PREFILL_MS_PER_TOKEN,
     ReplayConfig,
     ReplayResult,
+    ReplayTooLarge,
+    check_replay_size,
+    output_blocks,
     replay,
     sweep,
     sweep_capacities,
 )
 from ..trace.plot import hit_rate_plot, percent
 from ..trace.to_kvs import trace_to_scenario
-from .common import BadInput, launch_ui
+from .common import BadInput, launch_ui, require_terminal
 
 __all__ = ["parse_capacity", "trace"]
 
-_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_SUFFIX_EXPONENTS = {"": 0, "k": 3, "m": 6, "g": 9, "t": 12}
 _UNLIMITED = ("unlimited", "inf", "none")
 _SKIPPED_SHOWN = 10
 
 
-def parse_capacity(text: str) -> int | None:
-    """Tokens from ``3000000``, ``3_000_000``, ``3e6``, ``3M``, ``1.5k``; ``None`` for ``unlimited``.
+# ASCII digits only: Python's \d, int() and float() also take other scripts' digits ("٣" is 3).
+_CAPACITY = re.compile(r"([0-9]+)(?:\.([0-9]*))?(?:e([+-]?[0-9]+))?([kmgt]?)", re.ASCII)
+_MILLISECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:e[+-]?[0-9]+)?|\.[0-9]+(?:e[+-]?[0-9]+)?", re.ASCII | re.IGNORECASE)
+_COUNT = re.compile(r"[+]?[0-9]+", re.ASCII)
 
-    Raises ``ValueError`` with a message for anything else.
+
+def parse_capacity(text: str) -> int | None:
+    """Tokens from ``3000000``, ``3_000_000``, ``3e6``, ``3e+6``, ``3M``, ``1.5k``; ``None`` for
+    ``unlimited``. At most ``MAX_CAPACITY_TOKENS``.
+
+    Exact decimal arithmetic (``1.5e3`` is 1500, ``12345e-2`` is not whole), with the size
+    checked from the digits before any power of ten is computed. Raises ``ValueError`` with a
+    message for anything else.
     """
     cleaned = text.strip().lower().replace("_", "").replace(",", "")
     if cleaned in _UNLIMITED:
         return None
-    match = re.fullmatch(r"(\d+(?:\.\d*)?(?:e\d+)?)([kmgt]?)", cleaned)
+    match = _CAPACITY.fullmatch(cleaned)
     if not match:
         raise ValueError(f"{text!r} is not a token count (examples: 3000000, 3e6, 3M, unlimited)")
-    value = float(match.group(1)) * _SUFFIXES[match.group(2)]
-    if not value.is_integer():
-        raise ValueError(f"{text!r} is not a whole number of tokens")
-    return int(value)
+    whole, fraction, exponent, suffix = match.group(1), match.group(2) or "", match.group(3) or "0", match.group(4)
+    digits = (whole + fraction).lstrip("0")
+    if not digits:
+        return 0
+    too_large = ValueError(f"{text!r} is more than {MAX_CAPACITY_TOKENS:,} tokens, the largest capacity kvviz replays")
+    if len(exponent.lstrip("+-").lstrip("0")) > 4:  # beyond 1e9999 either way: no int() of it
+        if exponent.startswith("-"):
+            raise ValueError(f"{text!r} is not a whole number of tokens")
+        raise too_large
+    scale = int(exponent) - len(fraction) + _SUFFIX_EXPONENTS[suffix]  # value = int(digits) * 10**scale
+    if len(digits) + scale > len(str(MAX_CAPACITY_TOKENS)):
+        raise too_large
+    if scale < 0:
+        value, remainder = divmod(int(digits), 10**-scale)
+        if remainder:
+            raise ValueError(f"{text!r} is not a whole number of tokens")
+    else:
+        value = int(digits) * 10**scale
+    if value > MAX_CAPACITY_TOKENS:
+        raise too_large
+    return value
 
 
 class _CapacityType(click.ParamType):
@@ -70,6 +111,34 @@ class _CapacityType(click.ParamType):
             return parse_capacity(str(value))
         except ValueError as error:
             self.fail(str(error), param, ctx)
+
+
+class _MillisecondsType(click.ParamType):
+    """A finite, non-negative number of milliseconds in ASCII digits (no nan, inf or "٣")."""
+
+    name = "MS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        number = float(text) if _MILLISECONDS.fullmatch(text) else math.nan
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number of milliseconds (examples: 0.1, 30, 2.5e-2)", param, ctx)
+        return number
+
+
+class _AsciiIntRange(click.IntRange):
+    """click's IntRange, but in ASCII digits only (click's int() also reads "٣" as 3)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not _COUNT.fullmatch(value.strip()):
+            self.fail(f"{value!r} is not a whole number (digits 0-9)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 def _fail(message: str) -> None:
@@ -92,9 +161,9 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
     table.add_column("value", justify="right")
     table.add_column("note")
     if result.capacity_tokens is None:
-        capacity = f"unlimited ({result.page_count:,} pages)"
+        capacity = f"unlimited ({_plural(result.page_count, 'page')})"
     else:
-        capacity = f"{result.capacity_tokens:,} tokens = {result.page_count:,} pages"
+        capacity = f"{_plural(result.capacity_tokens, 'token')} = {_plural(result.page_count, 'page')}"
     mode = "concurrent" if result.concurrency else "sequential"
     if result.concurrency:
         mode_note = (f"prefill {result.prefill_ms_per_token:g} ms/token, "
@@ -102,7 +171,8 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
     else:
         mode_note = "acquire, publish, release each request"
     rows = [
-        ("requests", f"{result.requests:,}", f"{len(trace.skipped):,} bad lines skipped" if trace.skipped else ""),
+        ("requests", f"{result.requests:,}",
+         f"{_plural(trace.skipped_count, 'bad line')} skipped" if trace.skipped_count else ""),
         ("input tokens", f"{result.input_tokens:,}", f"{reuse.blocks:,} blocks of {result.page_tokens} tokens"),
         ("cache", result.cache, capacity),
         ("replay", mode, mode_note + (", with output" if result.with_output else "")),
@@ -142,6 +212,7 @@ def _trace_json(trace: Trace, reuse: PrefixReuse) -> dict:
         "blocks": reuse.blocks,
         "distinct_blocks": reuse.distinct_blocks,
         "prefix_reuse_ratio": reuse.ratio,
+        "skipped_count": trace.skipped_count,
         "skipped_lines": [{"line": p.line, "message": p.message} for p in trace.skipped],
     }
 
@@ -170,17 +241,17 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--capacity-tokens", type=_CapacityType(), default="unlimited", show_default=True,
               help="Cache capacity in tokens (3000000, 3e6, 3M) or 'unlimited'. Pages = capacity // page tokens.")
-@click.option("--page-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
+@click.option("--page-tokens", type=_AsciiIntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
               help="Tokens per hash block = per page (the Mooncake release uses 512).")
 @click.option("--base", "use_base", is_flag=True, help="Use the base cache (no sharing) instead of the trie cache.")
 @click.option("--with-output", is_flag=True, help="Also hold pages for each request's output tokens.")
 @click.option("--concurrency", is_flag=True,
               help="Overlap requests by arrival time; each holds its pages for prefill + decode time.")
-@click.option("--prefill-ms-per-token", type=click.FloatRange(min=0), default=DEFAULT_PREFILL_MS_PER_TOKEN,
+@click.option("--prefill-ms-per-token", type=_MillisecondsType(), default=DEFAULT_PREFILL_MS_PER_TOKEN,
               show_default=True, help="With --concurrency: prefill time per uncached prompt token.")
-@click.option("--decode-ms-per-token", type=click.FloatRange(min=0), default=DEFAULT_DECODE_MS_PER_TOKEN,
+@click.option("--decode-ms-per-token", type=_MillisecondsType(), default=DEFAULT_DECODE_MS_PER_TOKEN,
               show_default=True, help="With --concurrency: decode time per output token.")
-@click.option("--first", type=click.IntRange(min=1), default=None, help="Replay only the first N requests.")
+@click.option("--first", type=_AsciiIntRange(min=1), default=None, help="Replay only the first N requests.")
 @click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop", show_default=True,
               help="At a bad trace line: stop (exit code 2) or skip it and report it.")
 @click.option("--sweep", "do_sweep", is_flag=True,
@@ -190,7 +261,9 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is also off when stderr is not a terminal).")
 @click.option("--to-kvs", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
               help="Write the replayed requests (use --first N) as a kvviz scenario file and exit.")
-@click.option("--ui", is_flag=True, help="Open the replay in the kvviz UI (the first 1,000 requests unless --first N).")
+@click.option("--ui", is_flag=True,
+              help="Open the replay in the kvviz UI (the first 1,000 requests unless --first N; without "
+                   "--capacity-tokens, a capacity of half the excerpt's distinct blocks, so that pages are evicted).")
 def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
           on_error: str, do_sweep: bool, as_json: bool, no_progress: bool, to_kvs: Path | None,
@@ -203,21 +276,31 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     """
     if ui and (do_sweep or to_kvs is not None or as_json):
         _fail("--ui opens one replay in the UI: it does not combine with --sweep, --to-kvs or --json")
-    if ui and first is None:
-        first = UI_DEFAULT_REQUESTS
+    if ui:
+        require_terminal()  # before reading and converting up to 1,000 requests for nothing
+        if first is None:
+            first = UI_DEFAULT_REQUESTS
     if do_sweep and to_kvs is not None:
         _fail("--sweep and --to-kvs do not combine: write a scenario at one capacity")
+    if to_kvs is not None:
+        try:  # before any work: `--to-kvs t.jsonl` on t.jsonl would replace the trace
+            refuse_overwriting_inputs(to_kvs, [file])
+        except ValueError as error:
+            _fail(str(error))
     try:
         loaded = read_trace(file, block_tokens=page_tokens, on_error=on_error, first=first)
+    except TraceTooLarge as error:
+        _fail(str(error))
     except TraceFormatError as error:
         _fail(f"{error} (use --on-error skip to leave bad lines out)")
     except OSError as error:
         _fail(f"cannot read {file}: {error.strerror or error}")
     except MemoryError:
         _fail(f"{file} is too large to load")
-    if loaded.skipped and not as_json:
-        _report_skipped(loaded)
     if not loaded.requests:
+        if loaded.skipped:  # one line, not a list of warnings followed by the error
+            _fail(f"{file} has no valid requests: {_plural(loaded.skipped_count, 'bad line')} skipped, the first "
+                  f"{loaded.skipped[0]}")
         _fail(f"{file} has no valid requests")
     config = ReplayConfig(capacity_tokens=capacity_tokens, page_tokens=page_tokens,
                           cache="base" if use_base else "trie", with_output=with_output,
@@ -225,20 +308,25 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
                           decode_ms_per_token=decode_ms_per_token)
     show_progress = not no_progress and sys.stderr.isatty()
     requests = loaded.requests
+    try:
+        check_replay_size(requests, config)
+    except ReplayTooLarge as error:
+        _fail(f"{file}: {error}")
+    if loaded.skipped and not as_json:  # warnings only once nothing will refuse the run: one error line
+        _report_skipped(loaded)
     if ui:
-        _open_in_ui(loaded, requests, config)
+        source = click.get_current_context().get_parameter_source("capacity_tokens")
+        _open_in_ui(loaded, requests, config, default_capacity=source is click.core.ParameterSource.DEFAULT)
         return
     if to_kvs is not None:
         try:
             scenario = trace_to_scenario(requests, config, source=loaded.name)
         except ValueError as error:
             _fail(f"cannot convert {file}: {error}")
-        size = len(scenario.text.encode("utf-8"))
-        if size > MAX_SOURCE_BYTES:
-            _fail(f"the scenario for {len(requests):,} requests would be {size:,} bytes; kvviz reads "
-                  f"scenarios of at most {MAX_SOURCE_BYTES:,}: take fewer with --first N")
         try:
-            to_kvs.write_text(scenario.text, encoding="utf-8")
+            write_text_atomic(to_kvs, scenario.text, inputs=[file])
+        except ValueError as error:  # the trace was moved under the output's name since the check
+            _fail(str(error))
         except OSError as error:
             _fail(f"cannot write {to_kvs}: {error.strerror or error}")
         message = {"scenario": str(to_kvs), "requests": len(requests), "ops": scenario.ops,
@@ -246,7 +334,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         if as_json:
             click.echo(json.dumps(message, indent=2))
         else:
-            click.echo(f"wrote {to_kvs}: {len(requests):,} requests, {scenario.ops:,} ops "
+            click.echo(f"wrote {to_kvs}: {_plural(len(requests), 'request')}, {_plural(scenario.ops, 'op')} "
                        f"(token hit rate {percent(scenario.result.token_hit_rate)})")
         return
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
@@ -280,12 +368,31 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
 UI_DEFAULT_REQUESTS = 1000
 
 
-def _open_in_ui(loaded: Trace, requests, config: ReplayConfig) -> None:
+def ui_capacity(requests: Sequence[TraceRequest], config: ReplayConfig) -> int:
+    """The UI's default capacity in tokens: half the excerpt's distinct blocks, and at least
+    the largest request (so that every request fits).
+
+    An unlimited cache never evicts, so the timeline would have no eviction to step to (``]``
+    finds nothing). Every distinct block is published once, so a cache of half of them must
+    evict; the first 1,000 conversation requests then hit 17.7% instead of 21.6%.
+    """
+    half = prefix_reuse(requests, block_tokens=config.page_tokens).distinct_blocks // 2
+    largest = max(len(r.hash_ids) + (output_blocks(r, config.page_tokens) if config.with_output else 0)
+                  for r in requests)
+    return max(half, largest, 1) * config.page_tokens
+
+
+def _open_in_ui(loaded: Trace, requests, config: ReplayConfig, *, default_capacity: bool) -> None:
     """Open the replay of ``requests`` as a timeline in the UI (frames are built lazily)."""
     from ..model.session import Session
 
+    note = ""
+    if default_capacity:
+        config = replace(config, capacity_tokens=ui_capacity(requests, config))
+        note = ("The capacity is the UI's default, half the excerpt's distinct blocks (at least its largest "
+                "request), so that pages are evicted; --capacity-tokens sets another.")
     try:
-        converted = trace_to_scenario(requests, config, source=loaded.name)
+        converted = trace_to_scenario(requests, config, source=loaded.name, note=note)
     except ValueError as error:
         _fail(f"cannot open {loaded.path} in the UI: {error}")
     launch_ui(Session.from_scenario(converted.scenario, lazy=True))
@@ -293,9 +400,10 @@ def _open_in_ui(loaded: Trace, requests, config: ReplayConfig) -> None:
 
 def _report_skipped(loaded: Trace) -> None:
     skipped = loaded.skipped
-    click.echo(f"kvviz: warning: skipped {len(skipped):,} bad line{'s' if len(skipped) != 1 else ''} in {loaded.path}:",
-               err=True)
+    click.echo(f"kvviz: warning: skipped {_plural(loaded.skipped_count, 'bad line')} in {loaded.path}:", err=True)
     for problem in skipped[:_SKIPPED_SHOWN]:
         click.echo(f"  {problem}", err=True)
-    if len(skipped) > _SKIPPED_SHOWN:
-        click.echo(f"  ... and {len(skipped) - _SKIPPED_SHOWN:,} more (--json lists them all)", err=True)
+    if loaded.skipped_count > _SKIPPED_SHOWN:
+        listed = ("--json lists them all" if loaded.skipped_count == len(skipped)
+                  else f"--json lists the first {len(skipped):,}")
+        click.echo(f"  ... and {loaded.skipped_count - _SKIPPED_SHOWN:,} more ({listed})", err=True)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`kvviz trace` through click's CliRunner: exit codes, tables, JSON, sweep plot, --to-kvs."""
 
 import json
@@ -114,9 +115,131 @@ def test_a_file_without_requests_exits_with_code_2(tmp_path):
 @pytest.mark.parametrize("text, tokens", [
     ("3000000", 3_000_000), ("3_000_000", 3_000_000), ("3,000,000", 3_000_000), ("3e6", 3_000_000),
     ("3M", 3_000_000), ("1.5k", 1500), ("10G", 10**10), ("unlimited", None), ("inf", None),
+    ("1e+3", 1000), ("1.0e3", 1000), ("1E3", 1000), ("15000e-3", 15), ("2.5e-1k", 250), ("0e-99999", 0),
+    ("1e15", 10**15), ("1000T", 10**15),
 ])
 def test_capacities_read_the_way_people_write_them(text, tokens):
     assert parse_capacity(text) == tokens
+
+
+@pytest.mark.parametrize("text, message", [
+    ("\u0663", "is not a token count"),  # ARABIC-INDIC DIGIT THREE: int() would read 3
+    ("1\uff10", "is not a token count"),  # FULLWIDTH DIGIT ZERO
+    ("1e16", "is more than 1,000,000,000,000,000 tokens"),
+    ("1e99", "is more than 1,000,000,000,000,000 tokens"),
+    ("1e999999999", "is more than"),  # refused from its digits, never computed
+    ("1001T", "is more than"),
+    ("12345e-2", "is not a whole number"),
+    ("1e-999999999", "is not a whole number"),
+    ("nan", "is not a token count"),
+    ("-5", "is not a token count"),
+])
+def test_capacities_outside_ascii_whole_numbers_up_to_the_limit_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_capacity(text)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--capacity-tokens", "1e99"], "is more than 1,000,000,000,000,000 tokens"),
+    (["--capacity-tokens", "\u0663"], "is not a token count"),
+    (["--concurrency", "--prefill-ms-per-token", "nan"], "is not a number of milliseconds"),
+    (["--concurrency", "--prefill-ms-per-token", "inf"], "is not a number of milliseconds"),
+    (["--concurrency", "--decode-ms-per-token", "1e999"], "is not a number of milliseconds"),
+    (["--concurrency", "--decode-ms-per-token", "\u0663"], "is not a number of milliseconds"),
+    (["--first", "\u0663"], "is not a whole number (digits 0-9)"),
+    (["--page-tokens", "\u0665\u0661\u0662"], "is not a whole number (digits 0-9)"),
+])
+def test_numbers_outside_finite_ascii_values_exit_with_code_2_and_no_traceback(small, args, message):
+    result = run(small, *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_times_in_ascii_with_signed_exponents_are_read(small):
+    result = run(small, "--concurrency", "--prefill-ms-per-token", "1e+1", "--decode-ms-per-token", ".5", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["result"]
+    assert (data["prefill_ms_per_token"], data["decode_ms_per_token"]) == (10.0, 0.5)
+
+
+def test_a_capacity_far_beyond_the_trace_costs_memory_only_for_its_blocks(small):
+    import tracemalloc
+
+    from kvviz.trace.mooncake import read_trace
+    from kvviz.trace.replay import ReplayConfig, replay
+
+    requests = read_trace(small).requests
+    tracemalloc.start()
+    try:
+        huge = replay(requests, ReplayConfig(capacity_tokens=10**15))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # a pool of 1.95e12 pages would need terabytes
+    assert huge.page_count == 10**15 // 512
+    unlimited = replay(requests, ReplayConfig())
+    assert (huge.hit_tokens, huge.pages_evicted, huge.peak_pages_held) == (
+        unlimited.hit_tokens, unlimited.pages_evicted, unlimited.peak_pages_held)
+    result = run(small, "--capacity-tokens", "1e15", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["result"]["page_count"] == 1_953_125_000_000
+
+
+def test_a_line_nested_a_thousand_deep_is_one_line_of_error_or_a_skipped_line(tmp_path):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(GOOD[0] + "\n" + GOOD[1][:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}\n")
+    stopped = run(deep)
+    assert stopped.exit_code == 2
+    assert stopped.stderr.startswith(f"kvviz: error: {deep}:2:")
+    assert "nested more than 16 brackets deep" in stopped.stderr and len(stopped.stderr.splitlines()) == 1
+    skipped = run(deep, "--on-error", "skip", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["trace"]["requests"] == 1
+
+
+def test_a_trace_beyond_the_block_limit_is_refused_before_the_replay(small, monkeypatch):
+    import importlib
+
+    import kvviz.trace.mooncake
+
+    replay_module = importlib.import_module("kvviz.trace.replay")  # kvviz.trace.replay is also a function
+
+    monkeypatch.setattr(kvviz.trace.mooncake, "MAX_TRACE_BLOCKS", 9)  # small.jsonl holds exactly 9 blocks
+    assert run(small, "--json").exit_code == 0
+    monkeypatch.setattr(kvviz.trace.mooncake, "MAX_TRACE_BLOCKS", 8)
+    result = run(small, "--on-error", "skip")
+    assert result.exit_code == 2
+    assert result.stderr == (f"kvviz: error: {small}:3: the trace holds more than 8 blocks up to here, more than "
+                             "kvviz replays at once: read fewer requests (--first N)\n")
+    monkeypatch.setattr(kvviz.trace.mooncake, "MAX_TRACE_BLOCKS", 9)
+    monkeypatch.setattr(replay_module, "MAX_TRACE_BLOCKS", 9)
+    assert run(small, "--with-output").exit_code == 2  # 9 prompt blocks + output blocks
+    assert "kvviz replays at most 9" in run(small, "--with-output").stderr
+
+
+def test_to_kvs_refuses_to_replace_the_trace_it_reads(small):
+    before = small.read_bytes()
+    for target in (small, small.parent / ".." / small.parent.name / small.name):
+        result = run(small, "--to-kvs", target)
+        assert result.exit_code == 2
+        assert "refusing to overwrite an input" in result.stderr
+        assert small.read_bytes() == before
+
+
+def test_to_kvs_never_writes_a_scenario_check_would_refuse(tmp_path):
+    from kvviz.model.scenario import parse_scenario_file
+
+    path = tmp_path / "max.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [9223372036854775807]}\n'
+                    '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [9223372036854775808]}\n')
+    out = tmp_path / "max.kvs"
+    refused = run(path, "--to-kvs", out)
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(f"kvviz: error: {path}:2: 'hash_ids' item 0 is 9223372036854775808, above")
+    assert not out.exists()
+    assert run(path, "--to-kvs", out, "--first", "1").exit_code == 0
+    assert parse_scenario_file(out).steps[0].op.tokens == (2**63 - 1,)
 
 
 def test_to_kvs_writes_a_scenario_for_the_first_requests(small, tmp_path):
@@ -124,6 +247,8 @@ def test_to_kvs_writes_a_scenario_for_the_first_requests(small, tmp_path):
     result = run(small, "--first", "2", "--capacity-tokens", "2048", "--to-kvs", out)
     assert result.exit_code == 0
     assert result.stdout == f"wrote {out}: 2 requests, 6 ops (token hit rate 36.6%)\n"
+    one = run(small, "--first", "1", "--to-kvs", tmp_path / "one.kvs")
+    assert one.stdout == f"wrote {tmp_path / 'one.kvs'}: 1 request, 3 ops (token hit rate 0.0%)\n"
     text = out.read_text()
     assert "cache trie pages=4 tokens_per_page=1" in text
     assert "acquire q0002 1 2 4\nexpect hit q0002 2\n" in text
@@ -187,9 +312,67 @@ def test_ui_opens_a_lazy_timeline_of_the_first_requests(small, monkeypatch):
 
     opened = []
     monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
     result = run(small, "--ui", "--first", "2")
     assert result.exit_code == 0, result.output
     (session,) = opened
     assert session.config.tokens_per_page == 1
     assert [s.op.kind for s in session.steps] == ["acquire", "publish", "release"] * 2
     assert session.frame(len(session) - 1).violations == ()
+
+
+def test_the_ui_shows_each_steps_op_and_expects_in_the_scenario_language(small, monkeypatch):
+    import kvviz.cli.trace_command
+
+    opened = []
+    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    assert run(small, "--ui", "--capacity-tokens", "unlimited").exit_code == 0
+    (session,) = opened
+    assert [s.op_text for s in session.summaries[1:4]] == ["acquire q0001 1..3", "publish q0001", "release q0001"]
+    frame = session.frame(4)  # built lazily: q0002 matches 2 blocks
+    assert frame.op.text == "acquire q0002 1 2 4"
+    assert [r.expect.text for r in frame.expects] == ["expect hit q0002 2"]
+    assert "1 page = 1 block of 512 tokens" in session.title
+
+
+@needs_data
+def test_the_ui_defaults_to_a_capacity_that_evicts_so_there_are_evictions_to_step_to(monkeypatch):
+    import kvviz.cli.trace_command
+
+    opened = []
+    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    assert run(CONVERSATION, "--ui", "--first", "300").exit_code == 0
+    assert run(CONVERSATION, "--ui", "--first", "300", "--capacity-tokens", "unlimited").exit_code == 0
+    default, unlimited = opened
+    assert sum(s.evictions for s in default.summaries) > 0
+    assert not any(s.interesting for s in unlimited.summaries)
+    assert default.config.pages == 7814 // 2  # half of the 7,814 distinct blocks of the first 300 requests
+    assert "the UI's default, half the excerpt's distinct blocks" in default.description
+    assert sum(s.failed for s in default.summaries) == 0
+
+
+def test_the_summary_counts_one_page_in_the_singular(small):
+    result = run(small, "--capacity-tokens", "512")
+    assert result.exit_code == 0, result.output
+    assert "512 tokens = 1 page " in result.stdout
+
+
+def test_a_file_of_only_bad_lines_is_one_line_of_error_even_when_skipping(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("oops\n{}\n")
+    result = run(path, "--on-error", "skip")
+    assert result.exit_code == 2
+    assert result.stderr == (f"kvviz: error: {path} has no valid requests: 2 bad lines skipped, the first "
+                             f"{path}:1:1: not valid JSON (Expecting value)\n")
+
+
+def test_ui_without_a_terminal_is_refused_before_the_trace_is_read(small, monkeypatch):
+    import kvviz.cli.trace_command
+
+    read = []
+    monkeypatch.setattr(kvviz.cli.trace_command, "read_trace", lambda *a, **k: read.append(a))
+    result = run(small, "--ui")
+    assert (result.exit_code, read) == (2, [])
+    assert result.stderr.startswith("kvviz: error: the UI needs a terminal") and "drop --ui" in result.stderr
