@@ -14,15 +14,10 @@ runs without the data) and change bytes, numbers, fields, nesting and sizes. ``K
 from __future__ import annotations
 
 import json
-import os
 import re
-import resource
-import signal
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,7 +29,9 @@ from kvviz.trace.mooncake import TraceFormatError, read_trace
 from kvviz.trace.replay import ReplayConfig
 from kvviz.trace.to_kvs import trace_to_scenario
 
-SCALE = max(1, int(os.environ.get("KVVIZ_FUZZ_SCALE", "1")))
+from .bounds import alarm, fuzz_scale, memory_cap
+
+SCALE = fuzz_scale()
 
 # Lines 1, 2, 4 and 6 of conversation_trace.jsonl, and lines 67 and 134, which share a
 # five-block prefix (a second turn of one conversation).
@@ -53,51 +50,6 @@ FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 MEMORY_HEADROOM = 1024 * 1024 * 1024
 """Address space a single example may add to the test process (RLIMIT_AS)."""
 SECONDS_PER_EXAMPLE = 10
-
-
-# -- bounds on every example -------------------------------------------------------------------
-
-
-class ExampleTookTooLong(Exception):
-    """The alarm fired: an example ran past SECONDS_PER_EXAMPLE."""
-
-
-def _address_space() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[0]) * resource.getpagesize()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def memory_cap():
-    """Cap the process's address space at what it uses now plus MEMORY_HEADROOM, so an input
-    that makes kvviz allocate gigabytes fails as MemoryError instead of swapping the machine."""
-    if not os.path.exists("/proc/self/statm"):
-        yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = _address_space() + MEMORY_HEADROOM
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-@contextmanager
-def alarm(seconds: float):
-    """Raise ExampleTookTooLong in the main thread after ``seconds``."""
-    def ring(signum, frame):
-        raise ExampleTookTooLong(f"an example ran for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # -- mutants -------------------------------------------------------------------------------------
@@ -218,7 +170,7 @@ FUZZ = settings(max_examples=80 * SCALE, deadline=None,
 @FUZZ
 @given(lines=TRACES, on_error=st.sampled_from(["stop", "skip"]))
 def test_reading_a_mutated_trace_gives_valid_requests_or_one_located_error(lines, on_error):
-    with tempfile.TemporaryDirectory() as folder, alarm(SECONDS_PER_EXAMPLE):
+    with tempfile.TemporaryDirectory() as folder, memory_cap(MEMORY_HEADROOM), alarm(SECONDS_PER_EXAMPLE):
         path = write_trace(Path(folder), lines)
         try:
             trace = read_trace(path, on_error=on_error)
@@ -269,7 +221,7 @@ def trace_options(draw) -> list[str]:
 @FUZZ
 @given(lines=TRACES, options=trace_options(), to_kvs=st.sampled_from([None, "out.kvs", "trace.jsonl"]))
 def test_the_trace_command_exits_0_or_2_with_one_line_and_writes_only_what_kvviz_reads(lines, options, to_kvs):
-    with tempfile.TemporaryDirectory() as folder, alarm(SECONDS_PER_EXAMPLE):
+    with tempfile.TemporaryDirectory() as folder, memory_cap(MEMORY_HEADROOM), alarm(SECONDS_PER_EXAMPLE):
         folder = Path(folder)
         path = write_trace(folder, lines)
         original = path.read_bytes()
