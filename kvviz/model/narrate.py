@@ -55,6 +55,10 @@ class Units:
 TOKENS = Units()
 """The default units: tokens and pages."""
 
+EVICTIONS_TOLD = 3
+"""Evictions narrated one by one; the rest of a step's evictions are one clause."""
+PAGES_LISTED = 12
+
 
 def _pages(pages) -> str:
     pages = list(pages)
@@ -187,11 +191,17 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
                 parts.append("nothing new to share (only full pages are published, and never twice)")
         if touched is not None:
             parts.append(f"refreshed {count(len(touched.nodes), 'node')} already on its path")
-    for i, e in enumerate(evicted):
+    for i, e in enumerate(evicted[:EVICTIONS_TOLD]):
         why = "the oldest unreferenced leaf" if i == 0 else "the next oldest"
         if e.parent_became_candidate is not None:
             why += f"; its parent node {e.parent_became_candidate} became a leaf and a candidate"
         parts.append(f"evicted page {e.page} [{label(e.tokens)}], last used at tick {e.key[0]}, {why}")
+    rest = evicted[EVICTIONS_TOLD:]
+    if rest:  # a trace request can evict hundreds of pages: one clause for the rest, not a page each
+        pages = ", ".join(str(e.page) for e in rest[:PAGES_LISTED])
+        more = f" and {len(rest) - PAGES_LISTED:,} more" if len(rest) > PAGES_LISTED else ""
+        parts.append(f"then {count(len(rest), 'more page')}, each the next oldest candidate (pages {pages}{more}); "
+                     f"{count(len(evicted), 'page')} evicted in all")
     if op_kind == "extend" and not any(isinstance(e, (ev.PagesTaken, ev.Evicted)) for e in events):
         parts.append("its pages already had room")
     return f"{head}: " + ("; ".join(parts) if parts else "done") + "."

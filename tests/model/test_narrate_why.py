@@ -339,3 +339,14 @@ def test_match_stop_says_where_a_match_ended_in_blocks_and_in_the_right_number(t
     from kvviz.model.narrate import match_stop
 
     assert match_stop(tokens, matched, 4) == expected
+
+
+def test_a_step_that_evicts_many_pages_tells_three_and_sums_up_the_rest():
+    # Ten one-page requests published and released, then one that needs all ten pages.
+    script = "cache trie pages=10 tokens_per_page=1\n" + "".join(
+        f"acquire r{i} {i}\npublish r{i}\nrelease r{i}\n" for i in range(10)) + "acquire big 100..109\n"
+    session = session_of(script)
+    text = session.frame(len(session) - 1).explanation
+    assert text.count("last used at tick") == 3
+    assert text.endswith("then 7 more pages, each the next oldest candidate (pages 3, 4, 5, 6, 7, 8, 9); "
+                         "10 pages evicted in all.")
