@@ -751,9 +751,7 @@ class Question:
 
     def _in_range(self, x: int) -> int:
         if x > self.bound:
-            noun = self.spec.noun
-            raise AnswerError(f"{x} is out of range: the answer is {'a ' + noun + ' from' if noun in ('page', 'node') else 'from'} "
-                              f"0 to {self.bound}")
+            raise AnswerError(f"{x} is out of range: answers to this question go from 0 to {self.bound}")
         return x
 
 
@@ -814,9 +812,49 @@ def questions(session: "Session", seed: int = 0) -> list[Question]:
 
     The same session and seed give the same questions; the session is only read."""
     rng = random.Random(f"kvviz-quiz/questions/{seed}")
-    out = []
+    out: list[Question] = []
     for view in step_views(session):
         options = questions_at(view, rng)
+        if out and len(options) > 1:
+            # Variety: not the same kind twice in a row when the step offers another.
+            options = [q for q in options if q.kind != out[-1].kind] or options
         if options:
             out.append(rng.choice(options))
     return out
+
+
+# -- feedback and score (shared by the plain command and the UI panel) --------------------
+
+
+def feedback(question: Question, reply: Reply | None) -> tuple[str, ...]:
+    """What the learner reads after answering (``reply`` None: skipped): right or wrong, the
+    correct answer, the mistake a wrong choice models, and one sentence of why."""
+    correct = f"{question.correct_line} ({question.describe(question.answer)})"
+    if reply is None:
+        lines = [f"Skipped. The answer is {correct}."]
+    elif reply.right:
+        lines = [f"Right: {question.describe(question.answer)}."]
+    else:
+        lines = [f"Wrong: you said {question.describe(reply.value)}; the answer is {correct}."]
+        if reply.mistake:
+            lines.append(f"That choice is {reply.mistake}.")
+    lines.append(f"Why: {question.why}")
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The score so far: right answers, questions asked (skips count as asked, not right), streak."""
+
+    right: int = 0
+    asked: int = 0
+    streak: int = 0
+
+    def add(self, reply: Reply | None) -> "Tally":
+        """The tally after one more answer (None: a skip, which ends the streak)."""
+        hit = reply is not None and reply.right
+        return Tally(self.right + hit, self.asked + 1, self.streak + 1 if hit else 0)
+
+    def line(self) -> str:
+        """``Score: 3 of 4 right, streak 2``."""
+        return f"Score: {self.right} of {self.asked} right, streak {self.streak}"

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz quiz``: predict, then reveal. Questions before the interesting steps of a demo, a
+file or a seeded random scenario, graded by the state the cache really reached.
+
+For now the quiz runs in plain text (the UI's practice panel is not built yet): each question
+with numbered choices on stdout, one answer per line on stdin, feedback after each, the score
+at the end, and with ``--json`` one JSON object after everything else.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..limits import MAX_NUMBER
+from ..model.generate import LEVELS, generate
+from ..model.quiz import AnswerError, Question, Tally, feedback, questions
+from ..model.scenario import ScenarioError, parse_scenario
+from .common import BadInput, load_file_or_demo, make_session
+
+HINT_WORDS = ("?", "hint")
+
+
+@click.command()
+@click.argument("source", required=False, metavar="[DEMO|FILE]")
+@click.option("--random", "random_", is_flag=True, help="Quiz on a freshly generated scenario (see --seed, --level).")
+@click.option("--seed", type=click.IntRange(0, MAX_NUMBER), default=0, show_default=True,
+              help="Seed of the random scenario and of the questions: the same seed gives the same quiz.")
+@click.option("--level", type=click.Choice(tuple(LEVELS)), default="easy", show_default=True,
+              help="Difficulty of the random scenario: " + "; ".join(f"{k}: {v.summary}" for k, v in LEVELS.items()))
+@click.option("--save", type=click.Path(dir_okay=False), default=None,
+              help="With --random: also write the generated scenario to this .kvs file.")
+@click.option("--plain", is_flag=True,
+              help="Plain text on stdin/stdout (for scripts and screen readers). The default for now: the UI "
+                   "practice panel is not built yet.")
+@click.option("--json", "as_json", is_flag=True,
+              help='End with one JSON object: {"score", "asked", "questions": [{"kind", "step", "question", '
+                   '"choices", "given", "correct_answer", "right"}, ...]}.')
+@click.option("--no-state", is_flag=True, help="Do not print the cache's state before each question.")
+def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | None, plain: bool,
+         as_json: bool, no_state: bool) -> None:
+    """Practise: predict what the cache does at each interesting step, then see if you were right.
+
+    Each question comes with numbered choices; answer with a choice number or the answer
+    itself (a number, a page list such as `3 5`), `?` for a hint, a blank line to skip. The
+    quiz ends with the score; end of input ends it early. Plain text is the default for now
+    (the UI practice panel is not built yet); --plain says so explicitly.
+    """
+    session = _session(source, random_, seed, level, save)
+    asked = questions(session, seed)
+    _run_plain(session, asked, seed, show_state=not no_state, as_json=as_json)
+
+
+def _session(source: str | None, random_: bool, seed: int, level: str, save: str | None):
+    """The session to quiz on: the named demo or file, or the generated scenario."""
+    if random_ and source is not None:
+        raise BadInput(f"give a demo or file ({source!r}) or --random, not both")
+    if save is not None and not random_:
+        raise BadInput("--save writes the generated scenario: use it with --random")
+    if not random_:
+        if source is None:
+            raise BadInput("name a demo or a .kvs file to quiz on, or use --random (`kvviz demo --list` lists demos)")
+        return make_session(load_file_or_demo(source), None)
+    text = generate(seed, level)
+    try:
+        scenario = parse_scenario(text, f"<random seed {seed} level {level}>")
+    except ScenarioError as exc:  # a generator bug, said as bad input rather than a traceback
+        raise BadInput(str(exc)) from None
+    if save is not None:
+        from ..export.atomic import write_text_atomic
+
+        try:
+            write_text_atomic(save, text)
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"{save}: cannot write the scenario: {exc}") from None
+    return make_session(scenario, None)
+
+
+def _ask(question: Question, number: int, total: int, state: str | None) -> None:
+    click.echo(f"\n--- Question {number} of {total} (step {question.step}, {question.spec.title}) ---")
+    if state is not None:
+        click.echo("State before the step:")
+        click.echo(state.rstrip("\n"))
+    _show(question)
+
+
+def _show(question: Question) -> None:
+    click.echo(question.text)
+    for choice in question.choices:
+        click.echo(f"  {choice.line()}")
+
+
+def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, as_json: bool) -> None:
+    """Ask every question in turn, reading answers from stdin; print the score (and JSON)."""
+    stdin = click.get_text_stream("stdin")
+    title = session.title or "this scenario"
+    click.echo(f"Quiz on {title}: {len(asked)} question{'s' if len(asked) != 1 else ''} (seed {seed}). "
+               "Answer with a choice number or the answer itself, `?` for a hint, a blank line to skip.")
+    tally = Tally()
+    records = []
+    for number, question in enumerate(asked, 1):
+        state = None
+        if show_state:
+            from ..export.text import frame_text
+
+            state = frame_text(session.frame(question.step - 1), session)
+        _ask(question, number, len(asked), state)
+        ended, given, reply = _answer(question, stdin)
+        if ended:
+            click.echo("\nEnd of input: the quiz ends here.")
+            break
+        tally = tally.add(reply)
+        for line in feedback(question, reply):
+            click.echo(line)
+        click.echo(tally.line())
+        records.append({"kind": question.kind, "step": question.step, "question": question.text,
+                        "choices": [c.line() for c in question.choices], "given": given,
+                        "correct_answer": question.correct_line, "right": reply is not None and reply.right})
+    click.echo(f"\nFinal score: {tally.right} of {tally.asked} right"
+               + (f" ({len(asked) - tally.asked} not asked)." if tally.asked < len(asked) else "."))
+    if as_json:
+        click.echo(json.dumps({"score": tally.right, "asked": tally.asked, "total": len(asked), "seed": seed,
+                               "questions": records}))
+
+
+def _answer(question: Question, stdin):
+    """Read lines until one is an answer or a skip: (ended, given, reply)."""
+    while True:
+        click.echo("answer> ", nl=False)
+        line = stdin.readline()
+        if not line:
+            return True, None, None
+        text = line.strip()
+        if text.lower() in HINT_WORDS:
+            click.echo(f"Hint: {question.hint}")
+            continue
+        try:
+            reply = question.read(text)
+        except AnswerError as exc:
+            click.echo(f"Not an answer: {exc}.")
+            _show(question)
+            continue
+        return False, (text or None), reply
