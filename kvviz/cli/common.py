@@ -176,11 +176,11 @@ def print_session(session, step: int | None) -> list[int]:
     return failed
 
 
-def failed_checks_line(session, failed_steps: list[int], written_for: str | None = None) -> str:
-    """One line saying which printed steps failed a check, as ``check`` would count them.
+def failed_checks_line(session, failed_steps: list[int]) -> str:
+    """One line saying which printed steps failed a check, counted as ``check`` counts them.
 
-    ``written_for`` is the cache kind of the script's header: when ``--trie``/``--base`` ran it
-    on another kind, its expects were written for a different cache, and the line says so.
+    (Expects written for another cache kind are not evaluated at all: the session leaves a
+    script's untagged expects out on a kind other than its header's, and says so.)
     """
     frames = [session.frame(i) for i in failed_steps]
     expects = sum(len(f.expect_failures) for f in frames)
@@ -189,24 +189,20 @@ def failed_checks_line(session, failed_steps: list[int], written_for: str | None
                                      (violations, plural(violations, "invariant violation"))) if count]
     shown = ", ".join(map(str, failed_steps[:10])) + (", ..." if len(failed_steps) > 10 else "")
     where = f"step {shown}" if len(failed_steps) == 1 else f"{len(failed_steps)} steps: {shown}"
-    line = f"check failed: {' and '.join(what)} ({where})"
-    if expects and written_for and written_for != session.config.kind:
-        line += (f"; the script's expects were written for the {written_for} cache, and this run used "
-                 f"the {session.config.kind} cache")
-    return line
+    return f"check failed: {' and '.join(what)} ({where})"
 
 
-def show(session, step: int | None, print_only: bool, *, written_for: str | None = None) -> None:
+def show(session, step: int | None, print_only: bool) -> None:
     """Print the session (``--print``) or open it in the UI at ``step``.
 
     Printed, a failed expect or invariant is a failed check, as in ``kvviz check``: a line on
-    stderr at the end and exit code 1. ``written_for`` is the script's own cache kind.
+    stderr at the end and exit code 1.
     """
     if print_only:
         failed = print_session(session, step)
         if failed:
             sys.stdout.flush()  # the verdict comes after the steps it sums up, even on a shared tty
-            click.echo(f"kvviz: {failed_checks_line(session, failed, written_for)}", err=True)
+            click.echo(f"kvviz: {failed_checks_line(session, failed)}", err=True)
             sys.exit(1)
         return
     check_step(session, step)

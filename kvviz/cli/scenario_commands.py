@@ -41,7 +41,7 @@ def demo(name: str | None, list_: bool, path_only: bool, print_only: bool, step:
             raise BadInput(exc.args[0]) from None
         return
     scenario = load_scenario(name, demo=True)
-    show(make_session(scenario, kind), step, print_only, written_for=scenario.config.kind)
+    show(make_session(scenario, kind), step, print_only)
 
 
 def _list_demos() -> None:
@@ -77,7 +77,7 @@ def _list_demos() -> None:
 def run(file: str, print_only: bool, step: int | None, kind: str | None, backend: str) -> None:
     """Open a scenario file (or a demo name)."""
     scenario = load_file_or_demo(file)
-    show(make_session(scenario, kind, backend), step, print_only, written_for=scenario.config.kind)
+    show(make_session(scenario, kind, backend), step, print_only)
 
 
 @click.command()
@@ -133,7 +133,8 @@ def export(file: str, step: int | None, output: str, kind: str | None, backend: 
     step = len(session) - 1 if step is None else step
     check_step(session, step)
     try:
-        write_export(session, step, Path(output), render_svg=render_svg)
+        # The scenario is an input: `export s.md -o s.md` must not replace it with its report.
+        write_export(session, step, Path(output), render_svg=render_svg, inputs=[scenario.path or file])
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:  # no such folder, no permission, disk full

@@ -219,7 +219,7 @@ def test_a_good_bundle_opens_and_every_digest_matches(bundle):
 
 
 @pytest.mark.parametrize("schema,fragment", [
-    ("kvviz.bundle/2", "schema is 'kvviz.bundle/2', expected 'kvviz.bundle/1'"),
+    ("kvviz.bundle/99", f"schema is 'kvviz.bundle/99', expected {bundle_module.SCHEMA!r}"),  # a later version
     ("kvcore.snapshot/1", "schema is 'kvcore.snapshot/1'"),
     (None, "schema is None"),
     ("x" * 10_000, "schema is 'xxxx"),
@@ -281,7 +281,7 @@ def test_a_bundle_with_missing_or_mistyped_fields_exits_2(bundle, edit, fragment
     pytest.param(None, "not valid JSON", id="truncated"),  # the good bundle, cut short
     pytest.param(b"", "not valid JSON", id="empty"),
     pytest.param(b"this is not json", ":1:1: not valid JSON", id="prose"),
-    pytest.param(b"[1, 2, 3]", "expected a JSON object with schema 'kvviz.bundle/1', got list", id="array"),
+    pytest.param(b"[1, 2, 3]", f"expected a JSON object with schema {bundle_module.SCHEMA!r}, got list", id="array"),
     pytest.param(b"\"a string\"", "got str", id="string"),
     pytest.param(bytes(range(256)), "not UTF-8 text at byte 128", id="binary"),
     pytest.param(b"[" * 100_000 + b"]" * 100_000, "too deeply nested", id="nested-100000-deep"),
@@ -340,3 +340,24 @@ def test_every_command_refuses_a_file_that_is_not_a_regular_file(command, specia
     assert_bad_input(kvviz(*args), message)
     assert not out.exists()
 
+
+# -- an export never replaces its input ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".md", ".txt", ".json"])
+@pytest.mark.parametrize("spelling", ["same", "symlink", "dotdot", "relative"])
+def test_an_export_onto_its_own_input_exits_2_and_leaves_the_input_alone(suffix, spelling, tmp_path, monkeypatch):
+    script = tmp_path / f"s{suffix}"  # a scenario file may have any name: `export s.md -o s.md`
+    script.write_bytes(GOOD)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    if spelling == "symlink":
+        output = tmp_path / f"link{suffix}"
+        output.symlink_to(script)
+    else:
+        output = {"same": script, "dotdot": tmp_path / "sub" / ".." / script.name,
+                  "relative": script.name}[spelling]
+    before = set(tmp_path.iterdir())
+    assert_bad_input(kvviz("export", str(script), "-o", str(output)), "refusing to overwrite an input")
+    assert script.read_bytes() == GOOD
+    assert set(tmp_path.iterdir()) == before
