@@ -43,3 +43,8 @@ for the pages used, so any capacity up to this costs what the trace uses."""
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 """Bytes of one bug-report bundle, written or opened."""
+
+# -- practice (``kvviz quiz``) ----------------------------------------------------------------
+
+MAX_ANSWER_CHARS = 1_000
+"""Characters of one answer line of ``kvviz quiz --plain``; a longer line is refused whole."""

@@ -10,10 +10,11 @@ at the end, and with ``--json`` one JSON object after everything else.
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
-from ..limits import MAX_NUMBER
+from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions
 from ..model.scenario import ScenarioError, parse_scenario
@@ -93,7 +94,7 @@ def _show(question: Question) -> None:
 
 def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, as_json: bool) -> None:
     """Ask every question in turn, reading answers from stdin; print the score (and JSON)."""
-    stdin = click.get_text_stream("stdin")
+    stdin = sys.stdin  # click's test runner swaps it too
     title = session.title or "this scenario"
     click.echo(f"Quiz on {title}: {len(asked)} question{'s' if len(asked) != 1 else ''} (seed {seed}). "
                "Answer with a choice number or the answer itself, `?` for a hint, a blank line to skip.")
@@ -128,8 +129,13 @@ def _answer(question: Question, stdin):
     """Read lines until one is an answer or a skip: (ended, given, reply)."""
     while True:
         click.echo("answer> ", nl=False)
-        line = stdin.readline()
-        if not line:
+        try:
+            line = _read_line(stdin)
+        except (UnicodeDecodeError, ValueError) as exc:
+            click.echo(f"Not an answer: {exc}.")
+            _show(question)
+            continue
+        if line is None:
             return True, None, None
         text = line.strip()
         if text.lower() in HINT_WORDS:
@@ -142,3 +148,16 @@ def _answer(question: Question, stdin):
             _show(question)
             continue
         return False, (text or None), reply
+
+
+def _read_line(stdin) -> str | None:
+    """One line of stdin, None at end of input; ValueError for a line over MAX_ANSWER_CHARS
+    (read to its end first, so the next answer starts on the next line)."""
+    line = stdin.readline(MAX_ANSWER_CHARS + 1)
+    if not line:
+        return None
+    if len(line) > MAX_ANSWER_CHARS:
+        while line and not line.endswith("\n"):
+            line = stdin.readline(MAX_ANSWER_CHARS)  # drain the rest, bounded per read
+        raise ValueError(f"the line is longer than {MAX_ANSWER_CHARS:,} characters")
+    return line

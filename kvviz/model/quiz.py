@@ -19,6 +19,7 @@ answer itself; a blank line skips.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -640,6 +641,9 @@ KINDS: dict[str, QuestionKind] = {k.name: k for k in (VICTIM, VICTIMS, HITS, TAB
 # -- questions and answers -------------------------------------------------------------------
 
 
+_DIGITS = re.compile(r"[0-9]{1,30}")  # ASCII only: "²".isdigit() is True but int("²") fails
+
+
 class AnswerError(ValueError):
     """An answer line that is not an answer: the message says what to type instead."""
 
@@ -725,7 +729,7 @@ class Question:
         form, noun = self.spec.form, self.spec.noun
         words = text.replace(",", " ").split()
         if form == "number":
-            if len(words) != 1 or not words[0].isdigit():
+            if len(words) != 1 or not _DIGITS.fullmatch(words[0]):
                 raise AnswerError(f"{text!r} is not a number: type one of the choices "
                                   f"({', '.join(str(c.label) for c in self.choices)}) or another number, "
                                   "or a blank line to skip")
@@ -735,7 +739,7 @@ class Question:
             words = words[1:]
         if [w.lower() for w in words] in (["none"], ["-"]):
             return ()
-        if not words or not all(w.isdigit() for w in words):
+        if not words or not all(_DIGITS.fullmatch(w) for w in words):
             raise AnswerError(f"{text!r} is not an answer: type a choice number (1-{len(self.choices)}), "
                               f"a list of {noun}s such as `{self.value_line(self.answer if len(self.answer) > 1 else (0, 1))}`, "
                               "`none`, or a blank line to skip")

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz quiz --plain`` end to end: questions on stdout, answers on stdin, score and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kvviz.cli.quiz_command import quiz
+from kvviz.demos import load_demo
+from kvviz.model.generate import generate
+from kvviz.model.quiz import questions
+from kvviz.model.scenario import parse_scenario
+from kvviz.model.session import Session
+
+
+def _run(args, answers):
+    result = CliRunner().invoke(quiz, [*args, "--plain", "--json"], input=answers)
+    assert result.exit_code == 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result.output, json.loads(result.output.strip().splitlines()[-1])
+
+
+def _expected(name, seed=0):
+    return questions(Session.from_scenario(load_demo(name)), seed)
+
+
+def test_right_answers_get_the_full_score():
+    asked = _expected("dedup")
+    out, report = _run(["dedup", "--no-state"], "".join(q.correct_line + "\n" for q in asked))
+    assert report["score"] == report["asked"] == len(asked) > 0
+    assert all(q["right"] for q in report["questions"])
+    assert f"Final score: {len(asked)} of {len(asked)} right." in out
+
+
+def test_right_choice_numbers_get_the_full_score_too():
+    asked = _expected("lru", seed=3)
+    lines = [str(next(c.label for c in q.choices if c.mistake is None)) for q in asked]
+    _, report = _run(["lru", "--seed", "3", "--no-state"], "\n".join(lines) + "\n")
+    assert report["score"] == len(asked)
+
+
+def test_wrong_answers_score_zero_and_say_the_mistake():
+    asked = _expected("lru")
+    wrong = [next(c for c in q.choices if c.mistake) for q in asked]
+    out, report = _run(["lru", "--no-state"], "".join(f"{c.label}\n" for c in wrong))
+    assert report["score"] == 0 and report["asked"] == len(asked)
+    assert not any(q["right"] for q in report["questions"])
+    assert wrong[0].mistake in out
+    assert out.count("Wrong:") == len(asked)
+
+
+def test_garbage_is_refused_and_the_same_question_asked_again():
+    asked = _expected("dedup")
+    first = asked[0]
+    answers = "banana\n999999\n" + "".join(q.correct_line + "\n" for q in asked)
+    out, report = _run(["dedup", "--no-state"], answers)
+    assert out.count("Not an answer:") == 2
+    assert "'banana' is not" in out and "out of range" in out
+    text = out.rsplit("\n", 2)[0]  # without the JSON line, which names the question too
+    assert text.count(first.text) == 3  # asked, then again after each bad line
+    assert report["score"] == len(asked)
+    assert report["questions"][0]["given"] == first.correct_line
+
+
+def test_a_blank_line_skips_and_a_skip_is_not_right():
+    asked = _expected("dedup")
+    answers = "\n" + "".join(q.correct_line + "\n" for q in asked[1:])
+    out, report = _run(["dedup", "--no-state"], answers)
+    assert report["questions"][0] == {
+        "kind": asked[0].kind, "step": asked[0].step, "question": asked[0].text,
+        "choices": [c.line() for c in asked[0].choices], "given": None,
+        "correct_answer": asked[0].correct_line, "right": False}
+    assert report["score"] == len(asked) - 1 and "Skipped." in out
+
+
+def test_end_of_input_ends_cleanly_with_the_score_so_far():
+    asked = _expected("lru")
+    out, report = _run(["lru", "--no-state"], asked[0].correct_line + "\n")
+    assert report["asked"] == 1 and report["score"] == 1 and report["total"] == len(asked)
+    assert "End of input" in out and "Traceback" not in out
+    _, empty = _run(["lru", "--no-state"], "")
+    assert empty["asked"] == 0 and empty["questions"] == []
+
+
+def test_a_hint_does_not_use_up_the_question():
+    asked = _expected("dedup")
+    out, report = _run(["dedup", "--no-state"], "?\n" + "".join(q.correct_line + "\n" for q in asked))
+    assert f"Hint: {asked[0].hint}" in out and report["score"] == len(asked)
+
+
+def test_the_json_object_comes_last_and_has_the_promised_shape():
+    _, report = _run(["dedup"], "1\n" * 40)
+    assert {"score", "questions"} <= set(report)
+    for q in report["questions"]:
+        assert set(q) == {"kind", "step", "question", "choices", "given", "correct_answer", "right"}
+        assert isinstance(q["right"], bool) and isinstance(q["choices"], list)
+
+
+def test_the_state_before_each_question_is_shown_unless_asked_not_to():
+    out, _ = _run(["dedup"], "")
+    assert "State before the step:" in out and "free" in out
+    out, _ = _run(["dedup", "--no-state"], "")
+    assert "State before the step:" not in out
+
+
+def test_a_random_quiz_is_the_quiz_of_the_generated_scenario(tmp_path):
+    saved = tmp_path / "practice.kvs"
+    scenario = parse_scenario(generate(42, "hard"))
+    asked = questions(Session.from_scenario(scenario), 42)
+    out, report = _run(["--random", "--seed", "42", "--level", "hard", "--save", str(saved), "--no-state"],
+                       "".join(q.correct_line + "\n" for q in asked))
+    assert saved.read_text() == generate(42, "hard")
+    assert report["score"] == len(asked) > 0
+    assert [q["step"] for q in report["questions"]] == [q.step for q in asked]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "name a demo or a .kvs file"),
+    (["lru", "--random"], "not both"),
+    (["lru", "--save", "x.kvs"], "use it with --random"),
+    (["no-such-demo-xyz"], "no demo named"),
+])
+def test_bad_invocations_are_one_line_and_exit_2(args, message):
+    result = CliRunner().invoke(quiz, args, input="")
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_help_says_plain_is_the_default_for_now():
+    result = CliRunner().invoke(quiz, ["--help"])
+    assert result.exit_code == 0
+    assert "The default for now" in result.output
+
+
+def test_lines_that_are_no_answer_never_crash():
+    asked = _expected("dedup")
+    junk = "²\n" + "9" * 5000 + "\n" + "x" * 3000 + "\n-1\n1 2 banana\n"
+    out, report = _run(["dedup", "--no-state"], junk + "".join(q.correct_line + "\n" for q in asked))
+    assert out.count("Not an answer:") == 5
+    assert "longer than 1,000 characters" in out
+    assert report["score"] == len(asked)
