@@ -174,6 +174,20 @@ class TimelineView:
         return len(self.summaries) - 1
 
 
+def heap_title(snapshot) -> str:
+    """The heap pane's title, saying what it counts: candidates (childless ref-0 nodes, as
+    the pane's first line says), fewer than the pool's evictable pages when a ref-0 chain
+    waits behind its leaf: "LRU heap · 1 candidate of 5 evictable"."""
+    if snapshot.kind == "base":
+        return "LRU heap"
+    candidates = len(snapshot.heap)
+    evictable = sum(1 for page in snapshot.pages if page.state == "cached" and not page.ref)
+    title = f"LRU heap · {candidates} candidate{'s' if candidates != 1 else ''}"
+    if evictable != candidates:
+        title += f" of {evictable} evictable"
+    return title
+
+
 def literal(text: str) -> str:
     """``text`` safe inside Textual markup: every ``[`` escaped.
 
@@ -225,6 +239,11 @@ def answer_for(session: "Session", view: FrameView) -> Answer:
             return why_short_match(session, index, frame.op.name)
         return WHY_HINT
     if selection.kind == PAGE:
+        node = view.snapshot.node_for_page(selection.id)
+        evicted_before = any(step <= index for step in session.why_index.page_evicted_at.get(selection.id, ()))
+        if node is not None and not evicted_before:
+            # A cached page never evicted so far: what protects it, or where it stands in line.
+            return _node_answer(session, view, node.id)
         return why_evicted(session, index, selection.id)
     if selection.kind == ALLOCATION:
         info = view.snapshot.allocation(selection.id)

@@ -41,6 +41,7 @@ from ..model.view import (
     TimelineView,
     TokenLabels,
     answer_for,
+    heap_title,
     highlight_for,
     needs_previous,
     violation_marks,
@@ -244,13 +245,11 @@ class KvvizApp(StepActions, App[None]):
         self.pool.show(view, rebuild)
         snap = frame.snapshot
         self._title(self.pool, f"Page pool · {snap.page_count} pages × {snap.tokens_per_page} tokens")
-        self._title(self.heap, f"LRU heap · {len(snap.heap)}")
+        self._title(self.heap, heap_title(snap))
         self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
         if rebuild:
             self.narration.show(view)
-            self.command_bar.set_hint(
-                None if self.step == self.last_step else
-                f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
+            self._show_hint()
 
         if self.why.display:
             self.why.show(view)
@@ -274,6 +273,12 @@ class KvvizApp(StepActions, App[None]):
             self._summaries_revision = self.revision
         return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
                             self.session.title, self.revision)
+
+    def _show_hint(self) -> None:
+        # While playing, the step moves on by itself: no "stepped back" warning then.
+        self.command_bar.set_hint(
+            None if self.playing or self.step == self.last_step else
+            f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
 
     def _title(self, widget, title: str) -> None:
         # Setting a border title repaints the whole widget: only when it changes.
@@ -316,7 +321,7 @@ class KvvizApp(StepActions, App[None]):
         summaries = self.session.summaries
         target = next((i for i in range(self.step + 1, len(summaries)) if summaries[i].interesting), None)
         if target is None:
-            self.notify("No later eviction, failure or violation.", timeout=3)
+            self.notify("No later eviction, failure or violation." + self._why_nothing_interesting(), timeout=5)
             return
         self.go_to(target)
 
@@ -325,9 +330,16 @@ class KvvizApp(StepActions, App[None]):
         summaries = self.session.summaries
         target = next((i for i in range(self.step - 1, -1, -1) if summaries[i].interesting), None)
         if target is None:
-            self.notify("No earlier eviction, failure or violation.", timeout=3)
+            self.notify("No earlier eviction, failure or violation." + self._why_nothing_interesting(), timeout=5)
             return
         self.go_to(target)
+
+    def _why_nothing_interesting(self) -> str:
+        """Why ] and [ may find nothing at all: a pool that never fills never evicts."""
+        if any(s.interesting for s in self.session.summaries):
+            return ""
+        return (f" No step of this timeline evicts, fails or breaks an invariant: the pool "
+                f"({self.session.config.pages} pages) never ran out of free pages.")
 
     def first_violation(self) -> int | None:
         """The first step whose invariants fail, or None."""
@@ -438,6 +450,7 @@ class KvvizApp(StepActions, App[None]):
     def _play_state_changed(self) -> None:
         self.main_screen.set_class(self.playing, "-playing")
         self.refresh_bindings()
+        self._show_hint()
         self._show_timeline()
 
     # -- panels and focus --------------------------------------------------------------------

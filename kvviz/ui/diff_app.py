@@ -30,6 +30,7 @@ from ..model.view import (
     FrameView,
     Selection,
     TokenLabels,
+    heap_title,
     highlight_for,
     literal,
     needs_previous,
@@ -168,7 +169,7 @@ class DiffApp(StepActions, App[None]):
         snap = frame.snapshot
         self.widget(side, "pool").border_title = f"Page pool · {snap.page_count} × {snap.tokens_per_page} tokens"
         self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
-        self.widget(side, "heap").border_title = f"LRU heap · {len(snap.heap)}"
+        self.widget(side, "heap").border_title = heap_title(snap)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)
 
     @staticmethod

@@ -312,3 +312,127 @@ async def test_the_palette_takes_a_huge_number_for_no_step(app_on, small):
         provider = KvvizCommands(app.screen)
         hits = [hit async for hit in provider.search("9" * 5000)]
         assert not any("Jump to step" in str(hit.text) for hit in hits)
+
+
+# -- frictions ------------------------------------------------------------------------------
+
+
+async def test_step_keys_work_from_every_view(app_on, small):
+    app = app_on(small, step=3)
+    async with app.run_test(size=BIG) as pilot:
+        app.action_toggle_why()
+        for view in (app.trie, app.pool, app.allocations, app.heap, app.narration, app.why):
+            view.focus()
+            await pilot.pause()
+            await pilot.press("end")
+            assert app.step == app.last_step, f"end from {view.id}"
+            await pilot.press("home")
+            assert app.step == 0, f"home from {view.id}"
+            await pilot.press("right", "right", "left")
+            assert app.step == 1, f"arrows from {view.id}"
+            await pilot.press("right_square_bracket")
+            assert small.summaries[app.step].interesting, f"] from {view.id}"
+            app.go_to(3)
+
+
+async def test_colon_in_the_empty_command_bar_is_not_typed(app_on, small):
+    app = app_on(small, step=len(small) - 1)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.press("colon")
+        assert app.command_bar.input.has_focus
+        await pilot.press("colon", "r", "e")
+        assert app.command_bar.input.value == "re", "the second : is the focus key again, not text"
+
+
+async def test_the_narration_grows_with_the_terminal(app_on, lru):
+    heights = {}
+    for rows in (40, 50, 60):
+        app = app_on(lru, step=0)
+        async with app.run_test(size=(120, rows)) as pilot:
+            await pilot.pause()
+            heights[rows] = app.narration.size.height
+    assert heights[40] < heights[50] < heights[60]
+    assert heights[50] >= 12
+
+
+async def test_the_stepped_back_hint_hides_while_playing(app_on, small):
+    app = app_on(small, step=2)
+    async with app.run_test(size=BIG) as pilot:
+        placeholder = app.command_bar.input.placeholder
+        assert placeholder.startswith("stepped back to 2/")
+        app.action_play()
+        await pilot.pause()
+        assert not app.command_bar.input.placeholder.startswith("stepped back")
+        app.action_pause()
+        await pilot.pause()
+        assert app.command_bar.input.placeholder.startswith(f"stepped back to {app.step}/")
+
+
+async def test_a_speed_change_while_paused_shows_in_the_timeline(app_on, small):
+    from kvviz.ui.app import SPEEDS
+
+    app = app_on(small)
+    async with app.run_test(size=BIG) as pilot:
+        app.action_faster()
+        await pilot.pause()
+        assert not app.playing
+        assert f"paused {app.speed:g}×" in app.timeline.text and app.speed == SPEEDS[2]
+
+
+async def test_the_heap_title_says_what_it_counts_beside_the_evictable_pages(app_on):
+    from kvviz.demos import load_demo
+
+    session = Session.from_scenario(load_demo("multi-turn-chat"))
+    app = app_on(session, step=len(session) - 1)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        snap = app.view.snapshot
+        evictable = sum(1 for page in snap.pages if page.state == "cached" and not page.ref)
+        assert evictable != len(snap.heap), "a step where the two counts differ"
+        title = str(app.heap.border_title)
+        assert f"{len(snap.heap)} candidate" in title and f"of {evictable} evictable" in title
+        assert app.heap.row_text(0).startswith("candidates: childless, ref 0")
+
+
+def test_dense_evictions_read_as_a_profile_not_a_solid_row():
+    from kvviz.model.session import FrameSummary
+    from kvviz.ui.widgets.timeline_bar import DENSITY, cell_glyphs, track_cells
+
+    # 400 steps on 40 cells: the first half evicts at every step, the second at every 5th.
+    summaries = [FrameSummary(i, "op", False, 1 if (i < 200 or i % 5 == 0) else 0, 0, 0) for i in range(400)]
+    cells = track_cells(summaries, 40)
+    glyphs = cell_glyphs(summaries, cells)
+    assert all(mark == "eviction" for _, _, mark in cells), "every cell holds an eviction"
+    assert set(glyphs[:20]) == {DENSITY[-1]} and set(glyphs[20:]) == {DENSITY[1]}, "full vs a fifth"
+
+
+async def test_next_event_says_why_a_timeline_without_evictions_has_none(app_on):
+    from kvviz.model.scenario import CacheConfig, parse_command
+
+    session = Session(CacheConfig("trie", 64, 4))
+    for text in ("acquire a 1..8", "publish a", "release a"):
+        session.apply(parse_command(text, session.live_names()))
+    app = app_on(session)
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        app.action_next_interesting()
+        await pilot.pause()
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert "never ran out of free pages" in shown and "64 pages" in shown
+
+
+async def test_why_on_a_cached_page_gives_its_key_its_place_in_line_and_who_holds_it(app_on, lru):
+    from kvviz.model.view import PAGE, Selection
+
+    app = app_on(lru, step=16)
+    async with app.run_test(size=BIG) as pilot:
+        app.action_toggle_why()
+        snap = app.view.snapshot
+        victim = snap.node(snap.heap[0])
+        app.select(Selection(PAGE, victim.page))
+        await pilot.pause()
+        assert f"key {victim.key}" in app.why.text and "next victim" in app.why.text
+        held = next(n for n in snap.nodes if n.parent is not None and n.ref)
+        app.select(Selection(PAGE, held.page))
+        await pilot.pause()
+        holders = [a.label for a in snap.allocations if held.page in a.pages[: a.published]]
+        assert f"ref {held.ref}" in app.why.text and all(name in app.why.text for name in holders)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -90,6 +90,13 @@ class CommandInput(Input):
         self._history_at = max(0, min(len(self.history), self._history_at + delta))
         self.value = self.history[self._history_at] if self._history_at < len(self.history) else ""
         self.cursor_position = len(self.value)
+
+    def on_key(self, event: events.Key) -> None:
+        # ":" is the key that focuses this box: pressed again in the empty box (a habit),
+        # it is not the start of an op. Runs before Input's own key handler inserts it.
+        if event.character == ":" and not self.value:
+            event.stop()
+            event.prevent_default()
 
     def action_leave(self) -> None:
         """Give the focus back to the views."""

@@ -93,7 +93,8 @@ class HeapView(LineView):
         if row.data == "base":
             return [("base cache: no trie, no eviction", style("line-view--muted"))]
         if row.data == "header":
-            return [("next victim on top · key (last_access, seq)", style("heap-view--meta"))]
+            return [("candidates: childless, ref 0 · next victim on top · key (last_access, seq)",
+                     style("heap-view--meta"))]
         if row.data == "empty":
             return [("empty: no unreferenced leaves", style("line-view--muted"))]
         line: HeapLine = row.data

@@ -166,7 +166,8 @@ class TimelineBar(LineCanvas, can_focus=False):
         timeline = self.timeline
         step = timeline.step
         summary = timeline.summaries[step]
-        state = f"▶ playing {timeline.speed:g}×" if timeline.playing else "‖ paused"
+        # The speed shows while paused too, so + and - are seen to do something.
+        state = f"▶ playing {timeline.speed:g}×" if timeline.playing else f"‖ paused {timeline.speed:g}×"
         spans: list[Span] = [(f"{state} ", get("timeline-bar--state")),
                              (f"step {step}/{timeline.last_step} ", get("timeline-bar--head")),
                              (summary.op_text if step else "start", get("timeline-bar--op"))]
