@@ -603,33 +603,43 @@ def _evictable_applies(view: StepView) -> bool:
     return len(_shown_nodes(view)) >= 2
 
 
+def _shown_pages(view: StepView) -> tuple[int, ...]:
+    """The cached pages the evictable question lists (the pages of :func:`_shown_nodes`): the
+    state the learner sees draws pages, so the question names pages, and their nodes."""
+    return tuple(sorted(view.snap1.node(n).page for n in _shown_nodes(view)))
+
+
 def _evictable_distractors(view: StepView, answer: Value) -> list[Mistake]:
-    shown = _shown_nodes(view)
     s0, s1 = view.snap0, view.snap1
+    shown = [s1.node_for_page(p) for p in _shown_pages(view)]
     return [
-        Mistake(tuple(n for n in shown if n in s1.heap),
+        Mistake(tuple(n.page for n in shown if n.id in s1.heap),
                 "only the candidates: a ref-0 node with children is evictable too, after its children"),
-        Mistake(tuple(n for n in shown if _leaf(s1, s1.node(n))), "every leaf: a referenced leaf is protected"),
-        Mistake(tuple(n for n in shown if s0.node(n) is not None and s0.node(n).ref == 0),
+        Mistake(tuple(n.page for n in shown if _leaf(s1, n)), "every leaf: a referenced leaf is protected"),
+        Mistake(tuple(n.page for n in shown if s0.node(n.id) is not None and s0.node(n.id).ref == 0),
                 "as before the op: this op changed the refs on its path"),
-        Mistake(shown, "all of them: referenced nodes are never evicted"),
-        Mistake((), "none of them"),
+        Mistake(tuple(n.page for n in shown), "all of them: referenced pages are never evicted"),
+        Mistake((), "none: a released page stays cached with ref 0, and that is evictable"),
     ]
 
 
+def _evictable_ask(view: StepView) -> str:
+    listed = ", ".join(f"page {p} (node {view.snap1.node_for_page(p).id})" for p in _shown_pages(view))
+    return f"{view.text()} After it, which of these cached pages are evictable (ref 0)? {listed}"
+
+
 EVICTABLE = QuestionKind(
-    "evictable", "evictable nodes", "set", "node",
+    "evictable", "evictable pages", "set", "page",
     applies=_evictable_applies,
-    ask=lambda v: (f"{v.text()} After it, which of nodes {_pages(_shown_nodes(v))} are evictable "
-                   "(cached, ref 0)?"),
-    answer=lambda v: tuple(n for n in _shown_nodes(v) if v.snap1.node(n).ref == 0),
-    bound=lambda v: max(n.id for n in v.snap1.nodes),
-    describe=lambda v, x: f"nodes {_pages(x)}" if x else "none",
+    ask=_evictable_ask,
+    answer=lambda v: tuple(p for p in _shown_pages(v) if v.snap1.node_for_page(p).ref == 0),
+    bound=lambda v: v.snap0.page_count - 1,
+    describe=lambda v, x: f"pages {_pages(x)}" if x else "none",
     distractors=_evictable_distractors,
-    hint=lambda v: "Evictable means ref 0: no live allocation's published path contains the node. An acquire "
-                   "references every node it matches; a release drops its references.",
-    why=lambda v, x: ("After the op, " + "; ".join(f"node {n} has ref {v.snap1.node(n).ref}"
-                                                    for n in _shown_nodes(v))
+    hint=lambda v: "Evictable means ref 0: no live allocation's published path contains the page's node. An "
+                   "acquire references every node it matches; a release drops its references.",
+    why=lambda v, x: ("After the op, " + "; ".join(f"page {p} has ref {v.snap1.node_for_page(p).ref}"
+                                                    for p in _shown_pages(v))
                       + ": evictable means ref 0 (a parent goes after its children)."),
 )
 

@@ -115,8 +115,8 @@ def oracle(view: StepView, question) -> object:
     if kind == "free":
         return sum(1 for p in s1.pages if p.state == "free")
     if kind == "evictable":
-        listed = re.search(r"which of nodes ([\d ]+) are", question.text).group(1).split()
-        return tuple(sorted(int(n) for n in listed if _refs(s1, s1.node(int(n))) == 0))
+        listed = [int(p) for p in re.findall(r"page (\d+) \(node", question.text)]
+        return tuple(sorted(p for p in listed if _refs(s1, s1.node_for_page(p)) == 0))
     raise AssertionError(f"the oracle does not know the kind {kind!r}: add it")
 
 
@@ -267,12 +267,12 @@ def test_free_pages_after_a_release_count_only_the_unpublished_tail():
     assert q.answer == 4  # `expect free 4`
 
 
-def test_evictable_nodes_are_those_with_ref_zero():
+def test_evictable_pages_are_those_whose_node_has_ref_zero():
     q = _question("lru", _step_of("lru", "release s7"), "evictable")
     s1 = Session.from_scenario(load_demo("lru")).frame(q.step).snapshot
-    shown = [int(n) for n in re.search(r"nodes ([\d ]+) are", q.text).group(1).split()]
-    assert q.answer == tuple(n for n in shown if s1.node(n).ref == 0)
-    assert 1 in shown and 1 not in q.answer  # s0 holds node 1
+    shown = [int(p) for p in re.findall(r"page (\d+) \(node", q.text)]
+    assert q.answer == tuple(p for p in shown if s1.node_for_page(p).ref == 0)
+    assert 0 in shown and 0 not in q.answer  # s0 holds page 0 (node 1)
 
 
 # -- reading answer lines ------------------------------------------------------------------------
