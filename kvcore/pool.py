@@ -9,6 +9,17 @@ from .errors import InvalidConfiguration
 from .snapshot import FreePages
 
 
+#: Untouched pages turned into list entries at a time, while the pool has some. Taking is
+#: then the same slice off a list whether a page was used before or not; the pool holds at
+#: most this many untouched pages in memory beyond the pages used.
+_CHUNK = 4096
+
+#: A fresh pool up to this many pages lists them all at once (2 MB of list, as the pool
+#: always did): taking them later costs no int creation, which a cache of that size would
+#: feel (the lifecycle benchmark's 200,000-page pool). Larger pools go a chunk at a time.
+_EAGER = 1 << 18
+
+
 class PagePool:
     """A fixed set of pages ``0 .. page_count-1`` and the FIFO list of the free ones.
 
@@ -19,33 +30,44 @@ class PagePool:
     Memory is for the pages used, not the pages configured: the free list is the run of
     pages never handed out (``untouched_from .. page_count-1``, at its front, because a
     fresh pool's list is ``0 .. page_count-1`` and returned pages go to the back) followed
-    by the list of returned pages. ``PagePool(10**12)`` costs as little as ``PagePool(10)``.
+    by the returned pages. ``PagePool(10**12)`` costs as little as ``PagePool(10)``.
     """
 
-    # The returned pages are ``_free[_head:]``: take copies a slice off the front and
-    # advances ``_head``; give appends. One slice is one C call where a deque needs a
-    # popleft() per page. The taken prefix is deleted once it is over half the list, so
-    # memory stays O(pages used) and each deletion moves fewer pages than were taken since.
-    __slots__ = ("_page_count", "_untouched", "_free", "_head")
+    # The free list is ``_free[_head:]``, then ``range(_untouched, _page_count)``, then
+    # ``_returned``. While untouched pages remain, ``_free`` holds only the next chunk of
+    # them (materialised from the range) and given pages go to ``_returned``; once none
+    # remain, ``_returned`` is None and given pages go straight to ``_free``. take slices
+    # ``_free`` and advances ``_head`` (one C call where a deque needs a popleft() per
+    # page); the taken prefix is deleted once it is over half the list, so each deletion
+    # moves fewer pages than were taken since the last one. ``_reserve`` counts the free
+    # pages outside ``_free`` (the range and ``_returned``).
+    __slots__ = ("_page_count", "_free", "_head", "_untouched", "_returned", "_reserve")
 
     def __init__(self, page_count: int, free_order: Iterable[int] | None = None):
         if type(page_count) is not int or page_count < 0:
             raise InvalidConfiguration(f"page_count must be a non-negative integer, got {reprlib.repr(page_count)}")
         self._page_count = page_count
+        self._free: list[int] = []
         self._head = 0
         if free_order is None:
-            self._untouched, self._free = 0, []
+            untouched, returned = (page_count, list(range(page_count))) if page_count <= _EAGER else (0, [])
         elif isinstance(free_order, FreePages) and free_order.page_count == page_count:
-            self._untouched, self._free = free_order.untouched_from, list(free_order.returned)
-            _check_free_order(self._free, self._untouched)
+            untouched, returned = free_order.untouched_from, list(free_order.returned)
+            _check_free_order(returned, untouched)
         else:
             free = list(free_order)
             _check_free_order(free, page_count)
-            self._untouched, self._free = _split_untouched_run(free, page_count)
+            untouched, returned = _split_untouched_run(free, page_count)
+        self._untouched = untouched
+        if untouched < page_count:
+            self._returned: list[int] | None = returned
+            self._reserve = page_count - untouched + len(returned)
+        else:
+            self._free, self._returned, self._reserve = returned, None, 0
 
     def available_page_count(self) -> int:
         """Number of free pages. O(1)."""
-        return self._page_count - self._untouched + len(self._free) - self._head
+        return len(self._free) - self._head + self._reserve
 
     def total_page_count(self) -> int:
         """Number of pages in the pool, free or not. O(1)."""
@@ -53,27 +75,26 @@ class PagePool:
 
     def free_pages(self) -> FreePages:
         """The free pages in the order they will be handed out: an immutable sequence
-        (equal to the tuple of them) that costs O(pages returned), not O(pages free)."""
-        return FreePages(self._untouched, self._page_count, tuple(self._free[self._head:]))
+        (equal to the tuple of them) that costs O(pages used), not O(pages free)."""
+        if self._returned is None:
+            return FreePages(self._page_count, self._page_count, tuple(self._free[self._head:]))
+        # Only untouched pages are in _free (a run ending where the range starts).
+        start = self._untouched - (len(self._free) - self._head)
+        return FreePages(start, self._page_count, tuple(self._returned))
 
     def take(self, count: int) -> list[int]:
         """Remove and return ``count`` pages from the front of the free list. O(count).
 
         The caller checks availability first; taking more than is free is a bug.
         """
-        untouched = self._untouched
-        if untouched < self._page_count:  # never-used pages come first
-            end = untouched + count
-            if end <= self._page_count:
-                self._untouched = end
-                return list(range(untouched, end))
-            self._untouched = self._page_count
-            return list(range(untouched, self._page_count)) + self.take(end - self._page_count)
         free = self._free
         head = self._head
         end = head + count
         if end > len(free):
-            raise AssertionError(f"take({count}) with only {len(free) - head} free pages")
+            self._refill(end - len(free))
+            free = self._free
+            head = self._head
+            end = head + count
         taken = free[head:end]
         if 2 * end > len(free):
             del free[:end]
@@ -81,9 +102,36 @@ class PagePool:
         self._head = end
         return taken
 
+    def _refill(self, short: int) -> None:
+        """Move at least ``short`` pages from the untouched range (a chunk at a time) or,
+        once it is empty, the returned pages to the end of ``_free``."""
+        free = self._free
+        del free[:self._head]
+        self._head = 0
+        while short > 0:
+            if self._returned is None:
+                raise AssertionError(f"take() of {short} pages more than are free")
+            untouched = self._untouched
+            if untouched < self._page_count:
+                k = min(self._page_count - untouched, max(short, _CHUNK))
+                free.extend(range(untouched, untouched + k))
+                self._untouched = untouched + k
+            else:
+                k = len(self._returned)
+                free.extend(self._returned)
+                self._returned = None
+            self._reserve -= k
+            short -= k
+
     def give(self, pages: Iterable[int]) -> None:
         """Append pages to the back of the free list. O(len(pages))."""
-        self._free.extend(pages)
+        returned = self._returned
+        if returned is None:
+            self._free.extend(pages)
+        else:
+            before = len(returned)
+            returned.extend(pages)
+            self._reserve += len(returned) - before
 
     def __repr__(self) -> str:
         return f"PagePool({self._page_count} pages, {self.available_page_count()} free)"

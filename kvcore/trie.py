@@ -78,7 +78,14 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
                                  name: str | None = None) -> PageAllocation:
         """Match the longest cached prefix of full pages, reference it, allocate the rest."""
-        tokens = int_tokens(tokens, "acquire")
+        # base.int_tokens, inlined (the lifecycle's hottest call): every token an exact int,
+        # else the slow path finds the culprit and refuses (or converts int subclasses).
+        try:
+            tokens = tuple(tokens)
+        except TypeError:
+            tokens = int_tokens(tokens, "acquire")
+        if list(map(type, tokens)).count(int) != len(tokens):
+            tokens = int_tokens(tokens, "acquire")
         if type(extra_token_slots) is not int or extra_token_slots < 0:
             self._check_extra(extra_token_slots, "acquire")
         if name is not None and type(name) is not str:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvcore
+import kvcore.pool
 from kvcore import PagePool, Snapshot, TriePagedAttentionCache
 from kvcore.snapshot import FreePages, PageInfo, PageTable
 
@@ -33,9 +34,18 @@ class ListPool:
         self.free.extend(pages)
 
 
-@settings(max_examples=300, deadline=None)
-@given(page_count=st.integers(0, 12), data=st.data())
-def test_the_pool_hands_out_pages_in_the_same_order_as_an_explicit_fifo_list(page_count, data):
+@settings(max_examples=400, deadline=None)
+@given(page_count=st.integers(0, 12), chunk=st.sampled_from([1, 2, 3, 4096]), data=st.data())
+def test_the_pool_hands_out_pages_in_the_same_order_as_an_explicit_fifo_list(page_count, chunk, data):
+    saved = kvcore.pool._CHUNK
+    kvcore.pool._CHUNK = chunk  # untouched pages enter the list a chunk at a time: cross its edges
+    try:
+        check_against_a_list(page_count, data)
+    finally:
+        kvcore.pool._CHUNK = saved
+
+
+def check_against_a_list(page_count, data):
     pool, model = PagePool(page_count), ListPool(page_count)
     if data.draw(st.booleans(), label="start from a free order"):
         order = data.draw(st.permutations(range(page_count)), label="order")
