@@ -12,8 +12,9 @@ evictable blocks and dedups common; one rule swaps in a cache restored from a sn
 After every step the whole state is compared with :mod:`tests.core.refmodel` (free list in
 order, cached blocks by token path, ref counts, last_access, seq, block tables, eviction
 candidates, stats), the eviction victims and dedups of the step are compared with the
-model's (through kvcore's events), ``check_invariants()`` must be ``[]`` and every failed
-operation must leave ``snapshot()`` unchanged.
+model's (through kvcore's events), each of DESIGN's six invariants is its own
+``@invariant`` (a failure names it) and every failed operation must leave ``snapshot()``
+unchanged.
 
 Budget: HYPOTHESIS_PROFILE=ci (the default) runs 5,000 examples of the trie machine;
 ``HYPOTHESIS_PROFILE=soak pytest tests/core/test_stateful.py`` runs 200,000.
@@ -294,10 +295,29 @@ class CacheMachine(RuleBasedStateMachine):
         self.cache.record_events(self.recording)
 
     # -- after every step ---------------------------------------------------------------
+    #
+    # One @invariant for the reference model and one per DESIGN invariant, so a failure
+    # names what broke. ``check_invariants()`` runs once per state (not six times): its
+    # violations are kept for the cache object and clock they were computed at (every
+    # successful op ticks the clock, a failed one changes nothing, and ``run`` asserts so).
+
+    def violations_of(self, invariant_number: int) -> list:
+        """This state's violations of one DESIGN invariant (kvcore's checker, run once per state)."""
+        key = (self.cache, self.cache.clock)
+        memo = getattr(self, "_violations_memo", None)
+        if memo is None or memo[0][0] is not key[0] or memo[0][1] != key[1]:
+            memo = self._violations_memo = (key, self.cache.check_invariants())
+        return [v for v in memo[1] if v.invariant == invariant_number]
+
+    def check_everything(self) -> None:
+        """Every check at once, for the middle of a multi-operation rule."""
+        self.matches_the_reference_model()
+        for check in SIX_INVARIANTS:
+            check(self)
 
     @invariant()
-    def check_everything(self) -> None:
-        """The whole state equals the model's, the handles agree, the invariants hold."""
+    def matches_the_reference_model(self) -> None:
+        """The whole state equals the model's and the handles agree with it."""
         if self.cache is None:
             return
         snap = self.cache.snapshot()
@@ -318,7 +338,52 @@ class CacheMachine(RuleBasedStateMachine):
             assert (handle.tokens, handle.pages, handle.published, handle.hit_tokens, handle.name) == (
                 expected.tokens, tuple(expected.pages), expected.published, expected.hit_tokens, expected.name)
 
-        assert self.cache.check_invariants() == []
+    @invariant()
+    def every_page_is_in_exactly_one_place(self) -> None:
+        """DESIGN invariant 1: the free list, one trie node, or one live allocation's tail."""
+        if self.cache is not None:
+            assert self.violations_of(1) == []
+
+    @invariant()
+    def each_ref_counts_the_live_allocations_whose_path_holds_the_node(self) -> None:
+        """DESIGN invariant 2."""
+        if self.cache is not None:
+            assert self.violations_of(2) == []
+
+    @invariant()
+    def the_heap_holds_exactly_the_childless_ref0_nodes_in_heap_order(self) -> None:
+        """DESIGN invariant 3 (with the live heap positions and the evictable counter)."""
+        if self.cache is not None:
+            assert self.violations_of(3) == []
+
+    @invariant()
+    def the_trie_is_well_shaped(self) -> None:
+        """DESIGN invariant 4: links agree, keys are full pages, no page twice."""
+        if self.cache is not None:
+            assert self.violations_of(4) == []
+
+    @invariant()
+    def published_pages_are_the_trie_path_of_the_tokens(self) -> None:
+        """DESIGN invariant 5 (and the pages hold the tokens)."""
+        if self.cache is not None:
+            assert self.violations_of(5) == []
+
+    @invariant()
+    def nothing_is_touched_after_the_clock_and_released_allocations_hold_nothing(self) -> None:
+        """DESIGN invariant 6."""
+        if self.cache is not None:
+            assert self.violations_of(6) == []
+
+
+#: The six DESIGN invariants, in order (DESIGN.md, "Invariants").
+SIX_INVARIANTS = (
+    CacheMachine.every_page_is_in_exactly_one_place,
+    CacheMachine.each_ref_counts_the_live_allocations_whose_path_holds_the_node,
+    CacheMachine.the_heap_holds_exactly_the_childless_ref0_nodes_in_heap_order,
+    CacheMachine.the_trie_is_well_shaped,
+    CacheMachine.published_pages_are_the_trie_path_of_the_tokens,
+    CacheMachine.nothing_is_touched_after_the_clock_and_released_allocations_hold_nothing,
+)
 
 
 class BaseCacheMachine(CacheMachine):
@@ -393,3 +458,48 @@ def test_restore_then_continue_equals_continue(cache_class, page_count, tokens_p
         assert restored.snapshot() == snapshots[i]
         assert restored.snapshot().digest() == snapshots[i].digest()
     assert restored.check_invariants() == []
+
+
+# ------------------------------------------- a broken cache fails the invariant it breaks
+
+
+def _machine_with_history() -> CacheMachine:
+    """A machine driven by hand: a live allocation on a published page, an evictable leaf."""
+    machine = CacheMachine()
+    machine.make_cache(page_count=6, tokens_per_page=2, recording=False)
+    live = machine.do_acquire((1, 2, 3), 0, "live")
+    machine.do_publish(live, None)
+    gone = machine.do_acquire((7, 8), 0, None)
+    machine.do_publish(gone, None)
+    machine.do_release(gone)
+    machine.check_everything()
+    return machine
+
+
+def _node_with_tokens(cache, tokens):
+    return next(n for n in cache._iter_nodes() if n.tokens == tokens)
+
+
+@pytest.mark.parametrize("corrupt, failing", [
+    (lambda c: c._pool.give([c.allocations[0].pages[0]]), "every_page_is_in_exactly_one_place"),
+    (lambda c: setattr(_node_with_tokens(c, (1, 2)), "ref", 2),
+     "each_ref_counts_the_live_allocations_whose_path_holds_the_node"),
+    (lambda c: setattr(c._heap.peek(), "hpos", 3), "the_heap_holds_exactly_the_childless_ref0_nodes_in_heap_order"),
+    (lambda c: setattr(_node_with_tokens(c, (1, 2)), "last_access", c.clock + 5),
+     "nothing_is_touched_after_the_clock_and_released_allocations_hold_nothing"),
+    (lambda c: c.allocations[0]._pages.__setitem__(0, c.allocations[0]._pages[1]),
+     "published_pages_are_the_trie_path_of_the_tokens"),
+])
+def test_a_broken_invariant_fails_the_check_named_after_it(corrupt, failing):
+    @settings(max_examples=1, database=None)
+    @given(st.none())
+    def drive(_):  # inside a hypothesis test: the machine's rules record events
+        machine = _machine_with_history()
+        getattr(machine, failing)()  # holds before the corruption
+        corrupt(machine.cache)
+        machine._violations_memo = None  # the corruption did not tick the clock
+        with pytest.raises(AssertionError):
+            getattr(machine, failing)()
+
+    assert failing in [check.__name__ for check in SIX_INVARIANTS]
+    drive()
