@@ -235,7 +235,9 @@ def _victim_distractors(view: StepView, answer: Value) -> list[Mistake]:
 
 def _victim_why(view: StepView, answer: Value) -> str:
     lines = why_evicted(view.session, view.index, answer).lines
-    return (f"The {count(view.snap0.free_count, 'free page')} went first; then {lines[1][0].lower()}{lines[1][1:]} "
+    free = view.snap0.free_count
+    first = f"The {count(free, 'free page')} went first" if free else "No page was free"
+    return (f"{first}; then {lines[1][0].lower()}{lines[1][1:]} "
             "It was the eviction candidate (childless, ref 0) with the smallest key.")
 
 
@@ -277,8 +279,9 @@ def _victims_distractors(view: StepView, answer: Value) -> list[Mistake]:
 VICTIMS = QuestionKind(
     "victims", "the next victims in order", "list", "page",
     applies=lambda v: v.trie and v.ok and len(v.victims) >= 2,
-    ask=lambda v: f"{v.text()} It evicts at least {count(_victims_count(v), 'page')}. "
-                  f"Which {_victims_count(v)} pages are evicted first, in order?",
+    ask=lambda v: (f"{v.text()} It evicts {count(len(v.victims), 'page')}. "
+                   + (f"Which {_victims_count(v)} are evicted first, in order?" if len(v.victims) > 3
+                      else "Which, in the order they are evicted?")),
     answer=lambda v: tuple(e.page for e in v.victims[:_victims_count(v)]),
     bound=lambda v: v.snap0.page_count - 1,
     describe=lambda v, x: f"pages {_pages(x)}",
@@ -318,6 +321,8 @@ def _unpublished_hit(view: StepView) -> int:
     tokens, tpp = view.op.tokens, view.snap0.tokens_per_page
     best = 0
     for a in view.snap0.allocations:
+        if len(a.tokens) // tpp <= a.published:
+            continue  # every full page of it is published: nothing unpublished to mistake
         same = 0
         for x, y in zip(a.tokens, tokens):
             if x != y:
@@ -329,12 +334,14 @@ def _unpublished_hit(view: StepView) -> int:
 
 def _hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
     tokens = view.op.tokens
-    return [
-        Mistake(_partial_hit(view), "counting a partial page as a hit: only whole pages are shared"),
-        Mistake(_unpublished_hit(view), "sharing another request's unpublished pages: only published pages are found"),
-        Mistake(0, "no sharing at all: published pages stay cached after release and are found by prefix"),
-        Mistake(len(tokens), "the whole request: tokens after the first page that differs are never matched"),
-    ]
+    out = [Mistake(_partial_hit(view), "counting a partial page as a hit: only whole pages are shared")]
+    if _unpublished_hit(view) > answer:  # only then does the mistake give another count
+        out.append(Mistake(_unpublished_hit(view),
+                           "sharing another request's unpublished pages: only published pages are found"))
+    if answer:
+        out.append(Mistake(0, "no sharing at all: published pages stay cached after release and are found by prefix"))
+    out.append(Mistake(len(tokens), "the whole request: tokens after the first page that differs are never matched"))
+    return out
 
 
 def _hit_applies(view: StepView) -> bool:
@@ -545,6 +552,9 @@ def _free_distractors(view: StepView, answer: Value) -> list[Mistake]:
         mine = view.mine(snap)
         out.append(Mistake(snap.free_count + len(mine.pages),
                            "release frees every page: published pages stay cached for reuse"))
+        alone = sum(1 for p in mine.pages[:mine.published] if snap.node_for_page(p).ref == 1)
+        out.append(Mistake(answer + alone, "release frees the pages nobody else uses: unreferenced pages stay "
+                                           "cached, evictable, until a request needs the room"))
     if op.kind == "acquire" and view.matched and view.matched.matched_tokens:
         whole = _ceil(len(op.tokens) + op.extra, snap.tokens_per_page)
         out.append(Mistake(max(0, snap.free_count - whole), "hit pages also come from the free list: they are shared"))
