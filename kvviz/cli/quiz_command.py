@@ -21,6 +21,7 @@ from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, load_file_or_demo, make_session
 
 HINT_WORDS = ("?", "hint")
+NEXT_VICTIM_MARK = "  <- next victim"
 
 
 @click.command()
@@ -105,7 +106,9 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
         if show_state:
             from ..export.text import frame_text
 
-            state = frame_text(session.frame(question.step - 1), session)
+            # The text export marks the heap's top "<- next victim": the answer the learner is
+            # to predict. The heap in array order stays (reading it is the skill).
+            state = frame_text(session.frame(question.step - 1), session).replace(NEXT_VICTIM_MARK, "")
         _ask(question, number, len(asked), state)
         ended, given, reply = _answer(question, stdin)
         if ended:
