@@ -148,7 +148,7 @@ def test_the_state_shown_does_not_give_the_next_victim_away():
     from kvviz.export.text import frame_text
 
     session = Session.from_scenario(load_demo("lru"))
-    marked = [i for i in range(len(session)) if "next victim" in frame_text(session.frame(i), session)]
+    marked = [i for i in range(len(session)) if "<- next victim" in frame_text(session.frame(i), session)]
     assert marked  # the text export does mark the heap's top ...
     out, _ = _run(["lru"], "\n" * 40)
-    assert "State before the step:" in out and "next victim" not in out  # ... the quiz does not
+    assert "State before the step:" in out and "<- next victim" not in out  # ... the quiz does not
