@@ -8,6 +8,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvviz.cli import cli
 from kvviz.demos import demo_names, load_demo
@@ -170,7 +172,7 @@ def test_a_file_wins_over_a_demo_of_the_same_name(tmp_path, monkeypatch):
     (tmp_path / "lru").write_text(STORY, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert "a short story" in kvviz("run", "lru", "--print").stdout
-    assert kvviz("check", "lru").stdout == "ok   lru: 4 steps, 3 expects, invariants hold\n"
+    assert kvviz("check", "lru").stdout == "ok   lru: 4 steps, 3 expects checked, invariants hold\n"
 
 
 def test_print_of_a_session_whose_expects_fail_says_so_and_exits_1(story, tmp_path):
@@ -220,7 +222,7 @@ def test_run_trie_overrides_a_base_cache_file(tmp_path):
 def test_check_exits_0_when_every_expect_and_invariant_holds(story):
     result = kvviz("check", str(story))
     assert result.exit_code == 0
-    assert result.stdout == f"ok   {story}: 4 steps, 3 expects, invariants hold\n"
+    assert result.stdout == f"ok   {story}: 4 steps, 3 expects checked, invariants hold\n"
 
 
 def test_check_exits_1_naming_the_step_and_expected_versus_actual(story, tmp_path):
@@ -245,10 +247,80 @@ def test_check_with_base_fails_the_expects_that_need_sharing(tmp_path):
 def test_check_counts_in_the_right_number(tmp_path):
     one = tmp_path / "one.kvs"
     one.write_text("cache trie pages=2 tokens_per_page=2\nacquire a 1 2\nexpect free 1\n", encoding="utf-8")
-    assert kvviz("check", str(one)).stdout == f"ok   {one}: 1 step, 1 expect, invariants hold\n"
+    assert kvviz("check", str(one)).stdout == f"ok   {one}: 1 step, 1 expect checked, invariants hold\n"
     bundle = tmp_path / "one.json"
     kvviz("export", str(one), "-o", str(bundle))
     assert kvviz("open", str(bundle), "--print").stderr == "replayed 1 step: every digest matches\n"
+
+
+# Four expects that hold on both kinds (no sharing involved), so that which of them a run
+# checks is the only thing that changes its `check` line.
+FREE_COUNTS = """\
+cache {header} pages=4 tokens_per_page=4
+acquire a 1..4
+{0}expect free 3
+acquire b 5..8
+{1}expect free 2
+release a
+{2}expect free 3
+release b
+{3}expect free 4
+"""
+
+TAGS = {None: "", ("trie",): "[trie] ", ("base",): "[base] ", ("trie", "base"): "[trie base] "}
+
+
+def test_check_on_another_kind_exits_0_counting_only_what_it_checked(tmp_path):
+    """Untagged expects are written for the header's kind: `--base` on a trie script checks
+    none of them, and says so, in the same line, rather than "4 expects"."""
+    path = tmp_path / "trie-only.kvs"
+    path.write_text(FREE_COUNTS.format("", "", "", "", header="trie"), encoding="utf-8")
+    result = kvviz("check", "--base", str(path))
+    assert result.exit_code == 0
+    assert result.stdout == (f"ok   {path}: 4 steps, 0 expects checked (4 written for the trie cache not "
+                             f"checked on base), invariants hold\n")
+    assert kvviz("check", str(path)).stdout == f"ok   {path}: 4 steps, 4 expects checked, invariants hold\n"
+
+
+@settings(max_examples=40, deadline=None)
+@given(tags=st.lists(st.sampled_from(list(TAGS)), min_size=4, max_size=4), header=st.sampled_from(["trie", "base"]),
+       flag=st.sampled_from([None, "trie", "base"]))
+def test_checked_and_not_checked_expects_add_up_to_every_expect_line(tmp_path_factory, tags, header, flag):
+    """A line applies to the kinds in its tag, an untagged one to the header's kind; what a run
+    leaves out is counted under the kind it was written for."""
+    path = tmp_path_factory.mktemp("tags") / "tagged.kvs"
+    path.write_text(FREE_COUNTS.format(*(TAGS[t] for t in tags), header=header), encoding="utf-8")
+    run_kind = flag or header
+    written_for = [t if t is not None else (header,) for t in tags]
+    checked = sum(run_kind in kinds for kinds in written_for)
+    other = "base" if run_kind == "trie" else "trie"
+    result = kvviz("check", str(path), *([f"--{flag}"] if flag else []))
+    assert result.exit_code == 0
+    note = f" ({4 - checked} written for the {other} cache not checked on {run_kind})" if checked < 4 else ""
+    expects = "1 expect" if checked == 1 else f"{checked} expects"
+    assert result.stdout == f"ok   {path}: 4 steps, {expects} checked{note}, invariants hold\n"
+
+
+def test_a_failed_check_also_says_what_it_did_not_check(tmp_path):
+    path = tmp_path / "mixed.kvs"
+    path.write_text(STORY.replace("expect hit r2 4", "[trie base] expect hit r2 4"), encoding="utf-8")
+    result = kvviz("check", "--base", str(path))
+    assert result.exit_code == 1
+    assert f"FAIL {path}: 1 problem (2 written for the trie cache not checked on base)" in result.stdout.splitlines()
+    assert "expected hit 4, got hit 0" in result.stdout
+
+
+@needs_lru
+def test_check_of_the_lru_demo_on_base_says_none_of_its_expects_were_checked():
+    from kvviz.demos import demo_path
+
+    scenario = load_demo("lru")
+    written = sum(len(step.expects) for step in scenario.steps)
+    assert written > 0 and all(x.kinds is None for step in scenario.steps for x in step.expects)
+    result = kvviz("check", "--base", "lru")
+    assert result.exit_code == 0
+    assert result.stdout == (f"ok   {demo_path('lru')}: {len(scenario.steps)} steps, 0 expects checked ({written} "
+                             f"written for the trie cache not checked on base), invariants hold\n")
 
 
 def test_check_exits_2_for_a_file_that_does_not_parse(story, tmp_path):
