@@ -218,8 +218,10 @@ def _victim_distractors(view: StepView, answer: Value) -> list[Mistake]:
     interior = sorted((n for n in snap.nodes if n.parent is not None and n.ref == 0 and not _leaf(snap, n)),
                       key=lambda n: n.key)
     if interior:
-        out.append(Mistake(interior[0].page, "an interior node: only leaves are evicted, a parent goes after its children"))
-    held = sorted((n for n in snap.nodes if n.parent is not None and n.ref > 0 and _leaf(snap, n)), key=lambda n: n.key)
+        out.append(Mistake(interior[0].page,
+                           "an interior node: only leaves are evicted, a parent goes after its children"))
+    held = sorted((n for n in snap.nodes if n.parent is not None and n.ref > 0 and _leaf(snap, n)),
+                  key=lambda n: n.key)
     if held:
         out.append(Mistake(held[0].page, "a leaf that is still referenced: a live allocation protects it"))
     candidates = _candidates(snap, matched)
@@ -407,6 +409,19 @@ def _table_distractors(view: StepView, answer: Value) -> list[Mistake]:
     return out
 
 
+def _table_why(view: StepView, answer: Value) -> str:
+    held = f"{view.op.name} holds pages {_pages(answer)}"
+    if view.op.kind == "publish":
+        return (f"{held}: it adopted the cached page of each duplicate block, and its own copies went back to "
+                "the free list.")
+    kept = len(view.matched.pages) if view.op.kind == "acquire" else len(view.mine(view.snap0).pages)
+    first = count(kept, "matched page") if view.op.kind == "acquire" else count(kept, "page it had")
+    new = len(answer) - kept
+    evicted = len(view.victims)
+    return (f"{held}: {first}, then {count(new, 'new page')} in token order ({new - evicted} from the front of "
+            f"the free list, {evicted} evicted, oldest key first).")
+
+
 TABLE = QuestionKind(
     "block_table", "block table", "list", "page",
     applies=_table_applies,
@@ -417,12 +432,7 @@ TABLE = QuestionKind(
     distractors=_table_distractors,
     hint=lambda v: "Matched pages first (shared, in token order), then free pages from the front of the free list, "
                    "then evicted pages, oldest key first; publish swaps a duplicate for the cached page.",
-    why=lambda v, x: (f"{v.op.name} holds pages {_pages(x)}: "
-                      + ("it adopted the cached pages of its duplicate blocks and its own copies went back to the "
-                         "free list." if v.op.kind == "publish" else
-                         f"{count(len(v.matched.pages) if v.matched else 0, 'matched page')}, then "
-                         f"{count(len(x) - (len(v.matched.pages) if v.matched else len(v.mine(v.snap0).pages)), 'new page')} "
-                         f"({count(len(v.victims), 'evicted page')})." )),
+    why=lambda v, x: _table_why(v, x),
 )
 
 
@@ -760,9 +770,10 @@ class Question:
         if [w.lower() for w in words] in (["none"], ["-"]):
             return ()
         if not words or not all(_DIGITS.fullmatch(w) for w in words):
+            # The example is fixed: an example drawn from the question could be its answer.
             raise AnswerError(f"{text!r} is not an answer: type a choice number (1-{len(self.choices)}), "
-                              f"a list of {noun}s such as `{self.value_line(self.answer if len(self.answer) > 1 else (0, 1))}`, "
-                              "`none`, or a blank line to skip")
+                              f"a list of {noun}s such as `3 5` (one {noun}: `{noun} 3`), `none`, "
+                              "or a blank line to skip")
         numbers = [int(w) for w in words]
         if len(numbers) == 1 and not keyword:
             k = numbers[0]

@@ -9,6 +9,7 @@ reads neither, so a quiz that computed an answer wrongly fails here.
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
 
@@ -19,8 +20,6 @@ from kvviz.model.generate import LEVELS, generate
 from kvviz.model.quiz import KINDS, AnswerError, StepView, Tally, feedback, questions, questions_at
 from kvviz.model.scenario import parse_scenario
 from kvviz.model.session import Session
-
-import random
 
 
 # -- the oracle: separate code, from snapshots only -----------------------------------------
@@ -99,7 +98,8 @@ def oracle(view: StepView, question) -> object:
             path = _walk(s1, s1.allocation_named(op.name).tokens)
             return tuple(n.page for n in path) + tuple(mine.pages[len(path):])
         needed, protected = _demand(s0, op)
-        start = tuple(n.page for n in _walk(s0, op.tokens)) if op.kind == "acquire" else s0.allocation_named(op.name).pages
+        mine = s0.allocation_named(op.name)
+        start = tuple(n.page for n in _walk(s0, op.tokens)) if op.kind == "acquire" else mine.pages
         taken = min(needed, len(s0.free))
         victims = _eviction_order(s0, protected, needed - taken)
         return tuple(start) + tuple(s0.free[:taken]) + tuple(n.page for n in victims)
