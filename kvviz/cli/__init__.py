@@ -18,6 +18,7 @@ import click
 from .common import BadInput
 from .scenario_commands import check, demo, export, help_, open_, run
 from .diff_command import diff
+from .quiz_command import quiz
 from .trace_command import trace
 
 
@@ -79,7 +80,7 @@ def cli() -> None:
     """kvviz: see inside the KV cache of an LLM server, step by step."""
 
 
-for _command in (demo, run, check, export, open_, help_, diff, trace):
+for _command in (demo, run, check, export, open_, help_, diff, trace, quiz):
     cli.add_command(_command)
 
 

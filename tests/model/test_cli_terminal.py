@@ -168,6 +168,7 @@ def closed_pipe():
     ["export", "{story}", "-o", "{out}"],
     ["help"],
     ["--help"],
+    ["quiz", "lru", "--plain"],
     pytest.param(["trace", "{trace}", "--no-progress"], marks=pytest.mark.xfail(
         reason="trace prints through its own rich Console(), which exits 1 on a closed pipe; it should "
                "use kvviz.cli.common.stdout_console() (kvviz/cli/trace_command.py is H7's)")),

@@ -2,6 +2,7 @@
 """Usage errors at the command line: one line, ``kvviz: error: ...``, exit 2, for every command
 (click's own four-line form included), and options that exclude each other say so."""
 
+import re
 import subprocess
 import sys
 
@@ -50,6 +51,8 @@ def one_error_line(result) -> str:
     (["trace"], "Missing argument 'FILE'"),
     (["trace", "{story}", "--capacity-tokens", "lots"], "--capacity-tokens"),
     (["trace", "{story}", "--on-error", "ignore"], "Invalid value for '--on-error'"),
+    (["quiz", "--level", "nope"], "Invalid value for '--level': 'nope' is not one of"),
+    (["quiz", "--seed", "-1", "--random"], "Invalid value for '--seed'"),
     (["no-such-command"], "No such command 'no-such-command'"),
     (["--no-such-option"], "No such option '--no-such-option'"),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else None)
@@ -70,6 +73,17 @@ def test_kvviz_alone_still_prints_the_help():
     result = kvviz()
     assert "Usage: kvviz [OPTIONS] COMMAND [ARGS]..." in result.output
     assert "Commands:" in result.output
+
+
+def test_the_group_lists_quiz_and_its_help_works_through_the_group():
+    listed = kvviz("--help")
+    assert listed.exit_code == 0
+    commands = listed.stdout.split("Commands:", 1)[1]
+    assert re.search(r"^  quiz +Practise", commands, flags=re.MULTILINE), commands
+    helped = kvviz("quiz", "--help")
+    assert (helped.exit_code, helped.stderr) == (0, "")
+    assert helped.stdout.startswith("Usage: kvviz quiz [OPTIONS] [DEMO|FILE]")
+    assert "--level" in helped.stdout and "--random" in helped.stdout
 
 
 # -- --trie and --base ------------------------------------------------------------------------------
