@@ -770,10 +770,12 @@ class Question:
         if [w.lower() for w in words] in (["none"], ["-"]):
             return ()
         if not words or not all(_DIGITS.fullmatch(w) for w in words):
-            # The example is fixed: an example drawn from the question could be its answer.
+            # An example must not be the answer: the first of two fixed ones that is not.
+            example = next(e for e in ("3 5", "2 6") if e != self.correct_line)
+            one = next(e for e in (f"{noun} 3", f"{noun} 2") if e != self.correct_line)
             raise AnswerError(f"{text!r} is not an answer: type a choice number (1-{len(self.choices)}), "
-                              f"a list of {noun}s such as `3 5` (one {noun}: `{noun} 3`), `none`, "
-                              "or a blank line to skip")
+                              f"a list of {noun}s such as `{example}` (one {noun}: `{one}`), "
+                              "`none`, or a blank line to skip")
         numbers = [int(w) for w in words]
         if len(numbers) == 1 and not keyword:
             k = numbers[0]

@@ -320,3 +320,13 @@ def test_tally_counts_skips_as_asked_and_ends_the_streak():
     assert (t.right, t.asked, t.streak) == (2, 2, 2)
     t = t.add(None)
     assert (t.right, t.asked, t.streak) == (2, 3, 0)
+
+
+def test_a_refused_answer_never_shows_the_answer_as_its_example():
+    for label, session in [*_demo_sessions(), *_random_sessions(60)]:
+        for q in questions(session):
+            if q.spec.form == "number" or not q.answer:
+                continue  # a number question's refusal gives no example; `none` is always listed
+            with pytest.raises(AnswerError) as refused:
+                q.read("banana")
+            assert q.correct_line not in str(refused.value), (label, q.step)
