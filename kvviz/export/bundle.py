@@ -38,7 +38,7 @@ from ..limits import MAX_BUNDLE_BYTES, MAX_SOURCE_BYTES
 from ..model.scenario import Scenario, ScenarioError, format_expect, format_scenario, parse_scenario
 from ..model.session import Frame, Session
 from .atomic import OutputTooLarge, open_atomic
-from .jsontext import iter_json
+from .jsontext import iter_json, iter_json_blocks
 
 SCHEMA = "kvviz.bundle/2"
 #: Older schemas this kvviz still opens, each verified in every field it records.
@@ -192,14 +192,20 @@ _FLOOR_PAGE_ROW = 6 + 2 + 5 * (8 + 1 + 2) + 6 + 3
 _FLOOR_LISTED_INT = 10 + 1 + 2
 
 
-def bundle_size_floor(session: Session, step: int) -> int:
-    """A lower bound on the bytes of step ``step``'s bundle, from counts alone (no encoding):
-    steps, page rows, and the tokens and pages listed by nodes and allocations."""
+def bundle_size_floor(session: Session, step: int | None = None) -> int:
+    """A lower bound on the bytes of a bundle of ``session``, from counts alone (no encoding).
+
+    Without ``step``: from the config and the step count only, before any frame is built
+    (a snapshot has a row per page of the pool, used or not). With ``step``: also the tokens
+    and pages listed by that step's nodes and allocations.
+    """
+    floor = len(session) * _FLOOR_DIGEST + session.config.pages * _FLOOR_PAGE_ROW
+    if step is None:
+        return floor
     snap = session.frame(step).snapshot
     listed = sum(len(n.tokens) for n in snap.nodes)
     listed += sum(len(a.tokens) + len(a.pages) for a in snap.allocations)
-    return (len(session) * _FLOOR_DIGEST + len(snap.pages) * _FLOOR_PAGE_ROW + len(snap.free) * 9
-            + listed * _FLOOR_LISTED_INT)
+    return floor + len(snap.free) * 9 + listed * _FLOOR_LISTED_INT
 
 
 def write_bundle(session: Session, step: int, output: str | os.PathLike, *,
@@ -212,40 +218,47 @@ def write_bundle(session: Session, step: int, output: str | os.PathLike, *,
     file cannot be written.
     """
     limit = MAX_BUNDLE_BYTES
-    floor = bundle_size_floor(session, step)
-    if floor > limit:
+    contents = f"{len(session) - 1:,} steps, {session.config.pages:,} pages"
+    floor = bundle_size_floor(session)  # from the config alone: no frame built yet
+    if floor <= limit:
+        floor = bundle_size_floor(session, step)
         snap = session.frame(step).snapshot
-        tokens = sum(len(a.tokens) for a in snap.allocations)
+        contents += f", {sum(len(a.tokens) for a in snap.allocations):,} tokens in live allocations"
+    if floor > limit:
         raise BundleTooLarge(
-            f"{output}: the bundle of step {step} would take at least {floor:,} bytes ({len(session) - 1:,} steps, "
-            f"{len(snap.pages):,} pages, {tokens:,} tokens in live allocations), more than the {limit:,} "
-            f"bytes `kvviz open` accepts; nothing was written. Export a .md or .txt report instead, or a "
-            f"smaller scenario")
+            f"{output}: the bundle of step {step} would take at least {floor:,} bytes ({contents}), more than "
+            f"the {limit:,} bytes `kvviz open` accepts; nothing was written. Export a .md or .txt report "
+            f"instead, or a smaller scenario")
     bundle = make_bundle(session, step)
-    _check_reopens(bundle["script"], output)
-    too_large = f"the bundle of step {step} would be"
-    with open_atomic(output, inputs=inputs, max_bytes=limit, too_large=too_large) as write:
+    _check_reopens(bundle["script"], session, output)
+    with open_atomic(output, inputs=inputs, max_bytes=limit) as write:
         try:
-            for chunk in iter_json(bundle):
-                write(chunk)
+            for block in iter_json_blocks(bundle):
+                write(block)
             write("\n")
-        except OutputTooLarge as exc:
-            raise BundleTooLarge(f"{exc}: `kvviz open` accepts no more; export a .md or .txt report "
+        except OutputTooLarge:
+            raise BundleTooLarge(f"{output}: the bundle of step {step} is more than {limit:,} bytes, the most "
+                                 f"`kvviz open` accepts; nothing was written. Export a .md or .txt report "
                                  f"instead, or a smaller scenario") from None
 
 
-def _check_reopens(script: str, output) -> None:
-    """The bundled script must pass the parser's limits, as ``open`` will parse it."""
+def _check_reopens(script: str, session: Session, output) -> None:
+    """The bundled script must pass the parser's limits, as ``open`` will parse it, and parse
+    back to the session's steps (else the bundle would diverge on its own replay)."""
     size = len(script.encode("utf-8"))
     if size > MAX_SOURCE_BYTES:
         raise BundleTooLarge(f"{output}: the bundle's script would be {size:,} bytes, more than the "
                              f"{MAX_SOURCE_BYTES:,} a scenario may have, so `kvviz open` would refuse it; "
                              f"nothing was written")
     try:
-        parse_scenario(script, path="(the bundle's script)")
+        parsed = parse_scenario(script, path="(the bundle's script)")
     except ScenarioError as exc:
         raise ValueError(f"{output}: the bundle's script would not open again ({exc}); nothing was "
                          f"written") from None
+    replayed = [(s.op, s.expects) for s in parsed.steps]
+    if replayed != [(s.op, s.expects) for s in session.steps] or parsed.config != session.config:
+        raise ValueError(f"{output}: the session's script does not read back as the same steps (a kvviz "
+                         f"bug in the scenario formatter; please report it); nothing was written")
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def iter_json(value: Any, level: int = 0, indent: int = 2) -> Iterator[str]:
             inner = "\n" + " " * (indent * (level + 1))
             close = "\n" + " " * (indent * level) + "]"
             kinds = set(map(type, value))
-            if kinds <= {int, str}:  # token lists, digests: the long lists, written fast
+            if kinds <= _SCALARS:  # token lists, digests, page rows: written a slice at a time
                 yield from _scalar_list(value, kinds, inner, close)
                 continue
             parts = [close]
@@ -80,14 +80,32 @@ def iter_json(value: Any, level: int = 0, indent: int = 2) -> Iterator[str]:
             yield _scalar(value)
 
 
+_SCALARS = frozenset((int, str, bool, type(None)))
+
+
 def _scalar_list(values, kinds: set, inner: str, close: str) -> Iterator[str]:
-    """``[`` + the elements (ints or strings), one per line, + ``]``; a slice at a time."""
+    """``[`` + the elements (scalars), one per line, + ``]``; a slice at a time."""
     separator = "," + inner
     convert = int.__repr__ if kinds == {int} else _scalar
     for start in range(0, len(values), SLICE):
         chunk = separator.join(map(convert, values[start:start + SLICE]))
         yield ("[" + inner if start == 0 else separator) + chunk
     yield close
+
+
+def iter_json_blocks(value: Any, size: int = 1 << 20) -> Iterator[str]:
+    """The chunks of :func:`iter_json` gathered into blocks of about ``size`` characters: a
+    file write per block, not per row."""
+    block: list[str] = []
+    held = 0
+    for chunk in iter_json(value):
+        block.append(chunk)
+        held += len(chunk)
+        if held >= size:
+            yield "".join(block)
+            block, held = [], 0
+    if block:
+        yield "".join(block)
 
 
 def dumps(value: Any) -> str:

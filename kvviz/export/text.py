@@ -30,7 +30,7 @@ MAX_BLOCK_TABLE_PAGES = 64
 #: the design's: free, owned, cached, evictable).
 PAGE_LEGEND = ("pages: . free · r1 owned by allocation r1 (unpublished) · C2 cached, ref 2 · "
                "E evictable (cached, ref 0) · + taken, - freed, ! evicted in this step")
-BLOCK_TABLE_LEGEND = "block table: 4 published page · 4* shared with another allocation · (4) owned, unpublished"
+BLOCK_TABLE_LEGEND = "block table: 4 published · 4* published, shared with another allocation · (4) owned (unpublished)"
 
 
 def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:

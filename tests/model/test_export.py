@@ -285,3 +285,192 @@ def test_a_long_scripts_bundle_opens_lazily_and_still_finds_an_edited_digest(tmp
     edited["digests"][LAZY_ABOVE + 7] = "0" * 64
     path.write_text(dumps_bundle(edited))
     assert open_bundle(path).divergence.startswith(f"step {LAZY_ABOVE + 7} diverges")
+
+
+# -- what export writes, open opens: one size limit on both sides ------------------------------
+
+import os  # noqa: E402
+import tracemalloc  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import kvviz.export.bundle as bundle_module  # noqa: E402
+from kvviz.export.bundle import BundleTooLarge, bundle_size_floor  # noqa: E402
+from kvviz.export.jsontext import dumps as canonical_dumps  # noqa: E402
+
+
+def big_session(acquires: int, tokens: int, pages: int, tokens_per_page: int = 16) -> Session:
+    lines = [f"cache trie pages={pages} tokens_per_page={tokens_per_page}"]
+    lines += [f"acquire r{i} {i * tokens}..{(i + 1) * tokens - 1}" for i in range(acquires)]
+    return Session.from_scenario(parse_scenario("\n".join(lines) + "\n"), lazy=True)
+
+
+def test_four_acquires_of_a_million_tokens_are_refused_before_any_frame_is_built(tmp_path, monkeypatch):
+    """Issue 11's reproduction: 149 bytes of script exported a 75 MB bundle open refused."""
+    session = big_session(4, 1_000_000, 1_000_000, tokens_per_page=4)
+    monkeypatch.setattr(Session, "frame", lambda *a: pytest.fail("the bundle was built before it was refused"))
+    out = tmp_path / "big.json"
+    with pytest.raises(BundleTooLarge, match=r"would take at least [\d,]+ bytes \(4 steps, 1,000,000 pages\), more "
+                                             r"than the 67,108,864 bytes `kvviz open` accepts; nothing was written"):
+        write_export(session, 4, out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bundle_bound_to_be_too_large_by_its_tokens_is_refused_from_counts(tmp_path, monkeypatch):
+    session = big_session(4, 10_000, 5_000)
+    floor = bundle_size_floor(session, 4)
+    assert floor > 4 * 10_000 * 13  # every listed token takes at least 13 bytes
+    monkeypatch.setattr(bundle_module, "MAX_BUNDLE_BYTES", floor - 1)
+    monkeypatch.setattr(bundle_module, "make_bundle", lambda *a: pytest.fail("the bundle was built"))
+    with pytest.raises(BundleTooLarge, match="40,000 tokens in live allocations"):
+        write_export(session, 4, tmp_path / "big.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_size_floor_is_a_lower_bound_on_every_demo_bundle():
+    for key in list(STORIES) + [f"demo-{name}" for name in demo_names()]:
+        session = session_for(key)
+        for step in step_kinds(session).values():
+            size = len(render_export(session, step, ".json").encode())
+            assert bundle_size_floor(session) <= bundle_size_floor(session, step) <= size, (key, step)
+
+
+def test_a_bundle_at_the_limit_is_written_and_opens_and_one_byte_less_refuses_it_streaming(tmp_path, monkeypatch):
+    session = session_for("words-dedup-eviction")
+    size = len(render_export(session, 6, ".json").encode())
+    out = tmp_path / "edge.json"
+    monkeypatch.setattr(bundle_module, "MAX_BUNDLE_BYTES", size)
+    write_export(session, 6, out)
+    assert out.stat().st_size == size
+    assert open_bundle(out).divergence is None  # the same limit, on the other side
+    out.unlink()
+    monkeypatch.setattr(bundle_module, "MAX_BUNDLE_BYTES", size - 1)
+    assert bundle_size_floor(session, 6) < size - 1  # so it is the streaming cap that refuses
+    with pytest.raises(BundleTooLarge, match=f"is more than {size - 1:,} bytes, the most `kvviz open` accepts"):
+        write_export(session, 6, out)
+    assert list(tmp_path.iterdir()) == []  # no bundle, no temporary file
+
+
+def test_a_bundle_is_streamed_so_its_peak_memory_stays_a_few_times_its_size(tmp_path):
+    """json.dumps with an indent kept every small string of the text alive, then joined them:
+    nine times the bundle's size (ten acquires of 1M tokens peaked at 1.85 GB)."""
+    session = Session.from_scenario(parse_scenario("cache trie pages=8000 tokens_per_page=16\nacquire r 0..79999\n"))
+    session.frame(1)
+    out = tmp_path / "peak.json"
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        write_export(session, 1, out)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    size = out.stat().st_size
+    assert size > 2_000_000
+    assert peak < 6 * size, f"peak {peak:,} bytes for a bundle of {size:,}"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(JSON_VALUES)
+def test_the_streamed_text_is_exactly_what_json_dumps_writes(value):
+    assert canonical_dumps(value) == json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+# -- an export never replaces its input -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".json", ".md", ".txt"])
+@pytest.mark.parametrize("spelling", ["same", "dotdot", "symlink", "hardlink"])
+def test_an_export_onto_one_of_its_inputs_is_refused_and_the_input_survives(suffix, spelling, tmp_path):
+    script = tmp_path / f"s{suffix}"
+    script.write_text(STORIES["cascade"], encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    output = {"same": script, "dotdot": tmp_path / "sub" / ".." / script.name,
+              "symlink": tmp_path / f"link{suffix}", "hardlink": tmp_path / f"hard{suffix}"}[spelling]
+    if spelling == "symlink":
+        output.symlink_to(script)
+    elif spelling == "hardlink":
+        os.link(script, output)
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(ValueError, match="refusing to overwrite an input of this command with its output"):
+        write_export(session_for("cascade"), 1, output, inputs=[script])
+    assert script.read_text(encoding="utf-8") == STORIES["cascade"]
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_an_export_next_to_its_input_is_written(tmp_path):
+    script = tmp_path / "s.kvs"
+    script.write_text(STORIES["cascade"], encoding="utf-8")
+    write_export(session_for("cascade"), 1, tmp_path / "s.md", inputs=[script, tmp_path / "missing.kvs"])
+    assert (tmp_path / "s.md").read_text(encoding="utf-8").startswith("# kvviz report")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".md", ".txt"])
+def test_an_existing_part_file_beside_the_output_survives_an_export(suffix, tmp_path):
+    """Temporary names are unique (mkstemp): ``X.md.part`` is someone's file, not ours."""
+    part = tmp_path / f"X{suffix}.part"
+    part.write_text("someone's download", encoding="utf-8")
+    write_export(session_for("cascade"), 1, tmp_path / f"X{suffix}")
+    assert part.read_text(encoding="utf-8") == "someone's download"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"X{suffix}", f"X{suffix}.part"])
+
+
+# -- the headless text: a legend, and the UI's order ------------------------------------------------
+
+
+SIBLINGS = """\
+cache trie pages=16 tokens_per_page=2
+acquire a 1 2 3 4
+publish a
+acquire b 1 2 9 9
+publish b
+acquire c 5 6
+publish c
+acquire d 1 2 3 4 7 7
+publish d
+release c
+"""
+
+
+def test_the_text_view_lists_siblings_in_the_order_the_ui_draws_them():
+    from kvviz.model.view import FrameView
+    from kvviz.ui.widgets.trie_view import TrieView
+
+    session = Session.from_scenario(parse_scenario(SIBLINGS))
+    frame = session.frame(len(session) - 1)
+    view = TrieView()
+    view.compress = False
+    ui_order = [row.data.chain[0] for row in view.build_rows(FrameView(frame), 100)[1:]]
+    text = render_export(session, len(session) - 1, ".txt")
+    text_order = [int(m) for m in re.findall(r"\] page (\d+) ref", text)]
+    assert text_order == [frame.snapshot.node(n).page for n in ui_order]
+    assert text_order == [0, 1, 4, 2, 3]  # [1 2] > [3 4] > [7 7], then [9 9]; [5 6] last: creation order
+
+
+def test_the_text_view_has_a_legend_for_its_marks_and_no_held_page_state():
+    text = render_export(session_for("words-dedup-eviction"), 3, ".txt")
+    for mark in ("pages: . free", "C2 cached, ref 2", "E evictable (cached, ref 0)", "+ taken, - freed, ! evicted"):
+        assert squeezed(mark) in squeezed(text)
+    assert squeezed("block table: 4 published · 4* published, shared with another allocation · (4) owned") \
+        in squeezed(text)
+    assert "(held)" not in text and "held" not in text.split("expect")[0]
+    assert "(cached)" in text
+
+
+def test_long_token_lists_are_abbreviated_in_text_and_markdown():
+    session = Session.from_scenario(parse_scenario("cache trie pages=2000 tokens_per_page=64\nacquire a 0..99999\n"
+                                                   "publish a\n"))
+    for suffix, start, end in ((".txt", "\nclock ", None), (".md", "\nCache: ", "## Script")):
+        text = render_export(session, 2, suffix)
+        # What the narration says is narrate's and the script is the session's; the views are ours.
+        views = text.split(start, 1)[1].split(end)[0] if end else text.split(start, 1)[1]
+        assert "… +40 more" in views  # a node of 64 tokens
+        assert len(views) < 200_000, suffix
+        assert max(map(len, views.splitlines())) < 400, suffix
+    assert "… +99976 more" in render_export(session, 2, ".md")  # the allocation's 100,000 tokens
