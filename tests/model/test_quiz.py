@@ -9,6 +9,7 @@ reads neither, so a quiz that computed an answer wrongly fails here.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import Counter
@@ -16,6 +17,7 @@ from collections import Counter
 import pytest
 
 from kvviz.demos import demo_names, load_demo
+from kvviz.model import quiz as quiz_module
 from kvviz.model.generate import LEVELS, generate
 from kvviz.model.quiz import KINDS, AnswerError, StepView, Tally, feedback, questions, questions_at
 from kvviz.model.scenario import parse_scenario
@@ -330,3 +332,29 @@ def test_a_refused_answer_never_shows_the_answer_as_its_example():
             with pytest.raises(AnswerError) as refused:
                 q.read("banana")
             assert q.correct_line not in str(refused.value), (label, q.step)
+
+
+# -- the checks above can fail: each kind with a plausible wrong evaluation is caught --------
+
+WRONG_EVALUATIONS = {
+    # each is a mistake a careless implementation could make
+    "victim": lambda v: v.victims[-1].page,  # the last victim instead of the first
+    "victims": lambda v: tuple(sorted(e.page for e in v.victims[:3])),  # page order
+    "hits": lambda v: quiz_module._partial_hit(v),  # a partial page counted
+    "block_table": lambda v: tuple(sorted(v.mine(v.snap1).pages)),  # sorted block table
+    "ref": lambda v: v.snap0.node(quiz_module._ref_node(v)).ref,  # the ref before the op
+    "fail": lambda v: max(0, quiz_module._room(v).needed - quiz_module._room(v).free),  # eviction forgotten
+    "free": lambda v: v.snap0.free_count,  # the free count before the op
+    "evictable": lambda v: tuple(p for p in quiz_module._shown_pages(v)
+                                 if v.snap1.node_for_page(p).id in v.snap1.heap),  # candidates only
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRONG_EVALUATIONS))
+def test_a_wrong_evaluation_of_each_kind_is_caught(kind, monkeypatch):
+    assert set(WRONG_EVALUATIONS) == set(KINDS)
+    wrong = dataclasses.replace(KINDS[kind], answer=WRONG_EVALUATIONS[kind])
+    monkeypatch.setitem(quiz_module.KINDS, kind, wrong)
+    with pytest.raises(AssertionError):
+        for label, session in [*_demo_sessions(), *_random_sessions(60)]:
+            _check_session(label, session, Counter())
