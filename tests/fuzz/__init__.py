@@ -1,0 +1,1 @@
+"""Fuzzers: hypothesis-driven mutation tests that keep the reliability promises."""
