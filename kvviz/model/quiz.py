@@ -187,8 +187,8 @@ class QuestionKind:
     the question; ``answer(view)``: the correct answer, read from the frame after the step;
     ``form``: 'number', 'list' (order matters) or 'set'; ``noun``: what the numbers name
     ('page', 'node'); ``bound(view)``: the largest number an answer may contain;
-    ``describe(view, value)``: a choice's text; ``distractors(view, answer)``: wrong answers
-    with the mistake each models; ``hint(view)`` and ``why(view, answer)``: one sentence each.
+    ``describe(value)``: an answer in words (a choice's text); ``distractors(view, answer)``:
+    wrong answers with the mistake each models; ``hint(view)`` and ``why(view, answer)``: one sentence each.
     """
 
     name: str
@@ -199,7 +199,7 @@ class QuestionKind:
     ask: Callable[[StepView], str]
     answer: Callable[[StepView], Value]
     bound: Callable[[StepView], int]
-    describe: Callable[[StepView, Value], str]
+    describe: Callable[[Value], str]
     distractors: Callable[[StepView, Value], list[Mistake]]
     hint: Callable[[StepView], str]
     why: Callable[[StepView, Value], str]
@@ -207,6 +207,13 @@ class QuestionKind:
 
 def _pages(value) -> str:
     return " ".join(map(str, value)) if value else "none"
+
+
+def _page_list(value) -> str:
+    """``pages 3 5``, ``page 3``, ``no pages``: a list answer in words."""
+    if not value:
+        return "no pages"
+    return f"page {value[0]}" if len(value) == 1 else f"pages {_pages(value)}"
 
 
 # next victim ---------------------------------------------------------------------------
@@ -250,7 +257,7 @@ VICTIM = QuestionKind(
                   "Which page is evicted first?",
     answer=lambda v: v.victims[0].page,
     bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda v, x: f"page {x}",
+    describe=lambda x: f"page {x}",
     distractors=_victim_distractors,
     hint=lambda v: "Free pages go first; then the cache pops the eviction candidate (a childless node with ref 0) "
                    "with the smallest key (last_access, seq). The acquire's own match is protected.",
@@ -286,7 +293,7 @@ VICTIMS = QuestionKind(
                       else "Which, in the order they are evicted?")),
     answer=lambda v: tuple(e.page for e in v.victims[:_victims_count(v)]),
     bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda v, x: f"pages {_pages(x)}",
+    describe=lambda x: _page_list(x),
     distractors=_victims_distractors,
     hint=lambda v: "Pop the smallest key (last_access, seq) among childless ref-0 nodes; when a node's last child "
                    "is evicted and it has ref 0, it becomes a candidate too.",
@@ -363,7 +370,7 @@ HITS = QuestionKind(
     ask=lambda v: f"{v.text()} How many of its {count(len(v.op.tokens), 'token')} will hit the cache?",
     answer=lambda v: v.matched.matched_tokens,
     bound=lambda v: len(v.op.tokens),
-    describe=lambda v, x: count(x, "token"),
+    describe=lambda x: count(x, "token"),
     distractors=_hit_distractors,
     hint=lambda v: f"Walk the trie from the root one full page ({v.snap0.tokens_per_page} tokens) at a time; "
                    "stop at the first page that is not a child of the last match.",
@@ -428,7 +435,7 @@ TABLE = QuestionKind(
     ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
     answer=lambda v: tuple(v.mine(v.snap1).pages),
     bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda v, x: f"pages {_pages(x)}",
+    describe=lambda x: _page_list(x),
     distractors=_table_distractors,
     hint=lambda v: "Matched pages first (shared, in token order), then free pages from the front of the free list, "
                    "then evicted pages, oldest key first; publish swaps a duplicate for the cached page.",
@@ -481,7 +488,7 @@ REF = QuestionKind(
                    f"(page {v.snap0.node(_ref_node(v)).page}) after it?"),
     answer=lambda v: v.snap1.node(_ref_node(v)).ref,
     bound=lambda v: len(v.snap0.allocations) + len(v.snap1.allocations) + 1,
-    describe=lambda v, x: f"ref {x}",
+    describe=lambda x: f"ref {x}",
     distractors=_ref_distractors,
     hint=lambda v: "A node's ref is the number of live allocations whose published path contains it.",
     why=lambda v, x: (f"Node {_ref_node(v)} is on the published path of "
@@ -531,7 +538,7 @@ FAIL = QuestionKind(
     ask=lambda v: f"{v.text()} Will it fail? Answer how many pages short it is (0: it succeeds).",
     answer=lambda v: _room(v).short,
     bound=lambda v: _room(v).needed,
-    describe=lambda v, x: f"fails, {count(x, 'page')} short" if x else "succeeds",
+    describe=lambda x: f"fails, {count(x, 'page')} short" if x else "succeeds",
     distractors=_fail_distractors,
     hint=lambda v: "Count the new pages it needs (tokens not matched plus extra slots, rounded up to pages); it "
                    "fits when free plus evictable (ref 0, not matched by this acquire) cover them.",
@@ -582,7 +589,7 @@ FREE = QuestionKind(
     ask=lambda v: f"{v.text()} How many pages are free after it (there are {v.snap0.free_count} now)?",
     answer=lambda v: v.snap1.free_count,
     bound=lambda v: v.snap0.page_count,
-    describe=lambda v, x: count(x, "free page"),
+    describe=lambda x: count(x, "free page"),
     distractors=_free_distractors,
     hint=lambda v: "Release frees only unpublished pages; acquires take free pages first; a duplicate page "
                    "returns to the free list when publish adopts the cached one.",
@@ -654,7 +661,7 @@ EVICTABLE = QuestionKind(
     ask=_evictable_ask,
     answer=lambda v: tuple(p for p in _shown_pages(v) if v.snap1.node_for_page(p).ref == 0),
     bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda v, x: f"pages {_pages(x)}" if x else "none",
+    describe=lambda x: _page_list(x),
     distractors=_evictable_distractors,
     hint=lambda v: "Evictable means ref 0: no live allocation's published path contains the page's node. An "
                    "acquire references every node it matches; a release drops its references.",
@@ -739,12 +746,7 @@ class Question:
 
     def describe(self, value: Value) -> str:
         """A value in words (for feedback)."""
-        chosen = next((c for c in self.choices if c.value == value), None)
-        if chosen is not None:
-            return chosen.text
-        if self.spec.form == "number":
-            return str(value)
-        return f"{self.spec.noun}s {_pages(value)}"
+        return self.spec.describe(value)
 
     def read(self, line: str) -> Reply | None:
         """Grade one answer line; None for a blank line (skip). AnswerError for a line that is no answer."""
@@ -816,10 +818,10 @@ def _build(spec: QuestionKind, view: StepView, rng: random.Random) -> Question |
     options = [(answer, None)] + [(m.value, m.mistake) for m in wrong]
     if spec.form == "number":
         options.sort(key=lambda o: o[0])  # numbered by value: choice 4 is the answer 4
-        choices = tuple(Choice(v, v, spec.describe(view, v), m) for v, m in options)
+        choices = tuple(Choice(v, v, spec.describe(v), m) for v, m in options)
     else:
         rng.shuffle(options)
-        choices = tuple(Choice(i + 1, v, spec.describe(view, v), m) for i, (v, m) in enumerate(options))
+        choices = tuple(Choice(i + 1, v, spec.describe(v), m) for i, (v, m) in enumerate(options))
     return Question(spec.name, view.index, spec.ask(view), choices, answer, bound, spec.hint(view),
                     spec.why(view, answer))
 
