@@ -358,3 +358,17 @@ def test_a_wrong_evaluation_of_each_kind_is_caught(kind, monkeypatch):
     with pytest.raises(AssertionError):
         for label, session in [*_demo_sessions(), *_random_sessions(60)]:
             _check_session(label, session, Counter())
+
+
+def test_the_quiz_counts_room_as_the_cache_does_so_no_fail_question_is_dropped():
+    # FAIL only applies where its count agrees with the cache's verdict; it must always agree.
+    checked = 0
+    for label, session in [*_demo_sessions(), *_random_sessions(150)]:
+        for view in _views(session):
+            room = quiz_module._room(view)
+            error = view.after.error
+            if room is None or (error is not None and error.kind != "CacheAllocationFailure"):
+                continue
+            checked += 1
+            assert (room.short > 0) == (error is not None), (label, view.index)
+    assert checked > 1000
