@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exports of a frame: bundle (.json), Markdown (.md), text (.txt) and SVG (.svg).
 
 The SVG is a picture of the UI, so it is drawn by the caller (the CLI or the app hands in

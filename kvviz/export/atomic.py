@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One atomic write for every file kvviz writes: a unique temporary file beside the target,
 then a rename, so a failure (or a second kvviz writing at the same moment) leaves nothing
 half-written and never clobbers an unrelated file such as an existing ``X.md.part``.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The replayable bug-report bundle: JSON that reproduces a step exactly.
 
 Holds the schema, versions, cache config, the full script, the step of interest, a digest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Canonical JSON text of a bundle, streamed in bounded chunks.
 
 The text is exactly ``json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)`` (a

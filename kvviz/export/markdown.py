@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Markdown export: what a person pastes into a GitHub issue.
 
 A summary, a Mermaid diagram of the trie at the step (GitHub renders it; new nodes green,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rich renderables of a frame: the headless view (`--print`, `.txt` exports).
 
 Plain objects, no widget code: tests render them into ``Console(width=N, color_system=None)``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A bundle that opens says only what its script does: every recorded value is held to the
 replay (a disagreement is a divergence, exit 1), every field is of the schema's shape and
 there are no others (else the bundle is malformed, exit 2), and junk that cannot run is

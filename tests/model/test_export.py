@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exports of a step: the replayable JSON bundle, the Markdown report, plain text; and the
 round trip export -> open for small scripts and every shipped demo, at every kind of step."""
 
