@@ -2,7 +2,8 @@
 """The whole ``kvviz`` command line: every command is added here, explicitly.
 
 Commands live in this package and nowhere else; they share one error type
-(:class:`~kvviz.cli.common.BadInput`: one line, exit code 2) and one way to start the UI
+(:class:`~kvviz.cli.common.BadInput`: one line, then a scenario's other located problems if it
+has several; exit code 2) and one way to start the UI
 (:func:`~kvviz.cli.common.launch_ui`). The group itself makes two promises for every command:
 a usage error is one line, and a reader that closes the pipe early is not a failure.
 """

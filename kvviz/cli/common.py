@@ -3,7 +3,8 @@
 sessions, the cache-kind and backend options, and the one place that starts the UI.
 
 Bad input (malformed scenarios, foreign or corrupt bundles, unknown names, bad options)
-raises :class:`BadInput`: one line on stderr, exit code 2, never a traceback.
+raises :class:`BadInput`: one line on stderr, exit code 2, never a traceback. A scenario with
+several problems lists the others after that line, one located line each (bounded).
 """
 
 from __future__ import annotations
@@ -21,12 +22,24 @@ from ..model.scenario import Scenario, ScenarioError, parse_scenario_file
 
 
 class BadInput(click.ClickException):
-    """User error: a message, exit code 2, no traceback."""
+    """User error: a message, exit code 2, no traceback.
+
+    The message is the one ``kvviz: error:`` line. ``more`` are further problems of the same
+    input, each already a located line of its own (``PATH:LINE:COLUMN: ...``, as a compiler
+    lists them), printed after it: a scenario with three mistakes is fixed in one round, not
+    three, and the first line alone still says what is wrong and where.
+    """
 
     exit_code = 2
 
+    def __init__(self, message: str, more: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.more = tuple(more)
+
     def show(self, file=None) -> None:
         click.echo(f"kvviz: error: {self.format_message()}", err=True)
+        for line in self.more:
+            click.echo(line, err=True)
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:
@@ -66,7 +79,8 @@ def load_scenario(path_or_demo: str, *, demo: bool = False) -> Scenario:
     try:
         return parse_scenario_file(path)
     except ScenarioError as exc:
-        raise BadInput(str(exc)) from None
+        first, *others = exc.report().split("\n")  # every problem, bounded by MAX_SCENARIO_ERRORS
+        raise BadInput(first, tuple(others)) from None
 
 
 def load_file_or_demo(name: str) -> Scenario:

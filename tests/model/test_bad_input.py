@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Bad input at the command line: broken script files and broken bundles give one clear line
 naming the place, exit code 2 (1 for a bundle whose replay diverges), no traceback, and
-nothing written."""
+nothing written. A script with several mistakes lists the others after that line, each on a
+located line of its own."""
 
 import json
 import os
@@ -15,6 +16,8 @@ from click.testing import CliRunner
 
 import kvviz.export.bundle as bundle_module
 from kvviz.cli import cli
+from kvviz.limits import MAX_SCENARIO_ERRORS
+from kvviz.model.scenario import ScenarioError, parse_scenario_file
 
 # Step 4 evicts a's second page; step 5 fails.
 GOOD = b"""\
@@ -105,6 +108,51 @@ def test_exporting_a_broken_script_file_exits_2_and_writes_nothing(suffix, broke
     assert_bad_input(kvviz("export", str(path), "-o", str(out)), fragment, f"{path}:")
     assert not out.exists()
     assert set(tmp_path.iterdir()) == before
+
+
+# Three mistakes on lines 2, 3 and 4; the parser keeps going after each.
+THREE_MISTAKES = b"""\
+cache trie pages=4 tokens_per_page=4
+acquire r1 1..x
+publish
+expect frob 3
+release r1
+"""
+
+
+@pytest.mark.parametrize("command", [["run", "{path}", "--print"], ["check", "{path}"],
+                                     ["export", "{path}", "-o", "{out}"]], ids=lambda c: c[0])
+def test_a_script_with_three_mistakes_names_all_three_first_as_the_error_line(command, tmp_path):
+    """The first line is the error as before; each further problem follows on a located line
+    of its own, so one run shows everything to fix."""
+    path = tmp_path / "three.kvs"
+    path.write_bytes(THREE_MISTAKES)
+    out = tmp_path / "out.json"
+    result = kvviz(*[a.format(path=path, out=out) for a in command])
+    assert result.exit_code == 2
+    assert (result.stdout, "Traceback" in result.output) == ("", False)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 3, result.stderr
+    assert lines[0].startswith(f"kvviz: error: {path}:2:12: bad token '1..x'")
+    assert lines[1].startswith(f"{path}:3:8: missing allocation name (expected: ")
+    assert lines[2].startswith(f"{path}:4:8: unknown expect 'frob' (expected: ")
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario_file(path)
+    assert result.stderr == f"kvviz: error: {raised.value.report()}\n"
+    assert not out.exists()
+
+
+def test_a_script_with_too_many_mistakes_lists_the_first_ones_and_counts_the_rest(tmp_path):
+    path = tmp_path / "many.kvs"
+    mistakes = MAX_SCENARIO_ERRORS + 5
+    path.write_bytes(b"cache trie pages=4\n" + b"evict r1\n" * mistakes)
+    result = kvviz("check", str(path))
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"kvviz: error: {path}:2:1: unknown op 'evict'")
+    assert [line.split(": ", 1)[0] for line in lines[1:MAX_SCENARIO_ERRORS]] == [
+        f"{path}:{n}:1" for n in range(3, MAX_SCENARIO_ERRORS + 2)]
+    assert lines[MAX_SCENARIO_ERRORS:] == ["\u2026 and 5 more errors"]
 
 
 def test_check_refuses_every_file_before_running_any_when_one_is_broken(tmp_path):
