@@ -188,7 +188,9 @@ class QuestionKind:
     ``form``: 'number', 'list' (order matters) or 'set'; ``noun``: what the numbers name
     ('page', 'node'); ``bound(view)``: the largest number an answer may contain;
     ``describe(value)``: an answer in words (a choice's text); ``distractors(view, answer)``:
-    wrong answers with the mistake each models; ``hint(view)`` and ``why(view, answer)``: one sentence each.
+    wrong answers with the mistake each models; ``hint(view)`` and ``why(view, answer)``: one sentence each;
+    ``weight``: how much more often than a weight-1 kind it is picked where both apply (the
+    rarer, harder moments, evictions and failures, should not drown in ref and free questions).
     """
 
     name: str
@@ -203,6 +205,7 @@ class QuestionKind:
     distractors: Callable[[StepView, Value], list[Mistake]]
     hint: Callable[[StepView], str]
     why: Callable[[StepView, Value], str]
+    weight: int = 1
 
 
 def _pages(value) -> str:
@@ -262,6 +265,7 @@ VICTIM = QuestionKind(
     hint=lambda v: "Free pages go first; then the cache pops the eviction candidate (a childless node with ref 0) "
                    "with the smallest key (last_access, seq). The acquire's own match is protected.",
     why=_victim_why,
+    weight=3,
 )
 
 
@@ -301,6 +305,7 @@ VICTIMS = QuestionKind(
                       + ", ".join(f"page {e.page} key {e.key}" for e in v.victims[:len(x)])
                       + (" (a parent left childless joined the heap on the way)."
                          if any(e.parent_became_candidate is not None for e in v.victims[:len(x) - 1]) else ".")),
+    weight=3,
 )
 
 
@@ -375,6 +380,7 @@ HITS = QuestionKind(
     hint=lambda v: f"Walk the trie from the root one full page ({v.snap0.tokens_per_page} tokens) at a time; "
                    "stop at the first page that is not a child of the last match.",
     why=_hit_why,
+    weight=2,
 )
 
 
@@ -440,6 +446,7 @@ TABLE = QuestionKind(
     hint=lambda v: "Matched pages first (shared, in token order), then free pages from the front of the free list, "
                    "then evicted pages, oldest key first; publish swaps a duplicate for the cached page.",
     why=lambda v, x: _table_why(v, x),
+    weight=2,
 )
 
 
@@ -543,6 +550,7 @@ FAIL = QuestionKind(
     hint=lambda v: "Count the new pages it needs (tokens not matched plus extra slots, rounded up to pages); it "
                    "fits when free plus evictable (ref 0, not matched by this acquire) cover them.",
     why=_fail_why,
+    weight=2,
 )
 
 
@@ -858,7 +866,7 @@ def questions(session: "Session", seed: int = 0) -> list[Question]:
             # Variety: not the same kind twice in a row when the step offers another.
             options = [q for q in options if q.kind != out[-1].kind] or options
         if options:
-            out.append(rng.choice(options))
+            out.append(rng.choices(options, [q.spec.weight for q in options])[0])
     return out
 
 
