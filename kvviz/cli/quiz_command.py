@@ -156,10 +156,10 @@ def _answer(question: Question, stdin):
 def _read_line(stdin) -> str | None:
     """One line of stdin, None at end of input; ValueError for a line over MAX_ANSWER_CHARS
     (read to its end first, so the next answer starts on the next line)."""
-    line = stdin.readline(MAX_ANSWER_CHARS + 1)
+    line = stdin.readline(MAX_ANSWER_CHARS + 2)  # the limit, one more, and the newline
     if not line:
         return None
-    if len(line) > MAX_ANSWER_CHARS:
+    if len(line.removesuffix("\n")) > MAX_ANSWER_CHARS:
         while line and not line.endswith("\n"):
             line = stdin.readline(MAX_ANSWER_CHARS)  # drain the rest, bounded per read
         raise ValueError(f"the line is longer than {MAX_ANSWER_CHARS:,} characters")

@@ -152,3 +152,14 @@ def test_the_state_shown_does_not_give_the_next_victim_away():
     assert marked  # the text export does mark the heap's top ...
     out, _ = _run(["lru"], "\n" * 40)
     assert "State before the step:" in out and "<- next victim" not in out  # ... the quiz does not
+
+
+def test_an_answer_line_may_be_as_long_as_the_limit_and_no_longer():
+    from kvviz.limits import MAX_ANSWER_CHARS
+
+    first = _expected("dedup")[0]
+    at_limit = first.correct_line.ljust(MAX_ANSWER_CHARS)
+    out, report = _run(["dedup", "--no-state"], at_limit + "\n")
+    assert report["questions"][0]["right"] and "longer than" not in out
+    out, report = _run(["dedup", "--no-state"], at_limit + " \n" + first.correct_line + "\n")
+    assert out.count("longer than") == 1 and report["questions"][0]["right"]
