@@ -134,6 +134,9 @@ def _answer(question: Question, stdin):
         click.echo("answer> ", nl=False)
         try:
             line = _read_line(stdin)
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: stop like end of input, with the score
+            click.echo()
+            return True, None, None
         except (UnicodeDecodeError, ValueError) as exc:
             click.echo(f"Not an answer: {exc}.")
             _show(question)

@@ -163,3 +163,27 @@ def test_an_answer_line_may_be_as_long_as_the_limit_and_no_longer():
     assert report["questions"][0]["right"] and "longer than" not in out
     out, report = _run(["dedup", "--no-state"], at_limit + " \n" + first.correct_line + "\n")
     assert out.count("longer than") == 1 and report["questions"][0]["right"]
+
+
+def test_ctrl_c_at_the_prompt_ends_the_quiz_with_the_score(monkeypatch, capsys):
+    from kvviz.cli import quiz_command
+
+    first = _expected("dedup")[0]
+
+    class Interrupted:
+        """stdin that answers once, then the learner presses Ctrl-C."""
+
+        lines = [first.correct_line + "\n"]
+
+        def readline(self, limit=-1):
+            if self.lines:
+                return self.lines.pop()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(quiz_command.sys, "stdin", Interrupted())
+    with pytest.raises(SystemExit) as done:
+        quiz_command.quiz.main(["dedup", "--no-state", "--json"], standalone_mode=True)
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["asked"] == 1 and report["score"] == 1 and "End of input" in out
