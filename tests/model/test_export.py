@@ -318,6 +318,16 @@ def test_four_acquires_of_a_million_tokens_are_refused_before_any_frame_is_built
     assert list(tmp_path.iterdir()) == []
 
 
+def test_four_acquires_of_a_million_tokens_on_big_pages_are_refused_before_the_bundle_is_built(tmp_path, monkeypatch):
+    """The same on 100 pages of 65,536 tokens: the pool is small, the token lists are not
+    (they streamed to 64 MiB before being refused, in 11 s and 410 MB)."""
+    session = big_session(4, 1_000_000, 100, tokens_per_page=65_536)
+    monkeypatch.setattr(bundle_module, "make_bundle", lambda *a: pytest.fail("the bundle was built"))
+    with pytest.raises(BundleTooLarge, match=r"\(4 steps, 100 pages, 4,000,000 tokens in live allocations\)"):
+        write_export(session, 4, tmp_path / "big.json")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_bundle_bound_to_be_too_large_by_its_tokens_is_refused_from_counts(tmp_path, monkeypatch):
     session = big_session(4, 10_000, 5_000)
     floor = bundle_size_floor(session, 4)
