@@ -24,7 +24,8 @@ from textual.screen import Screen
 from textual.css.query import NoMatches
 from textual.widgets import Footer
 
-from ..model.scenario import ScenarioError, parse_command
+from ..model.expect import ExpectResult, evaluate
+from ..model.scenario import Expect, ScenarioError, parse_command
 from ..model.session import Session
 from .saving import NoFreeName, edit_tag, free_path, free_stem, slug
 from .stepping import StepActions
@@ -483,6 +484,9 @@ class KvvizApp(StepActions, App[None]):
 
     @on(CommandBar.OpEntered)
     def _op_entered(self, message: CommandBar.OpEntered) -> None:
+        if isinstance(message.op, Expect):
+            self.check_expect(message.op)
+            return
         if self.step == self.last_step:
             self.apply_op(message.op)
             return
@@ -509,6 +513,23 @@ class KvvizApp(StepActions, App[None]):
             self.command_bar.input.focus()
             return
         self.apply_op(op)
+
+    def check_expect(self, expect: Expect) -> ExpectResult | None:
+        """Check a typed ``expect`` line against the step shown and say the result; the
+        timeline does not change. None when the line is scoped to another cache kind."""
+        self.command_bar.clear()
+        kind = self.session.config.kind
+        text = expect.text or "expect"
+        if not expect.applies_to(kind):
+            self.notify(f"{text}: written for {', '.join(expect.kinds or ())}, not this {kind} cache; "
+                        "not checked", severity="warning", timeout=6)
+            return None
+        result = evaluate(expect, self.session.frame(self.step))
+        if result.ok:
+            self.notify(f"✓ {text} holds at step {self.step}", timeout=5)
+        else:
+            self.notify(f"✗ {text} at step {self.step}: {result.message}", severity="error", timeout=8)
+        return result
 
     def apply_op(self, op) -> None:
         """Apply ``op`` at the end of the timeline and show the new step."""

@@ -436,3 +436,30 @@ async def test_why_on_a_cached_page_gives_its_key_its_place_in_line_and_who_hold
         await pilot.pause()
         holders = [a.label for a in snap.allocations if held.page in a.pages[: a.published]]
         assert f"ref {held.ref}" in app.why.text and all(name in app.why.text for name in holders)
+
+
+def test_completion_knows_expect_its_kinds_and_extra():
+    from kvviz.ui.widgets.command_bar import complete
+
+    assert complete("exp", []) == "expect "
+    assert complete("expect evi", []) == "expect evictable "
+    assert complete("acquire r1 1..8 e", []) == "acquire r1 1..8 extra="
+    assert complete("extend r1 + 9 ex", ["r1"]) == "extend r1 + 9 extra="
+    assert complete("acquire r1 1..8 extra=2 e", []) is None, "an option is offered once"
+    assert complete("release r1 e", ["r1"]) is None, "release takes no option"
+
+
+async def test_an_expect_typed_in_the_bar_is_checked_against_the_step_shown(app_on, small):
+    app = app_on(small, step=6)
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        free = app.view.snapshot.free_count
+        before = len(app.session)
+        await pilot.press("colon", *f"expect free {free}", "enter")
+        await pilot.pause()
+        await pilot.press("colon", *f"expect free {free + 1}", "enter")
+        await pilot.pause()
+        shown = [str(n.message) for n in app._notifications]
+        assert len(app.session) == before and app.step == 6, "the timeline is untouched"
+        assert any(m.startswith(f"✓ expect free {free} holds at step 6") for m in shown)
+        assert any(m.startswith(f"✗ expect free {free + 1} at step 6") for m in shown)
+        assert app.command_bar.error is None

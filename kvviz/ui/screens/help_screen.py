@@ -26,7 +26,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("w", "why panel: why was this page evicted / why this short match"),
     ("enter / c", "trie: fold a subtree / compress chains of single-child nodes"),
     ("z", "page grid: compact layout (one character per page)"),
-    (":", "command bar: type an op; → completes, ↑ ↓ history"),
+    (":", "command bar: an op or expect line; → completes, ↑ ↓ history"),
     ("e", "export this step: bundle .json, .md and .svg"),
     ("ctrl+s", "save the script as a .kvs file"),
     ("ctrl+p", "command palette: demos, export, theme, jump"),

@@ -1,4 +1,5 @@
-"""The command bar: type ops in the scenario language (``acquire r4 1..12 extra=2``).
+"""The command bar: type ops in the scenario language (``acquire r4 1..12 extra=2``), or
+``expect`` lines, which are checked at once against the step shown.
 
 Completion suggests op names and the names of live allocations (accept with →, or enter,
 which applies what the box shows, completion included); up/down recall earlier commands. A command that does not parse stays in the box and the error
@@ -19,7 +20,7 @@ from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
-from ...model.scenario import OP_FORMS, Op, ScenarioError, parse_command
+from ...model.scenario import COMMAND_KEYWORDS, EXPECT_FORMS, OP_OPTIONS, Expect, Op, ScenarioError, parse_command
 
 NEEDS_LIVE_NAME = ("publish", "extend", "release")
 
@@ -27,8 +28,10 @@ NEEDS_LIVE_NAME = ("publish", "extend", "release")
 def complete(value: str, live_names: Iterable[str]) -> str | None:
     """The completion of a partly typed command, or None.
 
-    The first word completes to an op name; the second, after publish/extend/release, to a
-    live allocation's name, and after acquire to the next unused ``rN``.
+    The first word completes to an op name or ``expect``; the second, after
+    publish/extend/release, to a live allocation's name, after acquire to the next unused
+    ``rN``, after expect to an expect kind; a later word to an option the op takes
+    (``extra=``).
     """
     if not value or value != value.lstrip():
         return None
@@ -36,9 +39,10 @@ def complete(value: str, live_names: Iterable[str]) -> str | None:
     live = list(live_names)
     if len(words) == 1:
         word = words[0].lower()
-        return next((value + op[len(word):] + " " for op in OP_FORMS if op.startswith(word) and op != word), None)
+        return next((value + keyword[len(word):] + " " for keyword in COMMAND_KEYWORDS
+                     if keyword.startswith(word) and keyword != word), None)
+    op, partial = words[0].lower(), words[-1]
     if len(words) == 2:
-        op, partial = words[0].lower(), words[1]
         if op in NEEDS_LIVE_NAME:
             match = next((name for name in live if name.startswith(partial) and name != partial), None)
             return value + match[len(partial):] if match else None
@@ -48,6 +52,15 @@ def complete(value: str, live_names: Iterable[str]) -> str | None:
             while f"r{number}" in used:
                 number += 1
             return f"{words[0]} r{number}"
+        if op == "expect" and partial:
+            return next((value + kind[len(partial):] + " " for kind in EXPECT_FORMS
+                         if kind.startswith(partial) and kind != partial), None)
+        return None
+    if partial:
+        for option in OP_OPTIONS.get(op, ()):
+            given = any(word.startswith(option) for word in words[:-1])
+            if option.startswith(partial) and option != partial and not given:
+                return value + option[len(partial):]
     return None
 
 
@@ -118,9 +131,10 @@ class CommandBar(Vertical):
     """
 
     class OpEntered(Message):
-        """A command parsed into ``op``; ``text`` is what was typed."""
+        """A command parsed into ``op`` (an :class:`Op` to apply, or an :class:`Expect` to
+        check against the step shown); ``text`` is what was typed."""
 
-        def __init__(self, op: Op, text: str) -> None:
+        def __init__(self, op: Op | Expect, text: str) -> None:
             super().__init__()
             self.op = op
             self.text = text
@@ -163,8 +177,9 @@ class CommandBar(Vertical):
         label.set_class(True, "-shown")
         box.set_class(True, "-error")
 
-    def submit(self, text: str) -> Op | None:
-        """Parse ``text``: on success post :class:`OpEntered` and return the op, else show the error."""
+    def submit(self, text: str) -> Op | Expect | None:
+        """Parse ``text``: on success post :class:`OpEntered` and return the op (or expect),
+        else show the error."""
         try:
             op = parse_command(text, self._live_names(), self._vocab())
         except ScenarioError as error:
