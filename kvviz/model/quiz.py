@@ -366,6 +366,15 @@ def _hit_applies(view: StepView) -> bool:
 
 def _hit_why(view: StepView, answer: Value) -> str:
     lines = why_short_match(view.session, view.index, view.op.name).lines
+    if _unpublished_hit(view) > answer:
+        # The why-query looks at the trie only; the learner's likely mistake is elsewhere.
+        tpp, tokens = view.snap0.tokens_per_page, view.op.tokens
+        holders = [a.label for a in view.snap0.allocations if len(a.tokens) // tpp > a.published
+                   and tuple(a.tokens[:answer + tpp]) == tuple(tokens[:answer + tpp])]
+        who = ", ".join(holders) if holders else "another request"
+        verbs = ("holds", "has") if len(holders) <= 1 else ("hold", "have")
+        return (f"{lines[0]} {who} {verbs[0]} the next page's tokens but {verbs[1]} not published them: only "
+                "published pages are shared.")
     return " ".join(lines[:2])
 
 

@@ -372,3 +372,10 @@ def test_the_quiz_counts_room_as_the_cache_does_so_no_fail_question_is_dropped()
             checked += 1
             assert (room.short > 0) == (error is not None), (label, view.index)
     assert checked > 1000
+
+
+def test_a_hit_on_unpublished_pages_is_explained_by_who_holds_them():
+    q = _question("dedup", _step_of("dedup", "acquire y 1..8 10"), "hits")
+    assert q.answer == 0
+    assert any(c.value == 8 and "unpublished" in c.mistake for c in q.choices if c.mistake)
+    assert "x holds the next page's tokens but has not published them" in q.why
