@@ -48,3 +48,6 @@ MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 
 MAX_ANSWER_CHARS = 1_000
 """Characters of one answer line of ``kvviz quiz --plain``; a longer line is refused whole."""
+MAX_QUIZ_STEPS = 2_000
+"""Steps of one scenario ``kvviz quiz`` asks about (the first ones): a question costs a look at
+two frames, and a long trace slice would otherwise build every frame before the first question."""

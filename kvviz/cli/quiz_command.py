@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER
+from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions
 from ..model.scenario import ScenarioError, parse_scenario
@@ -50,7 +50,10 @@ def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | N
     (the UI practice panel is not built yet); --plain says so explicitly.
     """
     session = _session(source, random_, seed, level, save)
-    asked = questions(session, seed)
+    steps = len(session) - 1
+    if steps > MAX_QUIZ_STEPS:
+        click.echo(f"The scenario has {steps:,} steps; the quiz asks about the first {MAX_QUIZ_STEPS:,}.")
+    asked = questions(session, seed, last=MAX_QUIZ_STEPS)
     _run_plain(session, asked, seed, show_state=not no_state, as_json=as_json)
 
 

@@ -843,10 +843,12 @@ def _build(spec: QuestionKind, view: StepView, rng: random.Random) -> Question |
                     spec.why(view, answer))
 
 
-def step_views(session: "Session"):
-    """Every step of ``session`` as a :class:`StepView` (frame ``i - 1`` before, ``i`` after)."""
+def step_views(session: "Session", last: int | None = None):
+    """Every step of ``session`` (up to step ``last``) as a :class:`StepView` (frame ``i - 1``
+    before, ``i`` after)."""
     before = session.frame(0)
-    for index in range(1, len(session)):
+    end = len(session) if last is None else min(len(session), last + 1)
+    for index in range(1, end):
         after = session.frame(index)
         yield StepView(session, index, before, after)
         before = after
@@ -863,13 +865,14 @@ def questions_at(view: StepView, rng: random.Random) -> list[Question]:
     return out
 
 
-def questions(session: "Session", seed: int = 0) -> list[Question]:
-    """One question at each interesting step of ``session``, chosen and shuffled by ``seed``.
+def questions(session: "Session", seed: int = 0, last: int | None = None) -> list[Question]:
+    """One question at each interesting step of ``session`` (up to step ``last``), chosen and
+    shuffled by ``seed``.
 
     The same session and seed give the same questions; the session is only read."""
     rng = random.Random(f"kvviz-quiz/questions/{seed}")
     out: list[Question] = []
-    for view in step_views(session):
+    for view in step_views(session, last):
         options = questions_at(view, rng)
         if out and len(options) > 1:
             # Variety: not the same kind twice in a row when the step offers another.

@@ -187,3 +187,12 @@ def test_ctrl_c_at_the_prompt_ends_the_quiz_with_the_score(monkeypatch, capsys):
     out = capsys.readouterr().out
     report = json.loads(out.strip().splitlines()[-1])
     assert report["asked"] == 1 and report["score"] == 1 and "End of input" in out
+
+
+def test_a_long_scenario_is_quizzed_on_its_first_steps_only(tmp_path, monkeypatch):
+    from kvviz.cli import quiz_command
+
+    monkeypatch.setattr(quiz_command, "MAX_QUIZ_STEPS", 10)
+    out, report = _run(["lru", "--no-state"], "")
+    assert "the quiz asks about the first 10" in out
+    assert report["total"] == len([q for q in _expected("lru") if q.step <= 10]) < len(_expected("lru"))
