@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
+from kvcore.snapshot import FreePages
 
 from .narrate import TOKENS, Units, count, match_stop
 
@@ -67,7 +68,7 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
     at = f"at step {frame_index}"
     label = session.label_tokens
     if info.state == "free":
-        place = snap.free.index(page) + 1
+        place = _free_place(snap.free, page)
         return Answer(title, (f"It is free {at}: no node or allocation holds it. It is number {place:,} of "
                               f"{len(snap.free):,} in the free list; acquires take free pages from the front.",),
                       None, (page,))
@@ -101,6 +102,17 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
     else:
         lines.extend(_interior_lines(snap, node))
     return Answer(title, tuple(lines), None, (page,), (node.id,))
+
+
+def _free_place(free, page: int) -> int:
+    """1-based position of ``page`` in the free list, O(pages returned): a pool of 10^12
+    pages keeps its never-used run as a range, which ``free.index`` would walk."""
+    if isinstance(free, FreePages):
+        untouched = free.page_count - free.untouched_from
+        if free.untouched_from <= page < free.page_count:
+            return page - free.untouched_from + 1
+        return untouched + free.returned.index(page) + 1
+    return free.index(page) + 1
 
 
 def _interior_lines(snap, node) -> list[str]:

@@ -350,3 +350,26 @@ def test_a_step_that_evicts_many_pages_tells_three_and_sums_up_the_rest():
     assert text.count("last used at tick") == 3
     assert text.endswith("then 7 more pages, each the next oldest candidate (pages 3, 4, 5, 6, 7, 8, 9); "
                          "10 pages evicted in all.")
+
+
+def test_a_free_page_of_a_huge_pool_is_placed_without_walking_the_free_list(monkeypatch):
+    from types import SimpleNamespace
+
+    from kvcore.snapshot import FreePages
+
+    from kvcore import PagePool, TriePagedAttentionCache
+
+    from kvviz.model.why import page_status
+
+    cache = TriePagedAttentionCache(PagePool(10**12), 1)
+    cache.acquire_pages_for_tokens([1, 2, 3]).release_pages()
+    snapshot = cache.snapshot()  # pages 3.. were never used and come first; 0, 1, 2 were returned
+    def walk(self, page, *args):
+        raise AssertionError("walked a free list of 10^12 pages")
+
+    monkeypatch.setattr(FreePages, "index", walk)  # Sequence.index would iterate for hours
+    frame = SimpleNamespace(snapshot=snapshot)
+    session = SimpleNamespace(frame=lambda index: frame, label_tokens=lambda tokens: " ".join(map(str, tokens)))
+    last = page_status(session, 2, 10**12 - 1).lines[0]
+    assert "It is number 999,999,999,997 of 1,000,000,000,000 in the free list" in last
+    assert "number 1,000,000,000,000 of 1,000,000,000,000" in page_status(session, 2, 2).lines[0]
