@@ -27,7 +27,7 @@ what ``--ui`` opens is exactly what ``--to-kvs`` writes and ``kvviz check`` read
 op's and expect's canonical text (what the UI shows for a step) and every limit of the
 language checked, so a slice the language would refuse is refused here, not by ``check``.
 
-Units: the cache counts in blocks. The title ends with "1 page = 1 block of 512 tokens"
+Units: the cache counts in blocks. The title starts with "1 page = 1 block of 512 tokens"
 (shown wherever the scenario's title is), and :data:`TraceScenario.units` is the
 :class:`~kvviz.model.narrate.Units` that narrates in blocks.
 """
@@ -182,7 +182,8 @@ def trace_to_scenario(
     last_number = requests[-1].index + 1 if requests else 0
     mode = "overlapping by arrival time" if config.concurrency else "one at a time"
     drafted = Scenario(
-        title=f"{source}, requests {first_number}-{last_number} (1 page = 1 block of {config.page_tokens} tokens)",
+        # The units first: a header that truncates the title still says what a page is.
+        title=f"{source}: 1 page = 1 block of {config.page_tokens} tokens, requests {first_number}-{last_number}",
         description=(f"{_plural(len(requests), 'request')} of a Mooncake trace, replayed {mode} on a "
                      f"{config.cache} cache with {capacity}: token hit rate {result.token_hit_rate:.1%}, "
                      f"{_plural(result.pages_evicted, 'page')} evicted, {result.failed_to_fit:,} failed to fit."

@@ -35,7 +35,7 @@ def test_a_small_slice_becomes_exactly_this_scenario():
 # One token = one 512-token block of a prompt. Tokens are the trace's hash ids,
 # chained prefix hashes: requests share pages exactly as far as their prompts share a prefix.
 # `expect hit` counts matched blocks (tokens of this cache), as the replay measured them.
-title: tiny.jsonl, requests 1-3 (1 page = 1 block of 512 tokens)
+title: tiny.jsonl: 1 page = 1 block of 512 tokens, requests 1-3
 description: 3 requests of a Mooncake trace, replayed one at a time on a trie cache with
 description: 2,048 tokens = 4 pages of 512 tokens: token hit rate 15.5%, 1 page evicted,
 description: 1 failed to fit.
