@@ -153,7 +153,8 @@ def trace_to_scenario(
             narration = _arrival(entry, seen)
             if entry.op == "fail":
                 need = len(request.hash_ids) + entry.extra_blocks
-                narration += f" It needs up to {_plural(need, 'page')} and does not fit: the acquire fails and changes nothing."
+                narration += (f" It needs up to {_plural(need, 'page')} and does not fit: the acquire fails and "
+                              "changes nothing.")
                 expects = (Expect("fail", detail="alloc"),)
             else:
                 matched = entry.matched_blocks
