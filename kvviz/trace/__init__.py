@@ -3,9 +3,9 @@
 
 ``mooncake`` reads and validates the JSONL traces, ``replay`` measures hit rates, evictions
 and held pages at a given capacity (or a sweep of capacities), ``to_kvs`` turns a slice
-into a scenario file, and ``command`` is the ``kvviz trace`` CLI command (Rich output).
-This package's pure modules import neither ``rich`` nor ``textual``; only ``command`` uses
-``rich``, and it is not imported here.
+into a scenario file and ``plot`` draws hit rate against capacity in plain text. The
+``kvviz trace`` command (Rich output) is :mod:`kvviz.cli.trace_command`. This package is
+pure: it imports neither ``rich`` nor ``textual``, the UI nor the CLI.
 """
 
 from .mooncake import (
