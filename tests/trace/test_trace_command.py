@@ -116,7 +116,7 @@ def test_a_file_without_requests_exits_with_code_2(tmp_path):
     ("3000000", 3_000_000), ("3_000_000", 3_000_000), ("3,000,000", 3_000_000), ("3e6", 3_000_000),
     ("3M", 3_000_000), ("1.5k", 1500), ("10G", 10**10), ("unlimited", None), ("inf", None),
     ("1e+3", 1000), ("1.0e3", 1000), ("1E3", 1000), ("15000e-3", 15), ("2.5e-1k", 250), ("0e-99999", 0),
-    ("1e15", 10**15), ("1000T", 10**15),
+    ("1e15", 10**15), ("1000T", 10**15), ("1000000000000000", 10**15),
 ])
 def test_capacities_read_the_way_people_write_them(text, tokens):
     assert parse_capacity(text) == tokens
@@ -129,6 +129,7 @@ def test_capacities_read_the_way_people_write_them(text, tokens):
     ("1e99", "is more than 1,000,000,000,000,000 tokens"),
     ("1e999999999", "is more than"),  # refused from its digits, never computed
     ("1001T", "is more than"),
+    ("1000000000000001", "is more than 1,000,000,000,000,000 tokens"),  # the limit plus one
     ("12345e-2", "is not a whole number"),
     ("1e-999999999", "is not a whole number"),
     ("nan", "is not a token count"),

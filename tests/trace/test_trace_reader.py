@@ -176,3 +176,36 @@ def test_skip_counts_every_bad_line_but_lists_only_the_first_thousand(tmp_path):
     assert (trace.skipped_count, len(trace.skipped)) == (1500, 1000)
     assert [p.line for p in trace.skipped] == list(range(1, 1001))
     assert len(trace.requests) == 1
+
+
+def _padded(size: int) -> bytes:
+    """A valid line of exactly ``size`` bytes (spaces before the closing brace)."""
+    text = line().encode()
+    return text[:-1] + b" " * (size - len(text)) + b"}"
+
+
+def test_a_line_of_exactly_the_size_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    from kvviz.limits import MAX_TRACE_LINE_BYTES
+
+    at_limit = _padded(MAX_TRACE_LINE_BYTES)
+    assert len(at_limit) == MAX_TRACE_LINE_BYTES
+    trace = read_trace(write(tmp_path, at_limit, _padded(MAX_TRACE_LINE_BYTES + 1), line()), on_error="skip")
+    assert [r.line for r in trace.requests] == [1, 3]  # the line after the long one is read intact
+    assert [(p.line, p.message) for p in trace.skipped] == [
+        (2, f"longer than {MAX_TRACE_LINE_BYTES:,} bytes (a request line is a few KB)")]
+
+
+def test_nesting_at_the_limit_is_parsed_and_one_level_deeper_is_refused():
+    from kvviz.limits import MAX_TRACE_NESTING
+
+    def nested(depth):  # the object is depth 1, so the extra field holds depth - 1 lists
+        return line()[:-1] + ', "x": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+    assert parse_line(nested(MAX_TRACE_NESTING)) == (0, 1000, 10, (1, 2))
+    with pytest.raises(ValueError, match=f"nested more than {MAX_TRACE_NESTING} brackets deep"):
+        parse_line(nested(MAX_TRACE_NESTING + 1))
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    text = line()[:-1] + ', "x": "' + "[" * 40 + '\\" {{{{{{{{{{{{{{{{{{{{"}'
+    assert parse_line(text) == (0, 1000, 10, (1, 2))
