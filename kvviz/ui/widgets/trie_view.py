@@ -238,16 +238,20 @@ class TrieView(LineView):
         used = len(line.prefix) + 2 + 2 + sum(len(text) for text, _ in tail_spans) + (12 if violated else 0)
         budget = max(6, width - used)
         if len(nodes) > 1:
+            # A chain's facts come first and its words last, where a narrow row cuts them:
+            # the pages, refs and ticks of a folded chain must never be the part cut off.
             head_words, tail_words = view.label(head_node.tokens), view.label(tail_node.tokens)
-            if budget >= 24:  # room for both ends of the chain
-                half = (budget - 3) // 2
-                head_words = _clip(head_words, half)
-                words = f"{head_words} ⋯ {_clip(tail_words, budget - 3 - len(head_words))}"
-            else:
-                words = f"{_clip(head_words, budget - 2)} ⋯"
-        else:
-            words = _clip(view.label(head_node.tokens), budget)
-        spans.append((f"[{words}]", style(change)))
+            budget = max(6, budget - 1)
+            half = max(3, (budget - 3) // 2)
+            head_words = _clip(head_words, half)
+            words = f"{head_words} ⋯ {_clip(tail_words, max(3, budget - 3 - len(head_words)))}"
+            spans.append((tail_spans[0][0].lstrip(), tail_spans[0][1]))
+            spans.extend(tail_spans[1:])
+            if violated:
+                spans.append((" ⚠ violation", style("trie-view--violation")))
+            spans.append((f" [{words}]", style(change)))
+            return spans
+        spans.append((f"[{_clip(view.label(head_node.tokens), budget)}]", style(change)))
         spans.extend(tail_spans)
         if violated:
             spans.append((" ⚠ violation", style("trie-view--violation")))
