@@ -10,26 +10,34 @@ from .base import BasePagedAttentionCache
 from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation, KVCacheError
 from .invariants import Violation, check_snapshot
 from .pool import PagePool
-from .snapshot import AllocationInfo, NodeInfo, PageInfo, Snapshot, SnapshotFormatError, Stats
+from .snapshot import AllocationInfo, FreePages, NodeInfo, PageInfo, PageTable, Snapshot, SnapshotFormatError, Stats
 from .trie import TriePagedAttentionCache
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AllocationInfo", "BasePagedAttentionCache", "CacheAllocationFailure", "InvalidConfiguration", "InvalidOperation",
-    "KVCacheError",
-    "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "Snapshot", "SnapshotFormatError", "Stats",
+    "KVCacheError", "FreePages",
+    "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "PageTable", "Snapshot", "SnapshotFormatError", "Stats",
     "TriePagedAttentionCache", "Violation", "check_snapshot",
 ]
 
 
+_KINDS = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}
+
+
 def make_cache(kind: str, page_count: int, tokens_per_page: int):
     """A fresh cache of ``kind`` ('trie' or 'base') with its own pool."""
-    cls = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}[kind]
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise InvalidConfiguration(f"unknown cache kind {kind!r} (expected 'trie' or 'base')")
     return cls(PagePool(page_count), tokens_per_page)
 
 
 def restore(snapshot: Snapshot, *, verify: bool = True):
     """A live cache of the snapshot's kind, restored from it (see ``restore`` on the classes)."""
-    cls = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}[snapshot.kind]
+    kind = getattr(snapshot, "kind", None)
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise InvalidOperation(f"cannot restore the snapshot: unknown cache kind {kind!r}")
     return cls.restore(snapshot, verify=verify)

@@ -241,7 +241,14 @@ class Stats:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Complete state of a cache at one moment (see DESIGN.md, "Snapshot")."""
+    """Complete state of a cache at one moment (see DESIGN.md, "Snapshot").
+
+    ``pages`` has one row per page of the pool and ``free`` lists the free pages in
+    hand-out order: tuples, or for pools above 65,536 pages a :class:`PageTable` and a
+    :class:`FreePages` that store what the pool used and make the rest when read (equal to
+    the tuples, and serialised the same). ``to_dict``/``to_json`` write every row: their
+    size is the pool's, so bound ``page_count`` before serialising a huge pool.
+    """
 
     kind: str
     tokens_per_page: int

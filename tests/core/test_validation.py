@@ -298,3 +298,13 @@ def test_any_order_of_the_free_list_is_a_state_restore_keeps():
     d["free"].reverse()
     restored = BasePagedAttentionCache.restore(Snapshot.from_dict(d))
     assert list(restored.snapshot().free) == d["free"]
+
+
+def test_unknown_kinds_are_kv_cache_errors():
+    with pytest.raises(InvalidConfiguration):
+        kvcore.make_cache("lfu", 4, 2)
+    snap = _healthy_base().snapshot()
+    import dataclasses
+
+    with pytest.raises(InvalidOperation, match="unknown cache kind"):
+        kvcore.restore(dataclasses.replace(snap, kind="radix"))
