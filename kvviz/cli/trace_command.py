@@ -49,7 +49,7 @@ from ..trace.replay import (
 )
 from ..trace.plot import hit_rate_plot, percent
 from ..trace.to_kvs import trace_to_scenario
-from .common import BadInput, launch_ui, require_terminal
+from .common import BadInput, launch_ui, require_terminal, stdout_console
 
 __all__ = ["parse_capacity", "trace"]
 
@@ -338,7 +338,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
                        f"(token hit rate {percent(scenario.result.token_hit_rate)})")
         return
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
-    console = Console()
+    console = stdout_console()
     if do_sweep:
         capacities = sweep_capacities()
         total = len(requests) * (len(capacities) + 1)
@@ -395,7 +395,7 @@ def _open_in_ui(loaded: Trace, requests, config: ReplayConfig, *, default_capaci
         converted = trace_to_scenario(requests, config, source=loaded.name, note=note)
     except ValueError as error:
         _fail(f"cannot open {loaded.path} in the UI: {error}")
-    launch_ui(Session.from_scenario(converted.scenario, lazy=True))
+    launch_ui(Session.from_scenario(converted.scenario, lazy=True, units=converted.units))
 
 
 def _report_skipped(loaded: Trace) -> None:

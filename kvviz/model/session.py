@@ -26,7 +26,7 @@ from ..backends import Backend, BackendFactory, UnknownAllocation
 from ..backends.kvcore_backend import kvcore_backend
 from .diff import Diff, diff_snapshots
 from .expect import ExpectResult, evaluate
-from .narrate import narrate
+from .narrate import TOKENS, Units, narrate
 from .scenario import CacheConfig, Expect, Op, Scenario, Step
 from .vocab import Vocabulary
 
@@ -189,11 +189,14 @@ class Session:
 
     def __init__(self, config: CacheConfig, *, title: str = "", description: str = "",
                  vocab: Vocabulary | None = None, backend_factory: BackendFactory = kvcore_backend,
-                 keyframe_every: int = 32, cached_frames: int = 256, check: bool = True):
+                 keyframe_every: int = 32, cached_frames: int = 256, check: bool = True,
+                 units: Units = TOKENS):
         """``keyframe_every``: a snapshot every K frames (rebuild cost vs memory);
         ``cached_frames``: how many materialised frames to keep; ``check``: run the invariant
-        checker on every frame."""
+        checker on every frame; ``units``: what one token stands for in the narration (a trace's
+        block of 512 tokens, say)."""
         self.config = config
+        self.units = units
         self.title = title
         self.written_for = config.kind  # the kind the script's untagged lines were written for
         self.unchecked_expects = 0  # untagged expects left out because the run is on another kind
@@ -221,7 +224,7 @@ class Session:
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, *, kind: str | None = None, lazy: bool = False,
-                      **kwargs) -> "Session":
+                      units: Units = TOKENS, **kwargs) -> "Session":
         """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind).
 
         ``lazy`` builds frames only when they are looked at (see :meth:`append`): for long
@@ -233,7 +236,7 @@ class Session:
             config = CacheConfig(kind, config.pages, config.tokens_per_page, config.policy)
         plan = ScopedScript(scenario, config.kind)
         session = cls(config, title=scenario.title, description=plan.description,
-                      vocab=scenario.vocab, **kwargs)
+                      vocab=scenario.vocab, units=units, **kwargs)
         session.written_for = scenario.config.kind
         session.unchecked_expects = plan.unchecked_expects
         add = session.append if lazy else session.apply
@@ -375,7 +378,8 @@ class Session:
         if record:
             self.why_index.record(index, events)
         explanation = narrate(op.text, op.kind, op.name, events, before, after,
-                              (error.kind, error.message) if error else None, self.label_tokens)
+                              (error.kind, error.message) if error else None, self.label_tokens,
+                              units=self.units)
         frame = Frame(index, op, events, after, diff_snapshots(before, after), step.narration, explanation,
                       tuple(violations), error)
         if step.expects:

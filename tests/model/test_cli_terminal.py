@@ -169,9 +169,7 @@ def closed_pipe():
     ["help"],
     ["--help"],
     ["quiz", "lru", "--plain"],
-    pytest.param(["trace", "{trace}", "--no-progress"], marks=pytest.mark.xfail(
-        reason="trace prints through its own rich Console(), which exits 1 on a closed pipe; it should "
-               "use kvviz.cli.common.stdout_console() (kvviz/cli/trace_command.py is H7's)")),
+    ["trace", "{trace}", "--no-progress"],
 ], ids=lambda c: " ".join(c))
 def test_a_reader_closing_the_pipe_early_is_not_a_failure(command, closed_pipe, story, bundle, tmp_path):
     trace = tmp_path / "trace.jsonl"

@@ -320,6 +320,11 @@ def test_ui_opens_a_lazy_timeline_of_the_first_requests(small, monkeypatch):
     assert session.config.tokens_per_page == 1
     assert [s.op.kind for s in session.steps] == ["acquire", "publish", "release"] * 2
     assert session.frame(len(session) - 1).violations == ()
+    # The generated narration speaks in the trace's units: one token is one block of 512.
+    assert session.units.block_tokens == 512
+    acquires = [session.frame(i).explanation for i, s in enumerate(session.steps, 1) if s.op.kind == "acquire"]
+    assert all("blocks (of 512 tokens)" in text or "block (of 512 tokens)" in text for text in acquires), acquires
+    assert not any("full page" in text for text in acquires)
 
 
 def test_the_ui_shows_each_steps_op_and_expects_in_the_scenario_language(small, monkeypatch):
