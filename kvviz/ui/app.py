@@ -145,7 +145,7 @@ class KvvizApp(StepActions, App[None]):
         with Horizontal(id="bottom"):
             yield Narration(id="narration")
             yield WhyPanel(id="why")
-        yield CommandBar(self.current_live_names, lambda: self.session.vocab, id="command")
+        yield CommandBar(self.current_live_names, id="command")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -482,19 +482,26 @@ class KvvizApp(StepActions, App[None]):
 
     # -- the command bar -------------------------------------------------------------------
 
-    @on(CommandBar.OpEntered)
-    def _op_entered(self, message: CommandBar.OpEntered) -> None:
-        if isinstance(message.op, Expect):
-            self.check_expect(message.op)
+    @on(CommandBar.CommandTyped)
+    def _command_typed(self, message: CommandBar.CommandTyped) -> None:
+        # The app parses: it owns the session, whose vocabulary learns the quoted words.
+        try:
+            op = parse_command(message.text, self.current_live_names(), self.session.vocab)
+        except ScenarioError as error:
+            self.command_bar.show_error(error)
+            return
+        self.command_bar.accepted(message.text)
+        if isinstance(op, Expect):
+            self.check_expect(op)
             return
         if self.step == self.last_step:
-            self.apply_op(message.op)
+            self.apply_op(op)
             return
 
         def answered(choice: str | None) -> None:
             self.resolve_branch(choice, message.text)
 
-        self.push_screen(BranchScreen(message.op.text, self.step, self.last_step), answered)
+        self.push_screen(BranchScreen(op.text, self.step, self.last_step), answered)
 
     def resolve_branch(self, choice: str | None, text: str) -> None:
         """Act on the branch question for command ``text``: 'branch', 'append' or None (cancel)."""

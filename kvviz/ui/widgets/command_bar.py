@@ -1,11 +1,12 @@
 """The command bar: type ops in the scenario language (``acquire r4 1..12 extra=2``), or
 ``expect`` lines, which are checked at once against the step shown.
 
-Completion suggests op names and the names of live allocations (accept with →, or enter,
-which applies what the box shows, completion included); up/down recall earlier commands. A command that does not parse stays in the box and the error
-appears under it, in red, with a caret under the offending column; nothing is applied.
-A command that parses is posted as :class:`CommandBar.OpEntered`; the app decides where it
-goes (and asks before branching when stepped back).
+Completion suggests op names and the names of live allocations (accept with →, or with
+enter, which applies what the box shows, completion included); up/down recall earlier
+commands. Enter posts :class:`CommandBar.CommandTyped`: the app parses the text (it owns
+the session and its vocabulary) and either shows the error under the box, in red, with a
+caret under the offending column (the text stays, nothing is applied), or applies the op
+(asking before branching when stepped back) or checks the expect.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
-from ...model.scenario import COMMAND_KEYWORDS, EXPECT_FORMS, OP_OPTIONS, Expect, Op, ScenarioError, parse_command
+from ...model.scenario import COMMAND_KEYWORDS, EXPECT_FORMS, OP_OPTIONS, ScenarioError
 
 NEEDS_LIVE_NAME = ("publish", "extend", "release")
 
@@ -130,21 +131,22 @@ class CommandBar(Vertical):
     }
     """
 
-    class OpEntered(Message):
-        """A command parsed into ``op`` (an :class:`Op` to apply, or an :class:`Expect` to
-        check against the step shown); ``text`` is what was typed."""
+    class CommandTyped(Message):
+        """The user pressed enter on ``text`` (completion accepted). The app, which owns
+        the session and its vocabulary, parses it and answers with :meth:`accepted` or
+        :meth:`show_error`."""
 
-        def __init__(self, op: Op | Expect, text: str) -> None:
+        def __init__(self, text: str) -> None:
             super().__init__()
-            self.op = op
             self.text = text
 
     PLACEHOLDER = "type an op, e.g. acquire r4 1..12 extra=2   (: to focus, → completes, enter applies)"
 
-    def __init__(self, live_names: Callable[[], Iterable[str]], vocab: Callable[[], object], **kwargs) -> None:
+    def __init__(self, live_names: Callable[[], Iterable[str]], **kwargs) -> None:
+        """``live_names`` returns the names of the allocations live where an op would
+        apply (completion offers them)."""
         super().__init__(**kwargs)
         self._live_names = live_names
-        self._vocab = vocab
         self.error: ScenarioError | None = None
 
     def compose(self) -> ComposeResult:
@@ -177,18 +179,14 @@ class CommandBar(Vertical):
         label.set_class(True, "-shown")
         box.set_class(True, "-error")
 
-    def submit(self, text: str) -> Op | Expect | None:
-        """Parse ``text``: on success post :class:`OpEntered` and return the op (or expect),
-        else show the error."""
-        try:
-            op = parse_command(text, self._live_names(), self._vocab())
-        except ScenarioError as error:
-            self.show_error(error)
-            return None
+    def submit(self, text: str) -> None:
+        """Post ``text`` as :class:`CommandTyped` for the app to parse."""
+        self.post_message(self.CommandTyped(text))
+
+    def accepted(self, text: str) -> None:
+        """``text`` parsed: clear any error and remember it in the history."""
         self.show_error(None)
         self.input.remember(text)
-        self.post_message(self.OpEntered(op, text))
-        return op
 
     def clear(self) -> None:
         """Empty the box after the op was applied."""
