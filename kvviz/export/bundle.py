@@ -2,19 +2,20 @@
 """The replayable bug-report bundle: JSON that reproduces a step exactly.
 
 Holds the schema, versions, cache config, the full script, the step of interest, a digest
-per step, the snapshot at the step, its violations, the results of the script's ``expect``
-lines and a short summary. Canonical (sorted keys, stable layout) so bundles diff cleanly;
-plain JSON, so loading never runs code.
+per step, the snapshot at the step, its violations, the results of its ``expect`` lines,
+how many expect lines the script has, and a short summary. Canonical (sorted keys, stable
+layout) so bundles diff cleanly; plain JSON, so loading never runs code.
 
 Opening a bundle replays its script and holds every recorded value to what the replay
 derives: the per-step digests, the snapshot at the step, and the claims (config, title,
-step count, the op at the step and its error, violations, expects and their results, the
-summary). A bundle whose claims disagree with its replay *diverges* (``kvviz open`` exits
-1); a bundle that is not of the schema's shape, unknown fields included, is *malformed*
-(exit 2). Only the versions of the recording machine cannot be derived: they are checked
-for shape and reported when they differ from the running ones. (A bundle rewritten
-consistently everywhere is a bundle of another script: without a secret key nothing can
-tell; what ``open`` promises is that everything a bundle says is what its script does.)
+step count, the op at the step and its error, violations, the step's expects and their
+results, the script's number of expects, the summary). A bundle whose claims disagree with
+its replay *diverges* (``kvviz open`` exits 1); a bundle that is not of the schema's shape,
+unknown fields included, is *malformed* (exit 2). Only the versions of the recording
+machine cannot be derived: they are checked for shape and reported when they differ from
+the running ones. (A bundle rewritten consistently everywhere is a bundle of another
+script: without a secret key nothing can tell; what ``open`` promises is that everything a
+bundle says is what its script does.)
 
 Both sides hold one size limit, :data:`kvviz.limits.MAX_BUNDLE_BYTES`: an export that would
 exceed it is refused before it is built when a cheap lower bound already does, and while it
@@ -43,7 +44,8 @@ from .jsontext import iter_json, iter_json_blocks
 
 SCHEMA = "kvviz.bundle/2"
 #: Older schemas this kvviz still opens, each verified in every field it records.
-#: ``kvviz.bundle/1`` has no ``expects``: its expects are replayed and shown, not compared.
+#: ``kvviz.bundle/1`` has no ``expects`` nor ``expect_count``: its expects are replayed and
+#: shown, not compared.
 OLDER_SCHEMAS = ("kvviz.bundle/1",)
 #: Scripts with more steps than this open lazily (see open_bundle).
 LAZY_ABOVE = 2_000
@@ -93,11 +95,11 @@ SHAPE_V1: dict[str, Any] = {
     "violations": [_VIOLATION],
     "summary": str,
 }
-SHAPE = {**SHAPE_V1, "expects": [{"step": int, "expect": str, "ok": bool}]}
+SHAPE = {**SHAPE_V1, "expects": [{"expect": str, "ok": bool}], "expect_count": int}
 SHAPES = {SCHEMA: SHAPE, "kvviz.bundle/1": SHAPE_V1}
 
 #: The recorded values a replay derives, in the order a divergence names them.
-CLAIMS = ("config", "title", "steps", "op", "error", "violations", "expects", "summary")
+CLAIMS = ("config", "title", "steps", "op", "error", "violations", "expects", "expect_count", "summary")
 
 
 def session_script(session: Session) -> str:
@@ -135,14 +137,17 @@ def _backend(session: Session) -> dict:
             "version": getattr(session.backend, "version", kvcore.__version__)}
 
 
-def expect_results(session: Session) -> list[dict]:
-    """Every ``expect`` line of the script with its step and whether it held, in order."""
-    out = []
-    for index, step in enumerate(session.steps, start=1):
-        if step.expects:
-            out += [{"step": index, "expect": format_expect(r.expect), "ok": r.ok}
-                    for r in session.frame(index).expects]
-    return out
+def expect_results(frame: Frame) -> list[dict]:
+    """The ``expect`` lines of ``frame``'s step and whether each held."""
+    return [{"expect": format_expect(r.expect), "ok": r.ok} for r in frame.expects]
+
+
+def expect_count(session: Session) -> int:
+    """How many ``expect`` lines the whole script has: with the results at the step, what
+    makes a script whose expects were deleted disagree with its bundle. (Only the step's
+    results are recorded: evaluating every step's expects builds every frame, as ``kvviz
+    check`` does, which costs a minute on a trace slice of a few thousand ops.)"""
+    return sum(len(step.expects) for step in session.steps)
 
 
 def claims(session: Session, step: int, schema: str = SCHEMA) -> dict:
@@ -159,7 +164,8 @@ def claims(session: Session, step: int, schema: str = SCHEMA) -> dict:
         "summary": summary(frame, session),
     }
     if "expects" in SHAPES[schema]:
-        derived["expects"] = expect_results(session)
+        derived["expects"] = expect_results(frame)
+        derived["expect_count"] = expect_count(session)
     return derived
 
 

@@ -65,10 +65,8 @@ def test_the_untouched_bundle_opens_and_re_exports_to_itself(bundle):
     again = make_bundle(opened.session, opened.step)
     assert again == data  # a fixed point: open derives every value the bundle holds
     assert data["schema"] == SCHEMA
-    assert data["expects"] == [{"step": 1, "expect": "expect pages a 0 1", "ok": True},
-                               {"step": 4, "expect": "expect evictions 1", "ok": True},
-                               {"step": 5, "expect": "expect fail alloc", "ok": True},
-                               {"step": 6, "expect": "expect fail invalid", "ok": True}]
+    assert data["expects"] == [{"expect": "expect fail invalid", "ok": True}]
+    assert data["expect_count"] == 4
 
 
 # -- claims that disagree with the replay: divergences ------------------------------------------
@@ -89,9 +87,10 @@ def test_the_untouched_bundle_opens_and_re_exports_to_itself(bundle):
     ("error", lambda d: d["error"].update(kind="CacheAllocationFailure")),
     ("error", lambda d: d["error"].update(message="nothing to see")),
     ("expects", lambda d: d.update(expects=[])),
-    ("expects", lambda d: d["expects"][2].update(ok=False)),
-    ("expects", lambda d: d["expects"][0].update(expect="expect pages a 1 0")),
-    ("expects", lambda d: d["expects"][1].update(step=3)),
+    ("expects", lambda d: d["expects"][0].update(ok=False)),
+    ("expects", lambda d: d["expects"][0].update(expect="expect fail alloc")),
+    ("expects", lambda d: d["expects"].append({"expect": "expect free 0", "ok": True})),
+    ("expect_count", lambda d: d.update(expect_count=3)),
     ("backend.version", lambda d: d["backend"].update(version="9.9.9")),
 ])
 def test_an_edited_claim_is_a_divergence_naming_the_field(bundle, field, edit):
@@ -105,7 +104,7 @@ def test_an_edited_claim_is_a_divergence_naming_the_field(bundle, field, edit):
 def test_the_divergence_exits_1_at_the_command_line_and_never_says_every_digest_matches(bundle):
     data, path = bundle
     data["violations"] = []
-    data["expects"][3]["ok"] = False
+    data["expects"][0]["ok"] = False
     code, stderr = kvviz_open(write(path, data))
     assert code == 1
     assert "every digest matches" not in stderr
@@ -122,12 +121,15 @@ def test_a_script_whose_failed_op_became_another_failed_op_diverges(bundle):
     assert "also wrong: error, summary" in found
 
 
-def test_a_script_with_its_expects_deleted_diverges(bundle):
+@pytest.mark.parametrize("deleted,field", [("expect fail invalid", "expects"), ("expect evictions 1", "expect_count"),
+                                           ("expect", "expects")])
+def test_a_script_with_its_expects_deleted_diverges(bundle, deleted, field):
+    """The step's own expects are evaluated and compared; the others are counted."""
     data, path = bundle
     data["script"] = "".join(line for line in data["script"].splitlines(keepends=True)
-                             if not line.startswith("expect"))
+                             if not line.startswith(deleted))
     found = divergence(path, data)
-    assert found is not None and ": expects: the bundle records [{" in found
+    assert found is not None and f": {field}: the bundle records " in found
 
 
 def test_a_script_with_another_cache_header_diverges(bundle):
@@ -198,6 +200,7 @@ def test_a_divergence_says_when_another_version_recorded_the_bundle(bundle):
     (lambda d: d["snapshot"]["stats"].update(bonus=1), "snapshot.stats: unknown field 'bonus'"),
     (lambda d: d["snapshot"].update(note="x"), "snapshot: unknown field 'note'"),
     (lambda d: d.pop("expects"), "field 'expects' is missing"),
+    (lambda d: d.pop("expect_count"), "field 'expect_count' is missing"),
     (lambda d: d.pop("summary"), "field 'summary' is missing"),
     (lambda d: d.update(versions="0.1"), "field 'versions' is missing or not a dict"),
     (lambda d: d["versions"].update(kvviz=1), "field 'versions.kvviz' is missing or not a str"),
@@ -236,7 +239,7 @@ def test_an_older_schema_without_expects_opens_with_every_field_it_has_verified(
     data, path = bundle
     assert OLDER_SCHEMAS == ("kvviz.bundle/1",)
     data["schema"] = "kvviz.bundle/1"
-    del data["expects"]
+    del data["expects"], data["expect_count"]
     assert divergence(path, data) is None
     data["violations"] = [{"invariant": 2, "message": "x", "pages": [], "nodes": [], "allocations": []}]
     assert ": violations:" in divergence(path, data)
@@ -245,5 +248,5 @@ def test_an_older_schema_without_expects_opens_with_every_field_it_has_verified(
 def test_an_older_schema_has_no_expects_field(bundle):
     data, path = bundle
     data["schema"] = "kvviz.bundle/1"
-    with pytest.raises(BundleError, match="unknown field\\(s\\) 'expects'"):
+    with pytest.raises(BundleError, match="unknown field\\(s\\) 'expect_count', 'expects'"):
         open_bundle(write(path, data))
