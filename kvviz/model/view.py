@@ -188,6 +188,12 @@ def heap_title(snapshot) -> str:
     return title
 
 
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``"1 node"``, ``"2 nodes"``: a count and its noun, in the right number (the views'
+    copy of the CLI's rule; the CLI may import this one)."""
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
 def literal(text: str) -> str:
     """``text`` safe inside Textual markup: every ``[`` escaped.
 
@@ -280,10 +286,11 @@ def _node_answer(session: "Session", view: FrameView, node_id: int) -> Answer:
         position = snap.heap.index(node_id)
         ahead = sum(1 for other in snap.heap if snap.node(other).key < node.key)
         lines = [f"No: ref 0 and no children, so it is an eviction candidate with key {node.key}.",
-                 f"It sits at heap index {position}; {ahead} candidate(s) have older keys and go first."]
+                 f"It sits at heap index {position}; "
+                 f"{plural(ahead, 'candidate has', 'candidates have')} older keys and go first."]
         if ahead == 0:
             lines.append("It is the next victim: the next acquire that runs out of free pages takes its page.")
         return Answer(title, tuple(lines), index, (node.page,), (node_id,))
     children = snap.children(node_id)
-    return Answer(title, (f"For now: ref 0, but it has {len(children)} child node(s). Only leaves are evicted; "
+    return Answer(title, (f"For now: ref 0, but it has {plural(len(children), 'child node')}. Only leaves are evicted; "
                           "it becomes a candidate when its children are gone.",), index, (node.page,), (node_id,))

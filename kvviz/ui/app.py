@@ -45,6 +45,7 @@ from ..model.view import (
     heap_title,
     highlight_for,
     needs_previous,
+    plural,
     violation_marks,
 )
 from .widgets.heap_view import HeapView
@@ -550,7 +551,7 @@ class KvvizApp(StepActions, App[None]):
             self.notify(f"{op.text}: {frame.error.kind}: {frame.error.message}. Nothing changed.",
                         severity="warning", timeout=6)
         if frame.violations:
-            self.notify(f"{len(frame.violations)} invariant violation(s) after {op.text}", severity="error")
+            self.notify(f"{plural(len(frame.violations), 'invariant violation')} after {op.text}", severity="error")
 
     # -- export and save -------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ..model.view import (
     highlight_for,
     literal,
     needs_previous,
+    plural,
     violation_marks,
 )
 from .widgets.heap_view import HeapView
@@ -178,7 +179,7 @@ class DiffApp(StepActions, App[None]):
             return "start"
         text = "ok" if frame.error is None else f"FAILED ({frame.error.kind})"
         if frame.violations:
-            text += f" · {len(frame.violations)} violation(s)"
+            text += f" · {plural(len(frame.violations), 'violation')}"
         return text
 
     def differences(self, step: int) -> tuple[str, ...]:

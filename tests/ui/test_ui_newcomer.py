@@ -463,3 +463,26 @@ async def test_an_expect_typed_in_the_bar_is_checked_against_the_step_shown(app_
         assert any(m.startswith(f"✓ expect free {free} holds at step 6") for m in shown)
         assert any(m.startswith(f"✗ expect free {free + 1} at step 6") for m in shown)
         assert app.command_bar.error is None
+
+
+def test_event_lines_name_nodes_as_nodes_and_pages_as_pages(small):
+    from kvcore import events as ev
+    from kvviz.ui.widgets.narration import describe_event
+
+    frame = small.frame(3)  # r2 matches the cached prompt: matched and touched nodes
+    matched = next(e for e in frame.events if isinstance(e, ev.Matched))
+    line = describe_event(matched, small.label_tokens)
+    assert f"{list(matched.nodes)} (pages {list(matched.pages)})" in line
+    assert "(s)" not in line
+    touched = next(e for e in frame.events if isinstance(e, ev.Touched))
+    assert f"{list(touched.nodes)}" in describe_event(touched, small.label_tokens)
+
+
+async def test_counts_take_the_right_number(app_on, leaky):
+    app = app_on(leaky, step=3)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        count = len(app.view.frame.violations)
+        assert count == 1, "the leaking step breaks one invariant"
+        assert "1 VIOLATION" in app.timeline.text and "(S)" not in app.timeline.text
+        assert "(S)" not in app.narration.text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kvcore import events as ev
 
-from ...model.view import FrameView, literal
+from ...model.view import FrameView, literal, plural
 from .line_view import MarkupView
 
 
@@ -16,14 +16,14 @@ def describe_event(event, label) -> str:
     if isinstance(event, ev.OpStarted):
         return f"{event.op} (allocation #{event.allocation}) at tick {event.tick}"
     if isinstance(event, ev.Matched):
-        return (f"matched {len(event.nodes)} node(s) {list(event.pages)}: {event.matched_tokens} of "
-                f"{event.total_tokens} tokens ({event.reason})")
+        return (f"matched {plural(len(event.nodes), 'node')} {list(event.nodes)} (pages {list(event.pages)}): "
+                f"{event.matched_tokens} of {plural(event.total_tokens, 'token')} ({event.reason})")
     if isinstance(event, ev.RefTaken):
         return f"ref +1 on node {event.node} (page {event.page}) → {event.ref}"
     if isinstance(event, ev.RefDropped):
         return f"ref -1 on node {event.node} (page {event.page}) → {event.ref}"
     if isinstance(event, ev.Touched):
-        return f"touched {len(event.nodes)} node(s) {list(event.nodes)}: last_access = {event.tick}"
+        return f"touched {plural(len(event.nodes), 'node')} {list(event.nodes)}: last_access = {event.tick}"
     if isinstance(event, ev.CandidateAdded):
         return f"heap + node {event.node} (page {event.page}) key {event.key}"
     if isinstance(event, ev.CandidateRemoved):
@@ -57,7 +57,7 @@ def narration_markup(view: FrameView) -> str:
     if frame.error is not None:
         head += f"  [b $error]FAILED ({literal(frame.error.kind)})[/]"
     if frame.violations:
-        head += f"  [b $kv-violation]{len(frame.violations)} VIOLATION(S)[/]"
+        head += f"  [b $kv-violation]{plural(len(frame.violations), 'VIOLATION', 'VIOLATIONS')}[/]"
     lines.append(head)
     if frame.story:
         lines.extend(f"[i]{literal(paragraph)}[/i]" for paragraph in frame.story.split("\n"))

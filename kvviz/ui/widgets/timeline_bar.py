@@ -15,7 +15,7 @@ from textual import events
 from textual.message import Message
 from textual.strip import Strip
 
-from ...model.view import TimelineView
+from ...model.view import TimelineView, plural
 from .line_canvas import LineCanvas, Span, spans_to_strip
 
 # Most serious first: a cell covering several steps shows the first that applies.
@@ -174,9 +174,9 @@ class TimelineBar(LineCanvas, can_focus=False):
         if summary.failed:
             spans.append(("  FAILED", get("timeline-bar--failed")))
         if summary.violations:
-            spans.append((f"  {summary.violations} VIOLATION(S)", get("timeline-bar--violation")))
+            spans.append((f"  {plural(summary.violations, 'VIOLATION', 'VIOLATIONS')}", get("timeline-bar--violation")))
         if summary.expect_failures:
-            spans.append((f"  {summary.expect_failures} expect(s) failed", get("timeline-bar--expect")))
+            spans.append((f"  {plural(summary.expect_failures, 'expect')} failed", get("timeline-bar--expect")))
         used = sum(len(text) for text, _ in spans)
         room = width - used
         if timeline.title and room > 8:
