@@ -49,7 +49,7 @@ SCHEMA = "kvviz.bundle/2"
 OLDER_SCHEMAS = ("kvviz.bundle/1",)
 #: Scripts with more steps than this open lazily (see open_bundle).
 LAZY_ABOVE = 2_000
-#: Longest version string accepted (a version is shown, never parsed).
+#: Longest version string a bundle may record (a version is shown, never parsed).
 MAX_VERSION_CHARS = 200
 
 
