@@ -184,7 +184,10 @@ def open_(bundle: str, print_only: bool) -> None:
     if opened.divergence:
         click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
     else:
-        click.echo(f"replayed {plural(len(opened.session) - 1, 'step')}: every digest matches", err=True)
+        click.echo(f"replayed {plural(len(opened.session) - 1, 'step')}: every digest matches, and so does "
+                   f"every value the bundle records", err=True)
+        for note in opened.notes:  # e.g. another kvviz version recorded it: worth knowing, not a failure
+            click.echo(f"kvviz: note: {note}", err=True)
     show(opened.session, opened.step, print_only)
     if opened.divergence:
         sys.exit(1)

@@ -177,6 +177,19 @@ def test_faked_versions_open_with_a_note_saying_what_recorded_them(bundle):
                             f"recorded with kvcore '98.0', replayed with {kvcore.__version__}")
 
 
+def test_kvviz_open_prints_the_version_notes_and_still_exits_0(bundle):
+    from click.testing import CliRunner
+
+    from kvviz.cli import cli
+
+    data, path = bundle
+    data["versions"].update(kvviz="99.0")
+    result = CliRunner().invoke(cli, ["open", str(write(path, data)), "--print"])
+    assert result.exit_code == 0, result.output
+    assert "kvviz: note: recorded with kvviz '99.0', replayed with" in result.stderr
+    assert "every digest matches, and so does every value the bundle records" in result.stderr
+
+
 def test_a_divergence_says_when_another_version_recorded_the_bundle(bundle):
     data, path = bundle
     data["versions"]["kvcore"] = data["backend"]["version"] = "0.0.1"
