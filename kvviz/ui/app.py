@@ -246,7 +246,7 @@ class KvvizApp(StepActions, App[None]):
             widget.show(view, rebuild)
         self.pool.show(view, rebuild)
         snap = frame.snapshot
-        self._title(self.pool, f"Page pool · {snap.page_count} pages × {snap.tokens_per_page} tokens")
+        self._title(self.pool, f"Page pool · {plural(snap.page_count, 'page')} × {plural(snap.tokens_per_page, 'token')}")
         self._title(self.heap, heap_title(snap))
         self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
         if rebuild:

@@ -168,7 +168,8 @@ class DiffApp(StepActions, App[None]):
         for role in ("trie", "allocations", "heap", "pool"):
             self.widget(side, role).show(view, rebuild)
         snap = frame.snapshot
-        self.widget(side, "pool").border_title = f"Page pool · {snap.page_count} × {snap.tokens_per_page} tokens"
+        self.widget(side, "pool").border_title = (f"Page pool · {snap.page_count} × "
+                                                  f"{plural(snap.tokens_per_page, 'token')}")
         self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
         self.widget(side, "heap").border_title = heap_title(snap)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)

@@ -486,3 +486,12 @@ async def test_counts_take_the_right_number(app_on, leaky):
         assert count == 1, "the leaking step breaks one invariant"
         assert "1 VIOLATION" in app.timeline.text and "(S)" not in app.timeline.text
         assert "(S)" not in app.narration.text
+
+
+async def test_the_pool_title_says_one_token_not_one_tokens(app_on):
+    from kvviz.model.scenario import CacheConfig
+
+    app = app_on(Session(CacheConfig("trie", 16, 1)))
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        assert str(app.pool.border_title) == "Page pool · 16 pages × 1 token"
