@@ -58,6 +58,10 @@ def free_row(page: int) -> PageInfo:
     return rows[page]
 
 
+#: Lazy sequences up to this long hash like the tuple they stand for.
+_HASHED_AS_TUPLE = 1 << 24
+
+
 class _LazySequence(Sequence):
     """An immutable sequence equal (and hashing equal) to the tuple it stands for."""
 
@@ -90,7 +94,11 @@ class _LazySequence(Sequence):
         return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
-        return hash(tuple(self))
+        # Equal to the tuple's hash wherever that tuple could exist in memory; beyond, a
+        # hash of what is stored (a 10**12-page table must not be walked to be hashed).
+        if len(self) <= _HASHED_AS_TUPLE:
+            return hash(tuple(self))
+        return hash((type(self).__name__, len(self), self._stored()))
 
     def __repr__(self) -> str:
         if len(self) <= 16:
@@ -142,6 +150,9 @@ class FreePages(_LazySequence):
     def _describe(self) -> str:
         return f"untouched {self.untouched_from}..{self.page_count - 1}, then returned {self.returned!r}"
 
+    def _stored(self) -> tuple:
+        return (self.untouched_from, self.returned)
+
 
 class PageTable(_LazySequence):
     """The page table of a snapshot: one row per page of the pool, costing memory for the
@@ -176,6 +187,13 @@ class PageTable(_LazySequence):
 
     def _describe(self) -> str:
         return f"{len(self.rows)} rows, then {self.page_count - len(self.rows)} free pages"
+
+    def _stored(self) -> tuple:
+        rows = self.rows
+        end = len(rows)
+        while end and rows[end - 1] == PageInfo(end - 1, FREE):  # equal tables store different free tails
+            end -= 1
+        return rows[:end]
 
 
 def touched_rows(pages) -> tuple[PageInfo, ...] | Sequence[PageInfo]:

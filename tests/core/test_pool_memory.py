@@ -149,3 +149,12 @@ def test_free_lists_split_differently_compare_by_their_pages():
     assert FreePages(3, 5, (1,)) != FreePages(2, 5, (1,))
     assert FreePages(3, 5, ()) != [3, 4]  # like a tuple, never equal to a list
     assert PageTable((), 2) == PageTable((PageInfo(0, "free"),), 2) == (PageInfo(0, "free"), PageInfo(1, "free"))
+
+
+def test_a_snapshot_of_a_huge_pool_hashes_without_walking_every_page():
+    cache = TriePagedAttentionCache(PagePool(HUGE), 2)
+    cache.acquire_pages_for_tokens([1, 2, 3]).publish_pages_for_tokens()
+    snap = cache.snapshot()
+    with_free_tail = PageTable(snap.pages.rows + (PageInfo(len(snap.pages.rows), "free"),), HUGE)
+    assert with_free_tail == snap.pages and hash(with_free_tail) == hash(snap.pages)
+    assert hash(snap) == hash(cache.snapshot())
