@@ -40,6 +40,7 @@ LEGEND = """\
   [$kv-free]·[/] free   [$kv-owned]▪ @r1[/] owned: the unpublished tail of allocation r1
   [$kv-cached]■ ● ref2[/] cached: held by a trie node, referenced (ref > 0: never evicted)
   [$kv-evictable]□ ○ ref0[/] evictable: cached with ref 0 (only leaves are evicted, oldest first)
+  [$kv-cached]◐[/] a compressed chain (c), part referenced, part evictable; p0-4,6 = pages 0..4 and 6
 
 [b]What the step changed[/b] (the colours of the SGLang paper's RadixAttention figure)
   [on $kv-new] + [/] [$kv-new]new[/]: pages taken, nodes created
@@ -52,7 +53,8 @@ LEGEND = """\
   [on $kv-selected] selected [/] the selection and everything linked to it (its page, node, holders)
   [b $kv-violation]⚠ ![/] an invariant violation names this item
   [$kv-muted]block table 0:3 1:7*[/] logical page 0 is physical page 3; * shared with another allocation
-  timeline  ─ step  [$kv-evicted]▾[/] eviction  [$error]✗[/] failed op  [$error]?[/] failed expect  [$kv-violation]![/] violation"""
+  timeline  ─ step  [$kv-evicted]▾[/] eviction ([$kv-evicted]▁…█[/] share of steps evicting, long timelines)  [$error]✗[/] failed op
+            [$error]?[/] failed expect  [$kv-violation]![/] violation"""
 
 
 def help_markup() -> str:
