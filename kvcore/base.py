@@ -46,15 +46,21 @@ def int_tokens(tokens: Iterable[int], op: str) -> tuple[int, ...]:
     try:
         tokens = tuple(tokens)
     except TypeError:
-        raise InvalidOperation(f"{op}: tokens must be a sequence of integers, got {type(tokens).__name__} "
-                               f"{reprlib.repr(tokens)}") from None
+        raise not_a_sequence(tokens, op) from None
     if list(map(type, tokens)).count(int) != len(tokens):
-        tokens = _exact_ints(tokens, op)
+        tokens = exact_ints(tokens, op)
     return tokens
 
 
-def _exact_ints(tokens: tuple, op: str) -> tuple[int, ...]:
-    """The slow path of :func:`int_tokens`: find the first token that is not an int."""
+def not_a_sequence(tokens: object, op: str) -> InvalidOperation:
+    """The error for tokens that cannot be iterated (or whose iteration raised TypeError)."""
+    return InvalidOperation(f"{op}: tokens must be a sequence of integers, got {type(tokens).__name__} "
+                            f"{reprlib.repr(tokens)}")
+
+
+def exact_ints(tokens: tuple, op: str) -> tuple[int, ...]:
+    """The slow path of :func:`int_tokens`: refuse the first token that is not an int;
+    plain ints for int subclasses."""
     for i, t in enumerate(tokens):
         if not isinstance(t, int) or isinstance(t, bool):
             raise InvalidOperation(f"{op}: token {i} is {reprlib.repr(t)} ({type(t).__name__}); "

@@ -20,7 +20,7 @@ from operator import attrgetter
 
 from . import events as ev
 from .allocation import PageAllocation
-from .base import BasePagedAttentionCache, check_name, int_tokens
+from .base import BasePagedAttentionCache, check_name, exact_ints, not_a_sequence
 from .errors import InvalidOperation
 from .heap import IndexedHeap, pack_key, unpack_key
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
@@ -83,9 +83,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         try:
             tokens = tuple(tokens)
         except TypeError:
-            tokens = int_tokens(tokens, "acquire")
+            raise not_a_sequence(tokens, "acquire") from None
         if list(map(type, tokens)).count(int) != len(tokens):
-            tokens = int_tokens(tokens, "acquire")
+            tokens = exact_ints(tokens, "acquire")
         if type(extra_token_slots) is not int or extra_token_slots < 0:
             self._check_extra(extra_token_slots, "acquire")
         if name is not None and type(name) is not str:

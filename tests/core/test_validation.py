@@ -308,3 +308,15 @@ def test_unknown_kinds_are_kv_cache_errors():
 
     with pytest.raises(InvalidOperation, match="unknown cache kind"):
         kvcore.restore(dataclasses.replace(snap, kind="radix"))
+
+
+@pytest.mark.parametrize("cls", KINDS)
+def test_tokens_whose_iteration_fails_are_refused_not_half_read(cls):
+    def tokens():
+        yield 1
+        raise TypeError("the tokenizer broke")
+
+    cache = cls(PagePool(4), 2)
+    with pytest.raises(InvalidOperation, match="sequence of integers"):
+        cache.acquire_pages_for_tokens(tokens())
+    assert cache.clock == 0 and cache.allocations == {}
