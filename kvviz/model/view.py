@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from kvcore import events as ev
 
 from .vocab import Vocabulary
-from .why import Answer, why_evicted, why_short_match
+from .why import Answer, page_status, why_evicted, why_short_match
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvcore import Snapshot
@@ -188,12 +188,6 @@ def heap_title(snapshot) -> str:
     return title
 
 
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``"1 node"``, ``"2 nodes"``: a count and its noun, in the right number (the views'
-    copy of the CLI's rule; the CLI may import this one)."""
-    return f"{count} {word if count == 1 else words or word + 's'}"
-
-
 def literal(text: str) -> str:
     """``text`` safe inside Textual markup: every ``[`` escaped.
 
@@ -244,12 +238,7 @@ def answer_for(session: "Session", view: FrameView) -> Answer:
         if frame.op is not None and frame.op.kind == "acquire":
             return why_short_match(session, index, frame.op.name)
         return WHY_HINT
-    if selection.kind == PAGE:
-        node = view.snapshot.node_for_page(selection.id)
-        evicted_before = any(step <= index for step in session.why_index.page_evicted_at.get(selection.id, ()))
-        if node is not None and not evicted_before:
-            # A cached page never evicted so far: what protects it, or where it stands in line.
-            return _node_answer(session, view, node.id)
+    if selection.kind == PAGE:  # evicted: why; else where it is and what protects it
         return why_evicted(session, index, selection.id)
     if selection.kind == ALLOCATION:
         info = view.snapshot.allocation(selection.id)
@@ -277,20 +266,4 @@ def _node_answer(session: "Session", view: FrameView, node_id: int) -> Answer:
         return Answer(f"Node {node_id} is not in the trie at step {index}.", ())
     if node.parent is None:
         return Answer("The root holds no page and is never evicted.", ())
-    holders = [a.label for a in snap.allocations if node.page in a.pages[: a.published]]
-    title = f"Is node {node_id} (page {node.page}) safe from eviction? (step {index})"
-    if node.ref:
-        return Answer(title, (f"Yes: ref {node.ref}. It is on the published path of {', '.join(holders)}; "
-                              "referenced nodes are never evicted.",), index, (node.page,), (node_id,))
-    if node_id in snap.heap:
-        position = snap.heap.index(node_id)
-        ahead = sum(1 for other in snap.heap if snap.node(other).key < node.key)
-        lines = [f"No: ref 0 and no children, so it is an eviction candidate with key {node.key}.",
-                 f"It sits at heap index {position}; "
-                 f"{plural(ahead, 'candidate has', 'candidates have')} older keys and go first."]
-        if ahead == 0:
-            lines.append("It is the next victim: the next acquire that runs out of free pages takes its page.")
-        return Answer(title, tuple(lines), index, (node.page,), (node_id,))
-    children = snap.children(node_id)
-    return Answer(title, (f"For now: ref 0, but it has {plural(len(children), 'child node')}. Only leaves are evicted; "
-                          "it becomes a candidate when its children are gone.",), index, (node.page,), (node_id,))
+    return page_status(session, index, node.page)

@@ -33,6 +33,7 @@ from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .screens.branch_screen import BranchScreen
 from .widgets.command_bar import CommandBar
+from ..model.narrate import count
 from ..model.view import (
     ALLOCATION,
     NODE,
@@ -45,7 +46,6 @@ from ..model.view import (
     heap_title,
     highlight_for,
     needs_previous,
-    plural,
     violation_marks,
 )
 from .widgets.heap_view import HeapView
@@ -246,7 +246,7 @@ class KvvizApp(StepActions, App[None]):
             widget.show(view, rebuild)
         self.pool.show(view, rebuild)
         snap = frame.snapshot
-        self._title(self.pool, f"Page pool · {plural(snap.page_count, 'page')} × {plural(snap.tokens_per_page, 'token')}")
+        self._title(self.pool, f"Page pool · {count(snap.page_count, 'page')} × {count(snap.tokens_per_page, 'token')}")
         self._title(self.heap, heap_title(snap))
         self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
         if rebuild:
@@ -551,7 +551,7 @@ class KvvizApp(StepActions, App[None]):
             self.notify(f"{op.text}: {frame.error.kind}: {frame.error.message}. Nothing changed.",
                         severity="warning", timeout=6)
         if frame.violations:
-            self.notify(f"{plural(len(frame.violations), 'invariant violation')} after {op.text}", severity="error")
+            self.notify(f"{count(len(frame.violations), 'invariant violation')} after {op.text}", severity="error")
 
     # -- export and save -------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from ..model.compare import FIELD_NAMES, DiffRun, Divergence, _field_summary
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
+from ..model.narrate import count
 from ..model.view import (
     ALLOCATION,
     NODE,
@@ -34,7 +35,6 @@ from ..model.view import (
     highlight_for,
     literal,
     needs_previous,
-    plural,
     violation_marks,
 )
 from .widgets.heap_view import HeapView
@@ -169,7 +169,7 @@ class DiffApp(StepActions, App[None]):
             self.widget(side, role).show(view, rebuild)
         snap = frame.snapshot
         self.widget(side, "pool").border_title = (f"Page pool · {snap.page_count} × "
-                                                  f"{plural(snap.tokens_per_page, 'token')}")
+                                                  f"{count(snap.tokens_per_page, 'token')}")
         self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
         self.widget(side, "heap").border_title = heap_title(snap)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)
@@ -180,7 +180,7 @@ class DiffApp(StepActions, App[None]):
             return "start"
         text = "ok" if frame.error is None else f"FAILED ({frame.error.kind})"
         if frame.violations:
-            text += f" · {plural(len(frame.violations), 'violation')}"
+            text += f" · {count(len(frame.violations), 'violation')}"
         return text
 
     def differences(self, step: int) -> tuple[str, ...]:

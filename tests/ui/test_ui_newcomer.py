@@ -465,17 +465,19 @@ async def test_an_expect_typed_in_the_bar_is_checked_against_the_step_shown(app_
         assert app.command_bar.error is None
 
 
-def test_event_lines_name_nodes_as_nodes_and_pages_as_pages(small):
+async def test_the_event_log_is_the_model_s_one_numbering(app_on, small):
     from kvcore import events as ev
-    from kvviz.ui.widgets.narration import describe_event
+    from kvviz.model.narrate import describe_event
 
-    frame = small.frame(3)  # r2 matches the cached prompt: matched and touched nodes
-    matched = next(e for e in frame.events if isinstance(e, ev.Matched))
-    line = describe_event(matched, small.label_tokens)
-    assert f"{list(matched.nodes)} (pages {list(matched.pages)})" in line
-    assert "(s)" not in line
-    touched = next(e for e in frame.events if isinstance(e, ev.Touched))
-    assert f"{list(touched.nodes)}" in describe_event(touched, small.label_tokens)
+    app = app_on(small, step=3)  # r2 matches the cached prompt: matched and touched nodes
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        frame = app.view.frame
+        matched = next(e for e in frame.events if isinstance(e, ev.Matched))
+        line = describe_event(matched, small.label_tokens, frame.op.tokens, frame.snapshot.tokens_per_page)
+        assert line in app.narration.text.split("\n"), "the panel shows the model's line"
+        assert "(s)" not in app.narration.text
+        assert f"node {matched.nodes[0]}" in line or f"nodes {matched.nodes[0]}" in line
 
 
 async def test_counts_take_the_right_number(app_on, leaky):

@@ -112,7 +112,7 @@ async def test_the_narration_shows_story_explanation_expects_and_events(app_on, 
         assert "oldest unreferenced leaf goes" in text  # the script's story
         assert "evicted page 2 [what is the weather]" in text  # the generated explanation
         assert "✓ expect evictions 1" in text
-        assert "── events ──" in text and "evicted node 3 page 2" in text
+        assert "── events ──" in text and "evicted node 3 (page 2)" in text
 
 
 async def test_a_failed_op_and_a_violation_are_shown_in_the_narration(app_on, small, leaky):

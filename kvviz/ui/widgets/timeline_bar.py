@@ -15,7 +15,8 @@ from textual import events
 from textual.message import Message
 from textual.strip import Strip
 
-from ...model.view import TimelineView, plural
+from ...model.narrate import count
+from ...model.view import TimelineView
 from .line_canvas import LineCanvas, Span, spans_to_strip
 
 # Most serious first: a cell covering several steps shows the first that applies.
@@ -174,9 +175,9 @@ class TimelineBar(LineCanvas, can_focus=False):
         if summary.failed:
             spans.append(("  FAILED", get("timeline-bar--failed")))
         if summary.violations:
-            spans.append((f"  {plural(summary.violations, 'VIOLATION', 'VIOLATIONS')}", get("timeline-bar--violation")))
+            spans.append((f"  {count(summary.violations, 'VIOLATION', 'VIOLATIONS')}", get("timeline-bar--violation")))
         if summary.expect_failures:
-            spans.append((f"  {plural(summary.expect_failures, 'expect')} failed", get("timeline-bar--expect")))
+            spans.append((f"  {count(summary.expect_failures, 'expect')} failed", get("timeline-bar--expect")))
         used = sum(len(text) for text, _ in spans)
         room = width - used
         if timeline.title and room > 8:
