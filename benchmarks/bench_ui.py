@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How fast the terminal UI steps and starts (issue 4, "Quality bars").
 
 Run:  python benchmarks/bench_ui.py            (about half a minute)

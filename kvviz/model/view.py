@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every view renders: one frame, what is selected, and what a broken invariant names.
 
 Pure values and functions (no Textual), so the linking rules are unit-testable: selecting a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kvviz terminal UI: the trie, page pool, allocations and LRU heap of one frame at a time.
 
 The app owns the session, the timeline position, the selection and the play state; widgets

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``kvviz diff --ui``: one scenario on kvcore's trie and on shortfin's, side by side.
 
 Two columns, one per backend, each with the same views as the main app (trie, page pool,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Names of the files the UI writes (``e``, ctrl+s, the palette's screenshot).
 
 The UI never overwrites a file silently: a name that is taken gets ``-2``, ``-3``, ... and

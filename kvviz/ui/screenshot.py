@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SVG screenshots of the UI, rendered headless: what ``kvviz export -o x.svg`` writes."""
 
 from __future__ import annotations

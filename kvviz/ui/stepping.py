@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Step actions shared by the apps that walk a timeline (the main app and the diff app)."""
 
 from __future__ import annotations

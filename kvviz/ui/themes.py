@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvviz's colours: two themes of its own and fallbacks so every built-in theme works too.
 
 Widgets and ``app.tcss`` use colours only through theme variables. Besides Textual's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """UI test setup: deterministic apps (no animations, no cursor blink, colours on)."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command bar: ops typed in the scenario language, completion, inline errors, branching,
 and saving the script."""
 

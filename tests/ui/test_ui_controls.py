@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every control of the UI: the binding tests press keys, the rest call actions."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``kvviz diff --ui``: kvcore and shortfin side by side (kvviz/ui/diff_app.py)."""
 
 from __future__ import annotations

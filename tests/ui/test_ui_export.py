@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Export from the UI (e) and the headless SVG the CLI uses."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Small pure pieces of the UI: themes, markup escaping, export names, the purity line."""
 
 from __future__ import annotations

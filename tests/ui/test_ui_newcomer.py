@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a newcomer hit in the UI (issue 15) and the shape the views must keep (issue 10):
 widgets get frozen values only, one Line-API base, text that is not lost under scrollbars."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Linked selection: choosing a node, page, allocation or heap entry marks it in every view."""
 
 from __future__ import annotations

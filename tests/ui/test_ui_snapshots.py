@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SVG snapshots at fixed sizes (update with ``pytest tests/ui --snapshot-update`` after
 looking at the report). Deterministic: animations and cursor blink off, no clock, colours on."""
 

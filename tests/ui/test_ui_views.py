@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What each view shows for a frame: the trie, the page pool, allocations, the heap, the
 narration, the timeline marks, the why panel, themes."""
 

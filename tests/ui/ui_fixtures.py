@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sessions the UI tests open: the lru demo, a small scenario of our own, and a session on a
 cache that breaks an invariant (a fake backend that tampers with its snapshots)."""
 

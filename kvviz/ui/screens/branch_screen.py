@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Asks before an op typed while stepped back drops the later steps.
 
 Answers ``"branch"`` (drop the steps after this one and continue from here), ``"append"``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The help screen (?): every key, and the legend of colours and marks."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small modal that asks for one line of text (jump to step, save the script as…).
 
 Dismisses with the text typed (after ``check`` accepts it) or None on escape. ``check``

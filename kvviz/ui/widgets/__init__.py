@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The widgets of the kvviz UI, one per module, grouped by screen area.
 
 Views (Line API, linked by selection): ``trie_view``, ``page_grid``, ``allocation_table``,

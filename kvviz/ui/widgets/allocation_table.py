@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live allocations: name, hit length, published pages and the block table (logical page →
 physical page), shared pages starred, the unpublished tail in the owned colour; an allocation
 released by the step is shown once more, in red.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command bar: type ops in the scenario language (``acquire r4 1..12 extra=2``), or
 ``expect`` lines, which are checked at once against the step shown.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The LRU heap: the eviction candidates as the heap holds them.
 
 The heap array is drawn as the binary tree it encodes (entry ``i`` has children ``2i+1`` and

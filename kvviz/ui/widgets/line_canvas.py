@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The one Line-API base of kvviz's big views (line views, the page grid, the timeline bar).
 
 toolong's recipe: a view renders only the lines on screen, on demand, into

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The base of the list-like views (trie, allocations, LRU heap): the Line API done lazily.
 
 A view turns a frame into :class:`Row` values (cheap: ids and a little layout) and renders

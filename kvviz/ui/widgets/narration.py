@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Narration and event log of the current step: the script's story, the generated
 explanation, the error of a failed op, invariant violations and ``expect`` results (in red
 when they fail), then every event the cache reported, in order (one line each, from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The page pool: one cell per physical page, coloured by state, marked by what changed.
 
 Two layouts: *cells* (page number, owner or ref count, change mark) for small pools, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Command palette entries (ctrl+p): open a demo, export, save the script, switch theme,
 jump to a step ("12" or "step 12"), jump to the first violation, toggle views."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The timeline bar: where we are (step i of n, the op, play state and speed) and a track
 with a mark per step: evictions, failed ops, failed expects and invariant violations.
 Clicking the track jumps there.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The trie: every node with its tokens (words where the scenario used words), page, ref
 count and last access; referenced nodes (ref > 0, ●) apart from evictable ones (ref 0, ○); what the step
 changed in the paper's colours; nodes evicted by the step shown once more, in red.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The why panel: answers "why was this page evicted?" and "why did this request match
 only k pages?" for the selection.
 
