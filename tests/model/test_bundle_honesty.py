@@ -187,7 +187,7 @@ def test_kvviz_open_prints_the_version_notes_and_still_exits_0(bundle):
     result = CliRunner().invoke(cli, ["open", str(write(path, data)), "--print"])
     assert result.exit_code == 0, result.output
     assert "kvviz: note: recorded with kvviz '99.0', replayed with" in result.stderr
-    assert "every digest matches, and so does every value the bundle records" in result.stderr
+    assert result.stderr.splitlines()[0].endswith("steps: every digest matches")
 
 
 def test_a_divergence_says_when_another_version_recorded_the_bundle(bundle):
