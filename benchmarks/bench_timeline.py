@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Long timelines: build time, time to reach any frame, and memory, per keyframe interval.
 
 Run:  python benchmarks/bench_timeline.py                 (50,000 ops; K = 16, 32, 64)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``).
 
 - ``ci``   — what ``pytest`` runs. Ordinary property tests get Hypothesis's usual 100

@@ -1,1 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fuzzers: hypothesis-driven mutation tests that keep the reliability promises."""

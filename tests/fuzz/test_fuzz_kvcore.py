@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fuzz kvcore's promises (issue 11, item 7): misuse never corrupts a cache, and restore
 never gives back a different cache.
 

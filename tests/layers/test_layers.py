@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The house's layer edges, proved statically: every module's imports are read from its AST,
 imports inside functions (and under ``if TYPE_CHECKING``) included, so a lazy import cannot
 hide an edge the way it hid ``export/svg.py -> app`` before.

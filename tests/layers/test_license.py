@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The licence is shipped and declared, and every source file says which licence it is under."""
 
 from __future__ import annotations

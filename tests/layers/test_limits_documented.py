@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every limit in kvviz/limits.py is listed in the README's Limits section, with its value."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`expect candidates N` and `expect victim P`: assertions about the LRU heap."""
 
 from kvviz.model.scenario import parse_scenario

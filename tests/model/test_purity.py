@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pure part of kvviz never imports textual: the model, the exports and the CLI can run
 (and be tested) without the terminal UI. Checked in a fresh interpreter, where sys.modules
 shows everything an import pulled in."""
