@@ -498,3 +498,15 @@ async def test_the_pool_title_says_one_token_not_one_tokens(app_on):
     async with app.run_test(size=BIG) as pilot:
         await pilot.pause()
         assert str(app.pool.border_title) == "Page pool · 16 pages × 1 token"
+
+
+async def test_a_long_token_row_ends_with_an_ellipsis_not_half_a_token(app_on, lru):
+    app = app_on(lru, step=29)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        table = app.allocations
+        room = table.scrollable_content_region.width
+        rows = [table.row_text(i) for i in range(len(table.rows))]
+        long_rows = [row for row in rows if row.strip().startswith("9000")]
+        assert long_rows and all(cell_len(row) <= room for row in long_rows)
+        assert long_rows[0].endswith("…")

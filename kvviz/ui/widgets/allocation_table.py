@@ -154,6 +154,9 @@ class AllocationTable(LineView):
             spans.append((" " * self.NAME_WIDTH, style("allocation-table--meta")))
         else:
             words = view.label(info.tokens, limit=64)
+            room = max(1, width - self.NAME_WIDTH)
+            if len(words) > room:  # say that the row goes on, rather than cut a token in two
+                words = words[: room - 1] + "…"
             spans.append((" " * self.NAME_WIDTH + words, style("allocation-table--meta")))
             return spans
         linked_pages = view.highlight.pages
