@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
+from ..model.narrate import count as plural  # "1 step", "2 steps": one wording for CLI and narration
 from ..model.scenario import Scenario, ScenarioError, parse_scenario_file
 
 
@@ -40,11 +41,6 @@ class BadInput(click.ClickException):
         click.echo(f"kvviz: error: {self.format_message()}", err=True)
         for line in self.more:
             click.echo(line, err=True)
-
-
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``"1 step"``, ``"2 steps"``: a count and its noun, in the right number."""
-    return f"{count} {word if count == 1 else words or word + 's'}"
 
 
 def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
