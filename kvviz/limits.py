@@ -42,6 +42,10 @@ for the pages used, so any capacity up to this costs what the trace uses."""
 
 # -- exports and bundles ------------------------------------------------------------------
 
+MAX_NAME_TRIES = 1_000
+"""Numbered names (``-2``, ``-3``, ...) the UI tries for an export or save before it gives up:
+it never overwrites a file silently, and never searches a folder forever."""
+
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 """Bytes of one bug-report bundle, written or opened."""
 

@@ -14,9 +14,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-MAX_NAME_TRIES = 1000
-"""How many numbered names (``-2`` .. ``-1000``) a free name is looked for among; beyond
-that the folder is full of kvviz exports and the write is refused with a message."""
+from ..limits import MAX_NAME_TRIES  # beyond it the folder is full of kvviz exports: refused with a message
 
 
 class NoFreeName(OSError):
