@@ -249,11 +249,13 @@ def _isatty(stream) -> bool:
         return False
 
 
-def launch_ui(session, step: int | None = None) -> None:
-    """Open ``session`` in the terminal UI at ``step``: the only place a command starts the app."""
+def launch_ui(session, step: int | None = None, *, practice_seed: int | None = None) -> None:
+    """Open ``session`` in the terminal UI at ``step``: the only place a command starts the app.
+    With ``practice_seed``, in practice mode asking that seed's questions."""
     from ..ui.app import make_app
 
-    _run_app(make_app(session, step))
+    practice = {} if practice_seed is None else {"practice": True, "practice_seed": practice_seed}
+    _run_app(make_app(session, step, **practice))
 
 
 def launch_diff_ui(run) -> None:

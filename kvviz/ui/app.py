@@ -58,6 +58,9 @@ from .screens.prompt_screen import PromptScreen
 from .widgets.timeline_bar import TimelineBar
 from .widgets.trie_view import TrieView
 from .widgets.why_panel import WhyPanel
+from .practice import Practice
+from .widgets.question_panel import QuestionPanel
+from ..model.quiz import AnswerError
 
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Play speeds in steps per second (+ and - move along this list)."""
@@ -100,12 +103,18 @@ class KvvizApp(StepActions, App[None]):
         Binding("e", "export", "export"),
         Binding("ctrl+s", "save_script", "Save .kvs", show=False),
         Binding("escape", "clear_selection", "Clear selection", show=False),
+        Binding("p", "toggle_practice", "practice", show=False),  # help and the palette list it; the footer is full
+        *(Binding(str(d), f"answer_choice('{d}')", f"Answer {d}", show=False) for d in range(10)),
+        Binding("a", "type_answer", "type answer"),
+        Binding("s", "skip_question", "skip"),
+        Binding("t", "hint", "hint"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
     ]
 
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
-                 theme: str | None = None, animations: bool = True, cursor_blink: bool = True):
+                 theme: str | None = None, animations: bool = True, cursor_blink: bool = True,
+                 practice: bool = False, practice_seed: int = 0):
         super().__init__()
         set_up_appearance(self, theme, animations)
         self.cursor_blink = cursor_blink
@@ -125,6 +134,9 @@ class KvvizApp(StepActions, App[None]):
         self._timer = None
         self._widgets: dict[str, object] = {}
         self._titles: dict[str, str] = {}
+        self.start_practice = practice
+        self.practice_seed = practice_seed
+        self.practice: Practice | None = None  # practice mode is on while this is set
 
     def get_default_screen(self) -> Screen:
         return KvvizScreen(id="_default")
@@ -145,6 +157,7 @@ class KvvizApp(StepActions, App[None]):
                 yield AllocationTable(id="allocations")
                 yield HeapView(id="heap")
         with Horizontal(id="bottom"):
+            yield QuestionPanel(id="practice")
             yield Narration(id="narration")
             yield WhyPanel(id="why")
         yield CommandBar(self.current_live_names, id="command")
@@ -157,10 +170,14 @@ class KvvizApp(StepActions, App[None]):
         self.narration.border_title = "Narration · events"
         self.why.border_title = "Why?"
         self.why.display = False
+        self.question_panel.display = False
+        self.question_panel.border_title = "Practice"
         if not self.cursor_blink:
             self.command_bar.input.cursor_blink = False
         self._apply_size_classes()
         self.go_to(self.start_step or 0)
+        if self.start_practice:
+            self.action_toggle_practice()
         self.trie.focus()
 
     def _apply_size_classes(self) -> None:
@@ -215,6 +232,10 @@ class KvvizApp(StepActions, App[None]):
     def command_bar(self) -> CommandBar:
         return self._widget("command", CommandBar)
 
+    @property
+    def question_panel(self) -> QuestionPanel:
+        return self._widget("practice", QuestionPanel)
+
     # -- showing a frame -------------------------------------------------------------------
 
     @property
@@ -223,9 +244,24 @@ class KvvizApp(StepActions, App[None]):
         return len(self.session) - 1
 
     def go_to(self, step: int) -> None:
-        """Show frame ``step`` (clamped to the timeline)."""
-        self.step = max(0, min(self.last_step, int(step)))
+        """Show frame ``step`` (clamped to the timeline). In practice mode a move forward past
+        an unanswered question stops before its step and asks it."""
+        target = max(0, min(self.last_step, int(step)))
+        practice = self._current_practice()
+        if practice is not None:
+            if practice.pending is not None and target > self.step:
+                self.notify("Answer the question first (a number key, a to type, s to skip).", timeout=4)
+                return
+            question = practice.first_unanswered(self.step, target) if target > self.step else None
+            if question is not None:
+                self.action_pause()
+                practice.ask(question)
+                target = question.step - 1
+            else:
+                practice.leave(target)
+        self.step = target
         self._show(rebuild=True)
+        self._show_practice()
 
     def select(self, selection: Selection | None) -> None:
         """Select an item; every view highlights it and what is linked to it."""
@@ -278,7 +314,12 @@ class KvvizApp(StepActions, App[None]):
                             self.session.title, self.revision)
 
     def _show_hint(self) -> None:
-        # While playing, the step moves on by itself: no "stepped back" warning then.
+        # While playing, the step moves on by itself: no "stepped back" warning then; while a
+        # question is asked, the step before it shows on purpose: say that instead.
+        if self.practice is not None and self.practice.pending is not None:
+            self.command_bar.set_hint(f"practice: step {self.practice.pending.step} shows once you answer "
+                                      "(a number key, a to type, s to skip, t for a hint)")
+            return
         self.command_bar.set_hint(
             None if self.playing or self.step == self.last_step else
             f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
@@ -386,6 +427,8 @@ class KvvizApp(StepActions, App[None]):
             return self.playing
         if action == "first_violation":
             return any(s.violations for s in self.session.summaries)
+        if action in ("answer_choice", "type_answer", "skip_question", "hint"):
+            return self.practice is not None and self.practice.pending is not None
         return True
 
     def action_play(self) -> None:
@@ -455,6 +498,85 @@ class KvvizApp(StepActions, App[None]):
         self.refresh_bindings()
         self._show_hint()
         self._show_timeline()
+
+    # -- practice mode ---------------------------------------------------------------------
+
+    def _current_practice(self) -> Practice | None:
+        """The practice run on the timeline shown; a changed timeline starts a fresh run."""
+        if self.practice is not None and self.practice.revision != self.revision:
+            self.practice = self.practice.renewed(self.session, self.revision)
+        return self.practice
+
+    def _show_practice(self) -> None:
+        practice = self.practice
+        if practice is not None:
+            self.question_panel.show(practice.view(self.step))
+            self.refresh_bindings()
+
+    def action_toggle_practice(self) -> None:
+        """Practice mode on or off: on, each step forward onto a step with a question asks it
+        first, and reveals the step only after an answer or a skip."""
+        if self.practice is not None:
+            self.practice = None
+            self.question_panel.display = False
+            self.main_screen.set_class(False, "-practice")
+            self.trie.focus()
+            self.refresh_bindings()
+            return
+        self.practice = Practice(self.session, self.revision, self.practice_seed)
+        self.question_panel.display = True
+        self.main_screen.set_class(True, "-practice")
+        self._show_practice()
+
+    def answer_question(self, line: str) -> None:
+        """Grade ``line`` as the answer to the question asked (blank: skip) and reveal its step;
+        a line that is no answer says why and asks again."""
+        practice = self._current_practice()
+        if practice is None or practice.pending is None:
+            return
+        step = practice.pending.step
+        try:
+            practice.answer(line)
+        except AnswerError as error:
+            self.notify(str(error), severity="warning", timeout=6)
+            return
+        self._reveal(step)
+
+    def _reveal(self, step: int) -> None:
+        self.step = step
+        self._show(rebuild=True)
+        self._show_practice()
+        if self.question_panel.input.has_focus:
+            self.trie.focus()
+
+    def action_answer_choice(self, digit: str) -> None:
+        """A number key: that choice (a number question's choices are numbered by their values)."""
+        self.answer_question(digit)
+
+    def action_type_answer(self) -> None:
+        """Put the cursor in the answer line."""
+        self.question_panel.input.focus()
+
+    def action_skip_question(self) -> None:
+        """Skip the question asked (counted as asked, not right) and reveal its step."""
+        practice = self._current_practice()
+        if practice is None or practice.pending is None:
+            return
+        step = practice.pending.step
+        practice.skip()
+        self._reveal(step)
+
+    def action_hint(self) -> None:
+        """Show the question's hint."""
+        practice = self._current_practice()
+        if practice is None or practice.pending is None:
+            return
+        practice.hint_shown = True
+        self._show_practice()
+
+    @on(QuestionPanel.AnswerTyped)
+    def _answer_typed(self, message: QuestionPanel.AnswerTyped) -> None:
+        self.answer_question(message.text)
 
     # -- panels and focus --------------------------------------------------------------------
 
@@ -731,7 +853,8 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
 
     Options: ``export_dir`` (where ``e`` and ctrl+s write; default the current directory),
     ``theme`` (any registered theme name; default kvviz-dark), ``animations`` and
-    ``cursor_blink`` (False for deterministic screenshots).
+    ``cursor_blink`` (False for deterministic screenshots), ``practice`` (start in practice
+    mode) and ``practice_seed`` (which questions: the same seed asks the same ones).
     """
     return KvvizApp(session, step, **opts)
 

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Practice mode's state: which question waits before which step, what was answered, the score.
+
+The questions, their grading, feedback and the tally are the model's
+(:mod:`kvviz.model.quiz`); this only remembers, for one run of the app on one timeline, which
+question is being asked, which were answered (so stepping back and forward again never asks
+twice) and the score. Asking reads the session's frames: it never applies an op, so the
+timeline is never changed by asking. :class:`PracticeView` is the frozen value the question
+panel draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..limits import MAX_QUIZ_STEPS
+from ..model.narrate import count
+from ..model.quiz import AnswerError, Question, Reply, Tally, feedback, questions
+
+PRACTICE_KEYS = "0-9 choose · a type an answer · s skip · t hint · p leave practice"
+"""The panel's key line (the bindings are the app's)."""
+
+
+@dataclass(frozen=True)
+class PracticeView:
+    """What the question panel shows: the question being asked (or the one just revealed),
+    its feedback once answered, whether the hint is shown, the score, and a status line."""
+
+    question: Question | None
+    feedback: tuple[str, ...]
+    hint: bool
+    score: str
+    status: str
+    asking: bool
+
+
+class Practice:
+    """Questions at the interesting steps of one timeline, and the learner's answers to them.
+
+    ``revision`` is the app's timeline revision the questions were made for: a changed
+    timeline (an op typed, a demo opened) gets fresh questions and a fresh run.
+    """
+
+    def __init__(self, session, revision: int, seed: int = 0):
+        self.revision = revision
+        self.seed = seed
+        self.by_step: dict[int, Question] = {q.step: q for q in questions(session, seed, last=MAX_QUIZ_STEPS)}
+        self.answered: dict[int, Reply | None] = {}  # step -> reply (None: skipped)
+        self.tally = Tally()
+        self.pending: Question | None = None  # asked, not answered yet: the view shows step - 1
+        self.revealed: Question | None = None  # answered just now: its feedback shows
+        self.hint_shown = False
+
+    def renewed(self, session, revision: int) -> "Practice":
+        """This run on a changed timeline: fresh questions, the score kept, and an answer
+        kept where the same question is asked at the same step (an op appended or a branch
+        leaves the questions before it as they were), so nothing answered is asked again."""
+        fresh = Practice(session, revision, self.seed)
+        fresh.tally = self.tally
+        fresh.answered = {step: reply for step, reply in self.answered.items()
+                          if fresh.by_step.get(step) == self.by_step.get(step)}
+        return fresh
+
+    def first_unanswered(self, start: int, stop: int) -> Question | None:
+        """The first question not yet answered at a step in ``start + 1 .. stop``: stepping
+        from ``start`` to ``stop`` stops there to ask."""
+        for step in sorted(self.by_step):
+            if start < step <= stop and step not in self.answered:
+                return self.by_step[step]
+        return None
+
+    def ask(self, question: Question) -> None:
+        """Start asking ``question`` (the app shows the step before it)."""
+        self.pending = question
+        self.revealed = None
+        self.hint_shown = False
+
+    def answer(self, line: str) -> Reply | None:
+        """Grade an answer line to the pending question and record it; a blank line skips.
+        Raises AnswerError for a line that is no answer (nothing is recorded then)."""
+        question = self.pending
+        if question is None:
+            raise AnswerError("no question is being asked")
+        reply = question.read(line)
+        self._record(question, reply)
+        return reply
+
+    def skip(self) -> None:
+        """Skip the pending question (counted as asked, not right)."""
+        if self.pending is not None:
+            self._record(self.pending, None)
+
+    def _record(self, question: Question, reply: Reply | None) -> None:
+        self.answered[question.step] = reply
+        self.tally = self.tally.add(reply)
+        self.pending = None
+        self.revealed = question
+
+    def leave(self, step: int) -> None:
+        """The app moved to ``step`` without answering: an unanswered question stops being asked
+        (it is asked again the next time a step forward reaches it); a revealed one stays shown
+        only while its step is."""
+        if self.pending is not None and step != self.pending.step - 1:
+            self.pending = None
+        if self.revealed is not None and step != self.revealed.step:
+            self.revealed = None
+        self.hint_shown = self.hint_shown and self.pending is not None
+
+    def view(self, step: int) -> PracticeView:
+        """The panel's frozen value at ``step``."""
+        score = self.tally.line()
+        if self.pending is not None:
+            return PracticeView(self.pending, (), self.hint_shown, score,
+                                f"Before step {self.pending.step}: predict, then see.", True)
+        if self.revealed is not None:
+            reply = self.answered[self.revealed.step]
+            return PracticeView(self.revealed, feedback(self.revealed, reply), False, score,
+                                f"Step {self.revealed.step} revealed.", False)
+        later = [s for s in sorted(self.by_step) if s > step and s not in self.answered]
+        status = (f"{count(len(later), 'question')} ahead; the next before step {later[0]} (→ steps on)."
+                  if later else
+                  "No more questions after this step." if self.by_step else
+                  "This timeline has no step to ask about.")
+        return PracticeView(None, (), False, score, status, False)

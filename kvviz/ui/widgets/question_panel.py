@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The question panel of practice mode: the question asked before a step, its numbered
+choices, the hint, then the feedback (right or wrong, the answer, why) and the score.
+
+It draws the frozen :class:`~kvviz.ui.practice.PracticeView` the app hands it, and posts
+:class:`QuestionPanel.AnswerTyped` when a typed answer is entered; the app grades it.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from ...limits import MAX_ANSWER_CHARS
+from ...model.view import literal
+from ..practice import PRACTICE_KEYS, PracticeView
+
+
+def practice_markup(view: PracticeView) -> str:
+    """The panel's text as Textual markup."""
+    lines = [f"[b]{literal(view.score)}[/b]  [$kv-muted]{literal(view.status)}[/]"]
+    question = view.question
+    if question is not None:
+        lines.append(f"[b $accent]{literal(question.spec.title)}[/]  {literal(question.text)}")
+        if view.asking:
+            lines.extend(f"  [b]{choice.label})[/b] {literal(choice.text)}" for choice in question.choices)
+            if view.hint:
+                lines.append(f"[$kv-touched]Hint: {literal(question.hint)}[/]")
+            lines.append(f"[$kv-muted]{literal(PRACTICE_KEYS)}[/]")
+        else:
+            for i, line in enumerate(view.feedback):
+                if i == 0:
+                    style = "b $success" if line.startswith("Right") else "b $error" if line.startswith("Wrong") \
+                        else "b $warning"
+                    lines.append(f"[{style}]{literal(line)}[/]")
+                else:
+                    lines.append(literal(line))
+    return "\n".join(lines)
+
+
+class AnswerInput(Input):
+    """The typed-answer line; escape goes back to the views."""
+
+    BINDINGS = [Binding("escape", "leave", "back to the views")]
+
+    def action_leave(self) -> None:
+        """Leave the answer line (what was typed stays)."""
+        self.screen.focus_next()
+
+
+class QuestionPanel(Vertical):
+    """Practice mode's panel (see the module doc)."""
+
+    class AnswerTyped(Message):
+        """The learner entered ``text`` in the answer line."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="question-text")
+        yield AnswerInput(placeholder="a: type an answer (a number, pages `3 5`, `none`) · enter", id="answer",
+                          max_length=MAX_ANSWER_CHARS)
+
+    def show(self, view: PracticeView) -> None:
+        """Draw ``view``; the answer line shows only while a question is asked."""
+        self.query_one("#question-text", Static).update(practice_markup(view))
+        answer = self.query_one("#answer", AnswerInput)
+        answer.display = view.asking
+        if not view.asking:
+            answer.value = ""
+
+    @property
+    def input(self) -> AnswerInput:
+        """The typed-answer line."""
+        return self.query_one("#answer", AnswerInput)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.post_message(self.AnswerTyped(event.value))

@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Practice mode in the UI: the question panel before each interesting step, answers by
+number key or typed, skip, hint, score, no re-asking, and a timeline that asking never changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.model.quiz import feedback, questions
+from kvviz.ui.app import KvvizApp
+from kvviz.ui.practice import Practice
+
+SIZE = (120, 40)
+
+
+def _export(session):
+    from kvviz.export.bundle import session_script
+
+    return session_script(session), len(session)
+
+
+def _wrong_line(question):
+    return next(str(c.label) for c in question.choices if c.value != question.answer)
+
+
+def _right_line(question):
+    return next(str(c.label) for c in question.choices if c.value == question.answer)
+
+
+def _panel_text(app) -> str:
+    return str(app.question_panel.query_one("#question-text").render())
+
+
+async def test_p_and_the_palette_entry_switch_practice_on_and_off(app_on, lru):
+    app = app_on(lru)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.practice is None and not app.question_panel.display
+        await pilot.press("p")
+        assert app.practice is not None and app.question_panel.display
+        await pilot.press("p")
+        assert app.practice is None and not app.question_panel.display
+    from kvviz.ui.widgets.palette import KvvizCommands
+
+    names = [name for name, _, _ in KvvizCommands._commands(type("P", (), {"app": app})())]
+    assert "Toggle practice mode" in names
+
+
+async def test_stepping_onto_a_question_asks_first_and_shows_the_step_before(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, practice=True)
+    before = _export(lru)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(first.step):
+            app.action_next_step()
+        await pilot.pause()
+        assert app.practice.pending == first
+        assert app.step == first.step - 1  # the step is not revealed yet
+        text = _panel_text(app)
+        assert first.text.split("`")[1] in text
+        assert all(c.text in text for c in first.choices)
+        app.action_next_step()  # no way past the question without an answer
+        assert app.step == first.step - 1 and app.practice.pending == first
+        app.action_last_step()
+        assert app.step == first.step - 1
+    assert _export(lru) == before  # asking never changed the timeline
+
+
+async def test_a_number_key_answers_and_reveals_with_feedback_and_score(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        await pilot.press(_right_line(first))  # the binding, for real
+        await pilot.pause()
+        assert app.step == first.step and app.practice.pending is None
+        assert app.practice.tally.right == 1 and app.practice.tally.asked == 1
+        text = _panel_text(app)
+        reply = first.read(_right_line(first))
+        for line in feedback(first, reply):
+            assert line[:30] in text.replace("\n", " ") or line[:30] in text
+        assert "Score: 1 of 1 right, streak 1" in text
+
+
+async def test_a_wrong_answer_says_so_and_gives_the_answer(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        app.answer_question(_wrong_line(first))
+        await pilot.pause()
+        assert app.step == first.step
+        assert app.practice.tally.right == 0 and app.practice.tally.asked == 1
+        text = " ".join(_panel_text(app).split())
+        assert "Wrong" in text and first.correct_line in text and "Why:" in text
+
+
+async def test_a_typed_answer_is_graded_and_garbage_asks_again(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.press("a")
+        assert app.question_panel.input.has_focus
+        await pilot.press(*"banana", "enter")
+        await pilot.pause()
+        assert app.practice.pending == first and app.step == first.step - 1  # asked again
+        app.question_panel.input.value = first.correct_line
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.step == first.step and app.practice.tally.right == 1
+        assert not app.question_panel.input.has_focus
+
+
+async def test_skip_reveals_and_counts_as_asked_not_right(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.step == first.step
+        assert (app.practice.tally.right, app.practice.tally.asked, app.practice.tally.streak) == (0, 1, 0)
+        assert "Skipped" in _panel_text(app)
+
+
+async def test_hint_shows_the_questions_hint(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        assert "Hint:" not in _panel_text(app)
+        await pilot.press("t")
+        await pilot.pause()
+        assert "Hint:" in _panel_text(app)
+        assert " ".join(first.hint.split())[:25] in " ".join(_panel_text(app).split())
+
+
+async def test_stepping_back_never_asks_an_answered_question_again(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        app.answer_question(_right_line(first))
+        app.action_first_step()
+        for _ in range(first.step):
+            app.action_next_step()
+        await pilot.pause()
+        assert app.step == first.step and app.practice.pending is None
+        assert app.practice.tally.asked == 1
+
+
+async def test_stepping_back_from_a_question_unasks_it_and_asks_it_later(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE):
+        app.action_next_step()
+        app.action_previous_step()
+        assert app.practice.pending is None and app.practice.tally.asked == 0
+        app.action_next_step()
+        app.action_next_step()
+        assert app.practice.pending == first
+
+
+async def test_a_jump_stops_at_the_first_unanswered_question(app_on, lru):
+    asked = questions(lru, 0)
+    app = app_on(lru, practice=True)
+    async with app.run_test(size=SIZE):
+        app.go_to(asked[1].step)
+        assert app.practice.pending == asked[0]
+        app.action_skip_question()
+        app.go_to(asked[1].step)
+        assert app.practice.pending == asked[1] and app.step == asked[1].step - 1
+
+
+async def test_playing_pauses_at_a_question(app_on, lru):
+    first = questions(lru, 0)[0]
+    app = app_on(lru, practice=True)
+    async with app.run_test(size=SIZE):
+        app.action_play()
+        for _ in range(first.step):
+            app.play_tick()
+        assert not app.playing and app.practice.pending == first
+
+
+async def test_the_answer_keys_do_nothing_without_a_question(app_on, lru):
+    app = app_on(lru, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("1", "s", "t")
+        assert app.practice.tally.asked == 0 and app.step == 0
+        assert not app.check_action("answer_choice", ("1",))
+
+
+async def test_a_typed_op_keeps_the_score_and_the_answers(app_on, small):
+    first = questions(small, 0)[0]
+    app = app_on(small, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE):
+        app.action_next_step()
+        app.answer_question(_right_line(first))
+        app.action_last_step()
+        if app.practice.pending is not None:
+            app.action_skip_question()
+        asked = app.practice.tally.asked
+        from kvviz.model.scenario import parse_command
+
+        app.apply_op(parse_command("acquire z 1..4", small.live_names(), small.vocab))
+        practice = app._current_practice()
+        assert practice.tally.asked >= asked and first.step in practice.answered
+
+
+def test_renewed_runs_keep_only_answers_to_the_same_question(lru, small):
+    run = Practice(lru, 0)
+    step, question = next(iter(run.by_step.items()))
+    run.ask(question)
+    run.answer(_right_line(question))
+    same = run.renewed(lru, 1)
+    assert step in same.answered and same.tally == run.tally
+    other = run.renewed(small, 2)
+    assert all(other.by_step.get(s) == run.by_step.get(s) for s in other.answered)
+
+
+def test_launch_ui_opens_practice_mode_with_the_seed(monkeypatch, lru):
+    from kvviz.cli import common
+
+    started = []
+    monkeypatch.setattr(common, "_run_app", started.append)
+    common.launch_ui(lru, practice_seed=7)
+    common.launch_ui(lru)
+    assert isinstance(started[0], KvvizApp)
+    assert started[0].start_practice and started[0].practice_seed == 7
+    assert not started[1].start_practice
+
+
+@pytest.mark.parametrize("reveal", [False, True])
+def test_snapshot_question_and_reveal(snap_compare, lru, reveal):
+    from kvviz.ui.app import make_app
+
+    first = questions(lru, 0)[0]
+    app = make_app(lru, first.step - 1, animations=False, cursor_blink=False, practice=True)
+
+    async def ask(pilot):
+        app.action_next_step()
+        if reveal:
+            app.answer_question(_wrong_line(first))
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=ask, terminal_size=SIZE)
