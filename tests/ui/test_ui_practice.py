@@ -246,3 +246,17 @@ def test_snapshot_question_and_reveal(snap_compare, lru, reveal):
         await pilot.pause()
 
     assert snap_compare(app, run_before=ask, terminal_size=SIZE)
+
+
+async def test_the_hint_takes_the_key_lines_place(app_on, lru):
+    from kvviz.ui.practice import PRACTICE_KEYS
+
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        assert PRACTICE_KEYS[:20] in _panel_text(app)
+        app.action_hint()
+        await pilot.pause()
+        assert "Hint:" in _panel_text(app) and PRACTICE_KEYS[:20] not in _panel_text(app)

@@ -27,9 +27,10 @@ def practice_markup(view: PracticeView) -> str:
         lines.append(f"[b $accent]{literal(question.spec.title)}[/]  {literal(question.text)}")
         if view.asking:
             lines.extend(f"  [b]{choice.label})[/b] {literal(choice.text)}" for choice in question.choices)
-            if view.hint:
+            if view.hint:  # instead of the key line, which the footer repeats: the answer line stays in sight
                 lines.append(f"[$kv-touched]Hint: {literal(question.hint)}[/]")
-            lines.append(f"[$kv-muted]{literal(PRACTICE_KEYS)}[/]")
+            else:
+                lines.append(f"[$kv-muted]{literal(PRACTICE_KEYS)}[/]")
         else:
             for i, line in enumerate(view.feedback):
                 if i == 0:
