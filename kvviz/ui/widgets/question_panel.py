@@ -64,7 +64,7 @@ class QuestionPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id="question-text")
-        yield AnswerInput(placeholder="a: type an answer (a number, pages `3 5`, `none`) · enter", id="answer",
+        yield AnswerInput(placeholder="a: type 4, 3 5, none · enter", id="answer",
                           max_length=MAX_ANSWER_CHARS)
 
     def show(self, view: PracticeView) -> None:
