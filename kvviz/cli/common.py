@@ -236,6 +236,8 @@ def require_terminal() -> None:
         hint = "add --print to print the steps as text"
     elif "ui" in params:
         hint = "drop --ui to print the report as text"
+    elif "plain" in params:
+        hint = "add --plain to be asked in plain text"
     else:
         hint = "run it in a terminal"
     raise BadInput(f"the UI needs a terminal, but {' and '.join(closed)} "

@@ -2,9 +2,10 @@
 """``kvviz quiz``: predict, then reveal. Questions before the interesting steps of a demo, a
 file or a seeded random scenario, graded by the state the cache really reached.
 
-For now the quiz runs in plain text (the UI's practice panel is not built yet): each question
-with numbered choices on stdout, one answer per line on stdin, feedback after each, the score
-at the end, and with ``--json`` one JSON object after everything else.
+Without ``--plain`` the quiz opens the UI in practice mode (the question panel asks before
+each interesting step). ``--plain`` (and ``--json``, which implies it) runs in plain text: each
+question with numbered choices on stdout, one answer per line on stdin, feedback after each,
+the score at the end, and with ``--json`` one JSON object after everything else.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions
 from ..model.scenario import ScenarioError, parse_scenario
-from .common import BadInput, load_file_or_demo, make_session
+from .common import BadInput, launch_ui, load_file_or_demo, make_session
 
 HINT_WORDS = ("?", "hint")
 NEXT_VICTIM_MARK = "  <- next victim"
@@ -34,10 +35,9 @@ NEXT_VICTIM_MARK = "  <- next victim"
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="With --random: also write the generated scenario to this .kvs file.")
 @click.option("--plain", is_flag=True,
-              help="Plain text on stdin/stdout (for scripts and screen readers). The default for now: the UI "
-                   "practice panel is not built yet.")
+              help="Plain text on stdin/stdout (for scripts and screen readers) instead of the UI's practice panel.")
 @click.option("--json", "as_json", is_flag=True,
-              help='End with one JSON object: {"score", "asked", "questions": [{"kind", "step", "question", '
+              help='Plain text, ending with one JSON object: {"score", "asked", "questions": [{"kind", "step", "question", '
                    '"choices", "given", "correct_answer", "right"}, ...]}.')
 @click.option("--no-state", is_flag=True, help="Do not print the cache's state before each question.")
 def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | None, plain: bool,
@@ -46,10 +46,13 @@ def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | N
 
     Each question comes with numbered choices; answer with a choice number or the answer
     itself (a number, a page list such as `3 5`), `?` for a hint, a blank line to skip. The
-    quiz ends with the score; end of input ends it early. Plain text is the default for now
-    (the UI practice panel is not built yet); --plain says so explicitly.
+    quiz ends with the score; end of input ends it early. Without --plain (or --json) the UI
+    opens in practice mode: number keys answer, a types an answer, s skips, t hints.
     """
     session = _session(source, random_, seed, level, save)
+    if not plain and not as_json:
+        launch_ui(session, practice_seed=seed)
+        return
     steps = len(session) - 1
     if steps > MAX_QUIZ_STEPS:
         click.echo(f"The scenario has {steps:,} steps; the quiz asks about the first {MAX_QUIZ_STEPS:,}.")

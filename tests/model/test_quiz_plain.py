@@ -129,10 +129,23 @@ def test_bad_invocations_are_one_line_and_exit_2(args, message):
     assert message in result.output and "Traceback" not in result.output
 
 
-def test_help_says_plain_is_the_default_for_now():
+def test_help_says_the_ui_is_the_default_and_plain_gives_text():
     result = CliRunner().invoke(quiz, ["--help"])
     assert result.exit_code == 0
-    assert "The default for now" in result.output
+    assert "Without --plain (or --json) the UI opens in practice mode" in " ".join(result.output.split())
+
+
+def test_without_plain_the_quiz_opens_the_ui_in_practice_mode(monkeypatch):
+    import kvviz.cli.quiz_command
+
+    opened = []
+    monkeypatch.setattr(kvviz.cli.quiz_command, "launch_ui",
+                        lambda session, step=None, *, practice_seed=None: opened.append((session, practice_seed)))
+    result = CliRunner().invoke(quiz, ["lru", "--seed", "7"])
+    assert result.exit_code == 0, result.output
+    ((session, seed),) = opened
+    assert seed == 7 and session.title.startswith("LRU eviction")
+    assert "Question" not in result.output  # nothing asked on stdout: the UI asks
 
 
 def test_lines_that_are_no_answer_never_crash():
@@ -196,3 +209,9 @@ def test_a_long_scenario_is_quizzed_on_its_first_steps_only(tmp_path, monkeypatc
     out, report = _run(["lru", "--no-state"], "")
     assert "the quiz asks about the first 10" in out
     assert report["total"] == len([q for q in _expected("lru") if q.step <= 10]) < len(_expected("lru"))
+
+
+def test_without_a_terminal_the_quiz_says_to_use_plain(monkeypatch):
+    result = CliRunner().invoke(quiz, ["lru"])  # CliRunner's stdin and stdout are no terminals
+    assert result.exit_code == 2
+    assert result.output.strip().endswith("add --plain to be asked in plain text")
