@@ -1,14 +1,15 @@
 """kvcore: paged-attention KV caches with prefix sharing, in pure standard-library Python.
 
 ``BasePagedAttentionCache`` gives every request its own pages; ``TriePagedAttentionCache``
-shares full pages of common prefixes through a trie, with per-node ref counts and LRU
-eviction of unreferenced leaves. Method names follow shortfin's so its users recognise them.
+shares full pages of common prefixes through a trie, with per-node ref counts and eviction
+of unreferenced leaves by one of seven policies (``POLICIES``; LRU by default). Method names follow shortfin's so its users recognise them.
 """
 
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache
 from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation, KVCacheError
 from .invariants import Violation, check_snapshot
+from .policies import KEY_FIELDS, POLICIES
 from .pool import PagePool
 from .snapshot import AllocationInfo, FreePages, NodeInfo, PageInfo, PageTable, Snapshot, SnapshotFormatError, Stats
 from .trie import TriePagedAttentionCache
@@ -17,7 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AllocationInfo", "BasePagedAttentionCache", "CacheAllocationFailure", "InvalidConfiguration", "InvalidOperation",
-    "KVCacheError", "FreePages",
+    "KVCacheError", "FreePages", "KEY_FIELDS", "POLICIES",
     "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "PageTable", "Snapshot", "SnapshotFormatError", "Stats",
     "TriePagedAttentionCache", "Violation", "check_snapshot",
 ]
@@ -26,11 +27,16 @@ __all__ = [
 _KINDS = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}
 
 
-def make_cache(kind: str, page_count: int, tokens_per_page: int):
-    """A fresh cache of ``kind`` ('trie' or 'base') with its own pool."""
+def make_cache(kind: str, page_count: int, tokens_per_page: int, policy: str = "lru"):
+    """A fresh cache of ``kind`` ('trie' or 'base') with its own pool, evicting by ``policy``
+    (:data:`POLICIES`; the base cache never evicts and takes only 'lru')."""
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise InvalidConfiguration(f"unknown cache kind {kind!r} (expected 'trie' or 'base')")
+    if cls is TriePagedAttentionCache:
+        return cls(PagePool(page_count), tokens_per_page, policy)
+    if policy != "lru":
+        raise InvalidConfiguration(f"a base cache never evicts: policy must be 'lru', got {policy!r}")
     return cls(PagePool(page_count), tokens_per_page)
 
 

@@ -17,10 +17,10 @@ class PageAllocation:
     mutation goes through the cache so that failed operations can change nothing.
     """
 
-    __slots__ = ("_cache", "id", "name", "_tokens", "_pages", "_nodes", "hit_tokens", "released")
+    __slots__ = ("_cache", "id", "name", "_tokens", "_pages", "_nodes", "hit_tokens", "released", "priority")
 
     def __init__(self, cache: "BasePagedAttentionCache", allocation_id: int, name: str | None,
-                 tokens: tuple[int, ...], pages: list[int], nodes: list, hit_tokens: int):
+                 tokens: tuple[int, ...], pages: list[int], nodes: list, hit_tokens: int, priority: int = 0):
         self._cache = cache
         self.id = allocation_id
         self.name = name
@@ -29,6 +29,7 @@ class PageAllocation:
         self._nodes = nodes
         self.hit_tokens = hit_tokens
         self.released = False
+        self.priority = priority  # given to acquire; what the nodes it publishes or matched keep at least
 
     @property
     def tokens(self) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from . import events as ev
 from .allocation import PageAllocation
 from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation
+from .policies import MAX_PRIORITY
 from .pool import PagePool
 from .snapshot import (
     _FREE_ROWS,
@@ -74,6 +75,12 @@ def check_name(name: object, op: str) -> None:
         raise InvalidOperation(f"{op}: name must be a string or None, got {type(name).__name__} {reprlib.repr(name)}")
 
 
+def check_priority(priority: object, op: str) -> None:
+    """Priorities are ints in ``0 <= priority < MAX_PRIORITY`` (bools refused, as for tokens)."""
+    if type(priority) is not int or not 0 <= priority < MAX_PRIORITY:
+        raise InvalidOperation(f"{op}: priority must be an integer from 0 to 2**63 - 1, got {reprlib.repr(priority)}")
+
+
 def _describe_tokens(tokens: tuple, limit: int = 8) -> str:
     shown = " ".join(map(str, tokens[:limit]))
     return f"[{shown}{' ...' if len(tokens) > limit else ''}]"
@@ -88,6 +95,9 @@ class BasePagedAttentionCache:
     """
 
     kind = "base"
+    #: The eviction policy (:data:`kvcore.policies.POLICIES`). The base cache never evicts;
+    #: its snapshots say "lru", the default.
+    policy = "lru"
 
     def __init__(self, page_pool: PagePool, tokens_per_page: int):
         if type(tokens_per_page) is not int or tokens_per_page < 1:
@@ -125,18 +135,20 @@ class BasePagedAttentionCache:
         return tuple(events)
 
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
-                                 name: str | None = None) -> PageAllocation:
-        """Allocate pages for ``tokens`` plus ``extra_token_slots`` (no sharing)."""
+                                 name: str | None = None, priority: int = 0) -> PageAllocation:
+        """Allocate pages for ``tokens`` plus ``extra_token_slots`` (no sharing). ``priority``
+        is kept on the allocation only (the base cache never evicts)."""
         tokens = int_tokens(tokens, "acquire")
         self._check_extra(extra_token_slots, "acquire")
         check_name(name, "acquire")
+        check_priority(priority, "acquire")
         needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page)
         free = self._pool.available_page_count()
         if needed > free:
             raise self._failure(f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots",
                                 needed, free, 0)
         self.clock += 1
-        allocation = PageAllocation(self, self._next_allocation_id, name, tokens, [], [], 0)
+        allocation = PageAllocation(self, self._next_allocation_id, name, tokens, [], [], 0, priority)
         self._next_allocation_id += 1
         self.allocations[allocation.id] = allocation
         self._lookups += 1
@@ -186,6 +198,7 @@ class BasePagedAttentionCache:
             pages=table, free=free, nodes=tuple(n for n, _ in nodes), allocations=tuple(allocations),
             heap=self._heap_ids(),
             stats=Stats(self._lookups, self._lookup_tokens, self._hit_tokens, self._evictions, self._dedups),
+            policy=self.policy,
         )
 
     def _fill_rows(self, pages: list, returned: tuple[int, ...], infos: dict) -> tuple[list, list]:
@@ -206,7 +219,7 @@ class BasePagedAttentionCache:
                     info = owned_cache[(p, a.id)] = PageInfo(p, OWNED, a.id)
                 pages[p] = info
             allocations.append(AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes),
-                                              a.hit_tokens, a.released))
+                                              a.hit_tokens, a.released, a.priority))
         if len(owned_cache) > 4 * len(pages):  # forget owners long gone
             owned_cache.clear()
         return nodes, allocations
@@ -238,7 +251,7 @@ class BasePagedAttentionCache:
                 raise InvalidOperation(f"cannot restore the snapshot: {why}")
         elif snapshot.kind != cls.kind:
             raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
-        cache = cls(PagePool(snapshot.page_count, snapshot.free), snapshot.tokens_per_page)
+        cache = cls._for_restore(PagePool(snapshot.page_count, snapshot.free), snapshot)
         cache.clock = snapshot.clock
         cache._next_allocation_id = snapshot.next_allocation_id
         s = snapshot.stats
@@ -252,6 +265,11 @@ class BasePagedAttentionCache:
                 raise InvalidOperation(f"cannot restore the snapshot: {why}")
         return cache
 
+    @classmethod
+    def _for_restore(cls, pool: PagePool, snapshot: Snapshot) -> "BasePagedAttentionCache":
+        """An empty cache configured like ``snapshot`` (the trie adds its policy)."""
+        return cls(pool, snapshot.tokens_per_page)
+
     def _seed_info_cache(self, snapshot: Snapshot) -> None:
         """Reuse the snapshot's rows for the restored cache's own snapshots (cheap, shared)."""
         # Only rows equal to what snapshot() would build are reused: a wrong row (a cached
@@ -264,7 +282,7 @@ class BasePagedAttentionCache:
                 page_info = pages[n.page]
                 if page_info != PageInfo(n.page, CACHED, None, n.id, n.ref):
                     continue
-            nodes[n.id] = ((n.ref, n.last_access, n.page), n, page_info)
+            nodes[n.id] = ((n.ref, n.last_access, n.page, n.hits, n.priority), n, page_info)
         owned = {(info.page, info.owner): info for info in touched_rows(pages)
                  if info.state == OWNED and info.node is None and info.ref == 0}
         self._info_cache = {"node": nodes, "owned": owned}
@@ -291,7 +309,7 @@ class BasePagedAttentionCache:
 
     def _restore_structure(self, snapshot: Snapshot) -> None:
         for a in snapshot.allocations:
-            allocation = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), [], a.hit_tokens)
+            allocation = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), [], a.hit_tokens, a.priority)
             self.allocations[a.id] = allocation
 
     def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,

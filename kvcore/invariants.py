@@ -386,6 +386,10 @@ def _check_heap(snap, nodes, out) -> None:
                              _page(n), (node_id,)))
     for i in range(1, len(in_heap)):
         parent, child = nodes.get(in_heap[(i - 1) // 2]), nodes.get(in_heap[i])
-        if parent is not None and child is not None and parent.key > child.key:
-            out.append(Violation(3, f"heap property broken: node {parent.id} key {parent.key} is above node "
-                                    f"{child.id} key {child.key}", _page(parent) + _page(child), (parent.id, child.id)))
+        if parent is None or child is None:
+            continue
+        parent_key, child_key = snap.node_key(parent), snap.node_key(child)
+        if parent_key > child_key:
+            out.append(Violation(3, f"heap property broken: node {parent.id} {snap.policy} key {parent_key} is above "
+                                    f"node {child.id} key {child_key}", _page(parent) + _page(child),
+                                 (parent.id, child.id)))

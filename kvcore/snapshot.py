@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .policies import key_tuple
+
 SCHEMA = "kvcore.snapshot/1"
 
 FREE, OWNED, CACHED = "free", "owned", "cached"
@@ -221,11 +223,18 @@ class NodeInfo:
     ref: int
     last_access: int
     seq: int
+    hits: int = 0
+    priority: int = 0
 
     @property
     def key(self) -> tuple[int, int]:
-        """The eviction key ``(last_access, seq)``."""
+        """The lru eviction key ``(last_access, seq)``; :meth:`Snapshot.node_key` gives the
+        key of the snapshot's own policy."""
         return (self.last_access, self.seq)
+
+    def key_for(self, policy: str) -> tuple[int, ...]:
+        """The eviction key under ``policy`` (fields named by ``kvcore.policies.KEY_FIELDS``)."""
+        return key_tuple(policy, self.last_access, self.seq, self.hits, self.priority)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +248,7 @@ class AllocationInfo:
     published: int
     hit_tokens: int
     released: bool = False
+    priority: int = 0
 
     @property
     def label(self) -> str:
@@ -300,6 +310,10 @@ class Snapshot:
                     index["children"].setdefault(n.parent, []).append(n.id)
             object.__setattr__(self, "_index", index)
         return index
+
+    def node_key(self, node: NodeInfo) -> tuple[int, ...]:
+        """``node``'s eviction key under this snapshot's policy."""
+        return node.key_for(self.policy)
 
     def node(self, node_id: int) -> NodeInfo | None:
         """The node with this id, or None."""
@@ -392,7 +406,8 @@ class Snapshot:
         nodes = tuple(
             NodeInfo(r.int_at(n, f"nodes[{i}]", 0), r.opt_int_at(n, f"nodes[{i}]", 1),
                      r.ints_at(n, f"nodes[{i}]", 2), r.opt_int_at(n, f"nodes[{i}]", 3),
-                     r.int_at(n, f"nodes[{i}]", 4), r.int_at(n, f"nodes[{i}]", 5), r.int_at(n, f"nodes[{i}]", 6))
+                     r.int_at(n, f"nodes[{i}]", 4), r.int_at(n, f"nodes[{i}]", 5), r.int_at(n, f"nodes[{i}]", 6),
+                     *_counters(r, n, f"nodes[{i}]"))
             for i, n in enumerate(r.get("nodes", list))
         )
         allocations = []
@@ -403,7 +418,8 @@ class Snapshot:
                 raise SnapshotFormatError("expected a string or null", f"allocations[{i}].name")
             allocations.append(AllocationInfo(
                 ar.get("id", int), name, tuple(ar.ints("tokens")), tuple(ar.ints("pages")),
-                ar.get("published", int), ar.get("hit_tokens", int), ar.get("released", bool)))
+                ar.get("published", int), ar.get("hit_tokens", int), ar.get("released", bool),
+                ar.get("priority", int) if isinstance(ar.d, dict) and "priority" in ar.d else 0))
         sr = _Reader(r.get("stats", dict), "stats")
         stats = Stats(sr.get("lookups", int), sr.get("lookup_tokens", int), sr.get("hit_tokens", int),
                       sr.get("evictions", int), sr.get("dedups", int))
@@ -466,13 +482,30 @@ def _page_row(p: PageInfo) -> list:
     return [p.page, p.state, p.owner, p.node, p.ref]
 
 
+# Rows written before policies existed have seven fields and no allocation priority; the
+# fields policies added are written only when not 0, so such snapshots read back and
+# serialise byte for byte as before, and the schema stays kvcore.snapshot/1.
+
 def _node_row(n: NodeInfo) -> list:
-    return [n.id, n.parent, list(n.tokens), n.page, n.ref, n.last_access, n.seq]
+    row = [n.id, n.parent, list(n.tokens), n.page, n.ref, n.last_access, n.seq]
+    if n.hits or n.priority:
+        row += (n.hits, n.priority)
+    return row
+
+
+def _counters(r: "_Reader", row: Any, path: str) -> tuple[int, int]:
+    """A node row's ``hits`` and ``priority``: fields 7 and 8, or (0, 0) in a seven-field row."""
+    if isinstance(row, list) and len(row) == 7:
+        return 0, 0
+    return r.int_at(row, path, 7), r.int_at(row, path, 8)
 
 
 def _allocation_row(a: AllocationInfo) -> dict[str, Any]:
-    return {"id": a.id, "name": a.name, "tokens": list(a.tokens), "pages": list(a.pages),
-            "published": a.published, "hit_tokens": a.hit_tokens, "released": a.released}
+    row = {"id": a.id, "name": a.name, "tokens": list(a.tokens), "pages": list(a.pages),
+           "published": a.published, "hit_tokens": a.hit_tokens, "released": a.released}
+    if a.priority:
+        row["priority"] = a.priority
+    return row
 
 
 class _Reader:

@@ -1,4 +1,4 @@
-"""TriePagedAttentionCache: pages shared by common prefixes, ref counts, LRU eviction.
+"""TriePagedAttentionCache: pages shared by common prefixes, ref counts, policy eviction.
 
 Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:
 
@@ -6,11 +6,17 @@ Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:
   contains the node, so a node with ref 0 has only ref-0 descendants and everything with
   ref 0 is reachable by cascading eviction: ``free + (# ref-0 nodes)`` is exactly what an
   operation can obtain, which lets us fail *before* changing anything.
-* Eviction candidates are the childless ref-0 nodes, in an indexed heap keyed by
-  ``(last_access, seq)``: ``seq`` (creation order) breaks ties, so the order is total and the
-  same on every platform (shortfin's wall-clock ties raised ``TypeError`` on Windows).
-* A node in the heap never changes its key: only acquire and publish touch nodes, and both
-  reference them first, which takes them out of the heap.
+* Eviction candidates are the childless ref-0 nodes, in an indexed heap keyed by the
+  policy's key (:mod:`kvcore.policies`; lru: ``(last_access, seq)``): ``seq`` (creation
+  order) ends every key, so the order is total and the same on every platform (shortfin's
+  wall-clock ties raised ``TypeError`` on Windows).
+* A node in the heap never changes its key, so the heap is kept incrementally. A key reads
+  ``last_access``, ``seq``, ``hits`` and ``priority``; ``seq`` never changes, and the other
+  three change only in acquire (the matched nodes) and publish (the allocation's path, the
+  nodes it adopts, the nodes it creates), each of which the operation references (ref > 0,
+  hence not a candidate) before writing the field. A node becomes a candidate again only
+  in release (or when eviction empties its children), and is pushed with its key then.
+  tests/core/test_policies.py checks it after every operation of random runs.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from operator import attrgetter
 
 from . import events as ev
 from .allocation import PageAllocation
-from .base import BasePagedAttentionCache, check_name, exact_ints, not_a_sequence
-from .errors import InvalidOperation
-from .heap import IndexedHeap, pack_key, unpack_key
+from .base import BasePagedAttentionCache, check_name, check_priority, exact_ints, not_a_sequence
+from .errors import InvalidConfiguration, InvalidOperation
+from .heap import IndexedHeap
+from .policies import SAME_TICK_PARENT_FIRST, check_policy, key_tuple, node_key_function, unpack
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
 
@@ -32,8 +39,8 @@ from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 #: the trie, so nothing observable depends on them; the cap bounds the memory they hold.
 _SPARE_NODES = 256
 
-#: Above every heap key (:func:`~kvcore.heap.pack_key`): a clock would need 2**160 ticks
-#: to reach it.
+#: Above every heap key (:mod:`kvcore.heap`'s packing): a clock or a hit count would need
+#: 2**96 ticks to reach it, and priorities stay below 2**63.
 _NO_KEY = 1 << 200
 
 
@@ -43,9 +50,10 @@ _page_of = attrgetter("page")
 class _Node:
     """One trie node (root: page None). Lives only inside the cache; snapshots copy it."""
 
-    __slots__ = ("hpos", "seq", "parent", "tokens", "page", "children", "ref", "last_access")
+    __slots__ = ("hpos", "seq", "parent", "tokens", "page", "children", "ref", "last_access", "hits", "priority")
 
-    def __init__(self, seq: int, parent: "_Node | None", tokens: tuple, page: int | None, ref: int, last_access: int):
+    def __init__(self, seq: int, parent: "_Node | None", tokens: tuple, page: int | None, ref: int, last_access: int,
+                 hits: int = 0, priority: int = 0):
         self.seq = seq
         self.parent = parent
         self.tokens = tokens
@@ -53,6 +61,8 @@ class _Node:
         self.children: dict[tuple, _Node] = {}
         self.ref = ref
         self.last_access = last_access
+        self.hits = hits  # successful acquires that matched this node
+        self.priority = priority  # the highest priority of the allocations that published or matched it
         self.hpos = -1
 
 
@@ -60,13 +70,21 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
     """Prefix-sharing paged cache (shortfin's ``TriePagedAttentionCache``, SGLang's radix cache).
 
     Costs, with p = pages of the request: acquire O(p + e log c), publish O(p), release O(p),
-    where e = evictions and c = candidates.
+    where e = evictions and c = candidates. ``policy`` picks the eviction order, one of
+    :data:`kvcore.policies.POLICIES` (SGLang's seven; lru by default).
     """
 
     kind = "trie"
 
-    def __init__(self, page_pool, tokens_per_page: int):
+    def __init__(self, page_pool, tokens_per_page: int, policy: str = "lru"):
+        try:
+            check_policy(policy)
+        except ValueError as e:
+            raise InvalidConfiguration(str(e)) from None
         super().__init__(page_pool, tokens_per_page)
+        self.policy = policy
+        self._key = node_key_function(policy)  # node -> packed key, one call
+        self._parent_first = policy in SAME_TICK_PARENT_FIRST
         self._root = _Node(0, None, (), None, 0, 0)
         self._next_seq = 1
         self._heap = IndexedHeap()
@@ -76,8 +94,12 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
     # -- operations -----------------------------------------------------------------------
 
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
-                                 name: str | None = None) -> PageAllocation:
-        """Match the longest cached prefix of full pages, reference it, allocate the rest."""
+                                 name: str | None = None, priority: int = 0) -> PageAllocation:
+        """Match the longest cached prefix of full pages, reference it, allocate the rest.
+
+        Each matched node counts a hit and keeps the highest ``priority`` of the
+        allocations that matched or published it (what the ``priority`` policy evicts by).
+        """
         # base.int_tokens, inlined (the lifecycle's hottest call): every token an exact int,
         # else the slow path finds the culprit and refuses (or converts int subclasses).
         try:
@@ -90,6 +112,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             self._check_extra(extra_token_slots, "acquire")
         if name is not None and type(name) is not str:
             check_name(name, "acquire")
+        if type(priority) is not int or priority:  # 0, the default, needs no check
+            check_priority(priority, "acquire")
         tpp = self.tokens_per_page
         n_tokens = len(tokens)
         matched: list[_Node] = []
@@ -135,8 +159,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     ref0 += 1
                 n.ref += 1
                 n.last_access = tick
+                n.hits += 1
             self._ref0 -= ref0
-            allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens)
+            if priority:
+                self._raise_priority(matched, priority)
+            allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
             self.allocations[allocation_id] = allocation
             if needed > 0:
                 if needed <= free:
@@ -148,7 +175,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     pages += self._evict(needed, allocation_id)
             return allocation
         pages = [n.page for n in matched]
-        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens)
+        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
         self.allocations[allocation_id] = allocation
         events.append(ev.OpStarted("acquire", allocation_id, tick))
         events.append(ev.Matched(allocation_id, tuple(n.seq for n in matched), tuple(pages),
@@ -161,7 +188,10 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     events.append(ev.CandidateRemoved(n.seq, n.page, "matched by an acquire"))
             n.ref += 1
             n.last_access = tick
+            n.hits += 1
             events.append(ev.RefTaken(allocation_id, n.seq, n.page, n.ref))
+        if priority:
+            self._raise_priority(matched, priority)
         if matched:
             events.append(ev.Touched(tuple(n.seq for n in matched), tick))
         if needed > 0:
@@ -210,7 +240,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     if events is not None:
                         events.append(ev.CandidateRemoved(child.seq, child.page, "adopted by a publish"))
             child.ref += 1
-            child.last_access = tick
+            child.last_access = tick  # adopting is not a hit: hits stay
+            if child.priority < allocation.priority:
+                child.priority = allocation.priority
             pages[i] = child.page
             self._pool.give((own_page,))
             self._dedups += 1
@@ -229,6 +261,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         seq = self._next_seq
         spare = self._spare
         new = object.__new__
+        priority = allocation.priority
         for i in range(i, n_full):
             key = tokens[i * tpp:(i + 1) * tpp]
             if spare:
@@ -242,6 +275,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             child.page = pages[i]
             child.ref = 1
             child.last_access = tick
+            child.hits = 0
+            child.priority = priority
             child.hpos = -1
             parent.children[key] = child
             nodes.append(child)
@@ -272,7 +307,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if nodes:
                 n = nodes[-1]
                 if not n.ref and not n.children:
-                    heap.push(n, pack_key(n.last_access, n.seq))
+                    heap.push(n, self._key(n))
         else:
             for n in reversed(nodes):
                 n.ref -= 1
@@ -280,8 +315,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 if n.ref == 0:
                     self._ref0 += 1
                     if not n.children:
-                        heap.push(n, pack_key(n.last_access, n.seq))
-                        events.append(ev.CandidateAdded(n.seq, n.page, (n.last_access, n.seq)))
+                        heap.push(n, self._key(n))
+                        events.append(ev.CandidateAdded(n.seq, n.page, self._key_tuple(n)))
         pages = allocation._pages
         if len(pages) > len(nodes):
             tail = pages[len(nodes):]
@@ -315,7 +350,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         # in the heap) it is evicted next without entering the heap: the heap is written
         # once per chain, leaving exactly the array that op-by-op eviction would.
         keys, items = self._heap.arrays()
-        pack = pack_key  # a local: read once per batch, not once per cascade step
+        key_of = self._key  # a local: read once per batch, not once per cascade step
+        parent_first = self._parent_first
         root = self._root
         spare = self._spare
         room = _SPARE_NODES - len(spare)
@@ -346,14 +382,15 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     candidate = None
                     break
                 candidate = parent
-                if left and parent.last_access is victim.last_access:
+                if left and parent.last_access is victim.last_access and parent_first:
                     # Touched by the same op (the same tick object), and a parent's seq is
                     # below its child's (creation order; restore refuses anything else), so
-                    # its key is below the victim's, itself below rest. The identity test
-                    # reads no int: these ints are cold in a full cache.
+                    # under lru, fifo and mru its key is below the victim's, itself below
+                    # rest. The identity test reads no int: these ints are cold in a full
+                    # cache.
                     victim = parent
                     continue
-                key = pack(parent.last_access, parent.seq)
+                key = key_of(parent)
                 if not left or key > rest:
                     break
                 victim = parent  # the new minimum: evict it straight away
@@ -426,21 +463,32 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             victim.parent = None
             freed.append(victim.page)
             if parent.ref == 0 and not parent.children and parent is not root:
-                heap.replace_top(parent, pack_key(parent.last_access, parent.seq))
+                heap.replace_top(parent, self._key(parent))
                 became = parent
-                events.append(ev.CandidateAdded(became.seq, became.page, (became.last_access, became.seq)))
+                events.append(ev.CandidateAdded(became.seq, became.page, self._key_tuple(became)))
             else:
                 heap.pop()
                 became = None
             top = heap.peek()
             events.append(ev.Evicted(
-                allocation_id, victim.seq, victim.page, victim.tokens, (victim.last_access, victim.seq),
+                allocation_id, victim.seq, victim.page, victim.tokens, self._key_tuple(victim),
                 top.seq if top is not None else None,
-                (top.last_access, top.seq) if top is not None else None,
+                self._key_tuple(top) if top is not None else None,
                 became.seq if became is not None else None))
         self._ref0 -= count
         self._evictions += count
         return freed
+
+    @staticmethod
+    def _raise_priority(nodes: list, priority: int) -> None:
+        """Every node in ``nodes`` (referenced, so none is a candidate) keeps at least ``priority``."""
+        for n in nodes:
+            if n.priority < priority:
+                n.priority = priority
+
+    def _key_tuple(self, n: _Node) -> tuple[int, ...]:
+        """``n``'s eviction key as the tuple events and views show."""
+        return key_tuple(self.policy, n.last_access, n.seq, n.hits, n.priority)
 
     def _match_reason(self, tokens: tuple, matched: list) -> str:
         tpp = self.tokens_per_page
@@ -471,11 +519,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         out = []
         live = {}
         for n in self._iter_nodes():
-            state = (n.ref, n.last_access, n.page)
+            state = (n.ref, n.last_access, n.page, n.hits, n.priority)
             hit = cache.get(n.seq)
             if hit is None or hit[0] != state:
                 info = NodeInfo(n.seq, n.parent.seq if n.parent is not None else None, n.tokens, n.page,
-                                n.ref, n.last_access, n.seq)
+                                n.ref, n.last_access, n.seq, n.hits, n.priority)
                 page_info = PageInfo(n.page, CACHED, None, n.seq, n.ref) if n.page is not None else None
                 hit = (state, info, page_info)
             live[n.seq] = hit
@@ -484,6 +532,10 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         cache.update(live)
         out.sort(key=lambda pair: pair[0].id)
         return out
+
+    @classmethod
+    def _for_restore(cls, pool, snapshot: Snapshot) -> "TriePagedAttentionCache":
+        return cls(pool, snapshot.tokens_per_page, snapshot.policy)
 
     def _heap_ids(self) -> tuple[int, ...]:
         return tuple(n.seq for n in self._heap.items())
@@ -511,9 +563,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if info.parent is None:
                 node = self._root
                 node.last_access = info.last_access
+                node.hits, node.priority = info.hits, info.priority
             else:
                 parent = by_id[info.parent]
-                node = _Node(info.seq, parent, info.tokens, info.page, info.ref, info.last_access)
+                node = _Node(info.seq, parent, info.tokens, info.page, info.ref, info.last_access,
+                             info.hits, info.priority)
                 parent.children[info.tokens] = node
                 if info.ref == 0:
                     self._ref0 += 1
@@ -521,7 +575,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         self._next_seq = snapshot.next_seq
         for node_id in snapshot.heap:
             n = by_id[node_id]
-            self._heap.append_raw(n, pack_key(n.last_access, n.seq))
+            self._heap.append_raw(n, self._key(n))
         tpp = self.tokens_per_page
         for a in snapshot.allocations:
             path = []
@@ -529,7 +583,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             for i in range(a.published):
                 node = node.children[a.tokens[i * tpp:(i + 1) * tpp]]
                 path.append(node)
-            self.allocations[a.id] = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), path, a.hit_tokens)
+            self.allocations[a.id] = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), path, a.hit_tokens,
+                                                    a.priority)
 
     def _check_live_structures(self) -> list:
         """Checks of the live structures a snapshot cannot see: heap positions and counters."""
@@ -541,9 +596,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         for i, (n, k) in enumerate(zip(items, keys)):
             if n.hpos != i:
                 out.append(Violation(3, f"heap entry {i} (node {n.seq}) records position {n.hpos}", (n.page,), (n.seq,)))
-            if unpack_key(k) != (n.last_access, n.seq):
-                out.append(Violation(3, f"heap key of node {n.seq} is {unpack_key(k)}, node says "
-                                        f"{(n.last_access, n.seq)}", (n.page,), (n.seq,)))
+            if unpack(self.policy, k) != self._key_tuple(n):
+                out.append(Violation(3, f"heap key of node {n.seq} is {unpack(self.policy, k)}, node says "
+                                        f"{self._key_tuple(n)} ({self.policy})", (n.page,), (n.seq,)))
         ref0 = sum(1 for n in self._iter_nodes() if n is not self._root and n.ref == 0)
         if ref0 != self._ref0:
             out.append(Violation(3, f"evictable counter is {self._ref0} but {ref0} nodes have ref 0"))

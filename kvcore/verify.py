@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from .heap import CLOCK_BITS, SEQ_MASK
+from .policies import MAX_PRIORITY, POLICIES
 from .snapshot import SCHEMA, Snapshot, untouched_free
 
 
@@ -33,8 +35,10 @@ def refusal(snapshot: Snapshot, kind: str) -> str | None:
         return f"unsupported schema {s.schema!r} (expected {SCHEMA!r})"
     if s.kind != kind:
         return f"a {s.kind} snapshot cannot be restored as a {kind} cache"
-    if s.policy != "lru":
-        return f"policy {s.policy!r}: kvcore's caches evict by 'lru' only"
+    if s.policy not in POLICIES:
+        return f"unknown eviction policy {s.policy!r} (expected one of {', '.join(POLICIES)})"
+    if s.kind == "base" and s.policy != "lru":
+        return f"a base cache never evicts; its snapshots say policy 'lru', not {s.policy!r}"
     for name, low in (("tokens_per_page", 1), ("page_count", 0), ("clock", 0), ("next_seq", 1),
                       ("next_allocation_id", 0)):
         value = getattr(s, name)
@@ -73,6 +77,8 @@ def _allocations_refusal(s: Snapshot) -> str | None:
             return f"allocation {a.id} has name {a.name!r}; names are strings"
         if not all(map(_int, a.tokens)) or not all(map(_int, a.pages)):
             return f"allocation {a.label} holds tokens or pages that are not integers"
+        if not _int(a.priority) or not 0 <= a.priority < MAX_PRIORITY:
+            return f"allocation {a.label} has priority {a.priority!r}; it must be an integer from 0 to 2**63 - 1"
         if not _int(a.published) or not 0 <= a.published <= len(a.pages):
             return f"allocation {a.label} claims {a.published!r} published pages of {len(a.pages)}"
         if not _int(a.hit_tokens) or not 0 <= a.hit_tokens <= len(a.tokens):
@@ -89,10 +95,12 @@ def _nodes_refusal(s: Snapshot) -> str | None:
             return f"node id {n.id!r} is not an integer"
         if n.id >= s.next_seq:
             return f"node {n.id} is not below next_seq {s.next_seq}: the next node created would reuse its id"
-        for name in ("ref", "last_access", "seq"):
+        for name, high in (("ref", None), ("last_access", 1 << CLOCK_BITS), ("seq", SEQ_MASK + 1),
+                           ("hits", 1 << CLOCK_BITS), ("priority", MAX_PRIORITY)):
             value = getattr(n, name)
-            if not _int(value) or value < 0:
-                return f"node {n.id} has {name} {value!r}; it must be an integer >= 0"
+            if not _int(value) or value < 0 or high is not None and value >= high:
+                bound = f"from 0 to {high - 1}" if high is not None else ">= 0"
+                return f"node {n.id} has {name} {value!r}; it must be an integer {bound}"
         if not isinstance(n.tokens, tuple) or not all(map(_int, n.tokens)):
             return f"node {n.id} holds tokens that are not a tuple of integers"
         if n.parent is None and n.ref:

@@ -11,8 +11,8 @@ from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, a
 KINDS = ("trie", "base")
 """The cache kinds kvcore runs."""
 
-POLICIES = ("lru",)
-"""The eviction policies kvcore's trie runs today."""
+POLICIES = kvcore.POLICIES
+"""The eviction policies kvcore's trie runs (a base cache never evicts: any policy runs it)."""
 
 
 class KvcoreBackend:
@@ -31,9 +31,9 @@ class KvcoreBackend:
         cache.record_events(True)
 
     @classmethod
-    def fresh(cls, kind: str, pages: int, tokens_per_page: int) -> "KvcoreBackend":
-        """A new empty cache."""
-        return cls(kvcore.make_cache(kind, pages, tokens_per_page))
+    def fresh(cls, kind: str, pages: int, tokens_per_page: int, policy: str = "lru") -> "KvcoreBackend":
+        """A new empty cache; ``policy`` orders a trie's evictions (a base cache has none)."""
+        return cls(kvcore.make_cache(kind, pages, tokens_per_page, policy if kind == "trie" else "lru"))
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, *, verify: bool = True) -> "KvcoreBackend":
@@ -95,8 +95,9 @@ def kvcore_backend(config: ConfigLike | None, snapshot: Snapshot | None) -> Kvco
     if config.kind not in KINDS:
         raise BackendError(f"the kvcore backend runs a trie or a base cache, not {config.kind!r}")
     if config.policy not in POLICIES:
-        raise BackendError(f"the kvcore backend evicts by {' or '.join(POLICIES)}, not {config.policy!r}")
+        raise BackendError(f"the kvcore backend evicts by {', '.join(POLICIES[:-1])} or {POLICIES[-1]}, "
+                           f"not {config.policy!r}")
     try:
-        return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page)
+        return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page, config.policy)
     except (kvcore.KVCacheError, ValueError) as exc:  # a page count or page size kvcore refuses
         raise BackendError(f"the kvcore backend cannot build this cache: {exc}") from None

@@ -36,6 +36,7 @@ from ..trace.mooncake import (
     read_trace,
 )
 from ..trace.replay import (
+    POLICIES,
     DEFAULT_DECODE_MS_PER_TOKEN,
     DEFAULT_PREFILL_MS_PER_TOKEN,
     ReplayConfig,
@@ -174,7 +175,7 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
         ("requests", f"{result.requests:,}",
          f"{_plural(trace.skipped_count, 'bad line')} skipped" if trace.skipped_count else ""),
         ("input tokens", f"{result.input_tokens:,}", f"{reuse.blocks:,} blocks of {result.page_tokens} tokens"),
-        ("cache", result.cache, capacity),
+        ("cache", result.cache if result.cache != "trie" else f"trie, {result.policy}", capacity),
         ("replay", mode, mode_note + (", with output" if result.with_output else "")),
         ("token hit rate", percent(result.token_hit_rate), f"{result.hit_tokens:,} prompt tokens from cache"),
         ("prefix-reuse ratio", percent(reuse.ratio), "the trace's own (unlimited capacity)"),
@@ -244,6 +245,8 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--page-tokens", type=_AsciiIntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
               help="Tokens per hash block = per page (the Mooncake release uses 512).")
 @click.option("--base", "use_base", is_flag=True, help="Use the base cache (no sharing) instead of the trie cache.")
+@click.option("--policy", type=click.Choice(POLICIES, case_sensitive=False), default="lru", show_default=True,
+              help="The trie's eviction policy (SGLang's names; with --sweep, for every capacity).")
 @click.option("--with-output", is_flag=True, help="Also hold pages for each request's output tokens.")
 @click.option("--concurrency", is_flag=True,
               help="Overlap requests by arrival time; each holds its pages for prefill + decode time.")
@@ -264,7 +267,7 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--ui", is_flag=True,
               help="Open the replay in the kvviz UI (the first 1,000 requests unless --first N; without "
                    "--capacity-tokens, a capacity of half the excerpt's distinct blocks, so that pages are evicted).")
-def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, with_output: bool,
+def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, policy: str, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
           on_error: str, do_sweep: bool, as_json: bool, no_progress: bool, to_kvs: Path | None,
           ui: bool) -> None:
@@ -274,6 +277,9 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     hash ids agree from the start. Prints requests, token hit rate, the trace's prefix-reuse
     ratio, pages evicted, peak pages held, requests that failed to fit, and the time taken.
     """
+    policy = policy.lower()
+    if use_base and policy != "lru":
+        _fail("--policy orders the trie's evictions; the base cache (--base) never evicts")
     if ui and (do_sweep or to_kvs is not None or as_json):
         _fail("--ui opens one replay in the UI: it does not combine with --sweep, --to-kvs or --json")
     if ui:
@@ -305,7 +311,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     config = ReplayConfig(capacity_tokens=capacity_tokens, page_tokens=page_tokens,
                           cache="base" if use_base else "trie", with_output=with_output,
                           concurrency=concurrency, prefill_ms_per_token=prefill_ms_per_token,
-                          decode_ms_per_token=decode_ms_per_token)
+                          decode_ms_per_token=decode_ms_per_token, policy=policy)
     show_progress = not no_progress and sys.stderr.isatty()
     requests = loaded.requests
     try:

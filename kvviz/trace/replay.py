@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
-from kvcore import BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
+from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
 from ..limits import MAX_CAPACITY_TOKENS, MAX_TRACE_BLOCKS
 from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
@@ -46,6 +46,7 @@ from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
 __all__ = [
     "DEFAULT_DECODE_MS_PER_TOKEN",
     "DEFAULT_PREFILL_MS_PER_TOKEN",
+    "POLICIES",
     "OpRecord",
     "OpRecorder",
     "ReplayConfig",
@@ -104,6 +105,8 @@ class ReplayConfig:
     for ``prefill_ms_per_token x (input_length - hit tokens)`` (prefill computes only
     what the cache missed) and then ``decode_ms_per_token x output_length`` (decode).
     The pages are published at the end of prefill and released at the end of decode.
+    ``policy`` is the trie's eviction policy (kvcore's ``POLICIES``); the base cache never
+    evicts and ignores it.
     """
 
     capacity_tokens: int | None = None
@@ -113,6 +116,7 @@ class ReplayConfig:
     concurrency: bool = False
     prefill_ms_per_token: float = DEFAULT_PREFILL_MS_PER_TOKEN
     decode_ms_per_token: float = DEFAULT_DECODE_MS_PER_TOKEN
+    policy: str = "lru"
 
     def __post_init__(self) -> None:
         capacity = self.capacity_tokens
@@ -122,6 +126,8 @@ class ReplayConfig:
             raise ValueError(f"page_tokens must be at least 1, not {self.page_tokens}")
         if self.cache not in ("trie", "base"):
             raise ValueError(f"cache must be 'trie' or 'base', not {self.cache!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
         for name in ("prefill_ms_per_token", "decode_ms_per_token"):
             value = getattr(self, name)
             # NaN passes `< 0`, and NaN or infinite durations make every figure meaningless.
@@ -160,6 +166,8 @@ class ReplayResult:
     prefill_ms_per_token: float | None = None
     """The timing model of a concurrent replay (None for sequential)."""
     decode_ms_per_token: float | None = None
+    policy: str = "lru"
+    """The trie's eviction policy ("lru" for the base cache, which never evicts)."""
 
     @property
     def token_hit_rate(self) -> float:
@@ -223,8 +231,9 @@ def sweep_capacities(low: int = 10**4, high: int = 10**9, steps_per_decade: int 
 
 def _make_cache(config: ReplayConfig, page_count: int):
     pool = PagePool(page_count)
-    kind = TriePagedAttentionCache if config.cache == "trie" else BasePagedAttentionCache
-    return kind(pool, 1)
+    if config.cache == "trie":
+        return TriePagedAttentionCache(pool, 1, config.policy)
+    return BasePagedAttentionCache(pool, 1)
 
 
 def replay(
@@ -280,6 +289,7 @@ def replay(
         wall_seconds=wall,
         prefill_ms_per_token=config.prefill_ms_per_token if config.concurrency else None,
         decode_ms_per_token=config.decode_ms_per_token if config.concurrency else None,
+        policy=config.policy if config.cache == "trie" else "lru",
     )
 
 

@@ -7,7 +7,8 @@ It is written to be obviously right rather than fast, and shares no code with kv
 - ref counts are never stored: :meth:`ReferenceCache.refs` recomputes them from scratch
   from the live allocations' published prefixes;
 - an eviction victim is found by scanning every node for the childless ref-0 ones and
-  taking the minimum ``(last_access, seq)``.
+  taking the minimum of the policy's key, written out here from issue 14's table
+  (:func:`policy_key`), not read from kvcore.
 
 Semantics follow DESIGN.md and the API contract: FIFO free list (take from the front,
 append freed pages at the back), a logical clock that advances by one per successful
@@ -38,11 +39,30 @@ class ModelAllocationFailure(Exception):
         self.held = held
 
 
+#: Issue 14's table, one key tuple per policy, smallest evicted first.
+POLICIES = ("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")
+
+
+def policy_key(policy: str, node: "ModelNode") -> tuple[int, ...]:
+    """The eviction key of ``node`` under ``policy`` (issue 14's table, verbatim)."""
+    return {
+        "lru": (node.last_access, node.seq),
+        "fifo": (node.seq,),
+        "lfu": (node.hits, node.last_access, node.seq),
+        "mru": (-node.last_access, node.seq),
+        "filo": (-node.seq,),
+        "slru": (0 if node.hits < 2 else 1, node.last_access, node.seq),
+        "priority": (node.priority, node.last_access, node.seq),
+    }[policy]
+
+
 @dataclass
 class ModelNode:
     page: int
     last_access: int
     seq: int
+    hits: int = 0  # successful acquires that matched it
+    priority: int = 0  # highest priority of the allocations that published or matched it
 
 
 @dataclass
@@ -53,6 +73,7 @@ class ModelAllocation:
     pages: list[int]
     published: int
     hit_tokens: int
+    priority: int = 0
 
 
 @dataclass
@@ -72,6 +93,7 @@ class ReferenceCache:
     kind: str
     page_count: int
     tokens_per_page: int
+    policy: str = "lru"
     clock: int = 0
     next_seq: int = 1  # the root is seq 0
     next_allocation_id: int = 0
@@ -88,7 +110,7 @@ class ReferenceCache:
     last_taken: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        assert self.kind in ("trie", "base")
+        assert self.kind in ("trie", "base") and self.policy in POLICIES
         if not self.free and not self.nodes and not self.allocations:
             self.free = list(range(self.page_count))
 
@@ -176,7 +198,7 @@ class ReferenceCache:
 
     def _evict_one(self) -> int:
         candidates = self.candidates()
-        victim = min(candidates, key=lambda p: (self.nodes[p].last_access, self.nodes[p].seq))
+        victim = min(candidates, key=lambda p: policy_key(self.policy, self.nodes[p]))
         node = self.nodes.pop(victim)
         self.stats.evictions += 1
         self.last_victims.append((victim, node.seq, node.page))
@@ -197,7 +219,7 @@ class ReferenceCache:
 
     # ---------------------------------------------------------------- operations
 
-    def acquire(self, tokens, extra_token_slots: int = 0, name: str | None = None) -> int:
+    def acquire(self, tokens, extra_token_slots: int = 0, name: str | None = None, priority: int = 0) -> int:
         """Returns the new allocation's id."""
         tokens = tuple(tokens)
         if extra_token_slots < 0:
@@ -219,6 +241,7 @@ class ReferenceCache:
             pages=[self.nodes[p].page for p in matched],
             published=len(matched),
             hit_tokens=matched_tokens,
+            priority=priority,
         )
         # Reference the matched path before counting evictable pages: they are not ours to evict.
         self.allocations[alloc.id] = alloc
@@ -230,7 +253,10 @@ class ReferenceCache:
         self._begin()
         self.next_allocation_id += 1
         for path in matched:
-            self.nodes[path].last_access = self.clock
+            node = self.nodes[path]
+            node.last_access = self.clock
+            node.hits += 1
+            node.priority = max(node.priority, priority)
         self.stats.lookups += 1
         self.stats.lookup_tokens += len(tokens)
         self.stats.hit_tokens += matched_tokens
@@ -266,11 +292,12 @@ class ReferenceCache:
                 # Someone published these tokens first: adopt their page, free ours.
                 self.free.append(alloc.pages[depth])
                 alloc.pages[depth] = self.nodes[path].page
-                self.nodes[path].last_access = self.clock
+                self.nodes[path].last_access = self.clock  # adopted: not a hit
+                self.nodes[path].priority = max(self.nodes[path].priority, alloc.priority)
                 self.stats.dedups += 1
                 self.last_dedups.append(path)
             else:
-                self.nodes[path] = ModelNode(alloc.pages[depth], self.clock, self.next_seq)
+                self.nodes[path] = ModelNode(alloc.pages[depth], self.clock, self.next_seq, 0, alloc.priority)
                 self.next_seq += 1
         alloc.published = max(alloc.published, n_full)
 
@@ -304,7 +331,7 @@ class ReferenceCache:
 # snapshot attributes only; they never import kvcore.
 
 VIEW_FIELDS = (
-    "kind", "tokens_per_page", "page_count", "clock", "next_seq", "next_allocation_id",
+    "kind", "policy", "tokens_per_page", "page_count", "clock", "next_seq", "next_allocation_id",
     "free", "nodes", "root", "allocations", "pages", "candidates", "stats",
 )
 
@@ -315,6 +342,7 @@ def model_view(model: ReferenceCache) -> dict:
     states = model.page_states()
     return {
         "kind": model.kind,
+        "policy": model.policy,
         "tokens_per_page": model.tokens_per_page,
         "page_count": model.page_count,
         "clock": model.clock,
@@ -322,11 +350,12 @@ def model_view(model: ReferenceCache) -> dict:
         "next_allocation_id": model.next_allocation_id,
         "free": tuple(model.free),
         "nodes": {
-            path: (node.page, refs[path], node.last_access, node.seq) for path, node in model.nodes.items()
+            path: (node.page, refs[path], node.last_access, node.seq, node.hits, node.priority)
+            for path, node in model.nodes.items()
         },
         "root": ((0, None, (), 0),) if model.kind == "trie" else (),
         "allocations": tuple(
-            (a.id, a.name, a.tokens, tuple(a.pages), a.published, a.hit_tokens, False)
+            (a.id, a.name, a.tokens, tuple(a.pages), a.published, a.hit_tokens, False, a.priority)
             for a in sorted(model.allocations.values(), key=lambda a: a.id)
         ),
         "pages": tuple((page, *states[page]) for page in range(model.page_count)),
@@ -349,6 +378,7 @@ def snapshot_view(snap) -> dict:
 
     return {
         "kind": snap.kind,
+        "policy": snap.policy,
         "tokens_per_page": snap.tokens_per_page,
         "page_count": snap.page_count,
         "clock": snap.clock,
@@ -356,11 +386,12 @@ def snapshot_view(snap) -> dict:
         "next_allocation_id": snap.next_allocation_id,
         "free": tuple(snap.free),
         "nodes": {
-            path_of(n): (n.page, n.ref, n.last_access, n.seq) for n in snap.nodes if n.parent is not None
+            path_of(n): (n.page, n.ref, n.last_access, n.seq, n.hits, n.priority)
+            for n in snap.nodes if n.parent is not None
         },
         "root": tuple((n.id, n.page, tuple(n.tokens), n.ref) for n in snap.nodes if n.parent is None),
         "allocations": tuple(
-            (a.id, a.name, tuple(a.tokens), tuple(a.pages), a.published, a.hit_tokens, a.released)
+            (a.id, a.name, tuple(a.tokens), tuple(a.pages), a.published, a.hit_tokens, a.released, a.priority)
             for a in snap.allocations
         ),
         "pages": tuple((p.page, p.state, p.owner, p.node, p.ref) for p in snap.pages),

@@ -12,15 +12,15 @@ import random
 
 import pytest
 
-from kvcore import PagePool, TriePagedAttentionCache
+from kvcore import POLICIES, PagePool, TriePagedAttentionCache
 
 
-def run_workload(seed: int, record: bool, pages: int = 1_000, steps: int = 2_000):
+def run_workload(seed: int, record: bool, pages: int = 1_000, steps: int = 2_000, policy: str = "lru"):
     """A seeded mix of shared prefixes, chains of several pages, held and released
     allocations, and extends, on a pool small enough to evict constantly. Returns the
     cache and the snapshot after every 4th step and at the end."""
     rng = random.Random(seed)
-    cache = TriePagedAttentionCache(PagePool(pages), 4)
+    cache = TriePagedAttentionCache(PagePool(pages), 4, policy)
     cache.record_events(record)
     prefixes = [[rng.randrange(50) for _ in range(4 * rng.randrange(1, 6))] for _ in range(60)]
     live = []
@@ -68,6 +68,19 @@ def test_fast_and_narrated_eviction_leave_the_same_state_at_every_step(seed):
         assert a == b, f"seed {seed}: the two eviction paths diverge at step {step}"
     assert fast.check_invariants() == []
     assert narrated.check_invariants() == []
+
+
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p != "lru"])
+def test_every_policy_evicts_alike_on_both_paths(policy):
+    """The inlined loop evicts a chain's next node without comparing keys only under lru,
+    fifo and mru; under the others it must compare (a parent can have more hits, a higher
+    priority, or a larger -seq than its child). Both loops must agree for every policy."""
+    fast, fast_states = run_workload(1, record=False, steps=1_000, policy=policy)
+    narrated, narrated_states = run_workload(1, record=True, steps=1_000, policy=policy)
+    assert fast.snapshot().stats.evictions > 300
+    for step, (a, b) in enumerate(zip(fast_states, narrated_states)):
+        assert a == b, f"{policy}: the two eviction paths diverge at step {step}"
+    assert fast.check_invariants() == []
 
 
 @pytest.mark.parametrize("record", [False, True], ids=["fast", "narrated"])

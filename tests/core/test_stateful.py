@@ -44,6 +44,7 @@ from kvcore import events as ev
 from .refmodel import (
     ModelAllocationFailure,
     ModelInvalid,
+    POLICIES,
     ReferenceCache,
     model_view,
     snapshot_view,
@@ -60,6 +61,8 @@ RESTORE_EXAMPLES = {"dev": 50, "ci": 500, "soak": 50_000}.get(PROFILE, 500)
 STEPS = {"soak": 50}.get(PROFILE, 25)
 
 token = st.integers(0, 2)
+# Mostly the default; a few levels so the priority policy sees ties and overtakes.
+priorities = st.sampled_from((0, 0, 0, 1, 2))
 extra_slots = st.integers(0, 3)
 PUBLISH_MODES = ("none", "same", "shorter", "longer", "disagree", "incomplete")
 EXTEND_MODES = ("grow", "grow", "same", "shorter", "disagree")
@@ -94,10 +97,15 @@ class CacheMachine(RuleBasedStateMachine):
         self.handles: list = []  # every allocation ever acquired, released ones too
         self.recording = False
 
-    @initialize(page_count=st.integers(2, 8), tokens_per_page=st.integers(2, 3), recording=st.booleans())
-    def make_cache(self, page_count: int, tokens_per_page: int, recording: bool) -> None:
-        self.cache = self.cache_class(PagePool(page_count), tokens_per_page)
-        self.model = ReferenceCache(self.kind, page_count, tokens_per_page)
+    @initialize(page_count=st.integers(2, 8), tokens_per_page=st.integers(2, 3), recording=st.booleans(),
+                policy=st.sampled_from(POLICIES))
+    def make_cache(self, page_count: int, tokens_per_page: int, recording: bool, policy: str = "lru") -> None:
+        if self.kind == "base":
+            policy = "lru"  # the base cache never evicts: the shared rule draws a policy, it takes lru
+        self.cache = (self.cache_class(PagePool(page_count), tokens_per_page, policy) if self.kind == "trie"
+                      else self.cache_class(PagePool(page_count), tokens_per_page))
+        self.model = ReferenceCache(self.kind, page_count, tokens_per_page, policy)
+        event(f"policy {policy}")
         self.recording = recording
         self.cache.record_events(recording)
 
@@ -181,12 +189,12 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- operations -------------------------------------------------------------------------
 
-    def do_acquire(self, tokens: tuple[int, ...], extra: int, name: str | None):
+    def do_acquire(self, tokens: tuple[int, ...], extra: int, name: str | None, priority: int = 0):
         caller_list = list(tokens)
         handle = self.run(
             "acquire", None,
-            lambda: self.cache.acquire_pages_for_tokens(caller_list, extra, name=name),
-            lambda: self.model.acquire(tokens, extra, name=name),
+            lambda: self.cache.acquire_pages_for_tokens(caller_list, extra, name=name, priority=priority),
+            lambda: self.model.acquire(tokens, extra, name=name, priority=priority),
         )
         if handle is not None:
             caller_list.append(0)  # the cache keeps a copy, never the caller's list (B7)
@@ -207,14 +215,14 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- rules ------------------------------------------------------------------------------
 
-    @rule(data=st.data(), extra=extra_slots, named=st.booleans())
-    def acquire(self, data, extra: int, named: bool) -> None:
-        self.do_acquire(self.draw_tokens(data), extra, f"r{len(self.handles)}" if named else None)
+    @rule(data=st.data(), extra=extra_slots, named=st.booleans(), priority=priorities)
+    def acquire(self, data, extra: int, named: bool, priority: int) -> None:
+        self.do_acquire(self.draw_tokens(data), extra, f"r{len(self.handles)}" if named else None, priority)
 
-    @rule(data=st.data(), extra=extra_slots)
-    def acquire_publish_release(self, data, extra: int) -> None:
+    @rule(data=st.data(), extra=extra_slots, priority=priorities)
+    def acquire_publish_release(self, data, extra: int, priority: int) -> None:
         """A whole request, as a server runs it: what fills the cache with evictable blocks."""
-        handle = self.do_acquire(self.draw_tokens(data), extra, None)
+        handle = self.do_acquire(self.draw_tokens(data), extra, None, priority)
         if handle is not None:
             self.check_everything()
             self.do_publish(handle, None)
@@ -403,7 +411,7 @@ TestBaseCacheAgainstModel.settings = settings(max_examples=BASE_EXAMPLES, statef
 # step for step, the same snapshots (and the same successes and failures) as the original.
 
 op_strategy = st.one_of(
-    st.tuples(st.just("acquire"), st.lists(token, max_size=8), extra_slots),
+    st.tuples(st.just("acquire"), st.lists(token, max_size=8), extra_slots, priorities),
     st.tuples(st.just("publish"), st.integers(0, 20), st.sampled_from(PUBLISH_MODES[:4])),
     st.tuples(st.just("extend"), st.integers(0, 20), st.lists(token, max_size=4), extra_slots),
     st.tuples(st.just("release"), st.integers(0, 20)),
@@ -414,7 +422,7 @@ def apply_op(cache, handles: list, op: tuple) -> str:
     """Apply one generated op; return 'ok' or the error class name."""
     try:
         if op[0] == "acquire":
-            handles.append(cache.acquire_pages_for_tokens(op[1], op[2]))
+            handles.append(cache.acquire_pages_for_tokens(op[1], op[2], priority=op[3]))
             return "ok"
         if not handles:
             return "skipped"
@@ -439,16 +447,23 @@ def apply_op(cache, handles: list, op: tuple) -> str:
     tokens_per_page=st.integers(2, 3),
     ops=st.lists(op_strategy, min_size=1, max_size=30),
     cut=st.integers(0, 30),
+    policy=st.sampled_from(POLICIES),
 )
-def test_restore_then_continue_equals_continue(cache_class, page_count, tokens_per_page, ops, cut):
+def test_restore_then_continue_equals_continue(cache_class, page_count, tokens_per_page, ops, cut, policy):
     cut = min(cut, len(ops))
-    original, original_handles = cache_class(PagePool(page_count), tokens_per_page), []
+
+    def make():
+        if cache_class is BasePagedAttentionCache:
+            return cache_class(PagePool(page_count), tokens_per_page)
+        return cache_class(PagePool(page_count), tokens_per_page, policy)
+
+    original, original_handles = make(), []
     outcomes, snapshots = [], []
     for op in ops:
         outcomes.append(apply_op(original, original_handles, op))
         snapshots.append(original.snapshot())
 
-    prefix, handles = cache_class(PagePool(page_count), tokens_per_page), []
+    prefix, handles = make(), []
     for op in ops[:cut]:
         apply_op(prefix, handles, op)
     restored = cache_class.restore(Snapshot.from_dict(json.loads(prefix.snapshot().to_json())))

@@ -225,7 +225,7 @@ CORRUPT_TRIE = [
     ("a negative clock", lambda d: d.update(clock=-1)),
     ("a negative last_access", lambda d: _set(_node(d, [9, 10]), 5, -3)),
     ("negative stats", lambda d: d["stats"].update(evictions=-1)),
-    ("another policy", lambda d: d.update(policy="lfu")),
+    ("an unknown policy", lambda d: d.update(policy="arc")),  # lfu and the rest are policies now (issue 14)
     ("a page count far above the page table", lambda d: d.update(page_count=2**40)),
     ("a page count below the page table", lambda d: d.update(page_count=d["page_count"] - 1)),
 ]

@@ -18,6 +18,7 @@ from kvviz.model.scenario import (
     MAX_TOKENS_PER_OP,
     OP_FORMS,
     OP_OPTIONS,
+    POLICIES,
     SCENARIO_EXAMPLE,
     SCENARIO_HELP,
     CacheConfig,
@@ -27,6 +28,7 @@ from kvviz.model.scenario import (
     Scenario,
     ScenarioError,
     Step,
+    format_cache,
     format_expect,
     format_op,
     format_scenario,
@@ -293,7 +295,7 @@ def test_header_lines_may_follow_narration_before_the_first_op():
         ("cache trie pagez=4", 12, "unknown cache option 'pagez'; did you mean 'pages'?"),
         ("cache trie pages=4 pages=5", 20, "pages given twice"),
         ("cache trie tpp=4 page_size=4", 18, "tokens_per_page given twice"),
-        ("cache trie policy=fifo", 19, "unknown policy 'fifo'"),
+        ("cache trie policy=arc", 19, "unknown policy 'arc'"),  # fifo is a policy since issue 14
     ],
 )
 def test_bad_cache_lines_are_errors_at_the_offending_item(line, column, message):
@@ -1155,3 +1157,48 @@ def test_names_listed_in_expect_live_count_towards_the_budget(monkeypatch):
     error = error_of("acquire a 1 2\nexpect live a b c d")
     assert (where(error), error.message) == ((2, 1), "the scenario spells more than 5 tokens (names listed in expect "
                                                      "lines count too)")
+
+
+# -- eviction policies (issue 14) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_parses_and_formats_back(policy):
+    config = parse_scenario(f"cache trie pages=4 tpp=2 policy={policy.upper()}\nacquire r1").config
+    assert config == CacheConfig("trie", 4, 2, policy)
+    assert parse_scenario(format_cache(config) + "\nacquire r1").config == config
+
+
+def test_the_header_offers_every_policy_in_its_error():
+    message = str(error_of("cache trie policy=arc\n"))
+    assert all(p in message for p in POLICIES)
+
+
+# Seven one-page leaves [1]..[7] created in that order in a full pool of 7 pages, touched so
+# that the policies disagree (hits counted by each later acquire that matches the page):
+#   [1] created first, hit once, 4th touch     -> fifo's victim (smallest seq)
+#   [2] hit twice, the earliest touches of all -> lru's victim (and priority's: no op sets one)
+#   [3] hit once, 3rd touch                    -> slru's: earliest among hits < 2 ([2] is protected)
+#   [4] hit once, 5th touch
+#   [5] never hit, created after every touch   -> lfu's: fewest hits, earlier than [7]
+#   [6] hit once, the last touch               -> mru's victim
+#   [7] never hit, created last                -> filo's victim (largest seq)
+# Then x needs one page: the victim is evicted.
+SEVEN = "\n".join(
+    [f"acquire n{k} {k}\npublish n{k}\nrelease n{k}" for k in (1, 2, 3, 4)]
+    + [f"acquire h{i} {k}\nrelease h{i}" for i, k in enumerate((2, 2, 3, 1, 4))]
+    + [f"acquire n{k} {k}\npublish n{k}\nrelease n{k}" for k in (5, 6, 7)]
+    + ["acquire h9 6\nrelease h9", "acquire x 99"]
+)
+SCENARIO_VICTIM = {"fifo": 1, "lru": 2, "priority": 2, "slru": 3, "lfu": 5, "mru": 6, "filo": 7}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_scenario_header_policy_picks_the_victim(policy):
+    from kvviz.model.session import Session
+
+    session = Session.from_scenario(parse_scenario(f"cache trie pages=7 tpp=1 policy={policy}\n{SEVEN}"))
+    before, after = session.frame(-2).snapshot, session.frame(-1).snapshot
+    assert after.policy == policy and before.free_count == 0
+    gone = {n.tokens for n in before.nodes} - {n.tokens for n in after.nodes}
+    assert gone == {(SCENARIO_VICTIM[policy],)}

@@ -222,3 +222,35 @@ def test_base_cache_replay_matches_kvcore_and_holds_one_request_at_a_time():
     assert result.failed_to_fit == sum(len(r.hash_ids) > 97 for r in requests) > 0
     assert result.peak_pages_held == max(len(r.hash_ids) for r in requests if len(r.hash_ids) <= 97)
     assert cache.snapshot().free_count == 97
+
+
+# -- eviction policies (issue 14) -------------------------------------------------------------
+
+# One-block requests (512 tokens each) filling exactly 7 pages, touched so that the policies
+# disagree; "hit k" is a later request for block k (a hit on it):
+#   [1] created first, hit once (4th hit)   -> fifo's victim (oldest node)
+#   [2] hit twice, the earliest hits        -> lru's victim; also priority's (a trace sets none)
+#   [3] hit once (3rd hit)                  -> slru's: earliest among hits < 2 ([2] is protected)
+#   [4] hit once (5th hit)
+#   [5] never hit, created after every hit  -> lfu's: fewest hits, earlier than [7]
+#   [6] hit once, the last request to it    -> mru's victim
+#   [7] never hit, created last             -> filo's victim (newest node)
+# Then block 99 needs a page: the victim goes. A last probe for block k hits unless k went.
+SEVEN = [1, 2, 3, 4, 2, 2, 3, 1, 4, 5, 6, 7, 6, 99]
+SEVEN_HITS = 6  # requests 5-9 and 13
+POLICY_VICTIM = {"fifo": 1, "lru": 2, "priority": 2, "slru": 3, "lfu": 5, "mru": 6, "filo": 7}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICY_VICTIM))
+def test_each_policy_evicts_its_own_block(policy):
+    for probe in range(1, 8):
+        requests = [request(i, [block], 512) for i, block in enumerate(SEVEN + [probe])]
+        result = replay(requests, ReplayConfig(capacity_tokens=7 * 512, policy=policy))
+        hit = result.hit_tokens - SEVEN_HITS * 512
+        assert (probe, hit) == (probe, 0 if probe == POLICY_VICTIM[policy] else 512), policy
+        assert result.policy == policy
+
+
+def test_an_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="policy must be one of lru, fifo"):
+        ReplayConfig(policy="arc")

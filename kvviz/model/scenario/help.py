@@ -91,8 +91,12 @@ Comments and blank lines
 Header (before the first op)
   title: TEXT              the scenario's title
   description: TEXT        one paragraph; several description lines are joined with spaces
-  cache KIND pages=N tokens_per_page=M [policy=lru]
+  cache KIND pages=N tokens_per_page=M [policy=P]
                            KIND is trie (prefix sharing) or base (no sharing);
+                           P is the trie's eviction policy: lru (default), fifo,
+                           lfu, mru, filo, slru or priority (evicted first: the
+                           least recent, oldest, least hit, most recent, newest,
+                           least recent seen once, least recent of lowest priority);
                            page_size= and tpp= mean tokens_per_page=;
                            pages 1..{MAX_PAGES:,}, tokens_per_page 1..{MAX_TOKENS_PER_PAGE:,}.
   Without a cache line: cache trie pages=8 tokens_per_page=4.

@@ -546,7 +546,8 @@ def _covers_every_kind(kinds: tuple[str, ...] | None) -> bool:
 
 # -- the header -----------------------------------------------------------------------------
 
-_CACHE_USAGE = "cache trie|base pages=N tokens_per_page=N [policy=lru], e.g. cache trie pages=8 tokens_per_page=4"
+_CACHE_USAGE = ("cache trie|base pages=N tokens_per_page=N [policy=lru|fifo|lfu|...], "
+                "e.g. cache trie pages=8 tokens_per_page=4 policy=lfu")
 _CACHE_OPTIONS = {
     "pages": "pages", "tokens_per_page": "tokens_per_page", "page_size": "tokens_per_page",
     "tpp": "tokens_per_page", "policy": "policy",
@@ -572,7 +573,7 @@ def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
         if setting is None:
             raise line.error(
                 option.column, f"unknown cache option {_shown(option.key)}{_suggestion(option.key, _CACHE_OPTIONS)}",
-                "pages=N, tokens_per_page=N (or page_size=N, tpp=N), policy=lru",
+                f"pages=N, tokens_per_page=N (or page_size=N, tpp=N), policy={'|'.join(POLICIES)}",
             )
         if setting in options:
             raise line.error(option.column, f"{setting} given twice", _CACHE_USAGE)
@@ -599,7 +600,7 @@ def _cache_policy(line: _Line, option: _Option | None) -> str:
     if option is None:
         return DEFAULT_CACHE_CONFIG.policy
     if option.value.lower() not in POLICIES:
-        raise line.error(option.value_column, f"unknown policy {_shown(option.value)}", " or ".join(POLICIES))
+        raise line.error(option.value_column, f"unknown policy {_shown(option.value)}", ", ".join(POLICIES))
     return option.value.lower()
 
 

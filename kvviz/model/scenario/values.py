@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import kvcore
+
 from ..vocab import Vocabulary
 
 CACHE_KINDS = ("trie", "base")
 """The cache kinds a scenario may run on; also the kinds an expect or narration may be scoped to."""
 
-POLICIES = ("lru",)
+POLICIES = kvcore.POLICIES
+"""The eviction policies a ``cache`` line may name (kvcore's seven, SGLang's names); lru first, the default."""
 
 OP_FORMS: dict[str, str] = {
     "acquire": "acquire NAME TOKENS [extra=N], e.g. acquire r1 1..8 extra=2",
@@ -39,7 +42,8 @@ def applies(kinds: tuple[str, ...] | None, kind: str) -> bool:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """The cache a scenario runs on: its kind ('trie' or 'base'), page count and page size."""
+    """The cache a scenario runs on: its kind ('trie' or 'base'), page count, page size and
+    eviction policy (one of :data:`POLICIES`; a base cache never evicts)."""
 
     kind: str = "trie"
     pages: int = 8
