@@ -18,7 +18,8 @@ Figures, each absolute and as a ratio to the floor measured in the same run:
   the machine.
 * lifecycle req/s of ``TriePagedAttentionCache`` with 200,000 pages (never evicts) and
   20,000 pages (evicts ~4 pages per request once full), and of ``BasePagedAttentionCache``
-  for reference;
+  for reference; then the 20,000-page lifecycle under each eviction policy (lru again
+  among them, so the policies are compared under one load);
 * optionally shortfin 3.9.0's ``TriePagedAttentionCache`` on the same workload (its own
   lifecycle: lookup, allocate, publish, release) when the ``bench`` extra is installed;
 * eviction cost per evicted page with 1k / 10k / 100k unreferenced cached leaves: a pool
@@ -53,7 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from kvcore import BasePagedAttentionCache, PagePool, TriePagedAttentionCache  # noqa: E402
+from kvcore import POLICIES, BasePagedAttentionCache, PagePool, TriePagedAttentionCache  # noqa: E402
 
 TOKENS_PER_PAGE = 16
 SYSTEM_PROMPTS = 32
@@ -447,8 +448,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'CPU time (process_time)' if args.timer == 'cpu' else 'wall time (perf_counter)'}")
     print()
 
-    def trie(pages: int) -> Callable[[], TriePagedAttentionCache]:
-        return lambda: TriePagedAttentionCache(PagePool(pages), TOKENS_PER_PAGE)
+    def trie(pages: int, policy: str = "lru") -> Callable[[], TriePagedAttentionCache]:
+        return lambda: TriePagedAttentionCache(PagePool(pages), TOKENS_PER_PAGE, policy)
 
     def lifecycle(cache) -> None:
         kvcore_lifecycle(cache, sequences)
@@ -499,6 +500,18 @@ def main(argv: list[str] | None = None) -> int:
             results.append(("invariants hold after the evicting run", False))
         row(f"kvcore base (no sharing), {large_pool:,} pages", best["base"], "for reference")
         del last, small
+
+        # The other eviction policies (issue 14) on the evicting pool, interleaved with lru
+        # again so that all of them see the same machine load; floor ratios use this run's.
+        policy_best, policy_last = best_interleaved(repeats, {
+            "floor": (lambda: None, lambda _: floor(sequences)),
+            **{policy: (trie(small_pool, policy), lifecycle) for policy in POLICIES},
+        }, keep_gc)
+        floor_rps = n / policy_best["floor"]
+        print(f"  eviction policies, {small_pool:,} pages (interleaved among themselves):")
+        for policy in POLICIES:
+            row(f"  kvcore trie, policy {policy}", policy_best[policy], trie_note(policy_last[policy]))
+        del policy_last
 
         if shortfin is None:
             print(f"  shortfin: skipped ({why_not}); pip install -e \".[bench]\" to compare")

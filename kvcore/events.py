@@ -61,11 +61,12 @@ class Touched:
 
 @dataclass(frozen=True, slots=True)
 class CandidateAdded:
-    """A node became an eviction candidate (childless, ref 0) with key ``(last_access, seq)``."""
+    """A node became an eviction candidate (childless, ref 0) with ``key``: the cache policy's
+    key tuple (``(last_access, seq)`` under lru; fields named by ``kvcore.KEY_FIELDS``)."""
 
     node: int
     page: int
-    key: tuple[int, int]
+    key: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,8 @@ class PagesTaken:
 class Evicted:
     """A candidate evicted for ``allocation``: its page went to that allocation.
 
-    ``next_node``/``next_key`` is the heap's top after this eviction (None if empty);
+    ``key`` is the victim's key under the cache's policy; ``next_node``/``next_key`` is the
+    heap's top after this eviction (None if empty);
     ``parent_became_candidate`` is the parent node if the eviction made it a leaf.
     """
 
@@ -97,9 +99,9 @@ class Evicted:
     node: int
     page: int
     tokens: tuple[int, ...]
-    key: tuple[int, int]
+    key: tuple[int, ...]
     next_node: int | None
-    next_key: tuple[int, int] | None
+    next_key: tuple[int, ...] | None
     parent_became_candidate: int | None
 
 
