@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Throughput and eviction cost of kvcore's caches, against the CPython floor.
 
 Run:  python benchmarks/bench_core.py            (full run, about 3 minutes)

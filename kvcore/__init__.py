@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvcore: paged-attention KV caches with prefix sharing, in pure standard-library Python.
 
 ``BasePagedAttentionCache`` gives every request its own pages; ``TriePagedAttentionCache``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PageAllocation: one request's handle on its pages (the block table)."""
 
 from __future__ import annotations

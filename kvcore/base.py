@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BasePagedAttentionCache: pages per request, no sharing. Also the shared machinery
 (validation, allocation bookkeeping, events, snapshots) the trie cache builds on."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Errors raised by the caches.
 
 Both kinds subclass :class:`KVCacheError`. A failed operation changes nothing: the cache's

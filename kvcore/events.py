@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What happened inside one operation, in order.
 
 Caches append these only while recording (``cache.record_events(True)``); when nobody

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An indexed binary min-heap of eviction candidates.
 
 Each item stores its own array position in ``item.hpos`` (-1 when absent), so removing a

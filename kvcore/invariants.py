@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DESIGN's six invariants, checked on a :class:`Snapshot`.
 
 Working on snapshots (not live objects) means one checker serves kvcore's caches, restored

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Eviction policies of the trie cache: each one a key per node, smallest evicted first.
 
 The seven policies are SGLang's (``--radix-eviction-policy``). Every key ends in ``seq``

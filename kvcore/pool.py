@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The page pool: which physical pages are free, in a deterministic FIFO order."""
 
 from __future__ import annotations

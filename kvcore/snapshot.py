@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The one state format: a frozen, JSON-able, comparable picture of a cache.
 
 Snapshots feed the UI, exports, restore and (later) adapters for other caches. Equal states

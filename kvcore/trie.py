@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TriePagedAttentionCache: pages shared by common prefixes, ref counts, policy eviction.
 
 Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What ``restore(snapshot, verify=True)`` refuses, and why.
 
 Verify means: the restored cache's snapshot equals the one given, or the snapshot is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A naive reference model of kvcore's caches, used as the oracle of the property tests.
 
 It is written to be obviously right rather than fast, and shares no code with kvcore:

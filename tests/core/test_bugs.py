@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every bug of BUGS.md that our API can express, run against kvcore: it must behave correctly.
 
 Each test is named after the bug; its docstring says what the buggy cache did. The scenario

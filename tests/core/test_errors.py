@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every error the caches raise: the right class, a message that says what was asked and
 what was there, and — always — a cache left exactly as it was (snapshot before == after)."""
 

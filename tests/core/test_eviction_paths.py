@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The trie has two eviction loops: a fast one with the heap inlined (no events) and a
 narrated one through the heap's methods (events on). They must leave identical states.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Eviction keys: ``(last_access, seq)`` packed into one int by one helper (issue 10: the
 packing was written out five times while ``heap.pack_key`` sat unused)."""
 

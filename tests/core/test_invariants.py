@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The invariant checker finds each kind of corruption (and nothing in healthy states)."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests, one behaviour each, of the operations of both caches (DESIGN.md, "Trie
 semantics" and the API contract): acquire, publish, extend, release, the clock, events,
 ``cache.allocations`` and the page pool."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Eviction policies (issue 14): each evicts what its key says, keys never change while a
 node is a candidate (so the heap stays incremental), and the policy survives snapshots."""
 

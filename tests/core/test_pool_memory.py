@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A pool costs memory for the pages used, not the pages configured (issue 11, item 4):
 ``--capacity-tokens 1e12`` built ``list(range(n))`` and was OOM-killed. The hand-out order
 stays exactly the old FIFO one, and snapshots of huge pools stay small and exact."""

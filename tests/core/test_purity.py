@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvcore imports only the standard library; kvviz's model never imports textual."""
 
 import subprocess

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """shortfin's own trie test suite, ported as behaviour checks against kvcore.
 
 Source: shortfin/tests/apps/llm/components/kvcache/trie_attention_cache_test.py

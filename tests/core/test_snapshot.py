@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Snapshots: frozen, comparable, exact JSON round trip, stable digests, faithful restore."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvcore against the naive reference model, one random operation at a time.
 
 The rules are the four operations (acquire / publish / extend / release) on tokens from

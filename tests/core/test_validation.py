@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arguments and snapshots kvcore refuses (issue 11, item 7): each refusal is a KVCacheError
 raised before anything changes, and ``restore(verify=True)`` gives back an equal cache or
 refuses the snapshot with the reason."""
