@@ -17,6 +17,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kvcore import KEY_FIELDS
 from kvcore import events as ev
 
 from .vocab import Vocabulary
@@ -175,6 +176,22 @@ class TimelineView:
         return len(self.summaries) - 1
 
 
+def heap_name(snapshot) -> str:
+    """The heap named after the snapshot's eviction policy: "LRU heap", "LFU heap", "Priority heap"."""
+    policy = getattr(snapshot, "policy", "lru")
+    return f"{policy.upper() if len(policy) <= 4 else policy.capitalize()} heap"
+
+
+def key_fields(snapshot) -> str:
+    """The names of the policy's eviction key, as the heap view's header shows them: "(last_access, seq)"."""
+    return "(" + ", ".join(KEY_FIELDS[getattr(snapshot, "policy", "lru")]) + ")"
+
+
+def key_text(snapshot, node) -> str:
+    """``node``'s eviction key under the snapshot's policy, compact: "(26,4)"."""
+    return "(" + ",".join(map(str, snapshot.node_key(node))) + ")"
+
+
 def heap_title(snapshot) -> str:
     """The heap pane's title, saying what it counts: candidates (childless ref-0 nodes, as
     the pane's first line says), fewer than the pool's evictable pages when a ref-0 chain
@@ -183,7 +200,7 @@ def heap_title(snapshot) -> str:
         return "LRU heap"
     candidates = len(snapshot.heap)
     evictable = sum(1 for page in snapshot.pages if page.state == "cached" and not page.ref)
-    title = f"LRU heap · {candidates} candidate{'s' if candidates != 1 else ''}"
+    title = f"{heap_name(snapshot)} · {candidates} candidate{'s' if candidates != 1 else ''}"
     if evictable != candidates:
         title += f" of {evictable} evictable"
     return title

@@ -175,3 +175,27 @@ async def test_built_in_and_kvviz_themes_all_render(app_on, small):
             await pilot.pause()
             assert app.pool.render_line(0).text.strip(), theme
             assert app.theme_variables["kv-new"], theme
+
+
+async def test_the_heap_view_names_and_shows_the_policys_key():
+    """Under lfu the heap is the LFU heap and each entry shows (hits, last_access, seq)."""
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+    from kvviz.ui.app import make_app
+
+    script = ("cache trie pages=4 tokens_per_page=1 policy=lfu\n"
+              "acquire a 1\npublish a\nrelease a\n"
+              "acquire b 1\nrelease b\n"       # node [1]: one hit
+              "acquire c 2\npublish c\nrelease c\n")
+    session = Session.from_scenario(parse_scenario(script))
+    app = make_app(session, len(session) - 1, animations=False, cursor_blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        heap = app.heap
+        assert str(heap.border_title).startswith("LFU heap · 2 candidates")
+        text = "\n".join("".join(t for t, _ in heap.render_row(row, 80)) for row in heap.rows)
+        assert "key (hits, last_access, seq)" in text
+        snap = session.last.snapshot
+        for node in snap.nodes:
+            if node.id in snap.heap:
+                assert f"node {node.id} p{node.page} ({node.hits},{node.last_access},{node.seq})" in text

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from textual.message import Message
 from textual.widget import Widget
 
-from ...model.view import FrameView
+from ...model.view import FrameView, key_fields, key_text
 from .line_view import LineView, Row, SelectionMessage, Span
 
 
@@ -94,7 +94,7 @@ class HeapView(LineView):
         if row.data == "base":
             return [("base cache: no trie, no eviction", style("line-view--muted"))]
         if row.data == "header":
-            return [("candidates: childless, ref 0 · next victim on top · key (last_access, seq)",
+            return [(f"candidates: childless, ref 0 · next victim on top · key {key_fields(self.view.snapshot)}",
                      style("heap-view--meta"))]
         if row.data == "empty":
             return [("empty: no unreferenced leaves", style("line-view--muted"))]
@@ -104,7 +104,7 @@ class HeapView(LineView):
         if line.index is None:
             node = view.previous.node(line.node)
             gone = "evicted" if line.node in diff.nodes_evicted else "referenced again"
-            return [(f"left: node {line.node} p{node.page} ({node.last_access},{node.seq}) {gone}",
+            return [(f"left: node {line.node} p{node.page} {key_text(view.previous, node)} {gone}",
                      style("heap-view--left"))]
         node = view.snapshot.node(line.node)
         if line.node in diff.heap_added:
@@ -119,7 +119,7 @@ class HeapView(LineView):
         spans: list[Span] = [
             (f"{indent}[{line.index}] ", style("heap-view--meta")),
             (f"node {line.node} p{node.page}" if node else f"node {line.node} (missing)", style(entry_style)),
-            (f" ({node.last_access},{node.seq})" if node else "", style("heap-view--meta")),
+            (f" {key_text(view.snapshot, node)}" if node else "", style("heap-view--meta")),
         ]
         if line.index == 0:
             spans.append((" ← next victim", style("heap-view--victim")))
