@@ -199,7 +199,7 @@ def heap_title(snapshot) -> str:
     if snapshot.kind == "base":
         return "LRU heap"
     candidates = len(snapshot.heap)
-    evictable = sum(1 for page in snapshot.pages if page.state == "cached" and not page.ref)
+    evictable = snapshot.evictable_count  # over nodes: a frame of a huge pool must not walk its pages
     title = f"{heap_name(snapshot)} · {candidates} candidate{'s' if candidates != 1 else ''}"
     if evictable != candidates:
         title += f" of {evictable} evictable"
