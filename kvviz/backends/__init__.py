@@ -105,7 +105,8 @@ class OpLike(Protocol):
     ``kind`` is one of :data:`OPS`; ``tokens`` is None for a release and for a publish
     without tokens; ``extra`` is the extra token slots of an acquire or extend; with
     ``append`` (extend only) the tokens are added to the allocation's instead of replacing
-    them."""
+    them; ``priority`` (acquire only, 0 by default) is what kvcore's ``priority`` policy
+    evicts by."""
 
     @property
     def kind(self) -> str: ...
@@ -117,6 +118,8 @@ class OpLike(Protocol):
     def extra(self) -> int: ...
     @property
     def append(self) -> bool: ...
+    @property
+    def priority(self) -> int: ...
 
 
 class ConfigLike(Protocol):

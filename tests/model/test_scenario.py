@@ -1072,7 +1072,7 @@ def test_a_command_expect_error_points_at_its_column():
 
 
 def test_completion_data_knows_extra_and_expect():
-    assert OP_OPTIONS["acquire"] == ("extra=",) and OP_OPTIONS["extend"] == ("extra=",)
+    assert OP_OPTIONS["acquire"] == ("extra=", "priority=") and OP_OPTIONS["extend"] == ("extra=",)
     assert "publish" not in OP_OPTIONS
     assert COMMAND_KEYWORDS == (*OP_FORMS, "expect")
 

@@ -80,7 +80,7 @@ def kinds_tag(kinds: Iterable[str] | None) -> str:
 
 
 def format_op(op: Op, vocab: Vocabulary | None = None) -> str:
-    """The canonical one-line form of ``op``, e.g. ``acquire r1 1..8 extra=2``.
+    """The canonical one-line form of ``op``, e.g. ``acquire r1 1..8 extra=2 priority=5``.
 
     It parses back to an equal op. With ``vocab``, tokens the script spelled as words are
     written as quoted words.
@@ -94,6 +94,8 @@ def format_op(op: Op, vocab: Vocabulary | None = None) -> str:
         parts.append('""')  # publish zero tokens, not "publish what you hold"
     if op.extra:
         parts.append(f"extra={op.extra}")
+    if op.priority:
+        parts.append(f"priority={op.priority}")
     return " ".join(parts)
 
 

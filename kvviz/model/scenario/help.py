@@ -102,7 +102,13 @@ Header (before the first op)
   Without a cache line: cache trie pages=8 tokens_per_page=4.
 
 Ops (NAME names an allocation: letters, digits, _ . -, not starting with a digit)
-  acquire NAME TOKENS [extra=N]    a new allocation holding TOKENS, with N more token slots
+  acquire NAME TOKENS [extra=N] [priority=N]
+                                   a new allocation holding TOKENS, with N more token slots;
+                                   priority=N (0 by default, at most 2**63 - 1) is what
+                                   policy=priority evicts by: a node keeps the highest
+                                   priority of the allocations that published or matched
+                                   it, and the lowest priority goes first (other policies
+                                   keep it but do not look at it)
   publish NAME [TOKENS]            share its full pages in the trie (TOKENS: what decode wrote)
   extend NAME TOKENS [extra=N]     grow it; TOKENS is the whole new list and must start
                                    with the allocation's current tokens

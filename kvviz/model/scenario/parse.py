@@ -28,8 +28,8 @@ from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MA
 from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
 from ..vocab import Vocabulary
 from .format import format_expect, format_op
-from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, OP_FORMS, OP_OPTIONS, POLICIES, CacheConfig, Expect, Op,
-                     Paragraph, Scenario, ScenarioError, Step)
+from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, MAX_PRIORITY, OP_FORMS, OP_OPTIONS, POLICIES, CacheConfig,
+                     Expect, Op, Paragraph, Scenario, ScenarioError, Step)
 
 __all__ = ["parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file"]
 
@@ -371,30 +371,40 @@ def _parse_op(line: _Line, items: list[_Item], vocab: Vocabulary, budget: _Budge
     # publish without tokens (None) publishes what the allocation holds; 'publish r1 ""'
     # publishes zero tokens, which is a different request.
     has_tokens = not cursor.at_end or kind != "publish"
-    tokens, extra = _token_arguments(cursor, vocab, budget, allow_extra="extra=" in OP_OPTIONS.get(kind, ()))
-    return Op(kind, name.text, tokens if has_tokens else None, extra, append, line=line.number), name
+    tokens, options = _token_arguments(cursor, vocab, budget, OP_OPTIONS.get(kind, ()))
+    return Op(kind, name.text, tokens if has_tokens else None, options.get("extra", 0), append,
+              options.get("priority", 0), line=line.number), name
+
+
+#: Each op option: what a bad value is expected to be, and its largest value.
+_OP_OPTION_VALUES = {
+    "extra": ("a number of extra token slots, like extra=4", MAX_EXTRA),
+    "priority": ("a priority, a whole number from 0 to 2**63 - 1, like priority=5", MAX_PRIORITY),
+}
 
 
 def _token_arguments(cursor: _Cursor, vocab: Vocabulary, budget: _Budget,
-                     allow_extra: bool) -> tuple[tuple[int, ...], int]:
-    """The rest of an op line: tokens, and ``extra=N`` anywhere among them (when allowed)."""
+                     allowed: tuple[str, ...]) -> tuple[tuple[int, ...], dict[str, int]]:
+    """The rest of an op line: tokens, and the ``key=N`` options of ``allowed`` (e.g.
+    ``("extra=",)``) anywhere among them, each at most once."""
     tokens = _Values(cursor.line, budget, "token")
-    extra = None
+    options: dict[str, int] = {}
     while not cursor.at_end:
         option = cursor.option()
         if option is None:
             item = cursor.take()
             tokens.add(item, _tokens(cursor.line, item, vocab))
             continue
-        if option.key.lower() != "extra" or not allow_extra:
-            raise cursor.line.error(option.column, f"unknown option {_shown(option.key)}", cursor.usage)
-        if extra is not None:
-            raise cursor.line.error(option.column, "extra given twice", cursor.usage)
-        extra = _whole_number(
-            cursor.line, option.value, option.value_column, "extra", "a number of extra token slots, like extra=4",
-            maximum=MAX_EXTRA,
-        )
-    return tokens.built(), extra or 0
+        key = option.key.lower()
+        if f"{key}=" not in allowed:
+            known = [name.rstrip("=") for name in allowed]
+            raise cursor.line.error(option.column, f"unknown option {_shown(option.key)}{_suggestion(key, known)}",
+                                    cursor.usage)
+        if key in options:
+            raise cursor.line.error(option.column, f"{key} given twice", cursor.usage)
+        expected, maximum = _OP_OPTION_VALUES[key]
+        options[key] = _whole_number(cursor.line, option.value, option.value_column, key, expected, maximum=maximum)
+    return tokens.built(), options
 
 
 class _LiveNames:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import kvcore
+from kvcore.policies import MAX_PRIORITY as _PRIORITY_BOUND
 
 from ..vocab import Vocabulary
 
@@ -20,16 +21,19 @@ POLICIES = kvcore.POLICIES
 """The eviction policies a ``cache`` line may name (kvcore's seven, SGLang's names); lru first, the default."""
 
 OP_FORMS: dict[str, str] = {
-    "acquire": "acquire NAME TOKENS [extra=N], e.g. acquire r1 1..8 extra=2",
+    "acquire": "acquire NAME TOKENS [extra=N] [priority=N], e.g. acquire r1 1..8 extra=2",
     "publish": "publish NAME [TOKENS], e.g. publish r1",
     "extend": "extend NAME TOKENS [extra=N] or extend NAME + TOKENS [extra=N]",
     "release": "release NAME, e.g. release r1",
 }
 """Each op keyword and how it is written; error messages and the help use these."""
 
-OP_OPTIONS: dict[str, tuple[str, ...]] = {"acquire": ("extra=",), "extend": ("extra=",)}
+OP_OPTIONS: dict[str, tuple[str, ...]] = {"acquire": ("extra=", "priority="), "extend": ("extra=",)}
 """The ``key=`` options each op takes (ops not listed take none): completion data for the
 command bar, and what the parser accepts."""
+
+MAX_PRIORITY = _PRIORITY_BOUND - 1
+"""The largest ``priority=`` an acquire may give (kvcore's bound: priorities are below 2**63)."""
 
 COMMAND_KEYWORDS: tuple[str, ...] = (*OP_FORMS, "expect")
 """The first words a command-bar line may start with: an op, or ``expect`` (checked at once)."""
@@ -61,7 +65,10 @@ class Op:
 
     ``kind`` is 'acquire', 'publish', 'extend' or 'release'. ``tokens`` is None for a release
     and for a publish without tokens. With ``append`` (extend only) the tokens are added to
-    the allocation's current tokens instead of replacing them. ``line`` and ``text`` (the
+    the allocation's current tokens instead of replacing them. ``priority`` (acquire only)
+    is what kvcore's ``priority`` policy evicts by: the allocation's nodes keep the highest
+    priority of those that matched or published them (0, the default, under every other
+    policy changes nothing). ``line`` and ``text`` (the
     op's canonical one-line form) say where it came from; they do not take part in equality,
     so an op equals itself parsed back from :func:`format_op`.
     """
@@ -71,6 +78,7 @@ class Op:
     tokens: tuple[int, ...] | None
     extra: int = 0
     append: bool = False
+    priority: int = 0
     line: int = field(default=0, compare=False)
     text: str = field(default="", compare=False)
 
