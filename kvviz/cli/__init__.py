@@ -18,6 +18,7 @@ import click
 
 from .common import BadInput
 from .scenario_commands import check, demo, export, help_, open_, run
+from .compare_command import compare
 from .diff_command import diff
 from .quiz_command import quiz
 from .trace_command import trace
@@ -81,7 +82,7 @@ def cli() -> None:
     """kvviz: see inside the KV cache of an LLM server, step by step."""
 
 
-for _command in (demo, run, check, export, open_, help_, diff, trace, quiz):
+for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz):
     cli.add_command(_command)
 
 

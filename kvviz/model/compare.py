@@ -1,9 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Differential runs: one scenario on kvcore's trie and on shortfin's, compared step by step.
+"""Side-by-side runs: one scenario on two cache configurations, compared step by step.
+
+A configuration is a :class:`SideSpec`: a cache kind (trie, hash or base), the trie's eviction
+policy and the backend that runs it. ``kvviz compare`` puts any two side by side
+(:func:`run_compare`: ``trie:lru`` against ``trie:lfu``, the trie against the hash design);
+``kvviz diff`` is the special case of kvcore's trie against shortfin's, the same config on
+both (:func:`run_diff`).
 
 Both runs are ordinary :class:`~kvviz.model.session.Session` s, so every frame of either
-side can be viewed, exported or put side by side (``kvviz diff --ui``). After every step
-the *observable* state of each side is reduced to an :class:`Observation`:
+side can be viewed, exported or put side by side (``kvviz diff --ui``, ``kvviz compare``).
+After every step the *observable* state of each side is reduced to an :class:`Observation`:
 
 * the outcome of the op (``ok`` or the error kind),
 * the number of free pages,
@@ -13,21 +19,34 @@ the *observable* state of each side is reduced to an :class:`Observation`:
   a page is recorded as which earlier entry it aliases (its first appearance, counting
   allocations by name) and the token path of the node holding it, if any.
 
-The first step whose observations differ is the :class:`Divergence`. The shortfin backend
-recognises known departures from kvcore while it runs (:data:`KNOWN_ISSUES`); those seen up
-to the divergence are its likely explanation. A divergence with none is unexplained: a
-new behaviour of shortfin, or a bug of ours.
+The first step whose observations differ is the :class:`Divergence`. Each side also keeps
+running :class:`Counters` (hit tokens, pages computed and reused, evictions, failed ops), so
+two policies can be told apart by what they save, not only by where they first differ.
+
+The shortfin backend recognises known departures from kvcore while it runs
+(:data:`~kvviz.backends.shortfin_backend.KNOWN_ISSUES`); those seen up to the divergence are
+its likely explanation. A divergence with none is unexplained: a new behaviour of shortfin,
+or a bug of ours.
+
+Narration and expect lines were written for the script's header (its kind and policy). A
+side runs them as :class:`~kvviz.model.session.ScopedScript` says for ``kvviz run
+--trie/--base``: on the header's kind, every line; on another kind, only the lines tagged for
+that kind. A side on the header's kind with another policy runs none of them (they say who
+the header's policy evicts), and its step 0 says so; :attr:`Side.expects_checked` and
+:attr:`Side.expects_unchecked` count what each side checked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
 
-from ..backends.registry import make_backend_factory
-from .scenario import Scenario
-from .session import Frame, Session
+from ..backends.registry import BACKENDS, BackendError, make_backend_factory
+from .narrate import count
+from .scenario import CacheConfig, Scenario, Step
+from .scenario.values import POLICIES
+from .session import Frame, ScopedScript, Session
 
 FIELDS = ("outcome", "free", "cached", "block_tables")
 FIELD_NAMES = {"outcome": "success or failure", "free": "free pages", "cached": "cached blocks",
@@ -35,7 +54,7 @@ FIELD_NAMES = {"outcome": "success or failure", "free": "free pages", "cached": 
 
 
 class DiffError(ValueError):
-    """A scenario that cannot be run on both backends."""
+    """A scenario or side configuration that cannot be run on both sides."""
 
 
 @dataclass(frozen=True)
@@ -98,17 +117,205 @@ def observe(frame: Frame) -> Observation:
                        tuple(sorted(paths.values())), tuple(tables))
 
 
+# -- the two configurations ------------------------------------------------------------------
+
+COMPARE_KINDS = ("trie", "hash", "base")
+"""The cache kinds a side may name. ``hash`` (vLLM's design) is accepted here whatever the
+backend runs today: the backend factory refuses a kind it cannot build, with its own words."""
+
+POLICY_KINDS = ("trie",)
+"""The kinds whose evictions follow a policy: the base cache never evicts and the hash design
+evicts by its free queue, so a policy on them would be a setting that does nothing."""
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    """One side's configuration: ``kind``, ``policy`` (``lru`` for kinds without one) and the
+    ``backend`` that runs it (``kvcore`` or ``shortfin``, :data:`~kvviz.backends.registry.BACKENDS`)."""
+
+    kind: str
+    policy: str = "lru"
+    backend: str = "kvcore"
+
+    @property
+    def label(self) -> str:
+        """``trie:lru``, ``base``, ``hash``; prefixed with the backend when it is not kvcore
+        (``shortfin trie:lru``)."""
+        text = f"{self.kind}:{self.policy}" if self.kind in POLICY_KINDS else self.kind
+        return text if self.backend == "kvcore" else f"{self.backend} {text}"
+
+    def config(self, header: CacheConfig) -> CacheConfig:
+        """The header's pool and page size with this side's kind and policy."""
+        return CacheConfig(self.kind, header.pages, header.tokens_per_page, self.policy)
+
+    def to_dict(self) -> dict:
+        """JSON-able form."""
+        return {"kind": self.kind, "policy": self.policy, "backend": self.backend, "label": self.label}
+
+
+def parse_side(text: str, header: CacheConfig, backend: str = "kvcore") -> SideSpec:
+    """``KIND[:POLICY]`` (``trie:lfu``, ``base``, ``hash``) as a :class:`SideSpec` on ``backend``.
+
+    A trie without a policy evicts by the header's policy when the header is a trie too (the
+    script's own setting), else by lru. Raises :class:`DiffError` with one line naming what was
+    expected for an unknown kind, policy or backend, or a policy on a kind that has none.
+    """
+    kind, sep, policy = str(text).strip().lower().partition(":")
+    if kind not in COMPARE_KINDS:
+        raise DiffError(f"{text!r} is not a cache configuration: expected KIND[:POLICY] with KIND one of "
+                        f"{', '.join(COMPARE_KINDS)} (e.g. trie:lfu)")
+    if backend not in BACKENDS:
+        raise DiffError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})")
+    if not sep:
+        policy = header.policy if kind in POLICY_KINDS and header.kind == kind else "lru"
+    elif kind not in POLICY_KINDS:
+        why = "never evicts" if kind == "base" else "evicts by its free queue"
+        raise DiffError(f"{text!r}: the {kind} cache {why} and takes no policy (give {kind!r} alone)")
+    elif policy not in POLICIES:
+        raise DiffError(f"{text!r}: unknown policy {policy!r} (expected one of: {', '.join(POLICIES)})")
+    return SideSpec(kind, policy, backend)
+
+
+# -- counters ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """One side's running totals after a step, from its snapshots' stats and frames.
+
+    ``hit_tokens`` and ``evictions`` are the cache's own :class:`~kvcore.Stats`. A page
+    ``reused`` was matched in the cache by an acquire (its allocation's hit tokens, in pages);
+    a page ``computed`` is one an allocation was given to fill: the rest of an acquire's block
+    table, and the pages an extend added. ``failures`` counts failed ops.
+    """
+
+    hit_tokens: int = 0
+    pages_computed: int = 0
+    pages_reused: int = 0
+    evictions: int = 0
+    failures: int = 0
+
+    def after(self, before: Snapshot | None, frame: Frame) -> "Counters":
+        """These totals carried over ``frame`` (whose previous snapshot is ``before``)."""
+        snap = frame.snapshot
+        computed = reused = 0
+        if before is not None:
+            tpp = snap.tokens_per_page
+            old = {a.id: a for a in before.allocations}
+            for a in snap.allocations:
+                previous = old.get(a.id)
+                if previous is None:
+                    hit_pages = a.hit_tokens // tpp
+                    reused += hit_pages
+                    computed += len(a.pages) - hit_pages
+                elif len(a.pages) > len(previous.pages):
+                    computed += len(a.pages) - len(previous.pages)
+        return Counters(snap.stats.hit_tokens, self.pages_computed + computed, self.pages_reused + reused,
+                        snap.stats.evictions, self.failures + (frame.error is not None))
+
+    def to_dict(self) -> dict:
+        """JSON-able form (the field names)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+# -- a run of both sides ----------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One side of a run: its key (``left``/``right``, or ``kvcore``/``shortfin`` for a diff:
+    widget ids and JSON), the ``name`` reports use, its column ``title``, its spec and session,
+    and per frame its backend's findings and its :class:`Counters`."""
+
+    key: str
+    name: str
+    title: str
+    spec: SideSpec
+    session: Session
+    findings: list[tuple] = field(default_factory=lambda: [()])
+    counters: list[Counters] = field(default_factory=lambda: [Counters()])
+    expects_checked: int = 0
+    expects_unchecked: int = 0
+    expects_note: str = ""
+    """Why the script's untagged lines were left out on this side ("" when they were not)."""
+
+    @property
+    def findings_seen(self) -> tuple:
+        """The findings of every step, in order."""
+        return tuple(f for fs in self.findings for f in fs)
+
+
+class _SideRunner:
+    """Builds one side step by step (the two sides advance together, so a backend's findings
+    can be taken after each step), with the script's lines scoped as the module doc says."""
+
+    def __init__(self, scenario: Scenario, key: str, name: str, title: str, spec: SideSpec, name_side: bool):
+        """``name_side``: say which side a backend refused (a compare's sides differ; a diff's
+        refusals keep the backend's own words)."""
+        header = scenario.config
+        script = replace(scenario, config=replace(header, policy=spec.policy))
+        note, unchecked = "", 0
+        if spec.kind == header.kind and spec.policy != header.policy:
+            unchecked = sum(len(step.expects_for(spec.kind)) for step in scenario.steps)
+            note = (f"written for the {header.kind} cache evicting by {header.policy}; this side evicts by "
+                    f"{spec.policy}")
+            notice = (f"This script was {note}: its narration is left out (what is shown comes from this "
+                      f"cache's own events)" + (f", and its {count(unchecked, 'expect line')} "
+                                                f"{'are' if unchecked != 1 else 'is'} not checked" if unchecked else "")
+                      + ".")
+            script = replace(script, description=notice + (f"\n\n{scenario.description}" if scenario.description
+                                                            else ""),
+                             steps=tuple(Step(step.op) for step in scenario.steps))
+        self.plan = ScopedScript(script, spec.kind)
+        if self.plan.foreign:
+            unchecked = self.plan.unchecked_expects
+            note = f"written for the {header.kind} cache; this side runs the {spec.kind} cache"
+        self.steps = script.steps
+        try:
+            session = Session(spec.config(header), title=scenario.title, description=self.plan.description,
+                              vocab=scenario.vocab, backend_factory=make_backend_factory(spec.backend))
+        except BackendError as exc:
+            if not name_side:
+                raise
+            raise type(exc)(f"the {key} side ({spec.label}) cannot run: {exc}") from None
+        session.written_for = header.kind
+        session.unchecked_expects = unchecked
+        self.side = Side(key, name, title, spec, session, expects_unchecked=unchecked, expects_note=note)
+        session.backend.take_findings()
+
+    def apply(self, index: int) -> Frame:
+        """Apply step ``index`` (0-based) and record its findings and counters."""
+        side, step = self.side, self.steps[index]
+        before = side.session.last.snapshot
+        expects = self.plan.expects(step)
+        frame = side.session.apply(step.op, self.plan.narration(step), expects)
+        side.expects_checked += len(expects)
+        side.findings.append(tuple(side.session.backend.take_findings()))
+        side.counters.append(side.counters[-1].after(before, frame))
+        return frame
+
+
 @dataclass(frozen=True)
 class Divergence:
-    """The first step at which kvcore and shortfin can be told apart."""
+    """The first step at which the two sides can be told apart."""
 
     step: int
     op_text: str
     line: int
     fields: tuple[str, ...]
-    kvcore: Observation
-    shortfin: Observation
-    findings: tuple = ()  # shortfin's findings of steps 1..step, in order
+    left: Observation
+    right: Observation
+    findings: tuple = ()  # both sides' findings of steps 1..step, in order
+
+    @property
+    def kvcore(self) -> Observation:
+        """``kvviz diff``'s name for the left side."""
+        return self.left
+
+    @property
+    def shortfin(self) -> Observation:
+        """``kvviz diff``'s name for the right side."""
+        return self.right
 
     @property
     def known(self) -> tuple[str, ...]:
@@ -122,26 +329,85 @@ class Divergence:
 
 
 @dataclass
-class DiffRun:
-    """The two sessions of one scenario, shortfin's findings per frame, and the first divergence."""
+class CompareRun:
+    """The two sides of one scenario, their observations per step and the first divergence."""
 
     scenario: Scenario
-    kvcore: Session
-    shortfin: Session
-    findings: tuple[tuple, ...]  # per frame index; frame 0 has none
-    divergence: Divergence | None
+    left: Side
+    right: Side
     observations: list[tuple[Observation, Observation]] = field(repr=False, default_factory=list)
+    divergence: Divergence | None = None
+    command: str = "compare"
+    """The command that made the run (``compare`` or ``diff``), for titles."""
 
     def __len__(self) -> int:
-        return len(self.kvcore)
+        return len(self.left.session)
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        """Left, right."""
+        return self.left, self.right
 
     def frames(self, step: int) -> tuple[Frame, Frame]:
-        """The kvcore and shortfin frames of ``step``, for side-by-side views."""
-        return self.kvcore.frame(step), self.shortfin.frame(step)
+        """The left and right frames of ``step``, for side-by-side views."""
+        return self.left.session.frame(step), self.right.session.frame(step)
+
+    def differences(self, step: int) -> tuple[str, ...]:
+        """The compared fields (of :data:`FIELDS`) that differ at ``step``."""
+        left, right = self.observations[step]
+        return left.differences(right)
 
     def findings_until(self, step: int) -> tuple:
-        """shortfin's findings of steps 1..``step``."""
-        return tuple(f for fs in self.findings[1:step + 1] for f in fs)
+        """Both sides' findings of steps 1..``step``, left first at each step."""
+        return tuple(f for i in range(1, step + 1) for side in self.sides for f in side.findings[i])
+
+
+class DiffRun(CompareRun):
+    """A ``kvviz diff`` run: kvcore's trie on the left, shortfin's on the right."""
+
+    @property
+    def kvcore(self) -> Session:
+        """The kvcore session (left)."""
+        return self.left.session
+
+    @property
+    def shortfin(self) -> Session:
+        """The shortfin session (right)."""
+        return self.right.session
+
+    @property
+    def findings(self) -> tuple[tuple, ...]:
+        """shortfin's findings per frame index; frame 0 has none."""
+        return tuple(self.right.findings)
+
+
+def _run(scenario: Scenario, sides, run_class=CompareRun, command: str = "compare") -> CompareRun:
+    """Run both ``sides`` (``(key, name, title, spec)`` each) of ``scenario`` step by step and
+    find the first divergence."""
+    runners = [_SideRunner(scenario, *side, name_side=command == "compare") for side in sides]
+    left, right = (runner.side for runner in runners)
+    observations = [(observe(left.session.last), observe(right.session.last))]
+    divergence = None
+    for index, step in enumerate(scenario.steps):
+        lo, ro = (observe(runner.apply(index)) for runner in runners)
+        observations.append((lo, ro))
+        if divergence is None and lo != ro:
+            step_number = index + 1
+            findings = tuple(f for i in range(1, step_number + 1) for side in (left, right) for f in side.findings[i])
+            divergence = Divergence(step_number, step.op.text, step.op.line, lo.differences(ro), lo, ro, findings)
+    return run_class(scenario, left, right, observations, divergence, command)
+
+
+def run_compare(scenario: Scenario, left: SideSpec, right: SideSpec) -> CompareRun:
+    """Run ``scenario`` on the ``left`` and on the ``right`` configuration, step by step.
+
+    Sides are named by their labels in reports (``left``/``right`` when both labels are the
+    same). Raises :class:`~kvviz.backends.BackendError` for a configuration its backend cannot
+    run (shortfin's :class:`~kvviz.backends.BackendUnavailable` when it is not installed).
+    """
+    same = left.label == right.label
+    return _run(scenario, [(key, key if same else spec.label, f"{key} · {spec.label}", spec)
+                           for key, spec in (("left", left), ("right", right))])
 
 
 def run_diff(scenario: Scenario) -> DiffRun:
@@ -154,25 +420,11 @@ def run_diff(scenario: Scenario) -> DiffRun:
     if scenario.config.kind != "trie":
         raise DiffError(f"a diff compares kvcore's trie cache with shortfin's; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
-    common = dict(title=scenario.title, description=scenario.description, vocab=scenario.vocab)
-    kv = Session(scenario.config, backend_factory=make_backend_factory("kvcore"), **common)
-    sf = Session(scenario.config, backend_factory=make_backend_factory("shortfin"), **common)
-    take = sf.backend.take_findings
-    take()
-    findings: list[tuple] = [()]
-    observations = [(observe(kv.last), observe(sf.last))]
-    divergence = None
-    for index, step in enumerate(scenario.steps, start=1):
-        narration, expects = step.narration_for(scenario.config.kind), step.expects_for(scenario.config.kind)
-        kv_frame = kv.apply(step.op, narration, expects)
-        sf_frame = sf.apply(step.op, narration, expects)
-        findings.append(tuple(take()))
-        ko, so = observe(kv_frame), observe(sf_frame)
-        observations.append((ko, so))
-        if divergence is None and ko != so:
-            divergence = Divergence(index, step.op.text, step.op.line, ko.differences(so), ko, so,
-                                    tuple(f for fs in findings[1:] for f in fs))
-    return DiffRun(scenario, kv, sf, tuple(findings), divergence, observations)
+    policy = scenario.config.policy
+    run = _run(scenario, [("kvcore", "kvcore", "kvcore trie", SideSpec("trie", policy, "kvcore")),
+                          ("shortfin", "shortfin", "shortfin", SideSpec("trie", policy, "shortfin"))], DiffRun, "diff")
+    run.right.title = f"shortfin {run.shortfin.backend.version}"
+    return run
 
 
 # -- reports --------------------------------------------------------------------------------
@@ -231,18 +483,23 @@ def state_lines(frame: Frame, session: Session) -> list[str]:
     return lines
 
 
-def _field_summary(field_name: str, d: Divergence, tpp: int, label) -> list[str]:
-    k, s = d.kvcore, d.shortfin
+def field_summary(field_name: str, left: Observation, right: Observation, names: tuple[str, str], tpp: int,
+                  label) -> list[str]:
+    """What differs in one compared field, in words: ``names`` are the two sides' names, ``label``
+    writes tokens (as the scenario spelled them)."""
+    k, s = left, right
+    kn, sn = names
     if field_name == "outcome":
-        return [f"success or failure: kvcore {k.outcome}, shortfin {s.outcome}"]
+        return [f"success or failure: {kn} {k.outcome}, {sn} {s.outcome}"]
     if field_name == "free":
-        return [f"free pages: kvcore {k.free}, shortfin {s.free}"]
+        return [f"free pages: {kn} {k.free}, {sn} {s.free}"]
     if field_name == "cached":
+        width = max(len(kn), len(sn)) + len("only in :") + 1
         only_k = [p for p in k.cached if p not in s.cached]
         only_s = [p for p in s.cached if p not in k.cached]
         out = ["cached blocks:"]
-        out += [f"  only in kvcore:   [{label(p)}]" for p in only_k]
-        out += [f"  only in shortfin: [{label(p)}]" for p in only_s]
+        out += [f"  {f'only in {kn}:'.ljust(width)}[{label(p)}]" for p in only_k]
+        out += [f"  {f'only in {sn}:'.ljust(width)}[{label(p)}]" for p in only_s]
         return out
     kt, st = dict(k.block_tables), dict(s.block_tables)
     out = ["block tables (letters alias pages; =[...] is the cached block holding the page):"]
@@ -250,8 +507,17 @@ def _field_summary(field_name: str, d: Divergence, tpp: int, label) -> list[str]
         if kt.get(name) != st.get(name):
             kd = describe_table(kt[name], label, tpp) if name in kt else "(not live)"
             sd = describe_table(st[name], label, tpp) if name in st else "(not live)"
-            out.append(f"  {name}: kvcore {kd}; shortfin {sd}")
+            out.append(f"  {name}: {kn} {kd}; {sn} {sd}")
     return out
+
+
+def divergence_summary(run: CompareRun, step: int) -> list[str]:
+    """Every compared field that differs at ``step``, in words (empty when both sides agree)."""
+    left, right = run.observations[step]
+    names = (run.left.name, run.right.name)
+    label = run.left.session.label_tokens
+    tpp = run.scenario.config.tokens_per_page
+    return [line for f in left.differences(right) for line in field_summary(f, left, right, names, tpp, label)]
 
 
 def format_report(run: DiffRun) -> str:
@@ -260,8 +526,6 @@ def format_report(run: DiffRun) -> str:
 
     scenario = run.scenario
     name = scenario.path or scenario.title or "scenario"
-    tpp = scenario.config.tokens_per_page
-    label = run.kvcore.label_tokens
     steps = len(scenario.steps)
     head = f"{name}: kvcore trie vs shortfin {SHORTFIN_VERSION} TriePagedAttentionCache, {steps} steps"
     d = run.divergence
@@ -275,8 +539,7 @@ def format_report(run: DiffRun) -> str:
     where = f" (line {d.line})" if d.line else ""
     lines = [head, f"first divergence at step {d.step}{where}: {d.op_text}",
              f"steps 0..{d.step - 1} agree" if d.step > 1 else "step 0 agrees", "", "what differs:"]
-    for f in d.fields:
-        lines += ["  " + x for x in _field_summary(f, d, tpp, label)]
+    lines += ["  " + x for x in divergence_summary(run, d.step)]
     kv_frame, sf_frame = run.frames(d.step)
     lines += ["", f"kvcore at step {d.step}:"] + ["  " + x for x in state_lines(kv_frame, run.kvcore)]
     lines += ["", f"shortfin at step {d.step}:"] + ["  " + x for x in state_lines(sf_frame, run.shortfin)]
@@ -319,3 +582,138 @@ def report_dict(run: DiffRun) -> dict:
                          "violations": [v.to_dict() for v in sf_frame.violations]},
         }
     return out
+
+
+# -- kvviz compare's reports --------------------------------------------------------------------
+
+COUNTER_COLUMNS = (("hit", "hit_tokens"), ("computed", "pages_computed"), ("reused", "pages_reused"),
+                   ("evicted", "evictions"), ("failed", "failures"))
+"""The table's counter columns per side: heading and :class:`Counters` field."""
+
+_OP_WIDTH = 30
+
+
+def _expect_failures(side: Side) -> int:
+    session = side.session
+    return sum(len(session.frame(i).expect_failures) for i in range(len(session)))
+
+
+def expects_line(side: Side) -> str:
+    """Which of the script's expect lines this side checked, and why the others were not."""
+    checked = side.expects_checked
+    text = f"{side.key} ({side.spec.label}) checked {count(checked, 'expect line')}"
+    if checked:
+        text += f", {_expect_failures(side):,} failed"
+    if side.expects_unchecked:
+        text += f"; {side.expects_unchecked:,} left out: the script was {side.expects_note}"
+    return text
+
+
+def _counter_text(c: Counters) -> str:
+    return (f"hit {count(c.hit_tokens, 'token')}, {c.pages_computed:,} pages computed, {c.pages_reused:,} reused, "
+            f"{count(c.evictions, 'eviction')}, {count(c.failures, 'failed op')}")
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _table(run: CompareRun) -> list[str]:
+    """One row per step: the op, whether the sides differ, and each side's outcome and counters."""
+    d = run.divergence
+    widths = [max(len(heading), 5) for heading, _ in COUNTER_COLUMNS]
+    side_width = len("outcome") + sum(w + 1 for w in widths)
+    heads = ["step", "op".ljust(_OP_WIDTH), "diff "]
+    top = " " * (len("step") + 1 + _OP_WIDTH + 1 + 5)
+    for side in run.sides:
+        top += " | " + _short(f"{side.key}: {side.spec.label}", side_width).ljust(side_width)
+        heads.append("| " + "outcome".ljust(7) + "".join(" " + h.rjust(w) for (h, _), w in zip(COUNTER_COLUMNS, widths)))
+    rows = [top.rstrip(), " ".join(heads)]
+    for step in range(len(run)):
+        frames = run.frames(step)
+        op = frames[0].op.text if frames[0].op is not None else "start"
+        mark = "first" if d is not None and step == d.step else ("x" if run.differences(step) else "")
+        cells = [f"{step:>4}", _short(op, _OP_WIDTH).ljust(_OP_WIDTH), mark.ljust(5)]
+        for side, frame in zip(run.sides, frames):
+            c = side.counters[step]
+            outcome = "-" if frame.op is None else ("ok" if frame.error is None else "FAIL")
+            cells.append("| " + outcome.ljust(7) + "".join(" " + f"{getattr(c, name):,}".rjust(w)
+                                                           for (_, name), w in zip(COUNTER_COLUMNS, widths)))
+        rows.append(" ".join(cells).rstrip())
+    return rows
+
+
+def format_compare(run: CompareRun) -> str:
+    """The plain-text report ``kvviz compare --print`` prints: which expects each side checked,
+    the first difference, a table of every step with both sides' running counters, the totals
+    and both states at the first difference."""
+    scenario = run.scenario
+    name = scenario.path or scenario.title or "scenario"
+    config = scenario.config
+    left, right = run.sides
+    lines = [f"{name}: {left.key} {left.spec.label} vs {right.key} {right.spec.label}, "
+             f"{count(len(scenario.steps), 'step')}, {count(config.pages, 'page')} of "
+             f"{count(config.tokens_per_page, 'token')}"]
+    lines += [f"expects: {expects_line(side)}" for side in run.sides]
+    d = run.divergence
+    if d is None:
+        lines.append("no difference: outcomes, free pages, cached blocks and block tables agree at every step")
+    else:
+        where = f" (line {d.line})" if d.line else ""
+        lines.append(f"first difference at step {d.step}{where}: {d.op_text}")
+        lines += ["  " + x for x in divergence_summary(run, d.step)]
+    lines += ["", *_table(run), "", "totals:"]
+    lines += [f"  {side.key} {side.spec.label}: {_counter_text(side.counters[-1])}" for side in run.sides]
+    if d is not None:
+        for side, frame in zip(run.sides, run.frames(d.step)):
+            lines += ["", f"{side.key} {side.spec.label} at step {d.step}:"]
+            lines += ["  " + x for x in state_lines(frame, side.session)]
+    return "\n".join(lines) + "\n"
+
+
+def compare_dict(run: CompareRun) -> dict:
+    """The JSON report ``kvviz compare --json`` prints (schema ``kvviz.compare/1``).
+
+    ``sides`` maps ``left``/``right`` to the side's ``kind``, ``policy``, ``backend``, ``label``,
+    ``expects_checked``, ``expects_failed``, ``expects_unchecked`` and ``expects_note`` (why they
+    were left out). ``first_difference`` is null or ``step``, ``line``, ``op``, ``fields`` and
+    each side's observation. ``records`` has one object per step per side, in step order, left
+    first:
+
+    ============== ==========================================================================
+    step, side     the step (0 = the start) and ``left`` or ``right``
+    op             the op's text (null at step 0)
+    outcome        ``ok``, the error kind of a failed op, or null at step 0
+    differs        the compared fields on which the two sides differ at this step
+    hit_tokens     the cache's running total of tokens matched by acquires (its stats)
+    pages_computed running total of pages allocations were given to fill
+    pages_reused   running total of pages acquires matched in the cache
+    evictions      the cache's running total of evicted pages (its stats)
+    failures       running total of failed ops
+    expect_failures, violations   this step's failed expect lines and invariant violations
+    digest         the snapshot's sha256 (``kvviz open`` verifies the same digests)
+    ============== ==========================================================================
+    """
+    d = run.divergence
+    records = []
+    for step in range(len(run)):
+        differs = list(run.differences(step))
+        for side, frame in zip(run.sides, run.frames(step)):
+            records.append({
+                "step": step, "side": side.key, "op": frame.op.text if frame.op is not None else None,
+                "outcome": None if frame.op is None else ("ok" if frame.error is None else frame.error.kind),
+                "differs": differs, **side.counters[step].to_dict(),
+                "expect_failures": len(frame.expect_failures), "violations": len(frame.violations),
+                "digest": frame.snapshot.digest()})
+    return {
+        "schema": "kvviz.compare/1",
+        "scenario": run.scenario.path or run.scenario.title,
+        "steps": len(run.scenario.steps),
+        "sides": {side.key: {**side.spec.to_dict(), "expects_checked": side.expects_checked,
+                             "expects_failed": _expect_failures(side), "expects_unchecked": side.expects_unchecked,
+                             "expects_note": side.expects_note} for side in run.sides},
+        "first_difference": None if d is None else {
+            "step": d.step, "line": d.line, "op": d.op_text, "fields": list(d.fields),
+            "left": d.left.to_dict(), "right": d.right.to_dict()},
+        "records": records,
+    }

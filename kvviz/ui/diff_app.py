@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``kvviz diff --ui``: one scenario on kvcore's trie and on shortfin's, side by side.
+"""``kvviz diff --ui`` and ``kvviz compare``: one scenario on two caches, side by side.
 
-Two columns, one per backend, each with the same views as the main app (trie, page pool,
-allocations, LRU heap) fed that backend's frame of the current step; a header with the step,
-the op and a track marking where the two sides differ (the first divergence stands out);
-and a bottom panel saying what differs at this step (outcome, free pages, cached blocks,
-block tables), each side's invariant violations and shortfin's known issues seen so far.
+Two columns, one per side (kvcore's trie and shortfin's for a diff; any two configurations
+for a compare), each with the same views as the main app (trie, page pool, allocations, LRU
+heap) fed that side's frame of the current step; a header with the step, the op and a track
+marking where the two sides differ (the first divergence stands out); and a bottom panel
+saying what differs at this step (outcome, free pages, cached blocks, block tables), each
+side's invariant violations and the known issues a backend (shortfin) saw so far. A compare
+also shows each side's running counters (hit tokens, pages computed and reused, evictions,
+failed ops) at the top of its column, with this step's change.
 
-The app only views a finished :class:`~kvviz.diffrun.DiffRun`: it never applies an op.
+The app only views a finished :class:`~kvviz.model.compare.CompareRun`: it never applies an op.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
-from ..model.compare import FIELD_NAMES, DiffRun, Divergence, _field_summary
+from ..model.compare import FIELD_NAMES, CompareRun, Counters, divergence_summary
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
@@ -42,26 +45,15 @@ from .widgets.heap_view import HeapView
 from .widgets.page_grid import PageGrid
 from .widgets.trie_view import TrieView
 
-SIDES = ("kvcore", "shortfin")
-
 HELP = ("→ / l  next step   ← / h  previous step\n"
         "Home / End  first / last step\n"
         "d  jump to the first divergence\n"
         "q  quit\n"
-        "Left column: kvcore's trie; right column: shortfin's. The bottom panel says what differs "
-        "at this step.")
-
-
-def _shortfin_version() -> str:
-    try:
-        from ..backends.shortfin_backend import SHORTFIN_VERSION
-    except ImportError:  # pragma: no cover - shortfin missing: run_diff would have failed first
-        return "3.9.0"
-    return SHORTFIN_VERSION
+        "Left column: {left}; right column: {right}. The bottom panel says what differs at this step.")
 
 
 class DiffApp(StepActions, App[None]):
-    """kvcore and shortfin side by side on one :class:`DiffRun` (see the module doc)."""
+    """Two sides of one :class:`~kvviz.model.compare.CompareRun` side by side (see the module doc)."""
 
     TITLE = "kvviz diff"
 
@@ -71,6 +63,7 @@ class DiffApp(StepActions, App[None]):
     #header { height: 2; padding: 0 1; background: $panel; }
     #columns { height: 1fr; }
     .side { width: 1fr; border: round $kv-rule; border-title-color: $accent; border-title-style: bold; }
+    .side .counters { height: 1; padding: 0 1; color: $kv-muted; }
     .side .trie { height: 1fr; }
     .side .pool { height: auto; max-height: 8; }
     .side .lower { height: 1fr; }
@@ -96,15 +89,18 @@ class DiffApp(StepActions, App[None]):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, run: DiffRun, step: int | None = None, *, theme: str | None = None,
-                 animations: bool = True):
+    def __init__(self, run: CompareRun, step: int | None = None, *, theme: str | None = None,
+                 animations: bool = True, counters: bool | None = None):
+        """``counters``: show each side's running counters (default: for a compare, not a diff)."""
         super().__init__()
         set_up_appearance(self, theme, animations)
         self.run_ = run
+        self.title = f"kvviz {run.command}"
+        self.sides = tuple(side.key for side in run.sides)
+        self.show_counters = run.command == "compare" if counters is None else counters
         self.start_step = step
         self.step = 0
-        self.selection: dict[str, Selection | None] = {side: None for side in SIDES}
-        self.version = _shortfin_version()
+        self.selection: dict[str, Selection | None] = {side: None for side in self.sides}
         # Both sides run the one scenario, so one frozen copy of its vocabulary serves both.
         self.labels = TokenLabels(run.scenario.vocab)
 
@@ -116,8 +112,10 @@ class DiffApp(StepActions, App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         with Horizontal(id="columns"):
-            for side in SIDES:
+            for side in self.sides:
                 with Vertical(id=f"{side}-side", classes="side"):
+                    if self.show_counters:
+                        yield Static(id=f"{side}-counters", classes="counters")
                     yield TrieView(id=f"{side}-trie", classes="trie")
                     yield PageGrid(id=f"{side}-pool", classes="pool")
                     with Horizontal(classes="lower"):
@@ -128,14 +126,13 @@ class DiffApp(StepActions, App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#kvcore-side").border_title = "kvcore trie"
-        self.query_one("#shortfin-side").border_title = f"shortfin {self.version}"
+        for side in self.run_.sides:
+            self.query_one(f"#{side.key}-side").border_title = side.title
+            self.widget(side.key, "trie").border_title = "Trie"
         self.query_one("#report-box").border_title = "Divergence"
-        for side in SIDES:
-            self.widget(side, "trie").border_title = "Trie"
         d = self.run_.divergence
         self.go_to(self.start_step if self.start_step is not None else (d.step if d is not None else 0))
-        self.widget("kvcore", "trie").focus()
+        self.widget(self.sides[0], "trie").focus()
 
     def widget(self, side: str, role: str):
         """One of the views: ``role`` is trie, pool, allocations or heap."""
@@ -148,13 +145,18 @@ class DiffApp(StepActions, App[None]):
     def last_step(self) -> int:
         return len(self.run_) - 1
 
+    def side(self, key: str):
+        """The run's :class:`~kvviz.model.compare.Side` whose column is ``key``."""
+        return self.run_.sides[self.sides.index(key)]
+
     def session(self, side: str):
-        return self.run_.kvcore if side == "kvcore" else self.run_.shortfin
+        """The session shown in column ``side``."""
+        return self.side(side).session
 
     def go_to(self, step: int) -> None:
         """Show step ``step`` (clamped) on both sides."""
         self.step = max(0, min(self.last_step, int(step)))
-        for side in SIDES:
+        for side in self.sides:
             self._show_side(side, rebuild=True)
         self._show_header()
         self._show_report()
@@ -174,6 +176,24 @@ class DiffApp(StepActions, App[None]):
         self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
         self.widget(side, "heap").border_title = heap_title(snap)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)
+        if self.show_counters:
+            self.query_one(f"#{side}-counters", Static).update(self.counters_markup(side))
+
+    def counters_markup(self, side: str) -> str:
+        """Column ``side``'s running counters at this step, with what this step added."""
+        counters = self.side(side).counters
+        now = counters[self.step]
+        before = counters[self.step - 1] if self.step > 0 else Counters()
+
+        def cell(value: int, previous: int, text: str) -> str:
+            added = f" [$accent]+{value - previous:,}[/]" if value > previous else ""
+            return f"[b]{value:,}[/b]{added} {text}"
+
+        return " · ".join((cell(now.hit_tokens, before.hit_tokens, "hit tokens"),
+                           cell(now.pages_computed, before.pages_computed, "computed"),
+                           cell(now.pages_reused, before.pages_reused, "reused"),
+                           cell(now.evictions, before.evictions, "evicted"),
+                           cell(now.failures, before.failures, "failed")))
 
     @staticmethod
     def _outcome_text(frame) -> str:
@@ -186,12 +206,11 @@ class DiffApp(StepActions, App[None]):
 
     def differences(self, step: int) -> tuple[str, ...]:
         """The compared fields that differ at ``step``."""
-        kv, sf = self.run_.observations[step]
-        return kv.differences(sf)
+        return self.run_.differences(step)
 
     def _show_header(self) -> None:
         run, step = self.run_, self.step
-        frame = run.kvcore.frame(step)
+        frame = run.left.session.frame(step)
         op = literal(frame.op.text) if frame.op is not None else "start"
         d = run.divergence
         where = (f"first divergence at step {d.step}" + ("" if step == d.step else " (d jumps there)")
@@ -211,11 +230,9 @@ class DiffApp(StepActions, App[None]):
             top + "\n" + " ".join(marks) + "  [$kv-muted]= same · ≠ differs · ◆ first divergence[/]")
 
     def report_markup(self) -> str:
-        """The bottom panel: what differs at this step, violations, shortfin's findings so far."""
+        """The bottom panel: what differs at this step, violations, a backend's findings so far."""
         run, step = self.run_, self.step
-        kv_frame, sf_frame = run.frames(step)
-        kv_obs, sf_obs = run.observations[step]
-        fields = kv_obs.differences(sf_obs)
+        fields = run.differences(step)
         d = run.divergence
         lines = []
         if not fields:
@@ -225,28 +242,40 @@ class DiffApp(StepActions, App[None]):
             first = "  [b $error]◆ FIRST DIVERGENCE[/]" if d is not None and d.step == step else ""
             names = ", ".join(FIELD_NAMES[f] for f in fields)
             lines.append(f"[b $error]Step {step} differs[/] in {literal(names)}{first}")
-            here = Divergence(step, kv_frame.op.text if kv_frame.op else "", 0, fields, kv_obs, sf_obs)
-            label = run.kvcore.label_tokens
-            for f in fields:
-                for text in _field_summary(f, here, run.scenario.config.tokens_per_page, label):
-                    lines.append(f"  {literal(text)}")
-        findings = [(i, f) for i, fs in enumerate(run.findings[:step + 1]) for f in fs]
-        if findings:
-            lines.append(f"[b]Known shortfin {self.version} issues seen up to step {step}:[/b]")
-            for i, f in findings:
-                try:
-                    title = f" ({f.issue.kind}: {f.issue.title})"
-                except KeyError:  # pragma: no cover - an unlisted code
-                    title = ""
-                lines.append(f"  [$warning]step {i}: {literal(f.code)}[/]{literal(title)}: {literal(f.message)}")
-        elif fields:
-            lines.append("[$kv-muted]No known shortfin issue seen so far explains this.[/]")
-        for name, frame in (("kvcore", kv_frame), ("shortfin", sf_frame)):
+            lines += [f"  {literal(text)}" for text in divergence_summary(run, step)]
+        if self.show_counters:
+            # What each cache did, in its own words (kvcore's explanation names the policy's key):
+            # the side by side of "who is evicted and why".
+            for side, frame in zip(run.sides, run.frames(step)):
+                if frame.op is not None:
+                    lines.append(f"[b]{literal(side.name)}[/b]: {literal(frame.explanation)}")
+        for side in run.sides:
+            lines += self._findings_markup(side, bool(fields))
+        for side, frame in zip(run.sides, run.frames(step)):
             if frame.error is not None:
-                lines.append(f"[b]{name}[/b]: [$warning]{literal(frame.error.kind)}: {literal(frame.error.message)}[/]")
+                lines.append(f"[b]{literal(side.name)}[/b]: [$warning]{literal(frame.error.kind)}: "
+                             f"{literal(frame.error.message)}[/]")
             for v in frame.violations:
-                lines.append(f"[b $kv-violation]{name} ⚠ {literal(str(v))}[/]")
+                lines.append(f"[b $kv-violation]{literal(side.name)} ⚠ {literal(str(v))}[/]")
         return "\n".join(lines)
+
+    def _findings_markup(self, side, differs: bool) -> list[str]:
+        """The known issues ``side``'s backend saw up to this step; for a backend that looks for
+        them (shortfin), also when none explains a difference."""
+        step = self.step
+        findings = [(i, f) for i, fs in enumerate(side.findings[:step + 1]) for f in fs]
+        if not findings:
+            looks = side.spec.backend != "kvcore"  # kvcore is the reference: it has no known departures
+            return [f"[$kv-muted]No known {literal(side.name)} issue seen so far explains this.[/]"] \
+                if differs and looks else []
+        lines = [f"[b]Known {literal(side.title)} issues seen up to step {step}:[/b]"]
+        for i, f in findings:
+            try:
+                title = f" ({f.issue.kind}: {f.issue.title})"
+            except KeyError:  # pragma: no cover - an unlisted code
+                title = ""
+            lines.append(f"  [$warning]step {i}: {literal(f.code)}[/]{literal(title)}: {literal(f.message)}")
+        return lines
 
     def _show_report(self) -> None:
         self.query_one("#report", Static).update(self.report_markup())
@@ -259,7 +288,8 @@ class DiffApp(StepActions, App[None]):
 
     def _select(self, widget, selection: Selection) -> None:
         # The posting view's id says which column.
-        side = "kvcore" if (getattr(widget, "id", None) or "").startswith("kvcore") else "shortfin"
+        wid = getattr(widget, "id", None) or ""
+        side = next((key for key in self.sides if wid.startswith(f"{key}-")), self.sides[-1])
         self.selection[side] = selection
         self._show_side(side, rebuild=False)
 
@@ -282,22 +312,24 @@ class DiffApp(StepActions, App[None]):
         """Jump to the first step where the two sides differ."""
         d = self.run_.divergence
         if d is None:
-            self.notify("No divergence: both caches agree at every step.", timeout=3)
+            self.notify("No divergence: both sides agree at every step.", timeout=3)
             return
         self.go_to(d.step)
 
     def action_help(self) -> None:
-        self.notify(HELP, title="kvviz diff keys", timeout=8)
+        left, right = self.run_.sides
+        self.notify(HELP.format(left=left.title, right=right.title), title=f"{self.title} keys", timeout=8)
 
 
-def make_diff_app(run: DiffRun, step: int | None = None, **opts) -> DiffApp:
+def make_diff_app(run: CompareRun, step: int | None = None, **opts) -> DiffApp:
     """The side-by-side app on ``run``, opened at ``step`` (default: the first divergence, else 0).
 
-    Options: ``theme`` and ``animations`` (False for deterministic screenshots).
+    Options: ``theme``, ``animations`` (False for deterministic screenshots) and ``counters``
+    (default: shown for a ``kvviz compare`` run).
     """
     return DiffApp(run, step, **opts)
 
 
-def run_diff_app(run: DiffRun, step: int | None = None) -> None:
+def run_diff_app(run: CompareRun, step: int | None = None) -> None:
     """Run the side-by-side UI in the terminal."""
     make_diff_app(run, step).run()
