@@ -109,6 +109,7 @@ class BasePagedAttentionCache:
         self.allocations: dict[int, PageAllocation] = {}
         self._next_allocation_id = 0
         self._events: list | None = None
+        self._watched = False  # watch(): fine events too, each reported as it happens
         self._info_cache: dict | None = None  # snapshot rows reused while unchanged
         self._lookups = 0
         self._lookup_tokens = 0
@@ -124,16 +125,31 @@ class BasePagedAttentionCache:
         return self._pool
 
     def record_events(self, on: bool = True) -> None:
-        """Start (or stop) recording events; :meth:`take_events` collects them."""
+        """Start (or stop) recording events; :meth:`take_events` collects them. Stops watching."""
+        self._watched = False
         self._events = [] if on else None
+
+    def watch(self, callback) -> None:
+        """Report every event to ``callback(event)`` the moment it happens, the fine ones
+        (:data:`kvcore.events.FINE_EVENTS`) included, at a point where :meth:`snapshot`
+        shows the cache's real state right then; :meth:`take_events` still collects them.
+        ``None`` stops watching and recording.
+
+        For teaching and testing (kvviz's sub-steps): slower than recording, and nothing on
+        the unwatched hot path changes. A callback that raises abandons the operation
+        half-done, so only do that to a cache you then throw away.
+        """
+        self._watched = callback is not None
+        self._events = ev.Tap(callback) if callback is not None else None
 
     def take_events(self) -> tuple:
         """Events recorded since the last call, in order (empty when not recording)."""
         events = self._events
         if events is None:
             return ()
-        self._events = []
-        return tuple(events)
+        taken = tuple(events)
+        events.clear()  # in place: a watched cache's list keeps its callback
+        return taken
 
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
                                  name: str | None = None, priority: int = 0) -> PageAllocation:
@@ -146,17 +162,20 @@ class BasePagedAttentionCache:
         needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page)
         free = self._pool.available_page_count()
         if needed > free:
+            if self._watched:
+                self._events.append(ev.Failed("acquire", None, needed, free, 0, 0))
             raise self._failure(f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots",
                                 needed, free, 0)
         self.clock += 1
         allocation = PageAllocation(self, self._next_allocation_id, name, tokens, [], [], 0, priority)
         self._next_allocation_id += 1
-        self.allocations[allocation.id] = allocation
         self._lookups += 1
         self._lookup_tokens += len(tokens)
         events = self._events
         if events is not None:
             events.append(ev.OpStarted("acquire", allocation.id, self.clock))
+        self.allocations[allocation.id] = allocation  # between the events: each says the state it shows
+        if events is not None:
             events.append(ev.Matched(allocation.id, (), (), 0, len(tokens), "the base cache shares nothing"))
         self._grow(allocation, needed)
         return allocation
@@ -324,14 +343,16 @@ class BasePagedAttentionCache:
         self._check_live(allocation, "release")
         self.clock += 1
         pages = allocation._pages
-        self._pool.give(pages)
         events = self._events
         if events is not None:
             events.append(ev.OpStarted("release", allocation.id, self.clock))
-            if pages:
-                events.append(ev.PagesFreed(allocation.id, tuple(pages), "release"))
-            events.append(ev.Released(allocation.id))
+        self._pool.give(pages)
+        allocation._pages = []  # before the event: at each event the state is as it says
+        if events is not None and pages:
+            events.append(ev.PagesFreed(allocation.id, tuple(pages), "release"))
         self._retire(allocation)
+        if events is not None:
+            events.append(ev.Released(allocation.id))
 
     # -- shared machinery ---------------------------------------------------------------
 
@@ -349,6 +370,8 @@ class BasePagedAttentionCache:
         if needed > free:
             evictable = self._evictable_count()
             if needed > free + evictable:
+                if self._watched:
+                    self._events.append(ev.Failed("extend", allocation.id, needed, free, evictable, 0))
                 raise self._failure(
                     f"cannot extend {allocation.label} to {len(tokens)} tokens + {extra_token_slots} extra slots",
                     needed, free, evictable)
@@ -368,7 +391,7 @@ class BasePagedAttentionCache:
         if taken and self._events is not None:
             self._events.append(ev.PagesTaken(allocation.id, tuple(taken)))
         if needed > take:
-            allocation._pages += self._evict(needed - take, allocation.id)
+            allocation._pages += self._evict(needed - take, allocation.id)  # narrated: appends itself
 
     def _publish_tokens(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                         publish_incomplete_page: bool) -> tuple[int, ...]:

@@ -4,6 +4,12 @@
 Caches append these only while recording (``cache.record_events(True)``); when nobody
 listens the hot path skips building them entirely. Every event is a frozen dataclass of
 ints, strings and tuples, JSON-able through :func:`event_to_dict`.
+
+While a cache is *watched* (``cache.watch(callback)``) it also reports the fine events
+(:data:`FINE_EVENTS`): each step of acquire's walk down the trie, every move of the heap
+(push, pop, remove, and each swap of a sift), and a request that does not fit. Each event,
+fine or not, reaches the callback at the moment it happens, when ``cache.snapshot()`` shows
+kvcore's real state right then: what the sub-step views of kvviz are made of.
 """
 
 from __future__ import annotations
@@ -145,15 +151,94 @@ class Released:
     allocation: int
 
 
+
+# -- fine events: only while watched (see the module docstring) ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Walked:
+    """Acquire's match looked for the child of node ``parent`` (0 is the root) holding the
+    ``depth``-th page of tokens, ``tokens``; ``node`` is that child, or None when there is
+    none and matching stops."""
+
+    allocation: int
+    depth: int
+    parent: int
+    node: int | None
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HeapPushed:
+    """A new candidate was appended at ``slot``, the end of the heap's array (a sift up follows)."""
+
+    node: int
+    slot: int
+    key: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HeapPopped:
+    """The heap's top ``node`` (key ``key``) left it; ``moved`` is the node now in slot 0 (the
+    array's last entry, or the victim's parent replacing it in one sift), None if the heap is
+    empty. A sift down follows."""
+
+    node: int
+    key: tuple[int, ...]
+    moved: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeapRemoved:
+    """A candidate left the heap from ``slot``; ``moved`` is the array's last entry, moved into
+    the hole (None when the removed one was last). A sift up or down follows."""
+
+    node: int
+    slot: int
+    moved: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeapSwapped:
+    """One swap of a sift (``direction`` "up" or "down"): ``node`` (key ``key``) went from
+    ``slot`` to ``other_slot`` and ``other`` (key ``other_key``) the other way."""
+
+    direction: str
+    node: int
+    key: tuple[int, ...]
+    slot: int
+    other: int
+    other_key: tuple[int, ...]
+    other_slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """``op`` does not fit: ``needed`` pages, ``free`` free, ``evictable`` evictable
+    (``protected`` ref-0 pages the request itself matched). kvcore checks before it changes
+    anything, so nothing changed and nothing is rolled back; the op raises next."""
+
+    op: str
+    allocation: int | None
+    needed: int
+    free: int
+    evictable: int
+    protected: int
+
+
+FINE_EVENTS: tuple[type, ...] = (Walked, HeapPushed, HeapPopped, HeapRemoved, HeapSwapped, Failed)
+"""The event classes a cache reports only while watched."""
+
 Event = (
     OpStarted | Matched | RefTaken | RefDropped | Touched | CandidateAdded | CandidateRemoved
     | PagesTaken | Evicted | NodeCreated | Deduplicated | PagesFreed | Released
+    | Walked | HeapPushed | HeapPopped | HeapRemoved | HeapSwapped | Failed
 )
 
 EVENT_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (OpStarted, Matched, RefTaken, RefDropped, Touched, CandidateAdded, CandidateRemoved,
-                PagesTaken, Evicted, NodeCreated, Deduplicated, PagesFreed, Released)
+                PagesTaken, Evicted, NodeCreated, Deduplicated, PagesFreed, Released) + FINE_EVENTS
 }
 
 
@@ -172,3 +257,17 @@ def event_from_dict(d: dict) -> Event:
         v = d[f.name]
         kwargs[f.name] = tuple(v) if isinstance(v, list) else v
     return cls(**kwargs)
+
+
+class Tap(list):
+    """The event list of a watched cache: every append also goes to ``callback`` at once."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback) -> None:
+        super().__init__()
+        self.callback = callback
+
+    def append(self, event) -> None:
+        list.append(self, event)
+        self.callback(event)

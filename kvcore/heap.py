@@ -243,3 +243,116 @@ class IndexedHeap:
         keys[pos] = key
         items[pos] = item
         item.hpos = pos
+
+
+class WatchedHeap(IndexedHeap):
+    """The heap a watched cache uses: the same operations, with every move reported.
+
+    Sifts here swap one pair of slots at a time, the textbook way, and report each swap
+    (``IndexedHeap`` moves a hole instead, which is faster but never holds a whole array
+    between moves). With distinct keys (every key ends in a unique ``seq``) both leave the
+    same array after each operation: the state machine test replays both. ``reporter`` gets
+    ``pushed(item, slot)``, ``popped(top, moved)``, ``removed(item, slot, moved)`` and
+    ``swapped(direction, item, slot, other, other_slot)`` right after each move, when the
+    arrays and every ``hpos`` are consistent.
+    """
+
+    __slots__ = ("reporter",)
+
+    def __init__(self, reporter, keys: list[int] | None = None, items: list[Any] | None = None) -> None:
+        super().__init__()
+        self.reporter = reporter
+        if keys is not None:  # take over a live heap's arrays (watching starts mid-life)
+            self._keys, self._items = keys, items
+
+    def push(self, item: Any, key: int) -> None:
+        """Add ``item`` at the array's end, then sift it up."""
+        self._keys.append(key)
+        self._items.append(item)
+        item.hpos = slot = len(self._items) - 1
+        self.reporter.pushed(item, slot)
+        self._sift_up(slot)
+
+    def pop(self) -> Any:
+        """Remove the top: the last entry takes its slot, then sifts down."""
+        items = self._items
+        top = items[0]
+        top.hpos = -1
+        last_key = self._keys.pop()
+        last_item = items.pop()
+        if not items:
+            self.reporter.popped(top, None)
+            return top
+        self._keys[0] = last_key
+        items[0] = last_item
+        last_item.hpos = 0
+        self.reporter.popped(top, last_item)
+        self._sift_down(0)
+        return top
+
+    def replace_top(self, item: Any, key: int) -> Any:
+        """Pop the top and put ``item`` in its slot in one sift down."""
+        items = self._items
+        top = items[0]
+        top.hpos = -1
+        items[0] = item
+        self._keys[0] = key
+        item.hpos = 0
+        self.reporter.popped(top, item)
+        self._sift_down(0)
+        return top
+
+    def _remove_at(self, pos: int) -> None:
+        keys = self._keys
+        items = self._items
+        removed = items[pos]
+        removed.hpos = -1
+        last_key = keys.pop()
+        last_item = items.pop()
+        if pos == len(items):
+            self.reporter.removed(removed, pos, None)
+            return
+        keys[pos] = last_key
+        items[pos] = last_item
+        last_item.hpos = pos
+        self.reporter.removed(removed, pos, last_item)
+        if pos > 0 and last_key < keys[(pos - 1) >> 1]:
+            self._sift_up(pos)
+        else:
+            self._sift_down(pos)
+
+    def _swap(self, direction: str, a: int, b: int) -> None:
+        """Swap slots ``a`` (the moving item's) and ``b``, then report it."""
+        keys = self._keys
+        items = self._items
+        keys[a], keys[b] = keys[b], keys[a]
+        items[a], items[b] = items[b], items[a]
+        items[a].hpos = a
+        items[b].hpos = b
+        self.reporter.swapped(direction, items[b], a, items[a], b)
+
+    def _sift_hole_down(self, pos: int) -> None:
+        self._sift_down(pos)
+
+    def _sift_up(self, pos: int) -> None:
+        keys = self._keys
+        while pos > 0:
+            parent = (pos - 1) >> 1
+            if keys[pos] >= keys[parent]:
+                break
+            self._swap("up", pos, parent)
+            pos = parent
+
+    def _sift_down(self, pos: int) -> None:
+        keys = self._keys
+        n = len(keys)
+        while True:
+            child = 2 * pos + 1
+            if child >= n:
+                break
+            if child + 1 < n and keys[child + 1] < keys[child]:
+                child += 1
+            if keys[pos] <= keys[child]:
+                break
+            self._swap("down", pos, child)
+            pos = child

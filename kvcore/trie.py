@@ -29,7 +29,7 @@ from . import events as ev
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache, check_name, check_priority, exact_ints, not_a_sequence
 from .errors import InvalidConfiguration, InvalidOperation
-from .heap import IndexedHeap
+from .heap import IndexedHeap, WatchedHeap
 from .policies import SAME_TICK_PARENT_FIRST, check_policy, key_tuple, node_key_function, unpack
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
@@ -136,6 +136,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             protected = sum(1 for n in matched if n.ref == 0)
             evictable = self._ref0 - protected
             if needed > free + evictable:
+                if self._watched:
+                    self._report_walk(self._next_allocation_id, tokens, matched)
+                    self._events.append(ev.Failed("acquire", None, needed, free, evictable, protected))
                 raise self._failure(
                     f"cannot acquire {n_tokens} tokens + {extra_token_slots} extra slots "
                     f"({matched_tokens} tokens matched in the cache)", needed, free, evictable, protected)
@@ -176,9 +179,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     pages += self._evict(needed, allocation_id)
             return allocation
         pages = [n.page for n in matched]
-        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
-        self.allocations[allocation_id] = allocation
         events.append(ev.OpStarted("acquire", allocation_id, tick))
+        if self._watched:
+            self._report_walk(allocation_id, tokens, matched)
+        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
+        self.allocations[allocation_id] = allocation  # its block table starts with the matched pages
         events.append(ev.Matched(allocation_id, tuple(n.seq for n in matched), tuple(pages),
                                  matched_tokens, n_tokens, self._match_reason(tokens, matched)))
         for n in matched:
@@ -188,12 +193,13 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     heap.remove(n)
                     events.append(ev.CandidateRemoved(n.seq, n.page, "matched by an acquire"))
             n.ref += 1
-            n.last_access = tick
             n.hits += 1
             events.append(ev.RefTaken(allocation_id, n.seq, n.page, n.ref))
         if priority:
             self._raise_priority(matched, priority)
         if matched:
+            for n in matched:  # a loop of its own: at each event the state is as it says
+                n.last_access = tick
             events.append(ev.Touched(tuple(n.seq for n in matched), tick))
         if needed > 0:
             if needed <= free:
@@ -233,6 +239,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if child is None:
                 break
             # Someone published this block first: share theirs, return our copy.
+            # Each change before the event that says it (a watched cache's state at each
+            # event is as the event says).
             own_page = pages[i]
             if child.ref == 0:
                 self._ref0 -= 1
@@ -240,18 +248,20 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     self._heap.remove(child)
                     if events is not None:
                         events.append(ev.CandidateRemoved(child.seq, child.page, "adopted by a publish"))
+            pages[i] = child.page
+            nodes.append(child)
+            self._dedups += 1
+            if events is not None:
+                events.append(ev.Deduplicated(allocation.id, child.seq, child.page, own_page, i))
             child.ref += 1
             child.last_access = tick  # adopting is not a hit: hits stay
             if child.priority < allocation.priority:
                 child.priority = allocation.priority
-            pages[i] = child.page
-            self._pool.give((own_page,))
-            self._dedups += 1
             if events is not None:
-                events.append(ev.Deduplicated(allocation.id, child.seq, child.page, own_page, i))
                 events.append(ev.RefTaken(allocation.id, child.seq, child.page, child.ref))
+            self._pool.give((own_page,))
+            if events is not None:
                 events.append(ev.PagesFreed(allocation.id, (own_page,), "dedup"))
-            nodes.append(child)
             parent = child
             i += 1
         # The rest is new. A new node has no children, so below the first one created
@@ -282,6 +292,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             parent.children[key] = child
             nodes.append(child)
             if events is not None:
+                self._next_seq = seq + 1  # before the event: at each event the state is as it says
                 events.append(ev.NodeCreated(allocation.id, seq, parent.seq, pages[i], key))
             seq += 1
             parent = child
@@ -323,10 +334,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             tail = pages[len(nodes):]
             self._pool.give(tail)
             if events is not None:
+                del pages[len(nodes):]  # before the event: at each event the state is as it says
                 events.append(ev.PagesFreed(allocation.id, tuple(tail), "release"))
+        self._retire(allocation)
         if events is not None:
             events.append(ev.Released(allocation.id))
-        self._retire(allocation)
 
     # -- eviction -------------------------------------------------------------------------
 
@@ -452,33 +464,75 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         return freed
 
     def _evict_narrated(self, count: int, allocation_id: int) -> list[int]:
-        """:meth:`_evict` with events, through the heap's own methods."""
+        """:meth:`_evict` with events, through the heap's own methods, one victim at a time.
+
+        Each victim's page goes to the allocation at once (so a watched cache's state at each
+        event is what the event says); returns [] for the caller to append."""
         heap = self._heap
         root = self._root
         events = self._events
-        freed = []
+        pages = self.allocations[allocation_id]._pages
         for _ in range(count):
             victim = heap.peek()
             parent = victim.parent
-            del parent.children[victim.tokens]
-            victim.parent = None
-            freed.append(victim.page)
-            if parent.ref == 0 and not parent.children and parent is not root:
-                heap.replace_top(parent, self._key(parent))
-                became = parent
-                events.append(ev.CandidateAdded(became.seq, became.page, self._key_tuple(became)))
+            # The parent becomes a candidate when the victim is its only child: it takes the
+            # victim's slot in one sift (replace_top), as the batch eviction does.
+            became = parent if (parent.ref == 0 and len(parent.children) == 1 and parent is not root) else None
+            if became is not None:
+                heap.replace_top(became, self._key(became))
             else:
                 heap.pop()
-                became = None
+            del parent.children[victim.tokens]
+            victim.parent = None
+            pages.append(victim.page)
+            self._ref0 -= 1
+            self._evictions += 1
             top = heap.peek()
             events.append(ev.Evicted(
                 allocation_id, victim.seq, victim.page, victim.tokens, self._key_tuple(victim),
                 top.seq if top is not None else None,
                 self._key_tuple(top) if top is not None else None,
                 became.seq if became is not None else None))
-        self._ref0 -= count
-        self._evictions += count
-        return freed
+            if became is not None:
+                events.append(ev.CandidateAdded(became.seq, became.page, self._key_tuple(became)))
+        return []
+
+    # -- watching -------------------------------------------------------------------------
+
+    def watch(self, callback) -> None:
+        """See :meth:`BasePagedAttentionCache.watch`; the trie also reports its heap's moves
+        (a :class:`~kvcore.heap.WatchedHeap` takes over the live arrays while watched)."""
+        super().watch(callback)
+        keys, items = self._heap.arrays()
+        if callback is not None:
+            self._heap = WatchedHeap(_HeapReporter(self), keys, items)
+        else:
+            self._unwatch_heap()
+
+    def record_events(self, on: bool = True) -> None:
+        """See :meth:`BasePagedAttentionCache.record_events` (this also stops watching)."""
+        super().record_events(on)
+        self._unwatch_heap()
+
+    def _unwatch_heap(self) -> None:
+        """The fast heap again, on the same arrays (after watching)."""
+        if type(self._heap) is not IndexedHeap:
+            keys, items = self._heap.arrays()
+            heap = IndexedHeap()
+            heap._keys, heap._items = keys, items
+            self._heap = heap
+
+    def _report_walk(self, allocation_id: int, tokens: tuple, matched: list) -> None:
+        """The match as fine events: one Walked per page looked up, the last one where it stopped."""
+        events = self._events
+        tpp = self.tokens_per_page
+        parent = 0
+        for depth, n in enumerate(matched):
+            events.append(ev.Walked(allocation_id, depth, parent, n.seq, n.tokens))
+            parent = n.seq
+        depth = len(matched)
+        if (depth + 1) * tpp <= len(tokens):
+            events.append(ev.Walked(allocation_id, depth, parent, None, tokens[depth * tpp:(depth + 1) * tpp]))
 
     @staticmethod
     def _raise_priority(nodes: list, priority: int) -> None:
@@ -604,3 +658,27 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         if ref0 != self._ref0:
             out.append(Violation(3, f"evictable counter is {self._ref0} but {ref0} nodes have ref 0"))
         return out
+
+
+class _HeapReporter:
+    """Turns a watched heap's moves into fine events on its cache (keys as the policy's tuples)."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self, cache: TriePagedAttentionCache) -> None:
+        self.cache = cache
+
+    def pushed(self, item: _Node, slot: int) -> None:
+        self.cache._events.append(ev.HeapPushed(item.seq, slot, self.cache._key_tuple(item)))
+
+    def popped(self, top: _Node, moved: _Node | None) -> None:
+        self.cache._events.append(ev.HeapPopped(top.seq, self.cache._key_tuple(top),
+                                                moved.seq if moved is not None else None))
+
+    def removed(self, item: _Node, slot: int, moved: _Node | None) -> None:
+        self.cache._events.append(ev.HeapRemoved(item.seq, slot, moved.seq if moved is not None else None))
+
+    def swapped(self, direction: str, item: _Node, slot: int, other: _Node, other_slot: int) -> None:
+        key = self.cache._key_tuple
+        self.cache._events.append(ev.HeapSwapped(direction, item.seq, key(item), slot,
+                                                 other.seq, key(other), other_slot))

@@ -33,6 +33,7 @@ needs nothing from :mod:`kvviz.model`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from kvcore import InvalidOperation, Snapshot, Violation
@@ -40,7 +41,7 @@ from kvcore.base import int_tokens
 from kvcore.events import EVENT_TYPES
 
 __all__ = [
-    "ALL_EVENTS", "OPS", "Backend", "BackendError", "BackendFactory", "BackendUnavailable", "ConfigLike",
+    "ALL_EVENTS", "OPS", "Backend", "BackendError", "BackendFactory", "BackendUnavailable", "Call", "ConfigLike",
     "KvcoreBackend", "OpLike", "UnknownAllocation", "already_live", "extended_tokens", "unknown_op",
 ]
 
@@ -93,6 +94,15 @@ def extended_tokens(own: tuple[int, ...], op: "OpLike") -> tuple[int, ...]:
     InvalidOperation (``kvcore.base.int_tokens``), numbered as the op spells them."""
     tokens = int_tokens(() if op.tokens is None else op.tokens, f"extend {op.name}")
     return own + tokens if op.append else tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a backend whose ``substeps`` is ``"calls"`` reports to :meth:`Backend.watch`: one
+    call into its foreign cache, by method name, and what the backend was doing (``what``)."""
+
+    method: str
+    what: str = ""
 
 
 # -- what a backend is given ------------------------------------------------------------------
@@ -156,6 +166,11 @@ class Backend(Protocol):
         per event: a view of a backend without, say, ``CandidateAdded`` says it cannot know
         when nodes entered the heap instead of showing nothing.
 
+    ``substeps``
+        What :meth:`watch` reports inside an op: ``"events"`` (kvcore: every move, fine
+        events included, with the cache's real state at each) or ``"calls"`` (a foreign
+        cache observed between its calls: one :class:`Call` per call).
+
     Complexity: :meth:`apply` is the cache's own cost; :meth:`snapshot` is called once per
     op and should be O(changed rows) (kvcore shares unchanged rows between snapshots).
     """
@@ -171,6 +186,15 @@ class Backend(Protocol):
 
     def apply(self, op: OpLike) -> None:
         """Run ``op``; on failure raise a :class:`kvcore.KVCacheError` (see the module's rules)."""
+
+    @property
+    def substeps(self) -> str: ...
+
+    def watch(self, callback) -> None:
+        """Pass what happens inside the next ops to ``callback(event)`` as it happens; while
+        the callback runs, :meth:`snapshot` is the state right then. ``None`` stops watching.
+        The sub-steps of :mod:`kvviz.model.substeps` are made of this; a callback may raise
+        to abandon the op half-done, on a backend that is then thrown away."""
 
     def take_events(self) -> tuple:
         """The kvcore events of the ops since the last call (then forgets them)."""

@@ -25,6 +25,7 @@ class KvcoreBackend:
     version = kvcore.__version__
     can_restore = True
     observes = ALL_EVENTS
+    substeps = "events"
 
     def __init__(self, cache):
         self.cache = cache
@@ -70,6 +71,15 @@ class KvcoreBackend:
             self.allocation(name).release_pages()
         else:
             raise unknown_op(kind)
+
+    def watch(self, callback) -> None:
+        """Report every event, kvcore's fine ones included, to ``callback`` as it happens
+        (:meth:`kvcore.TriePagedAttentionCache.watch`); inside it, :meth:`snapshot` is the
+        cache's state right then. ``None`` goes back to recording events."""
+        if callback is None:
+            self.cache.record_events(True)
+        else:
+            self.cache.watch(callback)
 
     def take_events(self) -> tuple:
         """Events of the ops since the last call."""

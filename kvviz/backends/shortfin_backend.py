@@ -55,7 +55,7 @@ from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOpera
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 
-from . import BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 from .shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
 try:
@@ -207,6 +207,7 @@ class ShortfinBackend:
     version = SHORTFIN_VERSION
     can_restore = False  # shortfin's trie has no way in but its own ops
     observes = OBSERVED_EVENTS
+    substeps = "calls"  # what the reader can see: the state between shortfin's calls
 
     def __init__(self, pages: int, tokens_per_page: int, *, cache_class=None,
                  free_unpublished_on_release: bool = True):
@@ -222,6 +223,7 @@ class ShortfinBackend:
         self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
         self._events: list = []
         self._findings: list[Finding] = []
+        self._watch = None  # watch(): a callback told of each shortfin call as it returns
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -259,6 +261,12 @@ class ShortfinBackend:
             if after != before:
                 self._events.extend(synthesize_events(kind, name, before, after))
 
+    def watch(self, callback) -> None:
+        """Tell ``callback`` of each call into shortfin as it returns (a :class:`~kvviz.backends.Call`);
+        while it runs, :meth:`snapshot` reads shortfin's state right then. The reader sees
+        only between calls, so these are the finest sub-steps this backend has."""
+        self._watch = callback
+
     def take_events(self) -> tuple:
         """Events since the last call, synthesised from the state before and after each op."""
         events, self._events = tuple(self._events), []
@@ -270,7 +278,10 @@ class ShortfinBackend:
         return findings
 
     def snapshot(self) -> Snapshot:
-        """The cache's state in kvcore's format (see :mod:`.shortfin_reader`)."""
+        """The cache's state in kvcore's format (see :mod:`.shortfin_reader`); read afresh
+        while watched (between calls of an op)."""
+        if self._watch is not None:
+            return self._read()
         return self._snapshot
 
     def check(self, snapshot: Snapshot) -> list:
@@ -453,12 +464,17 @@ class ShortfinBackend:
     def _call(self, what: str, method, *args, **kwargs):
         """Call a shortfin method; anything it raises besides its allocation failure is a crash."""
         try:
-            return method(*args, **kwargs)
+            result = method(*args, **kwargs)
         except _ShortfinAllocationFailure:
+            if self._watch is not None:
+                self._watch(Call(method.__name__, f"{what}: it raised {_ShortfinAllocationFailure.__name__}"))
             raise
         except Exception as exc:
             raise ShortfinError(f"{what}: shortfin {SHORTFIN_VERSION}'s {method.__name__} raised "
                                 f"{type(exc).__name__}: {exc}") from exc
+        if self._watch is not None:
+            self._watch(Call(method.__name__, what))
+        return result
 
     def _holders(self, node) -> int:
         """Live allocations whose published path ends at ``node`` (shortfin's reference holders)."""

@@ -28,6 +28,8 @@ from .diff import Diff, diff_snapshots
 from .expect import ExpectResult, evaluate
 from .narrate import TOKENS, Units, narrate
 from .scenario import CacheConfig, Expect, Op, Scenario, Step
+from .substeps import OpSubSteps
+from .substeps import build as build_substeps
 from .vocab import Vocabulary
 
 
@@ -212,6 +214,7 @@ class Session:
         self._keyframes: dict[int, Snapshot] = {}
         self._frames: OrderedDict[int, Frame] = OrderedDict()
         self._cursor: tuple[int, Backend] | None = None  # (frame index, backend in that state)
+        self._substeps: OrderedDict[int, OpSubSteps] = OrderedDict()  # the last few ops stepped into
         self.why_index = WhyIndex()
         snapshot = self.backend.snapshot()
         first = Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), description,
@@ -347,12 +350,42 @@ class Session:
         for i in [i for i in self._frames if i > keep]:
             del self._frames[i]
         self._cursor = None
+        self._substeps.clear()
         if self.backend.can_restore:
             self.backend = self._factory(self.config, frame.snapshot)
         else:
             self.backend = self._replayed_backend(keep)
         self._last = frame
         self.why_index = self.why_index.until(keep)
+
+    def substeps(self, index: int) -> OpSubSteps:
+        """The sub-steps of frame ``index``'s op (the op from frame ``index - 1`` to it), each
+        with kvcore's own state after it (:mod:`kvviz.model.substeps`). Built on first asking
+        and kept for the last few ops asked; states are built lazily, a window at a time."""
+        n = len(self.summaries)
+        if index < 0:
+            index += n
+        if not 1 <= index < n:
+            raise IndexError(f"frame {index} has no op (ops are frames 1..{n - 1})")
+        cached = self._substeps.get(index)
+        if cached is not None:
+            self._substeps.move_to_end(index)
+            return cached
+        before = self.frame(index - 1).snapshot
+        frame = self.frame(index)
+        step = self.steps[index - 1]
+        if self.backend.can_restore:
+            def start():
+                return self._factory(self.config, before)
+        else:
+            def start():
+                return self._replayed_backend(index - 1)
+        result = build_substeps(index, step.op, before, frame.snapshot, start, label=self.label_tokens,
+                       error=frame.error.message if frame.error else None)
+        self._substeps[index] = result
+        while len(self._substeps) > 4:
+            self._substeps.popitem(last=False)
+        return result
 
     # -- internals -------------------------------------------------------------------------
 

@@ -1,0 +1,341 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Sub-steps: kvcore's own states inside every op, and what each sub-step says of them.
+
+Three independent checks:
+
+* **Replay equivalence**: the state after an op's last sub-step is the next frame's snapshot
+  and the state before its first is the previous frame's, for every step of every demo and
+  of random scenarios under every policy.
+* **Each kind says what changed**: an oracle written here, per sub-step kind, takes the
+  state before and after one sub-step and checks the change is exactly what the sub-step's
+  event says (a swap exchanges exactly its two slots, a take moves the free list's front to
+  the allocation, ...). A wrong sub-step, a missing one or one reported at the wrong moment
+  fails it.
+* **Heap truth**: the heap arrays are instrumented (a list that logs every write), so every
+  sub-step's heap is compared with the array kvcore's heap really held at that moment, not
+  with what the sub-steps say of themselves.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kvcore
+from kvcore import events as ev
+from kvviz.backends.kvcore_backend import KvcoreBackend, kvcore_backend
+from kvviz.demos import demo_names, load_demo
+from kvviz.model.generate import LEVELS, generate
+from kvviz.model.scenario import Op, parse_scenario
+from kvviz.model.session import Session
+from kvviz.model.substeps import SUBSTEP_KINDS
+
+
+def _session(scenario, factory=kvcore_backend) -> Session:
+    return Session.from_scenario(scenario, backend_factory=factory)
+
+
+def _node(snap, node_id):
+    return next((n for n in snap.nodes if n.id == node_id), None)
+
+
+def _owner_pages(snap, allocation_id):
+    a = next((a for a in snap.allocations if a.id == allocation_id), None)
+    return None if a is None else a.pages
+
+
+def _same_but(prev, nxt, *fields):
+    """Every field of the two snapshots but ``fields`` (and the stats and clock) is equal."""
+    for f in ("nodes", "allocations", "heap", "free", "pages", "next_seq"):
+        if f not in fields:
+            assert getattr(prev, f) == getattr(nxt, f), f"{f} changed"
+
+
+def _check_transition(step, prev, nxt) -> None:
+    """The oracle: the change from ``prev`` to ``nxt`` is what ``step`` says, no more."""
+    e = step.event
+    kind = step.kind
+    if kind == "start":
+        assert nxt.clock == e.tick
+        _same_but(prev, nxt, "allocations")
+        # extend and publish may store the op's longer tokens as they begin; nothing else
+        strip = [a._replace(tokens=()) if hasattr(a, "_replace") else
+                 type(a)(a.id, a.name, (), a.pages, a.published, a.hit_tokens, a.released, a.priority)
+                 for a in prev.allocations]
+        after = [type(a)(a.id, a.name, (), a.pages, a.published, a.hit_tokens, a.released, a.priority)
+                 for a in nxt.allocations]
+        assert strip == after
+        if e.op not in ("extend", "publish"):
+            assert prev.allocations == nxt.allocations
+    elif kind == "match":
+        # The allocation appears, its block table the matched pages.
+        assert _owner_pages(prev, e.allocation) is None and _owner_pages(nxt, e.allocation) == e.pages
+        _same_but(prev, nxt, "allocations")
+    elif kind in ("walk", "stop", "uncandidate", "fail"):
+        _same_but(prev, nxt)
+        if kind == "walk":
+            child = _node(prev, e.node)
+            assert child is not None and child.parent == e.parent and child.tokens == e.tokens
+        if kind == "stop":
+            assert all(not (n.parent == e.parent and n.tokens == e.tokens) for n in prev.nodes)
+        if kind == "uncandidate":
+            assert e.node not in nxt.heap
+    elif kind == "unheap":
+        expected = list(prev.heap)
+        assert expected[e.slot] == e.node
+        last = expected.pop()
+        if e.slot < len(expected):
+            expected[e.slot] = last
+            assert last == e.moved
+        else:
+            assert e.moved is None
+        assert list(nxt.heap) == expected
+        _same_but(prev, nxt, "heap")
+    elif kind == "pop":
+        assert prev.heap[0] == e.node
+        if e.moved is None:
+            assert nxt.heap == ()
+        else:
+            assert nxt.heap[0] == e.moved
+            if e.moved in prev.heap:  # the last entry moved up
+                assert list(nxt.heap) == [prev.heap[-1]] + list(prev.heap[1:-1])
+            else:  # the victim's parent took its slot
+                assert _node(prev, e.node).parent == e.moved
+                assert list(nxt.heap) == [e.moved] + list(prev.heap[1:])
+        _same_but(prev, nxt, "heap")
+    elif kind == "swap":
+        expected = list(prev.heap)
+        assert expected[e.slot] == e.node and expected[e.other_slot] == e.other
+        expected[e.slot], expected[e.other_slot] = expected[e.other_slot], expected[e.slot]
+        assert list(nxt.heap) == expected
+        assert (e.slot - 1) // 2 == e.other_slot if e.direction == "up" else (e.other_slot - 1) // 2 == e.slot
+        assert (e.key < e.other_key) if e.direction == "up" else (e.key > e.other_key)
+        _same_but(prev, nxt, "heap")
+    elif kind == "push":
+        assert list(nxt.heap) == list(prev.heap) + [e.node]
+        assert e.slot == len(prev.heap)
+        _same_but(prev, nxt, "heap")
+    elif kind == "candidate":
+        assert e.node in nxt.heap
+        n = _node(nxt, e.node)
+        assert n.ref == 0 and not any(m.parent == e.node for m in nxt.nodes)
+        _same_but(prev, nxt)
+    elif kind in ("ref", "unref"):
+        before, after = _node(prev, e.node), _node(nxt, e.node)
+        assert after.ref == e.ref == before.ref + (1 if kind == "ref" else -1)
+        assert {n.id for n in prev.nodes} == {n.id for n in nxt.nodes}
+        assert [n for n in prev.nodes if n.id != e.node] == [n for n in nxt.nodes if n.id != e.node] or kind == "ref"
+        _same_but(prev, nxt, "nodes", "pages")
+    elif kind == "touch":
+        for node_id in e.nodes:
+            assert _node(nxt, node_id).last_access == e.tick
+        _same_but(prev, nxt, "nodes")
+    elif kind == "take":
+        k = len(e.pages)
+        assert tuple(prev.free[:k]) == e.pages and tuple(nxt.free) == tuple(prev.free[k:])
+        assert _owner_pages(nxt, e.allocation)[-k:] == e.pages
+        _same_but(prev, nxt, "free", "pages", "allocations")
+    elif kind == "evict":
+        assert _node(prev, e.node) is not None and _node(nxt, e.node) is None
+        assert _owner_pages(nxt, e.allocation)[-1] == e.page
+        assert e.node not in nxt.heap
+        _same_but(prev, nxt, "nodes", "pages", "allocations")
+    elif kind == "create":
+        n = _node(nxt, e.node)
+        assert _node(prev, e.node) is None and n.parent == e.parent and n.page == e.page and n.tokens == e.tokens
+        assert n.ref == 1
+        _same_but(prev, nxt, "nodes", "pages", "allocations", "next_seq")
+    elif kind == "dedup":
+        pages = _owner_pages(nxt, e.allocation)
+        assert pages[e.index] == e.page and _owner_pages(prev, e.allocation)[e.index] == e.own_page
+        _same_but(prev, nxt, "pages", "allocations")
+    elif kind == "free":
+        k = len(e.pages)
+        assert tuple(nxt.free[-k:]) == e.pages and tuple(nxt.free[:-k]) == tuple(prev.free)
+        for p in e.pages:
+            assert nxt.pages[p].state == "free"
+        _same_but(prev, nxt, "free", "pages", "allocations")
+    elif kind == "release":
+        assert _owner_pages(prev, e.allocation) is not None and _owner_pages(nxt, e.allocation) is None
+        _same_but(prev, nxt, "allocations", "pages")
+    elif kind == "refused":
+        assert prev == nxt
+    else:  # pragma: no cover
+        raise AssertionError(f"no oracle for sub-step kind {kind!r}")
+
+
+def _check_session(session: Session) -> set[str]:
+    kinds = set()
+    for i in range(1, len(session)):
+        subs = session.substeps(i)
+        assert len(subs) >= 1
+        assert subs.state(-1) == session.frame(i - 1).snapshot
+        prev = subs.state(-1)
+        for k, step in enumerate(subs):
+            assert step.index == k and step.kind in SUBSTEP_KINDS and step.sentence
+            nxt = subs.state(k)
+            _check_transition(step, prev, nxt)
+            kinds.add(step.kind)
+            prev = nxt
+        assert prev == session.frame(i).snapshot, f"step {i}: the last sub-step is not the next frame"
+    return kinds
+
+
+@pytest.mark.parametrize("name", [n for n in demo_names() if not n.startswith("shortfin-")])
+def test_every_demo_step_replays_to_the_next_frame(name):
+    _check_session(_session(load_demo(name)))
+
+
+def test_the_demos_cover_every_kvcore_kind():
+    kinds = set()
+    for name in demo_names():
+        if not name.startswith("shortfin-"):
+            kinds |= _check_session(_session(load_demo(name)))
+    kinds |= _check_session(_session(parse_scenario(generate(7, "hard"))))
+    assert kinds >= set(SUBSTEP_KINDS) - {"call", "refused"}, set(SUBSTEP_KINDS) - kinds
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), level=st.sampled_from(sorted(LEVELS)), policy=st.sampled_from(kvcore.POLICIES))
+def test_random_scenarios_replay_under_every_policy(seed, level, policy):
+    text = re.sub(r"^cache trie ", f"cache trie policy={policy} ", generate(seed, level), count=1, flags=re.M)
+    scenario = parse_scenario(text)
+    assert scenario.config.policy == policy
+    _check_session(_session(scenario))
+
+
+def test_a_refused_op_is_one_substep_with_the_state_unchanged():
+    scenario = parse_scenario("cache trie pages=4 tokens_per_page=2\n")
+    session = _session(scenario)
+    session.apply(Op("release", "nobody", None, text="release nobody"))  # the UI's prompt can do this
+    subs = session.substeps(1)
+    assert [s.kind for s in subs] == ["refused"] and "nobody" in subs[0].sentence
+    assert subs.state(0) == session.frame(0).snapshot
+
+
+def test_a_failed_acquire_says_why_and_changes_nothing():
+    scenario = parse_scenario("cache trie pages=2 tokens_per_page=2\nacquire a 1..4\nacquire b 5..8\n")
+    session = _session(scenario)
+    subs = session.substeps(2)
+    assert subs[-1].kind == "fail" and "needs 2 pages, 0 free + 0 evictable" in subs[-1].sentence
+    assert subs.state(len(subs) - 1) == session.frame(1).snapshot
+
+
+# -- heap truth: the array kvcore's heap really held ----------------------------------------
+
+
+class _LoggedList(list):
+    """A heap array that logs its content (node ids) after every write."""
+
+    def __init__(self, items, log):
+        super().__init__(items)
+        self.log = log
+
+    def _record(self):
+        self.log.append(tuple(n.seq for n in self))
+
+    def __setitem__(self, i, v):
+        super().__setitem__(i, v)
+        self._record()
+
+    def append(self, v):
+        super().append(v)
+        self._record()
+
+    def pop(self, *a):
+        v = super().pop(*a)
+        self._record()
+        return v
+
+
+def test_every_substep_heap_is_the_array_kvcore_held():
+    logs: list[list] = []
+
+    def factory(config, snapshot):
+        backend = kvcore_backend(config, snapshot)
+        if snapshot is not None:
+            log: list = []
+            heap = backend.cache._heap
+            heap._items = _LoggedList(heap._items, log)
+            logs.append(log)
+            orig_watch = backend.cache.watch
+
+            def watch(callback, orig=orig_watch, backend=backend):
+                if callback is None:
+                    return orig(None)
+
+                def tapped(event):  # the array kvcore's heap holds as the event is reported
+                    log.append(("event", type(event).__name__, tuple(n.seq for n in backend.cache._heap._items)))
+                    callback(event)
+                orig(tapped)
+            backend.cache.watch = watch
+        return backend
+
+    heap_kinds = {"swap", "pop", "push", "unheap"}
+    checked = 0
+    for name in ("lru", "eviction-cascade", "heap-ties"):
+        session = _session(load_demo(name), factory)
+        for i in range(1, len(session)):
+            logs.clear()
+            subs = session.substeps(i)
+            for k, step in enumerate(subs):
+                state = subs.state(k)
+                log = logs[-1]
+                events = [x for x in log if isinstance(x, tuple) and x and x[0] == "event"]
+                assert events[k][1] == type(step.event).__name__
+                assert state.heap == events[k][2], f"{name} step {i} sub-step {k}: not the array kvcore held"
+                if step.kind in heap_kinds:
+                    # The last write before the event is the array itself: nothing was
+                    # reported between a write and its event.
+                    at = log.index(events[k])
+                    writes = [x for x in log[:at] if not (x and x[0] == "event")]
+                    assert writes and writes[-1] == state.heap
+                    checked += 1
+    assert checked > 20
+
+
+def test_watching_changes_nothing_on_the_hot_path():
+    """The fast heap comes back when watching stops, on the same arrays."""
+    cache = kvcore.make_cache("trie", 8, 2)
+    heap = cache._heap
+    cache.watch(lambda e: None)
+    assert type(cache._heap) is not type(heap)
+    cache.watch(None)
+    assert type(cache._heap) is type(heap) and cache._events is None
+    backend = KvcoreBackend(cache)
+    backend.watch(lambda e: None)
+    backend.watch(None)
+    assert type(cache._heap) is type(heap) and cache._events == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["acquire", "publish", "release"]), st.integers(0, 5),
+                              st.lists(st.integers(0, 3), min_size=0, max_size=9)), max_size=40),
+       policy=st.sampled_from(kvcore.POLICIES), watched=st.booleans())
+def test_a_watched_cache_ends_every_op_where_an_unwatched_one_does(ops, policy, watched):
+    plain = kvcore.make_cache("trie", 6, 2, policy)
+    seen = kvcore.make_cache("trie", 6, 2, policy)
+    fine = []
+    if watched:
+        seen.watch(fine.append)
+    else:
+        seen.record_events(True)
+    live: dict[int, tuple] = {}
+    for kind, who, tokens in ops:
+        for cache in (plain, seen):
+            try:
+                if kind == "acquire" and who not in live:
+                    cache.acquire_pages_for_tokens(tokens, name=str(who))
+                elif kind != "acquire" and who in live:
+                    a = next(a for a in cache.allocations.values() if a.name == str(who))
+                    (a.publish_pages_for_tokens if kind == "publish" else a.release_pages)()
+            except kvcore.CacheAllocationFailure:
+                pass
+        names = {a.name for a in seen.allocations.values()}
+        live = {int(n): () for n in names}
+        assert plain.snapshot() == seen.snapshot()
+        assert seen.check_invariants() == []
+    assert all(not isinstance(e, ev.FINE_EVENTS) for e in seen.take_events()) or watched
