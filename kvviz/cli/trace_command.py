@@ -36,19 +36,23 @@ from ..trace.mooncake import (
     read_trace,
 )
 from ..trace.replay import (
+    DESIGNS,
     POLICIES,
     DEFAULT_DECODE_MS_PER_TOKEN,
     DEFAULT_PREFILL_MS_PER_TOKEN,
     ReplayConfig,
     ReplayResult,
     ReplayTooLarge,
+    SweepCurve,
+    check_design,
     check_replay_size,
+    check_sweep_size,
     output_blocks,
     replay,
-    sweep,
     sweep_capacities,
+    sweep_choices,
 )
-from ..trace.plot import hit_rate_plot, percent
+from ..trace.plot import Curve, choice_label, eviction_name, hit_rate_curves, hit_rate_plot, percent
 from ..trace.to_kvs import trace_to_scenario
 from .common import BadInput, launch_ui, require_terminal, stdout_console
 
@@ -175,7 +179,7 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
         ("requests", f"{result.requests:,}",
          f"{_plural(trace.skipped_count, 'bad line')} skipped" if trace.skipped_count else ""),
         ("input tokens", f"{result.input_tokens:,}", f"{reuse.blocks:,} blocks of {result.page_tokens} tokens"),
-        ("cache", result.cache if result.cache != "trie" else f"trie, {result.policy}", capacity),
+        ("cache", _cache_label(result), capacity),
         ("replay", mode, mode_note + (", with output" if result.with_output else "")),
         ("token hit rate", percent(result.token_hit_rate), f"{result.hit_tokens:,} prompt tokens from cache"),
         ("prefix-reuse ratio", percent(reuse.ratio), "the trace's own (unlimited capacity)"),
@@ -190,6 +194,13 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
     return table
 
 
+def _cache_label(result: ReplayResult) -> str:
+    """``trie, lru``; ``hash, free-queue``; ``base``."""
+    if result.cache == "base":
+        return "base"
+    return f"{result.cache}, {result.policy if result.cache == 'trie' else eviction_name(result)}"
+
+
 def _sweep_table(trace: Trace, results: Sequence[ReplayResult], unlimited: ReplayResult) -> Table:
     table = Table(title=f"Hit rate vs capacity: {trace.name} ({unlimited.cache} cache, "
                         f"{unlimited.requests:,} requests)", title_justify="left")
@@ -202,6 +213,57 @@ def _sweep_table(trace: Trace, results: Sequence[ReplayResult], unlimited: Repla
                       f"{result.pages_evicted:,}", f"{result.peak_pages_held:,}", f"{result.failed_to_fit:,}",
                       f"{result.wall_seconds:.2f} s")
     return table
+
+
+def _choices_table(trace: Trace, curves: Sequence[SweepCurve]) -> Table:
+    """Rows: capacities (then unlimited); a hit-rate column per choice."""
+    first = curves[0]
+    table = Table(title=f"Hit rate vs capacity by choice: {trace.name} ({first.unlimited.requests:,} requests)",
+                  title_justify="left")
+    table.add_column("capacity", justify="right", no_wrap=True)
+    table.add_column("pages", justify="right", no_wrap=True)
+    for curve in curves:
+        table.add_column(choice_label(curve.unlimited), justify="right", no_wrap=True)
+    table.caption = ("token hit rate = prompt tokens served from the cache; each column is one replay per "
+                     "capacity (--json has every figure of each)")
+    for row, result in enumerate((*first.results, first.unlimited)):
+        cells = [_capacity_label(result), f"{result.page_count:,}"]
+        for curve in curves:
+            measured = (*curve.results, curve.unlimited)[row]
+            cells.append(percent(measured.token_hit_rate))
+        table.add_row(*cells)
+    return table
+
+
+def _listed(option: str, text: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    """The comma-separated names of ``--policy`` or ``--design``, in order, each once; an
+    unknown name is bad input naming it and the allowed ones."""
+    names = [name.strip().lower() for name in text.split(",")]
+    for name in names:
+        if name not in allowed:
+            what = f"{name!r} in {text!r}" if len(names) > 1 else repr(name)
+            _fail(f"{option}: unknown {option.lstrip('-')} {what} (expected one of {', '.join(allowed)}, "
+                  f"or several separated by commas with --sweep)")
+    return tuple(dict.fromkeys(names))
+
+
+def _choices(policy_text: str, design_text: str, use_base: bool, do_sweep: bool,
+             template: ReplayConfig) -> tuple[ReplayConfig, ...]:
+    """The configurations a replay or sweep runs: each design, and on the trie each policy."""
+    policies = _listed("--policy", policy_text, POLICIES)
+    designs = ("base",) if use_base else _listed("--design", design_text, DESIGNS)
+    if use_base and design_text != "trie":
+        _fail("--base and --design exclude each other: the base cache is its own design")
+    if not do_sweep and (len(policies) > 1 or len(designs) > 1):
+        _fail("several policies or designs are compared by a sweep: add --sweep (one replay takes one of each)")
+    if "trie" not in designs and policies != ("lru",):
+        evicts = "(--base) never evicts" if use_base else "(--design hash) evicts by its free queue"
+        _fail(f"--policy orders the trie's evictions; the {designs[0]} cache {evicts}")
+    configs = []
+    for design in designs:
+        for policy in policies if design == "trie" else ("lru",):
+            configs.append(replace(template, cache=design, policy=policy))
+    return tuple(configs)
 
 
 def _trace_json(trace: Trace, reuse: PrefixReuse) -> dict:
@@ -245,8 +307,12 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--page-tokens", type=_AsciiIntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
               help="Tokens per hash block = per page (the Mooncake release uses 512).")
 @click.option("--base", "use_base", is_flag=True, help="Use the base cache (no sharing) instead of the trie cache.")
-@click.option("--policy", type=click.Choice(POLICIES, case_sensitive=False), default="lru", show_default=True,
-              help="The trie's eviction policy (SGLang's names; with --sweep, for every capacity).")
+@click.option("--policy", "policy_text", default="lru", show_default=True, metavar="POLICY[,POLICY...]",
+              help=f"The trie's eviction policy: {', '.join(POLICIES)} (SGLang's names). With --sweep, "
+                   f"several separated by commas: a curve each.")
+@click.option("--design", "design_text", default="trie", show_default=True, metavar="DESIGN[,DESIGN...]",
+              help="trie (SGLang's radix tree) or hash (vLLM's hash blocks and free queue). With --sweep, "
+                   "both separated by a comma: a curve each.")
 @click.option("--with-output", is_flag=True, help="Also hold pages for each request's output tokens.")
 @click.option("--concurrency", is_flag=True,
               help="Overlap requests by arrival time; each holds its pages for prefill + decode time.")
@@ -267,7 +333,8 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--ui", is_flag=True,
               help="Open the replay in the kvviz UI (the first 1,000 requests unless --first N; without "
                    "--capacity-tokens, a capacity of half the excerpt's distinct blocks, so that pages are evicted).")
-def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, policy: str, with_output: bool,
+def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, policy_text: str,
+          design_text: str, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
           on_error: str, do_sweep: bool, as_json: bool, no_progress: bool, to_kvs: Path | None,
           ui: bool) -> None:
@@ -277,9 +344,6 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     hash ids agree from the start. Prints requests, token hit rate, the trace's prefix-reuse
     ratio, pages evicted, peak pages held, requests that failed to fit, and the time taken.
     """
-    policy = policy.lower()
-    if use_base and policy != "lru":
-        _fail("--policy orders the trie's evictions; the base cache (--base) never evicts")
     if ui and (do_sweep or to_kvs is not None or as_json):
         _fail("--ui opens one replay in the UI: it does not combine with --sweep, --to-kvs or --json")
     if ui:
@@ -308,16 +372,27 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
             _fail(f"{file} has no valid requests: {_plural(loaded.skipped_count, 'bad line')} skipped, the first "
                   f"{loaded.skipped[0]}")
         _fail(f"{file} has no valid requests")
-    config = ReplayConfig(capacity_tokens=capacity_tokens, page_tokens=page_tokens,
-                          cache="base" if use_base else "trie", with_output=with_output,
-                          concurrency=concurrency, prefill_ms_per_token=prefill_ms_per_token,
-                          decode_ms_per_token=decode_ms_per_token, policy=policy)
+    template = ReplayConfig(capacity_tokens=capacity_tokens, page_tokens=page_tokens, with_output=with_output,
+                            concurrency=concurrency, prefill_ms_per_token=prefill_ms_per_token,
+                            decode_ms_per_token=decode_ms_per_token)
+    configs = _choices(policy_text, design_text, use_base, do_sweep, template)
+    config = configs[0]
+    if config.cache == "hash" and (ui or to_kvs is not None):
+        _fail("--design hash replays and sweeps; --ui and --to-kvs write a scenario, and scenarios have no "
+              "hash cache yet")
     show_progress = not no_progress and sys.stderr.isatty()
     requests = loaded.requests
     try:
-        check_replay_size(requests, config)
+        for choice in configs:
+            check_design(choice)
+        if do_sweep:
+            check_sweep_size(requests, configs, sweep_capacities())
+        else:
+            check_replay_size(requests, config)
     except ReplayTooLarge as error:
         _fail(f"{file}: {error}")
+    except ValueError as error:  # a design kvcore cannot build
+        _fail(str(error))
     if loaded.skipped and not as_json:  # warnings only once nothing will refuse the run: one error line
         _report_skipped(loaded)
     if ui:
@@ -346,22 +421,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
     console = stdout_console()
     if do_sweep:
-        capacities = sweep_capacities()
-        total = len(requests) * (len(capacities) + 1)
-        with _progress(show_progress, total, "sweeping capacities") as progress:
-            results = sweep(requests, config, capacities, progress=progress)
-            offset = len(requests) * len(capacities)
-            unlimited = replay(requests, replace(config, capacity_tokens=None),
-                               progress=None if progress is None else (lambda done: progress(offset + done)))
-        if as_json:
-            click.echo(json.dumps({"trace": _trace_json(loaded, reuse),
-                                   "sweep": [r.to_dict() for r in results],
-                                   "unlimited": unlimited.to_dict()}, indent=2))
-            return
-        console.print(_sweep_table(loaded, results, unlimited))
-        console.print()
-        # Plain text through click: no Rich markup or wrapping may touch the plot.
-        click.echo(hit_rate_plot(results, unlimited))
+        _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console)
         return
     with _progress(show_progress, len(requests), "replaying") as progress:
         result = replay(requests, config, progress=progress)
@@ -369,6 +429,40 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         click.echo(json.dumps({"trace": _trace_json(loaded, reuse), "result": result.to_dict()}, indent=2))
         return
     console.print(_summary_table(loaded, reuse, result))
+
+
+def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[ReplayConfig], show_progress: bool,
+                 as_json: bool, console) -> None:
+    """Replay every choice at every capacity; print one table and one plot (or JSON).
+
+    One choice prints as the sweep always has (its table of every figure, its plot, and JSON
+    with ``sweep`` and ``unlimited``); several print a hit-rate column and a curve each, and
+    JSON gains ``choices``: one entry per choice with its ``design``, ``policy``, ``sweep``
+    and ``unlimited``.
+    """
+    capacities = sweep_capacities()
+    total = len(requests) * (len(capacities) + 1) * len(configs)
+    with _progress(show_progress, total, "sweeping capacities") as progress:
+        curves = sweep_choices(requests, configs, capacities, progress=progress)
+    if as_json:
+        data = {"trace": _trace_json(loaded, reuse)}
+        if len(curves) == 1:
+            data.update(sweep=[r.to_dict() for r in curves[0].results], unlimited=curves[0].unlimited.to_dict())
+        else:
+            data["choices"] = [{"label": choice_label(c.unlimited), "design": c.config.cache,
+                                "policy": c.config.policy, "sweep": [r.to_dict() for r in c.results],
+                                "unlimited": c.unlimited.to_dict()} for c in curves]
+        click.echo(json.dumps(data, indent=2))
+        return
+    if len(curves) == 1:
+        console.print(_sweep_table(loaded, curves[0].results, curves[0].unlimited))
+        console.print()
+        # Plain text through click: no Rich markup or wrapping may touch the plot.
+        click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited))
+        return
+    console.print(_choices_table(loaded, curves))
+    console.print()
+    click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited) for c in curves]))
 
 
 UI_DEFAULT_REQUESTS = 1000

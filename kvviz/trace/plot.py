@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A plain-text plot of hit rate against capacity: what ``kvviz trace --sweep`` prints."""
+"""Plain-text plots of hit rate against capacity: what ``kvviz trace --sweep`` prints, one curve
+per choice (policy or design) when it sweeps several."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .replay import ReplayResult
 
-__all__ = ["hit_rate_plot", "percent"]
+__all__ = ["CURVE_MARKS", "Curve", "choice_label", "eviction_name", "hit_rate_curves", "hit_rate_plot", "percent"]
 
 
 def percent(rate: float) -> str:
@@ -28,6 +30,31 @@ def _short_capacity(tokens: int) -> str:
 _ROW_STEPS = (0.01, 0.02, 0.025, 0.05, 0.1)
 
 
+CURVE_MARKS = "*o+x#@%&"
+"""The mark of each curve of :func:`hit_rate_curves`, in order (ASCII, one per choice)."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One choice's hit rates against capacity: its ``label`` (``trie lru``), one result per
+    capacity (the same capacities for every curve of a plot) and its unlimited-capacity result."""
+
+    label: str
+    results: Sequence[ReplayResult]
+    unlimited: ReplayResult | None = None
+
+
+def eviction_name(result: ReplayResult) -> str:
+    """How the result's cache evicts, for titles: ``LRU``, ``FIFO``, ... or the hash design's
+    ``free-queue``."""
+    return "free-queue" if result.cache == "hash" else result.policy.upper()
+
+
+def choice_label(result: ReplayResult) -> str:
+    """The choice a result measured, as a sweep names it: ``trie lru``, ``hash``, ``base``."""
+    return f"trie {result.policy}" if result.cache == "trie" else result.cache
+
+
 def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | None = None, *,
                   column_width: int = 6, max_rows: int = 16) -> str:
     """Hit rate (y) against capacity (x, one column per result, log-spaced) in plain text.
@@ -37,14 +64,36 @@ def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | Non
     no box-drawing characters: it reads in any terminal, log file or README. The shape of
     Figure 9 of the Mooncake paper.
     """
-    rates = [r.token_hit_rate for r in results]
-    ceiling = max(rates + ([unlimited.token_hit_rate] if unlimited else []) + [0.01])
+    first = results[0] if results else None
+    kind = first.cache if first is not None else "trie"
+    eviction = eviction_name(first) if first is not None else "LRU"
+    return _plot([Curve("", results, unlimited)], f"token hit rate vs cache capacity ({kind} cache, {eviction} "
+                                                  f"eviction)", column_width, max_rows, legend=False)
+
+
+def hit_rate_curves(curves: Sequence[Curve], *, column_width: int = 6, max_rows: int = 16) -> str:
+    """:func:`hit_rate_plot` with one curve per choice (a policy, a design), each drawn with its
+    mark of :data:`CURVE_MARKS` and a legend. Inside a capacity's column each curve has its own
+    character, so curves never hide each other: equal rates read as marks side by side. At
+    most ``len(CURVE_MARKS)`` curves, all over the same capacities."""
+    if len(curves) > len(CURVE_MARKS):
+        raise ValueError(f"at most {len(CURVE_MARKS)} curves in one plot, not {len(curves)}")
+    return _plot(curves, "token hit rate vs cache capacity, one curve per choice",
+                 max(column_width, len(curves) + 2), max_rows, legend=True)
+
+
+def _plot(curves: Sequence[Curve], title: str, column_width: int, max_rows: int, legend: bool) -> str:
+    results = curves[0].results if curves else ()
+    rates = [r.token_hit_rate for c in curves for r in c.results]
+    unlimited_rates = [c.unlimited.token_hit_rate for c in curves if c.unlimited is not None]
+    ceiling = max(rates + unlimited_rates + [0.01])
     row_step = next((step for step in _ROW_STEPS if ceiling / step <= max_rows - 1e-9), 0.1)
     rows = max(2, math.ceil(ceiling / row_step - 1e-9))  # the top row: next multiple of row_step
     label_every = 2 if rows > 8 else 1
     rows += rows % label_every  # so that the top row is labelled
     width = column_width * len(results)
     centre = column_width // 2
+    first_mark = centre - len(curves) // 2  # curve i is drawn i characters right of this
 
     def row_of(rate: float) -> int:
         return rows - round(rate / row_step)  # row 0 at the top, row `rows` is the 0% axis
@@ -54,26 +103,37 @@ def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | Non
     for column in range(len(results)):
         axis[column * column_width + centre] = "+"
     grid.append(axis)
-    unlimited_row = None
-    if unlimited is not None:
-        unlimited_row = row_of(unlimited.token_hit_rate)
-        if unlimited_row < rows:
-            grid[unlimited_row] = [" " if i % 2 else "-" for i in range(width)]
-    for column, rate in enumerate(rates):
-        grid[row_of(rate)][column * column_width + centre] = "*"
-    kind = results[0].cache if results else "trie"
-    lines = [f"token hit rate vs cache capacity ({kind} cache, LRU eviction)"]
+    unlimited_labels: dict[int, list[str]] = {}
+    for c in curves:
+        if c.unlimited is None:
+            continue
+        row = row_of(c.unlimited.token_hit_rate)
+        text = percent(c.unlimited.token_hit_rate)
+        labels = unlimited_labels.setdefault(row, [])
+        labels.append(f"{c.label} {text}" if c.label else text)
+    for row, labels in unlimited_labels.items():
+        if row < rows:
+            grid[row] = [" " if i % 2 else "-" for i in range(width)]
+    for index, c in enumerate(curves):
+        mark = CURVE_MARKS[index]
+        for column, r in enumerate(c.results):
+            grid[row_of(r.token_hit_rate)][column * column_width + first_mark + index] = mark
+    lines = [title]
     for index, cells in enumerate(grid):
         value = (rows - index) * row_step
         labelled = (rows - index) % label_every == 0
         label = f"{value * 100:5.1f}% " if labelled else "       "
         corner = "+" if index == rows else "|"
         line = f"{label}{corner}{''.join(cells)}".rstrip()
-        if index == unlimited_row:
-            line += f"  unlimited {percent(unlimited.token_hit_rate)}"
+        if index in unlimited_labels:
+            labels = unlimited_labels[index]
+            same = len({label.rsplit(" ", 1)[-1] for label in labels}) == 1
+            line += ("  unlimited " + (labels[0].rsplit(" ", 1)[-1] if same and len(labels) > 1 else ", ".join(labels)))
         lines.append(line)
     margin = " " * 8
     ticks = "".join(_short_capacity(r.capacity_tokens or 0).center(column_width) for r in results)
     lines.append(margin + ticks.rstrip())
     lines.append(margin + "cache capacity in tokens (log scale)".center(width).rstrip())
+    if legend:
+        lines.append(margin + "   ".join(f"{CURVE_MARKS[i]} {c.label}" for i, c in enumerate(curves)))
     return "\n".join(lines)

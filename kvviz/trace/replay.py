@@ -38,26 +38,32 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
+import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
-from ..limits import MAX_CAPACITY_TOKENS, MAX_TRACE_BLOCKS
+from ..limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
 from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 __all__ = [
     "DEFAULT_DECODE_MS_PER_TOKEN",
     "DEFAULT_PREFILL_MS_PER_TOKEN",
-    "POLICIES",
+    "DESIGNS",
     "OpRecord",
     "OpRecorder",
+    "POLICIES",
     "ReplayConfig",
     "ReplayResult",
     "ReplayTooLarge",
+    "SweepCurve",
     "capacity_pages",
+    "check_design",
     "check_replay_size",
+    "check_sweep_size",
     "output_blocks",
     "replay",
     "sweep",
     "sweep_capacities",
+    "sweep_choices",
     "unlimited_pages",
 ]
 
@@ -67,7 +73,13 @@ DEFAULT_PREFILL_MS_PER_TOKEN = 0.1
 DEFAULT_DECODE_MS_PER_TOKEN = 30.0
 """Decode cost per output token: 30 ms, a typical time between tokens for a large model."""
 
-CacheKind = Literal["trie", "base"]
+CacheKind = Literal["trie", "hash", "base"]
+
+DESIGNS = ("trie", "hash")
+"""The designs ``--design`` chooses: SGLang's radix trie, vLLM's hash blocks (chained block hashes
+and one free queue; ``kvcore.make_cache("hash", ...)``). The base cache (``--base``) shares nothing."""
+
+_CACHE_KINDS = (*DESIGNS, "base")
 
 @dataclass(frozen=True, slots=True)
 class OpRecord:
@@ -106,7 +118,7 @@ class ReplayConfig:
     what the cache missed) and then ``decode_ms_per_token x output_length`` (decode).
     The pages are published at the end of prefill and released at the end of decode.
     ``policy`` is the trie's eviction policy (kvcore's ``POLICIES``); the base cache never
-    evicts and ignores it.
+    evicts and the hash design evicts by its free queue: both take only ``lru``, the default.
     """
 
     capacity_tokens: int | None = None
@@ -124,10 +136,13 @@ class ReplayConfig:
             raise ValueError(f"capacity_tokens must be from 0 to {MAX_CAPACITY_TOKENS:,}, not {capacity:,}")
         if self.page_tokens < 1:
             raise ValueError(f"page_tokens must be at least 1, not {self.page_tokens}")
-        if self.cache not in ("trie", "base"):
-            raise ValueError(f"cache must be 'trie' or 'base', not {self.cache!r}")
+        if self.cache not in _CACHE_KINDS:
+            raise ValueError(f"cache must be 'trie', 'hash' or 'base', not {self.cache!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
+        if self.cache != "trie" and self.policy != "lru":
+            raise ValueError(f"policy orders the trie's evictions; the {self.cache} cache takes none, "
+                             f"not {self.policy!r}")
         for name in ("prefill_ms_per_token", "decode_ms_per_token"):
             value = getattr(self, name)
             # NaN passes `< 0`, and NaN or infinite durations make every figure meaningless.
@@ -167,7 +182,7 @@ class ReplayResult:
     """The timing model of a concurrent replay (None for sequential)."""
     decode_ms_per_token: float | None = None
     policy: str = "lru"
-    """The trie's eviction policy ("lru" for the base cache, which never evicts)."""
+    """The trie's eviction policy ("lru" for the base cache, which never evicts, and the hash design)."""
 
     @property
     def token_hit_rate(self) -> float:
@@ -230,10 +245,20 @@ def sweep_capacities(low: int = 10**4, high: int = 10**9, steps_per_decade: int 
 
 
 def _make_cache(config: ReplayConfig, page_count: int):
-    pool = PagePool(page_count)
     if config.cache == "trie":
-        return TriePagedAttentionCache(pool, 1, config.policy)
-    return BasePagedAttentionCache(pool, 1)
+        return TriePagedAttentionCache(PagePool(page_count), 1, config.policy)
+    if config.cache == "base":
+        return BasePagedAttentionCache(PagePool(page_count), 1)
+    return kvcore.make_cache(config.cache, page_count, 1, config.policy)
+
+
+def check_design(config: ReplayConfig) -> None:
+    """Raise ``ValueError`` (its message for people) when kvcore cannot build ``config``'s cache,
+    before any work: a one-page probe (the hash design, while kvcore does not have it)."""
+    try:
+        _make_cache(config, 1)
+    except kvcore.KVCacheError as error:
+        raise ValueError(f"kvcore cannot build a {config.cache} cache: {error}") from None
 
 
 def replay(
@@ -271,6 +296,10 @@ def replay(
     if progress is not None:
         progress(len(requests))
     served, failed, hit_tokens, evicted, peak_held, peak_live = counts
+    if config.cache == "hash":
+        # The hash design's free queue holds cached blocks too (eviction is lazy, when a page is
+        # taken), so "pages missing beyond the free ones" undercounts: ask the cache itself.
+        evicted = cache.snapshot().stats.evictions
     return ReplayResult(
         cache=config.cache,
         capacity_tokens=config.capacity_tokens,
@@ -291,6 +320,59 @@ def replay(
         decode_ms_per_token=config.decode_ms_per_token if config.concurrency else None,
         policy=config.policy if config.cache == "trie" else "lru",
     )
+
+
+def check_sweep_size(requests: Sequence[TraceRequest], configs: Sequence[ReplayConfig],
+                     capacities: Sequence[int]) -> int:
+    """The blocks a sweep of ``configs`` (one curve each) over ``capacities`` and unlimited
+    replays in all; raises :class:`ReplayTooLarge` beyond ``MAX_SWEEP_BLOCKS`` (before any
+    work: every replay costs about its blocks' time). O(requests)."""
+    per_replay = max((check_replay_size(requests, c) for c in configs), default=0)
+    replays = len(configs) * (len(capacities) + 1)
+    total = per_replay * replays
+    if total > MAX_SWEEP_BLOCKS:
+        raise ReplayTooLarge(f"a sweep of {len(configs)} choice{'s' if len(configs) != 1 else ''} x "
+                             f"{len(capacities) + 1} capacities is {replays:,} replays of {per_replay:,} blocks "
+                             f"= {total:,} blocks; kvviz sweeps at most {MAX_SWEEP_BLOCKS:,}: take fewer "
+                             f"choices or fewer requests (--first N)")
+    return total
+
+
+@dataclass(frozen=True)
+class SweepCurve:
+    """One choice of a sweep: its config, one result per capacity and the unlimited result."""
+
+    config: ReplayConfig
+    results: tuple[ReplayResult, ...]
+    unlimited: ReplayResult
+
+
+def sweep_choices(
+    requests: Sequence[TraceRequest],
+    configs: Sequence[ReplayConfig],
+    capacities: Sequence[int],
+    *,
+    progress: ProgressCallback | None = None,
+) -> tuple[SweepCurve, ...]:
+    """:func:`sweep` for each of ``configs`` (a policy, a design), each also at unlimited capacity.
+
+    Checks :func:`check_sweep_size` first. ``progress`` receives the number of requests
+    replayed over the whole sweep.
+    """
+    check_sweep_size(requests, configs, capacities)
+    curves = []
+    per_curve = len(requests) * (len(capacities) + 1)
+    for index, config in enumerate(configs):
+        offset = index * per_curve
+
+        def shifted(base: int) -> ProgressCallback | None:
+            return None if progress is None else (lambda done: progress(base + done))
+
+        results = sweep(requests, config, capacities, progress=shifted(offset))
+        unlimited = replay(requests, replace(config, capacity_tokens=None),
+                           progress=shifted(offset + len(requests) * len(capacities)))
+        curves.append(SweepCurve(config, results, unlimited))
+    return tuple(curves)
 
 
 def _replay_sequential(requests, config, cache, progress, recorder):
