@@ -3,41 +3,54 @@
 
 ``BasePagedAttentionCache`` gives every request its own pages; ``TriePagedAttentionCache``
 shares full pages of common prefixes through a trie, with per-node ref counts and eviction
-of unreferenced leaves by one of seven policies (``POLICIES``; LRU by default). Method names follow shortfin's so its users recognise them.
+of unreferenced leaves by one of seven policies (``POLICIES``; LRU by default);
+``HashBlockPagedAttentionCache`` is vLLM's design: full blocks in a flat map of chained
+keys, one free queue of ref-0 pages as the LRU order, lazy eviction. Method names follow
+shortfin's so its users recognise them.
 """
 
 from .allocation import PageAllocation
 from .base import BasePagedAttentionCache
 from .errors import CacheAllocationFailure, InvalidConfiguration, InvalidOperation, KVCacheError
+from .hashblock import HashBlockPagedAttentionCache
 from .invariants import Violation, check_snapshot
 from .policies import KEY_FIELDS, POLICIES
 from .pool import PagePool
-from .snapshot import AllocationInfo, FreePages, NodeInfo, PageInfo, PageTable, Snapshot, SnapshotFormatError, Stats
+from .snapshot import (AllocationInfo, BlockInfo, FreePages, NodeInfo, PageInfo, PageTable, QueuedPages, Snapshot,
+                       SnapshotFormatError, Stats)
 from .trie import TriePagedAttentionCache
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AllocationInfo", "BasePagedAttentionCache", "CacheAllocationFailure", "InvalidConfiguration", "InvalidOperation",
-    "KVCacheError", "FreePages", "KEY_FIELDS", "POLICIES",
-    "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "PageTable", "Snapshot", "SnapshotFormatError", "Stats",
+    "AllocationInfo", "BasePagedAttentionCache", "BlockInfo", "CacheAllocationFailure", "HashBlockPagedAttentionCache",
+    "InvalidConfiguration", "InvalidOperation", "KVCacheError", "FreePages", "KEY_FIELDS", "POLICIES",
+    "NodeInfo", "PageAllocation", "PageInfo", "PagePool", "PageTable", "QueuedPages", "Snapshot", "SnapshotFormatError",
+    "Stats",
     "TriePagedAttentionCache", "Violation", "check_snapshot",
 ]
 
 
-_KINDS = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache}
+_KINDS = {"trie": TriePagedAttentionCache, "base": BasePagedAttentionCache, "hash": HashBlockPagedAttentionCache}
+
+#: Why a kind other than the trie takes policy 'lru' only.
+_ONLY_LRU = {
+    "base": "a base cache never evicts",
+    "hash": "a hash cache evicts in its free queue's order, which is LRU",
+}
 
 
 def make_cache(kind: str, page_count: int, tokens_per_page: int, policy: str = "lru"):
-    """A fresh cache of ``kind`` ('trie' or 'base') with its own pool, evicting by ``policy``
-    (:data:`POLICIES`; the base cache never evicts and takes only 'lru')."""
+    """A fresh cache of ``kind`` ('trie', 'base' or 'hash') with its own pool, evicting by
+    ``policy`` (:data:`POLICIES` for the trie; the base cache never evicts and the hash
+    cache's free queue is its LRU order, so both take only 'lru')."""
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise InvalidConfiguration(f"unknown cache kind {kind!r} (expected 'trie' or 'base')")
+        raise InvalidConfiguration(f"unknown cache kind {kind!r} (expected 'trie', 'base' or 'hash')")
     if cls is TriePagedAttentionCache:
         return cls(PagePool(page_count), tokens_per_page, policy)
     if policy != "lru":
-        raise InvalidConfiguration(f"a base cache never evicts: policy must be 'lru', got {policy!r}")
+        raise InvalidConfiguration(f"{_ONLY_LRU[kind]}: policy must be 'lru', got {policy!r}")
     return cls(PagePool(page_count), tokens_per_page)
 
 

@@ -19,6 +19,12 @@ NAMES = {
     4: "trie shape: links agree, keys are full pages, no page twice",
     5: "an allocation's published pages are its trie path; its pages hold its tokens",
     6: "last_access <= clock; released allocations hold nothing",
+    # The hash-block cache's own (kind "hash", kvcore.hashblock): no trie, no heap.
+    7: "hash: the free queue holds exactly the ref-0 pages, each once",
+    8: "hash: a page's ref equals the number of live allocations whose block table holds it",
+    9: "hash: a cached block holds a full page under its chained key, one block per page",
+    10: "hash: an allocation's published pages hold the blocks its tokens spell, its others are its own",
+    11: "hash: the page table and reachability say what the blocks, refs and free queue say",
 }
 
 
@@ -48,7 +54,10 @@ class Violation:
 
 
 def check_snapshot(snap: Snapshot) -> list[Violation]:
-    """Every violation of the six invariants in ``snap``; [] when healthy."""
+    """Every violation of the six invariants in ``snap`` (of invariants 6-11 for a hash
+    cache's snapshot); [] when healthy."""
+    if snap.kind == "hash":
+        return check_hash_snapshot(snap)
     out: list[Violation] = []
     nodes = {n.id: n for n in snap.nodes}
     root_ids = [n.id for n in snap.nodes if n.parent is None]
@@ -394,3 +403,204 @@ def _check_heap(snap, nodes, out) -> None:
             out.append(Violation(3, f"heap property broken: node {parent.id} {snap.policy} key {parent_key} is above "
                                     f"node {child.id} key {child_key}", _page(parent) + _page(child),
                                  (parent.id, child.id)))
+
+
+# -- the hash-block cache (kind "hash") -------------------------------------------------------
+
+
+def check_hash_snapshot(snap: Snapshot) -> list[Violation]:
+    """Every violation of the hash cache's invariants (6-11) in ``snap``; [] when healthy.
+
+    O(pages used + blocks + allocation pages), one sha256 per block and per published page
+    (keys are recomputed from the tokens, not trusted)."""
+    from .hashblock import block_key
+
+    out: list[Violation] = []
+    tpp = snap.tokens_per_page
+    page_count = snap.page_count
+    if snap.nodes or snap.heap:
+        out.append(Violation(11, f"a hash cache has no trie: the snapshot lists {len(snap.nodes)} nodes and "
+                                 f"{len(snap.heap)} heap entries"))
+    blocks_at = _check_blocks(snap, tpp, page_count, block_key, out)
+    refs, owners = _check_hash_allocations(snap, tpp, page_count, blocks_at, block_key, out)
+    _check_queue(snap, refs, page_count, out)
+    _check_hash_page_table(snap, refs, owners, blocks_at, out)
+    _check_reachable(snap, out)
+    out.sort(key=lambda v: v.invariant)
+    return out
+
+
+def _is_key(text) -> bool:
+    return type(text) is str and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def _check_blocks(snap, tpp, page_count, block_key, out) -> dict[int, object]:
+    """Invariant 9; returns page -> the block it holds (the first, if several claim it)."""
+    blocks_at: dict[int, object] = {}
+    ids: set[int] = set()
+    for b in snap.blocks:
+        where = (b.page,) if type(b.page) is int else ()
+        if b.id in ids:
+            out.append(Violation(9, f"two cached blocks have id {b.id}", where, (b.id,)))
+        ids.add(b.id)
+        if type(b.id) is not int or not 0 < b.id < snap.next_seq:
+            out.append(Violation(9, f"block id {b.id!r} is not between 1 and next_seq {snap.next_seq}", where, ()))
+        if type(b.page) is not int or not 0 <= b.page < page_count:
+            out.append(Violation(9, f"block {b.id} is on page {b.page!r}, not a page of the pool of {page_count}",
+                                 (), (b.id,)))
+            continue
+        if b.page in blocks_at:
+            out.append(Violation(9, f"page {b.page} holds two cached blocks ({blocks_at[b.page].id} and {b.id}); "
+                                    "a page holds at most one", (b.page,), (blocks_at[b.page].id, b.id)))
+            continue
+        blocks_at[b.page] = b
+        if not isinstance(b.tokens, tuple) or len(b.tokens) != tpp or not all(type(t) is int for t in b.tokens):
+            out.append(Violation(9, f"block {b.id} (page {b.page}) holds {len(b.tokens)} tokens, not a full page "
+                                    f"of {tpp}", (b.page,), (b.id,)))
+            continue
+        if not _is_key(b.key) or b.parent is not None and not _is_key(b.parent):
+            out.append(Violation(9, f"block {b.id} (page {b.page}) has a key or parent key that is not 64 hex digits",
+                                 (b.page,), (b.id,)))
+            continue
+        expected = block_key(None if b.parent is None else bytes.fromhex(b.parent), b.tokens).hex()
+        if b.key != expected:
+            out.append(Violation(9, f"block {b.id} (page {b.page}) is cached under key {b.key[:12]}.., but its parent "
+                                    f"key and tokens chain to {expected[:12]}..", (b.page,), (b.id,)))
+    return blocks_at
+
+
+def _check_hash_allocations(snap, tpp, page_count, blocks_at, block_key, out):
+    """Invariants 10 and 6; returns the refs each page should have and the owner of each
+    page outside a published prefix."""
+    refs: dict[int, int] = {}
+    owners: dict[int, list] = {}
+    for a in snap.allocations:
+        if a.released:
+            if a.pages or a.published:
+                out.append(Violation(6, f"released allocation {a.label} still holds pages {_abbreviated(a.pages)}",
+                                     a.pages, (), (a.id,)))
+            continue
+        if len(a.pages) * tpp < len(a.tokens):
+            out.append(Violation(10, f"allocation {a.label} has {len(a.tokens)} tokens but only {len(a.pages)} pages "
+                                     f"({len(a.pages) * tpp} slots)", a.pages, (), (a.id,)))
+        if len(set(a.pages)) != len(a.pages):
+            dup = _repeated(a.pages)
+            out.append(Violation(10, f"allocation {a.label}'s block table lists page(s) {_abbreviated(dup)} twice",
+                                 tuple(dup), (), (a.id,)))
+        for p in a.pages:
+            if type(p) is not int or not 0 <= p < page_count:
+                out.append(Violation(10, f"allocation {a.label} names page {p!r}, not a page of the pool of "
+                                         f"{page_count}", (), (), (a.id,)))
+                continue
+            refs[p] = refs.get(p, 0) + 1
+        if a.published > len(a.pages) or a.published * tpp > len(a.tokens):
+            out.append(Violation(10, f"allocation {a.label} claims {a.published} published pages but has "
+                                     f"{len(a.pages)} pages and {len(a.tokens)} tokens", a.pages, (), (a.id,)))
+            continue
+        parent = None
+        for i in range(a.published):
+            key = block_key(parent, a.tokens[i * tpp:(i + 1) * tpp])
+            page = a.pages[i]
+            b = blocks_at.get(page)
+            if b is None or b.key != key.hex():
+                holds = "no cached block" if b is None else f"block {b.id}, another key"
+                out.append(Violation(10, f"allocation {a.label}'s published page {i} (page {page}) holds {holds}, not "
+                                         f"the block its tokens spell", (page,), (b.id,) if b else (), (a.id,)))
+                break
+            parent = key
+        for page in a.pages[max(a.published, 0):]:
+            owners.setdefault(page, []).append(a)
+            b = blocks_at.get(page)
+            if b is not None:
+                out.append(Violation(10, f"page {page} is in the unpublished tail of {a.label} but holds cached "
+                                         f"block {b.id}", (page,), (b.id,), (a.id,)))
+    for page, holders in owners.items():
+        if len(holders) > 1 and page not in blocks_at:
+            out.append(Violation(10, f"uncached page {page} is in the block tables of "
+                                     f"{', '.join(a.label for a in holders)}; only a cached page is shared", (page,),
+                                 (), tuple(a.id for a in holders)))
+    return refs, owners
+
+
+def _check_queue(snap, refs, page_count, out) -> None:
+    """Invariant 7: the queue lists each ref-0 page once and no referenced page.
+    Counts without reading the untouched run a lazy queue implies (10**12-page pools)."""
+    explicit, run = untouched_free(snap.free)
+    seen: dict[int, int] = {}
+    for p in explicit:
+        if type(p) is not int or not 0 <= p < page_count:
+            out.append(Violation(7, f"the free queue names page {p!r}, not a page of the pool of {page_count}"))
+            continue
+        seen[p] = seen.get(p, 0) + 1
+    twice = sorted(p for p, n in seen.items() if n > 1 or p in run)
+    if twice:
+        out.append(Violation(7, f"the free queue lists page(s) {_abbreviated(twice)} twice", tuple(twice[:_QUOTED])))
+    queued = [p for p in refs if p in seen or p in run]
+    for p in sorted(queued)[:_MAX_PAGE_VIOLATIONS]:
+        out.append(Violation(7, f"page {p} is in the free queue but has ref {refs[p]}", (p,)))
+    low = run.start if run else page_count
+    covered = len({p for p in seen if p < low} | {p for p in refs if p < low})
+    if covered < low:  # some page below the run is neither queued nor referenced
+        lost = [p for p in range(low) if p not in seen and p not in refs][:_MAX_PAGE_VIOLATIONS]
+        for p in lost:
+            out.append(Violation(7, f"page {p} has ref 0 but is not in the free queue (leaked: never handed out "
+                                    "again)", (p,)))
+
+
+def _check_hash_page_table(snap, refs, owners, blocks_at, out) -> None:
+    """Invariants 8 and 11: each page row says what the primary data says."""
+    if len(snap.pages) != snap.page_count:
+        out.append(Violation(11, f"page table has {len(snap.pages)} rows for a pool of {snap.page_count}"))
+    _, run = untouched_free(snap.free)
+    rows = touched_rows(snap.pages)
+    used = min(run.start if run else snap.page_count, len(snap.pages))
+    if len(rows) < used:
+        rows = snap.pages[:used]
+    wrong = 0
+    for i, info in enumerate(rows):
+        if info.page != i:
+            out.append(Violation(11, f"page table row {i} describes page {info.page}", (i,)))
+            wrong += 1
+            continue
+        ref = refs.get(i, 0)
+        if info.ref != ref:
+            out.append(Violation(8, f"page {i} has ref {info.ref} but {ref} live allocations hold it", (i,)))
+            wrong += 1
+        b = blocks_at.get(i)
+        if b is not None:
+            row = (CACHED, None, b.id)
+        elif ref:
+            holders = owners.get(i, ())
+            row = (OWNED, holders[0].id if holders else None, None)
+        else:
+            row = (FREE, None, None)
+        if (info.state, info.owner, info.node) != row:
+            out.append(Violation(11, f"page table says page {i} is {info.state} (owner {info.owner}, block "
+                                     f"{info.node}), but it is {row[0]} (owner {row[1]}, block {row[2]})", (i,)))
+            wrong += 1
+        if wrong >= _MAX_PAGE_VIOLATIONS:
+            out.append(Violation(11, "... and possibly more wrong rows in the page table"))
+            break
+
+
+def _check_reachable(snap, out) -> None:
+    """Invariant 11: ``reachable`` is true exactly when every block of the chain is cached."""
+    parent_of = {b.key: b.parent for b in snap.blocks}
+    settled: dict = {}
+    for key in parent_of:
+        trail: dict = {}  # insertion-ordered set: the chain walked so far
+        k = key
+        while k is not None and k not in settled:
+            if k not in parent_of or k in trail:  # not cached (or a cycle, which sha256 makes impossible)
+                settled[k] = False
+                break
+            trail[k] = None
+            k = parent_of[k]
+        ok = k is None or settled[k]
+        for t in trail:
+            settled[t] = ok
+    for b in snap.blocks:
+        if b.reachable is not settled.get(b.key, False):
+            why = "its whole chain is cached" if settled.get(b.key) else "a block of its chain is not cached"
+            out.append(Violation(11, f"block {b.id} (page {b.page}) says reachable={b.reachable}, but {why}",
+                                 (b.page,) if type(b.page) is int else (), (b.id,)))

@@ -21,6 +21,9 @@ SCHEMA = "kvcore.snapshot/1"
 
 FREE, OWNED, CACHED = "free", "owned", "cached"
 
+#: The cache kinds a snapshot may describe.
+KINDS = ("trie", "base", "hash")
+
 
 class SnapshotFormatError(ValueError):
     """A dict that is not a kvcore snapshot of a supported schema. ``path`` says where."""
@@ -33,7 +36,12 @@ class SnapshotFormatError(ValueError):
 @dataclass(frozen=True, slots=True)
 class PageInfo:
     """One physical page: ``free``, ``owned`` (unpublished tail of allocation ``owner``)
-    or ``cached`` (held by trie node ``node`` with ref count ``ref``)."""
+    or ``cached`` (held by trie node ``node`` with ref count ``ref``).
+
+    In a hash cache's snapshot (kind ``hash``) ``node`` is the id of the cached block the
+    page holds (:class:`BlockInfo`) and ``ref`` is the page's own count, vLLM's
+    ``ref_cnt``: an owned page has ref 1, a cached one the live allocations holding it; a
+    cached page with ref 0 is in the free queue too (free and cached at once)."""
 
     page: int
     state: str
@@ -199,6 +207,58 @@ class PageTable(_LazySequence):
         return rows[:end]
 
 
+class QueuedPages(_LazySequence):
+    """A hash cache's free queue, head first, costing memory for the pages used only:
+    ``head`` (pages put at the head), then the pages ``untouched_from .. page_count-1``
+    that were never handed out, then ``tail`` (pages put at the tail). A tuple of the same
+    pages compares equal."""
+
+    __slots__ = ("head", "untouched_from", "page_count", "tail")
+
+    def __init__(self, head: tuple[int, ...], untouched_from: int, page_count: int, tail: tuple[int, ...]):
+        self.head = head
+        self.untouched_from = untouched_from
+        self.page_count = page_count
+        self.tail = tail
+
+    def queue_parts(self) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
+        """``(head, untouched_from, tail)``, what :class:`kvcore.freequeue.FreeBlockQueue`
+        is rebuilt from."""
+        return self.head, self.untouched_from, self.tail
+
+    def __len__(self) -> int:
+        return len(self.head) + self.page_count - self.untouched_from + len(self.tail)
+
+    def _item(self, i: int) -> int:
+        if i < len(self.head):
+            return self.head[i]
+        i -= len(self.head)
+        run = self.page_count - self.untouched_from
+        return self.untouched_from + i if i < run else self.tail[i - run]
+
+    def __iter__(self):
+        yield from self.head
+        yield from range(self.untouched_from, self.page_count)
+        yield from self.tail
+
+    def __contains__(self, page) -> bool:
+        if type(page) is int and self.untouched_from <= page < self.page_count:
+            return True
+        return page in self.head or page in self.tail
+
+    def _equal(self, other) -> bool:
+        if isinstance(other, QueuedPages) and other.queue_parts() == self.queue_parts():
+            return True
+        return all(a == b for a, b in zip(self, other))
+
+    def _describe(self) -> str:
+        return (f"head {self.head!r}, then untouched {self.untouched_from}..{self.page_count - 1}, "
+                f"then tail {self.tail!r}")
+
+    def _stored(self) -> tuple:
+        return self.queue_parts()
+
+
 def touched_rows(pages) -> tuple[PageInfo, ...] | Sequence[PageInfo]:
     """The rows of a page table that can be anything but free-and-untouched: all of a
     tuple's, the explicit ones of a :class:`PageTable`."""
@@ -210,6 +270,8 @@ def untouched_free(free) -> tuple[Sequence[int], range]:
     (empty for a plain tuple), so checkers read what is stored, not what is implied."""
     if isinstance(free, FreePages):
         return free.returned, range(free.untouched_from, free.page_count)
+    if isinstance(free, QueuedPages):
+        return free.head + free.tail, range(free.untouched_from, free.page_count)
     return free, range(0)
 
 
@@ -258,6 +320,26 @@ class AllocationInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockInfo:
+    """One cached block of a hash cache (kind ``hash``, vLLM's design).
+
+    ``key`` is the block's chained key (hex sha256 of the parent's key and the block's
+    tokens, see :mod:`kvcore.hashblock`), ``parent`` the parent block's key (None for a
+    first block). ``reachable``: every block of its chain, from the first one, is cached,
+    so an acquire can match it; a block whose parent was evicted stays cached but is not.
+    ``id`` numbers the cachings in order (``next_seq`` is the next one). Two pages may cache
+    one key (vLLM does not deduplicate); lookups return the one with the smaller id.
+    """
+
+    id: int
+    page: int
+    key: str
+    parent: str | None
+    tokens: tuple[int, ...]
+    reachable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Stats:
     """Running totals since the cache was created."""
 
@@ -293,6 +375,8 @@ class Snapshot:
     stats: Stats = Stats()
     policy: str = "lru"
     schema: str = SCHEMA
+    #: A hash cache's cached blocks, by id (empty for the other kinds).
+    blocks: tuple[BlockInfo, ...] = ()
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     # -- lookups -------------------------------------------------------------------------
@@ -305,6 +389,8 @@ class Snapshot:
                 "alloc": {a.id: a for a in self.allocations},
                 "name": {a.name: a for a in self.allocations if a.name is not None},
                 "children": {},
+                "block": {b.id: b for b in self.blocks},
+                "block_page": {b.page: b for b in self.blocks},
             }
             for n in self.nodes:
                 if n.parent is not None:
@@ -337,6 +423,14 @@ class Snapshot:
         info = self.pages[page] if 0 <= page < len(self.pages) else None
         return self.node(info.node) if info is not None and info.node is not None else None
 
+    def block(self, block_id: int) -> BlockInfo | None:
+        """The cached block with this id (hash caches), or None."""
+        return self._lookup()["block"].get(block_id)
+
+    def block_for_page(self, page: int) -> BlockInfo | None:
+        """The cached block ``page`` holds (hash caches), or None."""
+        return self._lookup()["block_page"].get(page)
+
     @property
     def free_count(self) -> int:
         """Pages on the free list."""
@@ -354,7 +448,11 @@ class Snapshot:
 
     @property
     def evictable_count(self) -> int:
-        """Cached pages whose node has ref 0 (reachable by cascading eviction)."""
+        """Cached pages whose node has ref 0 (reachable by cascading eviction); in a hash
+        cache, cached pages with ref 0 (queued: lazily evicted when taken)."""
+        if self.blocks:
+            pages = self.pages
+            return sum(1 for b in self.blocks if 0 <= b.page < len(pages) and pages[b.page].ref == 0)
         return sum(1 for n in self.nodes if n.parent is not None and n.ref == 0)
 
     # -- serialisation -------------------------------------------------------------------
@@ -367,7 +465,7 @@ class Snapshot:
     def _fields(self, pages: Any, nodes: Any, allocations: Any) -> dict[str, Any]:
         """The serialised fields in order, with the three lists of rows given (as rows for
         :meth:`to_dict`, as JSON text for :meth:`to_json`)."""
-        return {
+        d = {
             "schema": self.schema,
             "kind": self.kind,
             "policy": self.policy,
@@ -385,6 +483,9 @@ class Snapshot:
                       "hit_tokens": self.stats.hit_tokens, "evictions": self.stats.evictions,
                       "dedups": self.stats.dedups},
         }
+        if self.kind == "hash":  # only there: trie and base snapshots serialise as before
+            d["blocks"] = [_block_row(b) for b in self.blocks]
+        return d
 
     @classmethod
     def from_dict(cls, d: Any) -> "Snapshot":
@@ -397,8 +498,8 @@ class Snapshot:
         if schema != SCHEMA:
             raise SnapshotFormatError(f"unsupported schema {schema!r} (expected {SCHEMA!r})", "schema")
         kind = r.get("kind", str)
-        if kind not in ("trie", "base"):
-            raise SnapshotFormatError(f"unknown cache kind {kind!r} (expected 'trie' or 'base')", "kind")
+        if kind not in KINDS:
+            raise SnapshotFormatError(f"unknown cache kind {kind!r} (expected 'trie', 'base' or 'hash')", "kind")
         pages = tuple(
             PageInfo(r.int_at(p, f"pages[{i}]", 0), r.str_at(p, f"pages[{i}]", 1, (FREE, OWNED, CACHED)),
                      r.opt_int_at(p, f"pages[{i}]", 2), r.opt_int_at(p, f"pages[{i}]", 3), r.int_at(p, f"pages[{i}]", 4))
@@ -430,6 +531,7 @@ class Snapshot:
             next_allocation_id=r.get("next_allocation_id", int), pages=pages, free=tuple(r.ints("free")),
             nodes=nodes, allocations=tuple(allocations), heap=tuple(r.ints("heap")), stats=stats,
             policy=r.get("policy", str), schema=schema,
+            blocks=_blocks(r) if kind == "hash" else (),
         )
 
     def to_json(self) -> str:
@@ -499,6 +601,28 @@ def _counters(r: "_Reader", row: Any, path: str) -> tuple[int, int]:
     if isinstance(row, list) and len(row) == 7:
         return 0, 0
     return r.int_at(row, path, 7), r.int_at(row, path, 8)
+
+
+def _block_row(b: BlockInfo) -> list:
+    return [b.id, b.page, b.key, b.parent, list(b.tokens), b.reachable]
+
+
+def _blocks(r: "_Reader") -> tuple[BlockInfo, ...]:
+    """A hash snapshot's ``blocks`` rows: ``[id, page, key, parent, tokens, reachable]``."""
+    out = []
+    for i, row in enumerate(r.get("blocks", list)):
+        path = f"blocks[{i}]"
+        parent = r._row(row, path, 3)
+        if parent is not None and not isinstance(parent, str):
+            raise SnapshotFormatError("expected a string or null", f"{path}[3]")
+        if not isinstance(r._row(row, path, 2), str):
+            raise SnapshotFormatError("expected a string", f"{path}[2]")
+        reachable = r._row(row, path, 5)
+        if not isinstance(reachable, bool):
+            raise SnapshotFormatError("expected true or false", f"{path}[5]")
+        out.append(BlockInfo(r.int_at(row, path, 0), r.int_at(row, path, 1), row[2], parent,
+                             r.ints_at(row, path, 4), reachable))
+    return tuple(out)
 
 
 def _allocation_row(a: AllocationInfo) -> dict[str, Any]:

@@ -40,6 +40,8 @@ def refusal(snapshot: Snapshot, kind: str) -> str | None:
         return f"unknown eviction policy {s.policy!r} (expected one of {', '.join(POLICIES)})"
     if s.kind == "base" and s.policy != "lru":
         return f"a base cache never evicts; its snapshots say policy 'lru', not {s.policy!r}"
+    if s.kind == "hash" and s.policy != "lru":
+        return f"a hash cache's free queue is its only order; its snapshots say policy 'lru', not {s.policy!r}"
     for name, low in (("tokens_per_page", 1), ("page_count", 0), ("clock", 0), ("next_seq", 1),
                       ("next_allocation_id", 0)):
         value = getattr(s, name)
@@ -58,7 +60,7 @@ def refusal(snapshot: Snapshot, kind: str) -> str | None:
     stored, _ = untouched_free(s.free)  # a lazy free list's untouched run is ints by construction
     if not all(map(_int, stored)):
         return "the free list holds something other than page numbers"
-    return _allocations_refusal(s) or _nodes_refusal(s)
+    return _allocations_refusal(s) or _nodes_refusal(s) or _blocks_refusal(s)
 
 
 def _allocations_refusal(s: Snapshot) -> str | None:
@@ -108,6 +110,22 @@ def _nodes_refusal(s: Snapshot) -> str | None:
             return f"the root has ref {n.ref}; no allocation references the root"
     if not all(map(_int, s.heap)):
         return "the heap lists something other than node ids"
+    return None
+
+
+def _blocks_refusal(s: Snapshot) -> str | None:
+    """Cached blocks of the right types (a hash snapshot; others must have none)."""
+    if s.blocks and s.kind != "hash":
+        return f"a {s.kind} snapshot lists cached blocks; only a hash cache's has them"
+    for b in s.blocks:
+        if not _int(b.id) or not _int(b.page):
+            return f"cached block {b.id!r} has an id or page that is not an integer"
+        if type(b.key) is not str or b.parent is not None and type(b.parent) is not str:
+            return f"cached block {b.id} has a key or parent key that is not a string"
+        if not isinstance(b.tokens, tuple) or not all(map(_int, b.tokens)):
+            return f"cached block {b.id} holds tokens that are not a tuple of integers"
+        if type(b.reachable) is not bool:
+            return f"cached block {b.id} says reachable={b.reachable!r}; it must be true or false"
     return None
 
 

@@ -1,0 +1,466 @@
+# SPDX-License-Identifier: Apache-2.0
+"""HashBlockPagedAttentionCache: vLLM's prefix cache, a flat map of chained block keys.
+
+No tree, no parent links, no eviction heap, no clock-based order. What vLLM v1 does
+(``vllm/v1/core/block_pool.py`` ``BlockPool``, ``kv_cache_utils.py``
+``FreeKVCacheBlockQueue``, ``single_type_kv_cache_manager.py``, ``kv_cache_manager.py``
+``KVCacheManager``), and what this cache imitates:
+
+* **Keys.** A full block's key chains its parent's key with its tokens
+  (``hash_block_tokens(hash_fn, parent_block_hash, curr_block_token_ids)``; vLLM's default
+  hash is sha256). Here: ``sha256(parent key + the block's tokens)``, the first block's
+  parent being a fixed root key (vLLM's ``NONE_HASH`` is random unless ``PYTHONHASHSEED``
+  is set; ours is fixed, so keys are the same in every run and on every machine). Keys are
+  content only: two requests spelling the same blocks compute the same keys, whatever
+  happened in between. A page holds at most one cached block.
+* **Free queue.** Every ref-0 page is in one queue (:class:`kvcore.freequeue.FreeBlockQueue`),
+  which is the LRU order. New pages come from its head (``BlockPool.get_new_blocks``:
+  ``popleft_n``); a page taken there that still holds a cached block loses it then
+  (``_maybe_evict_cached_block``): eviction is lazy, so a released cached page stays
+  matchable until its page is reused, and "free" and "cached" overlap.
+* **acquire** (``KVCacheManager.get_computed_blocks`` + ``allocate_slots``): match the
+  longest run of cached keys from the first block (``find_longest_cache_hit``); fail with no
+  change when the free queue, minus the matched pages in it, is shorter than the pages
+  needed (``get_num_blocks_to_allocate`` counts the matched ref-0 blocks as taken); else
+  each matched page leaves the queue if it was there and gains a reference
+  (``BlockPool.touch``), then the new pages are taken from the head. vLLM caps a hit at
+  ``num_tokens - 1`` tokens (the last token is recomputed for its logits); we match every
+  full block, as the trie does, so the two designs compare like for like.
+* **publish** (``BlockPool.cache_full_blocks``): each newly full block is cached under its
+  key on the allocation's own page. When the key is already cached on another page (a second
+  request computed the same block before the first published it, or a parent evicted and
+  recomputed while its child stayed cached), vLLM **does not deduplicate**
+  (``BlockHashToBlockMap``: "we don't check if there is already an identical block in the
+  cache ... so that block tables are append-only"): the new page is cached under the key as
+  well, after the existing one; lookups return the first one cached that is still there
+  (``get_one_block``), and each copy leaves the cache on its own when its page is reused.
+  Stats count such blocks as ``dedups`` (duplicates cached, not pages saved).
+* **release** (``SingleTypeKVCacheManager.free`` frees ``reversed(req_blocks)``;
+  ``BlockPool.free_blocks``): one reference less on every page; pages reaching 0 join the
+  free queue, those holding a cached block at the **tail** in reverse block order (the last
+  block first, so a chain's tail is reused before its head), those holding none at the
+  **head** (``prepend_n``; reused first: they can never be matched).
+* **No parent links.** A block's parent can be evicted while the block stays cached: it
+  is then **unreachable** (no acquire can match it, its chain broke above it) until the
+  parent is cached again. Snapshots say so (:attr:`kvcore.snapshot.BlockInfo.reachable`).
+
+Costs, with p = pages of the request: acquire O(p) (one sha256 per matched block), publish
+O(p), release O(p); the free queue's operations are O(1) per page.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from hashlib import sha256
+
+from . import events as ev
+from .allocation import PageAllocation
+from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens, pages_for
+from .errors import InvalidOperation
+from .freequeue import FreeBlockQueue
+from .pool import PagePool
+from .snapshot import (CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, PageTable, QueuedPages, Snapshot, Stats,
+                       free_row)
+
+#: The parent key of a first block (vLLM's ``NONE_HASH``, fixed here: see the module doc).
+ROOT_KEY = sha256(b"kvcore.hashblock root").digest()
+
+
+def block_key(parent: bytes | None, tokens: tuple[int, ...]) -> bytes:
+    """The chained key of a block: sha256 of the parent's key (``ROOT_KEY`` when None) and
+    the block's tokens. Tokens are encoded as 8-byte signed ints when they all fit, else as
+    their decimal text; a tag byte tells the two apart, so the encoding is injective."""
+    h = sha256(ROOT_KEY if parent is None else parent)
+    try:
+        h.update(b"q" + array("q", tokens).tobytes())
+    except OverflowError:
+        h.update(b"r" + repr(tuple(tokens)).encode())
+    return h.digest()
+
+
+def key_text(key: bytes | None) -> str | None:
+    """A key as snapshots and events show it: 64 hex digits (None stays None)."""
+    return None if key is None else key.hex()
+
+
+# Events only this cache emits (vLLM's BlockStored / BlockRemoved and its queue moves).
+# They join kvcore.events' EVENT_TYPES there.
+
+@dataclass(frozen=True, slots=True)
+class BlockCached:
+    """Publish cached a full block of ``allocation`` on its own ``page`` under ``key``
+    (vLLM's ``BlockStored``). ``duplicate_of`` is the page that already cached the key,
+    which lookups keep returning (vLLM does not deduplicate), or None."""
+
+    allocation: int
+    block: int
+    page: int
+    key: str
+    parent: str | None
+    tokens: tuple[int, ...]
+    duplicate_of: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEvicted:
+    """A page taken from the free queue's head for ``allocation`` still held a cached
+    block: the block left the cache then (lazy eviction; vLLM's ``BlockRemoved``).
+    ``still_cached``: another page caches the same key."""
+
+    allocation: int
+    block: int
+    page: int
+    key: str
+    tokens: tuple[int, ...]
+    still_cached: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PageUnqueued:
+    """An acquire matched the cached block on ``page`` while the page had ref 0: the page
+    left the free queue (vLLM's ``BlockPool.touch``)."""
+
+    allocation: int
+    block: int
+    page: int
+
+
+@dataclass(frozen=True, slots=True)
+class PagesQueued:
+    """Released pages that reached ref 0 joined the free queue at ``end`` ('head' for pages
+    holding no cached block, 'tail' for the others), in this order."""
+
+    allocation: int
+    pages: tuple[int, ...]
+    end: str
+
+
+HASH_EVENTS = (BlockCached, BlockEvicted, PageUnqueued, PagesQueued)
+
+
+class _Block:
+    """One cached block; lives only inside the cache (snapshots copy it)."""
+
+    __slots__ = ("seq", "key", "parent", "tokens", "page")
+
+    def __init__(self, seq: int, key: bytes, parent: bytes | None, tokens: tuple[int, ...], page: int):
+        self.seq = seq
+        self.key = key
+        self.parent = parent
+        self.tokens = tokens
+        self.page = page
+
+
+class HashBlockPagedAttentionCache(BasePagedAttentionCache):
+    """vLLM's prefix cache: full blocks in a flat map of chained keys, one free queue of
+    ref-0 pages that is the LRU order, lazy eviction (see the module docstring).
+
+    Same API as the trie. ``page_pool`` is the free queue (its ``available_page_count`` is
+    the queued pages holding no cached block); the pool given is read once, for its size and
+    free order, and not used afterwards.
+    """
+
+    kind = "hash"
+
+    def __init__(self, page_pool: PagePool, tokens_per_page: int):
+        super().__init__(page_pool, tokens_per_page)
+        free = page_pool.free_pages()
+        untouched = getattr(free, "untouched_from", page_pool.total_page_count())
+        returned = getattr(free, "returned", tuple(free))
+        # A pool's free list is its untouched run, then the pages it got back.
+        self._pool = FreeBlockQueue(page_pool.total_page_count(), untouched, (), ((p, False) for p in returned))
+        self._refs: dict[int, int] = {}  # page -> ref, for pages with ref > 0
+        self._blocks: dict[int, _Block] = {}  # page -> the cached block it holds
+        self._by_key: dict[bytes, list[_Block]] = {}  # key -> its blocks, first cached first
+        self._next_seq = 1
+
+    # -- operations -----------------------------------------------------------------------
+
+    def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
+                                 name: str | None = None, priority: int = 0) -> PageAllocation:
+        """Match the longest run of cached keys from the first block, reference the matched
+        pages (taking them out of the free queue), take the rest from the queue's head.
+        ``priority`` is kept on the allocation only (the free queue is the only order)."""
+        tokens = int_tokens(tokens, "acquire")
+        self._check_extra(extra_token_slots, "acquire")
+        check_name(name, "acquire")
+        check_priority(priority, "acquire")
+        tpp = self.tokens_per_page
+        matched = self._match(tokens)
+        matched_tokens = len(matched) * tpp
+        needed = pages_for(len(tokens) - matched_tokens + extra_token_slots, tpp)
+        refs = self._refs
+        queue = self._pool
+        free = queue.available_page_count()
+        evictable = queue.evictable_count()
+        if needed > free + evictable - len(matched):  # the cheap bound first: all matched queued
+            protected = sum(1 for b in matched if b.page not in refs)
+            if needed > free + evictable - protected:
+                raise self._failure(
+                    f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots "
+                    f"({matched_tokens} tokens matched in the cache)", needed, free, evictable - protected, protected)
+        self.clock += 1
+        allocation_id = self._next_allocation_id
+        self._next_allocation_id += 1
+        self._lookups += 1
+        self._lookup_tokens += len(tokens)
+        self._hit_tokens += matched_tokens
+        pages = [b.page for b in matched]
+        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
+        self.allocations[allocation_id] = allocation
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("acquire", allocation_id, self.clock))
+            events.append(ev.Matched(allocation_id, tuple(b.seq for b in matched), tuple(pages), matched_tokens,
+                                     len(tokens), self._match_reason(tokens, matched)))
+        # vLLM's allocate_slots: touch the hits first, then take new blocks, so a hit is
+        # never handed out as a new page.
+        for b in matched:
+            page = b.page
+            ref = refs.get(page, 0)
+            if not ref:
+                queue.remove(page)
+                if events is not None:
+                    events.append(PageUnqueued(allocation_id, b.seq, page))
+            refs[page] = ref + 1
+            if events is not None:
+                events.append(ev.RefTaken(allocation_id, b.seq, page, ref + 1))
+        if needed > 0:
+            self._grow(allocation, needed)
+        return allocation
+
+    def _match(self, tokens: tuple[int, ...]) -> list[_Block]:
+        """The cached blocks of the longest run of cached keys from the first block."""
+        tpp = self.tokens_per_page
+        by_key = self._by_key
+        if not by_key:
+            return []
+        matched: list[_Block] = []
+        parent = None
+        for start in range(0, len(tokens) - tpp + 1, tpp):
+            key = block_key(parent, tokens[start:start + tpp])
+            blocks = by_key.get(key)
+            if blocks is None:
+                break
+            matched.append(blocks[0])  # vLLM's get_one_block: the first one cached
+            parent = key
+        return matched
+
+    def _grow(self, allocation: PageAllocation, needed: int) -> None:
+        """Take ``needed`` pages from the free queue's head; a page still holding a cached
+        block loses it now (lazy eviction). Availability was checked."""
+        taken = self._pool.popleft_n(needed)
+        events = self._events
+        if events is not None:
+            events.append(ev.PagesTaken(allocation.id, tuple(taken)))
+        blocks = self._blocks
+        refs = self._refs
+        for page in taken:
+            b = blocks.pop(page, None)
+            if b is not None:
+                still = self._uncache(b)
+                self._evictions += 1
+                if events is not None:
+                    events.append(BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
+            refs[page] = 1
+        allocation._pages.extend(taken)
+
+    def _uncache(self, b: _Block) -> bool:
+        """Drop ``b`` from the key map; True if another page still caches its key."""
+        same = self._by_key[b.key]
+        if len(same) == 1:
+            del self._by_key[b.key]
+            return False
+        same.remove(b)
+        return True
+
+    def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
+                 publish_incomplete_page: bool) -> None:
+        tokens = self._publish_tokens(allocation, tokens, publish_incomplete_page)
+        self.clock += 1
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("publish", allocation.id, self.clock))
+        tpp = self.tokens_per_page
+        nodes = allocation._nodes
+        pages = allocation._pages
+        parent = nodes[-1].key if nodes else None
+        by_key = self._by_key
+        for i in range(len(nodes), len(tokens) // tpp):
+            block_tokens = tokens[i * tpp:(i + 1) * tpp]
+            key = block_key(parent, block_tokens)
+            page = pages[i]
+            b = _Block(self._next_seq, key, parent, block_tokens, page)
+            self._next_seq += 1
+            same = by_key.get(key)
+            if same is None:
+                by_key[key] = [b]
+                duplicate_of = None
+            else:  # vLLM caches the duplicate too (block tables stay append-only)
+                duplicate_of = same[0].page
+                same.append(b)
+                self._dedups += 1
+            self._blocks[page] = b
+            nodes.append(b)
+            if events is not None:
+                events.append(BlockCached(allocation.id, b.seq, page, key.hex(), key_text(parent), block_tokens,
+                                          duplicate_of))
+            parent = key
+
+    def _release(self, allocation: PageAllocation) -> None:
+        self._check_live(allocation, "release")
+        self.clock += 1
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("release", allocation.id, self.clock))
+        refs = self._refs
+        blocks = self._blocks
+        head: list[int] = []
+        tail: list[int] = []
+        for page in reversed(allocation._pages):  # vLLM frees reversed(req_blocks)
+            ref = refs[page] - 1
+            b = blocks.get(page)
+            if b is not None and events is not None:
+                events.append(ev.RefDropped(allocation.id, b.seq, page, ref))
+            if ref:
+                refs[page] = ref
+                continue
+            del refs[page]
+            (tail if b is not None else head).append(page)
+        self._pool.prepend_n(head, False)
+        self._pool.append_n(tail, True)
+        if events is not None:
+            if head:
+                events.append(PagesQueued(allocation.id, tuple(head), "head"))
+            if tail:
+                events.append(PagesQueued(allocation.id, tuple(tail), "tail"))
+            events.append(ev.Released(allocation.id))
+        self._retire(allocation)
+
+    def _evictable_count(self) -> int:
+        return self._pool.evictable_count()
+
+    def _match_reason(self, tokens: tuple, matched: list) -> str:
+        tpp = self.tokens_per_page
+        n_full = len(tokens) // tpp
+        if not tokens:
+            return "no tokens"
+        if len(matched) == n_full:
+            rest = len(tokens) - n_full * tpp
+            if rest:
+                return f"all {n_full} full blocks matched; the last {rest} tokens fill a partial block, never cached"
+            return f"all {n_full} blocks matched"
+        i = len(matched)
+        return f"the key of block {i} ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) is not cached"
+
+    # -- snapshot / restore -----------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The whole state as a frozen :class:`Snapshot`: ``free`` is the free queue, head
+        first; ``blocks`` the cached blocks by id, each with its reachability; a page's ref
+        is its own count. O(pages used + blocks + allocation pages)."""
+        queue = self._pool
+        page_count = queue.total_page_count()
+        used = queue.untouched_from
+        pages: list[PageInfo] = [free_row(p) for p in range(used)] if used else []
+        refs = self._refs
+        for page, b in self._blocks.items():
+            pages[page] = PageInfo(page, CACHED, None, b.seq, refs.get(page, 0))
+        allocations = []
+        for a in sorted(self.allocations.values(), key=lambda a: a.id):
+            for page in a._pages[len(a._nodes):]:
+                pages[page] = PageInfo(page, OWNED, a.id, None, refs.get(page, 0))
+            allocations.append(_allocation_info(a))
+        reachable = self._reachable_keys()
+        blocks = tuple(BlockInfo(b.seq, b.page, b.key.hex(), key_text(b.parent), b.tokens, b.key in reachable)
+                       for b in sorted(self._blocks.values(), key=lambda b: b.seq))
+        if page_count <= _EXPLICIT_PAGES:
+            table = tuple(pages) + tuple(map(free_row, range(len(pages), page_count)))
+            free = tuple(queue)
+        else:
+            table = PageTable(tuple(pages), page_count)
+            front, untouched, back = queue.parts()
+            free = QueuedPages(front, untouched, page_count, back)
+        return Snapshot(
+            kind=self.kind, tokens_per_page=self.tokens_per_page, page_count=page_count, clock=self.clock,
+            next_seq=self._next_seq, next_allocation_id=self._next_allocation_id,
+            pages=table, free=free, nodes=(), allocations=tuple(allocations), heap=(),
+            stats=Stats(self._lookups, self._lookup_tokens, self._hit_tokens, self._evictions, self._dedups),
+            policy=self.policy, blocks=blocks,
+        )
+
+    def _reachable_keys(self) -> set[bytes]:
+        """Keys whose whole chain is cached. O(cached keys): each key is settled once."""
+        by_key = self._by_key
+        settled: dict[bytes, bool] = {}
+        for key in by_key:
+            trail = []
+            k = key
+            while k is not None and k not in settled:
+                if k not in by_key:
+                    settled[k] = False
+                    break
+                trail.append(k)
+                k = by_key[k][0].parent
+            ok = k is None or settled[k]
+            for t in trail:
+                settled[t] = ok
+        return {k for k, ok in settled.items() if ok}
+
+    @classmethod
+    def _for_restore(cls, pool: PagePool, snapshot: Snapshot) -> "HashBlockPagedAttentionCache":
+        return cls(pool, snapshot.tokens_per_page)
+
+    def _seed_info_cache(self, snapshot: Snapshot) -> None:
+        """Nothing to seed: this cache's snapshots build their rows afresh."""
+
+    def _restore_structure(self, snapshot: Snapshot) -> None:
+        for info in snapshot.blocks:
+            if len(info.key) != 64 or info.parent is not None and len(info.parent) != 64:
+                raise InvalidOperation(f"cannot restore: block {info.id} has a key that is not 64 hex digits")
+        self._blocks = {}
+        self._by_key = {}
+        for info in sorted(snapshot.blocks, key=lambda b: b.id):  # first cached first, per key
+            parent = None if info.parent is None else bytes.fromhex(info.parent)
+            b = _Block(info.id, bytes.fromhex(info.key), parent, info.tokens, info.page)
+            self._blocks[info.page] = b
+            self._by_key.setdefault(b.key, []).append(b)
+        self._next_seq = snapshot.next_seq
+        self._pool = FreeBlockQueue.from_order(snapshot.page_count, snapshot.free, self._blocks)
+        self._refs = {}
+        for a in snapshot.allocations:
+            for page in a.pages:
+                self._refs[page] = self._refs.get(page, 0) + 1
+            nodes = [self._blocks[p] for p in a.pages[:a.published]]
+            self.allocations[a.id] = PageAllocation(self, a.id, a.name, a.tokens, list(a.pages), nodes, a.hit_tokens,
+                                                    a.priority)
+
+    def _check_live_structures(self) -> list:
+        """Checks of what a snapshot cannot see: the key map, the queue's flags, the refs."""
+        from .invariants import Violation
+
+        out = []
+        for key, same in self._by_key.items():
+            for b in same:
+                if self._blocks.get(b.page) is not b or b.key != key:
+                    out.append(Violation(9, f"the key map lists block {b.seq} (page {b.page}) under a key it does "
+                                            "not hold", (b.page,), (b.seq,)))
+            if [b.seq for b in same] != sorted(b.seq for b in same):
+                out.append(Violation(9, f"the pages caching key {key.hex()[:12]} are not in caching order",
+                                     tuple(b.page for b in same)))
+        mapped = sum(len(same) for same in self._by_key.values())
+        if mapped != len(self._blocks):
+            out.append(Violation(9, f"the key map holds {mapped} blocks but {len(self._blocks)} pages hold one"))
+        for page in self._pool.flag_errors(self._blocks.__contains__):
+            out.append(Violation(7, f"the free queue's flag for page {page} says whether it holds a cached block "
+                                    "wrongly", (page,)))
+        if any(r <= 0 for r in self._refs.values()):
+            out.append(Violation(8, "the ref table lists a page with ref 0 or less"))
+        return out
+
+
+def _allocation_info(a: PageAllocation) -> AllocationInfo:
+    return AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes), a.hit_tokens, a.released,
+                          a.priority)
