@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The kvcore backend: scenario ops by allocation name onto kvcore's caches (trie or base)."""
+"""The kvcore backend: scenario ops by allocation name onto kvcore's caches (trie, base or hash)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from kvcore import Snapshot, Violation, check_snapshot
 
 from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 
-KINDS = ("trie", "base")
-"""The cache kinds kvcore runs."""
+KINDS = ("trie", "base", "hash")
+"""The cache kinds kvcore runs (hash: vLLM's design, :class:`kvcore.HashBlockPagedAttentionCache`)."""
 
 POLICIES = kvcore.POLICIES
 """The eviction policies kvcore's trie runs (a base cache never evicts: any policy runs it)."""
@@ -33,7 +33,8 @@ class KvcoreBackend:
 
     @classmethod
     def fresh(cls, kind: str, pages: int, tokens_per_page: int, policy: str = "lru") -> "KvcoreBackend":
-        """A new empty cache; ``policy`` orders a trie's evictions (a base cache has none)."""
+        """A new empty cache; ``policy`` orders a trie's evictions (a base cache has none; a
+        hash cache's free queue is its order, so the factory lets only 'lru' through)."""
         return cls(kvcore.make_cache(kind, pages, tokens_per_page, policy if kind == "trie" else "lru"))
 
     @classmethod
@@ -104,9 +105,12 @@ def kvcore_backend(config: ConfigLike | None, snapshot: Snapshot | None) -> Kvco
     if snapshot is not None:  # the session's own keyframes: made by kvcore, already checked
         return KvcoreBackend.from_snapshot(snapshot, verify=False)
     if config.kind not in KINDS:
-        raise BackendError(f"the kvcore backend runs a trie or a base cache, not {config.kind!r}")
+        raise BackendError(f"the kvcore backend runs a trie, a base or a hash cache, not {config.kind!r}")
     if config.policy not in POLICIES:
         raise BackendError(f"the kvcore backend evicts by {', '.join(POLICIES[:-1])} or {POLICIES[-1]}, "
+                           f"not {config.policy!r}")
+    if config.kind == "hash" and config.policy != "lru":
+        raise BackendError(f"a hash cache evicts in its free queue's order, which is LRU: policy must be lru, "
                            f"not {config.policy!r}")
     try:
         return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page, config.policy)
