@@ -1,0 +1,241 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`kvviz compare`: one scenario on two cache configurations (kvviz/model/compare.py and
+kvviz/cli/compare_command.py). kvcore on both sides: no optional backend needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvviz.cli import cli
+from kvviz.demos import demo_path
+from kvviz.model.compare import (
+    COMPARE_KINDS,
+    CompareRun,
+    Counters,
+    DiffError,
+    SideSpec,
+    compare_dict,
+    format_compare,
+    parse_side,
+    run_compare,
+)
+from kvviz.model.scenario import CacheConfig, POLICIES, parse_scenario, parse_scenario_file
+from kvviz.model.session import Session
+
+TRIE_LRU = CacheConfig("trie", 8, 4, "lru")
+
+# tokens_per_page=2, 4 pages. a computes 2 pages and publishes them; b matches both (4 hit
+# tokens) and computes 1; extending b by 2 tokens computes 1 more; c cannot get a page.
+COUNTED = """\
+cache trie pages=4 tokens_per_page=2
+acquire a 1 2 3 4
+publish a
+release a
+acquire b 1 2 3 4 5
+extend b + 6 7
+acquire c 9
+"""
+
+
+def lru_demo():
+    return parse_scenario_file(demo_path("lru"))
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["compare", *map(str, args)], prog_name="kvviz")
+
+
+# -- side specs -------------------------------------------------------------------------------
+
+
+def test_a_side_names_a_kind_and_a_policy():
+    assert parse_side("trie:lfu", TRIE_LRU) == SideSpec("trie", "lfu", "kvcore")
+    assert parse_side("base", TRIE_LRU) == SideSpec("base", "lru", "kvcore")
+    assert parse_side("hash", TRIE_LRU) == SideSpec("hash", "lru", "kvcore")
+    assert parse_side("TRIE:FIFO", TRIE_LRU, "shortfin") == SideSpec("trie", "fifo", "shortfin")
+
+
+def test_a_trie_without_a_policy_takes_the_scripts_own():
+    assert parse_side("trie", CacheConfig("trie", 8, 4, "slru")).policy == "slru"
+    assert parse_side("trie", CacheConfig("base", 8, 4)).policy == "lru"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("trie:nope", "unknown policy 'nope'"),
+    ("x", "'x' is not a cache configuration"),
+    ("base:lfu", "takes no policy"),
+    ("hash:lru", "takes no policy"),
+    ("", "is not a cache configuration"),
+])
+def test_a_bad_side_is_one_line_naming_what_was_expected(text, words):
+    with pytest.raises(DiffError) as caught:
+        parse_side(text, TRIE_LRU)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+@given(st.text(max_size=20))
+def test_any_text_is_a_side_or_a_diff_error(text):
+    try:
+        spec = parse_side(text, TRIE_LRU)
+    except DiffError:
+        return
+    assert spec.kind in COMPARE_KINDS and spec.policy in POLICIES
+
+
+def test_labels_say_kind_policy_and_a_foreign_backend():
+    assert SideSpec("trie", "lfu").label == "trie:lfu"
+    assert SideSpec("base").label == "base"
+    assert SideSpec("trie", "lru", "shortfin").label == "shortfin trie:lru"
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+def test_the_same_configuration_on_both_sides_never_differs():
+    scenario = lru_demo()
+    run = run_compare(scenario, SideSpec("trie", "lru"), SideSpec("trie", "lru"))
+    assert run.divergence is None
+    assert all(left == right for left, right in run.observations)
+    assert run.left.counters == run.right.counters
+    assert (run.left.name, run.right.name) == ("left", "right")  # equal labels: named by side
+
+
+def test_lru_and_fifo_first_differ_where_they_pick_different_victims():
+    """The demo's refreshed s1 survives LRU at `acquire n` (s2 goes); FIFO takes s1, the first
+    created of the idle leaves, whatever its refresh."""
+    scenario = lru_demo()
+    run = run_compare(scenario, SideSpec("trie", "lru"), SideSpec("trie", "fifo"))
+    d = run.divergence
+    assert d.op_text == "acquire n 8000..8003" and d.fields == ("cached",)
+    left_only = set(d.left.cached) - set(d.right.cached)
+    right_only = set(d.right.cached) - set(d.left.cached)
+    assert left_only == {(100, 101, 102, 103)} and right_only == {(200, 201, 202, 203)}
+    assert all(left == right for left, right in run.observations[:d.step])
+
+
+def test_each_side_is_the_session_its_configuration_makes_alone():
+    scenario = lru_demo()
+    run = run_compare(scenario, SideSpec("trie", "lru"), SideSpec("trie", "mru"))
+    import dataclasses
+
+    alone = Session.from_scenario(dataclasses.replace(scenario, config=dataclasses.replace(scenario.config,
+                                                                                          policy="mru")))
+    assert [run.right.session.frame(i).snapshot.digest() for i in range(len(run))] == \
+           [alone.frame(i).snapshot.digest() for i in range(len(alone))]
+
+
+def test_counters_count_hits_computed_and_reused_pages_evictions_and_failures():
+    run = run_compare(parse_scenario(COUNTED), SideSpec("trie"), SideSpec("base"))
+    assert run.left.counters[-1] == Counters(hit_tokens=4, pages_computed=4, pages_reused=2, evictions=0, failures=1)
+    assert run.right.counters[-1] == Counters(hit_tokens=0, pages_computed=6, pages_reused=0, evictions=0, failures=1)
+    # Running totals: b's acquire (step 4) is where the trie's reuse appears.
+    assert [c.pages_reused for c in run.left.counters] == [0, 0, 0, 0, 2, 2, 2]
+    assert [c.failures for c in run.right.counters] == [0, 0, 0, 0, 0, 0, 1]
+
+
+def test_evictions_are_the_caches_own_count():
+    run = run_compare(lru_demo(), SideSpec("trie", "lru"), SideSpec("trie", "fifo"))
+    for side in run.sides:
+        session = side.session
+        evicted = sum(len(session.frame(i).evictions) for i in range(len(session)))
+        assert side.counters[-1].evictions == evicted > 0
+
+
+def test_expects_are_checked_on_the_side_that_runs_the_scripts_header():
+    scenario = lru_demo()
+    written = sum(len(step.expects_for("trie")) for step in scenario.steps)
+    run = run_compare(scenario, SideSpec("trie", "lru"), SideSpec("trie", "fifo"))
+    assert (run.left.expects_checked, run.left.expects_unchecked) == (written, 0)
+    assert (run.right.expects_checked, run.right.expects_unchecked) == (0, written)
+    assert "evicting by lru" in run.right.session.frame(0).narration
+    assert all(not run.right.session.frame(i).expects for i in range(len(run)))
+    assert all(not run.left.session.frame(i).expect_failures for i in range(len(run)))
+
+
+def test_another_kind_checks_only_the_lines_tagged_for_it_as_run_base_does():
+    scenario = parse_scenario_file(demo_path("base-vs-trie"))
+    tagged = sum(1 for step in scenario.steps for x in step.expects if x.kinds and "base" in x.kinds)
+    run = run_compare(scenario, SideSpec("trie"), SideSpec("base"))
+    assert run.right.expects_checked == tagged > 0
+    assert all(not run.right.session.frame(i).expect_failures for i in range(len(run)))
+
+
+def test_the_printed_report_has_a_row_per_step_and_says_which_expects_ran():
+    run = run_compare(lru_demo(), SideSpec("trie", "lru"), SideSpec("trie", "fifo"))
+    text = format_compare(run)
+    assert text.isascii()
+    assert "first difference at step 28 (line " in text
+    assert "expects: left (trie:lru) checked" in text and "expects: right (trie:fifo) checked 0" in text
+    rows = [line for line in text.splitlines() if line[:4].strip().isdigit()]
+    assert len(rows) == len(run)
+    last = rows[-1].split("|")
+    assert last[1].split()[1:] == [str(v) for v in run.left.counters[-1].to_dict().values()]
+    assert last[2].split()[1:] == [str(v) for v in run.right.counters[-1].to_dict().values()]
+
+
+def test_the_json_report_has_one_record_per_step_per_side_with_the_counters():
+    run = run_compare(parse_scenario(COUNTED), SideSpec("trie"), SideSpec("base"))
+    data = json.loads(json.dumps(compare_dict(run)))
+    records = data["records"]
+    assert len(records) == 2 * len(run)
+    assert [(r["step"], r["side"]) for r in records[:4]] == [(0, "left"), (0, "right"), (1, "left"), (1, "right")]
+    for r in records:
+        side = run.left if r["side"] == "left" else run.right
+        assert {k: r[k] for k in Counters.__slots__} == side.counters[r["step"]].to_dict()
+        assert r["digest"] == side.session.frame(r["step"]).snapshot.digest()
+    assert data["sides"]["right"]["label"] == "base"
+    assert data["first_difference"]["step"] == run.divergence.step
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def test_compare_print_exits_1_at_a_difference():
+    result = invoke("lru", "--left", "trie:lru", "--right", "trie:fifo", "--print")
+    assert result.exit_code == 1, result.output
+    assert "first difference at step 28" in result.stdout
+
+
+def test_compare_exits_0_when_both_sides_agree(tmp_path):
+    path = tmp_path / "agree.kvs"
+    path.write_text("cache trie pages=4 tokens_per_page=2\nacquire a 1 2\nrelease a\n", encoding="utf-8")
+    result = invoke(path, "--right", "trie:fifo", "--print")  # nothing is evicted: no policy shows
+    assert result.exit_code == 0, result.output
+    assert "no difference" in result.stdout
+
+
+def test_compare_json_is_one_document():
+    result = invoke("lru", "--right", "trie:lfu", "--json")
+    data = json.loads(result.stdout)
+    assert data["schema"] == "kvviz.compare/1"
+    assert data["sides"]["left"]["label"] == "trie:lru"  # --left defaults to the script's cache line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--left", "trie:nope", "--right", "base"], "--left: 'trie:nope': unknown policy 'nope'"),
+    (["--left", "x", "--right", "base"], "--left: 'x' is not a cache configuration"),
+    (["--right", "base:fifo"], "--right: 'base:fifo'"),
+    (["--right", "base", "--print", "--json"], "--print and --json exclude each other"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words):
+    result = invoke("lru", *args)
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_without_print_or_json_compare_opens_the_side_by_side_app(monkeypatch):
+    import kvviz.cli.compare_command
+
+    calls = []
+    monkeypatch.setattr(kvviz.cli.compare_command, "launch_diff_ui", calls.append)
+    result = invoke("lru", "--right", "trie:fifo")
+    assert result.exit_code == 1, result.output
+    assert len(calls) == 1 and isinstance(calls[0], CompareRun) and calls[0].command == "compare"
+    assert result.stdout == ""
