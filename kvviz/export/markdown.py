@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..model.policy_words import key_fields, key_value, words_for
+from ..model.view import heap_name, key_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.session import Frame, Session
 
@@ -55,6 +58,7 @@ def mermaid(frame: "Frame", session: "Session") -> str:
     lines = ["graph TD", '  n0(("root"))']
     added, touched = set(frame.diff.nodes_added), set(frame.diff.nodes_touched)
     shown = 0
+    show_key = not words_for(snap).lru  # lru's key is t<last_access> and the order of creation
     for n in snap.nodes:
         if n.parent is None:
             continue
@@ -63,7 +67,8 @@ def mermaid(frame: "Frame", session: "Session") -> str:
             lines.append(f'  more["... {len(snap.nodes) - 1 - MAX_MERMAID_NODES} more nodes"]')
             break
         label = _esc(_tokens(session, n.tokens))
-        lines.append(f'  n{n.id}["{label}<br/>page {n.page} · ref {n.ref} · t{n.last_access}"]')
+        key = f" · key {key_text(snap, n)}" if show_key else ""
+        lines.append(f'  n{n.id}["{label}<br/>page {n.page} · ref {n.ref} · t{n.last_access}{key}"]')
         lines.append(f"  n{n.parent} --> n{n.id}")
     if frame.index > 0 and frame.diff.nodes_evicted:
         before = session.frame(frame.index - 1).snapshot
@@ -123,8 +128,9 @@ def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str
     if len(snap.pages) > MAX_PAGE_ROWS:
         out.append(f"| ... | {len(snap.pages) - MAX_PAGE_ROWS} more | | | |")
     if snap.heap:
-        out += ["", "## LRU heap (array order; next victim first)", ""]
-        out += [f"{i}. node {n} (page {snap.node(n).page}), key ({snap.node(n).last_access}, {snap.node(n).seq})"
+        order = "array order" if words_for(snap).lru else f"array order, key {key_fields(snap)}"
+        out += ["", f"## {heap_name(snap)} ({order}; next victim first)", ""]
+        out += [f"{i}. node {n} (page {snap.node(n).page}), key {key_value(snap.node_key(snap.node(n)))}"
                 for i, n in enumerate(snap.heap[:32], 1)]
     fence = _fence(script)
     out += ["", "## Script", "", fence, script.rstrip("\n"), fence, ""]

@@ -15,6 +15,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ..model.policy_words import key_fields, key_phrase, key_value, words_for
+from ..model.view import heap_name, key_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.session import Frame, Session
 
@@ -50,6 +53,7 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
     # children pushed last-first so the first-created child is drawn first.
     stack = [(child, root) for child in reversed(snap.children(0))]
     shown = 0
+    show_key = not words_for(snap).lru  # lru's key is t<last_access> and the order of creation
     while stack:
         node_id, parent = stack.pop()
         shown += 1
@@ -61,15 +65,16 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
         state = "cached" if n.ref else "evictable"
         style = "green" if node_id in added else "blue" if node_id in touched else (
             "cyan" if n.ref else "magenta")
+        key = f" key {key_text(snap, n)}" if show_key else ""
         label = Text(f"[{session.vocab.label_tokens(n.tokens, limit=MAX_LABEL_TOKENS)}] page {n.page} "
-                     f"ref {n.ref} t{n.last_access} ({state}){mark}", style=style)
+                     f"ref {n.ref} t{n.last_access}{key} ({state}){mark}", style=style)
         branch = parent.add(label)
         stack.extend((child, branch) for child in reversed(snap.children(node_id)))
     evictions = frame.evictions
     if evictions:
         for e in evictions:
             root.add(Text(f"x evicted node {e.node} [{session.vocab.label_tokens(e.tokens, limit=MAX_LABEL_TOKENS)}] "
-                          f"page {e.page} (key {e.key})", style="red"))
+                          f"page {e.page} (key {key_phrase(snap, e.key)})", style="red"))
     elif diff.nodes_evicted:  # a backend without events: the diff still knows
         root.add(Text(f"x evicted nodes {', '.join(map(str, diff.nodes_evicted))} "
                       f"(pages {', '.join(map(str, diff.pages_evicted))})", style="red"))
@@ -146,20 +151,22 @@ def allocations_table(frame: "Frame", session: "Session") -> Table:
 
 
 def heap_list(frame: "Frame", session: "Session", limit: int = 16) -> Text:
-    """The eviction heap in array order, keys (last_access, seq); the next victim first."""
+    """The eviction heap in array order, keys under the snapshot's policy ((last_access, seq)
+    under lru, named in the heading otherwise); the next victim first."""
     snap = frame.snapshot
     if snap.kind == "base":
         return Text("")
     if not snap.heap:
-        return Text("LRU heap: empty (no unreferenced leaves)", style="dim")
+        return Text(f"{heap_name(snap)}: empty (no unreferenced leaves)", style="dim")
     parts = []
     for i, node_id in enumerate(snap.heap[:limit]):
         n = snap.node(node_id)
-        parts.append(f"{i}: node {node_id} page {n.page} key ({n.last_access}, {n.seq})"
+        parts.append(f"{i}: node {node_id} page {n.page} key {key_value(snap.node_key(n))}"
                      f"{'  <- next victim' if i == 0 else ''}")
     if len(snap.heap) > limit:
         parts.append(f"... {len(snap.heap) - limit} more")
-    return Text("LRU heap (array order):\n  " + "\n  ".join(parts))
+    order = "array order" if words_for(snap).lru else f"array order, key {key_fields(snap)}"
+    return Text(f"{heap_name(snap)} ({order}):\n  " + "\n  ".join(parts))
 
 
 def frame_renderable(frame: "Frame", session: "Session") -> Group:

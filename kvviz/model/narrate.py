@@ -3,8 +3,9 @@
 
 Used when a script has no narration of its own, and always as the "what happened" line:
 "acquire r2: matched 2 of 3 full pages (8 of 12 tokens); evicted page 5 [9 10 11 12],
-last used at tick 3, the oldest unreferenced leaf". :func:`describe_event` gives the one-line
-form of each event, for the event log.
+last used at tick 3, the oldest unreferenced leaf" (under lru; other policies name their key
+and why it chose the victim, see :mod:`.policy_words`). :func:`describe_event` gives the
+one-line form of each event, for the event log.
 
 One numbering everywhere: a *node* is named by its id and the physical *page* it holds
 ("node 3 (page 2)"); a position in an allocation's tokens is a *block* ("block 1"), never a
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 
 from kvcore import Snapshot
 from kvcore import events as ev
+
+from .policy_words import key_fields, key_phrase, words_for
 
 Labeler = Callable[[tuple[int, ...]], str]
 
@@ -177,7 +180,7 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
             parts.append(f"returned unpublished {_pages(e.pages)} to the free list")
         elif isinstance(e, ev.CandidateAdded) and op_kind == "release":
             parts.append(f"node {e.node} (page {e.page}) is now unreferenced and childless: an eviction "
-                         f"candidate with key {e.key}")
+                         f"candidate with key {key_phrase(after, e.key)}")
     if op_kind == "release":
         dropped = sum(isinstance(e, ev.RefDropped) for e in events)
         if dropped:
@@ -191,16 +194,19 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
                 parts.append("nothing new to share (only full pages are published, and never twice)")
         if touched is not None:
             parts.append(f"refreshed {count(len(touched.nodes), 'node')} already on its path")
+    words = words_for(after)
     for i, e in enumerate(evicted[:EVICTIONS_TOLD]):
-        why = "the oldest unreferenced leaf" if i == 0 else "the next oldest"
+        why = words.first(e.key) if i == 0 else words.next
         if e.parent_became_candidate is not None:
             why += f"; its parent node {e.parent_became_candidate} became a leaf and a candidate"
-        parts.append(f"evicted page {e.page} [{label(e.tokens)}], last used at tick {e.key[0]}, {why}")
+        # lru says when the page was last used (its key's first field); other policies name their key.
+        key = f"last used at tick {e.key[0]}" if words.lru else f"key {key_phrase(after, e.key)}"
+        parts.append(f"evicted page {e.page} [{label(e.tokens)}], {key}, {why}")
     rest = evicted[EVICTIONS_TOLD:]
     if rest:  # a trace request can evict hundreds of pages: one clause for the rest, not a page each
         pages = ", ".join(str(e.page) for e in rest[:PAGES_LISTED])
         more = f" and {len(rest) - PAGES_LISTED:,} more" if len(rest) > PAGES_LISTED else ""
-        parts.append(f"then {count(len(rest), 'more page')}, each the next oldest candidate (pages {pages}{more}); "
+        parts.append(f"then {count(len(rest), 'more page')}, {words.rest(key_fields(after))} (pages {pages}{more}); "
                      f"{count(len(evicted), 'page')} evicted in all")
     if op_kind == "extend" and not any(isinstance(e, (ev.PagesTaken, ev.Evicted)) for e in events):
         parts.append("its pages already had room")

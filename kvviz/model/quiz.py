@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from kvcore import events as ev
 
 from .narrate import count
+from .policy_words import key_fields, key_value, words_for
 from .why import why_evicted, why_short_match
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,9 +160,10 @@ def _room(view: StepView) -> Room | None:
 
 
 def _candidates(snap: "Snapshot", exclude=()) -> list:
-    """Eviction candidates (childless non-root ref-0 nodes) of ``snap``, oldest key first."""
+    """Eviction candidates (childless non-root ref-0 nodes) of ``snap``, smallest key (under its
+    policy) first."""
     out = [snap.node(n) for n in snap.heap if n not in exclude]
-    return sorted(out, key=lambda n: n.key)
+    return sorted(out, key=snap.node_key)
 
 
 def _leaf(snap: "Snapshot", node) -> bool:
@@ -226,17 +228,22 @@ def _victim_distractors(view: StepView, answer: Value) -> list[Mistake]:
     matched = set(view.matched.nodes) if view.matched else set()
     out = []
     interior = sorted((n for n in snap.nodes if n.parent is not None and n.ref == 0 and not _leaf(snap, n)),
-                      key=lambda n: n.key)
+                      key=snap.node_key)
     if interior:
         out.append(Mistake(interior[0].page,
                            "an interior node: only leaves are evicted, a parent goes after its children"))
     held = sorted((n for n in snap.nodes if n.parent is not None and n.ref > 0 and _leaf(snap, n)),
-                  key=lambda n: n.key)
+                  key=snap.node_key)
     if held:
         out.append(Mistake(held[0].page, "a leaf that is still referenced: a live allocation protects it"))
     candidates = _candidates(snap, matched)
+    words = words_for(snap)
     if candidates:
-        out.append(Mistake(candidates[-1].page, "the most recently used leaf: LRU evicts the least recently used"))
+        out.append(Mistake(candidates[-1].page, words.last_mistake))
+        if not words.lru:  # the learner who knows only lru's rule
+            oldest = min(candidates, key=lambda n: n.key)
+            out.append(Mistake(oldest.page, f"the least recently used leaf: that is lru's choice; {snap.policy} "
+                                            f"evicts by {key_fields(snap)} ({words.rule})"))
     own = [snap.node(n) for n in matched if snap.node(n).ref == 0]
     if own:
         out.append(Mistake(own[0].page, "a page this acquire matches: its own prefix is referenced, so protected"))
@@ -263,7 +270,7 @@ VICTIM = QuestionKind(
     describe=lambda x: f"page {x}",
     distractors=_victim_distractors,
     hint=lambda v: "Free pages go first; then the cache pops the eviction candidate (a childless node with ref 0) "
-                   "with the smallest key (last_access, seq). The acquire's own match is protected.",
+                   f"with the smallest key {key_fields(v.snap0)}. The acquire's own match is protected.",
     why=_victim_why,
     weight=3,
 )
@@ -279,13 +286,20 @@ def _victims_distractors(view: StepView, answer: Value) -> list[Mistake]:
     snap = view.snap0
     n = len(answer)
     matched = set(view.matched.nodes) if view.matched else set()
-    out = [Mistake(tuple(reversed(answer)), "the right pages, newest first: the heap pops the oldest key first")]
+    words = words_for(snap)
+    reverse = "newest first" if words.lru else "in reverse"
+    out = [Mistake(tuple(reversed(answer)), f"the right pages, {reverse}: the heap pops the {words.smallest} key first")]
     candidates = _candidates(snap, matched)
     out.append(Mistake(tuple(c.page for c in candidates[:n]),
                        "only the leaves that are candidates now: a parent left childless joins the heap (a cascade)"))
-    out.append(Mistake(tuple(c.page for c in sorted(candidates, key=lambda c: c.seq)[:n]),
-                       "creation order (seq) alone: a node used again moves to the back of the line"))
-    out.append(Mistake(tuple(sorted(answer)), "page-number order: the key is (last_access, seq), not the page"))
+    if words.lru:
+        out.append(Mistake(tuple(c.page for c in sorted(candidates, key=lambda c: c.seq)[:n]),
+                           "creation order (seq) alone: a node used again moves to the back of the line"))
+    else:  # the learner who knows only lru's order
+        out.append(Mistake(tuple(c.page for c in sorted(candidates, key=lambda c: c.key)[:n]),
+                           f"least recently used first: that is lru's order; {snap.policy} pops the smallest "
+                           f"{key_fields(snap)}"))
+    out.append(Mistake(tuple(sorted(answer)), f"page-number order: the key is {key_fields(snap)}, not the page"))
     return [m for m in out if len(m.value) == n]
 
 
@@ -299,10 +313,10 @@ VICTIMS = QuestionKind(
     bound=lambda v: v.snap0.page_count - 1,
     describe=lambda x: _page_list(x),
     distractors=_victims_distractors,
-    hint=lambda v: "Pop the smallest key (last_access, seq) among childless ref-0 nodes; when a node's last child "
+    hint=lambda v: f"Pop the smallest key {key_fields(v.snap0)} among childless ref-0 nodes; when a node's last child "
                    "is evicted and it has ref 0, it becomes a candidate too.",
     why=lambda v, x: (f"Each eviction pops the smallest key among the candidates at that moment: "
-                      + ", ".join(f"page {e.page} key {e.key}" for e in v.victims[:len(x)])
+                      + ", ".join(f"page {e.page} key {key_value(e.key)}" for e in v.victims[:len(x)])
                       + (" (a parent left childless joined the heap on the way)."
                          if any(e.parent_became_candidate is not None for e in v.victims[:len(x) - 1]) else ".")),
     weight=3,
@@ -417,8 +431,10 @@ def _table_distractors(view: StepView, answer: Value) -> list[Mistake]:
     taken = answer[len(old):]
     if view.victims and len(view.victims) >= 2:
         k = len(view.victims)
+        words = words_for(snap)
+        reverse = "newest first" if words.lru else "in reverse"
         out.append(Mistake(answer[:-k] + tuple(reversed(answer[-k:])),
-                           "evicted pages newest first: the oldest key is evicted (and used) first"))
+                           f"evicted pages {reverse}: the {words.smallest} key is evicted (and used) first"))
     if op.kind == "acquire" and view.matched and view.matched.matched_tokens:
         fresh = len(answer)
         if len(snap.free) >= fresh:
@@ -441,7 +457,7 @@ def _table_why(view: StepView, answer: Value) -> str:
     new = len(answer) - kept
     evicted = len(view.victims)
     return (f"{held}: {first}, then {count(new, 'new page')} in token order ({new - evicted} from the front of "
-            f"the free list, {evicted} evicted, oldest key first).")
+            f"the free list, {evicted} evicted, {words_for(view.snap0).smallest} key first).")
 
 
 TABLE = QuestionKind(
@@ -453,7 +469,8 @@ TABLE = QuestionKind(
     describe=lambda x: _page_list(x),
     distractors=_table_distractors,
     hint=lambda v: "Matched pages first (shared, in token order), then free pages from the front of the free list, "
-                   "then evicted pages, oldest key first; publish swaps a duplicate for the cached page.",
+                   f"then evicted pages, {words_for(v.snap0).smallest} key first; publish swaps a duplicate for the "
+                   "cached page.",
     why=lambda v, x: _table_why(v, x),
     weight=2,
 )

@@ -17,9 +17,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kvcore import KEY_FIELDS
 from kvcore import events as ev
 
+from .policy_words import key_fields  # noqa: F401 - re-exported: the heap view names its key by it
 from .vocab import Vocabulary
 from .why import Answer, page_status, why_evicted, why_short_match
 
@@ -180,11 +180,6 @@ def heap_name(snapshot) -> str:
     """The heap named after the snapshot's eviction policy: "LRU heap", "LFU heap", "Priority heap"."""
     policy = getattr(snapshot, "policy", "lru")
     return f"{policy.upper() if len(policy) <= 4 else policy.capitalize()} heap"
-
-
-def key_fields(snapshot) -> str:
-    """The names of the policy's eviction key, as the heap view's header shows them: "(last_access, seq)"."""
-    return "(" + ", ".join(KEY_FIELDS[getattr(snapshot, "policy", "lru")]) + ")"
 
 
 def key_text(snapshot, node) -> str:

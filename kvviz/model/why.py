@@ -15,6 +15,7 @@ from kvcore import events as ev
 from kvcore.snapshot import FreePages
 
 from .narrate import TOKENS, Units, count, match_stop
+from .policy_words import key_phrase, key_value, words_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
@@ -80,25 +81,29 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
                               f"never evicted; it returns to the free list when {name} is released, or joins "
                               f"the trie if {name} publishes it once full.",), None, (page,))
     node = snap.node_for_page(page)
-    lines = [f"It is cached {at}: node {node.id} holds [{label(node.tokens)}] with key {node.key} "
-             f"(last used at tick {node.last_access}; seq {node.seq}, its creation order, breaks ties)."]
+    words = words_for(snap)
+    key = snap.node_key(node)
+    lines = [f"It is cached {at}: node {node.id} holds [{label(node.tokens)}] with key {key_phrase(snap, key)} "
+             f"({words.gloss(key)})."]
     if node.ref:
         holders = _holders(snap).get(page, [])
         who = f"{holders[0]} is" if len(holders) == 1 else "they are"
         lines.append(f"It is protected: ref {node.ref}, on the published path of {_listed(holders)}. A "
                      f"referenced node is never evicted; it becomes evictable when {who} released.")
     elif node.id in snap.heap:
-        ranked = sorted(snap.heap, key=lambda n: snap.node(n).key)
+        ranked = sorted(snap.heap, key=lambda n: snap.node_key(snap.node(n)))
         rank = ranked.index(node.id) + 1
+        rule = "" if words.lru else f" ({snap.policy}: {words.rule})"
         if rank == 1:
-            lines.append(f"It is evictable and the next victim: the oldest key of the "
-                         f"{count(len(ranked), 'eviction candidate')} in the heap. The next acquire that needs "
+            lines.append(f"It is evictable and the next victim: the {words.smallest} key of the "
+                         f"{count(len(ranked), 'eviction candidate')} in the heap{rule}. The next acquire that needs "
                          f"more than the {count(snap.free_count, 'free page')} takes its page first.")
         else:
             first = snap.node(ranked[0])
-            lines.append(f"It is evictable: eviction candidate {rank:,} of {len(ranked):,} in the heap, oldest key "
-                         f"first; {count(rank - 1, 'candidate')} with older keys go before it (the next victim is "
-                         f"node {first.id} (page {first.page}) key {first.key}).")
+            lines.append(f"It is evictable: eviction candidate {rank:,} of {len(ranked):,} in the heap, "
+                         f"{words.smallest} key first{rule}; {count(rank - 1, 'candidate')} with {words.smaller} keys "
+                         f"go before it (the next victim is node {first.id} (page {first.page}) key "
+                         f"{key_phrase(snap, snap.node_key(first))}).")
     else:
         lines.extend(_interior_lines(snap, node))
     return Answer(title, tuple(lines), None, (page,), (node.id,))
@@ -143,7 +148,7 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     frame = session.frame(step)
     before = session.frame(step - 1).snapshot
     label = session.label_tokens
-    keys = {n.id: (n.last_access, n.seq) for n in before.nodes}
+    keys = {n.id: before.node_key(n) for n in before.nodes}
     pages_of = {n.id: n.page for n in before.nodes}
     tokens_of = {n.id: n.tokens for n in before.nodes}
     candidates = {n: keys[n] for n in before.heap}
@@ -170,17 +175,19 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
             evicted_earlier.add(e.node)
     assert victim is not None, "the why-index pointed at a step without this eviction"
     free_before = before.free_count
+    words = words_for(before)
     lines = [
         f"Step {step}: `{_op_text(session, step)}` needed pages; the free list had {free_before}, "
-        f"so the cache evicted the least recently used unreferenced leaf.",
-        f"Page {page} held node {victim.node} [{label(victim.tokens)}] with key {victim.key} "
-        f"(last used at tick {victim.key[0]}; seq {victim.key[1]}, its creation order, breaks ties).",
-        "Candidates at that moment (childless, ref 0), oldest first:",
+        f"so the cache evicted {words.victim(victim.key)}.",
+        f"Page {page} held node {victim.node} [{label(victim.tokens)}] with key {key_phrase(before, victim.key)} "
+        f"({words.gloss(victim.key)}).",
+        f"Candidates at that moment (childless, ref 0), {words.smallest_first()}:",
     ]
     ordered = sorted(candidates.items(), key=lambda kv: kv[1])
     for node, key in ordered[:MAX_LISTED]:
         mark = "  <- evicted" if node == victim.node else ""
-        lines.append(f"  node {node} page {pages_of.get(node)} [{label(tokens_of.get(node, ()))}] key {key}{mark}")
+        lines.append(f"  node {node} page {pages_of.get(node)} [{label(tokens_of.get(node, ()))}] "
+                     f"key {key_value(key)}{mark}")
     if len(ordered) > MAX_LISTED:
         lines.append(f"  ... and {len(ordered) - MAX_LISTED} more")
     holders = _holders(before)
@@ -255,8 +262,8 @@ def why_short_match(session: "Session", frame_index: int, name: str, units: Unit
         lines.append(f"Block {k} [{label(block)}] was cached as node {node} under {where} at step {created} "
                      f"(`{_op_text(session, created)}`).")
         if evicted is not None and evicted < step:
-            lines.append(f"It was evicted at step {evicted} (`{_op_text(session, evicted)}`): it was the least "
-                         f"recently used unreferenced leaf then. Ask why page for details.")
+            lines.append(f"It was evicted at step {evicted} (`{_op_text(session, evicted)}`): it was "
+                         f"{words_for(frame.snapshot).victim_then} then. Ask why page for details.")
             return Answer(title, tuple(lines), step, tuple(matched.pages), (node,))
     before = session.frame(step - 1).snapshot
     elsewhere = [n for n in before.nodes if n.tokens == block and n.parent != parent]

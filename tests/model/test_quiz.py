@@ -20,7 +20,7 @@ from kvviz.demos import demo_names, load_demo
 from kvviz.model import quiz as quiz_module
 from kvviz.model.generate import LEVELS, generate
 from kvviz.model.quiz import KINDS, AnswerError, StepView, Tally, feedback, questions, questions_at
-from kvviz.model.scenario import parse_scenario
+from kvviz.model.scenario import POLICIES, parse_scenario
 from kvviz.model.session import Session
 
 
@@ -61,16 +61,29 @@ def _demand(snap, op):
     return max(0, _ceil(len(tokens) + op.extra, tpp) - len(mine.pages)), set()
 
 
+#: Each policy's key, written here from DESIGN.md's table (not kvcore's code).
+_KEYS = {
+    "lru": lambda n: (n.last_access, n.seq),
+    "fifo": lambda n: (n.seq,),
+    "lfu": lambda n: (n.hits, n.last_access, n.seq),
+    "mru": lambda n: (-n.last_access, n.seq),
+    "filo": lambda n: (-n.seq,),
+    "slru": lambda n: (0 if n.hits < 2 else 1, n.last_access, n.seq),
+    "priority": lambda n: (n.priority, n.last_access, n.seq),
+}
+
+
 def _eviction_order(snap, protected, count):
-    """The first ``count`` victims, by simulating LRU on ``snap``: pop the smallest
-    (last_access, seq) among childless ref-0 nodes, a parent joining when left childless."""
+    """The first ``count`` victims, by simulating the snapshot's policy on ``snap`` (LRU:
+    pop the smallest (last_access, seq)) among childless ref-0 nodes, a parent joining when
+    left childless."""
     alive = {n.id: n for n in snap.nodes if n.parent is not None}
     kids = Counter(n.parent for n in alive.values())
     order = []
     for _ in range(count):
         candidates = [n for n in alive.values() if kids[n.id] == 0 and _refs(snap, n) == 0
                       and n.id not in protected]
-        victim = min(candidates, key=lambda n: (n.last_access, n.seq))
+        victim = min(candidates, key=_KEYS[snap.policy])
         order.append(victim)
         del alive[victim.id]
         kids[victim.parent] -= 1
@@ -131,11 +144,14 @@ def _demo_sessions():
         yield name, Session.from_scenario(scenario)
 
 
-def _random_sessions(n):
+def _random_sessions(n, policy="lru"):
     levels = tuple(LEVELS)
     for i in range(n):
         level = levels[i % len(levels)]
-        yield f"{level}/{i}", Session.from_scenario(parse_scenario(generate(i, level)))
+        scenario = parse_scenario(generate(i, level))
+        if policy != scenario.config.policy:
+            scenario = dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, policy=policy))
+        yield f"{level}/{i}" + ("" if policy == "lru" else f"/{policy}"), Session.from_scenario(scenario)
 
 
 def _check_session(label, session, seen: Counter) -> None:
@@ -166,6 +182,16 @@ def test_every_question_on_every_demo_is_answered_right_with_wrong_distractors()
     for label, session in _demo_sessions():
         _check_session(label, session, seen)
     assert seen, "the demos gave no question at all"
+
+
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p != "lru"])
+def test_every_question_under_every_policy_is_answered_right_with_wrong_distractors(policy):
+    """The random scenarios again, each under another eviction policy: the victims, block
+    tables and distractors follow the policy's key, not lru's."""
+    seen = Counter()
+    for label, session in _random_sessions(60, policy):
+        _check_session(label, session, seen)
+    assert seen["victim"] >= 5 and seen["victims"] >= 1, seen
 
 
 def test_every_question_on_500_random_scenarios_is_answered_right_with_wrong_distractors():
