@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The pseudo-code pane's data: algorithms a learner can read, a table that maps every
+sub-step kind of the contract to lines that exist, every line reachable, and buggy variants
+that differ from ours exactly where they say.
+
+The contract (SUBSTEPS.md, issue 12) is written out here on its own, not read from the
+module under test, so a kind the table forgets fails. Pure and fast: the demos' own
+sub-steps are checked in test_pseudocode_substeps.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvviz.demos import demo_names
+from kvviz.model import pseudocode as pc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# SUBSTEPS.md's table: kind -> the ops it occurs in, on the trie cache ("refused" is the
+# sub-step substeps.py adds for an op refused before anything happened: every op).
+ALL = ("acquire", "publish", "extend", "release")
+TRIE_CONTRACT = {
+    "start": ALL, "refused": ALL, "walk": ("acquire",), "stop": ("acquire",), "match": ("acquire",),
+    "unheap": ("acquire", "publish"), "uncandidate": ("acquire", "publish"), "ref": ("acquire", "publish"),
+    "touch": ("acquire", "publish"), "take": ("acquire", "extend"), "pop": ("acquire", "extend"),
+    "swap": ALL, "evict": ("acquire", "extend"), "candidate": ("acquire", "extend", "release"),
+    "push": ("release",), "create": ("publish",), "dedup": ("publish",), "free": ("publish", "release"),
+    "unref": ("release",), "release": ("release",), "fail": ("acquire", "extend"),
+}
+# What the base cache reports (kvcore/base.py): no walk, no heap, no nodes.
+BASE_CONTRACT = {
+    "start": ALL, "refused": ALL, "match": ("acquire",), "take": ("acquire", "extend"),
+    "fail": ("acquire", "extend"), "free": ("release",), "release": ("release",),
+}
+SHORTFIN_CALLS = {"acquire": ("lookup", "allocate"), "publish": ("publish_pages_for_tokens",),
+                  "extend": ("allocate",), "release": ("release_pages", "free_allocated_pages")}
+# Contexts a sub-step may carry that change its lines (substeps.py's _Words gives them).
+CONTEXTS = ({}, {"direction": "up"}, {"direction": "down"}, {"after": "unheap"}, {"after": "pop"},
+            {"after": "push"}, {"cascade": True}, {"cascade": False})
+
+
+def _pairs(contract):
+    return [(op, kind) for kind, ops in contract.items() for op in ops]
+
+
+# -- the algorithms ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(pc.ALGORITHMS))
+def test_every_algorithm_is_10_to_25_readable_lines(name):
+    algo = pc.ALGORITHMS[name]
+    assert algo.name == name and algo.title and algo.source
+    assert 10 <= len(algo.lines) <= 25, len(algo.lines)
+    assert [line.number for line in algo.lines] == list(range(1, len(algo.lines) + 1))
+    for line in algo.lines:
+        assert line.text.strip() and len(line.text) <= 76, line  # fits the pane beside the views
+        assert "@" not in line.text and line.text == line.text.rstrip()
+
+
+@pytest.mark.parametrize("name", sorted(pc.ALGORITHMS))
+def test_anchors_are_unique_in_each_algorithm(name):
+    anchors = [line.anchor for line in pc.ALGORITHMS[name].lines]
+    assert len(anchors) == len(set(anchors)) and all(re.fullmatch(r"[a-z_?-]+", a) for a in anchors)
+
+
+def test_a_block_with_a_repeated_or_missing_anchor_is_refused_at_import():
+    with pytest.raises(ValueError, match="twice"):
+        pc._parse("x", "t", "s", "a  @one\nb  @one")
+    with pytest.raises(ValueError, match="no anchor"):
+        pc._parse("x", "t", "s", "a  @one\nb")
+
+
+def test_the_sources_named_are_real_files():
+    for algo in pc.ALGORITHMS.values():
+        for path in re.findall(r"[\w/]+\.py", algo.source):
+            candidates = [ROOT / path, ROOT / "kvcore" / path]
+            assert any(p.is_file() for p in candidates), (algo.name, path)
+
+
+# -- the table --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cache", "contract"), [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT)])
+def test_every_kind_of_the_contract_maps_to_existing_lines_in_every_op(cache, contract):
+    for op, kind in _pairs(contract):
+        for context in CONTEXTS:
+            algorithm, lines = pc.lines_for(op, kind, cache_kind=cache, context=context)
+            algo = pc.ALGORITHMS[algorithm]
+            assert lines and all(1 <= n <= len(algo.lines) for n in lines), (op, kind, context)
+            assert not any(algo.lines[n - 1].structural for n in lines), (op, kind, context)
+
+
+def test_every_shortfin_call_maps_to_its_own_line():
+    seen = set()
+    for op, calls in SHORTFIN_CALLS.items():
+        for call in calls:
+            for cache in ("trie", "shortfin"):  # a call is shortfin's whatever the snapshot's kind
+                algorithm, lines = pc.lines_for(op, "call", cache_kind=cache, context={"call": call})
+                assert algorithm == "shortfin" and len(lines) == 1
+                assert call in pc.ALGORITHMS["shortfin"].lines[lines[0] - 1].text
+            seen.add((op, lines[0]))
+        assert pc.lines_for(op, "start", cache_kind="shortfin")[0] == "shortfin"
+    assert len(seen) == sum(map(len, SHORTFIN_CALLS.values()))  # no two calls share a line
+
+
+def test_eviction_inside_acquire_and_extend_is_the_evict_algorithm_with_its_caller():
+    for op in ("acquire", "extend"):
+        for kind, context in (("pop", {}), ("evict", {}), ("candidate", {}), ("swap", {"after": "pop"})):
+            assert pc.lines_for(op, kind, context=context)[0] == "evict"
+            (outer, calls), inner = pc.call_stack(op, kind, context=context)
+            assert outer == op and inner == pc.lines_for(op, kind, context=context)
+            assert [pc.ALGORITHMS[op].lines[n - 1].calls for n in calls] == ["evict"]
+    assert pc.call_stack("release", "candidate") == (pc.lines_for("release", "candidate"),)
+    assert pc.call_stack("acquire", "take", cache_kind="base") == (("base", pc.ALGORITHMS["base"].numbers("take")),)
+
+
+def test_the_context_picks_the_branch_that_ran():
+    evict = pc.ALGORITHMS["evict"]
+    assert pc.lines_for("acquire", "pop", context={"cascade": True})[1] == evict.numbers("top", "leaf?", "replace-top")
+    assert pc.lines_for("acquire", "pop", context={"cascade": False})[1] == evict.numbers("top", "pop")
+    # A swap after acquire's removal is acquire's line; after a pop, eviction's sift down.
+    assert pc.lines_for("acquire", "swap", context={"after": "unheap"}) == ("acquire", pc.ALGORITHMS[
+        "acquire"].numbers("swap"))
+    assert pc.lines_for("acquire", "swap", context={"direction": "up"})[0] == "acquire"  # evictions sift down only
+    assert pc.lines_for("acquire", "swap", context={"after": "pop", "direction": "down"})[0] == "evict"
+    assert pc.lines_for("release", "swap", context={"direction": "up"}) == (
+        "release", pc.ALGORITHMS["release"].numbers("sift-compare", "swap"))
+
+
+def test_a_cache_without_pseudocode_gets_no_lines_and_an_impossible_pair_is_an_error():
+    assert pc.lines_for("acquire", "take", cache_kind="hash") == pc.NO_LINES
+    assert pc.call_stack("acquire", "take", cache_kind="hash") == ()
+    with pytest.raises(KeyError, match="walk"):
+        pc.lines_for("release", "walk")
+    with pytest.raises(KeyError):
+        pc.lines_for("acquire", "walk", cache_kind="base")  # the base cache never walks
+
+
+def test_the_table_knows_exactly_the_kinds_of_the_contract():
+    assert {key[2] for key in pc.SUBSTEP_LINES} == set(TRIE_CONTRACT) | {"call"}
+
+
+def _reachable() -> dict[str, set[int]]:
+    lit: dict[str, set[int]] = {name: set() for name in pc.ALGORITHMS}
+    contracts = [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT)]
+    for cache, contract in contracts:
+        for op, kind in _pairs(contract):
+            for context in CONTEXTS:
+                for algorithm, lines in pc.call_stack(op, kind, cache_kind=cache, context=context):
+                    lit[algorithm].update(lines)
+    for op, calls in SHORTFIN_CALLS.items():
+        for kind, context in [("start", {})] + [("call", {"call": c}) for c in calls]:
+            for algorithm, lines in pc.call_stack(op, kind, cache_kind="shortfin", context=context):
+                lit[algorithm].update(lines)
+    return lit
+
+
+def test_every_line_is_lit_by_some_substep_or_is_marked_structural():
+    lit = _reachable()
+    for name, algo in pc.ALGORITHMS.items():
+        for line in algo.lines:
+            assert (line.number in lit[name]) != line.structural, (name, line)
+
+
+# -- the bug museum ---------------------------------------------------------------------------
+
+
+def _bugs_md() -> str | None:
+    for path in (ROOT.parent / "shared" / "BUGS.md", ROOT / "shared" / "BUGS.md"):
+        if path.is_file():
+            return path.read_text()
+    return None
+
+
+@pytest.mark.parametrize("bug", sorted(pc.VARIANTS))
+def test_each_buggy_variant_differs_from_ours_exactly_on_its_marked_lines(bug):
+    v = pc.VARIANTS[bug]
+    assert v.bug == bug and v.description == pc.BUGS[bug].description
+    assert v.ours == pc.ALGORITHMS[v.algorithm].texts() and len(v.theirs) == len(v.ours)
+    differ = tuple(i + 1 for i, (a, b) in enumerate(zip(v.ours, v.theirs)) if a != b)
+    assert differ and v.ours_differ == differ == v.theirs_differ
+    for n in differ:  # a replacement keeps our indentation, so the two columns line up
+        if v.theirs[n - 1]:
+            indent = len(v.ours[n - 1]) - len(v.ours[n - 1].lstrip())
+            assert len(v.theirs[n - 1]) - len(v.theirs[n - 1].lstrip()) == indent
+            assert len(v.theirs[n - 1]) <= 80
+
+
+def test_every_bug_museum_demo_has_a_variant_or_says_why_not():
+    museum = [n for n in demo_names() if n.startswith(("bug-", "shortfin-"))]
+    assert len(museum) >= 15
+    for name in museum:
+        bug = pc.demo_bug(name)
+        assert bug in pc.BUGS, name
+        assert (bug in pc.VARIANTS) != (bug in pc.NO_VARIANT), name
+        assert pc.buggy_variant(name) is pc.VARIANTS.get(bug)
+    assert not set(pc.VARIANTS) & set(pc.NO_VARIANT) and set(pc.VARIANTS) | set(pc.NO_VARIANT) == set(pc.BUGS)
+
+
+def test_demo_names_map_to_bug_ids_however_they_are_spelled():
+    assert pc.demo_bug("bug-b4b-root-ref") == "B4b"
+    assert pc.demo_bug("demos/shortfin-b9-lookup-no-ref.kvs") == "B9"
+    assert pc.demo_bug("bug-s2-unlocked-node.kvs") == "S2"
+    assert pc.demo_bug("lru") is None and pc.buggy_variant("eviction-cascade") is None
+    assert pc.demo_bug("bug-b99-nothing") is None
+    assert pc.buggy_variant("bug-b12-extend-self") is None  # BUGS.md gives only its effect
+
+
+def test_the_bug_descriptions_are_bugs_md_words():
+    text = _bugs_md()
+    if text is None:
+        pytest.skip("BUGS.md (the shared folder beside the checkout) is not here")
+    rows = dict(re.findall(r"^\| (\w+) \| (.+?) \|", text, flags=re.M))
+    rows.pop("id", None)
+    assert {b: d.description for b, d in pc.BUGS.items()} == rows
