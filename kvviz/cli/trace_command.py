@@ -216,21 +216,26 @@ def _sweep_table(trace: Trace, results: Sequence[ReplayResult], unlimited: Repla
 
 
 def _choices_table(trace: Trace, curves: Sequence[SweepCurve]) -> Table:
-    """Rows: capacities (then unlimited); a hit-rate column per choice."""
+    """Rows: capacities (then unlimited); a hit-rate column per choice.
+
+    Compact (headings on two lines, no rules between columns) so that every policy and both
+    designs, 8 columns, fit 80 columns without a cell cut short.
+    """
+    from rich import box
+
     first = curves[0]
-    table = Table(title=f"Hit rate vs capacity by choice: {trace.name} ({first.unlimited.requests:,} requests)",
-                  title_justify="left")
+    table = Table(title=f"Token hit rate vs capacity by choice: {trace.name} ({first.unlimited.requests:,} "
+                        f"requests)", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+                  pad_edge=False)
     table.add_column("capacity", justify="right", no_wrap=True)
-    table.add_column("pages", justify="right", no_wrap=True)
     for curve in curves:
-        table.add_column(choice_label(curve.unlimited), justify="right", no_wrap=True)
-    table.caption = ("token hit rate = prompt tokens served from the cache; each column is one replay per "
-                     "capacity (--json has every figure of each)")
+        table.add_column(choice_label(curve.unlimited).replace(" ", "\n"), justify="right", no_wrap=True,
+                         min_width=len("100.0%"))
+    table.caption = "capacity in tokens; hit rate = prompt tokens from the cache"
     for row, result in enumerate((*first.results, first.unlimited)):
-        cells = [_capacity_label(result), f"{result.page_count:,}"]
+        cells = [_capacity_label(result)]
         for curve in curves:
-            measured = (*curve.results, curve.unlimited)[row]
-            cells.append(percent(measured.token_hit_rate))
+            cells.append(percent((*curve.results, curve.unlimited)[row].token_hit_rate))
         table.add_row(*cells)
     return table
 
