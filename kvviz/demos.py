@@ -28,8 +28,9 @@ def demo_dir() -> Path:
 # prefix cache is for (sharing, and what no sharing costs); what "published" means (only
 # published pages are shared, and two copies of one prefix become one); what protects a page
 # (references); what happens when the pool is full (LRU eviction, leaves first, and why the
-# order must be total); then requests that grow while decoding, and a chat that puts it all
-# together. The only place the order is written down.
+# order must be total); what other eviction policies choose instead (the same requests under
+# lru, lfu, fifo and slru; a priority that pins a system prompt); then requests that grow
+# while decoding, and a chat that puts it all together. The only place the order is written down.
 LESSONS = (
     "prefix-sharing",       # start here: one system prompt, many requests, pages computed once
     "base-vs-trie",         # the same requests without sharing: what the trie saves
@@ -39,6 +40,8 @@ LESSONS = (
     "lru",                  # who is evicted when the pool is full, and why
     "eviction-cascade",     # only leaves go: a chain is peeled from the leaves inward
     "heap-ties",            # why the eviction order must be total: (last_access, seq)
+    "policies",             # the same requests under lru, lfu, fifo and slru: four different victims
+    "priority",             # policy=priority: a pinned system prompt outlives newer idle requests
     "extend",               # decode growth: extra slots, extend, running out of room
     "multi-turn-chat",      # every turn reuses the whole conversation: all of it at once
 )
