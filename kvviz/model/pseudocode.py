@@ -23,8 +23,9 @@ Algorithms (:data:`ALGORITHMS`):
 ``base``       the base cache (no sharing): its acquire, publish and release in one short
                algorithm, since the trie's lines (walk, heap, nodes) do not apply to it
 ``shortfin``   the shortfin backend's calls into shortfin 3.9.0 (lookup, allocate,
-               publish_pages_for_tokens, release_pages, free_allocated_pages): its
-               sub-steps are those calls, observed between them
+               publish_pages_for_tokens, release_pages, free_allocated_pages) and kvviz's
+               record of the handle shortfin returns: its sub-steps are those calls,
+               observed between them
 =============  ============================================================================
 
 The heap's sifts are lines of the algorithms that cause them (the remove in ``acquire``
@@ -246,20 +247,24 @@ def release(allocation):                                        @release
 """)
 
 _SHORTFIN = _block("""
-def acquire(tokens, extra=0):             # extra token slots  @acquire
+def acquire(name, tokens, extra=0):       # extra token slots  @acquire
     info = cache.lookup(tokens)           # full pages; no ref  @lookup
     rest = tokens[info.num_tokens:]                             @~rest
     block = pages_for(len(rest) + extra) if extra else 0        @~block
     info = cache.allocate(rest, info, block)  # evicts if short  @allocate
-def publish(allocation, tokens=None):                           @publish
-    info = cache.publish_pages_for_tokens(info)  # nodes, ref moved  @publish_pages_for_tokens
-def extend(allocation, tokens, extra=0):                        @extend
+    handles[name] = info                  # kvviz's record      @acquire-record
+def publish(name, tokens=None):                                 @publish
+    info = cache.publish_pages_for_tokens(handles[name])  # ref moves  @publish_pages_for_tokens
+    handles[name] = info                  # kvviz's record      @publish-record
+def extend(name, tokens, extra=0):                              @extend
     needed = pages_for(len(tokens) + extra) - len(info.pages)   @~needed
     if needed <= 0: info.tokens = tokens; return  # no call     @~room
     info = cache.allocate(new tokens, info, needed)  # evicts if short  @extend-allocate
-def release(allocation):                                        @release
-    cache.release_pages(info)             # ref -1 on its last node  @release_pages
+    handles[name] = info                  # kvviz's record      @extend-record
+def release(name):                                              @release
+    cache.release_pages(handles[name])    # ref -1 on its last node  @release_pages
     cache.free_allocated_pages(its unpublished pages)           @free_allocated_pages
+    del handles[name]                     # kvviz's record      @release-record
 """)
 
 ALGORITHMS: Mapping[str, Algorithm] = {a.name: a for a in (
@@ -305,11 +310,14 @@ def algorithm_for(op_kind: str, cache_kind: str = "trie") -> str:
 # qualifier tells apart what one (op, kind) pair can be (see _qualifier); "" when it cannot.
 _Key = tuple[str, str, str, str]
 _OPS = ("acquire", "publish", "extend", "release")
-_SHORTFIN_CALLS = {  # op -> (call, anchor), in the order the backend makes them
-    "acquire": (("lookup", "lookup"), ("allocate", "allocate")),
-    "publish": (("publish_pages_for_tokens", "publish_pages_for_tokens"),),
-    "extend": (("allocate", "extend-allocate"),),
-    "release": (("release_pages", "release_pages"), ("free_allocated_pages", "free_allocated_pages")),
+# op -> (call, anchor), in the order the backend makes them; "record" is not shortfin's but
+# kvviz's adapter keeping the handle shortfin returned (substeps.py's last sub-step).
+_SHORTFIN_CALLS = {
+    "acquire": (("lookup", "lookup"), ("allocate", "allocate"), ("record", "acquire-record")),
+    "publish": (("publish_pages_for_tokens", "publish_pages_for_tokens"), ("record", "publish-record")),
+    "extend": (("allocate", "extend-allocate"), ("record", "extend-record")),
+    "release": (("release_pages", "release_pages"), ("free_allocated_pages", "free_allocated_pages"),
+                ("record", "release-record")),
 }
 
 
@@ -426,11 +434,19 @@ def call_stack(op_kind: str, substep_kind: str, *, cache_kind: str = "trie",
     inner = lines_for(op_kind, substep_kind, cache_kind=cache_kind, context=context)
     if inner == NO_LINES:
         return ()
-    outer = algorithm_for(op_kind, "shortfin" if substep_kind == "call" else cache_kind)
-    if inner[0] == outer:
-        return (inner,)
-    callers = tuple(line.number for line in ALGORITHMS[outer].lines if line.calls == inner[0])
-    return ((outer, callers), inner)
+    outer = caller(op_kind, inner[0], cache_kind="shortfin" if substep_kind == "call" else cache_kind)
+    return (inner,) if outer is None else (outer, inner)
+
+
+def caller(op_kind: str, algorithm: str, *, cache_kind: str = "trie") -> tuple[str, tuple[int, ...]] | None:
+    """The frame below which ``algorithm`` runs in an ``op_kind`` op: the op's algorithm
+    and its lines that call ``algorithm`` (acquire's ``evict(...)`` line for an eviction),
+    or None when ``algorithm`` is the op's own. Works from a built sub-step's
+    ``algorithm`` alone (``SubStep`` keeps no context)."""
+    outer = algorithm_for(op_kind, cache_kind)
+    if not outer or algorithm == outer:
+        return None
+    return outer, tuple(line.number for line in ALGORITHMS[outer].lines if line.calls == algorithm)
 
 
 # -- the bug museum: buggy code beside ours ---------------------------------------------------

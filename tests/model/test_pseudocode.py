@@ -36,8 +36,9 @@ BASE_CONTRACT = {
     "start": ALL, "refused": ALL, "match": ("acquire",), "take": ("acquire", "extend"),
     "fail": ("acquire", "extend"), "free": ("release",), "release": ("release",),
 }
-SHORTFIN_CALLS = {"acquire": ("lookup", "allocate"), "publish": ("publish_pages_for_tokens",),
-                  "extend": ("allocate",), "release": ("release_pages", "free_allocated_pages")}
+# The shortfin backend's calls per op, and "record": kvviz's adapter keeping the result.
+SHORTFIN_CALLS = {"acquire": ("lookup", "allocate", "record"), "publish": ("publish_pages_for_tokens", "record"),
+                  "extend": ("allocate", "record"), "release": ("release_pages", "free_allocated_pages", "record")}
 # Contexts a sub-step may carry that change its lines (substeps.py's _Words gives them).
 CONTEXTS = ({}, {"direction": "up"}, {"direction": "down"}, {"after": "unheap"}, {"after": "pop"},
             {"after": "push"}, {"cascade": True}, {"cascade": False})
@@ -101,7 +102,8 @@ def test_every_shortfin_call_maps_to_its_own_line():
             for cache in ("trie", "shortfin"):  # a call is shortfin's whatever the snapshot's kind
                 algorithm, lines = pc.lines_for(op, "call", cache_kind=cache, context={"call": call})
                 assert algorithm == "shortfin" and len(lines) == 1
-                assert call in pc.ALGORITHMS["shortfin"].lines[lines[0] - 1].text
+                text = pc.ALGORITHMS["shortfin"].lines[lines[0] - 1].text
+                assert (f"cache.{call}(" in text) if call != "record" else ("handles[name]" in text)
             seen.add((op, lines[0]))
         assert pc.lines_for(op, "start", cache_kind="shortfin")[0] == "shortfin"
     assert len(seen) == sum(map(len, SHORTFIN_CALLS.values()))  # no two calls share a line
@@ -115,6 +117,8 @@ def test_eviction_inside_acquire_and_extend_is_the_evict_algorithm_with_its_call
             assert outer == op and inner == pc.lines_for(op, kind, context=context)
             assert [pc.ALGORITHMS[op].lines[n - 1].calls for n in calls] == ["evict"]
     assert pc.call_stack("release", "candidate") == (pc.lines_for("release", "candidate"),)
+    assert pc.caller("extend", "evict") == ("extend", pc.ALGORITHMS["extend"].numbers("evict-call"))
+    assert pc.caller("acquire", "acquire") is None and pc.caller("acquire", "base", cache_kind="base") is None
     assert pc.call_stack("acquire", "take", cache_kind="base") == (("base", pc.ALGORITHMS["base"].numbers("take")),)
 
 
