@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from kvcore import Snapshot
 from kvcore import events as ev
 
-from .policy_words import key_fields, key_phrase, words_for
+from .policy_words import key_fields, key_phrase, key_value, words_for
 
 Labeler = Callable[[tuple[int, ...]], str]
 
@@ -126,13 +126,13 @@ def describe_event(event, label: Labeler = default_labeler, tokens: Sequence[int
     if isinstance(event, ev.Touched):
         return f"touched {_nodes(event.nodes)}: last_access = {event.tick}"
     if isinstance(event, ev.CandidateAdded):
-        return f"heap + node {event.node} (page {event.page}) key {event.key}"
+        return f"heap + node {event.node} (page {event.page}) key {key_value(event.key)}"
     if isinstance(event, ev.CandidateRemoved):
         return f"heap - node {event.node} (page {event.page}): {event.reason}"
     if isinstance(event, ev.PagesTaken):
         return f"took {_pages(event.pages)} from the free list"
     if isinstance(event, ev.Evicted):
-        return f"evicted node {event.node} (page {event.page}) [{label(event.tokens)}] key {event.key}"
+        return f"evicted node {event.node} (page {event.page}) [{label(event.tokens)}] key {key_value(event.key)}"
     if isinstance(event, ev.NodeCreated):
         parent = "the root" if not event.parent else f"node {event.parent}"
         return f"new node {event.node} (page {event.page}) under {parent}: [{label(event.tokens)}]"

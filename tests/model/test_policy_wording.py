@@ -16,8 +16,10 @@ import random
 import pytest
 
 import kvcore
+from kvcore import events as ev
 from kvviz.export.markdown import frame_markdown
 from kvviz.export.text import frame_text
+from kvviz.model.narrate import describe_event
 from kvviz.model.policy_words import WORDS, key_fields, key_phrase, words_for
 from kvviz.model.quiz import KINDS, StepView, questions_at
 from kvviz.model.scenario import parse_scenario
@@ -202,3 +204,11 @@ def test_a_base_cache_is_worded_as_lru():
     scenario = parse_scenario(RACE.format(policy="lfu"))
     base = dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, kind="base", pages=8))
     assert words_for(Session.from_scenario(base).last.snapshot).lru
+
+
+def test_the_event_log_writes_a_one_field_key_without_a_trailing_comma():
+    session = race("fifo")
+    evicted = session.frame(EVICTING).evictions[0]
+    assert describe_event(evicted).endswith("[1 2 3 4] key (1)")
+    added = next(e for e in session.frame(3).events if isinstance(e, ev.CandidateAdded))
+    assert describe_event(added) == "heap + node 1 (page 0) key (1)"

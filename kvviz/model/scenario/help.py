@@ -96,7 +96,8 @@ Header (before the first op)
                            P is the trie's eviction policy: lru (default), fifo,
                            lfu, mru, filo, slru or priority (evicted first: the
                            least recent, oldest, least hit, most recent, newest,
-                           least recent seen once, least recent of lowest priority);
+                           least recent of those hit fewer than twice, least
+                           recent of lowest priority);
                            page_size= and tpp= mean tokens_per_page=;
                            pages 1..{MAX_PAGES:,}, tokens_per_page 1..{MAX_TOKENS_PER_PAGE:,}.
   Without a cache line: cache trie pages=8 tokens_per_page=4.
