@@ -35,7 +35,11 @@ their own: each sift has one caller, and the lines sit where the learner is read
 :func:`lines_for` says which lines produced a sub-step; eviction's sub-steps inside an
 acquire or an extend are in ``evict``, and :func:`call_stack` also gives the caller's line
 (the pane switches algorithms like a call stack). :func:`buggy_variant` gives, for a
-bug-museum demo, the buggy code beside ours (:class:`Variant`).
+bug-museum demo, the buggy code beside ours (:class:`Variant`): every bug of BUGS.md whose
+buggy code it (with the demo's narration) describes has one; B11 (no demo; a stale handle
+is API misuse, not a line), B12 (BUGS.md gives its effect, whose cause is B2's reference
+counting) and S1 (SGLang's counter is named, its code is not) have none
+(:data:`NO_VARIANT` says why).
 
 Pure data and functions: no kvcore, textual or kvviz.ui import.
 """
@@ -309,7 +313,6 @@ def algorithm_for(op_kind: str, cache_kind: str = "trie") -> str:
 # Keys: (cache kind, op kind, sub-step kind, qualifier); values: (algorithm, anchors). The
 # qualifier tells apart what one (op, kind) pair can be (see _qualifier); "" when it cannot.
 _Key = tuple[str, str, str, str]
-_OPS = ("acquire", "publish", "extend", "release")
 # op -> (call, anchor), in the order the backend makes them; "record" is not shortfin's but
 # kvviz's adapter keeping the handle shortfin returned (substeps.py's last sub-step).
 _SHORTFIN_CALLS = {
@@ -357,9 +360,8 @@ def _table() -> dict[_Key, tuple[str, tuple[str, ...]]]:
         "release": ("released",)})
     own("base", "extend", "extend", {
         "start": ("start",), "refused": ("start", "check"), "fail": ("fits?", "fail"), "take": ("take",)})
-    for op, calls in _SHORTFIN_CALLS.items():
-        def_anchor = op
-        own("shortfin", op, "shortfin", {"start": (def_anchor,), "refused": (def_anchor,),
+    for op, calls in _SHORTFIN_CALLS.items():  # each op's def line is anchored by its name
+        own("shortfin", op, "shortfin", {"start": (op,), "refused": (op,),
                                          **{f"call/{call}": (anchor,) for call, anchor in calls}})
     return t
 

@@ -10,10 +10,13 @@ an eviction inside an acquire or extend runs ``evict`` below the op's call line.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kvcore
 from kvcore import events as ev
 from kvviz.backends.kvcore_backend import kvcore_backend
 from kvviz.demos import demo_names, load_demo
@@ -187,11 +190,13 @@ def test_the_demos_light_every_line_that_is_not_structural(monkeypatch):
         assert not missing, (name, missing)
 
 
-@settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 10**6), level=st.sampled_from(["easy", "medium", "hard"]))
-def test_random_scenarios_light_the_lines_their_events_name(seed, level):
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10**6), level=st.sampled_from(["easy", "medium", "hard"]),
+       policy=st.sampled_from(kvcore.POLICIES))
+def test_random_scenarios_light_the_lines_their_events_name_under_every_policy(seed, level, policy):
+    text = re.sub(r"^cache trie ", f"cache trie policy={policy} ", generate(seed, level), count=1, flags=re.M)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _check_lines(_labelled_session(parse_scenario(generate(seed, level)), monkeypatch), gaps=[])
+        _check_lines(_labelled_session(parse_scenario(text), monkeypatch), gaps=[])
 
 
 @pytest.mark.parametrize("name", [n for n in demo_names() if n.startswith("shortfin-")])
