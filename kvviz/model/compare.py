@@ -12,8 +12,9 @@ side can be viewed, exported or put side by side (``kvviz diff --ui``, ``kvviz c
 After every step the *observable* state of each side is reduced to an :class:`Observation`:
 
 * the outcome of the op (``ok`` or the error kind),
-* the number of free pages,
-* the cached blocks, as token paths from the root,
+* the number of free pages holding nothing (the hash design's free queue also holds ref-0
+  cached blocks: those count as cached, as a trie's evictable nodes do),
+* the cached blocks, as token paths from the root (and a hash cache's unreachable blocks),
 * each live allocation's block table, structurally: page numbers legitimately differ
   (kvcore hands pages out first-in first-out, shortfin from the end of its free list), so
   a page is recorded as which earlier entry it aliases (its first appearance, counting
@@ -48,9 +49,9 @@ from .scenario import CacheConfig, Scenario, Step
 from .scenario.values import POLICIES
 from .session import Frame, ScopedScript, Session
 
-FIELDS = ("outcome", "free", "cached", "block_tables")
+FIELDS = ("outcome", "free", "cached", "block_tables", "unreachable")
 FIELD_NAMES = {"outcome": "success or failure", "free": "free pages", "cached": "cached blocks",
-               "block_tables": "block tables"}
+               "block_tables": "block tables", "unreachable": "unreachable cached blocks"}
 
 
 class DiffError(ValueError):
@@ -63,13 +64,18 @@ class Observation:
 
     ``block_tables`` is a tuple of ``(name, entries)``; each entry is ``(alias, block)``:
     ``alias`` numbers distinct pages by first appearance, ``block`` is the token path of the
-    trie node holding the page, or None if no node holds it.
+    cached block (trie node or hash block) holding the page, or None if none holds it.
+    ``cached`` holds the paths of the blocks an acquire can reach; ``unreachable`` those of a
+    hash cache's blocks whose parent was evicted (from their first cached ancestor on; a trie
+    has none). ``free`` counts pages that hold nothing: a page in the hash design's free queue
+    that still holds a cached block (eviction is lazy) counts as cached.
     """
 
     outcome: str
     free: int
     cached: tuple[tuple[int, ...], ...]
     block_tables: tuple[tuple[str, tuple[tuple[int, tuple[int, ...] | None], ...]], ...]
+    unreachable: tuple[tuple[int, ...], ...] = ()
 
     def differences(self, other: "Observation") -> tuple[str, ...]:
         """The fields (of :data:`FIELDS`) on which the two observations differ."""
@@ -79,7 +85,8 @@ class Observation:
         """JSON-able form."""
         return {"outcome": self.outcome, "free": self.free, "cached": [list(p) for p in self.cached],
                 "block_tables": {name: [[alias, None if block is None else list(block)] for alias, block in entries]
-                                 for name, entries in self.block_tables}}
+                                 for name, entries in self.block_tables},
+                "unreachable": [list(p) for p in self.unreachable]}
 
 
 def token_paths(snap: Snapshot) -> dict[int, tuple[int, ...]]:
@@ -99,22 +106,66 @@ def token_paths(snap: Snapshot) -> dict[int, tuple[int, ...]]:
     return paths
 
 
+@dataclass(frozen=True, slots=True)
+class CachedBlock:
+    """One cached block of either design, as the comparison sees it: its token ``path`` from
+    the first block, its ``page``, its ``ref``, what the cache calls it (``node 3``, ``block 2``)
+    and whether an acquire can reach it. A hash block whose parent was evicted is unreachable;
+    its ``path`` then starts at its first cached ancestor (the tokens before are gone)."""
+
+    path: tuple[int, ...]
+    page: int
+    ref: int
+    name: str
+    reachable: bool = True
+
+
+def cached_blocks(snap: Snapshot) -> list[CachedBlock]:
+    """The snapshot's cached blocks, sorted by path: the trie's nodes or the hash design's blocks."""
+    if snap.blocks:
+        by_key = {}
+        for b in snap.blocks:  # two pages may cache one key: the smaller id is the one lookups find
+            by_key.setdefault(b.key, b)
+        paths: dict[str, tuple[int, ...]] = {}
+
+        def path(b) -> tuple[int, ...]:
+            chain = []
+            while b is not None and b.key not in paths and len(chain) <= len(by_key):
+                chain.append(b)
+                b = by_key.get(b.parent) if b.parent is not None else None
+            known = paths[b.key] if b is not None and b.key in paths else ()
+            for link in reversed(chain):
+                known = paths[link.key] = known + link.tokens
+            return known
+
+        rows = [CachedBlock(path(b), b.page, snap.pages[b.page].ref if 0 <= b.page < len(snap.pages) else 0,
+                            f"block {b.id}", b.reachable) for b in snap.blocks]
+    else:
+        node_paths = token_paths(snap)
+        rows = [CachedBlock(node_paths.get(n.id, n.tokens), n.page, n.ref, f"node {n.id}")
+                for n in snap.nodes if n.parent is not None]
+    return sorted(rows, key=lambda r: (r.path, r.name))
+
+
 def observe(frame: Frame) -> Observation:
     """The observable state after ``frame``'s op."""
     snap = frame.snapshot
-    paths = token_paths(snap)
-    holder = {n.page: n.id for n in snap.nodes if n.parent is not None and n.page is not None}
+    blocks = cached_blocks(snap)
+    holder = {b.page: b.path for b in blocks if b.page is not None}
     aliases: dict[int, int] = {}
     tables = []
     for a in sorted(snap.allocations, key=lambda a: a.label):
         entries = []
         for p in a.pages:
             alias = aliases.setdefault(p, len(aliases))
-            node = holder.get(p)
-            entries.append((alias, paths.get(node) if node is not None else None))
+            entries.append((alias, holder.get(p)))
         tables.append((a.label, tuple(entries)))
-    return Observation("ok" if frame.error is None else frame.error.kind, snap.free_count,
-                       tuple(sorted(paths.values())), tuple(tables))
+    # The hash design's free queue also holds its ref-0 cached blocks (evicted lazily, when the
+    # page is taken): compare pages that hold nothing, which is what a trie's free pages are.
+    empty = snap.free_count - (snap.evictable_count if snap.blocks else 0)
+    return Observation("ok" if frame.error is None else frame.error.kind, empty,
+                       tuple(sorted(b.path for b in blocks if b.reachable)), tuple(tables),
+                       tuple(sorted(b.path for b in blocks if not b.reachable)))
 
 
 # -- the two configurations ------------------------------------------------------------------
@@ -458,14 +509,14 @@ def state_lines(frame: Frame, session: Session) -> list[str]:
     """The state of one side at a step, with real page numbers, one fact per line."""
     snap = frame.snapshot
     label = session.label_tokens
-    paths = token_paths(snap)
     lines = [f"outcome: {'ok' if frame.error is None else f'{frame.error.kind}: {frame.error.message}'}",
              f"free pages: {snap.free_count} {list(snap.free)}"]
-    cached = [n for n in snap.nodes if n.parent is not None]
+    cached = cached_blocks(snap)
     if cached:
         lines.append("cached blocks:")
-        for n in sorted(cached, key=lambda n: paths.get(n.id, ())):
-            lines.append(f"  [{label(paths.get(n.id, n.tokens))}] page {n.page} ref {n.ref} (node {n.id})")
+        for b in cached:
+            lines.append(f"  [{label(b.path)}] page {b.page} ref {b.ref} ({b.name})"
+                         + ("" if b.reachable else " unreachable: its parent was evicted"))
     else:
         lines.append("cached blocks: none")
     if snap.allocations:
@@ -493,11 +544,12 @@ def field_summary(field_name: str, left: Observation, right: Observation, names:
         return [f"success or failure: {kn} {k.outcome}, {sn} {s.outcome}"]
     if field_name == "free":
         return [f"free pages: {kn} {k.free}, {sn} {s.free}"]
-    if field_name == "cached":
+    if field_name in ("cached", "unreachable"):
         width = max(len(kn), len(sn)) + len("only in :") + 1
-        only_k = [p for p in k.cached if p not in s.cached]
-        only_s = [p for p in s.cached if p not in k.cached]
-        out = ["cached blocks:"]
+        mine, theirs = getattr(k, field_name), getattr(s, field_name)
+        only_k = [p for p in mine if p not in theirs]
+        only_s = [p for p in theirs if p not in mine]
+        out = [f"{FIELD_NAMES[field_name]}:"]
         out += [f"  {f'only in {kn}:'.ljust(width)}[{label(p)}]" for p in only_k]
         out += [f"  {f'only in {sn}:'.ljust(width)}[{label(p)}]" for p in only_s]
         return out

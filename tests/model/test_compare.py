@@ -239,3 +239,36 @@ def test_without_print_or_json_compare_opens_the_side_by_side_app(monkeypatch):
     assert result.exit_code == 1, result.output
     assert len(calls) == 1 and isinstance(calls[0], CompareRun) and calls[0].command == "compare"
     assert result.stdout == ""
+
+
+# -- the hash design ------------------------------------------------------------------------------
+
+
+def test_the_hash_design_is_compared_on_pages_that_hold_nothing():
+    """After `release a` the hash design's free queue holds all 4 pages, 2 of them still caching
+    a's blocks (eviction is lazy); the trie has 2 free pages and 2 evictable nodes. Compared on
+    pages that hold nothing, both have 2."""
+    run = run_compare(parse_scenario(COUNTED), SideSpec("trie"), SideSpec("hash"))
+    trie, hash_ = run.frames(3)
+    assert (trie.snapshot.free_count, hash_.snapshot.free_count) == (2, 4)
+    assert run.observations[3][0] == run.observations[3][1]
+    assert run.observations[3][1].free == 2 and run.observations[3][1].cached == ((1, 2), (1, 2, 3, 4))
+
+
+def test_a_hash_block_whose_parent_is_gone_is_unreachable_and_keeps_its_own_tokens():
+    import kvcore
+    from kvcore import Snapshot
+
+    from kvviz.model.compare import cached_blocks
+
+    cache = kvcore.make_cache("hash", 4, 2)
+    a = cache.acquire_pages_for_tokens([1, 2, 3, 4])
+    a.publish_pages_for_tokens()
+    a.release_pages()
+    data = cache.snapshot().to_dict()
+    assert [row[4] for row in data["blocks"]] == [[1, 2], [3, 4]]
+    assert [(b.path, b.reachable) for b in cached_blocks(Snapshot.from_dict(data))] == [((1, 2), True),
+                                                                                       ((1, 2, 3, 4), True)]
+    data["blocks"] = [data["blocks"][1][:5] + [False]]  # the parent [1 2] evicted, the child kept
+    (child,) = cached_blocks(Snapshot.from_dict(data))
+    assert (child.path, child.reachable, child.name) == ((3, 4), False, "block 2")
