@@ -10,7 +10,10 @@ sub-steps are checked in test_pseudocode_substeps.py.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +224,11 @@ def test_the_bug_descriptions_are_bugs_md_words():
     rows = dict(re.findall(r"^\| (\w+) \| (.+?) \|", text, flags=re.M))
     rows.pop("id", None)
     assert {b: d.description for b, d in pc.BUGS.items()} == rows
+
+
+def test_the_pseudocode_is_pure_data_needing_only_the_standard_library():
+    code = "import json, sys; import kvviz.model.pseudocode; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    modules = {name.split(".")[0] for name in json.loads(out.stdout)}
+    foreign = {m for m in modules - set(sys.stdlib_module_names) if not m.startswith("_")}
+    assert foreign == {"kvviz"}  # no kvcore, textual or rich either
