@@ -44,6 +44,14 @@ MAX_SWEEP_BLOCKS = 30_000_000
 blocks), checked before the first replay. Every policy and both designs on the conversation
 trace (8 x 12 x 288,500 = 27.7 million) fit: 93 s of CPU, measured."""
 
+# -- the timeline as JSON lines (``kvviz run --json``) -----------------------------------------
+
+MAX_SUBSTEP_STATE_PAGES = 2_000_000
+"""Sub-step states x the cache's pages one ``kvviz run --json --substeps --states`` writes,
+counted before the first line: 976 states at 2,048 pages, where a state is ~165 KB of JSON
+(806 of them: 135 MB in 9.3 s CPU), or 250,000 on a demo's 8 pages. One op evicting 492 of
+2,048 pages has 5,765 sub-steps: ``--json --substeps`` without ``--states`` prints them (2.5 MB)."""
+
 # -- exports and bundles ------------------------------------------------------------------
 
 MAX_NAME_TRIES = 1_000

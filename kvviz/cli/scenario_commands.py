@@ -12,9 +12,11 @@ from pathlib import Path
 
 import click
 
+from .. import limits
 from ..model.scenario import SCENARIO_HELP, ScenarioError
-from .common import (BadInput, backend_option, check_step, kind_option, load_file_or_demo, load_scenario,
-                     make_session, plural, refuse_special_file, render_svg, require_terminal, show)
+from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
+                     load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
+                     require_terminal, show, stdout_console)
 
 
 @click.command()
@@ -71,13 +73,144 @@ def _list_demos() -> None:
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--print", "print_only", is_flag=True, help="Print every step as text instead of opening the UI.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the timeline as JSON lines, one object per step (fields: `kvviz help json`).")
+@click.option("--substeps", is_flag=True,
+              help="With --print or --json: every op's sub-steps too, under it (kind, sentence, pseudo-code lines).")
+@click.option("--states", is_flag=True,
+              help="With --json --substeps: each sub-step's state too (bounded: MAX_SUBSTEP_STATE_PAGES).")
 @click.option("--step", type=int, default=None, help="Show only this step (0 = initial state).")
 @kind_option
 @backend_option
-def run(file: str, print_only: bool, step: int | None, kind: str | None, backend: str) -> None:
-    """Open a scenario file (or a demo name)."""
+def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool, step: int | None,
+        kind: str | None, backend: str) -> None:
+    """Open a scenario file (or a demo name); --print or --json print it instead.
+
+    `--json` is the machine interface: JSON lines, one object per step (and per sub-step with
+    `--substeps`); `kvviz help json` documents every field. Exit 1 when a printed step failed
+    an expect or an invariant, 2 for bad input.
+    """
+    _check_run_flags(print_only, as_json, substeps, states)
     scenario = load_file_or_demo(file)
-    show(make_session(scenario, kind, backend), step, print_only)
+    if as_json:
+        # Lazy: frames are built as their lines are written, one at a time.
+        session = make_session(scenario, kind, backend, lazy=True)
+        _print_json(session, step, backend, substeps, states)
+    elif substeps:
+        _print_with_substeps(make_session(scenario, kind, backend), step)
+    else:
+        show(make_session(scenario, kind, backend), step, print_only)
+
+
+def _check_run_flags(print_only: bool, as_json: bool, substeps: bool, states: bool) -> None:
+    """Bad input for flags that cannot go together, before any work."""
+    if print_only and as_json:
+        raise BadInput("--print and --json exclude each other: give one of them")
+    if substeps and not (print_only or as_json):
+        raise BadInput("--substeps needs --print or --json (in the UI, step into an op instead)")
+    if states and not (as_json and substeps):
+        raise BadInput("--states needs --json --substeps (it adds each sub-step's state to its JSON object)")
+
+
+def _printed_steps(session, step: int | None) -> range | list[int]:
+    check_step(session, step)
+    return range(len(session)) if step is None else [step]
+
+
+def _print_with_substeps(session, step: int | None) -> None:
+    """``--print --substeps``: each step as ``--print`` shows it, then its op's sub-steps."""
+    console = stdout_console()
+    steps = _printed_steps(session, step)
+    if step is None and session.title:
+        console.print(f"[bold]{session.title}[/bold]")
+    failed = []
+    for i in steps:
+        if step is None:
+            console.rule()
+        failed += print_session(session, i)
+        for line in _substep_text(session, i):
+            # out(): no wrapping, no markup. Sentences hold [token lists] and scripts grep lines.
+            console.out(line, highlight=False)
+    _verdict(session, failed)
+
+
+def _substep_text(session, index: int) -> list[str]:
+    """The lines ``--print --substeps`` prints under step ``index``: a heading with the
+    sub-steps' note, then one line per sub-step: index, kind, ``algorithm:lines`` and the
+    sentence, in columns."""
+    if index == 0:
+        return ["  no sub-steps: step 0 is the initial state, before any op"]
+    subs = session.substeps(index)
+    where = [f"{s.algorithm}:{_lines_text(s.lines)}" for s in subs]
+    index_width = len(str(len(subs) - 1))
+    kind_width = max(len(s.kind) for s in subs)
+    where_width = max(map(len, where))
+    lines = [f"  {plural(len(subs), 'sub-step')} ({subs.note}):"]
+    lines += [f"    {s.index:>{index_width}}  {s.kind:<{kind_width}}  {w:<{where_width}}  {s.sentence}"
+              for s, w in zip(subs, where)]
+    return lines
+
+
+def _lines_text(lines: tuple[int, ...]) -> str:
+    """Pseudo-code line numbers as ranges: ``(4, 5)`` is ``4-5``, ``(2, 3, 4, 7)`` is ``2-4,7``,
+    none is ``-``."""
+    if not lines:
+        return "-"
+    runs: list[list[int]] = []
+    for n in sorted(set(lines)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _print_json(session, step: int | None, backend: str, substeps: bool, states: bool) -> None:
+    """``--json``: the header line, then the steps' (and sub-steps') lines, written as built."""
+    from ..model.timeline_json import header_record, json_line, timeline_lines
+
+    steps = _printed_steps(session, step)
+    if states:
+        _check_state_budget(session, steps, step)
+    out = sys.stdout
+    out.write(json_line(header_record(session, backend=backend, step=step, substeps=substeps, states=states)) + "\n")
+    for line in timeline_lines(session, steps, substeps=substeps, states=states):
+        out.write(line + "\n")
+    # Each frame was built for its line, so its summary knows its checks' results by now.
+    summaries = session.summaries
+    _verdict(session, [i for i in steps if summaries[i].violations or summaries[i].expect_failures])
+
+
+def _check_state_budget(session, steps, step: int | None) -> None:
+    """Bad input, before the first line, when ``--states`` would write more than
+    :data:`~kvviz.limits.MAX_SUBSTEP_STATE_PAGES` (states x the cache's pages).
+
+    Every op has at least one sub-step, so too many ops is refused at once; otherwise the
+    sub-steps are counted (one run of each op, no states), stopping as soon as they are too many.
+    """
+    pages = max(session.config.pages, 1)
+    allowed = limits.MAX_SUBSTEP_STATE_PAGES // pages
+    ops = [i for i in steps if i > 0]
+    total = len(ops)
+    if total <= allowed:
+        total = 0
+        for i in ops:
+            total += len(session.substeps(i))
+            if total > allowed:
+                break
+    if total > allowed:
+        fix = "drop --states" if step is not None else "pick one op with --step N, or drop --states"
+        raise BadInput(f"--states would write at least {total:,} sub-step states of {plural(pages, 'page')}, "
+                       f"but MAX_SUBSTEP_STATE_PAGES ({limits.MAX_SUBSTEP_STATE_PAGES:,} states x pages) allows "
+                       f"{allowed:,}: {fix}")
+
+
+def _verdict(session, failed: list[int]) -> None:
+    """As ``--print`` ends: a failed check is one line on stderr after the output, exit 1."""
+    if failed:
+        sys.stdout.flush()  # the verdict comes after the steps it sums up, even on a shared tty
+        click.echo(f"kvviz: {failed_checks_line(session, failed)}", err=True)
+        sys.exit(1)
 
 
 @click.command()
@@ -197,8 +330,14 @@ def open_(bundle: str, print_only: bool) -> None:
 @click.command(name="help")
 @click.argument("topic", required=False)
 def help_(topic: str | None) -> None:
-    """Documentation topics: `kvviz help scenarios`."""
+    """Documentation topics: `kvviz help scenarios` (the language), `kvviz help json` (the
+    fields of `kvviz run --json`)."""
     if topic in (None, "scenarios", "scenario", "language"):
         click.echo(SCENARIO_HELP)
         return
-    raise BadInput(f"no help topic {topic!r} (expected: scenarios)")
+    if topic == "json":
+        from ..model.timeline_json import JSON_HELP
+
+        click.echo(JSON_HELP, nl=False)
+        return
+    raise BadInput(f"no help topic {topic!r} (expected: scenarios, json)")
