@@ -50,6 +50,7 @@ O(p), release O(p); the free queue's operations are O(1) per page.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,14 +71,22 @@ ROOT_KEY = sha256(b"kvcore.hashblock root").digest()
 
 def block_key(parent: bytes | None, tokens: tuple[int, ...]) -> bytes:
     """The chained key of a block: sha256 of the parent's key (``ROOT_KEY`` when None) and
-    the block's tokens. Tokens are encoded as 8-byte signed ints when they all fit, else as
-    their decimal text; a tag byte tells the two apart, so the encoding is injective."""
+    the block's tokens. Tokens are encoded as 8-byte little-endian signed ints when they
+    all fit, else as their decimal text; a tag byte tells the two apart, so the encoding is
+    injective, and it is the same on every machine."""
     h = sha256(ROOT_KEY if parent is None else parent)
     try:
-        h.update(b"q" + array("q", tokens).tobytes())
+        ints = array("q", tokens)
     except OverflowError:
         h.update(b"r" + repr(tuple(tokens)).encode())
+    else:
+        if _BIG_ENDIAN:
+            ints.byteswap()
+        h.update(b"q" + ints.tobytes())
     return h.digest()
+
+
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def key_text(key: bytes | None) -> str | None:

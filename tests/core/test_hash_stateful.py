@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The hash-block cache against its naive reference model, one random operation at a time.
+
+Tokens come from {0, 1, 2} with 1 to 3 tokens per page, so keys collide; pools of 1 to 8
+pages, so lazy evictions, unreachable blocks and allocation failures are frequent. Rules:
+acquire / publish / extend / release with arguments sometimes wrong on purpose, the whole
+request (acquire -> publish -> release), two requests racing to publish one prefix (vLLM
+caches the duplicate), and a swap to a cache restored from a snapshot (sometimes through
+JSON). After every step the whole state is compared with :mod:`tests.core.refmodel_hash`
+(free queue in order, cached blocks by page with their keys and reachability, refs, block
+tables, hit tokens, stats), the pages taken and the blocks lazily evicted are compared
+through kvcore's events, failures must agree with the model's and change nothing, and the
+hash invariants must hold. ``HYPOTHESIS_PROFILE=soak`` runs 100,000 examples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from kvcore import (
+    CacheAllocationFailure,
+    HashBlockPagedAttentionCache,
+    InvalidOperation,
+    KVCacheError,
+    PagePool,
+    Snapshot,
+)
+from kvcore import events as ev
+from kvcore import hashblock
+
+from .refmodel import ModelAllocationFailure, ModelInvalid
+from .refmodel_hash import HashModel, model_view, snapshot_view, view_differences
+
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+EXAMPLES = {"dev": 200, "ci": 1_500, "soak": 100_000}.get(PROFILE, 1_500)
+STEPS = {"soak": 50}.get(PROFILE, 25)
+
+token = st.integers(0, 2)
+PUBLISH_MODES = ("none", "same", "shorter", "longer", "disagree", "incomplete")
+EXTEND_MODES = ("grow", "grow", "same", "shorter", "disagree")
+ERROR_CLASSES = {ModelInvalid: InvalidOperation, ModelAllocationFailure: CacheAllocationFailure}
+
+
+class HashCacheMachine(RuleBasedStateMachine):
+    """One hash cache and one reference model, driven by the same operations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache: HashBlockPagedAttentionCache | None = None
+        self.model: HashModel | None = None
+        self.handles: list = []
+        self.recording = False
+
+    @initialize(page_count=st.integers(1, 8), tokens_per_page=st.integers(1, 3), recording=st.booleans())
+    def make_cache(self, page_count: int, tokens_per_page: int, recording: bool) -> None:
+        self.cache = HashBlockPagedAttentionCache(PagePool(page_count), tokens_per_page)
+        self.model = HashModel(page_count, tokens_per_page)
+        self.recording = recording
+        self.cache.record_events(recording)
+
+    # -- drawing arguments ----------------------------------------------------------------
+
+    def draw_tokens(self, data) -> tuple[int, ...]:
+        """Fresh tokens, or a prefix of a known allocation's tokens plus a tail: sharing."""
+        tpp = self.model.tokens_per_page
+        tail = tuple(data.draw(st.lists(token, max_size=2 * tpp + 1), label="tail"))
+        if self.handles and data.draw(st.booleans(), label="share a prefix"):
+            base = data.draw(st.sampled_from(self.handles), label="prefix of").tokens
+            cut = data.draw(st.integers(0, len(base)), label="prefix length")
+            return base[:cut] + tail
+        return tail
+
+    def draw_handle(self, data):
+        """Mostly a live allocation; sometimes a released one; None if none yet."""
+        if not self.handles:
+            return None
+        live = [h for h in self.handles if not h.released]
+        if live and data.draw(st.integers(0, 9), label="live?") > 0:
+            return data.draw(st.sampled_from(live), label="allocation")
+        return data.draw(st.sampled_from(self.handles), label="any allocation")
+
+    # -- running one operation on both sides -------------------------------------------
+
+    def run(self, op: str, allocation_id: int | None, on_cache, on_model):
+        before = self.cache.snapshot()
+        try:
+            result, error = on_cache(), None
+        except KVCacheError as exc:
+            result, error = None, exc
+        try:
+            on_model()
+            expected = None
+        except (ModelInvalid, ModelAllocationFailure) as exc:
+            expected = exc
+        if expected is None:
+            assert error is None, f"{op}: kvcore raised {error!r}; the model succeeded"
+        else:
+            assert isinstance(error, ERROR_CLASSES[type(expected)]), f"{op}: kvcore {error!r}, model {expected!r}"
+        event(f"{op}: {type(error).__name__ if error else 'ok'}")
+        if error is not None:
+            assert self.cache.snapshot() == before, f"failed {op} changed the cache"
+            assert self.cache.take_events() == (), f"failed {op} emitted events"
+            if isinstance(error, CacheAllocationFailure):
+                assert (error.needed, error.free, error.evictable, error.held) == (
+                    expected.needed, expected.free, expected.evictable, expected.held)
+            return None
+        if self.recording:
+            self.check_events(op, allocation_id if allocation_id is not None else result.id)
+        if self.model.last_evicted:
+            event(f"{op} evicted lazily")
+        return result
+
+    def check_events(self, op: str, allocation_id: int) -> None:
+        """The step's events: it started at the model's tick; the pages taken and the blocks
+        lazily evicted are the model's, in order."""
+        events = self.cache.take_events()
+        assert events[0] == ev.OpStarted(op, allocation_id, self.model.clock)
+        taken = [p for e in events if isinstance(e, ev.PagesTaken) for p in e.pages]
+        assert taken == self.model.last_taken
+        evicted = [(e.page, e.tokens) for e in events if isinstance(e, hashblock.BlockEvicted)]
+        tpp = self.model.tokens_per_page
+        assert evicted == [(page, prefix[-tpp:]) for page, prefix in self.model.last_evicted]
+
+    # -- rules ----------------------------------------------------------------------------
+
+    def do_acquire(self, tokens, extra: int, name: str | None = None):
+        allocation = self.run("acquire", None,
+                              lambda: self.cache.acquire_pages_for_tokens(list(tokens), extra, name=name),
+                              lambda: self.model.acquire(tokens, extra, name))
+        if allocation is not None:
+            self.handles.append(allocation)
+            model = self.model.allocations[allocation.id]
+            assert (allocation.pages, allocation.hit_tokens) == (tuple(model.pages), model.hit_tokens)
+        return allocation
+
+    def do_publish(self, handle, tokens=None, incomplete: bool = False) -> None:
+        self.run("publish", handle.id,
+                 lambda: handle.publish_pages_for_tokens(tokens, publish_incomplete_page=incomplete),
+                 lambda: self.model.publish(handle.id, tokens, incomplete))
+
+    def do_release(self, handle) -> None:
+        self.run("release", handle.id, handle.release_pages, lambda: self.model.release(handle.id))
+
+    @rule(data=st.data(), extra=st.integers(0, 3), named=st.booleans())
+    def acquire(self, data, extra: int, named: bool) -> None:
+        self.do_acquire(self.draw_tokens(data), extra, f"r{len(self.handles)}" if named else None)
+
+    @rule(data=st.data(), extra=st.integers(0, 2))
+    def acquire_publish_release(self, data, extra: int) -> None:
+        allocation = self.do_acquire(self.draw_tokens(data), extra)
+        if allocation is not None:
+            self.do_publish(allocation)
+            self.do_release(allocation)
+
+    @rule(data=st.data())
+    def two_requests_race_to_publish(self, data) -> None:
+        """Both acquire before either publishes: the second publish caches a duplicate."""
+        tokens = self.draw_tokens(data)
+        first = self.do_acquire(tokens, 0)
+        second = self.do_acquire(tokens, 0)
+        for allocation in (first, second):
+            if allocation is not None:
+                self.do_publish(allocation)
+        if first is not None and second is not None and self.model.stats.dedups:
+            event("duplicate cached")
+
+    @rule(data=st.data(), mode=st.sampled_from(PUBLISH_MODES))
+    def publish(self, data, mode: str) -> None:
+        handle = self.draw_handle(data)
+        if handle is None:
+            return
+        own = tuple(handle.tokens)
+        capacity = len(handle.pages) * self.model.tokens_per_page
+        tokens = {
+            "none": None,
+            "same": own,
+            "shorter": own[: data.draw(st.integers(0, len(own)), label="cut")],
+            "longer": own + tuple(data.draw(st.lists(token, max_size=max(0, capacity - len(own)) + 1), label="more")),
+            "disagree": own[:-1] + ((own[-1] + 1) % 3,) if own else None,
+            "incomplete": None,
+        }[mode]
+        self.do_publish(handle, tokens, mode == "incomplete")
+
+    @rule(data=st.data(), mode=st.sampled_from(EXTEND_MODES), extra=st.integers(0, 2))
+    def extend(self, data, mode: str, extra: int) -> None:
+        handle = self.draw_handle(data)
+        if handle is None:
+            return
+        own = tuple(handle.tokens)
+        tokens = {
+            "grow": own + tuple(data.draw(st.lists(token, min_size=1, max_size=4), label="more")),
+            "same": own,
+            "shorter": own[:-1],
+            "disagree": ((own[0] + 1) % 3,) + own[1:] + (0,) if own else (0,),
+        }[mode]
+        self.run("extend", handle.id, lambda: handle.extend_allocation(list(tokens), extra),
+                 lambda: self.model.extend(handle.id, tokens, extra))
+
+    @rule(data=st.data())
+    def release(self, data) -> None:
+        handle = self.draw_handle(data)
+        if handle is not None:
+            self.do_release(handle)
+
+    @rule(through_json=st.booleans())
+    def restore_and_continue(self, through_json: bool) -> None:
+        """Carry on with a cache restored from a snapshot: same state, same future."""
+        snap = self.cache.snapshot()
+        if through_json:
+            snap = Snapshot.from_dict(json.loads(snap.to_json()))
+        restored = HashBlockPagedAttentionCache.restore(snap)
+        assert restored.snapshot() == snap
+        by_id = restored.allocations
+        self.handles = [by_id.get(h.id, h) for h in self.handles]
+        self.cache = restored
+        self.cache.record_events(self.recording)
+
+    # -- invariants -----------------------------------------------------------------------
+
+    @invariant()
+    def matches_the_reference_model(self) -> None:
+        if self.cache is None:
+            return
+        differences = view_differences(snapshot_view(self.cache.snapshot()), model_view(self.model))
+        assert not differences, "\n".join(differences)
+
+    @invariant()
+    def the_hash_invariants_hold(self) -> None:
+        if self.cache is not None:
+            assert self.cache.check_invariants() == []
+
+
+TestHashCacheMachine = HashCacheMachine.TestCase
+TestHashCacheMachine.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None)
