@@ -193,3 +193,10 @@ def test_too_many_curves_are_refused():
     curve = Curve("x", [fake(10**4, 0.1)])
     with pytest.raises(ValueError, match="at most"):
         hit_rate_curves([curve] * (len(CURVE_MARKS) + 1))
+
+
+def test_a_one_policy_sweep_plot_names_that_policy(chats):
+    """The plot's title said "LRU eviction" whatever --policy was."""
+    result = run(chats, "--sweep", "--policy", "fifo")
+    assert "token hit rate vs cache capacity (trie cache, FIFO eviction)" in result.stdout
+    assert "(hash cache, free-queue eviction)" in run(chats, "--sweep", "--design", "hash").stdout
