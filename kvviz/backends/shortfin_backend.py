@@ -246,6 +246,11 @@ class ShortfinBackend:
         shortfin is reported as it happened: shortfin may have changed its state first.
         """
         kind, name, tokens = op.kind, op.name, op.tokens
+        if kind == "acquire" and op.priority:
+            # Refused, not ignored: kvcore would keep the priority and a diff would show a
+            # difference that is not shortfin's.
+            raise InvalidOperation(f"acquire {name} priority={op.priority}: shortfin's trie cache has no "
+                                   "priorities (it evicts by LRU only); run it on kvcore or drop priority=")
         ops = {"acquire": lambda: self._acquire(name, () if tokens is None else tokens, op.extra),
                "publish": lambda: self._publish(name, tokens),
                "extend": lambda: self._extend(op),
