@@ -149,7 +149,7 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
                         lambda frame: frame.snapshot.evictable_count),
     "owned": _count("expect owned N", "N pages are in allocations' unpublished tails",
                     lambda frame: frame.snapshot.owned_count),
-    "candidates": _count("expect candidates N", "the LRU heap holds N eviction candidates (childless ref-0 nodes)",
+    "candidates": _count("expect candidates N", "the heap holds N eviction candidates (childless ref-0 nodes), whatever the policy",
                          lambda frame: len(frame.snapshot.heap)),
     "victim": ExpectKind(("page",), "expect victim P", "page P is the next eviction victim (top of the heap)", _victim),
     "hit": _of_allocation("expect hit NAME N", "NAME's acquire matched N tokens in the cache", "count",
