@@ -369,7 +369,7 @@ def _table() -> dict[_Key, tuple[str, tuple[str, ...]]]:
 SUBSTEP_LINES: Mapping[_Key, tuple[str, tuple[str, ...]]] = _table()
 """The one table: ``(cache kind, op kind, sub-step kind, qualifier) -> (algorithm, anchors)``.
 
-Sub-step kinds are :data:`kvviz.model.substeps.SUBSTEP_KINDS`'. The qualifier is "" except:
+Sub-step kinds are :data:`kvviz.model.substeps.SUBSTEP_KINDS`. The qualifier is "" except:
 ``swap`` says which heap move it sifts after (``unheap``, ``push`` or ``pop``); ``pop`` is
 ``cascade`` when the victim's parent took its slot; ``call`` names the shortfin call.
 """
