@@ -28,6 +28,7 @@ from .diff import Diff, diff_snapshots
 from .expect import ExpectResult, evaluate
 from .narrate import TOKENS, Units, narrate
 from .scenario import CacheConfig, Expect, Op, Scenario, Step
+from .pseudocode import lines_for
 from .substeps import OpSubSteps
 from .substeps import build as build_substeps
 from .vocab import Vocabulary
@@ -381,7 +382,7 @@ class Session:
             def start():
                 return self._replayed_backend(index - 1)
         result = build_substeps(index, step.op, before, frame.snapshot, start, label=self.label_tokens,
-                       error=frame.error.message if frame.error else None)
+                                lines_for=lines_for, error=frame.error.message if frame.error else None)
         self._substeps[index] = result
         while len(self._substeps) > 4:
             self._substeps.popitem(last=False)

@@ -193,7 +193,8 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     is not deterministic).
     """
     backend = start()
-    source = getattr(backend, "substeps", "events")
+    source = backend.substeps
+    cache_kind = "shortfin" if source == "calls" else before.kind
     events: list = []
     states: dict[int, Snapshot] = {}
 
@@ -222,13 +223,13 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     steps = []
     for event in events:
         kind, sentence, focus, context = words.say(event)
-        algorithm, lines = lines_for(op.kind, kind, cache_kind=before.kind, context=context)
+        algorithm, lines = lines_for(op.kind, kind, cache_kind=cache_kind, context=context)
         steps.append(SubStep(len(steps), kind, sentence, algorithm, lines, focus, event))
     if not steps:
         # Refused before anything happened (a name that is not live, tokens that are not
         # ints): one sub-step, so every op can be stepped into.
         reason = error or "nothing happened"
-        algorithm, lines = lines_for(op.kind, "refused", cache_kind=before.kind, context=None)
+        algorithm, lines = lines_for(op.kind, "refused", cache_kind=cache_kind, context=None)
         steps.append(SubStep(0, "refused", f"refused before anything changed: {reason}", algorithm, lines,
                              Focus(allocation=op.name), None))
         states[0] = before
@@ -254,6 +255,7 @@ class _Words:
         self.tpp = before.tokens_per_page
         self.pages_of = {n.id: n.page for n in before.nodes}
         self.parent_of = {n.id: n.parent for n in before.nodes}
+        self.heap_move = ""  # the heap move a sift follows (unheap, push, pop): which lines swap
         self.matched = 0
 
     def name(self, allocation: int | None) -> str:
@@ -301,6 +303,7 @@ class _Words:
                 f"are cached and will not be computed again", Focus(nodes=e.nodes, pages=e.pages), {})
 
     def _unheap(self, e: ev.HeapRemoved):
+        self.heap_move = "unheap"
         moved = f"; node {e.moved} moves from the array's end into slot [{e.slot}]" if e.moved is not None else ""
         return (f"node {e.node} leaves the heap from slot [{e.slot}]{moved}",
                 Focus(nodes=(e.node,), slots=(e.slot,)), {})
@@ -324,6 +327,7 @@ class _Words:
                 f"for {self.name(e.allocation)}", Focus(pages=e.pages, allocation=self.name(e.allocation)), {})
 
     def _pop(self, e: ev.HeapPopped):
+        self.heap_move = "pop"
         cascade = e.moved is not None and self.parent_of.get(e.node) == e.moved
         if e.moved is None:
             rest = "; the heap is empty now"
@@ -341,7 +345,8 @@ class _Words:
         else:
             why = f"is smaller than its parent {_keytext(e.other_key)} at [{e.other_slot}]"
         return (f"sift {e.direction}: {_keytext(e.key)} at [{e.slot}] {why}: swap",
-                Focus(nodes=(e.node, e.other), slots=(e.slot, e.other_slot)), {"direction": e.direction})
+                Focus(nodes=(e.node, e.other), slots=(e.slot, e.other_slot)),
+                {"direction": e.direction, "after": self.heap_move})
 
     def _evict(self, e: ev.Evicted):
         self.pages_of[e.node] = e.page
@@ -354,6 +359,7 @@ class _Words:
                 Focus(nodes=(e.node,), pages=(e.page,)), {})
 
     def _push(self, e: ev.HeapPushed):
+        self.heap_move = "push"
         return (f"node {e.node}, key {_keytext(e.key)}, joins the heap at slot [{e.slot}], the array's end",
                 Focus(nodes=(e.node,), slots=(e.slot,)), {})
 

@@ -21,7 +21,7 @@ from kvcore import events as ev
 from kvviz.backends.kvcore_backend import kvcore_backend
 from kvviz.demos import demo_names, load_demo
 from kvviz.model import pseudocode as pc
-from kvviz.model import session as session_module
+from kvviz.backends.registry import make_backend_factory
 from kvviz.model import substeps as substeps_module
 from kvviz.model.generate import generate
 from kvviz.model.scenario import parse_scenario
@@ -45,13 +45,8 @@ _BASE_ANCHOR = {"start": None, "release": "released"}
 
 
 def _labelled_session(scenario, monkeypatch) -> Session:
-    """A session whose sub-steps carry this module's lines (as the app's will)."""
-    build = substeps_module.build
-
-    def with_lines(*args, **kwargs):
-        kwargs.setdefault("lines_for", pc.lines_for)
-        return build(*args, **kwargs)
-    monkeypatch.setattr(session_module, "build_substeps", with_lines)
+    """A session whose sub-steps carry this module's lines: the session's own wiring (no
+    patching), so a session that stopped passing ``lines_for`` fails every test here."""
     return Session.from_scenario(scenario, backend_factory=kvcore_backend)
 
 
@@ -165,7 +160,6 @@ def test_every_demo_substep_lights_the_line_its_event_names(name, monkeypatch):
     _check_lines(_labelled_session(load_demo(name), monkeypatch), gaps=[])
 
 
-@pytest.mark.xfail(strict=True, reason="substeps.py's swap context needs 'after' (the heap move sifted after)")
 def test_a_sift_down_after_acquires_removal_lights_acquires_line(monkeypatch):
     gaps = []
     _check_lines(_labelled_session(load_demo("lru"), monkeypatch), gaps=gaps)
@@ -201,14 +195,7 @@ def test_random_scenarios_light_the_lines_their_events_name_under_every_policy(s
 
 @pytest.mark.parametrize("name", [n for n in demo_names() if n.startswith("shortfin-")])
 def test_the_shortfin_backends_calls_light_the_line_of_that_call(name, monkeypatch):
-    shortfin = pytest.importorskip("kvviz.backends.shortfin_backend")
-    build = substeps_module.build
-
-    def with_lines(*args, **kwargs):
-        kwargs.setdefault("lines_for", pc.lines_for)
-        return build(*args, **kwargs)
-    monkeypatch.setattr(session_module, "build_substeps", with_lines)
-    session = Session.from_scenario(load_demo(name), backend_factory=shortfin.shortfin_backend)
+    session = Session.from_scenario(load_demo(name), backend_factory=make_backend_factory("shortfin"))
     calls = set()
     for i in range(1, len(session)):
         subs = session.substeps(i)
