@@ -260,11 +260,12 @@ def launch_ui(session, step: int | None = None, *, practice_seed: int | None = N
     _run_app(make_app(session, step, **practice))
 
 
-def launch_diff_ui(run) -> None:
-    """Open a kvcore-vs-shortfin run side by side in the terminal UI."""
+def launch_diff_ui(run, step: int | None = None) -> None:
+    """Open a two-sided run (``kvviz diff``, ``kvviz compare``) side by side in the terminal UI,
+    at ``step`` (default: the first difference)."""
     from ..ui.diff_app import make_diff_app
 
-    _run_app(make_diff_app(run))
+    _run_app(make_diff_app(run, step))
 
 
 def render_svg(session, step: int) -> str:

@@ -16,7 +16,7 @@ import sys
 import click
 
 from ..backends.registry import BACKENDS, BackendError
-from .common import BadInput, launch_diff_ui, load_file_or_demo
+from .common import BadInput, check_step, launch_diff_ui, load_file_or_demo
 
 
 def _backend_option(side: str):
@@ -45,8 +45,9 @@ def _side(option: str, text: str, header, backend: str):
 @click.option("--print", "print_only", is_flag=True,
               help="Print the first difference and a table of every step with both sides' counters.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per step per side (kvviz.compare/1).")
+@click.option("--step", type=int, default=None, help="Open the UI at this step (default: the first difference).")
 def compare(file: str, left_spec: str | None, right_spec: str, left_backend: str, right_backend: str,
-            print_only: bool, as_json: bool) -> None:
+            print_only: bool, as_json: bool, step: int | None) -> None:
     """Run a scenario (or a demo) on two cache configurations and show them side by side.
 
     Stepping moves both sides; the first step where they differ (success or failure, free
@@ -67,10 +68,13 @@ def compare(file: str, left_spec: str | None, right_spec: str, left_backend: str
         run = run_compare(scenario, left, right)
     except BackendError as exc:
         raise BadInput(str(exc)) from None
+    check_step(run.left.session, step)
+    if step is not None and (as_json or print_only):
+        raise BadInput("--step opens the UI at a step: it does not go with --print or --json")
     if as_json:
         click.echo(json.dumps(compare_dict(run), indent=2, sort_keys=True))
     elif print_only:
         click.echo(format_compare(run), nl=False)
     else:
-        launch_diff_ui(run)  # opens at the first difference
+        launch_diff_ui(run, step)  # at the first difference unless --step
     sys.exit(1 if run.divergence else 0)

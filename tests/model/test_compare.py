@@ -234,11 +234,17 @@ def test_without_print_or_json_compare_opens_the_side_by_side_app(monkeypatch):
     import kvviz.cli.compare_command
 
     calls = []
-    monkeypatch.setattr(kvviz.cli.compare_command, "launch_diff_ui", calls.append)
+    monkeypatch.setattr(kvviz.cli.compare_command, "launch_diff_ui", lambda run, step: calls.append((run, step)))
     result = invoke("lru", "--right", "trie:fifo")
     assert result.exit_code == 1, result.output
-    assert len(calls) == 1 and isinstance(calls[0], CompareRun) and calls[0].command == "compare"
+    assert len(calls) == 1 and isinstance(calls[0][0], CompareRun) and calls[0][0].command == "compare"
+    assert calls[0][1] is None  # the app opens at the first difference
     assert result.stdout == ""
+    result = invoke("lru", "--right", "trie:fifo", "--step", "5")
+    assert calls[-1][1] == 5
+    for bad in (["--step", "999"], ["--step", "3", "--print"]):
+        result = invoke("lru", "--right", "trie:fifo", *bad)
+        assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.stderr
 
 
 # -- the hash design ------------------------------------------------------------------------------
