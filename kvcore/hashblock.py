@@ -175,11 +175,9 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
 
     def __init__(self, page_pool: PagePool, tokens_per_page: int):
         super().__init__(page_pool, tokens_per_page)
-        free = page_pool.free_pages()
-        untouched = getattr(free, "untouched_from", page_pool.total_page_count())
-        returned = getattr(free, "returned", tuple(free))
-        # A pool's free list is its untouched run, then the pages it got back.
-        self._pool = FreeBlockQueue(page_pool.total_page_count(), untouched, (), ((p, False) for p in returned))
+        free = page_pool.free_pages()  # its untouched run, then the pages it got back
+        self._pool = FreeBlockQueue(page_pool.total_page_count(), free.untouched_from, (),
+                                    ((p, False) for p in free.returned))
         self._refs: dict[int, int] = {}  # page -> ref, for pages with ref > 0
         self._blocks: dict[int, _Block] = {}  # page -> the cached block it holds
         self._by_key: dict[bytes, list[_Block]] = {}  # key -> its blocks, first cached first
@@ -419,11 +417,34 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         return {k for k, ok in settled.items() if ok}
 
     @classmethod
-    def _for_restore(cls, pool: PagePool, snapshot: Snapshot) -> "HashBlockPagedAttentionCache":
-        return cls(pool, snapshot.tokens_per_page)
+    def restore(cls, snapshot: Snapshot, *, verify: bool = True) -> "HashBlockPagedAttentionCache":
+        """A new live cache (own free queue, same allocation ids) that behaves like the
+        snapshotted one; ``verify`` as in :meth:`BasePagedAttentionCache.restore`.
 
-    def _seed_info_cache(self, snapshot: Snapshot) -> None:
-        """Nothing to seed: this cache's snapshots build their rows afresh."""
+        Not the base's: that one rebuilds a :class:`PagePool` from the free list, and a free
+        queue with pages ahead of its untouched run would be listed page by page there (all
+        10**12 of a trace replay's pool). Here the queue is rebuilt in O(pages used).
+        """
+        from .verify import first_difference, why_not_restorable
+
+        if verify:
+            why = why_not_restorable(snapshot, cls.kind)
+            if why is not None:
+                raise InvalidOperation(f"cannot restore the snapshot: {why}")
+        elif snapshot.kind != cls.kind:
+            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
+        cache = cls(PagePool(0), snapshot.tokens_per_page)
+        cache.clock = snapshot.clock
+        cache._next_allocation_id = snapshot.next_allocation_id
+        s = snapshot.stats
+        cache._lookups, cache._lookup_tokens, cache._hit_tokens = s.lookups, s.lookup_tokens, s.hit_tokens
+        cache._evictions, cache._dedups = s.evictions, s.dedups
+        cache._restore_structure(snapshot)
+        if verify:
+            why = first_difference(snapshot, cache.snapshot())
+            if why is not None:
+                raise InvalidOperation(f"cannot restore the snapshot: {why}")
+        return cache
 
     def _restore_structure(self, snapshot: Snapshot) -> None:
         for info in snapshot.blocks:

@@ -63,6 +63,17 @@ def refusal(snapshot: Snapshot, kind: str) -> str | None:
     return _allocations_refusal(s) or _nodes_refusal(s) or _blocks_refusal(s)
 
 
+def why_not_restorable(snapshot: Snapshot, kind: str) -> str | None:
+    """Steps 1 and 2: :func:`refusal`, then the first broken invariant; None when both pass."""
+    from .invariants import check_snapshot
+
+    why = refusal(snapshot, kind)
+    if why is None:
+        violations = check_snapshot(snapshot)
+        why = f"inconsistent: {violations[0]}" if violations else None
+    return why
+
+
 def _allocations_refusal(s: Snapshot) -> str | None:
     ids: set[int] = set()
     for a in s.allocations:
