@@ -230,6 +230,16 @@ class HashCacheMachine(RuleBasedStateMachine):
         assert not differences, "\n".join(differences)
 
     @invariant()
+    def the_ops_never_leave_a_cached_block_unreachable(self) -> None:
+        """A parent outlives its children here: every holder of a block holds a copy of its
+        parent, a release queues the child ahead of the parent, and a match moves the parent
+        behind. (vLLM's sliding windows and hit caps break this; a restored snapshot can
+        too: see test_hashblock.) If a change makes unreachable blocks reachable by ops, this
+        says so, and the demos can show one without a crafted snapshot."""
+        if self.cache is not None:
+            assert all(b.reachable for b in self.cache.snapshot().blocks)
+
+    @invariant()
     def the_hash_invariants_hold(self) -> None:
         if self.cache is not None:
             assert self.cache.check_invariants() == []
