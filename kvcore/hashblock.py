@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 
@@ -87,6 +87,29 @@ def block_key(parent: bytes | None, tokens: tuple[int, ...]) -> bytes:
 
 
 _BIG_ENDIAN = sys.byteorder == "big"
+
+
+def chain_keys(parent: bytes | None, tokens: tuple[int, ...], first: int, stop: int,
+               tokens_per_page: int) -> Iterator[bytes]:
+    """The keys of blocks ``first .. stop-1`` of ``tokens``, chained from ``parent`` (the
+    key of block ``first - 1``; None before block 0): :func:`block_key` of each in turn,
+    with the tokens encoded once for the whole run rather than once per block."""
+    tpp = tokens_per_page
+    try:
+        ints = array("q", tokens[first * tpp:stop * tpp])
+    except OverflowError:  # some block needs the text encoding: block by block
+        for i in range(first, stop):
+            parent = block_key(parent, tokens[i * tpp:(i + 1) * tpp])
+            yield parent
+        return
+    if _BIG_ENDIAN:
+        ints.byteswap()
+    raw = ints.tobytes()
+    step = 8 * tpp
+    key = ROOT_KEY if parent is None else parent
+    for start in range(0, len(raw), step):
+        key = sha256(key + b"q" + raw[start:start + step]).digest()
+        yield key
 
 
 def key_text(key: bytes | None) -> str | None:
@@ -245,14 +268,11 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         if not by_key:
             return []
         matched: list[_Block] = []
-        parent = None
-        for start in range(0, len(tokens) - tpp + 1, tpp):
-            key = block_key(parent, tokens[start:start + tpp])
+        for key in chain_keys(None, tokens, 0, len(tokens) // tpp, tpp):
             blocks = by_key.get(key)
             if blocks is None:
                 break
             matched.append(blocks[0])  # vLLM's get_one_block: the first one cached
-            parent = key
         return matched
 
     def _grow(self, allocation: PageAllocation, needed: int) -> None:
@@ -295,9 +315,9 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         pages = allocation._pages
         parent = nodes[-1].key if nodes else None
         by_key = self._by_key
-        for i in range(len(nodes), len(tokens) // tpp):
+        first = len(nodes)
+        for i, key in enumerate(chain_keys(parent, tokens, first, len(tokens) // tpp, tpp), start=first):
             block_tokens = tokens[i * tpp:(i + 1) * tpp]
-            key = block_key(parent, block_tokens)
             page = pages[i]
             b = _Block(self._next_seq, key, parent, block_tokens, page)
             self._next_seq += 1
