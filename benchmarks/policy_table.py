@@ -1,19 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Issue 14's table: the hit rate of every eviction policy and both designs on both Mooncake
 traces, sequential replay of the whole trace at 3,000,000 tokens of capacity (5,859 pages of
-512 tokens), plus the unlimited-capacity ratio. Prints it as Markdown, each run's time after.
+512 tokens), plus the unlimited-capacity ratio. Prints it as Markdown, then each run's time.
 
     python benchmarks/policy_table.py [--check] [--capacity-tokens N] [--first N] [TRACE ...]
 
-Each trie cell is ``kvviz.trace.replay.replay`` (kvcore's trie with that policy). The hash
-cell is kvviz's replay of kvcore's hash-block cache when kvviz has one, else the independent
-naive replay alone (``tests/trace/naive_replay.py``; the table says so). The unlimited row is
-the trace's own prefix-reuse ratio, computed a third way (a set of the block chains seen),
-which every policy and both designs reach with unlimited capacity.
+Each cell is ``kvviz.trace.replay.replay``: kvcore's trie under that policy, or kvcore's
+hash-block cache (vLLM's design: ``ReplayConfig(cache="hash")``, evicting by its free queue).
+The unlimited row is the trace's own prefix-reuse ratio, computed a third way (a set of the
+block chains seen), which every policy and both designs reach with unlimited capacity.
 
-``--check`` also runs the naive replay (no kvcore or kvviz cache code, its fast variant) on
-every cell, and the unlimited replays of kvviz on every policy and design, and prints every
-disagreement; exit 1 if there is one.
+``--check`` also runs the independent naive replay (``tests/trace/naive_replay.py``: no kvcore
+or kvviz cache code; its fast variant) on every cell and compares hit tokens, input tokens,
+requests that failed to fit and pages evicted; and replays every policy and design with
+unlimited capacity in kvviz, which must reach the chain-set ratio. It prints every
+disagreement and exits 1 if there is one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvcore import POLICIES  # noqa: E402
 from kvviz.trace.mooncake import read_trace  # noqa: E402
-from kvviz.trace.replay import ReplayConfig, check_design, replay  # noqa: E402
+from kvviz.trace.replay import ReplayConfig, replay  # noqa: E402
 from tests.trace.naive_replay import chain_reuse, naive_replay  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "mooncake"
@@ -36,20 +37,14 @@ DEFAULT_TRACES = (DATA / "conversation_trace.jsonl", DATA / "synthetic_trace.jso
 CAPACITY_TOKENS = 3_000_000
 
 
-def kvviz_config(design: str, policy: str, capacity_tokens: int | None) -> ReplayConfig | None:
-    """kvviz's replay config for a design and policy; None while kvcore cannot build the design
-    (``check_design``: the hash-block cache before ``kvcore.hashblock`` lands)."""
-    config = ReplayConfig(capacity_tokens=capacity_tokens, cache=design, policy=policy)
-    try:
-        check_design(config)
-    except ValueError:
-        return None
-    return config
-
-
 def cells() -> list[tuple[str, str]]:
     """(design, policy) per row: the trie under every policy, then the hash design (one order)."""
     return [("trie", policy) for policy in POLICIES] + [("hash", "lru")]
+
+
+def counts(result) -> tuple[int, int, int, int]:
+    """What kvviz's and the naive replay must agree on: hit and input tokens, failed, evicted."""
+    return result.hit_tokens, result.input_tokens, result.failed_to_fit, result.pages_evicted
 
 
 def main() -> int:
@@ -62,86 +57,66 @@ def main() -> int:
 
     capacity = args.capacity_tokens
     traces = [read_trace(path, first=args.first) for path in args.traces]
-    rates: dict[tuple[str, str, str], tuple[float, str]] = {}  # (design, policy, trace) -> (rate, source)
-    timings: list[str] = []
+    rates: dict[tuple[str, str, str], float] = {}  # (design, policy, trace name) -> hit rate
+    lines: list[str] = []
     problems: list[str] = []
-    naive_only = False
     for trace in traces:
         requests = trace.requests
         for design, policy in cells():
-            config = kvviz_config(design, policy, capacity)
-            naive = None
-            if config is not None:
-                result = replay(requests, config)
-                rates[design, policy, trace.name] = (result.token_hit_rate, "kvviz")
-                timings.append(f"{trace.name} {design}:{policy} kvviz replay {result.wall_seconds:.2f} s")
-                measured = (result.hit_tokens, result.input_tokens, result.failed_to_fit, result.pages_evicted)
-            if args.check or config is None:
+            result = replay(requests, ReplayConfig(capacity_tokens=capacity, cache=design, policy=policy))
+            rates[design, policy, trace.name] = result.token_hit_rate
+            line = (f"{trace.name} {design}:{policy}: {result.hit_tokens:,} of {result.input_tokens:,} tokens hit, "
+                    f"{result.pages_evicted:,} pages evicted, {result.failed_to_fit:,} failed to fit; "
+                    f"kvviz {result.wall_seconds:.2f} s")
+            if args.check:
                 started = time.perf_counter()
                 naive = naive_replay(requests, design=design, policy=policy, capacity_tokens=capacity, fast=True)
-                timings.append(f"{trace.name} {design}:{policy} naive replay {time.perf_counter() - started:.2f} s")
-                if config is None:
-                    naive_only = True
-                    rates[design, policy, trace.name] = (naive.token_hit_rate, "naive")
-                else:
-                    expected = (naive.hit_tokens, naive.input_tokens, naive.failed_to_fit, naive.pages_evicted)
-                    if measured != expected:
-                        problems.append(f"{trace.name} {design}:{policy}: kvviz (hit, input, failed, evicted) "
-                                        f"{measured} but naive {expected}")
+                line += f", naive {time.perf_counter() - started:.2f} s"
+                if counts(result) != counts(naive):
+                    problems.append(f"{trace.name} {design}:{policy}: kvviz (hit, input, failed, evicted) "
+                                    f"{counts(result)} but naive {counts(naive)}")
+            lines.append(line)
         started = time.perf_counter()
         reused, total = chain_reuse(requests, trace.block_tokens)
-        rates["any", "unlimited", trace.name] = (reused / total if total else 0.0, "chains")
-        timings.append(f"{trace.name} prefix-reuse ratio (chain set) {time.perf_counter() - started:.2f} s")
+        rates["any", "unlimited", trace.name] = reused / total if total else 0.0
+        lines.append(f"{trace.name} prefix reuse (chain set): {reused:,} of {total:,} tokens; "
+                     f"{time.perf_counter() - started:.2f} s")
         if args.check:
             for design, policy in cells():
-                config = kvviz_config(design, policy, None)
-                if config is None:
-                    result = naive_replay(requests, design=design, policy=policy, fast=True)
-                    who = "naive"
-                else:
-                    result = replay(requests, config)
-                    who = "kvviz"
+                result = replay(requests, ReplayConfig(cache=design, policy=policy))
                 if (result.hit_tokens, result.input_tokens) != (reused, total):
-                    problems.append(f"{trace.name} {design}:{policy} unlimited: {who} hits {result.hit_tokens:,} of "
+                    problems.append(f"{trace.name} {design}:{policy} unlimited: kvviz hits {result.hit_tokens:,} of "
                                     f"{result.input_tokens:,} tokens but the chain set reuses {reused:,} of {total:,}")
 
-    print_table(traces, rates, capacity, naive_only)
+    print_table(traces, rates, capacity)
     print()
-    for line in timings:
+    for line in lines:
         print(f"- {line}")
     if args.check:
         print()
         if problems:
-            print(f"{len(problems)} disagreement(s) with the naive replay:")
+            print(f"{len(problems)} disagreement(s):")
             for line in problems:
                 print(f"  {line}")
         else:
-            checked = len(cells()) * len(traces)
-            print(f"check: all {checked} cells agree with the naive replay (hit tokens, input tokens, failed to fit, "
-                  f"pages evicted), and every design and policy at unlimited capacity reaches the prefix-reuse ratio")
+            print(f"check: all {len(cells()) * len(traces)} cells agree with the naive replay (hit tokens, input "
+                  "tokens, failed to fit, pages evicted), and every design and policy at unlimited capacity "
+                  "reaches the chain-set prefix-reuse ratio")
     return 1 if problems else 0
 
 
-def print_table(traces, rates, capacity: int, naive_only: bool) -> None:
+def print_table(traces, rates, capacity: int) -> None:
     """The Markdown table: one row per design and policy, one column per trace."""
-    pages = capacity // 512
-    head = " | ".join(f"{t.name} ({len(t):,} requests)" for t in traces)
-    print(f"Token hit rate, sequential replay, {capacity:,} tokens of capacity ({pages:,} pages of 512 tokens):")
+    head = " | ".join(f"{t.name.removesuffix('.jsonl')} ({len(t):,} requests)" for t in traces)
+    print(f"Token hit rate, sequential replay, {capacity:,} tokens of capacity "
+          f"({capacity // 512:,} pages of 512 tokens):")
     print()
     print(f"| design | policy | {head} |")
     print("|---|---|" + "---:|" * len(traces))
     for design, policy in cells() + [("any", "unlimited")]:
-        shown_policy = {"hash": "free queue (vLLM)"}.get(design, policy)
-        if design == "any":
-            shown_policy = "unlimited capacity: the prefix-reuse ratio"
-        row = []
-        for trace in traces:
-            rate, source = rates[design, policy, trace.name]
-            row.append(f"{rate:.2%}" + (" (naive)" if source == "naive" else ""))
-        print(f"| {design} | {shown_policy} | " + " | ".join(row) + " |")
-    if naive_only:
-        print()
-        print("(naive): kvviz has no hash-block replay yet; the figure is the naive replay's alone.")
+        shown = {"hash": "free queue (vLLM)", "any": "unlimited capacity = prefix-reuse ratio"}.get(design, policy)
+        row = " | ".join(f"{rates[design, policy, t.name]:.2%}" for t in traces)
+        print(f"| {design} | {shown} | {row} |")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ eviction). Publish caches every block past the match on the request's own page; 
 cached on another page (a parent was evicted, its child stayed, unreachable) is cached on both
 (vLLM does not deduplicate: block tables stay append-only). Release drops a ref on every page;
 pages reaching 0 join the queue's tail in reverse block order, pages holding no cached block
-its head.
+its head. (In this sequential replay no block ever loses its parent: whoever holds a block
+holds its parent, and release queues the parent behind it, so the duplicate rule never fires
+and the design evicts what the trie's lru evicts; tests/trace/test_naive_replay.py checks it.)
 
 Two speeds, the same answers (a test checks it): ``fast=False`` is the literal version — the
 trie finds each victim by a min over every node, the hash design's queue is a ``list`` — fine

@@ -4,13 +4,11 @@
 ``naive_replay`` (tests/trace/naive_replay.py) has no kvcore or kvviz cache code: a
 dict-of-dicts trie evicting by a min over every node of the issue's keys, and a dict of block
 keys with a free-queue list for vLLM's hash-block design. On prefixes of both Mooncake traces
-kvviz's replay (kvcore's trie under every policy) must count exactly what it counts: hit
-tokens, input tokens, requests that failed to fit, pages evicted. With unlimited capacity every
+kvviz's replay (kvcore's trie under every policy, and kvcore's hash-block cache:
+``ReplayConfig(cache="hash")``) must count exactly what it counts: hit tokens, input tokens,
+requests served and failed to fit, pages evicted; on generated traces too. With unlimited capacity every
 policy and both designs reach the trace's prefix-reuse ratio, counted a third way (a set of
 the block chains seen).
-
-Both designs run every check: kvviz's hash design is ``ReplayConfig(cache="hash")``, kvcore's
-hash-block cache (``kvcore.make_cache("hash", ...)``).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from kvcore import POLICIES
 from kvviz.trace.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import ReplayConfig, replay
 
-from .naive_replay import POLICY_KEYS, Request, NaiveHashBlocks, chain_reuse, naive_replay, read_requests
+from .naive_replay import POLICY_KEYS, NaiveHashBlocks, Request, chain_reuse, naive_replay, read_requests
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data" / "mooncake"
 CONVERSATION = DATA / "conversation_trace.jsonl"
@@ -57,11 +55,13 @@ CHOICES = [("trie", policy) for policy in POLICIES] + [("hash", "lru")]
 
 
 def kvviz_counts(requests, design: str, policy: str, capacity_tokens: int | None) -> tuple[int, ...]:
+    """(hit tokens, input tokens, served, failed to fit, pages evicted) of kvviz's replay."""
     result = replay(requests, ReplayConfig(capacity_tokens=capacity_tokens, cache=design, policy=policy))
     return result.hit_tokens, result.input_tokens, result.served, result.failed_to_fit, result.pages_evicted
 
 
 def naive_counts(requests, design: str, policy: str, capacity_tokens: int | None, fast: bool) -> tuple[int, ...]:
+    """The same counts from the naive replay."""
     result = naive_replay(requests, design=design, policy=policy, capacity_tokens=capacity_tokens, fast=fast)
     return result.hit_tokens, result.input_tokens, result.served, result.failed_to_fit, result.pages_evicted
 
