@@ -8,7 +8,10 @@ traces, sequential replay of the whole trace at 3,000,000 tokens of capacity (5,
 Each cell is ``kvviz.trace.replay.replay``: kvcore's trie under that policy, or kvcore's
 hash-block cache (vLLM's design: ``ReplayConfig(cache="hash")``, evicting by its free queue).
 The unlimited row is the trace's own prefix-reuse ratio, computed a third way (a set of the
-block chains seen), which every policy and both designs reach with unlimited capacity.
+block chains seen), which every policy and both designs reach with unlimited capacity. After
+the table: each cell's exact counts and time, and how much of each trace's reuse comes back
+within the capacity's worth of traffic: blocks an lru cache of that size is sure to still
+hold (fewer distinct blocks than it has pages came in between), a lower bound of its hits.
 
 ``--check`` also runs the independent naive replay (``tests/trace/naive_replay.py``: no kvcore
 or kvviz cache code; its fast variant) on every cell and compares hit tokens, input tokens,
@@ -47,6 +50,26 @@ def counts(result) -> tuple[int, int, int, int]:
     return result.hit_tokens, result.input_tokens, result.failed_to_fit, result.pages_evicted
 
 
+def reuse_within(requests, pages: int) -> tuple[int, int]:
+    """``(reused blocks, those whose previous use was at most ``pages`` blocks of traffic ago)``:
+    how recency-driven a trace's reuse is. With unlimited capacity a request reuses its leading
+    blocks seen before; "traffic" counts every block requested in between. O(total blocks x depth)."""
+    last_use: dict[tuple[int, ...], int] = {}  # chain -> blocks requested before its last use
+    traffic = reused = near = 0
+    for request in requests:
+        ids = request.hash_ids
+        chains = [ids[:k] for k in range(1, len(ids) + 1)]
+        for chain in chains:
+            if chain not in last_use:
+                break
+            reused += 1
+            near += traffic - last_use[chain] <= pages
+        for chain in chains:
+            last_use[chain] = traffic
+        traffic += len(ids)
+    return reused, near
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", type=Path, default=list(DEFAULT_TRACES))
@@ -81,6 +104,10 @@ def main() -> int:
         rates["any", "unlimited", trace.name] = reused / total if total else 0.0
         lines.append(f"{trace.name} prefix reuse (chain set): {reused:,} of {total:,} tokens; "
                      f"{time.perf_counter() - started:.2f} s")
+        blocks, near = reuse_within(requests, capacity // trace.block_tokens)
+        share = near / blocks if blocks else 0.0
+        lines.append(f"{trace.name} reuse distance: {near:,} of the {blocks:,} blocks reused ({share:.1%}) were last "
+                     f"used at most {capacity // trace.block_tokens:,} blocks of traffic before")
         if args.check:
             for design, policy in cells():
                 result = replay(requests, ReplayConfig(cache=design, policy=policy))
