@@ -74,7 +74,7 @@ def step_blocks(output: str) -> dict[int, list[str]]:
     return blocks
 
 
-SUBSTEP_LINE = re.compile(r"^    +(\d+)  (\S+) +(\S+):(\S+)  (.*)$")
+SUBSTEP_LINE = re.compile(r"^    +(\d+)  (\S+) +(\S+):(\S+) {2,}(\S.*)$")
 
 
 def parse_lines(text: str) -> tuple[int, ...]:
