@@ -145,7 +145,7 @@ failed an expect or an invariant (one line on stderr after the JSON), 2 for bad 
   type             "run"
   schema           "{SCHEMA}"
   title            the scenario's title ("" when it has none)
-  kind             the cache kind that ran: "trie", "base" or "hash"
+  kind             the cache kind that ran: "trie" or "base"
   policy           its eviction policy (lru, fifo, lfu, mru, filo, slru, priority)
   pages            pages in the cache's pool
   tokens_per_page  tokens one page holds
@@ -174,7 +174,7 @@ failed an expect or an invariant (one line on stderr after the JSON), 2 for bad 
                    the explanation
   explanation      kvviz's own sentence of what the op did
   violations       broken invariants after the step (healthy: []), each:
-    invariant      its number (1..6; 6..11 for a hash cache)
+    invariant      its number, 1..6 (DESIGN.md's invariants)
     message        what is wrong
     pages, nodes, allocations   the pages, nodes and allocation ids involved
   expects          the script's expect lines of this step that were checked, each:

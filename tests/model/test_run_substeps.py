@@ -156,6 +156,10 @@ def test_eviction_cascade_step_7_pops_node_3_evicts_it_then_its_parent_becomes_a
     assert evict.startswith("evict node 3") and "page 2 goes to x" in evict
     assert candidate.startswith("node 2 (page 1)") and "candidate" in candidate
     assert kinds.count("evict") == 2
+    # pseudocode.lines_for puts an eviction inside acquire in the `evict` algorithm
+    algorithms = [algorithm for _, _, algorithm, *_ in rows]
+    assert algorithms[kinds.index("take")] == "acquire"
+    assert algorithms[first_pop:first_pop + 3] == ["evict"] * 3
 
 
 def test_lru_big_acquire_evicts_three_pages_each_popped_first():
