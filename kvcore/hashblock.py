@@ -306,10 +306,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
     def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                  publish_incomplete_page: bool) -> None:
         tokens = self._publish_tokens(allocation, tokens, publish_incomplete_page)
-        self.clock += 1
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted("publish", allocation.id, self.clock))
+        events = self._tick("publish", allocation)
         tpp = self.tokens_per_page
         nodes = allocation._nodes
         pages = allocation._pages
@@ -338,10 +335,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
 
     def _release(self, allocation: PageAllocation) -> None:
         self._check_live(allocation, "release")
-        self.clock += 1
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted("release", allocation.id, self.clock))
+        events = self._tick("release", allocation)
         refs = self._refs
         blocks = self._blocks
         head: list[int] = []
@@ -366,21 +360,27 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             events.append(ev.Released(allocation.id))
         self._retire(allocation)
 
+    def _tick(self, op: str, allocation: PageAllocation) -> list | None:
+        """Advance the clock for an operation that cannot fail any more; the event list
+        (None when not recording), its OpStarted appended."""
+        self.clock += 1
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted(op, allocation.id, self.clock))
+        return events
+
     def _evictable_count(self) -> int:
         return self._pool.evictable_count()
 
     def _match_reason(self, tokens: tuple, matched: list) -> str:
+        """Why matching stopped where it did, for the Matched event."""
         tpp = self.tokens_per_page
-        n_full = len(tokens) // tpp
-        if not tokens:
-            return "no tokens"
-        if len(matched) == n_full:
-            rest = len(tokens) - n_full * tpp
-            if rest:
-                return f"all {n_full} full blocks matched; the last {rest} tokens fill a partial block, never cached"
-            return f"all {n_full} blocks matched"
         i = len(matched)
-        return f"the key of block {i} ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) is not cached"
+        if i < len(tokens) // tpp:
+            return f"the key of block {i} ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) is not cached"
+        rest = len(tokens) - i * tpp
+        partial = f"; the last {rest} tokens fill a partial block, never cached" if rest else ""
+        return f"all {i} full blocks matched{partial}" if tokens else "no tokens"
 
     # -- snapshot / restore -----------------------------------------------------------------
 

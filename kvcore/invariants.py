@@ -160,17 +160,7 @@ def _check_allocations(snap, nodes, root_ids, tpp, out) -> dict[int, list[int]]:
     root = root_ids[0] if root_ids else None
     paths: dict[int, list[int]] = {}
     for a in snap.allocations:
-        if a.released:
-            if a.pages or a.published:
-                out.append(Violation(6, f"released allocation {a.label} still holds pages {_abbreviated(a.pages)}",
-                                     a.pages, (), (a.id,)))
-            continue
-        if len(a.pages) * tpp < len(a.tokens):
-            out.append(Violation(5, f"allocation {a.label} has {len(a.tokens)} tokens but only {len(a.pages)} pages "
-                                    f"({len(a.pages) * tpp} slots)", a.pages, (), (a.id,)))
-        if a.published > len(a.pages) or a.published * tpp > len(a.tokens):
-            out.append(Violation(5, f"allocation {a.label} claims {a.published} published pages but has "
-                                    f"{len(a.pages)} pages and {len(a.tokens)} tokens", a.pages, (), (a.id,)))
+        if not _allocation_fits(a, tpp, 5, out):
             continue
         path = []
         parent = root
@@ -192,6 +182,25 @@ def _check_allocations(snap, nodes, root_ids, tpp, out) -> dict[int, list[int]]:
             out.append(Violation(5, f"allocation {a.label}'s block table lists page(s) {_abbreviated(dup)} twice: "
                                     f"{_abbreviated(a.pages)}", tuple(dup), (), (a.id,)))
     return paths
+
+
+def _allocation_fits(a, tpp, invariant, out) -> bool:
+    """What every kind checks of an allocation: a released one holds nothing (invariant 6);
+    its pages hold its tokens and its published pages are among them (``invariant``). False
+    when its other checks cannot run (released, or a published count out of range)."""
+    if a.released:
+        if a.pages or a.published:
+            out.append(Violation(6, f"released allocation {a.label} still holds pages {_abbreviated(a.pages)}",
+                                 a.pages, (), (a.id,)))
+        return False
+    if len(a.pages) * tpp < len(a.tokens):
+        out.append(Violation(invariant, f"allocation {a.label} has {len(a.tokens)} tokens but only {len(a.pages)} "
+                                        f"pages ({len(a.pages) * tpp} slots)", a.pages, (), (a.id,)))
+    if a.published > len(a.pages) or a.published * tpp > len(a.tokens):
+        out.append(Violation(invariant, f"allocation {a.label} claims {a.published} published pages but has "
+                                        f"{len(a.pages)} pages and {len(a.tokens)} tokens", a.pages, (), (a.id,)))
+        return False
+    return True
 
 
 def _repeated(pages) -> list[int]:
@@ -476,13 +485,8 @@ def _check_hash_allocations(snap, tpp, page_count, blocks_at, block_key, out):
     owners: dict[int, list] = {}
     for a in snap.allocations:
         if a.released:
-            if a.pages or a.published:
-                out.append(Violation(6, f"released allocation {a.label} still holds pages {_abbreviated(a.pages)}",
-                                     a.pages, (), (a.id,)))
+            _allocation_fits(a, tpp, 10, out)
             continue
-        if len(a.pages) * tpp < len(a.tokens):
-            out.append(Violation(10, f"allocation {a.label} has {len(a.tokens)} tokens but only {len(a.pages)} pages "
-                                     f"({len(a.pages) * tpp} slots)", a.pages, (), (a.id,)))
         if len(set(a.pages)) != len(a.pages):
             dup = _repeated(a.pages)
             out.append(Violation(10, f"allocation {a.label}'s block table lists page(s) {_abbreviated(dup)} twice",
@@ -493,9 +497,7 @@ def _check_hash_allocations(snap, tpp, page_count, blocks_at, block_key, out):
                                          f"{page_count}", (), (), (a.id,)))
                 continue
             refs[p] = refs.get(p, 0) + 1
-        if a.published > len(a.pages) or a.published * tpp > len(a.tokens):
-            out.append(Violation(10, f"allocation {a.label} claims {a.published} published pages but has "
-                                     f"{len(a.pages)} pages and {len(a.tokens)} tokens", a.pages, (), (a.id,)))
+        if not _allocation_fits(a, tpp, 10, out):
             continue
         parent = None
         for i in range(a.published):

@@ -21,6 +21,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
+from . import refmodel
 from .refmodel import ModelAllocation, ModelAllocationFailure, ModelInvalid, ModelStats
 
 Prefix = tuple[int, ...]
@@ -203,10 +204,6 @@ class HashModel:
 
 # -------------------------------------------------------------------- comparable views
 
-VIEW_FIELDS = ("kind", "policy", "tokens_per_page", "page_count", "clock", "next_seq", "next_allocation_id",
-               "free", "blocks", "allocations", "pages", "nodes", "heap", "stats")
-
-
 def model_view(model: HashModel) -> dict:
     """What the snapshot of a hash cache in the model's state must say."""
     tpp = model.tokens_per_page
@@ -233,32 +230,23 @@ def model_view(model: HashModel) -> dict:
             for a in sorted(model.allocations.values(), key=lambda a: a.id)
         ),
         "pages": tuple(pages),
-        "nodes": (), "heap": (),
+        "nodes": {}, "root": (), "candidates": frozenset(),  # no trie, no heap
         "stats": (model.stats.lookups, model.stats.lookup_tokens, model.stats.hit_tokens,
                   model.stats.evictions, model.stats.dedups),
     }
 
 
 def snapshot_view(snap) -> dict:
-    """The same structure as :func:`model_view`, read from a kvcore snapshot's attributes."""
-    return {
-        "kind": snap.kind, "policy": snap.policy, "tokens_per_page": snap.tokens_per_page,
-        "page_count": snap.page_count, "clock": snap.clock, "next_seq": snap.next_seq,
-        "next_allocation_id": snap.next_allocation_id,
-        "free": tuple(snap.free),
-        "blocks": {b.page: (b.id, tuple(b.tokens), b.key, b.parent, b.reachable) for b in snap.blocks},
-        "allocations": tuple(
-            (a.id, a.name, tuple(a.tokens), tuple(a.pages), a.published, a.hit_tokens, a.released, a.priority)
-            for a in snap.allocations
-        ),
-        "pages": tuple((p.page, p.state, p.owner, p.node, p.ref) for p in snap.pages),
-        "nodes": tuple(snap.nodes), "heap": tuple(snap.heap),
-        "stats": (snap.stats.lookups, snap.stats.lookup_tokens, snap.stats.hit_tokens,
-                  snap.stats.evictions, snap.stats.dedups),
-    }
+    """The same structure as :func:`model_view`, read from a kvcore snapshot's attributes:
+    the trie model's view of it (no nodes, no heap: checked empty) plus the cached blocks."""
+    view = refmodel.snapshot_view(snap)
+    view["blocks"] = {b.page: (b.id, tuple(b.tokens), b.key, b.parent, b.reachable) for b in snap.blocks}
+    return view
 
 
 def view_differences(actual: dict, expected: dict) -> list[str]:
     """Readable field-by-field differences between two views ([] when equal)."""
-    return [f"{key}: kvcore {actual[key]!r} != model {expected[key]!r}"
-            for key in VIEW_FIELDS if actual[key] != expected[key]]
+    out = refmodel.view_differences(actual, expected)
+    if actual["blocks"] != expected["blocks"]:
+        out.append(f"blocks: kvcore {actual['blocks']!r} != model {expected['blocks']!r}")
+    return out

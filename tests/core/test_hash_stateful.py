@@ -22,28 +22,18 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kvcore import (
-    CacheAllocationFailure,
-    HashBlockPagedAttentionCache,
-    InvalidOperation,
-    KVCacheError,
-    PagePool,
-    Snapshot,
-)
+from kvcore import CacheAllocationFailure, HashBlockPagedAttentionCache, KVCacheError, PagePool, Snapshot
 from kvcore import events as ev
 from kvcore import hashblock
 
 from .refmodel import ModelAllocationFailure, ModelInvalid
 from .refmodel_hash import HashModel, model_view, snapshot_view, view_differences
+from .test_stateful import ERROR_CLASSES, EXTEND_MODES, PUBLISH_MODES, CacheMachine, token
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 EXAMPLES = {"dev": 200, "ci": 1_500, "soak": 100_000}.get(PROFILE, 1_500)
 STEPS = {"soak": 50}.get(PROFILE, 25)
 
-token = st.integers(0, 2)
-PUBLISH_MODES = ("none", "same", "shorter", "longer", "disagree", "incomplete")
-EXTEND_MODES = ("grow", "grow", "same", "shorter", "disagree")
-ERROR_CLASSES = {ModelInvalid: InvalidOperation, ModelAllocationFailure: CacheAllocationFailure}
 
 
 class HashCacheMachine(RuleBasedStateMachine):
@@ -63,26 +53,10 @@ class HashCacheMachine(RuleBasedStateMachine):
         self.recording = recording
         self.cache.record_events(recording)
 
-    # -- drawing arguments ----------------------------------------------------------------
-
-    def draw_tokens(self, data) -> tuple[int, ...]:
-        """Fresh tokens, or a prefix of a known allocation's tokens plus a tail: sharing."""
-        tpp = self.model.tokens_per_page
-        tail = tuple(data.draw(st.lists(token, max_size=2 * tpp + 1), label="tail"))
-        if self.handles and data.draw(st.booleans(), label="share a prefix"):
-            base = data.draw(st.sampled_from(self.handles), label="prefix of").tokens
-            cut = data.draw(st.integers(0, len(base)), label="prefix length")
-            return base[:cut] + tail
-        return tail
-
-    def draw_handle(self, data):
-        """Mostly a live allocation; sometimes a released one; None if none yet."""
-        if not self.handles:
-            return None
-        live = [h for h in self.handles if not h.released]
-        if live and data.draw(st.integers(0, 9), label="live?") > 0:
-            return data.draw(st.sampled_from(live), label="allocation")
-        return data.draw(st.sampled_from(self.handles), label="any allocation")
+    # The trie machine's ways of drawing tokens and handles: fresh or sharing a prefix;
+    # mostly live allocations, sometimes released ones.
+    draw_tokens = CacheMachine.draw_tokens
+    draw_handle = CacheMachine.draw_handle
 
     # -- running one operation on both sides -------------------------------------------
 
