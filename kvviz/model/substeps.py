@@ -150,7 +150,12 @@ class OpSubSteps(Sequence):
         if hit is not None:
             self._states.move_to_end(k)
             return hit
-        first = max(0, k - STATE_WINDOW // 2)
+        if k - 1 in self._states:  # stepping forward: the window runs on from here
+            first = k
+        elif k + 1 in self._states:  # stepping back: the window ends here
+            first = max(0, k - STATE_WINDOW + 1)
+        else:
+            first = max(0, k - STATE_WINDOW // 2)
         last = min(n - 1, first + STATE_WINDOW - 1)
         self._capture(first, last)
         return self._states[k]
