@@ -15,8 +15,9 @@ costs what the pages it used cost, as :class:`kvcore.pool.PagePool` does::
     queue = front (prepended pages, head first) + untouched run + back (appended pages)
 
 Each queued page carries one flag: whether it holds a cached block (what lazy eviction
-will remove when the page is taken). A queued page never changes its flag: only pages with
-ref 0 are queued, and only referenced pages gain or lose blocks, except by being taken.
+will remove when the page is taken). A queued page changes its flag only just before it is
+taken (:meth:`FreeBlockQueue.forget_block`): only pages with ref 0 are queued, and only
+referenced pages gain blocks.
 """
 
 from __future__ import annotations
@@ -124,6 +125,32 @@ class FreeBlockQueue:
                 count -= 1
         self._cached -= cached
         return out
+
+    def cached_among_first(self, count: int) -> list[int]:
+        """The pages holding a cached block among the first ``count`` (head first). O(count);
+        the untouched run holds none, so it is skipped whole."""
+        out: list[int] = []
+        left = count
+        for part in (self._front, None, self._back):
+            if part is None:
+                left -= min(left, self._page_count - self._untouched)
+                continue
+            for page, flag in part.items():
+                if not left:
+                    return out
+                if flag:
+                    out.append(page)
+                left -= 1
+        return out
+
+    def forget_block(self, page: int) -> None:
+        """``page``, queued, no longer holds a cached block (it is about to be taken: lazy
+        eviction removes the block first)."""
+        if page in self._front:
+            self._front[page] = False
+        else:
+            self._back[page] = False
+        self._cached -= 1
 
     def remove(self, page: int) -> None:
         """Take ``page`` out of the queue wherever it is (a match referenced it again). Only

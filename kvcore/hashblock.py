@@ -161,12 +161,13 @@ class PageUnqueued:
 
 @dataclass(frozen=True, slots=True)
 class PagesQueued:
-    """Released pages that reached ref 0 joined the free queue at ``end`` ('head' for pages
-    holding no cached block, 'tail' for the others), in this order."""
+    """A release's pages that reached ref 0 joined the free queue: ``head`` (holding no
+    cached block; ``head[0]`` is the queue's head now) and ``tail`` (holding one; ``tail[-1]``
+    is its tail now), both in reverse block order (vLLM's ``prepend_n`` and ``append_n``)."""
 
     allocation: int
-    pages: tuple[int, ...]
-    end: str
+    head: tuple[int, ...]
+    tail: tuple[int, ...]
 
 
 HASH_EVENTS = (BlockCached, BlockEvicted, PageUnqueued, PagesQueued)
@@ -228,6 +229,8 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         if needed > free + evictable - len(matched):  # the cheap bound first: all matched queued
             protected = sum(1 for b in matched if b.page not in refs)
             if needed > free + evictable - protected:
+                if self._watched:
+                    self._events.append(ev.Failed("acquire", None, needed, free, evictable - protected, protected))
                 raise self._failure(
                     f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots "
                     f"({matched_tokens} tokens matched in the cache)", needed, free, evictable - protected, protected)
@@ -239,10 +242,12 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         self._hit_tokens += matched_tokens
         pages = [b.page for b in matched]
         allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
-        self.allocations[allocation_id] = allocation
         events = self._events
+        # Each event follows the change it reports (what watch() promises).
         if events is not None:
             events.append(ev.OpStarted("acquire", allocation_id, self.clock))
+        self.allocations[allocation_id] = allocation
+        if events is not None:
             events.append(ev.Matched(allocation_id, tuple(b.seq for b in matched), tuple(pages), matched_tokens,
                                      len(tokens), self._match_reason(tokens, matched)))
         # vLLM's allocate_slots: touch the hits first, then take new blocks, so a hit is
@@ -277,22 +282,28 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
 
     def _grow(self, allocation: PageAllocation, needed: int) -> None:
         """Take ``needed`` pages from the free queue's head; a page still holding a cached
-        block loses it now (lazy eviction). Availability was checked."""
-        taken = self._pool.popleft_n(needed)
+        block loses it now (lazy eviction: vLLM's ``_maybe_evict_cached_block`` on each page
+        ``popleft_n`` returns). Availability was checked.
+
+        The blocks leave while their pages are still queued, then the pages are taken: every
+        event then shows a state the invariants accept (the same end state as vLLM's order)."""
+        queue = self._pool
         events = self._events
-        if events is not None:
-            events.append(ev.PagesTaken(allocation.id, tuple(taken)))
         blocks = self._blocks
+        for page in queue.cached_among_first(needed):
+            b = blocks.pop(page)
+            queue.forget_block(page)
+            still = self._uncache(b)
+            self._evictions += 1
+            if events is not None:
+                events.append(BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
+        taken = queue.popleft_n(needed)
         refs = self._refs
         for page in taken:
-            b = blocks.pop(page, None)
-            if b is not None:
-                still = self._uncache(b)
-                self._evictions += 1
-                if events is not None:
-                    events.append(BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
             refs[page] = 1
         allocation._pages.extend(taken)
+        if events is not None:
+            events.append(ev.PagesTaken(allocation.id, tuple(taken)))
 
     def _uncache(self, b: _Block) -> bool:
         """Drop ``b`` from the key map; True if another page still caches its key."""
@@ -338,27 +349,30 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         events = self._tick("release", allocation)
         refs = self._refs
         blocks = self._blocks
-        head: list[int] = []
+        head: list[int] = []  # ref 0 now, no cached block: an unpublished page (ref 1 until now)
         tail: list[int] = []
         for page in reversed(allocation._pages):  # vLLM frees reversed(req_blocks)
-            ref = refs[page] - 1
             b = blocks.get(page)
-            if b is not None and events is not None:
-                events.append(ev.RefDropped(allocation.id, b.seq, page, ref))
+            if b is None:
+                head.append(page)
+                continue
+            ref = refs[page] - 1
             if ref:
                 refs[page] = ref
-                continue
+            else:
+                del refs[page]
+                tail.append(page)
+            if events is not None:
+                events.append(ev.RefDropped(allocation.id, b.seq, page, ref))
+        self._retire(allocation)
+        for page in head:
             del refs[page]
-            (tail if b is not None else head).append(page)
         self._pool.prepend_n(head, False)
         self._pool.append_n(tail, True)
         if events is not None:
-            if head:
-                events.append(PagesQueued(allocation.id, tuple(head), "head"))
-            if tail:
-                events.append(PagesQueued(allocation.id, tuple(tail), "tail"))
+            if head or tail:
+                events.append(PagesQueued(allocation.id, tuple(head), tuple(tail)))
             events.append(ev.Released(allocation.id))
-        self._retire(allocation)
 
     def _tick(self, op: str, allocation: PageAllocation) -> list | None:
         """Advance the clock for an operation that cannot fail any more; the event list

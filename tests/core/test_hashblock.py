@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 import kvcore
-from kvcore import CacheAllocationFailure, HashBlockPagedAttentionCache, InvalidConfiguration, PagePool, Snapshot
+from kvcore import (CacheAllocationFailure, HashBlockPagedAttentionCache, InvalidConfiguration, PagePool, Snapshot,
+                    check_snapshot)
 from kvcore import events as ev
 from kvcore import hashblock
 
@@ -86,7 +87,7 @@ def test_release_puts_cached_pages_at_the_tail_last_block_first():
     a = run(c, A, B, C)
     assert c.snapshot().free[-3:] == (a.pages[2], a.pages[1], a.pages[0])
     (queued,) = [e for e in c.take_events() if isinstance(e, hashblock.PagesQueued)]
-    assert (queued.end, queued.pages) == ("tail", tuple(reversed(a.pages)))
+    assert (queued.head, queued.tail) == ((), tuple(reversed(a.pages)))
 
 
 def test_release_puts_pages_holding_no_cached_block_at_the_head():
@@ -291,3 +292,38 @@ def test_the_page_pool_counts_free_and_evictable_pages_apart():
 def test_a_pool_given_with_a_free_order_hands_pages_out_in_that_order():
     c = HashBlockPagedAttentionCache(PagePool(4, [3, 1, 0, 2]), 2)
     assert c.acquire_pages_for_tokens([1, 2, 3, 4, 5]).pages == (3, 1, 0)
+
+
+# -- watched: each event follows the change it reports ----------------------------------------
+
+
+def test_a_watched_cache_shows_at_each_event_the_change_the_event_reports():
+    c = kvcore.make_cache("hash", 4, 2)
+    seen = []
+    c.watch(lambda e: seen.append((e, c.snapshot())))
+    run(c, A, B, extra=1)  # 3 pages: 2 cached, 1 uncached
+    first = c.acquire_pages_for_tokens(list(A + C))  # matches A; takes the last untouched page
+    c.acquire_pages_for_tokens([5, 5])  # the head is the uncached page
+    c.acquire_pages_for_tokens([6, 6])  # then B's page: B is evicted lazily
+    with pytest.raises(CacheAllocationFailure):
+        c.acquire_pages_for_tokens([7, 7])
+    first.publish_pages_for_tokens()
+    kinds = set()
+    for e, snap in seen:
+        kinds.add(type(e).__name__)
+        if isinstance(e, hashblock.BlockEvicted):
+            assert snap.block_for_page(e.page) is None and e.page in snap.free  # gone, page still queued
+        elif isinstance(e, ev.PagesTaken):
+            assert not set(e.pages) & set(snap.free)
+            assert set(e.pages) <= set(snap.allocation(e.allocation).pages)
+        elif isinstance(e, hashblock.PagesQueued):
+            assert snap.free[:len(e.head)] == e.head and snap.free[len(snap.free) - len(e.tail):] == e.tail
+        elif isinstance(e, hashblock.BlockCached):
+            assert snap.block_for_page(e.page).key == e.key
+        if isinstance(e, (hashblock.BlockEvicted, ev.PagesTaken, hashblock.PagesQueued, hashblock.BlockCached,
+                          ev.Released, ev.Failed)):
+            # Healthy, but for the acquiring allocation before it got its pages.
+            broken = [v for v in check_snapshot(snap)
+                      if not (isinstance(e, hashblock.BlockEvicted) and v.allocations == (e.allocation,))]
+            assert broken == [], (e, broken)
+    assert {"BlockEvicted", "PagesTaken", "PagesQueued", "BlockCached", "PageUnqueued", "Failed"} <= kinds
