@@ -39,9 +39,10 @@ class FreeBlockQueue:
 
     def __init__(self, page_count: int, untouched_from: int | None = None,
                  head: Iterable[tuple[int, bool]] = (), tail: Iterable[tuple[int, bool]] = ()):
-        # Callers validate the pages (kvcore.pool.PagePool, or the snapshot checker).
+        # Callers validate the pages (kvcore.pool.PagePool, or the snapshot checker). By
+        # default every page is untouched: a fresh pool's queue, 0 .. page_count-1.
         self._page_count = page_count
-        self._untouched = page_count if untouched_from is None else untouched_from
+        self._untouched = 0 if untouched_from is None else untouched_from
         self._front: OrderedDict[int, bool] = OrderedDict(head)
         self._back: OrderedDict[int, bool] = OrderedDict(tail)
         self._cached = sum(self._front.values()) + sum(self._back.values())
