@@ -3,7 +3,9 @@
 
 Two columns, one per side (kvcore's trie and shortfin's for a diff; any two configurations
 for a compare), each with the same views as the main app (trie, page pool, allocations, LRU
-heap) fed that side's frame of the current step; a header with the step, the op and a track
+heap) fed that side's frame of the current step; a hash side (vLLM's design: no tree, no
+heap) gets the block view in the trie's place and the free-queue view in the heap's
+(:data:`PANES`); a header with the step, the op and a track
 marking where the two sides differ (the first divergence stands out); and a bottom panel
 saying what differs at this step (outcome, free pages, cached blocks, block tables), each
 side's invariant violations and the known issues a backend (shortfin) saw so far. A compare
@@ -27,6 +29,7 @@ from ..model.compare import FIELD_NAMES, CompareRun, Counters, divergence_summar
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
+from ..model.hash_view import blocks_title, free_queue_title
 from ..model.narrate import count
 from ..model.view import (
     ALLOCATION,
@@ -41,9 +44,24 @@ from ..model.view import (
     needs_previous,
     violation_marks,
 )
+from .widgets.block_view import BlockView
+from .widgets.free_queue_view import FreeQueueView
 from .widgets.heap_view import HeapView
 from .widgets.page_grid import PageGrid
 from .widgets.trie_view import TrieView
+
+PANES = {
+    "trie": (("trie", TrieView, lambda snap: "Trie"), ("heap", HeapView, heap_title)),
+    "base": (("trie", TrieView, lambda snap: "Trie"), ("heap", HeapView, heap_title)),
+    "hash": (("blocks", BlockView, blocks_title), ("queue", FreeQueueView, free_queue_title)),
+}
+"""By snapshot kind, the two panes that show a cache's own structure: (widget role, view
+class, title of a snapshot) for the upper pane (what is cached) and for the lower right one
+(the eviction order). A hash cache has no trie and no heap: its blocks and its free queue."""
+
+ROLE_CLASSES = {role: cls for panes in PANES.values() for role, cls, _ in panes} | {
+    "pool": PageGrid, "allocations": AllocationTable}
+"""Every widget role a column can have, with its view class."""
 
 HELP = ("→ / l  next step   ← / h  previous step\n"
         "Home / End  first / last step\n"
@@ -64,15 +82,15 @@ class DiffApp(StepActions, App[None]):
     #columns { height: 1fr; }
     .side { width: 1fr; border: round $kv-rule; border-title-color: $accent; border-title-style: bold; }
     .side .counters { height: 1; padding: 0 1; color: $kv-muted; }
-    .side .trie { height: 1fr; }
+    .side .structure { height: 1fr; }
     .side .pool { height: auto; max-height: 8; }
     .side .lower { height: 1fr; }
     .side .allocations { width: 1fr; }
-    .side .heap { width: 1fr; }
-    .side .trie, .side .pool, .side .allocations, .side .heap {
+    .side .order { width: 1fr; }
+    .side .structure, .side .pool, .side .allocations, .side .order {
         border: round $kv-rule; border-title-color: $kv-muted;
     }
-    .side .trie:focus, .side .pool:focus, .side .allocations:focus, .side .heap:focus {
+    .side .structure:focus, .side .pool:focus, .side .allocations:focus, .side .order:focus {
         border: round $accent; border-title-color: $accent;
     }
     #report-box { height: 14; border: round $kv-rule; border-title-color: $kv-muted; padding: 0 1; }
@@ -101,6 +119,8 @@ class DiffApp(StepActions, App[None]):
         self.start_step = step
         self.step = 0
         self.selection: dict[str, Selection | None] = {side: None for side in self.sides}
+        # Which views each column shows, by the kind of cache its snapshots describe.
+        self.panes = {side.key: PANES.get(side.session.frame(0).snapshot.kind, PANES["trie"]) for side in run.sides}
         # Both sides run the one scenario, so one frozen copy of its vocabulary serves both.
         self.labels = TokenLabels(run.scenario.vocab)
 
@@ -116,11 +136,12 @@ class DiffApp(StepActions, App[None]):
                 with Vertical(id=f"{side}-side", classes="side"):
                     if self.show_counters:
                         yield Static(id=f"{side}-counters", classes="counters")
-                    yield TrieView(id=f"{side}-trie", classes="trie")
+                    (upper, upper_view, _), (order, order_view, _) = self.panes[side]
+                    yield upper_view(id=f"{side}-{upper}", classes=f"structure {upper}")
                     yield PageGrid(id=f"{side}-pool", classes="pool")
                     with Horizontal(classes="lower"):
                         yield AllocationTable(id=f"{side}-allocations", classes="allocations")
-                        yield HeapView(id=f"{side}-heap", classes="heap")
+                        yield order_view(id=f"{side}-{order}", classes=f"order {order}")
         with VerticalScroll(id="report-box"):
             yield Static(id="report")
         yield Footer(compact=True)
@@ -128,16 +149,20 @@ class DiffApp(StepActions, App[None]):
     def on_mount(self) -> None:
         for side in self.run_.sides:
             self.query_one(f"#{side.key}-side").border_title = side.title
-            self.widget(side.key, "trie").border_title = "Trie"
         self.query_one("#report-box").border_title = "Divergence"
         d = self.run_.divergence
         self.go_to(self.start_step if self.start_step is not None else (d.step if d is not None else 0))
-        self.widget(self.sides[0], "trie").focus()
+        self.widget(self.sides[0], self.panes[self.sides[0]][0][0]).focus()
 
     def widget(self, side: str, role: str):
-        """One of the views: ``role`` is trie, pool, allocations or heap."""
-        kinds = {"trie": TrieView, "pool": PageGrid, "allocations": AllocationTable, "heap": HeapView}
-        return self.query_one(f"#{side}-{role}", kinds[role])
+        """One of the views: ``role`` is pool, allocations, and trie and heap, or on a hash
+        side blocks and queue (:data:`PANES`)."""
+        return self.query_one(f"#{side}-{role}", ROLE_CLASSES[role])
+
+    def roles(self, side: str) -> tuple[str, ...]:
+        """The widget roles of column ``side``: its structure pane first."""
+        (upper, _, _), (order, _, _) = self.panes[side]
+        return (upper, "allocations", order, "pool")
 
     # -- showing a step --------------------------------------------------------------------
 
@@ -168,13 +193,14 @@ class DiffApp(StepActions, App[None]):
         selection = self.selection[side]
         view = FrameView(frame, self.labels, highlight_for(selection, frame.snapshot), violation_marks(frame),
                          previous, selection, last_step=self.last_step)
-        for role in ("trie", "allocations", "heap", "pool"):
+        for role in self.roles(side):
             self.widget(side, role).show(view, rebuild)
         snap = frame.snapshot
         self.widget(side, "pool").border_title = (f"Page pool · {snap.page_count} × "
                                                   f"{count(snap.tokens_per_page, 'token')}")
         self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
-        self.widget(side, "heap").border_title = heap_title(snap)
+        for role, _, title in self.panes[side]:
+            self.widget(side, role).border_title = title(snap)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)
         if self.show_counters:
             self.query_one(f"#{side}-counters", Static).update(self.counters_markup(side))
@@ -299,7 +325,9 @@ class DiffApp(StepActions, App[None]):
         self._select(message.control, Selection(NODE, message.node))
 
     @on(PageGrid.PageSelected)
-    def _page_selected(self, message: PageGrid.PageSelected) -> None:
+    @on(FreeQueueView.PageSelected)
+    @on(BlockView.BlockSelected)  # a block is its page's: the pool, tables and queue mark the page
+    def _page_selected(self, message) -> None:
         self._select(message.control, Selection(PAGE, message.page))
 
     @on(AllocationTable.AllocationSelected)
