@@ -2,7 +2,8 @@
 """The Markdown export: what a person pastes into a GitHub issue.
 
 A summary, a Mermaid diagram of the trie at the step (GitHub renders it; new nodes green,
-touched blue, evicted red), tables of pages and allocations, and the script.
+touched blue, evicted red) or, for a hash cache, the table of its cached blocks (unreachable
+ones marked) and its free queue in order; tables of pages and allocations, and the script.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..model.free_queue import free_page_count, next_victim, queue_text
 from ..model.policy_words import key_fields, key_value, words_for
 from ..model.view import heap_name, key_text
+from .text import block_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.session import Frame, Session
@@ -96,6 +99,34 @@ def mermaid(frame: "Frame", session: "Session") -> str:
     return "\n".join(lines)
 
 
+def hash_sections(frame: "Frame", session: "Session") -> list[str]:
+    """A hash cache's blocks (a table: new, evictable, duplicate and unreachable ones say so),
+    the blocks this step evicted, and the free queue in order with the next lazy victim."""
+    snap = frame.snapshot
+    added = set(frame.diff.nodes_added)
+    out = ["## Blocks (vLLM's hash map: chained keys, no tree)", "", "| block | tokens | where | state |",
+           "|---|---|---|---|"]
+    for b, line, state in block_lines(snap, MAX_MERMAID_NODES):
+        mark = "new, " if b.id in added else ""
+        state = f"**{state}**" if state == "unreachable" else state
+        out.append(f"| {b.id} | {_cell(_tokens(session, b.tokens))} | {_cell(line)} | {mark}{state} |")
+    if not snap.blocks:
+        out.append("| (none) | | | |")
+    if len(snap.blocks) > MAX_MERMAID_NODES:
+        out.append(f"| ... | {len(snap.blocks) - MAX_MERMAID_NODES} more | | |")
+    if frame.index > 0 and frame.diff.nodes_evicted:
+        before = session.frame(frame.index - 1).snapshot
+        gone = [before.block(i) for i in frame.diff.nodes_evicted]
+        out += ["", "Evicted by this step (lazily: their pages were taken from the free queue's head): " +
+                ", ".join(f"block {b.id} [{_cell(_tokens(session, b.tokens))}] on page {b.page}" for b in gone if b)]
+    victim = next_victim(snap)
+    then = (f"Next evicted: block {victim.id} on page {victim.page}, when an acquire takes that far." if victim
+            else "No queued page holds a cached block.")
+    out += ["", "## Free queue (head first; * holds a cached block, evicted when its page is taken)", "",
+            f"`{queue_text(snap)}`", "", then, ""]
+    return out
+
+
 def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str) -> str:
     """The whole Markdown report for one step."""
     snap = frame.snapshot
@@ -109,18 +140,22 @@ def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str
         out += [f"> {frame.story}", ""]
     if frame.violations:
         out += ["## Invariant violations", ""] + [f"- {v}" for v in frame.violations] + [""]
+    queue = f", free queue {snap.free_count}" if snap.kind == "hash" else ""
     out += [f"Cache: {snap.kind}, {snap.page_count} pages × {snap.tokens_per_page} tokens, clock {snap.clock}; "
-            f"free {snap.free_count}, cached {snap.cached_count} (evictable {snap.evictable_count}), "
-            f"owned {snap.owned_count}.", ""]
+            f"free {free_page_count(snap)}, cached {snap.cached_count} (evictable {snap.evictable_count}), "
+            f"owned {snap.owned_count}{queue}.", ""]
     if snap.kind == "trie":
         out += ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
+    if snap.kind == "hash":
+        out += hash_sections(frame, session)
     out += ["## Allocations", "", "| name | tokens | block table | published | hit tokens |", "|---|---|---|---|---|"]
     for a in snap.allocations:
         out.append(f"| {_cell(a.label)} | {_cell(_tokens(session, a.tokens))} | {_block_table(a.pages)} | "
                    f"{a.published} | {a.hit_tokens} |")
     if not snap.allocations:
         out.append("| (none) | | | | |")
-    out += ["", "## Pages", "", "| page | state | node | owner | ref |", "|---|---|---|---|---|"]
+    holder = "block" if snap.kind == "hash" else "node"
+    out += ["", "## Pages", "", f"| page | state | {holder} | owner | ref |", "|---|---|---|---|---|"]
     names = {a.id: a.label for a in snap.allocations}
     for info in snap.pages[:MAX_PAGE_ROWS]:
         out.append(f"| {info.page} | {info.state} | {'' if info.node is None else info.node} | "

@@ -15,6 +15,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from kvcore.hashblock import BlockEvicted
+
+from ..model.free_queue import free_page_count, next_victim, queue_position, queue_text
 from ..model.policy_words import key_fields, key_phrase, key_value, words_for
 from ..model.view import heap_name, key_text
 
@@ -46,6 +49,8 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
     snap = frame.snapshot
     if snap.kind == "base":
         return Text("(base cache: no trie, nothing is shared)", style="dim")
+    if snap.kind == "hash":
+        return hash_blocks(frame, session)
     diff = frame.diff
     added, touched = set(diff.nodes_added), set(diff.nodes_touched)
     root = Tree(Text("root", style="bold"))
@@ -79,6 +84,64 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
         root.add(Text(f"x evicted nodes {', '.join(map(str, diff.nodes_evicted))} "
                       f"(pages {', '.join(map(str, diff.pages_evicted))})", style="red"))
     return root
+
+
+#: Hex digits of a block key shown (the full key is 64; 8 tell a scenario's blocks apart).
+KEY_DIGITS = 8
+
+
+def block_lines(snap, limit: int = MAX_TREE_NODES) -> list[tuple[object, str, str]]:
+    """A hash cache's cached blocks as the exports list them, the first ``limit``:
+    ``(block, text, state)``, in caching order. ``text`` has the block's page, ref, key and parent key (``root`` for a
+    first block), where it waits in the free queue, and what makes it special: a duplicate
+    (lookups use the copy cached first) or unreachable (its chain broke above it). ``state``
+    is ``cached``, ``evictable`` or ``unreachable``. The exports share it, so they agree."""
+    first_copy: dict[str, int] = {}
+    for b in snap.blocks:
+        first_copy.setdefault(b.key, b.page)
+    out = []
+    for b in snap.blocks[:limit]:
+        ref = snap.pages[b.page].ref
+        parent = "root" if b.parent is None else b.parent[:KEY_DIGITS]
+        where = "" if ref else f", queued {queue_position(snap, b.page):,} of {len(snap.free):,}"
+        copy = "" if first_copy[b.key] == b.page else f", a duplicate: lookups use page {first_copy[b.key]}"
+        state = "evictable" if not ref else "cached"
+        reach = ""
+        if not b.reachable:
+            state = "unreachable"
+            reach = ", UNREACHABLE: an earlier block of its chain is not cached, no acquire can match it"
+        out.append((b, f"page {b.page} ref {ref} key {b.key[:KEY_DIGITS]} after {parent}{where}{copy}{reach}", state))
+    return out
+
+
+def hash_blocks(frame: "Frame", session: "Session") -> Text:
+    """A hash cache's blocks, one line each (:func:`block_lines`), new ones marked, and the
+    blocks this step evicted lazily (their pages taken from the free queue's head)."""
+    snap = frame.snapshot
+    added = set(frame.diff.nodes_added)
+    text = Text("blocks (vLLM's hash map: chained keys, no tree)", style="bold")
+    if not snap.blocks:
+        text.append("\n  (none cached)", style="dim")
+    for b, line, state in block_lines(snap):
+        tokens = session.vocab.label_tokens(b.tokens, limit=MAX_LABEL_TOKENS)
+        style = "green" if b.id in added else "red" if state == "unreachable" else STATE_STYLE[state]
+        text.append(f"\n  block {b.id} [{tokens}] {line} ({state}){' +new' if b.id in added else ''}", style=style)
+    if len(snap.blocks) > MAX_TREE_NODES:
+        text.append(f"\n  ... {len(snap.blocks) - MAX_TREE_NODES} more blocks", style="dim")
+    for e in (e for e in frame.events if isinstance(e, BlockEvicted)):
+        still = "; its key is still cached on another page" if e.still_cached else ""
+        text.append(f"\n  x evicted block {e.block} [{session.vocab.label_tokens(e.tokens, limit=MAX_LABEL_TOKENS)}] "
+                    f"page {e.page} (lazily: its page was taken from the free queue){still}", style="red")
+    return text
+
+
+def free_queue_line(snap) -> Text:
+    """A hash cache's free queue, head first (``*``: the page holds a cached block, which
+    leaves when the page is taken), and the next block lazy eviction takes."""
+    victim = next_victim(snap)
+    then = (f"; next evicted: block {victim.id} on page {victim.page}, when an acquire takes that far" if victim
+            else "; no queued page holds a cached block")
+    return Text(f"free queue (head first, * holds a cached block): {queue_text(snap)}{then}")
 
 
 class PageGrid:
@@ -156,6 +219,8 @@ def heap_list(frame: "Frame", session: "Session", limit: int = 16) -> Text:
     snap = frame.snapshot
     if snap.kind == "base":
         return Text("")
+    if snap.kind == "hash":
+        return free_queue_line(snap)
     if not snap.heap:
         return Text(f"{heap_name(snap)}: empty (no unreferenced leaves)", style="dim")
     parts = []
@@ -182,8 +247,9 @@ def frame_renderable(frame: "Frame", session: "Session") -> Group:
     if frame.story:
         parts.append(Text(frame.story, style="italic"))
     parts.append(Text(frame.explanation))
-    parts.append(Text(f"clock {snap.clock} | free {snap.free_count} | cached {snap.cached_count} "
-                      f"(evictable {snap.evictable_count}) | owned {snap.owned_count} | "
+    queue = f" | free queue {snap.free_count}" if snap.kind == "hash" else ""
+    parts.append(Text(f"clock {snap.clock} | free {free_page_count(snap)} | cached {snap.cached_count} "
+                      f"(evictable {snap.evictable_count}) | owned {snap.owned_count}{queue} | "
                       f"pages {snap.page_count} x {snap.tokens_per_page} tokens", style="dim"))
     parts.append(trie_tree(frame, session))
     parts.append(page_grid(frame))

@@ -3,6 +3,10 @@
 evicted red, ref ±) and the facts narration and why-queries use.
 
 Computed from snapshots alone, so it works for any backend that produces kvcore snapshots.
+A hash cache (kind ``hash``) has cached blocks instead of trie nodes: its diff lists them in
+the node fields (a block's id is what its page row names as ``node``), so "new", "evicted"
+and the ref marks mean the same on both designs; blocks have no ``last_access``, so none is
+ever touched.
 """
 
 from __future__ import annotations
@@ -44,8 +48,20 @@ class Diff:
 def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
     """The :class:`Diff` from ``before`` to ``after`` (everything is new when ``before`` is None)."""
     if before is None:
-        return Diff(nodes_added=tuple(n.id for n in after.nodes if n.parent is not None),
-                    allocations_added=tuple(a.id for a in after.allocations))
+        return Diff(nodes_added=tuple(_cached(after)), allocations_added=tuple(a.id for a in after.allocations))
+    if after.kind == "hash":
+        return _diff(before, after, *_block_changes(before, after))
+    return _diff(before, after, *_node_changes(before, after))
+
+
+def _cached(snap: Snapshot) -> dict:
+    """What holds a cached page, by id: the trie's nodes but the root, or a hash cache's blocks."""
+    if snap.kind == "hash":
+        return {b.id: b for b in snap.blocks}
+    return {n.id: n for n in snap.nodes if n.parent is not None}
+
+
+def _node_changes(before: Snapshot, after: Snapshot):
     old_nodes = {n.id: n for n in before.nodes}
     new_nodes = {n.id: n for n in after.nodes}
     changed_nodes = [n for n in after.nodes if old_nodes.get(n.id) is not n]
@@ -55,6 +71,21 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
                      if n.id in old_nodes and n.parent is not None and n.last_access != old_nodes[n.id].last_access)
     refs = tuple((n.id, old_nodes[n.id].ref, n.ref) for n in sorted(changed_nodes, key=lambda n: n.id)
                  if n.id in old_nodes and n.parent is not None and n.ref != old_nodes[n.id].ref)
+    return added, evicted, touched, refs, sorted(old_nodes[i].page for i in evicted)
+
+
+def _block_changes(before: Snapshot, after: Snapshot):
+    """A hash cache's blocks as the node fields: added, evicted, no touch, ref changes (a
+    block's ref is its page's), and the evicted blocks' pages."""
+    old, new = _cached(before), _cached(after)
+    added = sorted(i for i in new if i not in old)
+    evicted = sorted(i for i in old if i not in new)
+    refs = tuple((i, before.pages[b.page].ref, after.pages[b.page].ref) for i, b in sorted(new.items())
+                 if i in old and before.pages[b.page].ref != after.pages[b.page].ref)
+    return added, evicted, [], refs, sorted(old[i].page for i in evicted)
+
+
+def _diff(before: Snapshot, after: Snapshot, added, evicted, touched, refs, pages_evicted) -> Diff:
     taken, freed, changed = [], [], []
     for old, new in zip(before.pages, after.pages):
         if old is not new and old != new:  # kvcore reuses unchanged rows: identity is the fast path
@@ -63,7 +94,6 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
                 taken.append(new.page)
             elif new.state == "free" and old.state != "free":
                 freed.append(new.page)
-    pages_evicted = sorted(old_nodes[i].page for i in evicted)
     # An evicted page that went straight to an allocation was also taken.
     taken = sorted(set(taken) | {p for p in pages_evicted if after.pages[p].state != "free"})
     old_heap = {n: i for i, n in enumerate(before.heap)}

@@ -11,9 +11,11 @@ neither import cycles through the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .free_queue import free_page_count, next_victim, unreachable_blocks
 
 if TYPE_CHECKING:  # pragma: no cover - types only: the scenario parser and the session import this module
     from .scenario import Expect
@@ -96,16 +98,35 @@ def _fail_wanted(expect: Expect) -> Any:
 
 def _victim(expect: Expect, frame: Frame) -> Any:
     snapshot = frame.snapshot
+    if snapshot.kind == "hash":  # no heap: the free queue's first page holding a cached block
+        block = next_victim(snapshot)
+        return None if block is None else block.page
     return snapshot.node(snapshot.heap[0]).page if snapshot.heap else None
 
 
 def _ref(expect: Expect, frame: Frame) -> Any:
     snapshot, page = frame.snapshot, expect.values[0]
+    if snapshot.kind == "hash":  # refs are the pages' own (vLLM's ref_cnt), not a node's
+        if snapshot.block_for_page(page) is None:
+            state = snapshot.pages[page].state if 0 <= page < len(snapshot.pages) else "not a page"
+            raise LookupError(f"expected page {page} to hold a cached block, but it is {state}")
+        return snapshot.pages[page].ref
     node = snapshot.node_for_page(page)
     if node is None:
         state = snapshot.pages[page].state if 0 <= page < len(snapshot.pages) else "not a page"
         raise LookupError(f"expected page {page} to be cached in a trie node, but it is {state}")
     return node.ref
+
+
+def _queue(expect: Expect, frame: Frame) -> Any:
+    free = frame.snapshot.free
+    if len(free) > len(expect.values):  # a huge pool's queue is not listed to say it is longer
+        return tuple(free[:len(expect.values) + 1]) + ("…",)
+    return tuple(free)
+
+
+_NO_HEAP = ("a hash cache has no heap and so no candidates: every ref-0 page waits in the free queue "
+            "and is taken in its order (write expect evictable N, expect victim P or expect queue P ...)")
 
 
 @dataclass(frozen=True)
@@ -115,7 +136,9 @@ class ExpectKind:
     ``slots`` (see :data:`SLOTS`) is the parse rule and the layout of its :class:`Expect`;
     ``actual(expect, frame)`` reads the frame (a LookupError is a failure with its message);
     ``wanted(expect)`` is what the line asks for; the line holds when the two are equal, and
-    ``show(kind, value)`` writes either for a failure message.
+    ``show(kind, value)`` writes either for a failure message. ``not_for`` maps the cache
+    kinds the line means nothing on to why: the parser refuses such a line where it would be
+    checked, and :func:`evaluate` fails it with that reason (a line typed in the command bar).
     """
 
     slots: tuple[str, ...]
@@ -124,11 +147,12 @@ class ExpectKind:
     actual: Callable[[Expect, Frame], Any]
     wanted: Callable[[Expect], Any] = _last_value
     show: Callable[[str, Any], str] = _show_value
+    not_for: Mapping[str, str] = field(default_factory=dict)
 
 
-def _count(usage: str, meaning: str, read: Callable[[Frame], Any]) -> ExpectKind:
+def _count(usage: str, meaning: str, read: Callable[[Frame], Any], **more) -> ExpectKind:
     """A kind that compares one number ``read`` from the frame."""
-    return ExpectKind(("count",), usage, meaning, lambda expect, frame: read(frame))
+    return ExpectKind(("count",), usage, meaning, lambda expect, frame: read(frame), **more)
 
 
 def _of_allocation(usage: str, meaning: str, slot: str, read: Callable[[Any], Any], wanted=_last_value) -> ExpectKind:
@@ -143,15 +167,22 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
     "fail": ExpectKind(("failure",), "expect fail [alloc|invalid]",
                        "the op failed (with this error) and changed nothing", _fail_actual, _fail_wanted,
                        lambda kind, value: value),
-    "free": _count("expect free N", "N pages are on the free list", lambda frame: frame.snapshot.free_count),
-    "cached": _count("expect cached N", "N pages are cached (each in a trie node)", lambda frame: frame.snapshot.cached_count),
-    "evictable": _count("expect evictable N", "N cached pages have ref 0 (eviction can reach them)",
-                        lambda frame: frame.snapshot.evictable_count),
+    "free": _count("expect free N", "N pages are free: on the free list (hash: in the free queue, holding no "
+                   "cached block)", lambda frame: free_page_count(frame.snapshot)),
+    "cached": _count("expect cached N", "N pages are cached: each in a trie node (hash: each holding a cached "
+                     "block, referenced or queued)", lambda frame: frame.snapshot.cached_count),
+    "evictable": _count("expect evictable N", "N cached pages have ref 0: eviction can reach them (hash: queued, "
+                        "the block leaves when its page is taken)", lambda frame: frame.snapshot.evictable_count),
     "owned": _count("expect owned N", "N pages are in allocations' unpublished tails",
                     lambda frame: frame.snapshot.owned_count),
-    "candidates": _count("expect candidates N", "the heap holds N eviction candidates (childless ref-0 nodes), whatever the policy",
-                         lambda frame: len(frame.snapshot.heap)),
-    "victim": ExpectKind(("page",), "expect victim P", "page P is the next eviction victim (top of the heap)", _victim),
+    "candidates": _count("expect candidates N", "the heap holds N eviction candidates (childless ref-0 nodes), "
+                         "whatever the policy (not on a hash cache: it has no heap)",
+                         lambda frame: len(frame.snapshot.heap), not_for={"hash": _NO_HEAP}),
+    "victim": ExpectKind(("page",), "expect victim P", "page P is the next eviction victim: the heap's top (hash: "
+                         "the first page in the free queue holding a cached block)", _victim),
+    "queue": ExpectKind(("pages",), "expect queue [P ...]", "the free list, in the order pages are taken, is "
+                        "exactly these pages (hash: the free queue, head first)", _queue,
+                        lambda expect: tuple(expect.values)),
     "hit": _of_allocation("expect hit NAME N", "NAME's acquire matched N tokens in the cache", "count",
                           lambda allocation: allocation.hit_tokens),
     "pages": _of_allocation("expect pages NAME [P ...]", "NAME's block table is exactly these pages", "pages",
@@ -161,8 +192,13 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
     "evicted": ExpectKind(("pages+",), "expect evicted P [P ...]", "these pages were evicted by this op",
                           lambda expect, frame: tuple(sorted(frame.diff.pages_evicted)),
                           lambda expect: tuple(sorted(expect.values))),
-    "evictions": _count("expect evictions N", "this op evicted N pages", lambda frame: len(frame.diff.nodes_evicted)),
-    "ref": ExpectKind(("page", "count"), "expect ref P N", "the trie node holding page P has ref N", _ref),
+    "evictions": _count("expect evictions N", "this op evicted N pages (hash: blocks that left the cache as "
+                        "their pages were taken)", lambda frame: len(frame.diff.nodes_evicted)),
+    "unreachable": _count("expect unreachable N", "N cached blocks are unreachable: an earlier block of their "
+                          "chain is no longer cached, so no acquire matches them (a trie has none)",
+                          lambda frame: len(unreachable_blocks(frame.snapshot))),
+    "ref": ExpectKind(("page", "count"), "expect ref P N", "the trie node holding page P has ref N (hash: the "
+                      "page holding a cached block has ref N, vLLM's ref_cnt)", _ref),
     "live": ExpectKind(("names",), "expect live [NAME ...]", "exactly these allocations are live",
                        lambda expect, frame: tuple(sorted(a.label for a in frame.snapshot.allocations)),
                        lambda expect: tuple(sorted(expect.names))),
@@ -178,6 +214,10 @@ def evaluate(expect: Expect, frame: Frame) -> ExpectResult:
     kind = EXPECT_KINDS.get(expect.kind)
     if kind is None:
         return ExpectResult(expect, False, f"unknown expect kind {expect.kind!r}")
+    why_not = kind.not_for.get(frame.snapshot.kind)
+    if why_not is not None:
+        return ExpectResult(expect, False, f"expect {expect.kind} means nothing on a {frame.snapshot.kind} cache: "
+                                           f"{why_not}")
     try:
         actual = kind.actual(expect, frame)
     except LookupError as exc:

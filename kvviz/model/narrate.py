@@ -11,6 +11,10 @@ One numbering everywhere: a *node* is named by its id and the physical *page* it
 ("node 3 (page 2)"); a position in an allocation's tokens is a *block* ("block 1"), never a
 page, because physical page 1 may belong to someone else. Tokens are shown through the
 session's label function, so words the script spelled read as words.
+
+A hash cache (vLLM's design) has no nodes: it caches *blocks* on pages under chained keys,
+keeps one *free queue* of ref-0 pages and evicts lazily, when a page taken from the queue's
+head still holds a block; its sentences say so in those words (never "leaf" or "heap").
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 
 from kvcore import Snapshot
 from kvcore import events as ev
+from kvcore.hashblock import BlockCached, BlockEvicted, PagesQueued, PageUnqueued
 
 from .policy_words import key_fields, key_phrase, key_value, words_for
 
@@ -130,7 +135,7 @@ def describe_event(event, label: Labeler = default_labeler, tokens: Sequence[int
     if isinstance(event, ev.CandidateRemoved):
         return f"heap - node {event.node} (page {event.page}): {event.reason}"
     if isinstance(event, ev.PagesTaken):
-        return f"took {_pages(event.pages)} from the free list"
+        return f"took {_pages(event.pages)} from the free list (or queue)"
     if isinstance(event, ev.Evicted):
         return f"evicted node {event.node} (page {event.page}) [{label(event.tokens)}] key {key_value(event.key)}"
     if isinstance(event, ev.NodeCreated):
@@ -143,7 +148,25 @@ def describe_event(event, label: Labeler = default_labeler, tokens: Sequence[int
         return f"freed {_pages(event.pages)} ({event.reason})"
     if isinstance(event, ev.Released):
         return f"allocation #{event.allocation} released"
-    return repr(event)  # pragma: no cover - a new event type
+    hashed = _describe_hash_event(event, label)
+    return hashed if hashed is not None else repr(event)  # repr: a new event type
+
+
+def _describe_hash_event(event, label: Labeler) -> str | None:
+    """The event log's line for a hash cache's own events (None for any other event)."""
+    if isinstance(event, BlockCached):
+        copy = "" if event.duplicate_of is None else f" (a duplicate: page {event.duplicate_of} caches the key too)"
+        return f"cached block {event.block} [{label(event.tokens)}] on page {event.page}, key {event.key[:8]}{copy}"
+    if isinstance(event, BlockEvicted):
+        still = "; another page still caches its key" if event.still_cached else ""
+        return f"lazily evicted block {event.block} [{label(event.tokens)}] from page {event.page}{still}"
+    if isinstance(event, PageUnqueued):
+        return f"page {event.page} (block {event.block}) left the free queue: matched"
+    if isinstance(event, PagesQueued):
+        parts = ([f"{_pages(event.head)} to the free queue's head"] if event.head else []) + (
+            [f"{_pages(event.tail)} to its tail"] if event.tail else [])
+        return "queued " + " and ".join(parts)
+    return None
 
 
 def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, before: Snapshot | None,
@@ -157,6 +180,8 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
     if error is not None:
         kind, message = error
         return f"{head} failed ({kind}): {message}. Nothing changed."
+    if after.kind == "hash":
+        return f"{head}: " + ("; ".join(_hash_parts(op_kind, events, after, label, units)) or "done") + "."
     parts: list[str] = []
     evicted = [e for e in events if isinstance(e, ev.Evicted)]
     for e in events:
@@ -211,3 +236,57 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
     if op_kind == "extend" and not any(isinstance(e, (ev.PagesTaken, ev.Evicted)) for e in events):
         parts.append("its pages already had room")
     return f"{head}: " + ("; ".join(parts) if parts else "done") + "."
+
+
+def _hash_parts(op_kind: str, events: tuple, after: Snapshot, label: Labeler, units: Units) -> list[str]:
+    """The clauses of a hash cache's step: what matched, which pages left the free queue (and
+    which cached blocks left with them), what was cached (duplicates said as such), where
+    released pages joined the queue."""
+    parts: list[str] = []
+    unqueued = [e.page for e in events if isinstance(e, PageUnqueued)]
+    evicted = [e for e in events if isinstance(e, BlockEvicted)]
+    for e in events:
+        if isinstance(e, ev.Matched) and op_kind == "acquire":
+            full = e.total_tokens // after.tokens_per_page
+            if full == 0:
+                parts.append(f"{count(e.total_tokens, 'token')} make{'s' if e.total_tokens == 1 else ''} "
+                             "no full block, nothing to match")
+            else:
+                parts.append(units.match(len(e.nodes), full, e.matched_tokens, e.total_tokens).replace(
+                    "full page", "full block"))
+            if unqueued:
+                parts.append(f"the matched {_pages(unqueued)} left the free queue (ref 0 until now)")
+        elif isinstance(e, ev.PagesTaken):
+            parts.append(f"took {_pages(e.pages)} from the free queue's head")
+        elif isinstance(e, BlockCached):
+            text = f"cached [{label(e.tokens)}] as block {e.block} on its own page {e.page}"
+            if e.duplicate_of is not None:
+                text += (f"; that key was already cached on page {e.duplicate_of}, and vLLM caches this copy "
+                         f"too (no dedup: block tables never change), lookups keep using page {e.duplicate_of}")
+            parts.append(text)
+        elif isinstance(e, PagesQueued):
+            if e.tail:
+                parts.append(f"{_pages(e.tail)} joined the free queue's tail, last block first: still cached, "
+                             "matchable until reused")
+            if e.head:
+                parts.append(f"{_pages(e.head)} (no cached block) joined its head, reused first")
+    for e in evicted[:EVICTIONS_TOLD]:
+        fate = ("another page still caches its key, so later requests still match it" if e.still_cached else
+                "no page caches its key now")
+        parts.append(f"page {e.page} still held block {e.block} [{label(e.tokens)}]: it left the cache now, "
+                     f"lazily, as its page was reused; {fate}")
+    if len(evicted) > EVICTIONS_TOLD:
+        rest = evicted[EVICTIONS_TOLD:]
+        pages = ", ".join(str(e.page) for e in rest[:PAGES_LISTED])
+        more = f" and {len(rest) - PAGES_LISTED:,} more" if len(rest) > PAGES_LISTED else ""
+        parts.append(f"then {count(len(rest), 'more block')} left with their pages (pages {pages}{more}); "
+                     f"{count(len(evicted), 'block')} evicted in all")
+    if op_kind == "release":
+        dropped = sum(isinstance(e, ev.RefDropped) for e in events)
+        if dropped:
+            parts.insert(0, f"dropped its reference on {count(dropped, 'cached page')}")
+    if op_kind == "publish" and not any(isinstance(e, BlockCached) for e in events):
+        parts.append("nothing new to cache (only full blocks are cached, and never twice)")
+    if op_kind == "extend" and not any(isinstance(e, ev.PagesTaken) for e in events):
+        parts.append("its pages already had room")
+    return parts

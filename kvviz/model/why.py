@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
+from kvcore.hashblock import BlockEvicted
 from kvcore.snapshot import FreePages
 
+from .free_queue import next_victim, queue_position, queue_text
 from .narrate import TOKENS, Units, count, match_stop
 from .policy_words import key_phrase, key_value, words_for
 
@@ -68,6 +70,9 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
     info = snap.pages[page]
     at = f"at step {frame_index}"
     label = session.label_tokens
+    if snap.kind == "hash":
+        return Answer(title, tuple(_hash_page_lines(snap, page, at, label)), None, (page,),
+                      (info.node,) if info.node is not None else ())
     if info.state == "free":
         place = _free_place(snap.free, page)
         return Answer(title, (f"It is free {at}: no node or allocation holds it. It is number {place:,} of "
@@ -109,6 +114,49 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
     return Answer(title, tuple(lines), None, (page,), (node.id,))
 
 
+def _hash_page_lines(snap, page: int, at: str, label) -> list[str]:
+    """Where ``page`` of a hash cache is and what keeps its block: free (its place in the free
+    queue), owned, or holding a cached block (referenced, or queued and evicted lazily when
+    taken; a duplicate; unreachable)."""
+    info = snap.pages[page]
+    queued = len(snap.free)
+    if info.state == "free":
+        return [f"It is free {at}: no block, no owner. It is number {queue_position(snap, page):,} of {queued:,} "
+                "in the free queue; acquires take pages from the queue's head."]
+    if info.state == "owned":
+        owner = snap.allocation(info.owner)
+        name = owner.label if owner is not None else f"allocation #{info.owner}"
+        block = owner.pages.index(page) if owner is not None else "?"
+        return [f"It is owned {at}: block {block} of {name}, not cached yet. An owned page is never evicted; it "
+                f"joins the free queue's head when {name} is released (it holds no cached block), or caches its "
+                f"block if {name} publishes it once full."]
+    b = snap.block_for_page(page)
+    after = "the first block of a chain" if b.parent is None else f"after key {b.parent[:8]}"
+    lines = [f"It is cached {at}: block {b.id} [{label(b.tokens)}], key {b.key[:8]} ({after})."]
+    first = next(x for x in snap.blocks if x.key == b.key)
+    if first.page != page:
+        lines.append(f"It is a duplicate: page {first.page} cached the same key first, and lookups use that page "
+                     "(vLLM caches both copies: block tables never change).")
+    if not b.reachable:
+        lines.append("It is unreachable: an earlier block of its chain is no longer cached, so no acquire can match "
+                     "it (there is no tree to keep a parent while its child is cached).")
+    if info.ref:
+        holders = _holders(snap).get(page, [])
+        who = f"{holders[0]} is" if len(holders) == 1 else "they are"
+        lines.append(f"It is protected: ref {info.ref}, in the block tables of {_listed(holders)}. A referenced "
+                     f"page is never reused; it joins the free queue's tail when {who} released.")
+        return lines
+    place = queue_position(snap, page)
+    victim = next_victim(snap)
+    lines.append(f"It is evictable: ref 0, number {place:,} of {queued:,} in the free queue. Its block stays "
+                 "matchable until an acquire takes the page from the queue's head; then the block leaves the cache "
+                 "(lazy eviction).")
+    if victim is not None and victim.page == page:
+        lines.append(f"It is the next block to go: {count(place - 1, 'page')} ahead of it in the queue "
+                     "hold no cached block.")
+    return lines
+
+
 def _free_place(free, page: int) -> int:
     """1-based position of ``page`` in the free list, O(pages returned): a pool of 10^12
     pages keeps its never-used run as a range, which ``free.index`` would walk."""
@@ -141,6 +189,8 @@ def _interior_lines(snap, node) -> list[str]:
 def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     """Why page ``page`` was evicted, as of frame ``frame_index`` (its latest eviction so far);
     for a page not evicted yet, :func:`page_status`."""
+    if session.frame(frame_index).snapshot.kind == "hash":
+        return _why_hash_evicted(session, frame_index, page)
     steps = [s for s in session.why_index.page_evicted_at.get(page, []) if s <= frame_index]
     if not steps:
         return page_status(session, frame_index, page)
@@ -216,6 +266,37 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     return Answer(f"Why was page {page} evicted? (step {step})", tuple(lines), step, (page,), (victim.node,))
 
 
+def _why_hash_evicted(session: "Session", frame_index: int, page: int) -> Answer:
+    """Why a hash cache's ``page`` lost its block (its latest lazy eviction up to
+    ``frame_index``): the acquire or extend that took the page from the free queue's head,
+    and the queue as it stood. The session's why-index records trie evictions only, so the
+    steps are searched from ``frame_index`` back: O(steps)."""
+    found = None
+    for step in range(frame_index, 0, -1):
+        frame = session.frame(step)
+        found = next((e for e in frame.events if isinstance(e, BlockEvicted) and e.page == page), None)
+        if found is not None:
+            break
+    if found is None:
+        return page_status(session, frame_index, page)
+    before = session.frame(step - 1).snapshot
+    label = session.label_tokens
+    still = ("Another page still caches the same key, so requests still match those tokens." if found.still_cached
+             else "No other page cached its key: a later request spelling those tokens computes them again.")
+    lines = (
+        f"Step {step}: `{_op_text(session, step)}` needed new pages and takes them from the free queue's head; "
+        f"page {page} was among them and still held block {found.block} [{label(found.tokens)}].",
+        "A hash cache evicts lazily: a released page's block stays cached (and matchable) while the page waits "
+        "in the free queue, and leaves only when the page is reused.",
+        f"The free queue before the step, head first (* holds a cached block): {queue_text(before)}.",
+        "Pages reach the queue when their last holder releases them: to the tail when they hold a cached block "
+        "(last block first), to the head when they hold none (reused first); so cached blocks go least recently "
+        "released first.",
+        still,
+    )
+    return Answer(f"Why was page {page} evicted? (step {step})", lines, step, (page,), (found.block,))
+
+
 def why_short_match(session: "Session", frame_index: int, name: str, units: Units = TOKENS) -> Answer:
     """Why allocation ``name`` (its latest acquire up to ``frame_index``) matched only k pages.
 
@@ -241,11 +322,14 @@ def why_short_match(session: "Session", frame_index: int, name: str, units: Unit
         amount = f"{k:,} of {count(len(tokens), 'block')} (of {units.block_tokens:,} tokens)"
     else:
         amount = f"{matched.matched_tokens:,} of {count(len(tokens), 'token')}"
-    stop = matched.reason if frame.snapshot.kind == "base" else match_stop(tokens, k, tpp, label, parent)
+    stop = matched.reason if frame.snapshot.kind in ("base", "hash") else match_stop(tokens, k, tpp, label, parent)
     lines = [f"`{frame.op.text}` matched {amount}: {stop}."]
     if frame.snapshot.kind == "base":
         lines.append("The base cache never shares pages: every request starts from nothing.")
         return Answer(title, tuple(lines), step)
+    if frame.snapshot.kind == "hash":
+        return Answer(title, tuple(lines + _hash_match_lines(session, step, tokens, k, tpp)), step,
+                      tuple(matched.pages), tuple(matched.nodes))
     if k == full:
         rest = len(tokens) - full * tpp
         if rest:
@@ -277,3 +361,23 @@ def why_short_match(session: "Session", frame_index: int, name: str, units: Unit
     lines.append(f"Block {k} [{label(block)}] was never seen after this prefix: no earlier request published it "
                  f"under {where}.")
     return Answer(title, tuple(lines), step, tuple(matched.pages), tuple(matched.nodes))
+
+
+def _hash_match_lines(session: "Session", step: int, tokens, k: int, tpp: int) -> list[str]:
+    """Why a hash cache's match stopped at block ``k``: its key chains every block before it,
+    so it is cached only if this very prefix was published and its page not reused since."""
+    full = len(tokens) // tpp
+    if k == full:
+        rest = len(tokens) - full * tpp
+        return [f"The last {count(rest, 'token')} fill only part of a block; partial blocks are never cached."] if rest \
+            else []
+    block = tuple(tokens[k * tpp:(k + 1) * tpp])
+    before = session.frame(step - 1).snapshot
+    lines = [f"A block's key chains its tokens with the key of every block before it, so block {k} "
+             f"[{session.label_tokens(block)}] matches only if a request published this very prefix and the page "
+             "caching it was not reused since (lazy eviction takes a cached block when its page is reused)."]
+    elsewhere = [b for b in before.blocks if b.tokens == block]
+    if elsewhere:
+        lines.append(f"The same tokens are cached on page {elsewhere[0].page}, but after another prefix: another "
+                     "key.")
+    return lines

@@ -66,6 +66,8 @@ CASES = [
     (3, "expect ref 0 2", "expect ref 0 1", "expected ref 1, got ref 2"),
     (4, "expect live b", "expect live a b", "expected live [a b], got live [b]"),
     (1, "expect violations 0", "expect violations 1", "expected violations 1, got violations 0"),
+    (0, "expect queue 0..3", "expect queue 3 2 1 0", "expected queue [3 2 1 0], got queue [0 1 2 3]"),
+    (6, "expect unreachable 0", "expect unreachable 1", "expected unreachable 1, got unreachable 0"),
 ]
 
 

@@ -343,6 +343,9 @@ EXPECT_CASES = [
     ("expect live r1 r2", Expect("live", names=("r1", "r2"))),
     ("expect live", Expect("live")),
     ("expect violations 0", Expect("violations", values=(0,))),
+    ("expect queue 3 1 0", Expect("queue", values=(3, 1, 0))),
+    ("expect queue", Expect("queue")),
+    ("expect unreachable 0", Expect("unreachable", values=(0,))),
 ]
 
 

@@ -92,7 +92,12 @@ Header (before the first op)
   title: TEXT              the scenario's title
   description: TEXT        one paragraph; several description lines are joined with spaces
   cache KIND pages=N tokens_per_page=M [policy=P]
-                           KIND is trie (prefix sharing) or base (no sharing);
+                           KIND is trie (prefix sharing), base (no sharing) or
+                           hash (vLLM's design: full blocks cached under chained
+                           keys, no tree; one free queue of ref-0 pages, taken from
+                           its head; a released page keeps its block, matchable,
+                           until it is taken again: lazy eviction; a hash cache
+                           takes policy=lru only, its queue's order);
                            P is the trie's eviction policy: lru (default), fifo,
                            lfu, mru, filo, slru or priority (evicted first: the
                            least recent, oldest, least hit, most recent, newest,
@@ -148,10 +153,15 @@ Lines for one cache kind
     [base] expect fail alloc        checked only on the base cache
     [trie] > The trie matches both pages.
     [base] > The base cache has no lookup: r2 gets new pages.
-  KIND is trie or base; [trie base] names both. Unscoped lines apply to every kind.
+  KIND is trie, base or hash; [trie base] names two. An untagged line is written for the
+  kind in the cache line and checked on that kind only; `kvviz compare` and --base run the
+  other kinds on their tagged lines. An expect a kind cannot mean is refused where it would
+  be checked on it (expect candidates on a hash cache, which has no heap).
   Consecutive narration lines of one scope form a paragraph; a change of scope starts a
   new one. A scoped 'expect fail' does not make the parser forget the op's allocation
-  (the op succeeds on the other kind), an unscoped one does. Ops cannot be scoped.
+  (the op succeeds on the other kind), an unscoped one does, and so does one tagged with
+  every kind the script has named so far (its cache line's and its tags'). Ops cannot be
+  scoped.
 
 Errors
   Every mistake is reported with its file, line and column and what was expected there:

@@ -28,8 +28,8 @@ from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MA
 from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
 from ..vocab import Vocabulary
 from .format import format_expect, format_op
-from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, MAX_PRIORITY, OP_FORMS, OP_OPTIONS, POLICIES, CacheConfig,
-                     Expect, Op, Paragraph, Scenario, ScenarioError, Step)
+from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, MAX_PRIORITY, ONLY_LRU, OP_FORMS, OP_OPTIONS, POLICIES,
+                     CacheConfig, Expect, Op, Paragraph, Scenario, ScenarioError, Step)
 
 __all__ = ["parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file"]
 
@@ -40,6 +40,7 @@ _LINE_EXPECTED = (
     "an op (acquire, publish, extend, release), expect, cache, title:, description:, > narration or # comment"
 )
 _TAG_EXPECTED = "cache kinds in brackets before an expect or > narration line, like [trie] expect hit r2 8"
+_KINDS_EXPECTED = ", ".join(CACHE_KINDS[:-1]) + " or " + CACHE_KINDS[-1]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _INTEGER = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
@@ -519,6 +520,17 @@ def _parse_expect(line: _Line, items: list[_Item], kinds: tuple[str, ...] | None
     return replace(expect, text=format_expect(expect))
 
 
+def _refuse_for_kinds(line: _Line, kind_item: _Item, expect: Expect, kinds: Iterable[str]) -> None:
+    """Refuse an expect checked on a cache kind it means nothing on (``expect candidates`` on
+    a hash cache, which has no heap), at its kind's column, saying what to write instead."""
+    for kind in kinds:
+        why = EXPECT_KINDS[expect.kind].not_for.get(kind)
+        if why is not None:
+            tag = f" (tagged [{kind}])" if expect.kinds else f" (the cache line says {kind})"
+            raise line.error(kind_item.column, f"expect {expect.kind} on a {kind} cache{tag}: {why}",
+                             f"another expect, or a tag naming the kinds it is true of, like [trie] expect {expect.kind}")
+
+
 def _failure_kind(line: _Line, item: _Item, usage: str) -> str:
     detail = None if item.quoted else FAILURE_SPELLINGS.get(item.text.lower())
     if detail is None:
@@ -540,7 +552,7 @@ def _scope_tag(line: _Line) -> tuple[str, ...] | None:
         kind = match[0].lower()
         if kind not in CACHE_KINDS:
             raise line.error(match.start() + 1, f"unknown cache kind {_shown(match[0])}{_suggestion(kind, CACHE_KINDS)}",
-                             " or ".join(CACHE_KINDS))
+                             _KINDS_EXPECTED)
         if kind in kinds:
             raise line.error(match.start() + 1, f"cache kind {kind!r} given twice", _TAG_EXPECTED)
         kinds.append(kind)
@@ -550,13 +562,16 @@ def _scope_tag(line: _Line) -> tuple[str, ...] | None:
     return tuple(kind for kind in CACHE_KINDS if kind in kinds)
 
 
-def _covers_every_kind(kinds: tuple[str, ...] | None) -> bool:
-    return kinds is None or set(kinds) >= set(CACHE_KINDS)
+def _covers_every_kind(kinds: tuple[str, ...] | None, spoken_of: set[str]) -> bool:
+    """Whether a line scoped to ``kinds`` is checked on every kind the script speaks of (its
+    header's and those its tags named so far): ``[trie base] expect fail`` in a trie script
+    is, though a hash run would not check it (the script says nothing of hash)."""
+    return kinds is None or set(kinds) >= spoken_of
 
 
 # -- the header -----------------------------------------------------------------------------
 
-_CACHE_USAGE = ("cache trie|base pages=N tokens_per_page=N [policy=lru|fifo|lfu|...], "
+_CACHE_USAGE = ("cache trie|base|hash pages=N tokens_per_page=N [policy=lru|fifo|lfu|...], "
                 "e.g. cache trie pages=8 tokens_per_page=4 policy=lfu")
 _CACHE_OPTIONS = {
     "pages": "pages", "tokens_per_page": "tokens_per_page", "page_size": "tokens_per_page",
@@ -574,7 +589,7 @@ def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
         if option is None:
             item = cursor.take()
             if item.quoted or item.text.lower() not in CACHE_KINDS:
-                raise line.error(item.column, f"unknown cache kind {_shown(item.raw)}", "trie or base")
+                raise line.error(item.column, f"unknown cache kind {_shown(item.raw)}", _KINDS_EXPECTED)
             if kind is not None:
                 raise line.error(item.column, "cache kind given twice", _CACHE_USAGE)
             kind = item.text.lower()
@@ -588,14 +603,19 @@ def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
         if setting in options:
             raise line.error(option.column, f"{setting} given twice", _CACHE_USAGE)
         options[setting] = option
+    kind = kind or DEFAULT_CACHE_CONFIG.kind
+    policy = _cache_policy(line, options.get("policy"))
+    if kind in ONLY_LRU and policy != "lru":
+        raise line.error(options["policy"].value_column, f"{ONLY_LRU[kind]}: policy must be lru, not {policy!r}",
+                         f"policy=lru or no policy=, like cache {kind} pages=8 tokens_per_page=4")
     return CacheConfig(
-        kind or DEFAULT_CACHE_CONFIG.kind,
+        kind,
         _cache_number(line, options.get("pages"), "pages", MAX_PAGES, DEFAULT_CACHE_CONFIG.pages),
         _cache_number(
             line, options.get("tokens_per_page"), "tokens_per_page", MAX_TOKENS_PER_PAGE,
             DEFAULT_CACHE_CONFIG.tokens_per_page,
         ),
-        _cache_policy(line, options.get("policy")),
+        policy,
     )
 
 
@@ -703,6 +723,7 @@ class _ScenarioReader:
         self.live = _LiveNames()
         self.budget = _Budget(build)
         self.after_bad_op = False
+        self.kinds_named: set[str] = set()  # every kind a scope tag has named so far
         self.errors: list[ScenarioError] = []
         self.error_count = 0
         self.over_budget = False
@@ -732,6 +753,7 @@ class _ScenarioReader:
             return
         kinds = _scope_tag(line)
         if kinds is not None:
+            self.kinds_named.update(kinds)
             self._read_scoped(line, kinds)
             return
         if stripped.startswith(">"):
@@ -805,12 +827,16 @@ class _ScenarioReader:
             raise line.error(items[0].column, "expect before the first op",
                              "an op first: expect checks the state after the op above it")
         expect = _parse_expect(line, items, kinds, self.budget)
+        # An untagged line is checked on the header's kind only (ScopedScript), a tagged one
+        # on its kinds: refuse a kind whose state the expect says nothing true about.
+        _refuse_for_kinds(line, items[1], expect, kinds or ((self.config or DEFAULT_CACHE_CONFIG).kind,))
         if self.after_bad_op:
             return  # its op was not read: report only the line's own mistakes
         self.steps[-1].add(line, expect)
         # A failed op changed nothing, so its name is free again; but only if it fails on
         # every kind: '[base] expect fail' leaves the trie run's allocation live.
-        if expect.kind == "fail" and _covers_every_kind(expect.kinds):
+        spoken_of = self.kinds_named | {(self.config or DEFAULT_CACHE_CONFIG).kind}
+        if expect.kind == "fail" and _covers_every_kind(expect.kinds, spoken_of):
             self.live.undo_last_op()
 
     def _read_op(self, line: _Line, items: list[_Item]) -> None:
@@ -948,7 +974,9 @@ def parse_command(text: str, live_names: Iterable[str] | None = (),
         raise line.error(line.end_column, "empty command", expected)
     keyword = items[0]
     if not keyword.quoted and keyword.text.lower() == "expect":
-        return _parse_expect(line, items, kinds, _Budget())
+        expect = _parse_expect(line, items, kinds, _Budget())
+        _refuse_for_kinds(line, items[1], expect, kinds or ())  # untagged: evaluate says it per frame
+        return expect
     if keyword.quoted or keyword.text.lower() not in OP_FORMS:
         raise line.error(keyword.column,
                          f"unknown op {_shown(keyword.raw)}{_suggestion(keyword.text, [*OP_FORMS, 'expect'])}",

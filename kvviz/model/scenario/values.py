@@ -14,8 +14,15 @@ from kvcore.policies import MAX_PRIORITY as _PRIORITY_BOUND
 
 from ..vocab import Vocabulary
 
-CACHE_KINDS = ("trie", "base")
-"""The cache kinds a scenario may run on; also the kinds an expect or narration may be scoped to."""
+CACHE_KINDS = ("trie", "base", "hash")
+"""The cache kinds a scenario may run on; also the kinds an expect or narration may be scoped to
+(``hash``: vLLM's design, full blocks under chained keys and one free queue, no trie)."""
+
+ONLY_LRU = {
+    "hash": "a hash cache evicts in its free queue's order, which is LRU",
+}
+"""The kinds that take ``policy=lru`` only, and why (the base cache takes any policy and
+ignores it: it never evicts)."""
 
 POLICIES = kvcore.POLICIES
 """The eviction policies a ``cache`` line may name (kvcore's seven, SGLang's names); lru first, the default."""
@@ -46,8 +53,9 @@ def applies(kinds: tuple[str, ...] | None, kind: str) -> bool:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """The cache a scenario runs on: its kind ('trie' or 'base'), page count, page size and
-    eviction policy (one of :data:`POLICIES`; a base cache never evicts)."""
+    """The cache a scenario runs on: its kind ('trie', 'base' or 'hash'), page count, page
+    size and eviction policy (one of :data:`POLICIES`; a base cache never evicts, a hash
+    cache evicts in its free queue's order: lru only)."""
 
     kind: str = "trie"
     pages: int = 8
@@ -112,7 +120,7 @@ class Expect:
     kinds: tuple[str, ...] | None = None
 
     def applies_to(self, kind: str) -> bool:
-        """Whether a run on a cache of ``kind`` ('trie', 'base') should check this line."""
+        """Whether a run on a cache of ``kind`` ('trie', 'base', 'hash') should check this line."""
         return applies(self.kinds, kind)
 
 
