@@ -14,7 +14,7 @@ widget never calls into the session, whose ``frame()`` moves its cache and repla
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
@@ -22,6 +22,9 @@ from kvcore import events as ev
 from .policy_words import key_fields  # noqa: F401 - re-exported: the heap view names its key by it
 from .vocab import Vocabulary
 from .why import Answer, page_status, why_evicted, why_short_match
+from . import pseudocode
+from .diff import diff_snapshots
+from .substeps import Focus, SubStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvcore import Snapshot
@@ -50,9 +53,10 @@ class Highlight:
     nodes: frozenset[int] = frozenset()
     pages: frozenset[int] = frozenset()
     allocations: frozenset[int] = frozenset()
+    slots: frozenset[int] = frozenset()  # heap array indices (a sub-step's focus: the two slots of a swap)
 
     def __bool__(self) -> bool:
-        return bool(self.nodes or self.pages or self.allocations)
+        return bool(self.nodes or self.pages or self.allocations or self.slots)
 
 
 NO_HIGHLIGHT = Highlight()
@@ -143,11 +147,18 @@ class FrameView:
     revision: int = 0  # changes whenever the timeline itself does (a branch, a new session)
     last_step: int = 0
     why: Answer | None = None
+    substep: "SubStepView | None" = None
+    focus: Highlight = NO_HIGHLIGHT
 
     @property
     def snapshot(self) -> "Snapshot":
-        """The state after the frame's op."""
+        """The state after the frame's op (stepped into the op: after the sub-step shown)."""
         return self.frame.snapshot
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """Where on the timeline this view is: (frame index, sub-step index), -1 for the whole step."""
+        return self.frame.index, self.substep.step.index if self.substep is not None else -1
 
     def label(self, tokens, limit: int | None = None) -> str:
         """Tokens as words where the scenario used words."""
@@ -169,6 +180,7 @@ class TimelineView:
     speed: float = 1.0
     title: str = ""
     revision: int = 0
+    substep: tuple[int, int, str] | None = None  # stepped into the op: (sub-step index, count, kind)
 
     @property
     def last_step(self) -> int:
@@ -210,16 +222,31 @@ def literal(text: str) -> str:
     return text.replace("[", "\\[")
 
 
-def same_shape(old: FrameView | None, new: FrameView) -> bool:
-    """True when ``new`` is a neighbour of ``old`` on the same timeline with the same set of
-    trie nodes and no ghost rows in either: a trie view can keep its rows."""
+def later_neighbour(old: FrameView | None, new: FrameView) -> FrameView | None:
+    """The later of ``old`` and ``new`` when they are neighbours on the same timeline (two
+    whole steps one apart, or two sub-steps of one op one apart), else None: its diff is then
+    exactly what changed between the two, so a view may repaint only that."""
     if old is None or old.revision != new.revision:
+        return None
+    (a_frame, a_sub), (b_frame, b_sub) = old.position, new.position
+    if (a_sub < 0) != (b_sub < 0):
+        return None
+    if a_sub < 0 and abs(a_frame - b_frame) == 1:
+        return old if a_frame > b_frame else new
+    if a_sub >= 0 and a_frame == b_frame and abs(a_sub - b_sub) == 1:
+        return old if a_sub > b_sub else new
+    return None
+
+
+def same_shape(old: FrameView | None, new: FrameView) -> bool:
+    """True when ``new`` is a neighbour of ``old`` (:func:`later_neighbour`) with the same set
+    of trie nodes and no ghost rows in either: a trie view can keep its rows."""
+    later = later_neighbour(old, new)
+    if later is None:
         return False
     a, b = old.frame, new.frame
-    if abs(a.index - b.index) != 1:
-        return False
-    later = a if a.index > b.index else b
-    return not (later.diff.nodes_added or later.diff.nodes_evicted or a.diff.nodes_evicted or b.diff.nodes_evicted)
+    return not (later.frame.diff.nodes_added or later.frame.diff.nodes_evicted
+                or a.diff.nodes_evicted or b.diff.nodes_evicted)
 
 
 def needs_previous(frame: "Frame") -> bool:
@@ -280,3 +307,107 @@ def _node_answer(session: "Session", view: FrameView, node_id: int) -> Answer:
     if node.parent is None:
         return Answer("The root holds no page and is never evicted.", ())
     return page_status(session, index, node.page)
+
+
+# -- inside an op: the sub-step shown -------------------------------------------------------
+
+@dataclass(frozen=True)
+class CodeView:
+    """One algorithm's pseudo-code as a code pane draws it: a ``title``, the ``lines`` of
+    text, the 1-based line numbers lit (``current``: what the sub-step shown runs; several
+    when it spans them) and ``differs``: the lines that differ from the variant beside it
+    (a bug-museum demo's buggy code beside ours)."""
+
+    title: str
+    lines: tuple[str, ...]
+    current: frozenset[int] = frozenset()
+    differs: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class SubStepView:
+    """Where the views are inside an op: the sub-step shown (``step``), how many the op has
+    (``count``), a few of its neighbours for the narration's list (``nearby``), what these
+    sub-steps can show (``note``) and where they come from (``source``: ``"events"``, every
+    move kvcore made; ``"calls"``, a foreign cache observed between its calls), and the
+    code panes' values (``code``: ours; ``buggy``: the bug-museum variant; None when not
+    shown)."""
+
+    step: SubStep
+    count: int
+    nearby: tuple[SubStep, ...] = ()
+    note: str = ""
+    source: str = "events"
+    code: CodeView | None = None
+    buggy: CodeView | None = None
+
+    @property
+    def label(self) -> str:
+        """The position in the op, as the timeline bar shows it: "3/12 pop" (1-based)."""
+        return f"{self.step.index + 1}/{self.count} {self.step.kind}"
+
+
+NEARBY_BEFORE, NEARBY_AFTER = 2, 8
+"""How many sub-steps before and after the one shown the narration lists (a window, so an op
+with 1,500 sub-steps costs the same to narrate as one with 10)."""
+
+
+def nearby(steps, index: int) -> tuple[SubStep, ...]:
+    """The sub-steps around ``index`` that the narration lists."""
+    return tuple(steps[max(0, index - NEARBY_BEFORE): index + NEARBY_AFTER + 1])
+
+
+def substep_frame(frame: "Frame", before: "Snapshot", state: "Snapshot", step: SubStep) -> "Frame":
+    """``frame`` as it stood right after sub-step ``step`` of its op, for the views: kvcore's
+    ``state`` after the sub-step, the diff from ``before`` (the state after the sub-step
+    before it, so the marks say what this one changed) and the sub-step's sentence as the
+    explanation. No events, violations or expects: mid-op the invariants need not hold yet (a
+    victim's parent joins the heap one sub-step before the victim leaves the trie), so they
+    are checked, and shown, on whole steps only."""
+    failed = step.kind in ("fail", "refused")
+    return replace(frame, snapshot=state, diff=diff_snapshots(before, state), events=(),
+                               explanation=step.sentence, violations=(), expects=(),
+                               error=frame.error if failed else None)
+
+
+def focus_highlight(focus: Focus, snapshot: "Snapshot", previous: "Snapshot | None" = None) -> Highlight:
+    """What a sub-step's :class:`~kvviz.model.substeps.Focus` marks in the views: its nodes,
+    pages and heap slots, and its allocation (a name) as the id ``snapshot`` (or, for one just
+    released, ``previous``) gives it."""
+    allocations: frozenset[int] = frozenset()
+    if focus.allocation is not None:
+        for snap in (snapshot, previous):
+            found = next((a.id for a in snap.allocations if a.label == focus.allocation), None) if snap else None
+            if found is not None:
+                allocations = frozenset({found})
+                break
+    return Highlight(frozenset(focus.nodes), frozenset(focus.pages), allocations, frozenset(focus.slots))
+
+
+def code_views(step: SubStep, op_kind: str, cache_kind: str, demo: str | None = None,
+               buggy: bool = False) -> tuple[CodeView | None, CodeView | None]:
+    """The code panes' values for sub-step ``step`` of an ``op_kind`` op: ours (the
+    algorithm that produced it, its lines lit; an eviction's title names the line of the op
+    that called it) and, when ``buggy`` and ``demo`` is a bug-museum demo with a buggy
+    variant (:func:`kvviz.model.pseudocode.buggy_variant`), the buggy code beside it, the
+    lines where the two differ marked on both sides. None for what there is none of."""
+    algorithm = pseudocode.ALGORITHMS.get(step.algorithm)
+    if algorithm is None:
+        return None, None
+    lit = frozenset(step.lines)
+    title = algorithm.title
+    outer = pseudocode.algorithm_for(op_kind, "shortfin" if step.kind == "call" else cache_kind)
+    if outer != algorithm.name and outer in pseudocode.ALGORITHMS:
+        callers = [line.number for line in pseudocode.ALGORITHMS[outer].lines if line.calls == algorithm.name]
+        if callers:  # "evict ← acquire line 24: pop the heap's ...": the call stack, shortest first
+            name, _, what = title.partition(": ")
+            title = f"{name} ← {outer} line {callers[0]}: {what}" if what else f"{title} ← {outer} line {callers[0]}"
+    variant = pseudocode.buggy_variant(demo) if buggy and demo else None
+    if variant is None:
+        return CodeView(title, algorithm.texts(), lit), None
+    same = variant.algorithm == algorithm.name
+    ours = CodeView(title, algorithm.texts(), lit, frozenset(variant.ours_differ) if same else frozenset())
+    where = "" if same else f" (in {variant.algorithm}; this sub-step runs {algorithm.name})"
+    theirs = CodeView(f"{variant.bug}, buggy: {variant.description}{where}", variant.theirs,
+                      lit if same else frozenset(), frozenset(variant.theirs_differ))
+    return ours, theirs

@@ -29,7 +29,7 @@ from ..model.expect import ExpectResult, evaluate
 from ..model.scenario import Expect, ScenarioError, parse_command
 from ..model.session import Session
 from .saving import NoFreeName, edit_tag, free_path, free_stem, slug
-from .stepping import StepActions
+from .stepping import StepActions, SubStepMoves
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
 from .screens.branch_screen import BranchScreen
@@ -37,18 +37,25 @@ from .widgets.command_bar import CommandBar
 from ..model.narrate import count
 from ..model.view import (
     ALLOCATION,
+    NO_HIGHLIGHT,
     NODE,
     PAGE,
     FrameView,
     Selection,
+    SubStepView,
     TimelineView,
     TokenLabels,
     answer_for,
+    code_views,
+    focus_highlight,
     heap_title,
     highlight_for,
+    nearby,
     needs_previous,
+    substep_frame,
     violation_marks,
 )
+from .widgets.code_pane import CodePane
 from .widgets.heap_view import HeapView
 from .screens.help_screen import HelpScreen
 from .widgets.narration import Narration
@@ -61,6 +68,7 @@ from .widgets.why_panel import WhyPanel
 from .practice import Practice
 from .widgets.question_panel import QuestionPanel
 from ..model.quiz import AnswerError
+from ..model import pseudocode
 
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Play speeds in steps per second (+ and - move along this list)."""
@@ -78,7 +86,7 @@ class KvvizScreen(Screen):
         self.app._apply_size_classes()
 
 
-class KvvizApp(StepActions, App[None]):
+class KvvizApp(SubStepMoves, StepActions, App[None]):
     """The kvviz UI on one session (see the module doc)."""
 
     CSS_PATH = "app.tcss"
@@ -88,6 +96,11 @@ class KvvizApp(StepActions, App[None]):
     BINDINGS = [
         Binding("left,h", "previous_step", "back", key_display="←", group=_STEP_KEYS),
         Binding("right,l", "next_step", "step", key_display="→", group=_STEP_KEYS),
+        Binding("i", "step_into", "into"),
+        Binding("o", "step_out", "out"),
+        # Help and the palette list these (the footer is full; the code pane's title says b):
+        Binding("x", "toggle_code", "code", show=False),
+        Binding("b", "toggle_buggy", "buggy code", show=False),
         Binding("home", "first_step", "First step", show=False),
         Binding("end", "last_step", "Last step", show=False),
         Binding("space", "play", "play"),
@@ -102,7 +115,7 @@ class KvvizApp(StepActions, App[None]):
         Binding("colon", "focus_command", "op", key_display=":"),
         Binding("e", "export", "export"),
         Binding("ctrl+s", "save_script", "Save .kvs", show=False),
-        Binding("escape", "clear_selection", "Clear selection", show=False),
+        Binding("escape", "escape", "Step out / clear selection", show=False),
         Binding("p", "toggle_practice", "practice", show=False),  # help and the palette list it; the footer is full
         *(Binding(str(d), f"answer_choice('{d}')", f"Answer {d}", show=False) for d in range(10)),
         Binding("a", "type_answer", "type answer"),
@@ -114,7 +127,7 @@ class KvvizApp(StepActions, App[None]):
 
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
                  theme: str | None = None, animations: bool = True, cursor_blink: bool = True,
-                 practice: bool = False, practice_seed: int = 0):
+                 practice: bool = False, practice_seed: int = 0, demo: str | None = None):
         super().__init__()
         set_up_appearance(self, theme, animations)
         self.cursor_blink = cursor_blink
@@ -137,6 +150,10 @@ class KvvizApp(StepActions, App[None]):
         self.start_practice = practice
         self.practice_seed = practice_seed
         self.practice: Practice | None = None  # practice mode is on while this is set
+        self.demo = demo  # the demo's name (a bug-museum demo has buggy code to show beside ours)
+        self.substep: int | None = None  # stepped into the op: the sub-step shown; None: the whole step
+        self.show_code: bool | None = None  # the code pane; None: shown while stepped into an op
+        self.show_buggy = False  # the buggy variant's code beside ours (bug-museum demos)
 
     def get_default_screen(self) -> Screen:
         return KvvizScreen(id="_default")
@@ -159,6 +176,8 @@ class KvvizApp(StepActions, App[None]):
         with Horizontal(id="bottom"):
             yield QuestionPanel(id="practice")
             yield Narration(id="narration")
+            yield CodePane(id="code")
+            yield CodePane("buggy", id="code-buggy")
             yield WhyPanel(id="why")
         yield CommandBar(self.current_live_names, id="command")
         yield Footer(compact=True)
@@ -172,6 +191,8 @@ class KvvizApp(StepActions, App[None]):
         self.why.display = False
         self.question_panel.display = False
         self.question_panel.border_title = "Practice"
+        self.code.display = False
+        self.code_buggy.display = False
         if not self.cursor_blink:
             self.command_bar.input.cursor_blink = False
         self._apply_size_classes()
@@ -236,6 +257,14 @@ class KvvizApp(StepActions, App[None]):
     def question_panel(self) -> QuestionPanel:
         return self._widget("practice", QuestionPanel)
 
+    @property
+    def code(self) -> CodePane:
+        return self._widget("code", CodePane)
+
+    @property
+    def code_buggy(self) -> CodePane:
+        return self._widget("code-buggy", CodePane)
+
     # -- showing a frame -------------------------------------------------------------------
 
     @property
@@ -260,6 +289,7 @@ class KvvizApp(StepActions, App[None]):
             else:
                 practice.leave(target)
         self.step = target
+        self.substep = None  # a move by whole steps steps out of the op
         self._show(rebuild=True)
         self._show_practice()
 
@@ -276,23 +306,68 @@ class KvvizApp(StepActions, App[None]):
         highlight = highlight_for(self.selection, frame.snapshot)
         view = FrameView(frame, self.labels(), highlight, violation_marks(frame), previous, self.selection,
                          self.revision, self.last_step)
-        if self.why.display:
+        if self.why.display:  # the whole step's question, stepped in or not
             view = dataclasses.replace(view, why=answer_for(self.session, view))
+        if self.substep is not None:
+            view = self._substep_view(view)
         self.view = view
         for widget in (self.trie, self.allocations, self.heap):
             widget.show(view, rebuild)
         self.pool.show(view, rebuild)
-        snap = frame.snapshot
+        snap = view.snapshot
         self._title(self.pool, f"Page pool · {count(snap.page_count, 'page')} × {count(snap.tokens_per_page, 'token')}")
         self._title(self.heap, heap_title(snap))
         self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
+        self._title(self.narration, "Narration · sub-steps" if view.substep is not None else "Narration · events")
         if rebuild:
             self.narration.show(view)
             self._show_hint()
-
+        self._show_code(view)
         if self.why.display:
             self.why.show(view)
         self._show_timeline()
+
+    def _substep_view(self, whole: FrameView) -> FrameView:
+        """The view of sub-step ``self.substep`` of the op shown: kvcore's state after it,
+        marked with what it changed and what it moves (its focus)."""
+        subs = self.session.substeps(self.step)
+        index = self.substep = min(self.substep, len(subs) - 1)
+        step = subs[index]
+        state, before = subs.state(index), subs.state(index - 1)
+        frame = substep_frame(whole.frame, before, state, step)
+        code, buggy = (code_views(step, frame.op.kind, subs.before.kind, self.demo, self.show_buggy)
+                       if self.code_visible else (None, None))
+        sub = SubStepView(step, len(subs), nearby(subs, index), subs.note, subs.source, code, buggy)
+        return dataclasses.replace(
+            whole, frame=frame, previous=before if needs_previous(frame) else None,
+            highlight=highlight_for(self.selection, state), violations=NO_HIGHLIGHT, substep=sub,
+            focus=focus_highlight(step.focus, state, before))
+
+    @property
+    def code_visible(self) -> bool:
+        """True when the code pane shows: as toggled (x), else while stepped into an op."""
+        return self.show_code if self.show_code is not None else self.substep is not None
+
+    def has_buggy_code(self) -> bool:
+        """True when the demo shown is a bug-museum demo with buggy code to show beside ours."""
+        return self.demo is not None and pseudocode.buggy_variant(self.demo) is not None
+
+    def _show_code(self, view: FrameView) -> None:
+        visible = self.code_visible
+        buggy = visible and view.substep is not None and view.substep.buggy is not None
+        self.code.display = visible
+        self.code_buggy.display = buggy
+        self.main_screen.set_class(visible, "-code")
+        if visible:
+            code = view.substep.code if view.substep is not None else None
+            title = code.title if code is not None else "Pseudo-code"
+            if not buggy and self.has_buggy_code():
+                title += " · b: the buggy code beside"
+            self._title(self.code, title)
+            self.code.show(view)
+        if buggy:
+            self._title(self.code_buggy, view.substep.buggy.title)
+            self.code_buggy.show(view)
 
     def labels(self) -> TokenLabels:
         """A frozen copy of the session's vocabulary, taken again whenever the timeline
@@ -310,8 +385,10 @@ class KvvizApp(StepActions, App[None]):
                 or cached[self.step] is not live[self.step]):
             self._summaries = tuple(live)
             self._summaries_revision = self.revision
+        sub = self.view.substep if self.view is not None else None
         return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
-                            self.session.title, self.revision)
+                            self.session.title, self.revision,
+                            (sub.step.index, sub.count, sub.step.kind) if sub is not None else None)
 
     def _show_hint(self) -> None:
         # While playing, the step moves on by itself: no "stepped back" warning then; while a
@@ -319,6 +396,10 @@ class KvvizApp(StepActions, App[None]):
         if self.practice is not None and self.practice.pending is not None:
             self.command_bar.set_hint(f"practice: step {self.practice.pending.step} shows once you answer "
                                       "(a number key, a to type, s to skip, t for a hint)")
+            return
+        if self.substep is not None and not self.playing:
+            self.command_bar.set_hint(f"inside step {self.step}'s op: → ← move by sub-step, ] [ by notable ones, "
+                                      "space plays them, o steps out")
             return
         self.command_bar.set_hint(
             None if self.playing or self.step == self.last_step else
@@ -337,6 +418,8 @@ class KvvizApp(StepActions, App[None]):
         """Names of the allocations live at the shown step (where a typed op applies)."""
         if self.view is None or self.step == self.last_step:
             return self.session.live_names()
+        if self.view.substep is not None:  # mid-op: an op typed applies after the whole step
+            return [a.label for a in self.session.frame(self.step).snapshot.allocations]
         return [a.label for a in self.view.snapshot.allocations]
 
     # -- selection messages from the views -------------------------------------------------
@@ -360,8 +443,69 @@ class KvvizApp(StepActions, App[None]):
 
     # -- stepping --------------------------------------------------------------------------
 
+    def action_next_step(self) -> None:
+        """One step forward; stepped into an op, one sub-step (past the op's last, on into
+        the next op)."""
+        if self.substep is None:
+            super().action_next_step()
+        elif not self.next_substep() and self.step >= self.last_step:
+            self.notify("The last sub-step of the last op: o steps out.", timeout=3)
+
+    def action_previous_step(self) -> None:
+        """One step back; stepped into an op, one sub-step (before the op's first, the op
+        before's last)."""
+        if self.substep is None:
+            super().action_previous_step()
+        elif not self.previous_substep():
+            self.notify("The first sub-step of the first op.", timeout=3)
+
+    def action_step_into(self) -> None:
+        """Step into the op that led to the step shown (at step 0, the first op): its first
+        sub-step, with kvcore's state after it."""
+        if self.substep is not None:
+            self.notify(f"Already inside step {self.step}'s op: → ← move by sub-step, o steps out.", timeout=3)
+        elif not self.step_into():
+            self.notify("No op to step into: the timeline has only its start.", timeout=3)
+
+    def action_step_out(self) -> None:
+        """Back to the whole step (the state after the op, with its change marks)."""
+        self.step_out()
+
+    def action_escape(self) -> None:
+        """Escape steps out of the op when stepped in, else forgets the selection."""
+        if not self.step_out():
+            self.action_clear_selection()
+
+    def substeps_of(self, step: int):
+        """The sub-steps of step ``step``'s op (built on first asking; see Session.substeps)."""
+        return self.session.substeps(step)
+
+    def show_substep(self, step: int, index: int | None) -> None:
+        """Show sub-step ``index`` of step ``step``'s op (None: the whole step)."""
+        stepping_in_or_out = (index is None) != (self.substep is None)
+        self.step = step
+        self.substep = index
+        self._show(rebuild=True)
+        self._show_practice()
+        if stepping_in_or_out:  # the footer's keys change (i, o); redrawing it every sub-step costs
+            self.refresh_bindings()
+
+    def enter_op(self, step: int) -> bool:
+        # In practice mode a question may be waiting at that step: go there the way a step
+        # forward does, which asks it first (and so steps out).
+        if self._current_practice() is not None:
+            self.go_to(step)
+            self.refresh_bindings()
+            return False
+        return True
+
     def action_next_interesting(self) -> None:
-        """The next step with an eviction, a failure or a violation."""
+        """The next step with an eviction, a failure or a violation; stepped into an op, its
+        next notable sub-step (a pop, an eviction, a new candidate, ...)."""
+        if self.substep is not None:
+            if not self.notable_substep(1):
+                self.notify("No later notable sub-step in this op (→ goes on into the next op).", timeout=4)
+            return
         summaries = self.session.summaries
         target = next((i for i in range(self.step + 1, len(summaries)) if summaries[i].interesting), None)
         if target is None:
@@ -370,7 +514,12 @@ class KvvizApp(StepActions, App[None]):
         self.go_to(target)
 
     def action_previous_interesting(self) -> None:
-        """The previous step with an eviction, a failure or a violation."""
+        """The previous step with an eviction, a failure or a violation; stepped into an op,
+        its previous notable sub-step."""
+        if self.substep is not None:
+            if not self.notable_substep(-1):
+                self.notify("No earlier notable sub-step in this op.", timeout=4)
+            return
         summaries = self.session.summaries
         target = next((i for i in range(self.step - 1, -1, -1) if summaries[i].interesting), None)
         if target is None:
@@ -429,13 +578,23 @@ class KvvizApp(StepActions, App[None]):
             return any(s.violations for s in self.session.summaries)
         if action in ("answer_choice", "type_answer", "skip_question", "hint"):
             return self.practice is not None and self.practice.pending is not None
+        if action == "step_into":  # not while a question is asked: the footer shows its keys then
+            return self.substep is None and not (self.practice is not None and self.practice.pending is not None)
+        if action == "step_out":
+            return self.substep is not None
+        if action == "toggle_buggy":
+            return self.has_buggy_code()
         return True
 
     def action_play(self) -> None:
-        """Start playing (from the start if at the end)."""
+        """Start playing (from the start if at the end); stepped into an op, play its
+        sub-steps (and the next ops')."""
         if self.playing:
             return
-        if self.step >= self.last_step:
+        if self.substep is not None:
+            if self.step >= self.last_step and self.substep + 1 >= len(self.substeps_of(self.step)):
+                self.show_substep(1, 0)
+        elif self.step >= self.last_step:
             self.go_to(0)
         self.playing = True
         self._start_timer()
@@ -457,7 +616,11 @@ class KvvizApp(StepActions, App[None]):
             self.action_play()
 
     def play_tick(self) -> None:
-        """One step of playback (the timer calls this); pauses at the end."""
+        """One step of playback (the timer calls this; stepped in, one sub-step); pauses at the end."""
+        if self.substep is not None:
+            if not self.next_substep() or self.substep is None:
+                self.action_pause()
+            return
         if self.step >= self.last_step:
             self.action_pause()
             return
@@ -579,6 +742,22 @@ class KvvizApp(StepActions, App[None]):
         self.answer_question(message.text)
 
     # -- panels and focus --------------------------------------------------------------------
+
+    def action_toggle_code(self) -> None:
+        """Show or hide the pseudo-code pane (shown by default while stepped into an op)."""
+        self.show_code = not self.code_visible
+        self._show(rebuild=False)
+
+    def action_toggle_buggy(self) -> None:
+        """A bug-museum demo: show the buggy variant's pseudo-code beside ours (the differing
+        lines marked ≠), or hide it."""
+        if not self.has_buggy_code():
+            self.notify("Only the bug-museum demos (bug-*, shortfin-*) have buggy code to show.", timeout=4)
+            return
+        self.show_buggy = not self.show_buggy
+        if self.show_buggy and not self.code_visible:
+            self.show_code = True
+        self._show(rebuild=False)
 
     def action_toggle_why(self) -> None:
         """Show or hide the why panel."""
@@ -835,12 +1014,14 @@ class KvvizApp(StepActions, App[None]):
         except (KeyError, ScenarioError) as error:
             self.notify(str(error), severity="error")
             return
-        self.load_session(Session.from_scenario(scenario))
+        self.load_session(Session.from_scenario(scenario), demo=name)
 
-    def load_session(self, session: Session, step: int = 0) -> None:
-        """Show another session."""
+    def load_session(self, session: Session, step: int = 0, demo: str | None = None) -> None:
+        """Show another session (``demo``: the demo's name, if it is one)."""
         self.action_pause()
         self.session = session
+        self.demo = demo
+        self.show_buggy = False
         self.revision += 1
         self.edited = False
         self.selection = None
@@ -854,7 +1035,9 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
     Options: ``export_dir`` (where ``e`` and ctrl+s write; default the current directory),
     ``theme`` (any registered theme name; default kvviz-dark), ``animations`` and
     ``cursor_blink`` (False for deterministic screenshots), ``practice`` (start in practice
-    mode) and ``practice_seed`` (which questions: the same seed asks the same ones).
+    mode), ``practice_seed`` (which questions: the same seed asks the same ones) and
+    ``demo`` (the demo's name or file, e.g. ``bug-b5-ref-leak``: a bug-museum demo can show
+    its buggy pseudo-code beside ours).
     """
     return KvvizApp(session, step, **opts)
 

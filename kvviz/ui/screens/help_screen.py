@@ -19,11 +19,17 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("space", "play / pause"),
     ("+ / -", "play faster / slower"),
     ("] / [", "next / previous interesting step (eviction, failure, violation)"),
+    ("i", "step into the op: → ← by sub-step (past its last: into the next op)"),
+    ("o / escape", "step out of the op, back to the whole step"),
+    ("] [ in an op", "notable sub-steps: take, pop, evict, candidate, create, dedup, fail"),
+    ("space in an op", "play the sub-steps"),
+    ("x", "pseudo-code pane on / off (on inside an op): the running line lit"),
+    ("b", "bug-museum demos: their buggy code beside ours, differing lines ≠"),
     ("v", "first step with an invariant violation"),
     ("tab / shift+tab", "move between views (trie, pool, allocations, heap, command bar)"),
     ("↑ ↓ (j k)", "move the cursor in a view: selects it in every view"),
     (", .", "page grid: previous / next page"),
-    ("escape", "clear the selection (in the command bar: leave it)"),
+    ("escape", "step out of the op, else clear the selection (command bar: leave it)"),
     ("w", "why panel: why was this page evicted / why this short match"),
     ("enter / c", "trie: fold a subtree / compress chains of single-child nodes"),
     ("z", "page grid: compact layout (one character per page)"),
@@ -53,6 +59,11 @@ LEGEND = """\
   [on $kv-evicted] ✗ [/] [$kv-evicted]evicted[/]: shown for the step that evicted them, then gone
   - freed   ↑ ↓ (+1) (-1) ref count changes
   LRU heap: [$kv-new]joined[/] the heap, [$kv-touched]moved[/] in it, [$kv-evicted]left[/] it (evicted or referenced again)
+
+[b]Inside an op[/b] (i)
+  [on $primary-muted] focus [/] what the sub-step moves: the node walked, the two heap slots swapped (⇅), the page taken
+  [on $primary-muted]▶ code[/] the pseudo-code line(s) it runs   [b $warning]≠[/] where a bug-museum demo's buggy code differs
+  the marks say what this sub-step changed; invariants are checked on whole steps only
 
 [b]Also[/b]
   [on $kv-selected] selected [/] the selection and everything linked to it (its page, node, holders)

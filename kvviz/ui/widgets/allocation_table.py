@@ -41,6 +41,7 @@ class AllocationTable(LineView):
     | `allocation-table--published` | A published (cached) page of the block table. |
     | `allocation-table--tail` | A page of the unpublished (owned) tail. |
     | `allocation-table--linked-page` | A page linked to the selection. |
+    | `allocation-table--focus-page` | Stepped into an op: a page the sub-step shown moves. |
     | `allocation-table--meta` | Hit length, published count, the header, tokens. |
     | `allocation-table--violation` | An allocation or page named by a broken invariant. |
 
@@ -50,6 +51,7 @@ class AllocationTable(LineView):
     COMPONENT_CLASSES = {
         "allocation-table--name", "allocation-table--new", "allocation-table--changed", "allocation-table--released",
         "allocation-table--published", "allocation-table--tail", "allocation-table--linked-page",
+        "allocation-table--focus-page",
         "allocation-table--meta", "allocation-table--violation",
     }
 
@@ -62,6 +64,7 @@ class AllocationTable(LineView):
         & > .allocation-table--published { color: $kv-cached; }
         & > .allocation-table--tail { color: $kv-owned; }
         & > .allocation-table--linked-page { background: $kv-selected; text-style: bold underline; }
+        & > .allocation-table--focus-page { text-style: bold reverse; }
         & > .allocation-table--meta { color: $kv-muted; }
         & > .allocation-table--violation { color: $kv-violation; text-style: bold reverse; }
     }
@@ -165,6 +168,8 @@ class AllocationTable(LineView):
             cell_style = style("allocation-table--published" if i < info.published else "allocation-table--tail")
             if page in linked_pages:
                 cell_style += style("allocation-table--linked-page")
+            if page in view.focus.pages:
+                cell_style += style("allocation-table--focus-page")
             if page in view.violations.pages:
                 cell_style += style("allocation-table--violation")
             spans.append((self._cell_text(info, i), cell_style))
@@ -178,6 +183,9 @@ class AllocationTable(LineView):
 
     def selected_message(self, item: Hashable) -> Message | None:
         return self.AllocationSelected(self, item)
+
+    def is_focus(self, row: Row) -> bool:
+        return row.item is not None and row.item in self.view.focus.allocations
 
 
 def _shared_pages(snapshot) -> dict[int, int]:

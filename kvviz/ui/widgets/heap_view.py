@@ -5,6 +5,7 @@ The heap array is drawn as the binary tree it encodes (entry ``i`` has children 
 ``2i+2``), each entry with its array index, node, page and key ``(last_access, seq)``; the
 top is the next victim. Entries that joined the heap in the step are green, entries that
 moved blue, and entries that left it (evicted, or referenced again) are listed in red.
+Stepped into an op, the slots a sub-step moved (the two of a swap) are marked and tagged.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ class HeapLine:
     depth: int
 
 
+SLOT_TAGS = {
+    "swap": " ⇅ swapped",
+    "pop": " ↑ moved to the top",
+    "unheap": " ↑ moved into the hole",
+    "push": " + pushed at the end",
+}
+"""Stepped into an op: the tag of a heap slot the sub-step shown moved, by sub-step kind."""
+
+
 class HeapView(LineView):
     """The LRU heap of the current frame (see the module doc).
 
@@ -40,13 +50,14 @@ class HeapView(LineView):
     | `heap-view--left` | A node that left the heap in this step (evicted or referenced again). |
     | `heap-view--meta` | Array indices, keys, the header. |
     | `heap-view--violation` | An entry named by a broken invariant. |
+    | `heap-view--slot` | Stepped into an op: what the sub-step did to a slot ("⇅ swapped"). |
 
     Plus those of :class:`~kvviz.ui.widgets.line_view.LineView` (cursor, linked, muted).
     """
 
     COMPONENT_CLASSES = {
         "heap-view--entry", "heap-view--victim", "heap-view--new", "heap-view--moved", "heap-view--left",
-        "heap-view--meta", "heap-view--violation",
+        "heap-view--meta", "heap-view--violation", "heap-view--slot",
     }
 
     DEFAULT_CSS = """
@@ -58,6 +69,7 @@ class HeapView(LineView):
         & > .heap-view--left { color: $kv-evicted; text-style: strike; }
         & > .heap-view--meta { color: $kv-muted; }
         & > .heap-view--violation { color: $kv-violation; text-style: bold reverse; }
+        & > .heap-view--slot { color: $foreground; text-style: bold; }
     }
     """
 
@@ -103,7 +115,10 @@ class HeapView(LineView):
         diff = view.frame.diff
         if line.index is None:
             node = view.previous.node(line.node)
-            gone = "evicted" if line.node in diff.nodes_evicted else "referenced again"
+            if view.substep is not None and view.substep.step.kind == "pop":
+                gone = "popped: the victim"  # still in the trie until the next sub-step evicts it
+            else:
+                gone = "evicted" if line.node in diff.nodes_evicted else "referenced again"
             return [(f"left: node {line.node} p{node.page} {key_text(view.previous, node)} {gone}",
                      style("heap-view--left"))]
         node = view.snapshot.node(line.node)
@@ -121,6 +136,10 @@ class HeapView(LineView):
             (f"node {line.node} p{node.page}" if node else f"node {line.node} (missing)", style(entry_style)),
             (f" {key_text(view.snapshot, node)}" if node else "", style("heap-view--meta")),
         ]
+        if view.substep is not None and line.index in view.focus.slots:
+            tag = SLOT_TAGS.get(view.substep.step.kind)
+            if tag:
+                spans.append((tag, style("heap-view--slot")))
         if line.index == 0:
             spans.append((" ← next victim", style("heap-view--victim")))
         if node is not None and (line.node in view.violations.nodes or node.page in view.violations.pages):
@@ -132,3 +151,10 @@ class HeapView(LineView):
 
     def selected_message(self, item: Hashable) -> Message | None:
         return self.NodeSelected(self, item)
+
+    def is_focus(self, row: Row) -> bool:
+        line = row.data
+        if not isinstance(line, HeapLine):
+            return False
+        focus = self.view.focus
+        return line.node in focus.nodes or (line.index is not None and line.index in focus.slots)

@@ -59,6 +59,7 @@ class LineView(LineCanvas, can_focus=True):
     | :- | :- |
     | `line-view--cursor` | The row under the cursor (drawn only while the view has focus). |
     | `line-view--linked` | Rows linked to the selection in any view. |
+    | `line-view--focus` | Stepped into an op: rows of what the sub-step shown moves. |
     | `line-view--muted` | Notes such as "no live allocations". |
     """
 
@@ -69,13 +70,14 @@ class LineView(LineCanvas, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
     ]
 
-    COMPONENT_CLASSES = {"line-view--cursor", "line-view--linked", "line-view--muted"}
+    COMPONENT_CLASSES = {"line-view--cursor", "line-view--linked", "line-view--focus", "line-view--muted"}
 
     DEFAULT_CSS = """
     LineView {
         overflow-x: hidden;
         & > .line-view--cursor { background: $block-cursor-background; color: $background; text-style: bold; }
         & > .line-view--linked { background: $kv-selected; }
+        & > .line-view--focus { background: $primary-muted; text-style: bold; }
         & > .line-view--muted { color: $kv-muted; }
     }
     """
@@ -108,6 +110,10 @@ class LineView(LineCanvas, can_focus=True):
         """The message to post when the user moves the cursor to ``item``."""
         return None
 
+    def is_focus(self, row: Row) -> bool:
+        """True when ``row`` shows something the sub-step shown moves (``view.focus``)."""
+        return False
+
     def keeps_rows(self, old: FrameView | None, new: FrameView) -> bool:
         """True when the rows built for ``old`` are still right for ``new``."""
         return False
@@ -131,6 +137,7 @@ class LineView(LineCanvas, can_focus=True):
             else:
                 self.repaint_rows(dirty)
         self.follow()
+        self.follow_focus()
 
     def follow(self) -> None:
         """Move the cursor to the first linked item (without posting a selection)."""
@@ -142,6 +149,23 @@ class LineView(LineCanvas, can_focus=True):
                 self.cursor = item
                 self._scroll_to_item(item)
                 return
+
+    def focus_row(self) -> int | None:
+        """The first row showing the sub-step's focus, or None."""
+        if self.view is None or not self.view.focus:
+            return None
+        return next((i for i, row in enumerate(self._rows) if self.is_focus(row)), None)
+
+    def follow_focus(self) -> None:
+        """Scroll the sub-step's focus into sight (the cursor stays where it is: the focus is
+        what the op moves, not what the user chose)."""
+        row = self.focus_row()
+        if row is None:
+            return
+        top = self.scroll_offset.y
+        if not top <= row < top + max(1, self.scrollable_content_region.height):
+            self.scroll_to_region(Region(0, row, 1, 1), animate=False, immediate=True, force=True)
+            self.restyle()
 
     def repaint_rows(self, rows: set[int]) -> None:
         """Render only ``rows`` again (Textual keeps every other line it has)."""
@@ -159,8 +183,37 @@ class LineView(LineCanvas, can_focus=True):
                 self._item_row[row.item] = index
                 self._item_pos[row.item] = len(self._items)
                 self._items.append(row.item)
-        self.virtual_size = Size(width, len(self._rows))
+        self._set_virtual_size(Size(width, len(self._rows)))
         self.restyle()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """Set the virtual size; quietly in a view without a scrollbar and not sized by its
+        content, whose rows that fit are then counted as the view's height.
+
+        Why: ``virtual_size`` is a layout reactive, and a layout refresh repaints the whole
+        screen (stepping through an eviction's sub-steps, where every eviction changes the
+        trie's and the heap's row counts, it was a third of a sub-step's time). Such a view's
+        size on screen does not depend on its rows, so only its scroll range must follow
+        (and is clamped here); rows that fit scroll nowhere.
+        """
+        styles = self.styles
+        quiet = (self.is_mounted and styles.scrollbar_size_vertical == 0
+                 and not (styles.height is not None and styles.height.is_auto))
+        if not quiet:
+            if size != self.virtual_size:
+                self.virtual_size = size
+            return
+        size = Size(size.width, max(size.height, self.scrollable_content_region.height))
+        old = self.virtual_size
+        if size == old:
+            return
+        if old.width != size.width:
+            self.virtual_size = size
+            return
+        self.set_reactive(LineView.virtual_size, size)
+        room = max(0, size.height - self.scrollable_content_region.height)
+        if self.scroll_offset.y > room:
+            self.scroll_to(y=room, animate=False, immediate=True, force=True)
 
     def _width(self) -> int:
         return self.layout_width()
@@ -190,6 +243,8 @@ class LineView(LineCanvas, can_focus=True):
         overlay = None
         if self._on_cursor(row):
             overlay = self.style_of("line-view--cursor")
+        elif self.view is not None and self.view.focus and self.is_focus(row):
+            overlay = self.style_of("line-view--focus")
         elif row.item is not None and self.is_linked(row.item):
             overlay = self.style_of("line-view--linked")
         return spans_to_strip(self.render_row(row, width), width, base, overlay)

@@ -3,19 +3,28 @@
 explanation, the error of a failed op, invariant violations and ``expect`` results (in red
 when they fail), then every event the cache reported, in order (one line each, from
 :func:`kvviz.model.narrate.describe_event`, which every event log shares).
+
+Stepped into an op, it tells the sub-step shown instead, among its neighbours.
 """
 
 from __future__ import annotations
+
+from textual.content import Content
 
 from kvcore import events as ev
 
 from ...model.narrate import count, describe_event
 from ...model.view import FrameView, literal
-from .line_view import MarkupView
+from .line_view import MarkupView, Row
+
+BLANK = Content("")
+"""An empty line (the sub-step list is padded to the pane with these)."""
 
 
 def narration_markup(view: FrameView) -> str:
     """The panel's content as Textual markup (colours through theme variables)."""
+    if view.substep is not None:
+        return substep_markup(view)
     frame = view.frame
     total = view.last_step
     lines = []
@@ -51,8 +60,50 @@ def narration_markup(view: FrameView) -> str:
     return "\n".join(lines)
 
 
+def substep_markup(view: FrameView, width: int | None = None) -> str:
+    """Stepped into an op: the sub-step's sentence, what these sub-steps can show (for a
+    foreign cache observed between its calls), and the sub-steps around it, the one shown
+    marked ▶, one line each (cut at ``width`` cells, so the list keeps its shape)."""
+    frame, sub = view.frame, view.substep
+    lines = [f"[b]Step {frame.index}/{view.last_step}[/b] · [b]{literal(frame.op.text)}[/b] · "
+             f"[b $accent]sub-step {literal(sub.label)}[/]"]
+    lines.append(f"[b]{literal(sub.step.sentence)}[/b]")
+    if sub.source != "events":
+        lines.append(f"[i $warning]{literal(sub.note)}[/]")
+    lines.append(f"[$kv-muted]{literal('── sub-steps (→ next · ← back · ] [ notable · o whole step) ──')}[/]")
+    current = sub.step.index
+    if sub.nearby and sub.nearby[0].index > 0:
+        lines.append(f"[$kv-muted]  … {count(sub.nearby[0].index, 'earlier sub-step')}[/]")
+    for step in sub.nearby:
+        text = f"{step.index + 1:>3} {step.kind:<11} {step.sentence}"
+        if width is not None and len(text) > width - 1:
+            text = text[: max(1, width - 2)] + "…"
+        if step.index == current:
+            lines.append(f"[b $accent]▶{literal(text)}[/]")
+        elif step.index < current:
+            lines.append(f"[$kv-muted] {literal(text)}[/]")
+        else:
+            lines.append(f" {literal(text)}")
+    left = sub.count - 1 - (sub.nearby[-1].index if sub.nearby else current)
+    if left > 0:
+        lines.append(f"[$kv-muted]  … {count(left, 'more sub-step')}[/]")
+    return "\n".join(lines)
+
+
 class Narration(MarkupView):
     """Narration and event log (see the module doc)."""
 
     def markup(self, view: FrameView) -> str:
+        if view.substep is not None:
+            return substep_markup(view, self.layout_width())
         return narration_markup(view)
+
+    def build_rows(self, view: FrameView, width: int) -> list[Row]:
+        rows = super().build_rows(view, width)
+        if view.substep is None:
+            return rows
+        # Inside an op the list of sub-steps is a window anyway: it is fitted to the pane, so
+        # its length does not change from one sub-step to the next (each change of a
+        # scrolling view's height is a layout refresh of the whole screen).
+        height = max(1, self.scrollable_content_region.height)
+        return rows[:height] + [Row(None, BLANK)] * (height - len(rows))

@@ -25,14 +25,14 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ...model.view import FrameView
+from ...model.view import FrameView, later_neighbour
 from .line_canvas import LineCanvas, Span, spans_to_strip
 from .line_view import SelectionMessage
 
 COMPACT_ABOVE = 64
 """Pools with more pages than this start in the compact layout."""
 
-GLYPH = {"free": "·", "owned": "▪", "cached": "■", "evictable": "□"}
+GLYPH = {"free": "·", "owned": "▪", "cached": "■", "evictable": "□", "moving": "~"}
 """The character of a page in the compact layout (and the legend), by state."""
 
 MARK = {"evicted": "✗", "new": "+", "freed": "-", "ref-up": "↑", "ref-down": "↓", "touched": "•", None: " "}
@@ -48,6 +48,7 @@ class PageGrid(LineCanvas, can_focus=True):
     | `page-grid--owned` | A page in an allocation's unpublished tail. |
     | `page-grid--cached` | A cached page with ref > 0 (never evicted). |
     | `page-grid--evictable` | A cached page with ref 0. |
+    | `page-grid--moving` | Inside an op: a page between two moves (in no place for one sub-step). |
     | `page-grid--new` | Taken or cached by this step. |
     | `page-grid--touched` | Its node's last access moved to now. |
     | `page-grid--evicted` | Evicted by this step. |
@@ -55,6 +56,7 @@ class PageGrid(LineCanvas, can_focus=True):
     | `page-grid--linked` | Linked to the selection. |
     | `page-grid--cursor` | Under the cursor (while the grid has focus). |
     | `page-grid--violation` | Named by a broken invariant. |
+    | `page-grid--focus` | Stepped into an op: a page the sub-step shown moves. |
     | `page-grid--label` | Row labels and the legend's words. |
     """
 
@@ -69,9 +71,9 @@ class PageGrid(LineCanvas, can_focus=True):
     ]
 
     COMPONENT_CLASSES = {
-        "page-grid--free", "page-grid--owned", "page-grid--cached", "page-grid--evictable",
+        "page-grid--free", "page-grid--owned", "page-grid--cached", "page-grid--evictable", "page-grid--moving",
         "page-grid--new", "page-grid--touched", "page-grid--evicted", "page-grid--freed",
-        "page-grid--linked", "page-grid--cursor", "page-grid--violation", "page-grid--label",
+        "page-grid--linked", "page-grid--cursor", "page-grid--violation", "page-grid--label", "page-grid--focus",
     }
 
     DEFAULT_CSS = """
@@ -82,6 +84,7 @@ class PageGrid(LineCanvas, can_focus=True):
         & > .page-grid--owned { color: $kv-owned; }
         & > .page-grid--cached { color: $kv-cached; text-style: bold; }
         & > .page-grid--evictable { color: $kv-evictable; }
+        & > .page-grid--moving { color: $warning; text-style: bold; }
         & > .page-grid--new { background: $kv-new; color: $background; }
         & > .page-grid--touched { background: $kv-touched; color: $background; }
         & > .page-grid--evicted { background: $kv-evicted; color: $background; }
@@ -90,6 +93,7 @@ class PageGrid(LineCanvas, can_focus=True):
         & > .page-grid--cursor { text-style: reverse bold; }
         & > .page-grid--violation { background: $kv-violation; color: $background; text-style: bold; }
         & > .page-grid--label { color: $kv-muted; }
+        & > .page-grid--focus { background: $foreground; color: $background; text-style: bold; }
     }
     """
 
@@ -135,12 +139,11 @@ class PageGrid(LineCanvas, can_focus=True):
     def _dirty_pages(self, old: FrameView | None, new: FrameView, old_changes: dict[int, str]) -> set[int] | None:
         """Pages that look different from ``old`` to ``new``, a neighbouring step with the same
         highlight (None: repaint everything)."""
-        if (old is None or old.revision != new.revision
-                or abs(old.frame.index - new.frame.index) != 1 or old.highlight != new.highlight
-                or old.violations != new.violations):
+        later = later_neighbour(old, new)
+        if later is None or old.highlight != new.highlight or old.violations != new.violations:
             return None
-        later = old.frame if old.frame.index > new.frame.index else new.frame
-        return set(old_changes) | set(self._changes) | set(later.diff.pages_changed)
+        return (set(old_changes) | set(self._changes) | set(later.frame.diff.pages_changed)
+                | old.focus.pages | new.focus.pages)
 
     def follow(self) -> None:
         """Move the cursor to a linked page (without posting a selection)."""
@@ -149,6 +152,14 @@ class PageGrid(LineCanvas, can_focus=True):
             self.cursor = min(pages)
         if self.cursor is not None and pages:
             self._scroll_to_page(self.cursor)
+        focus = self.view.focus.pages if self.view is not None else ()
+        if focus:  # the page a sub-step moves comes into sight; the cursor stays
+            per_row = self._layout[0]
+            row = min(focus) // per_row
+            top = self.scroll_offset.y
+            if not top <= row < top + max(1, self.scrollable_content_region.height):
+                self.scroll_to_region(Region(0, row, 1, 1), animate=False, immediate=True, force=True)
+                self.restyle()
 
     def _index_frame(self) -> None:
         """Per-page state and change, computed once per frame."""
@@ -159,8 +170,10 @@ class PageGrid(LineCanvas, can_focus=True):
         for info in snap.pages:
             if info.state == "cached":
                 kinds.append("cached" if info.ref else "evictable")
-            else:
+            elif info.state in GLYPH:
                 kinds.append(info.state)
+            else:  # mid-op, between two moves of one sub-step's op (dedup: adopted, not yet freed)
+                kinds.append("moving")
         self._kinds = kinds
         changes: dict[int, str] = {}
         node_page = {n.id: n.page for n in snap.nodes}
@@ -218,8 +231,9 @@ class PageGrid(LineCanvas, can_focus=True):
 
     # -- rendering -----------------------------------------------------------------------
 
-    def _style(self, kind: str, change: str | None, linked: bool, cursor: bool, violated: bool) -> Style:
-        key = (kind, change, linked, cursor, violated)
+    def _style(self, kind: str, change: str | None, linked: bool, cursor: bool, violated: bool,
+               focus: bool = False) -> Style:
+        key = (kind, change, linked, cursor, violated, focus)
         style = self._styles.get(key)
         if style is None:
             get = self.style_of
@@ -230,6 +244,8 @@ class PageGrid(LineCanvas, can_focus=True):
                 style += get("page-grid--linked")
             if violated:
                 style += get("page-grid--violation")
+            if focus:
+                style += get("page-grid--focus")
             if cursor:
                 style += get("page-grid--cursor")
             self._styles[key] = style
@@ -240,12 +256,14 @@ class PageGrid(LineCanvas, can_focus=True):
         kind = self._kinds[page]
         change = self._changes.get(page)
         style = self._style(kind, change, page in view.highlight.pages, page == self.cursor and self.has_focus,
-                            page in view.violations.pages)
+                            page in view.violations.pages, page in view.focus.pages)
         if self.is_compact:
             return GLYPH[kind], style
         info = view.snapshot.pages[page]
         if kind == "free":
             body = "·"
+        elif kind == "moving":
+            body = "~"
         elif kind == "owned":
             body = "@" + self._owner_names.get(info.owner, "?")[:3]
         else:
@@ -289,7 +307,7 @@ class PageGrid(LineCanvas, can_focus=True):
         items: list[list[Span]] = [
             [(GLYPH[kind], self._style(kind, None, False, False, False)),
              (f"{kind} {counts[kind]}", get("page-grid--label"))]
-            for kind in ("free", "owned", "cached", "evictable")
+            for kind in ("free", "owned", "cached", "evictable", "moving") if kind != "moving" or counts[kind]
         ]
         for change, label in (("new", "new"), ("touched", "touched"), ("evicted", "evicted")):
             items.append([(f"{MARK[change]}{label}", self._style("cached", change, False, False, False))])

@@ -31,6 +31,10 @@ class KvvizCommands(Provider):
             ("Toggle practice mode", app.action_toggle_practice,
              "predict each interesting step before it is revealed; score, hints, skips"),
             ("Toggle compact page grid", app.action_toggle_compact, "one character per page"),
+            ("Step into the op", app.action_step_into, "its sub-steps one by one, with kvcore's state after each"),
+            ("Step out to the whole step", app.action_step_out, "the state after the op, with its change marks"),
+            ("Toggle pseudo-code pane", app.action_toggle_code, "the algorithm's lines, the sub-step's lit"),
+            ("Toggle buggy code beside ours", app.action_toggle_buggy, "bug-museum demos: the differing line marked"),
             ("Help: keys and legend", app.action_help, "every key and colour"),
         ]
         for theme in ("kvviz-dark", "kvviz-light"):

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The timeline bar: where we are (step i of n, the op, play state and speed) and a track
+"""The timeline bar: where we are (step i of n, stepped into its op the sub-step "3/12 pop",
+the op, play state and speed) and a track
 with a mark per step: evictions, failed ops, failed expects and invariant violations.
 Clicking the track jumps there.
 
@@ -89,6 +90,7 @@ class TimelineBar(LineCanvas, can_focus=False):
     | :- | :- |
     | `timeline-bar--state` | "▶ playing 2×" / "‖ paused 1×". |
     | `timeline-bar--head` | "step i/n". |
+    | `timeline-bar--substep` | Stepped into the op: the sub-step shown, "· 3/12 pop". |
     | `timeline-bar--op` | The op of the step shown. |
     | `timeline-bar--failed` | A failed op (head and track). |
     | `timeline-bar--violation` | An invariant violation (head and track). |
@@ -104,7 +106,7 @@ class TimelineBar(LineCanvas, can_focus=False):
     COMPONENT_CLASSES = {
         "timeline-bar--head", "timeline-bar--op", "timeline-bar--failed", "timeline-bar--violation",
         "timeline-bar--eviction", "timeline-bar--expect", "timeline-bar--plain", "timeline-bar--past",
-        "timeline-bar--current", "timeline-bar--state",
+        "timeline-bar--current", "timeline-bar--state", "timeline-bar--substep",
     }
 
     DEFAULT_CSS = """
@@ -114,6 +116,7 @@ class TimelineBar(LineCanvas, can_focus=False):
         & > .timeline-bar--head { text-style: bold; }
         & > .timeline-bar--op { color: $foreground; }
         & > .timeline-bar--state { color: $accent; text-style: bold; }
+        & > .timeline-bar--substep { color: $accent; text-style: bold; }
         & > .timeline-bar--failed { color: $error; text-style: bold; }
         & > .timeline-bar--violation { color: $kv-violation; text-style: bold; }
         & > .timeline-bar--eviction { color: $kv-evicted; }
@@ -171,8 +174,11 @@ class TimelineBar(LineCanvas, can_focus=False):
         # The speed shows while paused too, so + and - are seen to do something.
         state = f"▶ playing {timeline.speed:g}×" if timeline.playing else f"‖ paused {timeline.speed:g}×"
         spans: list[Span] = [(f"{state} ", get("timeline-bar--state")),
-                             (f"step {step}/{timeline.last_step} ", get("timeline-bar--head")),
-                             (summary.op_text if step else "start", get("timeline-bar--op"))]
+                             (f"step {step}/{timeline.last_step} ", get("timeline-bar--head"))]
+        if timeline.substep is not None:
+            index, total, kind = timeline.substep
+            spans.append((f"· {index + 1}/{total} {kind} ", get("timeline-bar--substep")))
+        spans.append((summary.op_text if step else "start", get("timeline-bar--op")))
         if summary.failed:
             spans.append(("  FAILED", get("timeline-bar--failed")))
         if summary.violations:

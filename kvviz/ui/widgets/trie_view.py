@@ -105,7 +105,7 @@ class TrieView(LineView):
     def dirty_rows(self, old: FrameView, new: FrameView) -> set[int] | None:
         if old.highlight != new.highlight or old.violations != new.violations:
             return None
-        changed: set[int] = set()
+        changed: set[int] = set(old.focus.nodes) | set(new.focus.nodes)
         for frame in (old.frame, new.frame):  # marks to clear and marks to draw
             diff = frame.diff
             changed.update(diff.nodes_added, diff.nodes_touched, (node for node, _, _ in diff.ref_changes))
@@ -263,6 +263,16 @@ class TrieView(LineView):
 
     def selected_message(self, item: Hashable) -> Message | None:
         return self.NodeSelected(self, item)
+
+    def is_focus(self, row: Row) -> bool:
+        nodes = self.view.focus.nodes
+        return isinstance(row.data, TrieLine) and any(n in nodes for n in row.data.chain)
+
+    def focus_row(self) -> int | None:
+        if self.view is None or not self.view.focus.nodes:
+            return None
+        rows = [self._node_row[n] for n in self.view.focus.nodes if n in self._node_row]
+        return min(rows) if rows else None
 
     def follow(self) -> None:
         """Put the cursor on the row showing a linked node (also inside a compressed chain)."""

@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The pseudo-code pane: the algorithm of the sub-step shown, its line(s) lit.
+
+Stepped into an op, the pane draws one :class:`~kvviz.model.view.CodeView` of the frozen
+:class:`~kvviz.model.view.SubStepView` (the text is the model's, :mod:`kvviz.model.pseudocode`;
+the pane owns none): line numbers, the lines the sub-step runs lit (several when it spans
+them) and kept in sight, and, beside a bug-museum demo's buggy variant, the lines where the
+two differ marked ``≠``. The app shows two of these: ours (``variant="ours"``) and the buggy
+variant (``variant="buggy"``), side by side.
+"""
+
+from __future__ import annotations
+
+from ...model.view import CodeView, FrameView
+from .line_view import LineView, Row, Span
+
+
+class CodePane(LineView):
+    """One algorithm's pseudo-code with the sub-step's lines lit (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `code-pane--number` | Line numbers. |
+    | `code-pane--text` | A line of pseudo-code. |
+    | `code-pane--current` | The line(s) the sub-step shown runs. |
+    | `code-pane--differs` | A line that differs from the variant beside it (≠). |
+
+    Plus those of :class:`~kvviz.ui.widgets.line_view.LineView` (cursor, linked, muted).
+    """
+
+    COMPONENT_CLASSES = {"code-pane--number", "code-pane--text", "code-pane--current", "code-pane--differs"}
+
+    DEFAULT_CSS = """
+    CodePane {
+        & > .code-pane--number { color: $kv-muted; }
+        & > .code-pane--text { color: $foreground; }
+        & > .code-pane--current { background: $primary-muted; text-style: bold; }
+        & > .code-pane--differs { color: $warning; text-style: bold; }
+    }
+    """
+
+    def __init__(self, variant: str = "ours", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.variant = variant
+
+    @property
+    def code(self) -> CodeView | None:
+        """The code this pane draws for the view shown (None: nothing to draw)."""
+        sub = self.view.substep if self.view is not None else None
+        if sub is None:
+            return None
+        return sub.code if self.variant == "ours" else sub.buggy
+
+    def build_rows(self, view: FrameView, width: int) -> list[Row]:
+        code = self.code
+        if code is None or not code.lines:
+            return [Row(None, "empty")]
+        return [Row(None, number) for number in range(1, len(code.lines) + 1)]
+
+    def render_row(self, row: Row, width: int) -> list[Span]:
+        style = self.style_of
+        if row.data == "empty":
+            if self.view is None or self.view.substep is None:
+                return [("step into an op (i) to follow its pseudo-code", style("line-view--muted"))]
+            return [("no pseudo-code for this sub-step", style("line-view--muted"))]
+        code = self.code
+        number = row.data
+        current = number in code.current
+        differs = number in code.differs
+        text_style = style("code-pane--differs" if differs else "code-pane--text")
+        if current:
+            text_style += style("code-pane--current")
+        mark = "▶" if current else ("≠" if differs else " ")
+        digits = len(str(len(code.lines)))
+        return [(f"{number:>{digits}}", style("code-pane--number")),
+                (mark, style("code-pane--current") if current else style("code-pane--differs")),
+                (f" {code.lines[number - 1]}", text_style)]
+
+    def show(self, view: FrameView, rebuild: bool = True) -> None:
+        """Render ``view``'s code with its current line(s) in sight (nothing is redrawn when
+        the code and its lit lines are those already shown: most sub-steps of a long op)."""
+        old = self.code
+        had_substep = self.view is not None and self.view.substep is not None
+        self.view = view
+        code = self.code
+        if self._rows and code == old and had_substep == (view.substep is not None):
+            return
+        self._rebuild()
+        if code is None or not code.current:
+            self.scroll_home(animate=False, immediate=True)
+            return
+        first, last = min(code.current) - 1, max(code.current) - 1
+        height = max(1, self.scrollable_content_region.height)
+        top = self.scroll_offset.y
+        if not (top <= first and last < top + height):
+            # Centred when it fits, so the lines before the lit ones are read with them.
+            start = max(0, first - max(0, (height - (last - first + 1)) // 2))
+            self.scroll_to(y=start, animate=False, immediate=True, force=True)
