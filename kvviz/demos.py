@@ -25,15 +25,18 @@ def demo_dir() -> Path:
 
 
 # The course: the lessons in teaching order, each building on the ones before it. What a
-# prefix cache is for (sharing, and what no sharing costs); what "published" means (only
-# published pages are shared, and two copies of one prefix become one); what protects a page
-# (references); what happens when the pool is full (LRU eviction, leaves first, and why the
-# order must be total); what other eviction policies choose instead (the same requests under
-# lru, lfu, fifo and slru; a priority that pins a system prompt); then requests that grow
-# while decoding, and a chat that puts it all together. The only place the order is written down.
+# prefix cache is for (sharing, and what no sharing costs); what vLLM's design does instead of
+# a trie (hash blocks, one free queue, lazy eviction, duplicates that keep a chain reachable);
+# what "published" means (only published pages are shared, and two copies of one prefix
+# become one); what protects a page (references); what happens when the pool is full (LRU
+# eviction, leaves first, and why the order must be total); what other eviction policies
+# choose instead (the same requests under lru, lfu, fifo and slru; a priority that pins a
+# system prompt); then requests that grow while decoding, and a chat that puts it all
+# together. The only place the order is written down.
 LESSONS = (
     "prefix-sharing",       # start here: one system prompt, many requests, pages computed once
     "base-vs-trie",         # the same requests without sharing: what the trie saves
+    "hash-vs-trie",         # vLLM's hash blocks: duplicates, a free queue, lazy eviction, chains
     "progressive-publish",  # only published pages are visible to other requests
     "dedup",                # two requests computed the same prefix: the second publish adopts
     "refcount",             # referenced pages are never evicted; a full pool says no
