@@ -151,13 +151,10 @@ def queue_entries(snapshot) -> tuple[QueueEntry, ...]:
 
 
 def free_queue_title(snapshot) -> str:
-    """The free-queue pane's title, saying what it counts:
-    "Free queue · 8 pages: 6 still cached (evictable), 2 empty"."""
+    """The free-queue pane's title, saying what it counts: the queued pages, and how many
+    of them still cache a block (evictable): "Free queue · 8 pages · 6 cached"."""
     require_hash(snapshot)
-    queued = len(snapshot.free)
-    cached = snapshot.evictable_count
-    return (f"Free queue · {count(queued, 'page')}: {cached:,} still cached (evictable), "
-            f"{queued - cached:,} empty")
+    return f"Free queue · {count(len(snapshot.free), 'page')} · {snapshot.evictable_count:,} cached"
 
 
 # -- the cached blocks, by chain ------------------------------------------------------------
@@ -282,10 +279,10 @@ class EvictedBlock:
 
 @dataclass(frozen=True, slots=True)
 class LeftQueue:
-    """A page that left the free queue in the step: ``taken`` for new data (from the head)
-    or matched again by an acquire (``taken`` False), both for ``allocation``."""
+    """Pages that left the free queue in the step for ``allocation``, in order: ``taken``
+    for new data (from the head), or matched again by an acquire (``taken`` False)."""
 
-    page: int
+    pages: tuple[int, ...]
     allocation: int
     taken: bool
 
@@ -319,7 +316,6 @@ def block_marks(events) -> BlockMarks:
     """The marks of a step whose kvcore events are ``events``."""
     new, matched, evicted, joined, left = set(), set(), [], set(), []
     refs: dict[int, int] = {}
-    unqueued = set()
     for e in events:
         kind = type(e)
         if kind is BlockCached:
@@ -333,10 +329,13 @@ def block_marks(events) -> BlockMarks:
         elif kind is BlockEvicted:
             evicted.append(EvictedBlock(e.block, e.page, e.tokens, e.allocation, e.still_cached))
         elif kind is PageUnqueued:
-            unqueued.add(e.page)
-            left.append(LeftQueue(e.page, e.allocation, False))
+            last = left[-1] if left else None
+            if last is not None and not last.taken and last.allocation == e.allocation:
+                left[-1] = LeftQueue(last.pages + (e.page,), e.allocation, False)
+            else:
+                left.append(LeftQueue((e.page,), e.allocation, False))
         elif kind is ev.PagesTaken:
-            left += (LeftQueue(p, e.allocation, True) for p in e.pages)
+            left.append(LeftQueue(tuple(e.pages), e.allocation, True))
         elif kind is PagesQueued:
             joined.update(e.head)
             joined.update(e.tail)

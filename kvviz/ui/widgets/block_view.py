@@ -28,7 +28,7 @@ UNREACHABLE = "⊘"
 """The marker of a block whose parent key is not cached."""
 
 LEGEND = ("● referenced · ○ ref 0: in the free queue, evicted when its page is taken",
-          f"{UNREACHABLE} unreachable: its parent key is not cached; no acquire matches it or the blocks below it")
+          f"{UNREACHABLE} unreachable: parent key not cached; no acquire can match it or below")
 """The legend, under the header."""
 
 

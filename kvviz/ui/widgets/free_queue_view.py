@@ -83,7 +83,7 @@ class FreeQueueView(LineView):
         rows += [Row(entry.page, entry) for entry in entries]
         if not entries:
             rows.append(Row(None, "empty"))
-        rows += [Row(left.page, left) for left in self._marks.left]
+        rows += [Row(None, left) for left in self._marks.left]
         return rows
 
     def render_row(self, row: Row, width: int) -> list[Span]:
@@ -93,7 +93,7 @@ class FreeQueueView(LineView):
             return [(f"{self.view.snapshot.kind} cache: no free queue (this view shows a hash cache's)",
                      style("line-view--muted"))]
         if data == "header":
-            return [("head → tail · pages are taken from the head; one still caching a block loses it then",
+            return [("head → tail · new pages come from the head",
                      style("free-queue-view--meta"))]
         if data == "empty":
             return [("empty: every page is referenced", style("line-view--muted"))]
@@ -134,10 +134,10 @@ class FreeQueueView(LineView):
         info = self.view.snapshot.allocation(left.allocation)
         who = info.label if info is not None else f"#{left.allocation}"
         if not left.taken:
-            return f"left: p{left.page} matched again by {who}"
-        evicted = next((e for e in self._marks.evicted if e.page == left.page), None)
-        lost = f", its block [{self.view.label(evicted.tokens)}] evicted" if evicted is not None else ""
-        return f"left: p{left.page} taken by {who}{lost}"
+            return f"left: matched again by {who}: " + " ".join(f"p{page}" for page in left.pages)
+        evicted = {e.page for e in self._marks.evicted}
+        pages = " ".join(f"p{page}✗" if page in evicted else f"p{page}" for page in left.pages)
+        return f"left: taken by {who}: {pages}" + (" (✗ its block evicted)" if evicted else "")
 
     def is_linked(self, item: Hashable) -> bool:
         return self.view is not None and item in self.view.highlight.pages
