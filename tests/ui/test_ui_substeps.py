@@ -298,19 +298,23 @@ async def test_the_narration_says_the_substep_and_lists_its_neighbours(app_on):
         assert app.narration.border_title == "Narration · sub-steps"
 
 
-def test_a_shortfin_op_says_its_substeps_are_calls():
+async def test_a_shortfin_ops_substeps_are_its_calls_and_the_narration_says_so(app_on):
     pytest.importorskip("shortfin")
     from kvviz.backends.registry import make_backend_factory
-    from kvviz.model.view import SubStepView
-    from kvviz.ui.widgets.narration import narration_markup
 
-    session = Session.from_scenario(load_demo("shortfin-b9-lookup-no-ref"),
-                                    backend_factory=make_backend_factory("shortfin"))
-    subs = session.substeps(1)
-    assert subs.source == "calls"
-    frame = session.frame(1)
-    view = FrameView(frame, substep=SubStepView(subs[0], len(subs), tuple(subs), subs.note, subs.source))
-    assert subs.note in narration_markup(view).replace("\\[", "[")
+    name = "shortfin-b9-lookup-no-ref"
+    session = Session.from_scenario(load_demo(name), backend_factory=make_backend_factory("shortfin"))
+    app = app_on(session, step=1, demo=name)
+    async with app.run_test(size=SIZE):
+        for step in range(1, len(session)):
+            subs = session.substeps(step)
+            assert subs.source == "calls"
+            for index in range(len(subs)):
+                app.show_substep(step, index)
+                assert app.view.snapshot == subs.state(index)
+                assert subs.note in app.narration.text
+                assert subs[index].sentence in app.narration.text
+                assert app.view.substep.code is not None, "shortfin's calls have pseudo-code too"
 
 
 # -- the pseudo-code pane --------------------------------------------------------------------

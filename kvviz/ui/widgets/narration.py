@@ -99,11 +99,14 @@ class Narration(MarkupView):
         return narration_markup(view)
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
-        rows = super().build_rows(view, width)
         if view.substep is None:
-            return rows
+            return super().build_rows(view, width)
         # Inside an op the list of sub-steps is a window anyway: it is fitted to the pane, so
         # its length does not change from one sub-step to the next (each change of a
-        # scrolling view's height is a layout refresh of the whole screen).
+        # scrolling view's height is a layout refresh of the whole screen) and no scrollbar
+        # takes a column (one wrap, at the full width).
+        content = Content.from_markup(self.markup(view))
+        self.text = content.plain
         height = max(1, self.scrollable_content_region.height)
-        return rows[:height] + [Row(None, BLANK)] * (height - len(rows))
+        lines = content.wrap(max(1, width + self.scrollbar_size_vertical))[:height]
+        return [Row(None, line) for line in lines] + [Row(None, BLANK)] * (height - len(lines))
