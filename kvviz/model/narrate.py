@@ -26,6 +26,7 @@ from kvcore import Snapshot
 from kvcore import events as ev
 from kvcore.hashblock import BlockCached, BlockEvicted, PagesQueued, PageUnqueued
 
+from .free_queue import free_page_count
 from .policy_words import key_fields, key_phrase, key_value, words_for
 
 Labeler = Callable[[tuple[int, ...]], str]
@@ -175,7 +176,7 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
     """One paragraph saying what the op did (or why it failed and that nothing changed)."""
     if op_kind is None:
         return (f"Start: a {after.kind} cache of {count(after.page_count, 'page')}, "
-                f"{count(after.tokens_per_page, 'token')} per page; {count(after.free_count, 'page')} free.")
+                f"{count(after.tokens_per_page, 'token')} per page; {count(free_page_count(after), 'page')} free.")
     head = f"{op_kind} {name}"
     if error is not None:
         kind, message = error

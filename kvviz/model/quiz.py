@@ -882,11 +882,31 @@ def questions_at(view: StepView, rng: random.Random) -> list[Question]:
     return out
 
 
+class QuizRefused(ValueError):
+    """A session the quiz does not ask about; the message is one line saying why and what to
+    run instead."""
+
+
+def refusal(session: "Session") -> str | None:
+    """Why the quiz does not ask about ``session`` (None when it does). A hash cache's
+    questions would need their own answers and explanations (free and cached overlap, no
+    heap, no dedup); the trie's would be false there, so the quiz says so instead."""
+    if session.config.kind == "hash":
+        return ("the quiz asks about trie and base caches; a hash cache (vLLM's design) is not quizzed yet: step "
+                "through it with `kvviz demo` or `kvviz run`, or beside the trie with `kvviz compare FILE "
+                "--left hash --right trie`")
+    return None
+
+
 def questions(session: "Session", seed: int = 0, last: int | None = None) -> list[Question]:
     """One question at each interesting step of ``session`` (up to step ``last``), chosen and
     shuffled by ``seed``.
 
-    The same session and seed give the same questions; the session is only read."""
+    The same session and seed give the same questions; the session is only read. Raises
+    :class:`QuizRefused` for a session :func:`refusal` refuses."""
+    why = refusal(session)
+    if why is not None:
+        raise QuizRefused(why)
     rng = random.Random(f"kvviz-quiz/questions/{seed}")
     out: list[Question] = []
     for view in step_views(session, last):
