@@ -875,7 +875,9 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
 
     def views_svg(self) -> str:
         """An SVG of the screen as it is now, titled with the session and step."""
-        return self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}")
+        sub = self.view.substep if self.view is not None else None
+        inside = f" · sub-step {sub.label}" if sub is not None else ""
+        return self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}{inside}")
 
     def export_step(self) -> list[Path]:
         """Write the bundle, the Markdown and an SVG screenshot of the current step (under
