@@ -5,7 +5,7 @@ Two columns, one per side (kvcore's trie and shortfin's for a diff; any two conf
 for a compare), each with the same views as the main app (trie, page pool, allocations, LRU
 heap) fed that side's frame of the current step; a hash side (vLLM's design: no tree, no
 heap) gets the block view in the trie's place and the free-queue view in the heap's
-(:data:`PANES`); a header with the step, the op and a track
+(:data:`kvviz.ui.panes.PANES`); a header with the step, the op and a track
 marking where the two sides differ (the first divergence stands out); and a bottom panel
 saying what differs at this step (outcome, free pages, cached blocks, block tables), each
 side's invariant violations and the known issues a backend (shortfin) saw so far. A compare
@@ -29,7 +29,6 @@ from ..model.compare import FIELD_NAMES, CompareRun, Counters, divergence_summar
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
-from ..model.hash_view import blocks_title, free_queue_title
 from ..model.narrate import count
 from ..model.view import (
     ALLOCATION,
@@ -38,29 +37,19 @@ from ..model.view import (
     FrameView,
     Selection,
     TokenLabels,
-    heap_title,
     highlight_for,
     literal,
     needs_previous,
     violation_marks,
 )
+from .panes import ROLES, panes_for
 from .widgets.block_view import BlockView
 from .widgets.free_queue_view import FreeQueueView
 from .widgets.heap_view import HeapView
 from .widgets.page_grid import PageGrid
 from .widgets.trie_view import TrieView
 
-PANES = {
-    "trie": (("trie", TrieView, lambda snap: "Trie"), ("heap", HeapView, heap_title)),
-    "base": (("trie", TrieView, lambda snap: "Trie"), ("heap", HeapView, heap_title)),
-    "hash": (("blocks", BlockView, blocks_title), ("queue", FreeQueueView, free_queue_title)),
-}
-"""By snapshot kind, the two panes that show a cache's own structure: (widget role, view
-class, title of a snapshot) for the upper pane (what is cached) and for the lower right one
-(the eviction order). A hash cache has no trie and no heap: its blocks and its free queue."""
-
-ROLE_CLASSES = {role: cls for panes in PANES.values() for role, cls, _ in panes} | {
-    "pool": PageGrid, "allocations": AllocationTable}
+ROLE_CLASSES = ROLES | {"pool": PageGrid, "allocations": AllocationTable}
 """Every widget role a column can have, with its view class."""
 
 HELP = ("→ / l  next step   ← / h  previous step\n"
@@ -120,7 +109,7 @@ class DiffApp(StepActions, App[None]):
         self.step = 0
         self.selection: dict[str, Selection | None] = {side: None for side in self.sides}
         # Which views each column shows, by the kind of cache its snapshots describe.
-        self.panes = {side.key: PANES.get(side.session.frame(0).snapshot.kind, PANES["trie"]) for side in run.sides}
+        self.panes = {side.key: panes_for(side.session.frame(0).snapshot.kind) for side in run.sides}
         # Both sides run the one scenario, so one frozen copy of its vocabulary serves both.
         self.labels = TokenLabels(run.scenario.vocab)
 
@@ -136,12 +125,12 @@ class DiffApp(StepActions, App[None]):
                 with Vertical(id=f"{side}-side", classes="side"):
                     if self.show_counters:
                         yield Static(id=f"{side}-counters", classes="counters")
-                    (upper, upper_view, _), (order, order_view, _) = self.panes[side]
-                    yield upper_view(id=f"{side}-{upper}", classes=f"structure {upper}")
+                    upper, order = self.panes[side]
+                    yield upper.view(id=f"{side}-{upper.role}", classes=f"structure {upper.role}")
                     yield PageGrid(id=f"{side}-pool", classes="pool")
                     with Horizontal(classes="lower"):
                         yield AllocationTable(id=f"{side}-allocations", classes="allocations")
-                        yield order_view(id=f"{side}-{order}", classes=f"order {order}")
+                        yield order.view(id=f"{side}-{order.role}", classes=f"order {order.role}")
         with VerticalScroll(id="report-box"):
             yield Static(id="report")
         yield Footer(compact=True)
@@ -152,17 +141,17 @@ class DiffApp(StepActions, App[None]):
         self.query_one("#report-box").border_title = "Divergence"
         d = self.run_.divergence
         self.go_to(self.start_step if self.start_step is not None else (d.step if d is not None else 0))
-        self.widget(self.sides[0], self.panes[self.sides[0]][0][0]).focus()
+        self.widget(self.sides[0], self.panes[self.sides[0]][0].role).focus()
 
     def widget(self, side: str, role: str):
         """One of the views: ``role`` is pool, allocations, and trie and heap, or on a hash
-        side blocks and queue (:data:`PANES`)."""
+        side blocks and queue (:data:`kvviz.ui.panes.PANES`)."""
         return self.query_one(f"#{side}-{role}", ROLE_CLASSES[role])
 
     def roles(self, side: str) -> tuple[str, ...]:
         """The widget roles of column ``side``: its structure pane first."""
-        (upper, _, _), (order, _, _) = self.panes[side]
-        return (upper, "allocations", order, "pool")
+        upper, order = self.panes[side]
+        return (upper.role, "allocations", order.role, "pool")
 
     # -- showing a step --------------------------------------------------------------------
 
@@ -199,8 +188,8 @@ class DiffApp(StepActions, App[None]):
         self.widget(side, "pool").border_title = (f"Page pool · {snap.page_count} × "
                                                   f"{count(snap.tokens_per_page, 'token')}")
         self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
-        for role, _, title in self.panes[side]:
-            self.widget(side, role).border_title = title(snap)
+        for pane in self.panes[side]:
+            self.widget(side, pane.role).border_title = pane.title(snap)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)
         if self.show_counters:
             self.query_one(f"#{side}-counters", Static).update(self.counters_markup(side))

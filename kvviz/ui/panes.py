@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which views show a cache's own structure, by the kind of snapshot they show.
+
+Every kvviz screen has two panes that depend on the cache's design: the upper one shows
+what is cached, the lower one the eviction order. A trie (and a base cache, whose views say
+it has neither) gets the trie view and the heap view; a hash cache (vLLM's design: no tree,
+no heap) the block view and the free-queue view. One table, read by the main app and the
+side-by-side app alike, so a new design is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..model.hash_view import blocks_title, free_queue_title
+from ..model.view import heap_title
+from .widgets.block_view import BlockView
+from .widgets.free_queue_view import FreeQueueView
+from .widgets.heap_view import HeapView
+from .widgets.line_view import LineView
+from .widgets.trie_view import TrieView
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One design-dependent pane: its widget ``role`` (the widget id's suffix), the view
+    class, and its border title for a snapshot."""
+
+    role: str
+    view: type[LineView]
+    title: Callable[..., str]
+
+
+def _trie_title(snapshot) -> str:
+    return "Trie"
+
+
+TRIE_PANES = (Pane("trie", TrieView, _trie_title), Pane("heap", HeapView, heap_title))
+HASH_PANES = (Pane("blocks", BlockView, blocks_title), Pane("queue", FreeQueueView, free_queue_title))
+
+PANES: dict[str, tuple[Pane, Pane]] = {"trie": TRIE_PANES, "base": TRIE_PANES, "hash": HASH_PANES}
+"""By snapshot kind: (the pane of what is cached, the pane of the eviction order)."""
+
+
+def panes_for(kind: str) -> tuple[Pane, Pane]:
+    """The two panes for a snapshot of ``kind`` (a kind not listed gets the trie's, whose
+    views say what they cannot show)."""
+    return PANES.get(kind, TRIE_PANES)
+
+
+ROLES: dict[str, type[LineView]] = {pane.role: pane.view for panes in PANES.values() for pane in panes}
+"""Every design-dependent role, with its view class."""
