@@ -872,7 +872,10 @@ def step_views(session: "Session", last: int | None = None):
 
 
 def questions_at(view: StepView, rng: random.Random) -> list[Question]:
-    """Every question that makes sense at one step, one per kind that applies."""
+    """Every question that makes sense at one step, one per kind that applies (none on a hash
+    cache: see :func:`refusal`)."""
+    if view.snap0.kind == "hash":
+        return []
     out = []
     for spec in KINDS.values():
         if spec.applies(view):
@@ -882,15 +885,11 @@ def questions_at(view: StepView, rng: random.Random) -> list[Question]:
     return out
 
 
-class QuizRefused(ValueError):
-    """A session the quiz does not ask about; the message is one line saying why and what to
-    run instead."""
-
-
 def refusal(session: "Session") -> str | None:
-    """Why the quiz does not ask about ``session`` (None when it does). A hash cache's
-    questions would need their own answers and explanations (free and cached overlap, no
-    heap, no dedup); the trie's would be false there, so the quiz says so instead."""
+    """Why the quiz asks nothing about ``session``, in one line for the command line to say
+    (None when it asks). A hash cache's questions would need their own answers and
+    explanations (free and cached pages overlap, there is no heap and no dedup); the trie's
+    would be false there, so no question kind applies to a hash step (:func:`questions_at`)."""
     if session.config.kind == "hash":
         return ("the quiz asks about trie and base caches; a hash cache (vLLM's design) is not quizzed yet: step "
                 "through it with `kvviz demo` or `kvviz run`, or beside the trie with `kvviz compare FILE "
@@ -902,11 +901,8 @@ def questions(session: "Session", seed: int = 0, last: int | None = None) -> lis
     """One question at each interesting step of ``session`` (up to step ``last``), chosen and
     shuffled by ``seed``.
 
-    The same session and seed give the same questions; the session is only read. Raises
-    :class:`QuizRefused` for a session :func:`refusal` refuses."""
-    why = refusal(session)
-    if why is not None:
-        raise QuizRefused(why)
+    The same session and seed give the same questions; the session is only read. None for a
+    session :func:`refusal` refuses."""
     rng = random.Random(f"kvviz-quiz/questions/{seed}")
     out: list[Question] = []
     for view in step_views(session, last):
