@@ -223,6 +223,8 @@ async def test_the_free_queue_view_lists_the_snapshots_queue_in_order(session):
                     assert f" caches [{' '.join(map(str, block.tokens))}]" in text
                     assert (UNREACHABLE in text) == (block.id in unreachable(snap))
                 assert text.endswith("← next page taken") == (entry.position == 0)
+                if index and entry.count == 1:  # joined in this step: queued now, not before
+                    assert (" joined" in text) == (entry.page not in session.frame(index - 1).snapshot.free)
 
 
 async def lines_at(session, index: int) -> list[str]:

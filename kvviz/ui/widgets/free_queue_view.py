@@ -120,12 +120,12 @@ class FreeQueueView(LineView):
             spans.append((f" caches [{view.label(block.tokens)}]", style(kind)))
             if not block.reachable:
                 spans.append((f" {UNREACHABLE}", style("free-queue-view--unreachable")))
+        if any(entry.page <= page <= entry.last_page for page in self._marks.joined):
+            spans.append((" joined", style("free-queue-view--joined")))
         if entry.position == 0:
             spans.append((" ← next page taken", style("free-queue-view--head")))
         elif entry.position + entry.count - 1 == self._last_position:
             spans.append((" ← tail", meta))
-        if any(entry.page <= page <= entry.last_page for page in self._marks.joined):
-            spans.append((" joined", style("free-queue-view--joined")))
         if entry.page in view.violations.pages:
             spans.append((" ⚠", style("free-queue-view--violation")))
         return spans
