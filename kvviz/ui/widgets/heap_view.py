@@ -114,14 +114,14 @@ class HeapView(LineView):
         view = self.view
         diff = view.frame.diff
         if line.index is None:
-            node = view.previous.node(line.node)
+            node = view.previous_node(line.node)
             if view.substep is not None and view.substep.step.kind == "pop":
                 gone = "popped: the victim"  # still in the trie until the next sub-step evicts it
             else:
                 gone = "evicted" if line.node in diff.nodes_evicted else "referenced again"
             return [(f"left: node {line.node} p{node.page} {key_text(view.previous, node)} {gone}",
                      style("heap-view--left"))]
-        node = view.snapshot.node(line.node)
+        node = view.node(line.node)
         if line.node in diff.heap_added:
             entry_style = "heap-view--new"
         elif line.node in diff.heap_moved:

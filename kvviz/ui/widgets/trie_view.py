@@ -128,7 +128,7 @@ class TrieView(LineView):
                 children.setdefault(n.parent, []).append(n.id)
         if view.previous is not None and view.frame.diff.nodes_evicted:
             for node_id in view.frame.diff.nodes_evicted:
-                node = view.previous.node(node_id)
+                node = view.previous_node(node_id)
                 if node is not None and node.parent is not None:
                     ghosts.add(node_id)
                     children.setdefault(node.parent, []).append(node_id)
@@ -184,8 +184,8 @@ class TrieView(LineView):
                      f"{nodes - referenced} evictable",
                      style("trie-view--meta"))]
         line: TrieLine = row.data
-        source = view.previous if line.ghost else snap
-        nodes = [source.node(n) for n in line.chain]
+        lookup = view.previous_node if line.ghost else view.node
+        nodes = [lookup(n) for n in line.chain]
         if any(node is None for node in nodes):  # pragma: no cover - rows come from this frame
             return [(line.prefix, style("trie-view--guide"))]
         head_node, tail_node = nodes[0], nodes[-1]
