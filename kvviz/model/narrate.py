@@ -208,9 +208,7 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
             parts.append(f"node {e.node} (page {e.page}) is now unreferenced and childless: an eviction "
                          f"candidate with key {key_phrase(after, e.key)}")
     if op_kind == "release":
-        dropped = sum(isinstance(e, ev.RefDropped) for e in events)
-        if dropped:
-            parts.insert(0, f"dropped its reference on {count(dropped, 'node')}")
+        _say_dropped(parts, events, "node")
     if op_kind == "publish":
         touched = next((e for e in events if isinstance(e, ev.Touched)), None)
         if not any(isinstance(e, (ev.NodeCreated, ev.Deduplicated)) for e in events):
@@ -230,13 +228,24 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
         parts.append(f"evicted page {e.page} [{label(e.tokens)}], {key}, {why}")
     rest = evicted[EVICTIONS_TOLD:]
     if rest:  # a trace request can evict hundreds of pages: one clause for the rest, not a page each
-        pages = ", ".join(str(e.page) for e in rest[:PAGES_LISTED])
-        more = f" and {len(rest) - PAGES_LISTED:,} more" if len(rest) > PAGES_LISTED else ""
-        parts.append(f"then {count(len(rest), 'more page')}, {words.rest(key_fields(after))} (pages {pages}{more}); "
-                     f"{count(len(evicted), 'page')} evicted in all")
+        parts.append(f"then {count(len(rest), 'more page')}, {words.rest(key_fields(after))} "
+                     f"(pages {_some_pages(rest)}); {count(len(evicted), 'page')} evicted in all")
     if op_kind == "extend" and not any(isinstance(e, (ev.PagesTaken, ev.Evicted)) for e in events):
         parts.append("its pages already had room")
     return f"{head}: " + ("; ".join(parts) if parts else "done") + "."
+
+
+def _some_pages(evictions) -> str:
+    """The pages of ``evictions``, the first :data:`PAGES_LISTED` of them: "4, 5 and 9 more"."""
+    pages = ", ".join(str(e.page) for e in evictions[:PAGES_LISTED])
+    return pages + (f" and {len(evictions) - PAGES_LISTED:,} more" if len(evictions) > PAGES_LISTED else "")
+
+
+def _say_dropped(parts: list[str], events: tuple, noun: str) -> None:
+    """A release's first clause: how many ``noun`` s (nodes, cached pages) it unreferenced."""
+    dropped = sum(isinstance(e, ev.RefDropped) for e in events)
+    if dropped:
+        parts.insert(0, f"dropped its reference on {count(dropped, noun)}")
 
 
 def _hash_parts(op_kind: str, events: tuple, after: Snapshot, label: Labeler, units: Units) -> list[str]:
@@ -276,16 +285,12 @@ def _hash_parts(op_kind: str, events: tuple, after: Snapshot, label: Labeler, un
                 "no page caches its key now")
         parts.append(f"page {e.page} still held block {e.block} [{label(e.tokens)}]: it left the cache now, "
                      f"lazily, as its page was reused; {fate}")
-    if len(evicted) > EVICTIONS_TOLD:
-        rest = evicted[EVICTIONS_TOLD:]
-        pages = ", ".join(str(e.page) for e in rest[:PAGES_LISTED])
-        more = f" and {len(rest) - PAGES_LISTED:,} more" if len(rest) > PAGES_LISTED else ""
-        parts.append(f"then {count(len(rest), 'more block')} left with their pages (pages {pages}{more}); "
+    rest = evicted[EVICTIONS_TOLD:]
+    if rest:
+        parts.append(f"then {count(len(rest), 'more block')} left with their pages (pages {_some_pages(rest)}); "
                      f"{count(len(evicted), 'block')} evicted in all")
     if op_kind == "release":
-        dropped = sum(isinstance(e, ev.RefDropped) for e in events)
-        if dropped:
-            parts.insert(0, f"dropped its reference on {count(dropped, 'cached page')}")
+        _say_dropped(parts, events, "cached page")
     if op_kind == "publish" and not any(isinstance(e, BlockCached) for e in events):
         parts.append("nothing new to cache (only full blocks are cached, and never twice)")
     if op_kind == "extend" and not any(isinstance(e, ev.PagesTaken) for e in events):
