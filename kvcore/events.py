@@ -271,3 +271,64 @@ class Tap(list):
     def append(self, event) -> None:
         list.append(self, event)
         self.callback(event)
+
+
+# -- the hash-block cache's events (kvcore.hashblock: vLLM's BlockStored, BlockRemoved and its
+# free-queue moves). Appended as one block; registered in EVENT_TYPES below.
+
+
+@dataclass(frozen=True, slots=True)
+class BlockCached:
+    """Publish cached a full block of ``allocation`` on its own ``page`` under ``key`` (hex;
+    ``parent`` the parent block's key, None for a first block; vLLM's ``BlockStored``).
+    ``duplicate_of`` is the page that already cached the key, which lookups keep returning
+    (vLLM does not deduplicate), or None."""
+
+    allocation: int
+    block: int
+    page: int
+    key: str
+    parent: str | None
+    tokens: tuple[int, ...]
+    duplicate_of: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEvicted:
+    """A page about to be taken from the free queue's head for ``allocation`` still held a
+    cached block: the block left the cache (lazy eviction; vLLM's ``BlockRemoved``).
+    ``still_cached``: another page caches the same key."""
+
+    allocation: int
+    block: int
+    page: int
+    key: str
+    tokens: tuple[int, ...]
+    still_cached: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PageUnqueued:
+    """An acquire matched the cached block on ``page`` while the page had ref 0: the page
+    left the free queue (vLLM's ``BlockPool.touch``)."""
+
+    allocation: int
+    block: int
+    page: int
+
+
+@dataclass(frozen=True, slots=True)
+class PagesQueued:
+    """A release's pages that reached ref 0 joined the free queue: ``head`` (holding no
+    cached block; ``head[0]`` is the queue's head now) and ``tail`` (holding one; ``tail[-1]``
+    is its tail now), both in reverse block order (vLLM's ``prepend_n`` and ``append_n``)."""
+
+    allocation: int
+    head: tuple[int, ...]
+    tail: tuple[int, ...]
+
+
+HASH_EVENTS: tuple[type, ...] = (BlockCached, BlockEvicted, PageUnqueued, PagesQueued)
+"""The event classes only the hash-block cache reports."""
+
+EVENT_TYPES.update({cls.__name__: cls for cls in HASH_EVENTS})

@@ -53,10 +53,11 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from hashlib import sha256
 
 from . import events as ev
+# Also importable from here, where they were defined until they joined kvcore.events.
+from .events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued  # noqa: F401
 from .allocation import PageAllocation
 from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens, pages_for
 from .errors import InvalidOperation
@@ -115,62 +116,6 @@ def chain_keys(parent: bytes | None, tokens: tuple[int, ...], first: int, stop: 
 def key_text(key: bytes | None) -> str | None:
     """A key as snapshots and events show it: 64 hex digits (None stays None)."""
     return None if key is None else key.hex()
-
-
-# Events only this cache emits (vLLM's BlockStored / BlockRemoved and its queue moves).
-# They join kvcore.events' EVENT_TYPES there.
-
-@dataclass(frozen=True, slots=True)
-class BlockCached:
-    """Publish cached a full block of ``allocation`` on its own ``page`` under ``key``
-    (vLLM's ``BlockStored``). ``duplicate_of`` is the page that already cached the key,
-    which lookups keep returning (vLLM does not deduplicate), or None."""
-
-    allocation: int
-    block: int
-    page: int
-    key: str
-    parent: str | None
-    tokens: tuple[int, ...]
-    duplicate_of: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockEvicted:
-    """A page taken from the free queue's head for ``allocation`` still held a cached
-    block: the block left the cache then (lazy eviction; vLLM's ``BlockRemoved``).
-    ``still_cached``: another page caches the same key."""
-
-    allocation: int
-    block: int
-    page: int
-    key: str
-    tokens: tuple[int, ...]
-    still_cached: bool
-
-
-@dataclass(frozen=True, slots=True)
-class PageUnqueued:
-    """An acquire matched the cached block on ``page`` while the page had ref 0: the page
-    left the free queue (vLLM's ``BlockPool.touch``)."""
-
-    allocation: int
-    block: int
-    page: int
-
-
-@dataclass(frozen=True, slots=True)
-class PagesQueued:
-    """A release's pages that reached ref 0 joined the free queue: ``head`` (holding no
-    cached block; ``head[0]`` is the queue's head now) and ``tail`` (holding one; ``tail[-1]``
-    is its tail now), both in reverse block order (vLLM's ``prepend_n`` and ``append_n``)."""
-
-    allocation: int
-    head: tuple[int, ...]
-    tail: tuple[int, ...]
-
-
-HASH_EVENTS = (BlockCached, BlockEvicted, PageUnqueued, PagesQueued)
 
 
 class _Block:
@@ -258,7 +203,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             if not ref:
                 queue.remove(page)
                 if events is not None:
-                    events.append(PageUnqueued(allocation_id, b.seq, page))
+                    events.append(ev.PageUnqueued(allocation_id, b.seq, page))
             refs[page] = ref + 1
             if events is not None:
                 events.append(ev.RefTaken(allocation_id, b.seq, page, ref + 1))
@@ -296,7 +241,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             still = self._uncache(b)
             self._evictions += 1
             if events is not None:
-                events.append(BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
+                events.append(ev.BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
         taken = queue.popleft_n(needed)
         refs = self._refs
         for page in taken:
@@ -340,7 +285,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             self._blocks[page] = b
             nodes.append(b)
             if events is not None:
-                events.append(BlockCached(allocation.id, b.seq, page, key.hex(), key_text(parent), block_tokens,
+                events.append(ev.BlockCached(allocation.id, b.seq, page, key.hex(), key_text(parent), block_tokens,
                                           duplicate_of))
             parent = key
 
@@ -371,7 +316,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         self._pool.append_n(tail, True)
         if events is not None:
             if head or tail:
-                events.append(PagesQueued(allocation.id, tuple(head), tuple(tail)))
+                events.append(ev.PagesQueued(allocation.id, tuple(head), tuple(tail)))
             events.append(ev.Released(allocation.id))
 
     def _tick(self, op: str, allocation: PageAllocation) -> list | None:

@@ -24,7 +24,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from kvcore import CacheAllocationFailure, HashBlockPagedAttentionCache, KVCacheError, PagePool, Snapshot
 from kvcore import events as ev
-from kvcore import hashblock
 
 from .refmodel import ModelAllocationFailure, ModelInvalid
 from .refmodel_hash import HashModel, model_view, snapshot_view, view_differences
@@ -96,7 +95,7 @@ class HashCacheMachine(RuleBasedStateMachine):
         assert events[0] == ev.OpStarted(op, allocation_id, self.model.clock)
         taken = [p for e in events if isinstance(e, ev.PagesTaken) for p in e.pages]
         assert taken == self.model.last_taken
-        evicted = [(e.page, e.tokens) for e in events if isinstance(e, hashblock.BlockEvicted)]
+        evicted = [(e.page, e.tokens) for e in events if isinstance(e, ev.BlockEvicted)]
         tpp = self.model.tokens_per_page
         assert evicted == [(page, prefix[-tpp:]) for page, prefix in self.model.last_evicted]
 

@@ -6,6 +6,7 @@ Pages are small (2 tokens) so a block is two numbers; ``A``, ``B``, ... name blo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,6 @@ import kvcore
 from kvcore import (CacheAllocationFailure, HashBlockPagedAttentionCache, InvalidConfiguration, PagePool, Snapshot,
                     check_snapshot)
 from kvcore import events as ev
-from kvcore import hashblock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,9 +71,9 @@ def test_the_block_leaves_the_cache_only_when_its_page_is_taken_from_the_head():
     c.take_events()
     held = c.acquire_pages_for_tokens([5, 5, 6, 6])  # takes the two untouched pages
     assert block_on(c, page) is not None and page not in held.pages
-    assert events_of(c, hashblock.BlockEvicted) == []
+    assert events_of(c, ev.BlockEvicted) == []
     c.acquire_pages_for_tokens([7, 7])  # the queue's head is A's page now
-    (evicted,) = events_of(c, hashblock.BlockEvicted)
+    (evicted,) = events_of(c, ev.BlockEvicted)
     assert (evicted.page, evicted.tokens, evicted.still_cached) == (page, A, False)
     assert block_on(c, page) is None and c.snapshot().stats.evictions == 1
     assert c.snapshot().blocks == ()
@@ -86,7 +86,7 @@ def test_release_puts_cached_pages_at_the_tail_last_block_first():
     c = cache(6)
     a = run(c, A, B, C)
     assert c.snapshot().free[-3:] == (a.pages[2], a.pages[1], a.pages[0])
-    (queued,) = [e for e in c.take_events() if isinstance(e, hashblock.PagesQueued)]
+    (queued,) = [e for e in c.take_events() if isinstance(e, ev.PagesQueued)]
     assert (queued.head, queued.tail) == ((), tuple(reversed(a.pages)))
 
 
@@ -114,7 +114,7 @@ def test_a_match_takes_the_page_out_of_the_queue_before_new_pages_are_taken():
     a = c.acquire_pages_for_tokens([1, 1, 4, 4])  # matches A, needs one page: the other one
     assert a.pages[0] == page and c.snapshot().free == ()
     kinds = [type(e) for e in c.take_events()]
-    assert kinds.index(hashblock.PageUnqueued) < kinds.index(ev.PagesTaken)
+    assert kinds.index(ev.PageUnqueued) < kinds.index(ev.PagesTaken)
 
 
 # -- acquire's capacity ----------------------------------------------------------------------
@@ -144,7 +144,7 @@ def test_publishing_a_key_already_cached_caches_a_duplicate_as_vllm_does():
     first.publish_pages_for_tokens()
     c.take_events()
     second.publish_pages_for_tokens()
-    cached = events_of(c, hashblock.BlockCached)
+    cached = events_of(c, ev.BlockCached)
     assert [e.duplicate_of for e in cached] == list(first.pages)
     snap = c.snapshot()
     assert [snap.block_for_page(p).key for p in first.pages] == [snap.block_for_page(p).key for p in second.pages]
@@ -164,7 +164,7 @@ def test_a_duplicate_keeps_its_key_cached_after_the_first_copy_is_evicted():
     second.release_pages()  # queue: [2 untouched, first's page, second's page]
     c.take_events()
     c.acquire_pages_for_tokens([5, 5, 6, 6, 7, 7])  # takes the untouched pages and first's copy
-    (evicted,) = events_of(c, hashblock.BlockEvicted)
+    (evicted,) = events_of(c, ev.BlockEvicted)
     assert (evicted.page, evicted.still_cached) == (first_page, True)
     assert c.acquire_pages_for_tokens(list(A)).pages == (second_page,)  # the duplicate serves the key now
 
@@ -204,7 +204,7 @@ def test_caching_the_parent_again_makes_the_old_child_reachable_and_the_new_one_
     again = c.acquire_pages_for_tokens(list(A + B))
     c.take_events()
     again.publish_pages_for_tokens()
-    cached = events_of(c, hashblock.BlockCached)
+    cached = events_of(c, ev.BlockCached)
     assert [e.duplicate_of for e in cached] == [None, page_b]  # A is new; B's key was still cached
     assert all(b.reachable for b in c.snapshot().blocks)
     assert c.acquire_pages_for_tokens(list(A + B)).pages == (again.pages[0], page_b)  # the old copy serves B
@@ -311,19 +311,30 @@ def test_a_watched_cache_shows_at_each_event_the_change_the_event_reports():
     kinds = set()
     for e, snap in seen:
         kinds.add(type(e).__name__)
-        if isinstance(e, hashblock.BlockEvicted):
+        if isinstance(e, ev.BlockEvicted):
             assert snap.block_for_page(e.page) is None and e.page in snap.free  # gone, page still queued
         elif isinstance(e, ev.PagesTaken):
             assert not set(e.pages) & set(snap.free)
             assert set(e.pages) <= set(snap.allocation(e.allocation).pages)
-        elif isinstance(e, hashblock.PagesQueued):
+        elif isinstance(e, ev.PagesQueued):
             assert snap.free[:len(e.head)] == e.head and snap.free[len(snap.free) - len(e.tail):] == e.tail
-        elif isinstance(e, hashblock.BlockCached):
+        elif isinstance(e, ev.BlockCached):
             assert snap.block_for_page(e.page).key == e.key
-        if isinstance(e, (hashblock.BlockEvicted, ev.PagesTaken, hashblock.PagesQueued, hashblock.BlockCached,
+        if isinstance(e, (ev.BlockEvicted, ev.PagesTaken, ev.PagesQueued, ev.BlockCached,
                           ev.Released, ev.Failed)):
             # Healthy, but for the acquiring allocation before it got its pages.
             broken = [v for v in check_snapshot(snap)
-                      if not (isinstance(e, hashblock.BlockEvicted) and v.allocations == (e.allocation,))]
+                      if not (isinstance(e, ev.BlockEvicted) and v.allocations == (e.allocation,))]
             assert broken == [], (e, broken)
     assert {"BlockEvicted", "PagesTaken", "PagesQueued", "BlockCached", "PageUnqueued", "Failed"} <= kinds
+
+
+def test_the_hash_events_round_trip_through_json_dicts():
+    c = cache(3)
+    run(c, A, B, extra=1)
+    c.acquire_pages_for_tokens(list(A + C))
+    c.acquire_pages_for_tokens([5, 5, 6, 6])
+    events = c.take_events()
+    assert {type(e) for e in events} >= set(ev.HASH_EVENTS)
+    for e in events:
+        assert ev.event_from_dict(json.loads(json.dumps(ev.event_to_dict(e)))) == e
