@@ -91,6 +91,16 @@ class QueueOrder:
     def __len__(self) -> int:
         return self._length
 
+    def place_label(self, page: int) -> str | None:
+        """``page``'s place as a page cell shows it in four characters: "q0" (the head) to
+        "q999", then thousands rounded down ("q12k"), "q…" beyond; None if not queued."""
+        position = self.position(page)
+        if position is None:
+            return None
+        if position < 1000:
+            return f"q{position}"
+        return f"q{position // 1000}k" if position < 100_000 else "q…"
+
 
 @dataclass(frozen=True, slots=True)
 class QueueEntry:

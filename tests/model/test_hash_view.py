@@ -113,7 +113,17 @@ def test_a_pool_kept_lazily_folds_its_never_used_run_into_one_entry():
     # with it), then the two cached pages, last block first.
     assert [(e.position, e.page, e.count, e.block is not None) for e in entries] == [
         (0, 2, 99_998, False), (99_998, 1, 1, True), (99_999, 0, 1, True)]
-    assert QueueOrder(snap).position(50_000) == 50_000 - 2
+    order = QueueOrder(snap)
+    assert order.position(50_000) == 50_000 - 2
+    assert [order.place_label(p) for p in (2, 3, 1_001, 50_000, 1, 0)] == ["q0", "q1", "q999", "q49k", "q99k", "q99k"]
+    big = kvcore.make_cache("hash", 200_000, TOKENS_PER_PAGE)
+    b = big.acquire_pages_for_tokens([3, 4])
+    page = b.pages[0]
+    b.publish_pages_for_tokens()
+    b.release_pages()  # a cached page joins the tail: 199,999 pages ahead of it
+    assert QueueOrder(big.snapshot()).place_label(page) == "q…"
+    a_page = cache.acquire_pages_for_tokens([9]).pages[0]
+    assert QueueOrder(cache.snapshot()).place_label(a_page) is None  # referenced: not queued
 
 
 def test_a_trie_snapshot_is_refused():
