@@ -330,10 +330,10 @@ def test_a_watched_cache_shows_at_each_event_the_change_the_event_reports():
 
 
 def test_the_hash_events_round_trip_through_json_dicts():
-    c = cache(3)
-    run(c, A, B, extra=1)
-    c.acquire_pages_for_tokens(list(A + C))
-    c.acquire_pages_for_tokens([5, 5, 6, 6])
+    c = cache(4)
+    run(c, A, B, extra=1)  # queue: [uncached page, untouched page, B's page, A's page]
+    c.acquire_pages_for_tokens(list(A + C))  # A leaves the queue; C takes the uncached page
+    c.acquire_pages_for_tokens([5, 5, 6, 6])  # the untouched page, then B's: evicted
     events = c.take_events()
     assert {type(e) for e in events} >= set(ev.HASH_EVENTS)
     for e in events:
