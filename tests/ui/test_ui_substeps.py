@@ -239,6 +239,26 @@ async def test_an_eviction_substep_shows_the_victim_gone_and_its_page_in_the_all
         assert any(f":{event.page}" in r for r in rows(app.allocations))
 
 
+async def test_the_allocation_table_follows_every_substep_of_the_cascade(app_on):
+    # The table keeps its rows while no allocation changes (pops, swaps, candidates): each
+    # sub-step's block table must still be the one drawn.
+    session = demo("eviction-cascade")
+    subs = session.substeps(CASCADE)
+    app = app_on(session, step=CASCADE)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_step_into()
+        for index in range(len(subs)):
+            app.show_substep(CASCADE, index)
+            await pilot.pause()
+            x = subs.state(index).allocation_named("x")
+            drawn = [r for r in rows(app.allocations) if r.startswith("x ")]
+            if x is None:
+                assert drawn == []
+                continue
+            cells = " ".join(f"{i}:{page}" for i, page in enumerate(x.pages))
+            assert len(drawn) == 1 and drawn[0].rstrip().endswith(cells), (index, drawn, cells)
+
+
 async def test_the_two_heap_slots_of_a_sift_swap_are_in_focus_and_tagged(app_on, lru):
     swap = first(lru, 28, "swap")
     event = lru.substeps(28)[swap].event

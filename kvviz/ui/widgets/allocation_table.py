@@ -83,6 +83,25 @@ class AllocationTable(LineView):
         super().__init__(**kwargs)
         self._shared: dict[int, int] = {}
 
+    def keeps_rows(self, old: FrameView | None, new: FrameView) -> bool:
+        # Most sub-steps of an eviction (pops, swaps, new candidates) leave every allocation
+        # as it was: then nothing here is drawn again.
+        return (old is not None and old.revision == new.revision
+                and old.snapshot.allocations == new.snapshot.allocations
+                and self._marks(old) == self._marks(new))
+
+    def dirty_rows(self, old: FrameView, new: FrameView) -> set[int] | None:
+        return set()  # keeps_rows said the rows and every mark on them are the same
+
+    @staticmethod
+    def _marks(view: FrameView) -> tuple:
+        """Everything besides the allocations that the table's look depends on."""
+        diff = view.frame.diff
+        return (diff.allocations_added, diff.allocations_changed,
+                diff.allocations_released if view.previous is not None else (),
+                view.highlight.pages, view.highlight.allocations, view.focus.pages, view.focus.allocations,
+                view.violations.pages, view.violations.allocations)
+
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
         allocations = list(snap.allocations)
