@@ -259,6 +259,25 @@ async def test_the_allocation_table_follows_every_substep_of_the_cascade(app_on)
             assert len(drawn) == 1 and drawn[0].rstrip().endswith(cells), (index, drawn, cells)
 
 
+async def test_the_allocation_table_redraws_when_an_allocation_changes_under_the_same_marks(app_on):
+    import dataclasses
+
+    session = demo("eviction-cascade")
+    subs = session.substeps(CASCADE)
+    first_evict = first(session, CASCADE, "evict")
+    last = len(subs) - 1
+    app = app_on(session, step=CASCADE)
+    async with app.run_test(size=SIZE) as pilot:
+        app.show_substep(CASCADE, first_evict)
+        await pilot.pause()
+        shown = app.view
+        later = dataclasses.replace(shown, frame=dataclasses.replace(shown.frame, snapshot=subs.state(last)))
+        app.allocations.show(later)
+        pages = subs.state(last).allocation_named("x").pages
+        cells = " ".join(f"{i}:{page}" for i, page in enumerate(pages))
+        assert any(r.rstrip().endswith(cells) for r in rows(app.allocations))
+
+
 async def test_the_two_heap_slots_of_a_sift_swap_are_in_focus_and_tagged(app_on, lru):
     swap = first(lru, 28, "swap")
     event = lru.substeps(28)[swap].event
