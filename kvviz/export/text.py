@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from kvcore.hashblock import BlockEvicted
+from kvcore.events import BlockEvicted
 
 from ..model.free_queue import free_page_count, next_victim, queue_position, queue_text
 from ..model.policy_words import key_fields, key_phrase, key_value, words_for

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from kvcore import Snapshot
 from kvcore import events as ev
-from kvcore.hashblock import BlockCached, BlockEvicted, PagesQueued, PageUnqueued
+from kvcore.events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued
 
 from .free_queue import free_page_count
 from .policy_words import key_fields, key_phrase, key_value, words_for

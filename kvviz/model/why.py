@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
-from kvcore.hashblock import BlockEvicted
+from kvcore.events import BlockEvicted
 from kvcore.snapshot import FreePages
 
 from .free_queue import next_victim, queue_position, queue_text
