@@ -17,7 +17,6 @@ the tests can compare the keys kvcore shows with the prefixes the model holds.
 from __future__ import annotations
 
 import hashlib
-import math
 import struct
 from dataclasses import dataclass, field
 
@@ -91,14 +90,6 @@ class HashModel:
 
     # ---------------------------------------------------------------- helpers
 
-    def _pages_for(self, slots: int) -> int:
-        return math.ceil(slots / self.tokens_per_page)
-
-    def _live(self, alloc_id: int) -> ModelAllocation:
-        if alloc_id in self.released or alloc_id not in self.allocations:
-            raise ModelInvalid(f"allocation {alloc_id} was released")
-        return self.allocations[alloc_id]
-
     def _begin(self) -> None:
         self.clock += 1
         self.last_taken = []
@@ -110,7 +101,7 @@ class HashModel:
         if needed > free + evictable:
             raise ModelAllocationFailure(needed, free, evictable, self.page_count - free - evictable)
 
-    def _take(self, needed: int) -> list[int]:
+    def _take_pages(self, needed: int) -> list[int]:
         taken = self.queue[:needed]
         del self.queue[:needed]
         for page in taken:
@@ -148,7 +139,7 @@ class HashModel:
         self.stats.lookups += 1
         self.stats.lookup_tokens += len(tokens)
         self.stats.hit_tokens += matched_tokens
-        alloc.pages += self._take(needed)
+        alloc.pages += self._take_pages(needed)
         return alloc.id
 
     def publish(self, alloc_id: int, tokens=None, publish_incomplete_page: bool = False) -> None:
@@ -178,18 +169,10 @@ class HashModel:
             self.next_seq += 1
             alloc.published = i + 1
 
-    def extend(self, alloc_id: int, tokens, extra_token_slots: int = 0) -> None:
-        alloc = self._live(alloc_id)
-        tokens = tuple(tokens)
-        if extra_token_slots < 0:
-            raise ModelInvalid("negative extra_token_slots")
-        if tokens[:len(alloc.tokens)] != alloc.tokens or len(tokens) < len(alloc.tokens):
-            raise ModelInvalid("extend tokens do not start with the allocation's tokens")
-        needed = max(0, self._pages_for(len(tokens) + extra_token_slots) - len(alloc.pages))
-        self._check_capacity(needed)
-        self._begin()
-        alloc.tokens = tokens
-        alloc.pages += self._take(needed)
+    # The trie model's, word for word: they only read the fields and helpers both models have.
+    extend = refmodel.ReferenceCache.extend
+    _live = refmodel.ReferenceCache._live
+    _pages_for = refmodel.ReferenceCache._pages_for
 
     def release(self, alloc_id: int) -> None:
         alloc = self._live(alloc_id)

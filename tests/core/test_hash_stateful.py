@@ -27,7 +27,7 @@ from kvcore import events as ev
 
 from .refmodel import ModelAllocationFailure, ModelInvalid
 from .refmodel_hash import HashModel, model_view, snapshot_view, view_differences
-from .test_stateful import ERROR_CLASSES, EXTEND_MODES, PUBLISH_MODES, CacheMachine, token
+from .test_stateful import ERROR_CLASSES, CacheMachine
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 EXAMPLES = {"dev": 200, "ci": 1_500, "soak": 100_000}.get(PROFILE, 1_500)
@@ -142,43 +142,11 @@ class HashCacheMachine(RuleBasedStateMachine):
         if first is not None and second is not None and self.model.stats.dedups:
             event("duplicate cached")
 
-    @rule(data=st.data(), mode=st.sampled_from(PUBLISH_MODES))
-    def publish(self, data, mode: str) -> None:
-        handle = self.draw_handle(data)
-        if handle is None:
-            return
-        own = tuple(handle.tokens)
-        capacity = len(handle.pages) * self.model.tokens_per_page
-        tokens = {
-            "none": None,
-            "same": own,
-            "shorter": own[: data.draw(st.integers(0, len(own)), label="cut")],
-            "longer": own + tuple(data.draw(st.lists(token, max_size=max(0, capacity - len(own)) + 1), label="more")),
-            "disagree": own[:-1] + ((own[-1] + 1) % 3,) if own else None,
-            "incomplete": None,
-        }[mode]
-        self.do_publish(handle, tokens, mode == "incomplete")
-
-    @rule(data=st.data(), mode=st.sampled_from(EXTEND_MODES), extra=st.integers(0, 2))
-    def extend(self, data, mode: str, extra: int) -> None:
-        handle = self.draw_handle(data)
-        if handle is None:
-            return
-        own = tuple(handle.tokens)
-        tokens = {
-            "grow": own + tuple(data.draw(st.lists(token, min_size=1, max_size=4), label="more")),
-            "same": own,
-            "shorter": own[:-1],
-            "disagree": ((own[0] + 1) % 3,) + own[1:] + (0,) if own else (0,),
-        }[mode]
-        self.run("extend", handle.id, lambda: handle.extend_allocation(list(tokens), extra),
-                 lambda: self.model.extend(handle.id, tokens, extra))
-
-    @rule(data=st.data())
-    def release(self, data) -> None:
-        handle = self.draw_handle(data)
-        if handle is not None:
-            self.do_release(handle)
+    # The trie machine's rules that only draw a handle and call run, do_publish, do_release
+    # and the model, with the same meaning here.
+    publish = CacheMachine.publish
+    extend = CacheMachine.extend
+    release = CacheMachine.release
 
     @rule(through_json=st.booleans())
     def restore_and_continue(self, through_json: bool) -> None:
