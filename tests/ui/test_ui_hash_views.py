@@ -6,6 +6,8 @@ side to them."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import pytest
 from textual.app import App, ComposeResult
 
@@ -96,6 +98,15 @@ class HashViewsApp(App[None]):
         self.query_one(FreeQueueView).show(self.frame_view)
 
 
+@asynccontextmanager
+async def views_on(frame):
+    """The block view and the free-queue view, mounted on ``frame``."""
+    app = HashViewsApp(FrameView(frame))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        yield app.query_one(BlockView), app.query_one(FreeQueueView)
+
+
 def texts(view) -> list[str]:
     return [view.row_text(i) for i in range(len(view.rows))]
 
@@ -134,10 +145,7 @@ async def test_the_unreachable_marker_marks_exactly_the_blocks_whose_parent_key_
     marked_somewhere = False
     for index in range(len(session)):
         snap = session.frame(index).snapshot
-        app = HashViewsApp(FrameView(session.frame(index)))
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            view = app.query_one(BlockView)
+        async with views_on(session.frame(index)) as (view, _):
             rows = block_rows(view)
             assert sorted(rows) == sorted(b.id for b in snap.blocks)  # every block, once
             marked = {block for block, text in rows.items() if UNREACHABLE in text}
@@ -151,10 +159,8 @@ async def test_the_unreachable_marker_marks_exactly_the_blocks_whose_parent_key_
 async def test_an_unreachable_chain_sits_apart_with_its_child_below_it(session):
     frame = session.frame(1)  # acquire z took Q's page
     snap = frame.snapshot
-    app = HashViewsApp(FrameView(frame))
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        lines = texts(app.query_one(BlockView))
+    async with views_on(frame) as (view, _):
+        lines = texts(view)
         r = next(b for b in snap.blocks if b.tokens == R)
         s = next(b for b in snap.blocks if b.tokens == S)
         r_row = next(i for i, t in enumerate(lines) if t.startswith(f"└─{UNREACHABLE} [5 6] p{r.page}"))
@@ -170,10 +176,8 @@ async def test_each_block_shows_its_page_ref_and_place_in_the_free_queue(session
     frame = session.frame(len(session) - 1)
     snap = frame.snapshot
     order = list(snap.free)
-    app = HashViewsApp(FrameView(frame))
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        rows = block_rows(app.query_one(BlockView))
+    async with views_on(frame) as (view, _):
+        rows = block_rows(view)
         for b in snap.blocks:
             ref = snap.pages[b.page].ref
             assert f" p{b.page} ref {ref}" in rows[b.id]
@@ -186,10 +190,8 @@ async def test_a_later_copy_of_a_key_says_which_page_lookups_find(session):
     frame = session.frame(5)  # publish b: b's [11 12] is a second copy
     snap = frame.snapshot
     first, second = sorted((b for b in snap.blocks if b.tokens == (11, 12)), key=lambda b: b.id)
-    app = HashViewsApp(FrameView(frame))
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        rows = block_rows(app.query_one(BlockView))
+    async with views_on(frame) as (view, _):
+        rows = block_rows(view)
         assert f"duplicate of p{first.page}" in rows[second.id] and "duplicate" not in rows[first.id]
         assert rows[second.id].endswith(" new")
 
@@ -208,10 +210,7 @@ def queued_pages(view: FreeQueueView) -> list[int]:
 async def test_the_free_queue_view_lists_the_snapshots_queue_in_order(session):
     for index in range(len(session)):
         snap = session.frame(index).snapshot
-        app = HashViewsApp(FrameView(session.frame(index)))
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            view = app.query_one(FreeQueueView)
+        async with views_on(session.frame(index)) as (_, view):
             assert queued_pages(view) == list(snap.free), index
             entries = [(i, row.data) for i, row in enumerate(view.rows) if isinstance(row.data, QueueEntry)]
             for i, entry in entries:
@@ -228,10 +227,8 @@ async def test_the_free_queue_view_lists_the_snapshots_queue_in_order(session):
 
 
 async def lines_at(session, index: int) -> list[str]:
-    app = HashViewsApp(FrameView(session.frame(index)))
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        return texts(app.query_one(FreeQueueView))
+    async with views_on(session.frame(index)) as (_, queue):
+        return texts(queue)
 
 
 async def test_pages_that_left_the_queue_are_listed_with_what_took_them(session):
@@ -260,11 +257,9 @@ async def test_a_trie_snapshot_is_refused_by_both_views():
         block_lines(frame.snapshot)
     with pytest.raises(NotAHashSnapshot):
         free_queue_title(frame.snapshot)
-    app = HashViewsApp(FrameView(frame))
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert texts(app.query_one(BlockView)) == ["trie cache: no hash blocks (this view shows a hash cache's blocks)"]
-        assert texts(app.query_one(FreeQueueView)) == ["trie cache: no free queue (this view shows a hash cache's)"]
+    async with views_on(frame) as (blocks, queue):
+        assert texts(blocks) == ["trie cache: no hash blocks (this view shows a hash cache's blocks)"]
+        assert texts(queue) == ["trie cache: no free queue (this view shows a hash cache's)"]
 
 
 @pytest.fixture(scope="module")

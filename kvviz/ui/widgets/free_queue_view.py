@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from textual.message import Message
-from textual.widget import Widget
 
 from ...model.hash_view import LeftQueue, QueueEntry, block_marks, queue_entries
 from ...model.view import FrameView
 from .block_view import UNREACHABLE
-from .line_view import LineView, Row, SelectionMessage, Span
+from .line_view import LineView, Row, Span
+from .page_grid import PageGrid
 
 
 class FreeQueueView(LineView):
@@ -60,12 +60,9 @@ class FreeQueueView(LineView):
     }
     """
 
-    class PageSelected(SelectionMessage):
-        """The user put the cursor on a queued page (the first of a folded run)."""
-
-        def __init__(self, source: Widget, page: int) -> None:
-            super().__init__(source)
-            self.page = page
+    class PageSelected(PageGrid.PageSelected):
+        """The user put the cursor on a queued page (the first of a folded run): a page
+        selection like the pool's, so a handler of ``PageGrid.PageSelected`` takes it too."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
