@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvcore import events as ev
-from kvcore.hashblock import BlockCached, BlockEvicted, PagesQueued, PageUnqueued
 from kvcore.snapshot import BlockInfo, QueuedPages
 
 from .narrate import count
@@ -328,7 +327,7 @@ def block_marks(events) -> BlockMarks:
     refs: dict[int, int] = {}
     for e in events:
         kind = type(e)
-        if kind is BlockCached:
+        if kind is ev.BlockCached:
             new.add(e.block)
         elif kind is ev.Matched:
             matched.update(e.nodes)
@@ -336,9 +335,9 @@ def block_marks(events) -> BlockMarks:
             refs[e.page] = refs.get(e.page, 0) + 1
         elif kind is ev.RefDropped:
             refs[e.page] = refs.get(e.page, 0) - 1
-        elif kind is BlockEvicted:
+        elif kind is ev.BlockEvicted:
             evicted.append(EvictedBlock(e.block, e.page, e.tokens, e.allocation, e.still_cached))
-        elif kind is PageUnqueued:
+        elif kind is ev.PageUnqueued:
             last = left[-1] if left else None
             if last is not None and not last.taken and last.allocation == e.allocation:
                 left[-1] = LeftQueue(last.pages + (e.page,), e.allocation, False)
@@ -346,7 +345,7 @@ def block_marks(events) -> BlockMarks:
                 left.append(LeftQueue((e.page,), e.allocation, False))
         elif kind is ev.PagesTaken:
             left.append(LeftQueue(tuple(e.pages), e.allocation, True))
-        elif kind is PagesQueued:
+        elif kind is ev.PagesQueued:
             joined.update(e.head)
             joined.update(e.tail)
     return BlockMarks(frozenset(new), frozenset(matched), tuple(sorted((p, d) for p, d in refs.items() if d)),
