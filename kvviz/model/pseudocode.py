@@ -26,6 +26,8 @@ Algorithms (:data:`ALGORITHMS`):
                publish_pages_for_tokens, release_pages, free_allocated_pages) and kvviz's
                record of the handle shortfin returns: its sub-steps are those calls,
                observed between them
+``hash``       kvcore's hash-block cache (vLLM's design): its acquire, extend, publish and
+               release, and the take from the free queue's head (lazy eviction) they share
 =============  ============================================================================
 
 The heap's sifts are lines of the algorithms that cause them (the remove in ``acquire``
@@ -271,6 +273,34 @@ def release(name):                                              @release
     del handles[name]                     # kvviz's record      @release-record
 """)
 
+_HASH = _block("""
+def acquire(tokens, extra=0):                                   @acquire
+    matched = the longest run of cached keys from block 0       @match
+    needed = pages_for(len(tokens) + extra) - len(matched)      @~needed
+    if needed > len(queue) - queued(matched):                   @fits?
+        raise CacheAllocationFailure      # nothing changed     @fail
+    for block in matched:                                       @~hits
+        if ref[block.page] == 0: queue.remove(block.page)       @dequeue
+        ref[block.page] += 1                                    @ref
+    take(allocation, needed)                                    @~take-call
+def extend(allocation, tokens, extra=0):                        @extend
+    needed = pages_for(len(tokens) + extra) - len(pages)        @~extend-needed
+    if needed > len(queue): raise CacheAllocationFailure        @extend-fail
+    take(allocation, needed)                                    @~extend-take
+def take(allocation, needed):             # the queue's head    @~take-def
+    for page in queue[:needed]:                                 @~head
+        if page caches a block: uncache it  # lazy eviction     @drop
+    allocation.pages += queue.popleft(needed)                   @take
+def publish(allocation, tokens=None):                           @publish
+    for each newly full block i: key = sha256(parent, tokens)   @~blocks
+        cache[key].append(allocation.pages[i])  # dups too      @cache
+def release(allocation):                                        @release
+    for page in reversed(allocation.pages):                     @~pages
+        if page caches a block: ref[page] -= 1                  @unref
+    queue: caching nothing -> head; ref 0 -> tail, last first   @queue
+    allocation.released = True            # it holds nothing    @released
+""")
+
 ALGORITHMS: Mapping[str, Algorithm] = {a.name: a for a in (
     _parse("acquire", "acquire: match the cached prefix, reference it, take or evict the rest",
            "kvcore/trie.py TriePagedAttentionCache.acquire_pages_for_tokens, base.py _grow", _ACQUIRE),
@@ -284,16 +314,18 @@ ALGORITHMS: Mapping[str, Algorithm] = {a.name: a for a in (
            "kvcore/trie.py TriePagedAttentionCache._evict_narrated, heap.py WatchedHeap", _EVICT),
     _parse("base", "the base cache: pages per request, nothing shared",
            "kvcore/base.py BasePagedAttentionCache", _BASE),
+    _parse("hash", "the hash-block cache (vLLM's design): chained block keys, one free queue",
+           "kvcore/hashblock.py HashBlockPagedAttentionCache", _HASH),
     _parse("shortfin", "the shortfin backend: calls into shortfin 3.9.0's trie cache",
            "kvviz/backends/shortfin_backend.py ShortfinBackend", _SHORTFIN),
 )}
 """Every algorithm the pane can show, by name."""
 
-CACHE_KINDS = ("trie", "base", "shortfin")
+CACHE_KINDS = ("trie", "base", "hash", "shortfin")
 """The cache kinds with pseudo-code (``shortfin``: the shortfin backend's calls)."""
 
 NO_LINES: tuple[str, tuple[int, ...]] = ("", ())
-"""What :func:`lines_for` returns for a cache kind without pseudo-code (kvcore's ``hash``)."""
+"""What :func:`lines_for` returns for a cache kind without pseudo-code."""
 
 
 def algorithm_for(op_kind: str, cache_kind: str = "trie") -> str:
@@ -303,8 +335,8 @@ def algorithm_for(op_kind: str, cache_kind: str = "trie") -> str:
         return op_kind
     if cache_kind == "base":
         return "extend" if op_kind == "extend" else "base"  # extend is one method for both
-    if cache_kind == "shortfin":
-        return "shortfin"
+    if cache_kind in ("shortfin", "hash"):
+        return cache_kind  # one algorithm holds all of its ops
     return ""
 
 
@@ -360,6 +392,15 @@ def _table() -> dict[_Key, tuple[str, tuple[str, ...]]]:
         "release": ("released",)})
     own("base", "extend", "extend", {
         "start": ("start",), "refused": ("start", "check"), "fail": ("fits?", "fail"), "take": ("take",)})
+    own("hash", "acquire", "hash", {
+        "start": ("acquire",), "refused": ("acquire",), "match": ("match",), "fail": ("fits?", "fail"),
+        "dequeue": ("dequeue",), "ref": ("ref",), "drop": ("drop",), "take": ("take",)})
+    own("hash", "extend", "hash", {
+        "start": ("extend",), "refused": ("extend",), "fail": ("extend-fail",), "drop": ("drop",), "take": ("take",)})
+    own("hash", "publish", "hash", {"start": ("publish",), "refused": ("publish",), "cache": ("cache",)})
+    own("hash", "release", "hash", {
+        "start": ("release",), "refused": ("release",), "unref": ("unref",), "queue": ("queue",),
+        "release": ("released",)})
     for op, calls in _SHORTFIN_CALLS.items():  # each op's def line is anchored by its name
         own("shortfin", op, "shortfin", {"start": (op,), "refused": (op,),
                                          **{f"call/{call}": (anchor,) for call, anchor in calls}})

@@ -34,6 +34,10 @@ from .substeps import build as build_substeps
 from .vocab import Vocabulary
 
 
+EVICTION_EVENTS = (ev.Evicted, ev.BlockEvicted)
+"""The events that mean a cached page was evicted, on every cache kind."""
+
+
 @dataclass(frozen=True, slots=True)
 class OpError:
     """Why an op failed: the error class name and its message."""
@@ -69,8 +73,8 @@ class Frame:
 
     @property
     def evictions(self) -> tuple:
-        """The Evicted events of this step."""
-        return tuple(e for e in self.events if isinstance(e, ev.Evicted))
+        """The evictions of this step: the trie's Evicted events, the hash cache's BlockEvicted."""
+        return tuple(e for e in self.events if isinstance(e, EVICTION_EVENTS))
 
     @property
     def expect_failures(self) -> tuple[ExpectResult, ...]:
@@ -112,6 +116,8 @@ class WhyIndex:
                 self.node_created_at[e.node] = step
             elif isinstance(e, ev.Evicted):
                 self.node_evicted_at[e.node] = step
+                self.page_evicted_at.setdefault(e.page, []).append(step)
+            elif isinstance(e, ev.BlockEvicted):  # the hash cache: a block, lazily, on its page
                 self.page_evicted_at.setdefault(e.page, []).append(step)
             elif isinstance(e, ev.OpStarted) and e.op == "acquire":
                 self.acquired_at[e.allocation] = step
@@ -335,7 +341,7 @@ class Session:
         self.steps.append(step)
         if index % self._keyframe_every == 0 and self.backend.can_restore:
             self._keyframes[index] = self.backend.snapshot()
-        self.summaries.append(FrameSummary(index, op.text, failed, sum(isinstance(e, ev.Evicted) for e in events),
+        self.summaries.append(FrameSummary(index, op.text, failed, sum(isinstance(e, EVICTION_EVENTS) for e in events),
                                            0, 0))
         self._last = None
 

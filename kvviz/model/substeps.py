@@ -55,6 +55,10 @@ SUBSTEP_KINDS: dict[str, str] = {
     "fail": "the op does not fit: kvcore checked before changing anything",
     "refused": "the op was refused before anything changed (a misuse)",
     "call": "one call into the foreign cache, observed between calls",
+    "dequeue": "hash: a matched page leaves the free queue (it is referenced now)",
+    "drop": "hash: a page taken from the queue's head still caches a block: the block leaves the cache (lazy eviction)",
+    "cache": "hash: publish caches a full block under its chained key, on the allocation's page",
+    "queue": "hash: released pages join the free queue (caching nothing: its head; ref 0: its tail, last block first)",
 }
 """Every sub-step kind, with what it means (the help screen and the JSON docs list these)."""
 
@@ -64,6 +68,7 @@ _KIND_OF_EVENT: dict[type, str] = {
     ev.HeapSwapped: "swap", ev.Evicted: "evict", ev.CandidateAdded: "candidate", ev.HeapPushed: "push",
     ev.NodeCreated: "create", ev.Deduplicated: "dedup", ev.PagesFreed: "free", ev.RefDropped: "unref",
     ev.Released: "release", ev.Failed: "fail",
+    ev.PageUnqueued: "dequeue", ev.BlockEvicted: "drop", ev.BlockCached: "cache", ev.PagesQueued: "queue",
 }
 
 #: States built per run of the op: the one asked for and its neighbours, so stepping on
@@ -258,6 +263,7 @@ class _Words:
         self.names = names
         self.label = label
         self.tpp = before.tokens_per_page
+        self.hash = before.kind == "hash"  # blocks on pages and a free queue, no nodes or heap
         self.pages_of = {n.id: n.page for n in before.nodes}
         self.parent_of = {n.id: n.parent for n in before.nodes}
         self.heap_move = ""  # the heap move a sift follows (unheap, push, pop): which lines swap
@@ -318,6 +324,9 @@ class _Words:
                 Focus(nodes=(e.node,), pages=(e.page,)), {})
 
     def _ref(self, e: ev.RefTaken):
+        if self.hash:
+            return (f"ref +1 on page {e.page} (block {e.node}): ref {e.ref}; it cannot be taken while referenced",
+                    Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
         return (f"ref +1 on node {e.node} (page {e.page}): ref {e.ref}; it cannot be evicted while referenced",
                 Focus(nodes=(e.node,), pages=(e.page,), allocation=self.name(e.allocation)), {})
 
@@ -328,7 +337,8 @@ class _Words:
 
     def _take(self, e: ev.PagesTaken):
         pages = ", ".join(map(str, e.pages))
-        return (f"take page{'s' if len(e.pages) != 1 else ''} {pages} from the free list's front "
+        where = "the free queue's head" if self.hash else "the free list's front"
+        return (f"take page{'s' if len(e.pages) != 1 else ''} {pages} from {where} "
                 f"for {self.name(e.allocation)}", Focus(pages=e.pages, allocation=self.name(e.allocation)), {})
 
     def _pop(self, e: ev.HeapPopped):
@@ -386,7 +396,11 @@ class _Words:
                 Focus(pages=e.pages, allocation=self.name(e.allocation)), {"reason": e.reason})
 
     def _unref(self, e: ev.RefDropped):
-        after = "; evictable once it has no children" if e.ref == 0 else ""
+        if self.hash:
+            after = "; it will join the free queue, still caching its block" if e.ref == 0 else ""
+            return (f"ref -1 on page {e.page} (block {e.node}): ref {e.ref}{after}",
+                    Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
+        after = "; nothing references it now: evictable once it is a leaf" if e.ref == 0 else ""
         return (f"ref -1 on node {e.node} (page {e.page}): ref {e.ref}{after}",
                 Focus(nodes=(e.node,), pages=(e.page,), allocation=self.name(e.allocation)), {})
 
@@ -399,3 +413,32 @@ class _Words:
         return (f"does not fit: needs {count(e.needed, 'page')}, {e.free} free + {e.evictable} evictable{protected}; "
                 "nothing changed (kvcore checks before it changes anything, so there is nothing to roll back)",
                 Focus(allocation=self.op.name), {})
+
+    # The hash-block cache's own events.
+
+    def _dequeue(self, e: ev.PageUnqueued):
+        return (f"page {e.page} (block {e.block}) leaves the free queue: it is matched, so nothing may take it",
+                Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
+
+    def _drop(self, e: ev.BlockEvicted):
+        still = "; another page still caches its key" if e.still_cached else ""
+        return (f"page {e.page} is at the queue's head still caching block {e.block} [{self.label(e.tokens)}]: "
+                f"the block leaves the cache now, as the page is taken (lazy eviction){still}",
+                Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
+
+    def _cache(self, e: ev.BlockCached):
+        dup = (f"; page {e.duplicate_of} caches the same key already: vLLM keeps both"
+               if e.duplicate_of is not None else "")
+        return (f"cache block {e.block} [{self.label(e.tokens)}] under its chained key on page {e.page}{dup}",
+                Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
+
+    def _queue(self, e: ev.PagesQueued):
+        parts = []
+        if e.head:
+            parts.append(f"page{'s' if len(e.head) != 1 else ''} {', '.join(map(str, e.head))} (caching nothing) "
+                         "to the free queue's head")
+        if e.tail:
+            parts.append(f"page{'s' if len(e.tail) != 1 else ''} {', '.join(map(str, e.tail))} to its tail, "
+                         "last block first, still caching their blocks")
+        return ("; ".join(parts) or "no page joins the free queue",
+                Focus(pages=e.head + e.tail, allocation=self.name(e.allocation)), {})

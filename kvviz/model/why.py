@@ -269,10 +269,10 @@ def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
 def _why_hash_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     """Why a hash cache's ``page`` lost its block (its latest lazy eviction up to
     ``frame_index``): the acquire or extend that took the page from the free queue's head,
-    and the queue as it stood. The session's why-index records trie evictions only, so the
-    steps are searched from ``frame_index`` back: O(steps)."""
+    and the queue as it stood, found through the session's why-index (one frame read)."""
     found = None
-    for step in range(frame_index, 0, -1):
+    steps = [s for s in session.why_index.page_evicted_at.get(page, []) if s <= frame_index]
+    for step in reversed(steps):
         frame = session.frame(step)
         found = next((e for e in frame.events if isinstance(e, BlockEvicted) and e.page == page), None)
         if found is not None:

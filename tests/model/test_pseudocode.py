@@ -39,6 +39,12 @@ BASE_CONTRACT = {
     "start": ALL, "refused": ALL, "match": ("acquire",), "take": ("acquire", "extend"),
     "fail": ("acquire", "extend"), "free": ("release",), "release": ("release",),
 }
+# What the hash-block cache reports (kvcore/hashblock.py): blocks on pages, one free queue.
+HASH_CONTRACT = {
+    "start": ALL, "refused": ALL, "match": ("acquire",), "fail": ("acquire", "extend"),
+    "dequeue": ("acquire",), "ref": ("acquire",), "drop": ("acquire", "extend"), "take": ("acquire", "extend"),
+    "cache": ("publish",), "unref": ("release",), "queue": ("release",), "release": ("release",),
+}
 # The shortfin backend's calls per op, and "record": kvviz's adapter keeping the result.
 SHORTFIN_CALLS = {"acquire": ("lookup", "allocate", "record"), "publish": ("publish_pages_for_tokens", "record"),
                   "extend": ("allocate", "record"), "release": ("release_pages", "free_allocated_pages", "record")}
@@ -88,7 +94,8 @@ def test_the_sources_named_are_real_files():
 # -- the table --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("cache", "contract"), [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT)])
+@pytest.mark.parametrize(("cache", "contract"), [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT),
+                                                 ("hash", HASH_CONTRACT)])
 def test_every_kind_of_the_contract_maps_to_existing_lines_in_every_op(cache, contract):
     for op, kind in _pairs(contract):
         for context in CONTEXTS:
@@ -139,8 +146,10 @@ def test_the_context_picks_the_branch_that_ran():
 
 
 def test_a_cache_without_pseudocode_gets_no_lines_and_an_impossible_pair_is_an_error():
-    assert pc.lines_for("acquire", "take", cache_kind="hash") == pc.NO_LINES
-    assert pc.call_stack("acquire", "take", cache_kind="hash") == ()
+    assert pc.lines_for("acquire", "take", cache_kind="radix") == pc.NO_LINES
+    assert pc.call_stack("acquire", "take", cache_kind="radix") == ()
+    with pytest.raises(KeyError):
+        pc.lines_for("acquire", "walk", cache_kind="hash")  # the hash cache has no trie to walk
     with pytest.raises(KeyError, match="walk"):
         pc.lines_for("release", "walk")
     with pytest.raises(KeyError):
@@ -148,12 +157,12 @@ def test_a_cache_without_pseudocode_gets_no_lines_and_an_impossible_pair_is_an_e
 
 
 def test_the_table_knows_exactly_the_kinds_of_the_contract():
-    assert {key[2] for key in pc.SUBSTEP_LINES} == set(TRIE_CONTRACT) | {"call"}
+    assert {key[2] for key in pc.SUBSTEP_LINES} == set(TRIE_CONTRACT) | set(HASH_CONTRACT) | {"call"}
 
 
 def _reachable() -> dict[str, set[int]]:
     lit: dict[str, set[int]] = {name: set() for name in pc.ALGORITHMS}
-    contracts = [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT)]
+    contracts = [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT), ("hash", HASH_CONTRACT)]
     for cache, contract in contracts:
         for op, kind in _pairs(contract):
             for context in CONTEXTS:

@@ -27,19 +27,20 @@ from kvviz.model.generate import generate
 from kvviz.model.scenario import parse_scenario
 from kvviz.model.session import Session
 
-from .test_pseudocode import TRIE_CONTRACT
+from .test_pseudocode import HASH_CONTRACT, TRIE_CONTRACT
 
 
 def test_the_table_uses_exactly_the_kinds_substeps_defines():
     kinds = {key[2] for key in pc.SUBSTEP_LINES}
-    assert kinds == set(substeps_module.SUBSTEP_KINDS) == set(TRIE_CONTRACT) | {"call"}
+    assert kinds == set(substeps_module.SUBSTEP_KINDS) == set(TRIE_CONTRACT) | set(HASH_CONTRACT) | {"call"}
 
 
 # The anchor a sub-step's lines must include, from its event alone.
 _ANCHOR = {ev.OpStarted: "start", ev.Matched: "match", ev.HeapRemoved: "unheap", ev.CandidateRemoved: "uncandidate",
            ev.RefTaken: "ref", ev.Touched: "touch", ev.PagesTaken: "take", ev.HeapSwapped: "swap",
            ev.Evicted: "give", ev.HeapPushed: "push", ev.NodeCreated: "create", ev.Deduplicated: "dedup",
-           ev.PagesFreed: "free", ev.RefDropped: "unref", ev.Released: "release", ev.Failed: "fail"}
+           ev.PagesFreed: "free", ev.RefDropped: "unref", ev.Released: "release", ev.Failed: "fail",
+           ev.BlockCached: "cache", ev.BlockEvicted: "drop", ev.PageUnqueued: "dequeue", ev.PagesQueued: "queue"}
 # The base and shortfin algorithms hold several ops: their def lines are named after the op.
 _BASE_ANCHOR = {"start": None, "release": "released"}
 
@@ -82,6 +83,9 @@ def _check_lines(session: Session, gaps: list | None = None) -> set[tuple[str, s
                     algorithm = "evict"
             if cache == "base" and algorithm == "base":
                 expected = _BASE_ANCHOR.get(expected, expected) or op
+            elif cache == "hash":  # one algorithm for every op: def lines are named after the op
+                expected = {"start": op, "release": "released",
+                            "fail": "extend-fail" if op == "extend" else "fail"}.get(expected, expected)
             elif expected == "start" and algorithm != op:
                 expected = op
             if gaps is not None and isinstance(e, ev.HeapSwapped) and after == "unheap" and op == "acquire" \
@@ -95,6 +99,19 @@ def _check_lines(session: Session, gaps: list | None = None) -> set[tuple[str, s
             outer = pc.algorithm_for(op, cache)
             seen |= {(outer, line.anchor) for line in pc.ALGORITHMS[outer].lines if line.calls == algorithm}
     return seen
+
+
+# The hash cache: a hit leaves the queue, extend takes a page still caching a block (lazy
+# eviction) and then does not fit, and an acquire that does not fit.
+HASH_RUN = """cache hash pages=4 tokens_per_page=2
+acquire a 1 2 3 4
+publish a
+release a
+acquire b 1 2 9
+extend b + 8 7 6
+extend b + 1 1 1 1 1 1
+acquire c 5 5 5 5 5 5
+"""
 
 
 # y computes [1 2] before a publishes it; a's node is a candidate at the heap's top when y
@@ -175,9 +192,10 @@ def test_the_demos_light_every_line_that_is_not_structural(monkeypatch):
     seen |= _check_lines(_labelled_session(parse_scenario(ADOPT_A_CANDIDATE), monkeypatch), gaps=gaps)
     seen |= _check_lines(_labelled_session(parse_scenario(EXTEND_EVICTS), monkeypatch), gaps=gaps)
     seen |= _check_lines(_labelled_session(parse_scenario(BASE_RUN), monkeypatch), gaps=gaps)
+    seen |= _check_lines(_labelled_session(parse_scenario(HASH_RUN), monkeypatch), gaps=gaps)
     if gaps:  # those sub-steps are acquire's sift after its removal (see _check_lines)
         seen.add(("acquire", "swap"))
-    for name in ("acquire", "publish", "extend", "release", "evict", "base"):
+    for name in ("acquire", "publish", "extend", "release", "evict", "base", "hash"):
         algo = pc.ALGORITHMS[name]
         missing = {line.anchor for line in algo.lines if not line.structural and (name, line.anchor) not in seen}
         missing -= {"refused", "check", "publish-check", "release-check"}  # lit only by a misuse

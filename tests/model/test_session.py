@@ -360,7 +360,7 @@ def test_any_unknown_allocation_error_is_shown_as_an_invalid_operation_by_its_ty
 
 
 @pytest.mark.parametrize("config, message", [
-    (CacheConfig("hash", 8, 4), "the kvcore backend runs a trie or a base cache, not 'hash'"),
+    (CacheConfig("radix", 8, 4), "the kvcore backend runs a trie, a base or a hash cache, not 'radix'"),
     (CacheConfig("trie", 8, 4, "arc"),
      "the kvcore backend evicts by lru, fifo, lfu, mru, filo, slru or priority, not 'arc'"),  # fifo runs since issue 14
 ])
@@ -371,8 +371,8 @@ def test_a_config_the_kvcore_backend_cannot_run_is_a_backend_error_before_any_op
 
 
 def test_from_scenario_raises_the_backend_error_of_a_kind_the_backend_cannot_run():
-    with pytest.raises(BackendError, match="not 'hash'"):
-        Session.from_scenario(parse_scenario("acquire a 1..4\n"), kind="hash")
+    with pytest.raises(BackendError, match="not 'radix'"):
+        Session.from_scenario(parse_scenario("acquire a 1..4\n"), kind="radix")
 
 
 # -- expects ---------------------------------------------------------------------------------

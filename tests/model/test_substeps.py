@@ -123,6 +123,32 @@ def _check_transition(step, prev, nxt) -> None:
         n = _node(nxt, e.node)
         assert n.ref == 0 and not any(m.parent == e.node for m in nxt.nodes)
         _same_but(prev, nxt)
+    elif kind in ("ref", "unref") and prev.kind == "hash":  # a page's own count
+        assert nxt.pages[e.page].ref == e.ref == prev.pages[e.page].ref + (1 if kind == "ref" else -1)
+        _same_but(prev, nxt, "pages")
+    elif kind == "dequeue":
+        assert e.page in prev.free and tuple(nxt.free) == tuple(p for p in prev.free if p != e.page)
+        _same_but(prev, nxt, "free", "pages")
+    elif kind == "drop":
+        assert any(b.id == e.block and b.page == e.page for b in prev.blocks)
+        assert not any(b.id == e.block for b in nxt.blocks) and e.page in nxt.free  # lazily: still queued
+        assert any(b.key == next(x.key for x in prev.blocks if x.id == e.block) for b in nxt.blocks) == e.still_cached
+        _same_but(prev, nxt, "pages", "nodes")
+    elif kind == "cache":
+        b = next(b for b in nxt.blocks if b.id == e.block)
+        assert b.page == e.page and b.tokens == e.tokens and not any(x.id == e.block for x in prev.blocks)
+        assert (e.duplicate_of is not None) == any(x.key == b.key and x.page == e.duplicate_of for x in prev.blocks)
+        published = {a.id: a.published for a in prev.allocations}
+        assert next(a for a in nxt.allocations if a.id == e.allocation).published == published[e.allocation] + 1
+        _same_but(prev, nxt, "pages", "nodes", "allocations", "next_seq")
+    elif kind == "queue":
+        # The allocation left as its pages joined the queue: unpublished ones at the head,
+        # ref-0 cached ones at the tail in the event's order (its last block first).
+        assert _owner_pages(prev, e.allocation) is not None and _owner_pages(nxt, e.allocation) is None
+        k = len(e.head)
+        assert set(nxt.free[:k]) == set(e.head) and tuple(nxt.free[len(nxt.free) - len(e.tail):]) == e.tail
+        assert tuple(nxt.free[k:len(nxt.free) - len(e.tail)]) == tuple(prev.free)
+        _same_but(prev, nxt, "free", "pages", "allocations")
     elif kind in ("ref", "unref"):
         before, after = _node(prev, e.node), _node(nxt, e.node)
         assert after.ref == e.ref == before.ref + (1 if kind == "ref" else -1)
@@ -159,8 +185,12 @@ def _check_transition(step, prev, nxt) -> None:
             assert nxt.pages[p].state == "free"
         _same_but(prev, nxt, "free", "pages", "allocations")
     elif kind == "release":
-        assert _owner_pages(prev, e.allocation) is not None and _owner_pages(nxt, e.allocation) is None
-        _same_but(prev, nxt, "allocations", "pages")
+        assert _owner_pages(nxt, e.allocation) is None
+        if prev.kind == "hash" and _owner_pages(prev, e.allocation) is None:
+            assert prev == nxt  # the hash cache ends the allocation with its queue sub-step
+        else:
+            assert _owner_pages(prev, e.allocation) is not None
+            _same_but(prev, nxt, "allocations", "pages")
     elif kind == "refused":
         assert prev == nxt
     else:  # pragma: no cover
@@ -204,6 +234,16 @@ def test_random_scenarios_replay_under_every_policy(seed, level, policy):
     text = re.sub(r"^cache trie ", f"cache trie policy={policy} ", generate(seed, level), count=1, flags=re.M)
     scenario = parse_scenario(text)
     assert scenario.config.policy == policy
+    _check_session(_session(scenario))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), level=st.sampled_from(sorted(LEVELS)))
+def test_random_scenarios_replay_on_the_hash_design(seed, level):
+    text = generate(seed, level).replace("cache trie ", "cache hash ", 1)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("expect", "[")))
+    scenario = parse_scenario(text + "\n")
+    assert scenario.config.kind == "hash"
     _check_session(_session(scenario))
 
 
