@@ -145,7 +145,7 @@ failed an expect or an invariant (one line on stderr after the JSON), 2 for bad 
   type             "run"
   schema           "{SCHEMA}"
   title            the scenario's title ("" when it has none)
-  kind             the cache kind that ran: "trie" or "base"
+  kind             the cache kind that ran: "trie", "base" or "hash"
   policy           its eviction policy (lru, fifo, lfu, mru, filo, slru, priority)
   pages            pages in the cache's pool
   tokens_per_page  tokens one page holds
