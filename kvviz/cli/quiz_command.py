@@ -17,7 +17,7 @@ import click
 
 from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.generate import LEVELS, generate
-from ..model.quiz import AnswerError, Question, Tally, feedback, questions
+from ..model.quiz import AnswerError, Question, Tally, feedback, questions, refusal
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, launch_ui, load_file_or_demo, make_session
 
@@ -50,6 +50,9 @@ def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | N
     opens in practice mode: number keys answer, a types an answer, s skips, t hints.
     """
     session = _session(source, random_, seed, level, save)
+    why_not = refusal(session)
+    if why_not is not None:
+        raise BadInput(why_not)
     if not plain and not as_json:
         launch_ui(session, practice_seed=seed)
         return

@@ -215,3 +215,16 @@ def test_without_a_terminal_the_quiz_says_to_use_plain(monkeypatch):
     result = CliRunner().invoke(quiz, ["lru"])  # CliRunner's stdin and stdout are no terminals
     assert result.exit_code == 2
     assert result.output.strip().endswith("add --plain to be asked in plain text")
+
+
+def test_the_quiz_refuses_a_hash_scenario_in_one_line_before_asking_anything():
+    from click.testing import CliRunner
+
+    from kvviz.cli import cli
+    from kvviz.demos import demo_path
+
+    result = CliRunner().invoke(cli, ["quiz", str(demo_path("hash-vs-trie")), "--plain"], input="")
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "hash cache" in lines[0] and "kvviz compare" in lines[0], result.stderr
+    assert "right" not in result.stdout
