@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from kvcore import Snapshot
 
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
+from .free_queue import free_page_count, queue_text
 from .narrate import count
 from .scenario import CacheConfig, Scenario, Step
 from .scenario.values import POLICIES
@@ -509,8 +510,12 @@ def state_lines(frame: Frame, session: Session) -> list[str]:
     """The state of one side at a step, with real page numbers, one fact per line."""
     snap = frame.snapshot
     label = session.label_tokens
-    lines = [f"outcome: {'ok' if frame.error is None else f'{frame.error.kind}: {frame.error.message}'}",
-             f"free pages: {snap.free_count} {list(snap.free)}"]
+    lines = [f"outcome: {'ok' if frame.error is None else f'{frame.error.kind}: {frame.error.message}'}"]
+    if snap.kind == "hash":  # free and cached overlap: the pages holding nothing, then the queue
+        lines.append(f"free pages: {free_page_count(snap)} (holding nothing)")
+        lines.append(f"free queue, head first (* holds a cached block): {queue_text(snap)}")
+    else:
+        lines.append(f"free pages: {snap.free_count} {list(snap.free)}")
     cached = cached_blocks(snap)
     if cached:
         lines.append("cached blocks:")
