@@ -56,11 +56,11 @@ from collections.abc import Iterable, Iterator
 from hashlib import sha256
 
 from . import events as ev
-# Also importable from here, where they were defined until they joined kvcore.events.
-from .events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued  # noqa: F401
 from .allocation import PageAllocation
 from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens, pages_for
 from .errors import InvalidOperation
+# Also importable from here, where they were defined until they joined kvcore.events.
+from .events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued  # noqa: F401
 from .freequeue import FreeBlockQueue
 from .pool import PagePool
 from .snapshot import (CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, PageTable, QueuedPages, Snapshot, Stats,
@@ -68,6 +68,8 @@ from .snapshot import (CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, PageT
 
 #: The parent key of a first block (vLLM's ``NONE_HASH``, fixed here: see the module doc).
 ROOT_KEY = sha256(b"kvcore.hashblock root").digest()
+
+_BIG_ENDIAN = sys.byteorder == "big"  # keys hash little-endian ints on every machine
 
 
 def block_key(parent: bytes | None, tokens: tuple[int, ...]) -> bytes:
@@ -85,9 +87,6 @@ def block_key(parent: bytes | None, tokens: tuple[int, ...]) -> bytes:
             ints.byteswap()
         h.update(b"q" + ints.tobytes())
     return h.digest()
-
-
-_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def chain_keys(parent: bytes | None, tokens: tuple[int, ...], first: int, stop: int,
