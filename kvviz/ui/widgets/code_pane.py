@@ -70,10 +70,11 @@ class CodePane(LineView):
         text_style = style("code-pane--differs" if differs else "code-pane--text")
         if current:
             text_style += style("code-pane--current")
-        mark = "▶" if current else ("≠" if differs else " ")
         digits = len(str(len(code.lines)))
+        # Two marks, so a lit line that is also the buggy one says both.
         return [(f"{number:>{digits}}", style("code-pane--number")),
-                (mark, style("code-pane--current") if current else style("code-pane--differs")),
+                ("▶" if current else " ", style("code-pane--current") if current else style("code-pane--number")),
+                ("≠" if differs else " ", style("code-pane--differs")),
                 (f" {code.lines[number - 1]}", text_style)]
 
     def show(self, view: FrameView, rebuild: bool = True) -> None:
