@@ -238,3 +238,40 @@ def test_the_live_key_map_queue_flags_and_ref_table_are_checked_too():
     cache = _state()
     cache._refs[next(iter(cache._refs))] = 0
     assert any(v.invariant == 8 and "ref table" in v.message for v in cache.check_invariants())
+
+
+def _paths(value, path=()):
+    """Every (container, key) inside a JSON value, for mutating one of them."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield value, k
+            yield from _paths(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield value, i
+            yield from _paths(v, path + (i,))
+
+
+junk = st.one_of(st.integers(-3, 12), st.none(), st.booleans(), st.text(max_size=3), st.just("0" * 64),
+                 st.lists(st.integers(-1, 9), max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), changes=st.integers(1, 3))
+def test_a_mangled_hash_snapshot_is_refused_in_words_or_restored_exactly(data, changes):
+    """Whatever a bundle holds: a format error, a refusal, or a restore equal to it. Never
+    another exception (the CLI turns these two into one line and exit 2)."""
+    d = _state().snapshot().to_dict()
+    for _ in range(changes):
+        places = list(_paths(d))
+        container, key = data.draw(st.sampled_from(places), label="where")
+        container[key] = data.draw(junk, label="what")
+    try:
+        snap = Snapshot.from_dict(d)
+    except SnapshotFormatError:
+        return
+    try:
+        restored = HashBlockPagedAttentionCache.restore(snap)
+    except InvalidOperation:
+        return
+    assert restored.snapshot() == snap
