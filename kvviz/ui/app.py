@@ -48,15 +48,18 @@ from ..model.view import (
     answer_for,
     code_views,
     focus_highlight,
-    heap_title,
     highlight_for,
     nearby,
     needs_previous,
     substep_frame,
     violation_marks,
 )
+from .panes import ROLES, panes_for
+from .widgets.block_view import BlockView
 from .widgets.code_pane import CodePane
+from .widgets.free_queue_view import FreeQueueView
 from .widgets.heap_view import HeapView
+from .widgets.line_view import LineView
 from .screens.help_screen import HelpScreen
 from .widgets.narration import Narration
 from .widgets.page_grid import PageGrid
@@ -169,10 +172,12 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         yield TimelineBar(id="timeline")
         with Horizontal(id="views"):
             yield TrieView(id="trie")
+            yield BlockView(id="blocks")  # a hash cache's, in the trie's place (one of the two is shown)
             with Vertical(id="side"):
                 yield PageGrid(id="pool")
                 yield AllocationTable(id="allocations")
                 yield HeapView(id="heap")
+                yield FreeQueueView(id="queue")  # a hash cache's, in the heap's place
         with Horizontal(id="bottom"):
             yield QuestionPanel(id="practice")
             yield Narration(id="narration")
@@ -183,9 +188,7 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.trie.border_title = "Trie"
         self.allocations.border_title = "Allocations"
-        self.heap.border_title = "LRU heap"
         self.narration.border_title = "Narration · events"
         self.why.border_title = "Why?"
         self.why.display = False
@@ -199,7 +202,7 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self.go_to(self.start_step or 0)
         if self.start_practice:
             self.action_toggle_practice()
-        self.trie.focus()
+        self.structure.focus()
 
     def _apply_size_classes(self) -> None:
         width, height = self.size
@@ -236,6 +239,25 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
     @property
     def heap(self) -> HeapView:
         return self._widget("heap", HeapView)
+
+    @property
+    def blocks(self) -> BlockView:
+        return self._widget("blocks", BlockView)
+
+    @property
+    def queue(self) -> FreeQueueView:
+        return self._widget("queue", FreeQueueView)
+
+    def _panes(self) -> tuple[LineView, LineView]:
+        """The two design-dependent views for the snapshot shown (kvviz.ui.panes): the trie and
+        the heap, or a hash cache's blocks and free queue."""
+        kind = self.view.snapshot.kind if self.view is not None else self.session.config.kind
+        return tuple(self._widget(pane.role, pane.view) for pane in panes_for(kind))
+
+    @property
+    def structure(self) -> LineView:
+        """The upper view shown: the trie, or a hash cache's blocks."""
+        return self._panes()[0]
 
     @property
     def narration(self) -> Narration:
@@ -311,12 +333,17 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         if self.substep is not None:
             view = self._substep_view(view)
         self.view = view
-        for widget in (self.trie, self.allocations, self.heap):
+        upper, order = self._panes()
+        for role, kind in ROLES.items():  # a loaded session may be of another design
+            widget = self._widget(role, kind)
+            widget.display = widget is upper or widget is order
+        for widget in (upper, self.allocations, order):
             widget.show(view, rebuild)
         self.pool.show(view, rebuild)
         snap = view.snapshot
+        for widget, pane in zip((upper, order), panes_for(snap.kind)):
+            self._title(widget, pane.title(snap))
         self._title(self.pool, f"Page pool · {count(snap.page_count, 'page')} × {count(snap.tokens_per_page, 'token')}")
-        self._title(self.heap, heap_title(snap))
         self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
         self._title(self.narration, "Narration · sub-steps" if view.substep is not None else "Narration · events")
         if rebuild:
@@ -430,7 +457,9 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self.select(Selection(NODE, message.node))
 
     @on(PageGrid.PageSelected)
-    def _page_selected(self, message: PageGrid.PageSelected) -> None:
+    @on(FreeQueueView.PageSelected)
+    @on(BlockView.BlockSelected)  # a block is its page's: every view marks the page
+    def _page_selected(self, message) -> None:
         self.select(Selection(PAGE, message.page))
 
     @on(AllocationTable.AllocationSelected)
@@ -683,7 +712,7 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
             self.practice = None
             self.question_panel.display = False
             self.main_screen.set_class(False, "-practice")
-            self.trie.focus()
+            self.structure.focus()
             self.refresh_bindings()
             return
         self.practice = Practice(self.session, self.revision, self.practice_seed)
@@ -710,7 +739,7 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self._show(rebuild=True)
         self._show_practice()
         if self.question_panel.input.has_focus:
-            self.trie.focus()
+            self.structure.focus()
 
     def action_answer_choice(self, digit: str) -> None:
         """A number key: that choice (a number question's choices are numbered by their values)."""

@@ -9,7 +9,8 @@ built once per theme and reused (toolong's recipe).
 
 A page is *free*, *owned* (an allocation's unpublished tail) or *cached* (held by a trie
 node); the grid tells cached pages that are referenced (``cached``) from those with ref 0
-(``evictable``).
+(``evictable``). In a hash cache's pool the free and evictable pages are its free queue: their
+cells show their place in it (``q0``: the next page taken).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from ...model.hash_view import QueueOrder
 from ...model.view import FrameView, later_neighbour
 from .line_canvas import LineCanvas, Span, spans_to_strip
 from .line_view import SelectionMessage
@@ -115,6 +117,7 @@ class PageGrid(LineCanvas, can_focus=True):
         self._changes: dict[int, str] = {}
         self._kinds: list[str] = []
         self._owner_names: dict[int, str] = {}
+        self._queue: QueueOrder | None = None  # a hash cache's free queue: its pages show their place
 
     # -- state in ------------------------------------------------------------------------
 
@@ -140,7 +143,8 @@ class PageGrid(LineCanvas, can_focus=True):
         """Pages that look different from ``old`` to ``new``, a neighbouring step with the same
         highlight (None: repaint everything)."""
         later = later_neighbour(old, new)
-        if later is None or old.highlight != new.highlight or old.violations != new.violations:
+        if (later is None or old.highlight != new.highlight or old.violations != new.violations
+                or self._queue is not None):  # a step moves every queued page's place
             return None
         return (set(old_changes) | set(self._changes) | set(later.frame.diff.pages_changed)
                 | old.focus.pages | new.focus.pages)
@@ -166,6 +170,7 @@ class PageGrid(LineCanvas, can_focus=True):
         view = self.view
         snap = view.snapshot
         diff = view.frame.diff
+        self._queue = QueueOrder(snap) if snap.kind == "hash" else None
         kinds = []
         for info in snap.pages:
             if info.state == "cached":
@@ -260,7 +265,10 @@ class PageGrid(LineCanvas, can_focus=True):
         if self.is_compact:
             return GLYPH[kind], style
         info = view.snapshot.pages[page]
-        if kind == "free":
+        place = self._queue.place_label(page) if self._queue is not None else None
+        if place is not None:
+            body = place
+        elif kind == "free":
             body = "·"
         elif kind == "moving":
             body = "~"
@@ -311,6 +319,8 @@ class PageGrid(LineCanvas, can_focus=True):
         ]
         for change, label in (("new", "new"), ("touched", "touched"), ("evicted", "evicted")):
             items.append([(f"{MARK[change]}{label}", self._style("cached", change, False, False, False))])
+        if self._queue is not None:
+            items.append([("qN", get("page-grid--label")), (" free-queue place, q0 taken next", get("page-grid--label"))])
         lines: list[list[Span]] = []
         line: list[Span] = []
         used = 0
