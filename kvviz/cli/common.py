@@ -202,8 +202,9 @@ def failed_checks_line(session, failed_steps: list[int]) -> str:
     return f"check failed: {' and '.join(what)} ({where})"
 
 
-def show(session, step: int | None, print_only: bool) -> None:
-    """Print the session (``--print``) or open it in the UI at ``step``.
+def show(session, step: int | None, print_only: bool, demo: str | None = None) -> None:
+    """Print the session (``--print``) or open it in the UI at ``step``; ``demo`` names the
+    demo or file it came from (a bug-museum demo's buggy code is shown beside ours).
 
     Printed, a failed expect or invariant is a failed check, as in ``kvviz check``: a line on
     stderr at the end and exit code 1.
@@ -216,7 +217,7 @@ def show(session, step: int | None, print_only: bool) -> None:
             sys.exit(1)
         return
     check_step(session, step)
-    launch_ui(session, step)
+    launch_ui(session, step, demo=demo)
 
 
 def require_terminal() -> None:
@@ -251,13 +252,15 @@ def _isatty(stream) -> bool:
         return False
 
 
-def launch_ui(session, step: int | None = None, *, practice_seed: int | None = None) -> None:
+def launch_ui(session, step: int | None = None, *, practice_seed: int | None = None,
+              demo: str | None = None) -> None:
     """Open ``session`` in the terminal UI at ``step``: the only place a command starts the app.
-    With ``practice_seed``, in practice mode asking that seed's questions."""
+    With ``practice_seed``, in practice mode asking that seed's questions; ``demo``: the demo
+    name or file path it came from (the code pane's buggy variant, ``b``)."""
     from ..ui.app import make_app
 
     practice = {} if practice_seed is None else {"practice": True, "practice_seed": practice_seed}
-    _run_app(make_app(session, step, **practice))
+    _run_app(make_app(session, step, demo=demo, **practice))
 
 
 def launch_diff_ui(run, step: int | None = None) -> None:

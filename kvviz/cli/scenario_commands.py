@@ -43,7 +43,7 @@ def demo(name: str | None, list_: bool, path_only: bool, print_only: bool, step:
             raise BadInput(exc.args[0]) from None
         return
     scenario = load_scenario(name, demo=True)
-    show(make_session(scenario, kind), step, print_only)
+    show(make_session(scenario, kind), step, print_only, demo=name)
 
 
 def _list_demos() -> None:
@@ -99,7 +99,7 @@ def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool
     elif substeps:
         _print_with_substeps(make_session(scenario, kind, backend), step)
     else:
-        show(make_session(scenario, kind, backend), step, print_only)
+        show(make_session(scenario, kind, backend), step, print_only, demo=file)
 
 
 def _check_run_flags(print_only: bool, as_json: bool, substeps: bool, states: bool) -> None:

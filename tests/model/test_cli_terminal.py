@@ -197,3 +197,20 @@ def test_a_broken_pipe_in_any_command_exits_0_quietly_in_process(monkeypatch):
     monkeypatch.setattr(kvviz.cli.scenario_commands, "show", closed)
     result = CliRunner().invoke(cli, ["demo", "lru", "--print"], prog_name="kvviz")
     assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("args, demo", [
+    (["demo", "bug-b5-ref-leak"], "bug-b5-ref-leak"),
+    (["run", "bug-b5-ref-leak"], "bug-b5-ref-leak"),
+    (["demo", "lru"], "lru"),
+])
+def test_the_ui_knows_which_demo_it_shows_so_b_can_show_the_buggy_code(monkeypatch, args, demo):
+    from kvviz.model import pseudocode
+
+    opened = []
+    monkeypatch.setattr(kvviz.cli.common, "_run_app", opened.append)
+    result = CliRunner().invoke(cli, args, prog_name="kvviz")
+    assert result.exit_code == 0, result.output
+    (app,) = opened
+    assert app.demo == demo
+    assert (pseudocode.buggy_variant(app.demo) is not None) == demo.startswith("bug-")
