@@ -248,9 +248,12 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     self._heap.remove(child)
                     if events is not None:
                         events.append(ev.CandidateRemoved(child.seq, child.page, "adopted by a publish"))
+            # Adopting and returning the own copy are one move: no state between them has
+            # the own page anywhere (neither the allocation's nor free).
             pages[i] = child.page
             nodes.append(child)
             self._dedups += 1
+            self._pool.give((own_page,))
             if events is not None:
                 events.append(ev.Deduplicated(allocation.id, child.seq, child.page, own_page, i))
             child.ref += 1
@@ -259,8 +262,6 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 child.priority = allocation.priority
             if events is not None:
                 events.append(ev.RefTaken(allocation.id, child.seq, child.page, child.ref))
-            self._pool.give((own_page,))
-            if events is not None:
                 events.append(ev.PagesFreed(allocation.id, (own_page,), "dedup"))
             parent = child
             i += 1

@@ -387,11 +387,14 @@ class _Words:
 
     def _dedup(self, e: ev.Deduplicated):
         return (f"block {e.index} is already cached as node {e.node} (page {e.page}): adopt it; "
-                f"the own copy, page {e.own_page}, is not needed", Focus(nodes=(e.node,), pages=(e.page, e.own_page),
+                f"the own copy, page {e.own_page}, goes back to the free list", Focus(nodes=(e.node,), pages=(e.page, e.own_page),
                                                                           allocation=self.name(e.allocation)), {})
 
     def _free(self, e: ev.PagesFreed):
         pages = ", ".join(map(str, e.pages))
+        if e.reason == "dedup":
+            return (f"page {pages}, the own copy, is on the free list again: the dedup returned it",
+                    Focus(pages=e.pages, allocation=self.name(e.allocation)), {"reason": e.reason})
         return (f"page{'s' if len(e.pages) != 1 else ''} {pages} back to the free list ({e.reason})",
                 Focus(pages=e.pages, allocation=self.name(e.allocation)), {"reason": e.reason})
 

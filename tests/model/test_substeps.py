@@ -177,7 +177,11 @@ def _check_transition(step, prev, nxt) -> None:
     elif kind == "dedup":
         pages = _owner_pages(nxt, e.allocation)
         assert pages[e.index] == e.page and _owner_pages(prev, e.allocation)[e.index] == e.own_page
-        _same_but(prev, nxt, "pages", "allocations")
+        # The own copy goes back in the same move: never a state where it is nowhere.
+        assert tuple(nxt.free) == tuple(prev.free) + (e.own_page,) and nxt.pages[e.own_page].state == "free"
+        _same_but(prev, nxt, "pages", "allocations", "free")
+    elif kind == "free" and e.reason == "dedup":
+        assert prev == nxt and e.pages[0] in nxt.free  # returned with the dedup above
     elif kind == "free":
         k = len(e.pages)
         assert tuple(nxt.free[-k:]) == e.pages and tuple(nxt.free[:-k]) == tuple(prev.free)
