@@ -70,7 +70,7 @@ from .widgets.trie_view import TrieView
 from .widgets.why_panel import WhyPanel
 from .practice import Practice
 from .widgets.question_panel import QuestionPanel
-from ..model.quiz import AnswerError
+from ..model.quiz import AnswerError, refusal
 from ..model import pseudocode
 
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -714,6 +714,10 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
             self.main_screen.set_class(False, "-practice")
             self.structure.focus()
             self.refresh_bindings()
+            return
+        why_not = refusal(self.session)
+        if why_not is not None:  # no question kind is true of this cache: say so, stay put
+            self.notify(why_not, severity="warning", timeout=8)
             return
         self.practice = Practice(self.session, self.revision, self.practice_seed)
         self.question_panel.display = True

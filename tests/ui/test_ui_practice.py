@@ -45,6 +45,19 @@ async def test_p_and_the_palette_entry_switch_practice_on_and_off(app_on, lru):
     assert "Toggle practice mode" in names
 
 
+async def test_practice_on_a_hash_cache_says_why_not_and_stays_off(app_on):
+    from kvviz.demos import load_demo
+    from kvviz.model.session import Session
+
+    app = app_on(Session.from_scenario(load_demo("hash-vs-trie")))
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_toggle_practice()
+        await pilot.pause()
+        assert app.practice is None and not app.question_panel.display
+        notes = [str(n.message) for n in app._notifications]
+        assert any("hash cache" in n for n in notes), notes
+
+
 async def test_stepping_onto_a_question_asks_first_and_shows_the_step_before(app_on, lru):
     first = questions(lru, 0)[0]
     app = app_on(lru, practice=True)
