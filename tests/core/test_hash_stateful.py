@@ -30,7 +30,7 @@ from .refmodel_hash import HashModel, model_view, snapshot_view, view_difference
 from .test_stateful import ERROR_CLASSES, CacheMachine
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-EXAMPLES = {"dev": 200, "ci": 1_500, "soak": 100_000}.get(PROFILE, 1_500)
+EXAMPLES = {"dev": 200, "ci": 1_000, "soak": 100_000}.get(PROFILE, 1_000)
 STEPS = {"soak": 50}.get(PROFILE, 25)
 
 
