@@ -331,9 +331,6 @@ class WatchedHeap(IndexedHeap):
         items[b].hpos = b
         self.reporter.swapped(direction, items[b], a, items[a], b)
 
-    def _sift_hole_down(self, pos: int) -> None:
-        self._sift_down(pos)
-
     def _sift_up(self, pos: int) -> None:
         keys = self._keys
         while pos > 0:

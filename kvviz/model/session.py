@@ -268,11 +268,7 @@ class Session:
 
     def frame(self, index: int) -> Frame:
         """Frame ``index`` (negative counts from the end). Rebuilt from a keyframe if evicted."""
-        n = len(self.summaries)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(f"frame {index} does not exist (the timeline has frames 0..{n - 1})")
+        index = self._index(index, 0, "does not exist (the timeline has frames 0..{last})")
         frame = self._frames.get(index)
         if frame is not None:
             self._frames.move_to_end(index)
@@ -369,11 +365,7 @@ class Session:
         """The sub-steps of frame ``index``'s op (the op from frame ``index - 1`` to it), each
         with kvcore's own state after it (:mod:`kvviz.model.substeps`). Built on first asking
         and kept for the last few ops asked; states are built lazily, a window at a time."""
-        n = len(self.summaries)
-        if index < 0:
-            index += n
-        if not 1 <= index < n:
-            raise IndexError(f"frame {index} has no op (ops are frames 1..{n - 1})")
+        index = self._index(index, 1, "has no op (ops are frames 1..{last})")
         cached = self._substeps.get(index)
         if cached is not None:
             self._substeps.move_to_end(index)
@@ -395,6 +387,16 @@ class Session:
         return result
 
     # -- internals -------------------------------------------------------------------------
+
+    def _index(self, index: int, first: int, problem: str) -> int:
+        """``index`` as a frame number from ``first`` on (negative counts from the end), or
+        IndexError saying ``problem`` (``{last}`` is the last frame)."""
+        n = len(self.summaries)
+        if index < 0:
+            index += n
+        if not first <= index < n:
+            raise IndexError(f"frame {index} {problem.format(last=n - 1)}")
+        return index
 
     def _violations(self, snapshot: Snapshot) -> list[Violation]:
         if not self._check:

@@ -224,7 +224,7 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
         # The backend's own bookkeeping after its last call (the handle it keeps, say):
         # a sub-step of its own, so that the last sub-step ends where the frame does.
         states[len(events)] = end
-        events.append(Call("record", f"kvviz's {getattr(backend, 'name', '')} adapter records the result: "
+        events.append(Call("record", f"kvviz's {backend.name} adapter records the result: "
                                      "the allocation's handle and block table"))
     if end != after:
         raise RuntimeError(f"step {frame_index}: running the op again did not give the frame's state")
@@ -244,7 +244,7 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
                              Focus(allocation=op.name), None))
         states[0] = before
     if source == "calls":
-        note = (f"{getattr(backend, 'name', 'this backend')} is observed between its calls "
+        note = (f"{backend.name} is observed between its calls "
                 "(lookup, allocate, publish, release): these sub-steps are its calls, not the moves inside them")
     else:
         note = "every move kvcore made, with its state after each"
