@@ -130,7 +130,8 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
 
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
                  theme: str | None = None, animations: bool = True, cursor_blink: bool = True,
-                 practice: bool = False, practice_seed: int = 0, demo: str | None = None):
+                 practice: bool = False, practice_seed: int = 0, demo: str | None = None,
+                 play_timer: bool = True):
         super().__init__()
         set_up_appearance(self, theme, animations)
         self.cursor_blink = cursor_blink
@@ -148,6 +149,9 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self._summaries: tuple = ()
         self._summaries_revision = -1
         self._timer = None
+        # Tests turn the real play timer off and call play_tick() themselves: a timer that
+        # ticks between two key presses under load made a binding test flaky.
+        self.play_timer = play_timer
         self._widgets: dict[str, object] = {}
         self._titles: dict[str, str] = {}
         self.start_practice = practice
@@ -678,6 +682,8 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self._show_timeline()
 
     def _start_timer(self) -> None:
+        if not self.play_timer:
+            return
         self._timer = self.set_interval(1 / SPEEDS[self.speed_index], self.play_tick)
 
     def _stop_timer(self) -> None:
@@ -1072,7 +1078,8 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
     ``cursor_blink`` (False for deterministic screenshots), ``practice`` (start in practice
     mode), ``practice_seed`` (which questions: the same seed asks the same ones) and
     ``demo`` (the demo's name or file, e.g. ``bug-b5-ref-leak``: a bug-museum demo can show
-    its buggy pseudo-code beside ours).
+    its buggy pseudo-code beside ours), ``play_timer`` (False: playing starts no timer, the
+    caller ticks with ``play_tick()``; tests use it so no wall clock drives them).
     """
     return KvvizApp(session, step, **opts)
 

@@ -31,6 +31,7 @@ def app_on(tmp_path):
 
     def build(session, step=None, **opts):
         opts.setdefault("export_dir", tmp_path)
+        opts.setdefault("play_timer", False)  # no clock: tests call play_tick() themselves
         return make_app(session, step, animations=False, cursor_blink=False, **opts)
 
     return build

@@ -286,3 +286,19 @@ async def test_live_resize_adapts_the_layout(app_on, lru):
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert app.trie.rows, "the views still render after resizing"
+
+
+async def test_tests_play_without_a_clock_and_the_real_app_with_one(app_on, small):
+    """The app_on fixture turns the play timer off (a timer ticking between two key presses
+    under load made a binding test flaky); the app a user runs still plays by its timer."""
+    app = app_on(small, step=0)
+    async with app.run_test(size=(120, 40)):
+        app.action_play()
+        assert app.playing and app._timer is None and app.step == 0
+        app.action_pause()
+    real = app_on(small, step=0, play_timer=True)
+    async with real.run_test(size=(120, 40)):
+        real.action_play()
+        assert real.playing and real._timer is not None
+        real.action_pause()
+        assert real._timer is None
