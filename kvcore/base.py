@@ -103,6 +103,8 @@ class BasePagedAttentionCache:
     def __init__(self, page_pool: PagePool, tokens_per_page: int):
         if type(tokens_per_page) is not int or tokens_per_page < 1:
             raise InvalidConfiguration(f"tokens_per_page must be a positive integer, got {reprlib.repr(tokens_per_page)}")
+        if isinstance(page_pool, PagePool):
+            page_pool.claim()  # one cache per pool, every page free: invariant 1 from birth
         self._pool = page_pool
         self.tokens_per_page = tokens_per_page
         self.clock = 0
@@ -271,7 +273,7 @@ class BasePagedAttentionCache:
                 raise InvalidOperation(f"cannot restore the snapshot: {why}")
         elif snapshot.kind != cls.kind:
             raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
-        cache = cls._for_restore(PagePool(snapshot.page_count, snapshot.free), snapshot)
+        cache = cls._for_restore(PagePool.restored(snapshot.page_count, snapshot.free), snapshot)
         cache.clock = snapshot.clock
         cache._next_allocation_id = snapshot.next_allocation_id
         s = snapshot.stats

@@ -20,6 +20,10 @@ _CHUNK = 4096
 #: feel (the lifecycle benchmark's 200,000-page pool). Larger pools go a chunk at a time.
 _EAGER = 1 << 18
 
+#: Pools have fewer pages than this. Page numbers and counts then fit a C ``ssize_t``
+#: (``len()``, ``range`` and slices of the lazy free list raise OverflowError above it).
+MAX_PAGE_COUNT = 1 << 63
+
 
 class PagePool:
     """A fixed set of pages ``0 .. page_count-1`` and the FIFO list of the free ones.
@@ -42,12 +46,16 @@ class PagePool:
     # page); the taken prefix is deleted once it is over half the list, so each deletion
     # moves fewer pages than were taken since the last one. ``_reserve`` counts the free
     # pages outside ``_free`` (the range and ``_returned``).
-    __slots__ = ("_page_count", "_free", "_head", "_untouched", "_returned", "_reserve")
+    __slots__ = ("_page_count", "_free", "_head", "_untouched", "_returned", "_reserve", "_owner", "_restored")
 
     def __init__(self, page_count: int, free_order: Iterable[int] | None = None):
         if type(page_count) is not int or page_count < 0:
             raise InvalidConfiguration(f"page_count must be a non-negative integer, got {reprlib.repr(page_count)}")
+        if page_count >= MAX_PAGE_COUNT:
+            raise InvalidConfiguration(f"page_count must be below 2**63, got {page_count}")
         self._page_count = page_count
+        self._owner = False  # claim(): one cache takes pages from a pool
+        self._restored = False  # restored(): the pool of a snapshot, its other pages held by the cache
         self._free: list[int] = []
         self._head = 0
         if free_order is None:
@@ -65,6 +73,34 @@ class PagePool:
             self._reserve = page_count - untouched + len(returned)
         else:
             self._free, self._returned, self._reserve = returned, None, 0
+
+    @classmethod
+    def restored(cls, page_count: int, free_order: Iterable[int]) -> "PagePool":
+        """The pool of a restored snapshot: ``free_order`` lists only its free pages, the
+        others being held by the cache :meth:`claim` gives it to (restore checks that)."""
+        pool = cls(page_count, free_order)
+        pool._restored = True
+        return pool
+
+    def claim(self) -> None:
+        """Called by a cache built on this pool: refuse, before anything changes, a pool that
+        would break invariant 1 (every page in exactly one place) from the cache's birth.
+
+        A pool is one cache's: a second cache taking pages from it would hand each page out
+        twice. A fresh cache holds no pages, so every page must be free: a ``free_order``
+        that leaves pages out (and no snapshot to say who holds them) is refused. O(1), or
+        O(free pages) to name the pages left out.
+        """
+        if self._owner:
+            raise InvalidConfiguration("this PagePool is already the page pool of another cache; "
+                                       "give each cache its own PagePool")
+        free = self.available_page_count()
+        if not self._restored and free != self._page_count:
+            raise InvalidConfiguration(
+                f"a new cache needs a pool whose every page is free, but this one has {free} of its "
+                f"{self._page_count} pages free ({_missing(self, 3)} not): list every page in free_order, "
+                f"or restore a snapshot to start from a used cache")
+        self._owner = True
 
     def available_page_count(self) -> int:
         """Number of free pages. O(1)."""
@@ -136,6 +172,22 @@ class PagePool:
 
     def __repr__(self) -> str:
         return f"PagePool({self._page_count} pages, {self.available_page_count()} free)"
+
+
+def _missing(pool: PagePool, shown: int) -> str:
+    """``"pages 1 and 3 are"``: the first ``shown`` pages not in ``pool``'s free list."""
+    free = pool.free_pages()
+    listed = set(free.returned)  # the untouched run (untouched_from..) is free by construction
+    missing = []
+    for page in range(free.untouched_from):  # stops after shown + 1: O(pages listed + shown)
+        if page not in listed:
+            missing.append(page)
+            if len(missing) > shown:
+                break
+    if len(missing) == 1:
+        return f"page {missing[0]} is"
+    words = ", ".join(map(str, missing[:shown][:-1])) + f" and {missing[:shown][-1]}"
+    return f"pages {words}{', ...' if len(missing) > shown else ''} are"
 
 
 def _check_free_order(free: list, page_count: int) -> None:

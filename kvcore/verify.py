@@ -18,9 +18,17 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .heap import CLOCK_BITS, SEQ_MASK
+from .heap import CLOCK_BITS, SEQ_BITS, SEQ_MASK
 from .policies import MAX_PRIORITY, POLICIES
+from .pool import MAX_PAGE_COUNT
 from .snapshot import SCHEMA, Snapshot, untouched_free
+
+#: Exclusive upper bounds of the counters a restored cache goes on from. A packed heap key
+#: (kvcore/heap.py) holds ``last_access`` in 64 bits and ``seq`` in 40: a clock or next node
+#: id at the edge of its field would make the next op's key overflow into the field above,
+#: and the cache would then refuse its own snapshot. Half of each field leaves a restored
+#: cache room for as many ops (2**63) and nodes (2**39) again as it can have had.
+FIELD_LIMITS = {"clock": 1 << (CLOCK_BITS - 1), "next_seq": 1 << (SEQ_BITS - 1), "page_count": MAX_PAGE_COUNT}
 
 
 def _int(v: object) -> bool:
@@ -45,8 +53,10 @@ def refusal(snapshot: Snapshot, kind: str) -> str | None:
     for name, low in (("tokens_per_page", 1), ("page_count", 0), ("clock", 0), ("next_seq", 1),
                       ("next_allocation_id", 0)):
         value = getattr(s, name)
-        if not _int(value) or value < low:
-            return f"{name} is {value!r}; it must be an integer >= {low}"
+        high = FIELD_LIMITS.get(name)
+        if not _int(value) or value < low or high is not None and value >= high:
+            bound = f">= {low}" if high is None else f"from {low} to 2**{high.bit_length() - 1} - 1"
+            return f"{name} is {value!r}; it must be an integer {bound}"
     for name in ("lookups", "lookup_tokens", "hit_tokens", "evictions", "dedups"):
         value = getattr(s.stats, name)
         if not _int(value) or value < 0:

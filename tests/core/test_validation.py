@@ -5,6 +5,7 @@ refuses the snapshot with the reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 from enum import IntEnum
@@ -321,3 +322,92 @@ def test_tokens_whose_iteration_fails_are_refused_not_half_read(cls):
     with pytest.raises(InvalidOperation, match="sequence of integers"):
         cache.acquire_pages_for_tokens(tokens())
     assert cache.clock == 0 and cache.allocations == {}
+
+
+# ------------------------------------------------- issue 20: bounds a restored cache keeps
+
+# Every field a packed heap key depends on (kvcore/heap.py): last_access under 2**64, seq
+# under 2**40. A restored clock or next_seq at the edge would let the next op build a key
+# that overflows its field, after which the cache refuses its own snapshot.
+PACKED_KEY_EDGES = [
+    pytest.param("clock", 2**64, id="clock 2**64"),
+    pytest.param("clock", 2**64 - 1, id="clock 2**64 - 1 (one tick from the edge)"),
+    pytest.param("next_seq", 2**40, id="next_seq 2**40"),
+    pytest.param("next_seq", 2**40 + 5, id="next_seq above 2**40"),
+]
+
+
+@pytest.mark.parametrize("field, value", PACKED_KEY_EDGES)
+@pytest.mark.parametrize("make", [_healthy_trie, _healthy_base], ids=["trie", "base"])
+def test_restore_refuses_a_clock_or_next_seq_a_packed_heap_key_cannot_hold(make, field, value):
+    snap = dataclasses.replace(make().snapshot(), **{field: value})
+    with pytest.raises(InvalidOperation, match=rf"cannot restore the snapshot: {field} is {value}; it must be"):
+        type(make()).restore(snap)
+
+
+def test_restore_refuses_a_hash_snapshot_whose_clock_a_packed_key_cannot_hold():
+    cache = kvcore.make_cache("hash", 4, 2)
+    cache.acquire_pages_for_tokens([1, 2, 3]).release_pages()
+    snap = dataclasses.replace(cache.snapshot(), clock=2**64)
+    with pytest.raises(InvalidOperation, match="clock is 18446744073709551616; it must be"):
+        kvcore.restore(snap)
+
+
+@pytest.mark.parametrize("field", ["clock", "next_seq"])
+def test_a_cache_restored_near_the_largest_accepted_clock_or_next_seq_keeps_working(field):
+    """Restored at the edge, later keys still fit their fields (the invariants hold); a
+    little below it, the cache's own later snapshot restores too."""
+    from kvcore.verify import FIELD_LIMITS
+
+    snap = _healthy_trie().snapshot()
+    for below in (1, 100):
+        restored = TriePagedAttentionCache.restore(dataclasses.replace(snap, **{field: FIELD_LIMITS[field] - below}))
+        for i in range(3):  # new nodes, touches, evictions: keys built from the edge values
+            a = restored.acquire_pages_for_tokens([50 + i, 51, 52, 53], name=f"n{i}")
+            a.publish_pages_for_tokens()
+            a.release_pages()
+        assert restored.check_invariants() == []
+        if below == 100:
+            assert TriePagedAttentionCache.restore(restored.snapshot()).snapshot() == restored.snapshot()
+
+
+# ------------------------------------------- issue 20: pools a cache cannot be born with
+
+
+@pytest.mark.parametrize("page_count", [2**63, 2**63 + 1, 2**70])
+def test_a_pool_refuses_a_page_count_of_2_to_the_63_or_more_naming_the_limit(page_count):
+    with pytest.raises(InvalidConfiguration, match=r"page_count must be below 2\*\*63"):
+        PagePool(page_count)
+
+
+def test_the_largest_pool_accepted_hands_out_its_pages():
+    pool = PagePool(2**63 - 1)
+    cache = TriePagedAttentionCache(pool, 1)
+    a = cache.acquire_pages_for_tokens([1, 2])
+    assert a.pages == (0, 1)
+    assert cache.check_invariants() == []
+
+
+@pytest.mark.parametrize("make", [TriePagedAttentionCache, BasePagedAttentionCache,
+                                  kvcore.HashBlockPagedAttentionCache], ids=["trie", "base", "hash"])
+def test_a_cache_refuses_a_pool_whose_free_order_leaves_pages_out(make):
+    pool = PagePool(4, free_order=[2, 0])  # pages 1 and 3 would be nowhere: invariant 1 from birth
+    with pytest.raises(InvalidConfiguration, match=r"2 of its 4 pages free.*pages 1 and 3 are not"):
+        make(pool, 2)
+
+
+@pytest.mark.parametrize("make", [TriePagedAttentionCache, BasePagedAttentionCache,
+                                  kvcore.HashBlockPagedAttentionCache], ids=["trie", "base", "hash"])
+def test_a_cache_refuses_a_pool_another_cache_already_takes_pages_from(make):
+    pool = PagePool(4)
+    first = make(pool, 2)
+    with pytest.raises(InvalidConfiguration, match="already the page pool of another cache"):
+        make(pool, 2)
+    first.acquire_pages_for_tokens([1, 2, 3])
+    assert first.check_invariants() == []
+
+
+def test_a_full_free_order_in_any_order_is_still_a_pool_a_cache_can_use():
+    cache = TriePagedAttentionCache(PagePool(4, free_order=[3, 1, 0, 2]), 2)
+    assert cache.acquire_pages_for_tokens([1, 2, 3]).pages == (3, 1)
+    assert cache.check_invariants() == []
