@@ -40,24 +40,36 @@ _ONLY_LRU = {
 }
 
 
-def make_cache(kind: str, page_count: int, tokens_per_page: int, policy: str = "lru"):
+def make_cache(kind: str, page_count: int, tokens_per_page: int, policy: str = "lru", *,
+               recompute_last_token: bool = False):
     """A fresh cache of ``kind`` ('trie', 'base' or 'hash') with its own pool, evicting by
     ``policy`` (:data:`POLICIES` for the trie; the base cache never evicts and the hash
-    cache's free queue is its LRU order, so both take only 'lru')."""
+    cache's free queue is its LRU order, so both take only 'lru'). ``recompute_last_token``
+    is the hash cache's vLLM rule (a hit stops before a prompt's last token); only a hash
+    cache takes it."""
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise InvalidConfiguration(f"unknown cache kind {kind!r} (expected 'trie', 'base' or 'hash')")
+    if recompute_last_token is not False and cls is not HashBlockPagedAttentionCache:
+        raise InvalidConfiguration(f"recompute_last_token is a hash cache's rule (vLLM's), not a {kind} cache's")
     if cls is TriePagedAttentionCache:
         return cls(PagePool(page_count), tokens_per_page, policy)
     if policy != "lru":
         raise InvalidConfiguration(f"{_ONLY_LRU[kind]}: policy must be 'lru', got {policy!r}")
+    if cls is HashBlockPagedAttentionCache:
+        return cls(PagePool(page_count), tokens_per_page, recompute_last_token=recompute_last_token)
     return cls(PagePool(page_count), tokens_per_page)
 
 
-def restore(snapshot: Snapshot, *, verify: bool = True):
-    """A live cache of the snapshot's kind, restored from it (see ``restore`` on the classes)."""
+def restore(snapshot: Snapshot, *, verify: bool = True, recompute_last_token: bool = False):
+    """A live cache of the snapshot's kind, restored from it (see ``restore`` on the classes);
+    ``recompute_last_token`` as in :func:`make_cache` (a snapshot holds state, not rules)."""
     kind = getattr(snapshot, "kind", None)
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise InvalidOperation(f"cannot restore the snapshot: unknown cache kind {kind!r}")
+    if cls is HashBlockPagedAttentionCache:
+        return cls.restore(snapshot, verify=verify, recompute_last_token=recompute_last_token)
+    if recompute_last_token is not False:
+        raise InvalidConfiguration(f"recompute_last_token is a hash cache's rule (vLLM's), not a {kind} cache's")
     return cls.restore(snapshot, verify=verify)

@@ -24,8 +24,10 @@ No tree, no parent links, no eviction heap, no clock-based order. What vLLM v1 d
   needed (``get_num_blocks_to_allocate`` counts the matched ref-0 blocks as taken); else
   each matched page leaves the queue if it was there and gains a reference
   (``BlockPool.touch``), then the new pages are taken from the head. vLLM caps a hit at
-  ``num_tokens - 1`` tokens (the last token is recomputed for its logits); we match every
-  full block, as the trie does, so the two designs compare like for like.
+  ``num_tokens - 1`` tokens (``KVCacheManager.get_computed_blocks``: "we must recompute the
+  last token to obtain logits"), so a prompt whose every block is cached recomputes, and
+  caches again, its last block; by default we match every full block, as the trie does, so
+  the two designs compare like for like, and ``recompute_last_token=True`` applies vLLM's cap.
 * **publish** (``BlockPool.cache_full_blocks``): each newly full block is cached under its
   key on the allocation's own page. When the key is already cached on another page (a second
   request computed the same block before the first published it, or a parent evicted and
@@ -58,7 +60,7 @@ from hashlib import sha256
 from . import events as ev
 from .allocation import PageAllocation
 from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens, pages_for
-from .errors import InvalidOperation
+from .errors import InvalidConfiguration, InvalidOperation
 # Also importable from here, where they were defined until they joined kvcore.events.
 from .events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued  # noqa: F401
 from .freequeue import FreeBlockQueue
@@ -141,8 +143,12 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
 
     kind = "hash"
 
-    def __init__(self, page_pool: PagePool, tokens_per_page: int):
+    def __init__(self, page_pool: PagePool, tokens_per_page: int, *, recompute_last_token: bool = False):
         super().__init__(page_pool, tokens_per_page)
+        if type(recompute_last_token) is not bool:
+            raise InvalidConfiguration(f"recompute_last_token must be True or False, not {recompute_last_token!r}")
+        #: vLLM's rule: a hit covers at most ``len(tokens) - 1`` tokens (the module doc).
+        self.recompute_last_token = recompute_last_token
         free = page_pool.free_pages()  # its untouched run, then the pages it got back
         self._pool = FreeBlockQueue(page_pool.total_page_count(), free.untouched_from, (),
                                     ((p, False) for p in free.returned))
@@ -217,7 +223,9 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         if not by_key:
             return []
         matched: list[_Block] = []
-        for key in chain_keys(None, tokens, 0, len(tokens) // tpp, tpp):
+        # vLLM's max_cache_hit_length = num_tokens - 1: the last token is always computed.
+        full = (len(tokens) - 1) // tpp if self.recompute_last_token and tokens else len(tokens) // tpp
+        for key in chain_keys(None, tokens, 0, full, tpp):
             blocks = by_key.get(key)
             if blocks is None:
                 break
@@ -334,6 +342,9 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         """Why matching stopped where it did, for the Matched event."""
         tpp = self.tokens_per_page
         i = len(matched)
+        if self.recompute_last_token and tokens and i == (len(tokens) - 1) // tpp < len(tokens) // tpp:
+            return (f"{i} full blocks matched; the last block ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) "
+                    "is recomputed: vLLM computes a prompt's last token, so a hit stops before it")
         if i < len(tokens) // tpp:
             return f"the key of block {i} ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) is not cached"
         rest = len(tokens) - i * tpp
@@ -395,9 +406,12 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         return {k for k, ok in settled.items() if ok}
 
     @classmethod
-    def restore(cls, snapshot: Snapshot, *, verify: bool = True) -> "HashBlockPagedAttentionCache":
+    def restore(cls, snapshot: Snapshot, *, verify: bool = True,
+                recompute_last_token: bool = False) -> "HashBlockPagedAttentionCache":
         """A new live cache (own free queue, same allocation ids) that behaves like the
-        snapshotted one; ``verify`` as in :meth:`BasePagedAttentionCache.restore`.
+        snapshotted one; ``verify`` as in :meth:`BasePagedAttentionCache.restore`. A snapshot
+        holds state, not rules: ``recompute_last_token`` is the restored cache's (as in the
+        constructor), whatever the snapshotted cache's was.
 
         Not the base's: that one rebuilds a :class:`PagePool` from the free list, and a free
         queue with pages ahead of its untouched run would be listed page by page there (all
@@ -411,7 +425,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
                 raise InvalidOperation(f"cannot restore the snapshot: {why}")
         elif snapshot.kind != cls.kind:
             raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
-        cache = cls(PagePool(0), snapshot.tokens_per_page)
+        cache = cls(PagePool(0), snapshot.tokens_per_page, recompute_last_token=recompute_last_token)
         cache.clock = snapshot.clock
         cache._next_allocation_id = snapshot.next_allocation_id
         s = snapshot.stats
