@@ -32,17 +32,22 @@ class KvcoreBackend:
         cache.record_events(True)
 
     @classmethod
-    def fresh(cls, kind: str, pages: int, tokens_per_page: int, policy: str = "lru") -> "KvcoreBackend":
+    def fresh(cls, kind: str, pages: int, tokens_per_page: int, policy: str = "lru", *,
+              recompute_last_token: bool = False) -> "KvcoreBackend":
         """A new empty cache; ``policy`` orders a trie's evictions (a base cache has none; a
-        hash cache's free queue is its order, so the factory lets only 'lru' through)."""
-        return cls(kvcore.make_cache(kind, pages, tokens_per_page, policy if kind == "trie" else "lru"))
+        hash cache's free queue is its order, so the factory lets only 'lru' through);
+        ``recompute_last_token`` is a hash cache's vLLM rule (kvcore.make_cache)."""
+        return cls(kvcore.make_cache(kind, pages, tokens_per_page, policy if kind == "trie" else "lru",
+                                     recompute_last_token=recompute_last_token))
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot, *, verify: bool = True) -> "KvcoreBackend":
+    def from_snapshot(cls, snapshot: Snapshot, *, verify: bool = True,
+                      recompute_last_token: bool = False) -> "KvcoreBackend":
         """A live cache restored from ``snapshot`` (allocation names come back with it).
 
-        ``verify=False`` skips the invariant check, for snapshots kvcore itself made."""
-        return cls(kvcore.restore(snapshot, verify=verify))
+        ``verify=False`` skips the invariant check, for snapshots kvcore itself made. A
+        snapshot holds state, not rules: ``recompute_last_token`` comes from the config."""
+        return cls(kvcore.restore(snapshot, verify=verify, recompute_last_token=recompute_last_token))
 
     def live_names(self) -> list[str]:
         """Names of live allocations, in creation order."""
@@ -102,8 +107,11 @@ class KvcoreBackend:
 def kvcore_backend(config: ConfigLike | None, snapshot: Snapshot | None) -> KvcoreBackend:
     """The default backend factory: a fresh kvcore cache for ``config``, or one restored from
     ``snapshot``. Raises :class:`~kvviz.backends.BackendError` for a config kvcore cannot run."""
+    # A hash cache's vLLM rule rides on the config (snapshots hold state, not rules).
+    recompute = bool(getattr(config, "recompute_last_token", False)) and getattr(config, "kind", None) == "hash"
     if snapshot is not None:  # the session's own keyframes: made by kvcore, already checked
-        return KvcoreBackend.from_snapshot(snapshot, verify=False)
+        return KvcoreBackend.from_snapshot(snapshot, verify=False,
+                                           recompute_last_token=recompute and snapshot.kind == "hash")
     if config.kind not in KINDS:
         raise BackendError(f"the kvcore backend runs a trie, a base or a hash cache, not {config.kind!r}")
     if config.policy not in POLICIES:
@@ -113,6 +121,7 @@ def kvcore_backend(config: ConfigLike | None, snapshot: Snapshot | None) -> Kvco
         raise BackendError(f"a hash cache evicts in its free queue's order, which is LRU: policy must be lru, "
                            f"not {config.policy!r}")
     try:
-        return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page, config.policy)
+        return KvcoreBackend.fresh(config.kind, config.pages, config.tokens_per_page, config.policy,
+                                   recompute_last_token=recompute)
     except (kvcore.KVCacheError, ValueError) as exc:  # a page count or page size kvcore refuses
         raise BackendError(f"the kvcore backend cannot build this cache: {exc}") from None

@@ -124,7 +124,9 @@ def format_expect(expect: Expect) -> str:
 def format_cache(config: CacheConfig) -> str:
     """The ``cache`` line of ``config``."""
     text = f"cache {config.kind} pages={config.pages} tokens_per_page={config.tokens_per_page}"
-    return text if config.policy == DEFAULT_CACHE_CONFIG.policy else f"{text} policy={config.policy}"
+    if config.policy != DEFAULT_CACHE_CONFIG.policy:
+        text += f" policy={config.policy}"
+    return f"{text} recompute_last_token=yes" if config.recompute_last_token else text
 
 
 def format_scenario(scenario: Scenario) -> str:

@@ -91,7 +91,7 @@ Comments and blank lines
 Header (before the first op)
   title: TEXT              the scenario's title
   description: TEXT        one paragraph; several description lines are joined with spaces
-  cache KIND pages=N tokens_per_page=M [policy=P]
+  cache KIND pages=N tokens_per_page=M [policy=P] [recompute_last_token=yes|no]
                            KIND is trie (prefix sharing), base (no sharing) or
                            hash (vLLM's design: full blocks cached under chained
                            keys, no tree; one free queue of ref-0 pages, taken from
@@ -103,6 +103,10 @@ Header (before the first op)
                            least recent, oldest, least hit, most recent, newest,
                            least recent of those hit fewer than twice, least
                            recent of lowest priority);
+                           recompute_last_token=yes (hash only) is vLLM's rule:
+                           a hit covers at most all tokens but the last, so a
+                           prompt whose every block is cached recomputes (and
+                           caches again) its last block;
                            page_size= and tpp= mean tokens_per_page=;
                            pages 1..{MAX_PAGES:,}, tokens_per_page 1..{MAX_TOKENS_PER_PAGE:,}.
   Without a cache line: cache trie pages=8 tokens_per_page=4.

@@ -571,12 +571,14 @@ def _covers_every_kind(kinds: tuple[str, ...] | None, spoken_of: set[str]) -> bo
 
 # -- the header -----------------------------------------------------------------------------
 
-_CACHE_USAGE = ("cache trie|base|hash pages=N tokens_per_page=N [policy=lru|fifo|lfu|...], "
-                "e.g. cache trie pages=8 tokens_per_page=4 policy=lfu")
+_CACHE_USAGE = ("cache trie|base|hash pages=N tokens_per_page=N [policy=lru|fifo|lfu|...] "
+                "[recompute_last_token=yes|no], e.g. cache trie pages=8 tokens_per_page=4 policy=lfu")
 _CACHE_OPTIONS = {
     "pages": "pages", "tokens_per_page": "tokens_per_page", "page_size": "tokens_per_page",
-    "tpp": "tokens_per_page", "policy": "policy",
+    "tpp": "tokens_per_page", "policy": "policy", "recompute_last_token": "recompute_last_token",
 }
+#: The words a yes/no cache option takes, and what each means.
+_YES_NO = {"yes": True, "no": False}
 
 
 def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
@@ -598,7 +600,8 @@ def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
         if setting is None:
             raise line.error(
                 option.column, f"unknown cache option {_shown(option.key)}{_suggestion(option.key, _CACHE_OPTIONS)}",
-                f"pages=N, tokens_per_page=N (or page_size=N, tpp=N), policy={'|'.join(POLICIES)}",
+                f"pages=N, tokens_per_page=N (or page_size=N, tpp=N), policy={'|'.join(POLICIES)}, "
+                "recompute_last_token=yes|no (hash)",
             )
         if setting in options:
             raise line.error(option.column, f"{setting} given twice", _CACHE_USAGE)
@@ -616,7 +619,22 @@ def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
             DEFAULT_CACHE_CONFIG.tokens_per_page,
         ),
         policy,
+        _recompute_last_token(line, options.get("recompute_last_token"), kind),
     )
+
+
+def _recompute_last_token(line: _Line, option: _Option | None, kind: str) -> bool:
+    """``recompute_last_token=yes|no``: vLLM's hit cap, a hash cache's rule only."""
+    if option is None:
+        return False
+    value = _YES_NO.get(option.value.lower())
+    if value is None:
+        raise line.error(option.value_column, f"recompute_last_token takes yes or no, not {_shown(option.value)}",
+                         "recompute_last_token=yes or recompute_last_token=no")
+    if value and kind != "hash":
+        raise line.error(option.column, f"recompute_last_token is a hash cache's rule (vLLM's), not a {kind} cache's",
+                         "cache hash pages=8 tokens_per_page=4 recompute_last_token=yes, or no such option")
+    return value
 
 
 def _cache_number(line: _Line, option: _Option | None, what: str, maximum: int, default: int) -> int:

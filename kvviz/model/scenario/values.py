@@ -55,12 +55,15 @@ def applies(kinds: tuple[str, ...] | None, kind: str) -> bool:
 class CacheConfig:
     """The cache a scenario runs on: its kind ('trie', 'base' or 'hash'), page count, page
     size and eviction policy (one of :data:`POLICIES`; a base cache never evicts, a hash
-    cache evicts in its free queue's order: lru only)."""
+    cache evicts in its free queue's order: lru only). ``recompute_last_token`` (hash only,
+    ``recompute_last_token=yes``) is vLLM's rule that a hit stops before a prompt's last
+    token (:class:`kvcore.HashBlockPagedAttentionCache`)."""
 
     kind: str = "trie"
     pages: int = 8
     tokens_per_page: int = 4
     policy: str = "lru"
+    recompute_last_token: bool = False
 
 
 DEFAULT_CACHE_CONFIG = CacheConfig()
