@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import KVCacheError
 from .policies import key_tuple
 
 SCHEMA = "kvcore.snapshot/1"
@@ -31,6 +32,27 @@ class SnapshotFormatError(ValueError):
     def __init__(self, message: str, path: str = ""):
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+#: Pages of the largest pool whose snapshot :meth:`Snapshot.to_dict`, ``to_json`` and
+#: ``digest`` serialise. The format lists every page's row and every free page, so a bigger
+#: pool's text grows with its pages, not with what it used (10**12 pages: terabytes);
+#: 2,097,152 pages is about 73 MB of JSON and 240 MB of rows (measured scaling 2**18). Twice kvviz's largest scenario
+#: pool; check, compare and restore have no such limit (they cost the pages used).
+MAX_SERIALISED_PAGES = 1 << 21
+
+
+class SnapshotTooLarge(KVCacheError, ValueError):
+    """A snapshot of a pool above :data:`MAX_SERIALISED_PAGES` pages asked for its JSON form,
+    its dict or its digest: refused before any row is built."""
+
+
+def _refuse_serialising(snapshot: "Snapshot") -> None:
+    if snapshot.page_count > MAX_SERIALISED_PAGES:
+        raise SnapshotTooLarge(
+            f"a snapshot of {snapshot.page_count:,} pages is too large to serialise: to_dict, to_json and "
+            f"digest list every page, and MAX_SERIALISED_PAGES ({MAX_SERIALISED_PAGES:,}) is the limit "
+            f"(compare snapshots with ==, check them with check_snapshot)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,7 +480,9 @@ class Snapshot:
     # -- serialisation -------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict; :meth:`from_dict` gives back an equal snapshot."""
+        """A JSON-able dict; :meth:`from_dict` gives back an equal snapshot. Refused
+        (:class:`SnapshotTooLarge`) above :data:`MAX_SERIALISED_PAGES` pages."""
+        _refuse_serialising(self)
         return self._fields([_page_row(p) for p in self.pages], [_node_row(n) for n in self.nodes],
                             [_allocation_row(a) for a in self.allocations])
 
@@ -542,8 +566,10 @@ class Snapshot:
         their unchanged row objects, so the rows of the last snapshot encoded are kept with
         their text and only new rows are encoded. Digesting every step of a long timeline
         (bundles) then costs a fraction of encoding each snapshot whole. Rows are frozen and
-        hold tuples, so a kept text never goes stale; the texts kept are one snapshot's."""
+        hold tuples, so a kept text never goes stale; the texts kept are one snapshot's.
+        Refused (:class:`SnapshotTooLarge`) above :data:`MAX_SERIALISED_PAGES` pages."""
         global _row_texts
+        _refuse_serialising(self)
         seen = _row_texts
         kept: dict[int, tuple[Any, str]] = {}
 
@@ -565,7 +591,7 @@ class Snapshot:
         ) + "}"
 
     def digest(self) -> str:
-        """Hex sha256 of :meth:`to_json`."""
+        """Hex sha256 of :meth:`to_json` (so refused above :data:`MAX_SERIALISED_PAGES` pages)."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
 

@@ -186,3 +186,47 @@ def test_to_json_is_the_canonical_dump_of_to_dict_at_every_step(kind):
         assert snap.digest() == __import__("hashlib").sha256(text.encode()).hexdigest()
         older.append(snap)
     assert cache.snapshot().stats.lookups > 60
+
+
+# -- issue 20 #19: a pool too large to serialise is refused, in bounded memory ---------------
+
+
+@pytest.mark.parametrize("kind", ["trie", "base", "hash"])
+@pytest.mark.parametrize("form", ["digest", "to_dict", "to_json"])
+def test_serialising_a_snapshot_of_a_10_to_the_12_page_pool_is_refused_at_once_naming_the_limit(kind, form):
+    import tracemalloc
+
+    from kvcore.snapshot import MAX_SERIALISED_PAGES, SnapshotTooLarge
+
+    cache = kvcore.make_cache(kind, 10**12, 4)
+    cache.acquire_pages_for_tokens([1, 2, 3, 4, 5], name="a").publish_pages_for_tokens()
+    snap = cache.snapshot()
+    tracemalloc.start()
+    try:
+        with pytest.raises(SnapshotTooLarge, match=rf"1,000,000,000,000 pages.*MAX_SERIALISED_PAGES "
+                                                   rf"\({MAX_SERIALISED_PAGES:,}\)"):
+            getattr(snap, form)()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000  # a refusal, not a terabyte of rows built first
+    assert isinstance(SnapshotTooLarge("x"), kvcore.KVCacheError)
+
+
+def test_a_snapshot_at_the_serialising_limit_serialises_and_one_page_more_is_refused(monkeypatch):
+    import kvcore.snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "MAX_SERIALISED_PAGES", 8)
+    at_limit = kvcore.make_cache("trie", 8, 2).snapshot()
+    assert Snapshot.from_dict(at_limit.to_dict()) == at_limit
+    assert len(at_limit.digest()) == 64
+    with pytest.raises(snapshot_module.SnapshotTooLarge, match="9 pages"):
+        kvcore.make_cache("trie", 9, 2).snapshot().digest()
+
+
+def test_a_huge_pool_is_still_checked_and_restored_without_serialising():
+    cache = kvcore.make_cache("trie", 10**12, 4)
+    cache.acquire_pages_for_tokens([1, 2, 3, 4, 5], name="a").publish_pages_for_tokens()
+    snap = cache.snapshot()
+    assert kvcore.check_snapshot(snap) == []
+    assert kvcore.restore(snap).snapshot() == snap
