@@ -22,6 +22,7 @@ from .compare_command import compare
 from .diff_command import diff
 from .quiz_command import quiz
 from .trace_command import trace
+from .watch_command import watch
 
 
 @contextmanager
@@ -82,7 +83,7 @@ def cli() -> None:
     """kvviz: see inside the KV cache of an LLM server, step by step."""
 
 
-for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz):
+for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz, watch):
     cli.add_command(_command)
 
 

@@ -130,12 +130,15 @@ def backend_factory(backend: str, kind: str | None):
         raise BadInput(str(exc)) from None
 
 
-def make_session(scenario: Scenario, kind: str | None, backend: str = "kvcore", *, lazy: bool = False):
-    """The session of ``scenario`` on ``backend``; a config the backend cannot run is bad input."""
+def make_session(scenario: Scenario, kind: str | None, backend: str = "kvcore", *, lazy: bool = False,
+                 on_frame=None):
+    """The session of ``scenario`` on ``backend``; a config the backend cannot run is bad input.
+    ``on_frame`` sees each frame as it is applied (:meth:`Session.from_scenario`)."""
     from ..model.session import Session
 
     try:
-        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy)
+        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy,
+                                     on_frame=on_frame)
     except BackendError as exc:  # e.g. a `cache base` scenario on the shortfin backend
         raise BadInput(str(exc)) from None
 
@@ -271,6 +274,14 @@ def launch_diff_ui(run, step: int | None = None) -> None:
     _run_app(make_diff_app(run, step))
 
 
+def launch_watch_ui(timeline, *, subscriber=None, step: int | None = None) -> None:
+    """Open a watched KV-event stream (``kvviz watch``) in the terminal UI: a recording's
+    ``timeline`` at ``step``, or a live one fed by ``subscriber`` (started by the caller)."""
+    from ..ui.watch_app import make_watch_app
+
+    _run_app(make_watch_app(timeline, subscriber=subscriber, step=step))
+
+
 def render_svg(session, step: int) -> str:
     """The UI's screenshot at ``step`` as SVG text (what ``export -o x.svg`` writes)."""
     from ..ui.screenshot import screenshot_svg
@@ -279,7 +290,7 @@ def render_svg(session, step: int) -> str:
 
 
 def _run_app(app) -> None:
-    require_terminal()  # every UI starts here: demo, run, open, diff --ui, trace --ui
+    require_terminal()  # every UI starts here: demo, run, open, diff --ui, trace --ui, watch
     settle_heap()
     app.run()
 

@@ -1,0 +1,408 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz watch``: the KV-event stream of a vLLM or SGLang server (or a recording of one).
+
+    kvviz watch tcp://HOST:PORT [--topic T] [--ranks N] [--replay-endpoint tcp://...] [--record FILE]
+    kvviz watch --replay-file FILE
+      --print / --json [--every N]        headless: a summary (and a line per N batches)
+      --count N / --max-seconds S         live headless: stop after N messages or S seconds
+      --export-step N -o OUT.json|OUT.md  a watch bundle (``kvviz open`` verifies it) or a report
+      --to-kvs OUT.kvs                    the recording as a scenario for kvcore
+      --against SCENARIO.kvs              kvcore's run of the scenario aligned with the stream
+
+Exports live here rather than in ``kvviz export``: that command's input is a scenario, and a
+watch's is a stream, which only this command reads (live or recorded).
+
+Exit codes: 0 when all is well (a gap or an undecodable message is reported, not a failure),
+1 when ``--against`` finds the stream and kvcore disagreeing, 2 for bad input, including a
+missing ``watch`` extra (msgspec, pyzmq): one line that says how to install it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .. import limits
+from .common import BadInput, launch_watch_ui, plural, refuse_special_file, require_terminal
+
+EXTRA_LINE = 'kvviz watch needs the watch extra: pip install -e ".[watch]"'
+"""The one line ``kvviz watch`` prints when msgspec or pyzmq is missing."""
+
+POLL_IDLE_S = 0.02
+"""How long live headless mode waits when the subscriber had nothing: bounds its CPU use
+while idle and its lag behind the stream."""
+
+MAX_RANKS = 1_024
+
+
+class MissingExtra(BadInput):
+    """The ``watch`` extra is not installed: its own line (no ``kvviz: error:`` before it,
+    so it reads as the instruction it is), exit 2."""
+
+    def show(self, file=None) -> None:
+        click.echo(self.format_message(), err=True)
+
+
+def require_watch_extra(live: bool) -> None:
+    """Bad input unless msgspec (and, to subscribe, pyzmq) can be imported."""
+    try:
+        import msgspec  # noqa: F401
+
+        if live:
+            import zmq  # noqa: F401
+    except ImportError:
+        raise MissingExtra(EXTRA_LINE) from None
+
+
+@click.command()
+@click.argument("endpoint", required=False)
+@click.option("--topic", default="", show_default=True,
+              help="Subscribe to this topic prefix (vLLM's default topic is `kv`; SGLang's is empty).")
+@click.option("--ranks", type=click.IntRange(1, MAX_RANKS), default=1, show_default=True,
+              help="Data-parallel ranks: one SUB socket each, at port + rank.")
+@click.option("--replay-endpoint", default=None,
+              help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq are asked for there.")
+@click.option("--record", "record", type=click.Path(dir_okay=False), default=None,
+              help="Write every message as received to this file (the recordings' JSONL format).")
+@click.option("--replay-file", type=click.Path(dir_okay=False), default=None,
+              help="Watch a recording (JSONL: {topic, seq, payload}) instead of a live server.")
+@click.option("--print", "print_only", is_flag=True, help="No UI: print a summary when the watch ends.")
+@click.option("--json", "as_json", is_flag=True,
+              help="No UI: JSON lines, a summary at the end (fields: `kvviz help watch`).")
+@click.option("--every", type=click.IntRange(1), default=None,
+              help="With --print or --json: a line every N messages as they arrive.")
+@click.option("--count", type=click.IntRange(1), default=None,
+              help="Live, headless: stop after N messages.")
+@click.option("--max-seconds", type=click.FloatRange(0, min_open=True), default=None,
+              help="Live, headless: stop after S seconds.")
+@click.option("--step", type=click.IntRange(0), default=None,
+              help="With --replay-file: open the UI at this step (default: the last).")
+@click.option("--export-step", type=click.IntRange(0), default=None,
+              help="With --replay-file and -o: export this step (default: the last).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="With --replay-file: export a step; .json is a watch bundle `kvviz open` replays and "
+                   "verifies, .md a Markdown report with the block forest.")
+@click.option("--to-kvs", "to_kvs", type=click.Path(dir_okay=False), default=None,
+              help="With --replay-file: write the recording as a .kvs scenario (stored chains become "
+                   "acquires and publishes) for kvcore.")
+@click.option("--against", "against_file", type=click.Path(dir_okay=False), default=None,
+              help="With --replay-file: run this scenario on kvcore and align it with the stream, "
+                   "batch by batch, by block content. Exit 1 when they differ.")
+def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | None, record: str | None,
+          replay_file: str | None, print_only: bool, as_json: bool, every: int | None, count: int | None,
+          max_seconds: float | None, step: int | None, export_step: int | None, output: str | None,
+          to_kvs: str | None, against_file: str | None) -> None:
+    """Watch the KV-event stream of a vLLM/SGLang server, or a recording of one.
+
+    ENDPOINT is the server's publisher, tcp://HOST:PORT (vLLM: --kv-events-config
+    '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:5557"}').
+    One timeline step per message received; the view rebuilds the server's cache as a forest
+    of blocks. The stream has no reference counts, eviction order or owners: views that need
+    them say so.
+    """
+    live = endpoint is not None
+    _check_flags(endpoint, replay_file, locals())
+    require_watch_extra(live)
+    headless = print_only or as_json
+    if live:
+        if not headless:
+            require_terminal()  # before any socket: the refusal is the only line
+        _watch_live(endpoint, topic, ranks, replay_endpoint, record, headless, as_json, every, count, max_seconds)
+        return
+    messages = _read_recording(replay_file)
+    if to_kvs is not None:
+        _write_scenario(messages, replay_file, to_kvs)
+    if against_file is not None:
+        _against(messages, replay_file, against_file, as_json)
+        return
+    if output is not None:
+        _export(messages, replay_file, export_step, output)
+        return
+    if to_kvs is not None and not headless:
+        return
+    if not headless:
+        require_terminal()
+    timeline = _timeline(replay_file)
+    if headless:
+        _replay_headless(timeline, messages, as_json, every)
+        return
+    for message in messages:
+        timeline.add(message)
+    if step is not None and step > timeline.last_step:
+        raise BadInput(f"step {step} does not exist: the recording has steps 0..{timeline.last_step}")
+    launch_watch_ui(timeline, step=step)
+
+
+def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> None:
+    """Bad input for flags that cannot go together, before any work (or import)."""
+    if (endpoint is None) == (replay_file is None):
+        raise BadInput("give an ENDPOINT (tcp://HOST:PORT) or --replay-file FILE, not both"
+                       if endpoint is not None else
+                       "give an ENDPOINT to subscribe to (tcp://HOST:PORT) or --replay-file FILE to replay a recording")
+    if given["print_only"] and given["as_json"]:
+        raise BadInput("--print and --json exclude each other: give one of them")
+    headless = given["print_only"] or given["as_json"]
+    if given["every"] is not None and not headless:
+        raise BadInput("--every needs --print or --json (the UI shows every step)")
+    live_only = [f"--{name.replace('_', '-')}" for name in ("record", "replay_endpoint", "count", "max_seconds")
+                 if given[name] is not None]
+    live_only += ["--topic"] if given["topic"] else []
+    live_only += ["--ranks"] if given["ranks"] != 1 else []
+    if replay_file is not None and live_only:
+        raise BadInput(f"{', '.join(live_only)} subscribe(s) to a live server: drop it with --replay-file")
+    file_only = [flag for flag, name in (("--to-kvs", "to_kvs"), ("--against", "against_file"), ("-o", "output"),
+                                         ("--export-step", "export_step"), ("--step", "step"))
+                 if given[name] is not None]
+    if endpoint is not None and file_only:
+        raise BadInput(f"{', '.join(file_only)} work(s) on a recording: record with --record FILE, then "
+                       f"`kvviz watch --replay-file FILE {file_only[0]} ...`")
+    if (given["count"] is not None or given["max_seconds"] is not None) and not headless:
+        raise BadInput("--count and --max-seconds end a headless watch: add --print or --json (the UI ends with q)")
+    if given["export_step"] is not None and given["output"] is None:
+        raise BadInput("--export-step needs -o OUT.json (a watch bundle) or -o OUT.md (a report)")
+    if given["output"] is not None and given["against_file"] is not None:
+        raise BadInput("-o and --against exclude each other: export a step, or align with a scenario")
+    if given["step"] is not None and (headless or given["output"] is not None):
+        raise BadInput("--step opens the UI at a step; to export one, use --export-step N -o OUT")
+
+
+# -- recordings ---------------------------------------------------------------------------------
+
+
+def _read_recording(path: str):
+    """The messages of the recording at ``path``; FILE:LINE:COL for a bad line (exit 2)."""
+    from ..backends.kv_events.recording import RecordingError, read_recording
+
+    refuse_special_file(path, "a .jsonl recording")
+    if not Path(path).is_file():
+        raise BadInput(f"{path}: no such file (expected a .jsonl recording of KV events)")
+    try:
+        return read_recording(path)
+    except RecordingError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _timeline(source: str):
+    from ..model.watch import WatchTimeline
+
+    return WatchTimeline(source)
+
+
+def _replay_headless(timeline, messages, as_json: bool, every: int | None) -> None:
+    """``--print``/``--json`` of a recording: progress lines as the messages are added, then
+    the summary."""
+    emit = _emitter(as_json)
+    since = 0
+    for message in messages:
+        step = timeline.add(message)
+        if every is not None and step % every == 0:
+            emit(timeline.progress(step, since), "progress")
+            since = step
+    _finish(timeline, emit, every, since)
+
+
+def _emitter(as_json: bool):
+    from ..model.watch_json import json_line, progress_line, summary_lines
+
+    out = sys.stdout
+
+    def emit(record: dict, kind: str) -> None:
+        if as_json:
+            out.write(json_line(record) + "\n")
+        elif kind == "progress":
+            out.write(progress_line(record) + "\n")
+        else:
+            out.write("\n".join(summary_lines(record)) + "\n")
+        out.flush()  # a live watch's lines are read as they come
+
+    return emit
+
+
+def _finish(timeline, emit, every: int | None, since: int) -> None:
+    if every is not None and timeline.last_step > since:
+        emit(timeline.progress(timeline.last_step, since), "progress")
+    emit(timeline.summary(), "summary")
+
+
+# -- live ---------------------------------------------------------------------------------------
+
+
+def _subscriber(endpoint: str, topic: str, ranks: int, replay_endpoint: str | None, on_received=None):
+    from ..backends.kv_events.subscriber import EndpointError, Subscriber
+
+    try:
+        return Subscriber(endpoint, topic=topic, ranks=ranks, replay_endpoint=replay_endpoint,
+                          on_received=on_received)
+    except (EndpointError, ValueError) as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _recorder(record: str | None):
+    """A writer of every message received to ``record`` (None: no recording)."""
+    if record is None:
+        return None
+    from ..backends.kv_events.recording import RecordingWriter
+
+    refuse_special_file(record, "a file to record into")
+    try:
+        return RecordingWriter(record)
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{record}: cannot record into it ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | None, record: str | None,
+                headless: bool, as_json: bool, every: int | None, count: int | None,
+                max_seconds: float | None) -> None:
+    """Subscribe and follow: headless until --count/--max-seconds/Ctrl-C, or in the UI."""
+    writer = _recorder(record)
+    # The subscriber's thread writes the recording as each message arrives, so a watch that
+    # ends (or crashes) has recorded everything received so far, whatever the UI polled.
+    on_received = None if writer is None else (lambda received: writer.write(received.message))
+    subscriber = _subscriber(endpoint, topic, ranks, replay_endpoint, on_received)
+    timeline = _timeline(endpoint)
+    try:
+        subscriber.start()
+        if headless:
+            _follow_headless(subscriber, timeline, as_json, every, count, max_seconds)
+        else:
+            launch_watch_ui(timeline, subscriber=subscriber)
+    finally:
+        subscriber.stop()
+        if writer is not None and hasattr(writer, "close"):
+            writer.close()
+
+
+def _follow_headless(subscriber, timeline, as_json: bool, every: int | None, count: int | None,
+                     max_seconds: float | None) -> None:
+    emit = _emitter(as_json)
+    since = 0
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    try:
+        while count is None or timeline.last_step < count:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            wanted = 1000 if count is None else min(1000, count - timeline.last_step)
+            received = subscriber.poll(wanted)
+            if not received:
+                time.sleep(POLL_IDLE_S)
+                continue
+            for item in received:
+                step = timeline.add(item.message, item.batch, item.error, item.note)
+                if every is not None and step % every == 0:
+                    emit(timeline.progress(step, since), "progress")
+                    since = step
+    except KeyboardInterrupt:  # Ctrl-C ends a watch that has no other end: still sum it up
+        pass
+    _finish(timeline, emit, every, since)
+
+
+# -- what a recording becomes -------------------------------------------------------------------
+
+
+def _optional(module: str, name: str, flag: str):
+    """``name`` from the model's ``module`` (H5's), or bad input saying the flag is not built."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"kvviz.model.{module}"), name)
+    except (ImportError, AttributeError) as exc:
+        raise BadInput(f"{flag} is not available in this kvviz: kvviz.model.{module}.{name} is missing ({exc})") from None
+
+
+def _write_scenario(messages, replay_file: str, output: str) -> None:
+    from ..export.atomic import write_text_atomic
+
+    recording_to_scenario = _optional("watch_to_kvs", "recording_to_scenario", "--to-kvs")
+    try:
+        text = recording_to_scenario(messages)
+        write_text_atomic(output, text, inputs=[replay_file])
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{output}: cannot write the scenario ({exc.strerror or exc})") from None
+    click.echo(f"wrote {output} ({plural(len(messages), 'message')} of {replay_file})", err=True)
+
+
+def _against(messages, replay_file: str, scenario_file: str, as_json: bool) -> None:
+    against = _optional("watch_against", "against", "--against")
+    refuse_special_file(scenario_file, "a .kvs scenario")
+    try:
+        size = Path(scenario_file).stat().st_size
+        if size > limits.MAX_SOURCE_BYTES:
+            raise BadInput(f"{scenario_file}: {size:,} bytes is more than a scenario may have "
+                           f"({limits.MAX_SOURCE_BYTES:,}, MAX_SOURCE_BYTES)")
+        text = Path(scenario_file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{scenario_file}: no such file (expected a .kvs scenario)") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{scenario_file}: not UTF-8 text at byte {exc.start} (expected a .kvs scenario)") from None
+    except OSError as exc:
+        raise BadInput(f"{scenario_file}: cannot read ({exc.strerror or exc})") from None
+    try:
+        report = against(messages, text, source=scenario_file)
+    except ValueError as exc:  # a scenario that does not parse or run: its own located line
+        raise BadInput(str(exc)) from None
+    if as_json:
+        from ..model.watch_json import json_line
+
+        click.echo(json_line(report.to_dict()))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    agrees = getattr(report, "agrees", None)
+    if agrees is False:
+        sys.exit(1)
+
+
+def _export(messages, replay_file: str, step: int | None, output: str) -> None:
+    """``-o OUT.json|OUT.md``: a watch bundle or a Markdown report of ``step`` (default last)."""
+    from ..export.watch_bundle import write_watch_export
+    from ..model.watch import WatchTimeline
+
+    timeline = WatchTimeline.from_messages(messages, source=replay_file)
+    step = timeline.last_step if step is None else step
+    if step > timeline.last_step:
+        raise BadInput(f"step {step} does not exist: the recording has steps 0..{timeline.last_step}")
+    try:
+        write_watch_export(timeline, step, output, inputs=[replay_file])
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{output}: cannot write the export ({exc.strerror or exc})") from None
+    click.echo(f"wrote {output} (step {step} of {timeline.last_step})")
+
+
+# -- kvviz open of a watch bundle ---------------------------------------------------------------
+
+
+def open_watch_bundle(path: str, print_only: bool) -> None:
+    """``kvviz open WATCH-BUNDLE``: replay the bundled messages, verify every digest, show
+    the bundled step (the UI, or its summary with ``--print``). Exit 1 on a divergence."""
+    require_watch_extra(live=False)
+    from ..export.watch_bundle import WatchBundleError, open_watch_bundle as replay_bundle
+    from ..model.watch_json import summary_lines
+
+    try:
+        opened = replay_bundle(path)
+    except WatchBundleError as exc:
+        raise BadInput(str(exc)) from None
+    if not print_only:
+        require_terminal()
+    if opened.divergence:
+        click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
+    else:
+        click.echo(f"replayed {plural(opened.step, 'message')}: every digest matches", err=True)
+    if print_only:
+        frame = opened.timeline.frame(opened.step)
+        click.echo(frame.narration)
+        for line in summary_lines(opened.timeline.summary()):
+            click.echo(line)
+    else:
+        launch_watch_ui(opened.timeline, step=opened.step)
+    if opened.divergence:
+        sys.exit(1)
