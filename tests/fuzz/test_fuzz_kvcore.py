@@ -217,3 +217,79 @@ def test_a_pool_refuses_free_orders_that_hand_a_page_out_twice():
     except KVCacheError:
         return
     raise AssertionError("PagePool(3, free_order=[0, 0, 1]) was accepted")
+
+
+# ----------------------------------------- issue 20: edges of the fields a key packs, huge pools
+
+#: Values around the edges of the packed key's fields (kvcore/heap.py: last_access in 64 bits,
+#: seq in 40) and of the pool (2**63 pages).
+EDGE = st.one_of(*(st.integers(2**b - 3, 2**b + 3) for b in (39, 40, 63, 64)), st.integers(0, 2**70))
+
+
+@FUZZ
+@given(kind=st.sampled_from(["trie", "base", "hash"]), steps=st.lists(valid_op, max_size=10),
+       field=st.sampled_from(["clock", "next_seq"]), value=EDGE, then=st.lists(valid_op, max_size=6))
+def test_a_restored_clock_or_next_seq_is_refused_or_the_cache_keeps_its_invariants(kind, steps, field, value, then):
+    """Bound: 150 examples (x KVVIZ_FUZZ_SCALE), pools of 6 pages, 16 ops; each under
+    HEADROOM bytes and SECONDS."""
+    import dataclasses
+
+    from kvcore.verify import FIELD_LIMITS
+
+    snap = dataclasses.replace(real_snapshot(kind, 6, 2, steps), **{field: value})
+    with memory_cap(HEADROOM), alarm(SECONDS):
+        try:
+            restored = kvcore.restore(snap)
+        except KVCacheError as exc:
+            assert value >= FIELD_LIMITS[field] or "once restored" in str(exc) or "inconsistent" in str(exc), exc
+            return
+        assert value < FIELD_LIMITS[field]
+        handles: list = []
+        for step in then:
+            try:
+                call(restored, handles, step)
+            except KVCacheError:
+                pass
+            assert restored.check_invariants() == []
+
+
+@settings(max_examples=40 * SCALE, deadline=None, database=None)
+@given(kind=st.sampled_from(["trie", "base", "hash"]), page_count=st.integers(2**21 + 1, 2**63 - 1),
+       form=st.sampled_from(["digest", "to_dict", "to_json"]))
+def test_serialising_a_huge_pool_is_refused_within_a_memory_and_time_bound(kind, page_count, form):
+    """Bound: 40 examples, pools from 2**21 + 1 to 2**63 - 1 pages; each refusal under HEADROOM
+    bytes and SECONDS (a mutant that builds rows first never ends)."""
+    from kvcore.snapshot import SnapshotTooLarge
+
+    cache = kvcore.make_cache(kind, page_count, 4)
+    cache.acquire_pages_for_tokens([1, 2, 3, 4, 5]).publish_pages_for_tokens()
+    with memory_cap(HEADROOM), alarm(SECONDS):
+        try:
+            getattr(cache.snapshot(), form)()
+        except SnapshotTooLarge as exc:
+            assert "MAX_SERIALISED_PAGES" in str(exc)
+            return
+    raise AssertionError(f"{form}() of a {page_count}-page snapshot was not refused")
+
+
+@FUZZ
+@given(page_count=st.integers(0, 8), data=st.data(), kind=st.sampled_from(["trie", "base", "hash"]))
+def test_a_cache_is_built_only_on_a_whole_pool_of_its_own(page_count, data, kind):
+    """Bound: 150 examples, pools of up to 8 pages, free orders any subset in any order."""
+    classes = {"trie": kvcore.TriePagedAttentionCache, "base": kvcore.BasePagedAttentionCache,
+               "hash": kvcore.HashBlockPagedAttentionCache}
+    order = data.draw(st.permutations(range(page_count)), label="order")
+    order = order[:data.draw(st.integers(0, page_count), label="listed")]
+    pool = PagePool(page_count, order)
+    try:
+        cache = classes[kind](pool, 2)
+    except kvcore.InvalidConfiguration:
+        assert len(order) < page_count
+        return
+    assert len(order) == page_count
+    assert cache.check_invariants() == []
+    try:
+        classes[data.draw(st.sampled_from(sorted(classes)), label="second")](pool, 2)
+    except kvcore.InvalidConfiguration:
+        return
+    raise AssertionError("a second cache was built on a pool the first one uses")
