@@ -130,12 +130,15 @@ def backend_factory(backend: str, kind: str | None):
         raise BadInput(str(exc)) from None
 
 
-def make_session(scenario: Scenario, kind: str | None, backend: str = "kvcore", *, lazy: bool = False):
-    """The session of ``scenario`` on ``backend``; a config the backend cannot run is bad input."""
+def make_session(scenario: Scenario, kind: str | None, backend: str = "kvcore", *, lazy: bool = False,
+                 on_frame=None):
+    """The session of ``scenario`` on ``backend``; a config the backend cannot run is bad input.
+    ``on_frame`` sees each frame as it is applied (:meth:`Session.from_scenario`)."""
     from ..model.session import Session
 
     try:
-        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy)
+        return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy,
+                                     on_frame=on_frame)
     except BackendError as exc:  # e.g. a `cache base` scenario on the shortfin backend
         raise BadInput(str(exc)) from None
 

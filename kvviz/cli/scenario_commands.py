@@ -228,15 +228,18 @@ def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
     # Parse all first: bad input is exit 2 before any run. A demo is named by its file.
     scenarios = [(scenario.path or f, scenario) for f in files for scenario in [load_file_or_demo(f)]]
     for file, scenario in scenarios:
-        session = make_session(scenario, kind, backend)
         problems = []
-        for i in range(1, len(session)):
-            frame = session.frame(i)
+
+        def collect(frame, file=file, problems=problems):
+            """Each frame's problems as the run makes it (no frame is built twice)."""
+            i = frame.index
             where = f"{file}:{frame.op.line}: step {i} `{frame.op.text}`"
             for v in frame.violations:
                 problems.append(f"{where}: {v}")
             for r in frame.expect_failures:
                 problems.append(f"{file}:{r.expect.line}: step {i} `{r.expect.text}`: {r.message}")
+
+        session = make_session(scenario, kind, backend, on_frame=collect)
         not_checked = _unchecked_note(scenario, session)
         if problems:
             failed += 1

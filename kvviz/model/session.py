@@ -16,7 +16,7 @@ is what ``restore`` is for). Replays are exact because the caches are determinis
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kvcore import KVCacheError, Snapshot, Violation
@@ -234,12 +234,17 @@ class Session:
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, *, kind: str | None = None, lazy: bool = False,
-                      units: Units = TOKENS, **kwargs) -> "Session":
+                      units: Units = TOKENS, on_frame: Callable[[Frame], None] | None = None,
+                      **kwargs) -> "Session":
         """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind).
 
         ``lazy`` builds frames only when they are looked at (see :meth:`append`): for long
-        scripts such as trace slices, opening is then as fast as running the cache. Raises
-        :class:`~kvviz.backends.BackendError` when the backend cannot run the config.
+        scripts such as trace slices, opening is then as fast as running the cache.
+        ``on_frame`` is called with each frame as it is applied (not with ``lazy``): what
+        ``kvviz check`` reads, so it never rebuilds a frame the run already built (reading
+        them back afterwards replayed every frame evicted from the frame cache: the whole
+        run, twice). Raises :class:`~kvviz.backends.BackendError` when the backend cannot
+        run the config.
         """
         config = scenario.config
         if kind is not None and kind != config.kind:
@@ -249,9 +254,16 @@ class Session:
                       vocab=scenario.vocab, units=units, **kwargs)
         session.written_for = scenario.config.kind
         session.unchecked_expects = plan.unchecked_expects
-        add = session.append if lazy else session.apply
+        if lazy:
+            if on_frame is not None:
+                raise ValueError("on_frame needs frames as they are applied: not with lazy=True")
+            for step in scenario.steps:
+                session.append(step.op, plan.narration(step), plan.expects(step))
+            return session
         for step in scenario.steps:
-            add(step.op, plan.narration(step), plan.expects(step))
+            frame = session.apply(step.op, plan.narration(step), plan.expects(step))
+            if on_frame is not None:
+                on_frame(frame)
         return session
 
     # -- the timeline --------------------------------------------------------------------
