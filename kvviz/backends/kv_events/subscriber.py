@@ -1,0 +1,563 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The live side of ``kvviz watch``: subscribe to a server's KV-event stream over ZeroMQ.
+
+One ``SUB`` socket per data-parallel rank (rank *r* at port + *r*, as vLLM and SGLang bind
+them), a background thread that receives **and decodes** every message (so the UI thread
+only drains a queue), per-rank ``seq`` bookkeeping, and replay of missed batches from the
+server's replay endpoint (one ``DEALER`` per rank, at the replay port + *r*).
+
+What the thread survives, and how it says so (``Received.note``, worded once in ``NOTES``):
+
+- a message of 3 frames (topic, seq, payload) is the norm; 2 frames are (seq, payload), or
+  (topic, payload) when the first frame is not 8 bytes; 1 frame is the payload alone. A
+  message without a seq frame is numbered as the rank's next seq and noted.
+- a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
+  (first the 8-byte big-endian start seq alone, as vLLM takes it; when nothing answers within
+  ``replay_wait`` seconds, an empty delimiter frame then the seq, as a ``REQ``-style router
+  expects) and delivered in order before the message that revealed the gap, each noted
+  ``replayed``; duplicates are dropped. What no replay fills is noted on that message.
+- a seq that goes backwards is a publisher restart (noted).
+- a payload that cannot be decoded is delivered with ``error`` set and counted; never fatal.
+
+This is the only kvviz module that imports ``zmq``, and it does so only when a subscriber is
+built, so ``import kvviz.cli`` works without the ``watch`` extra. It writes no files: the CLI
+records what ``poll()`` returns.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kvviz.backends.kv_events.recording import Message
+from kvviz.backends.kv_events.stream import Gap, Restart, SeqTracker
+from kvviz.backends.kv_events.wire import Batch, DecodeError, decode_payload
+
+MAX_WATCH_RANKS = 1_024
+"""Data-parallel ranks one subscriber follows (one socket each)."""
+MAX_WATCH_PENDING = 1_000_000
+"""Received messages waiting for ``poll()``. When nobody polls, the thread waits and ZeroMQ's
+high-water mark holds the rest: memory stays bounded and nothing is dropped silently."""
+MAX_WATCH_REPLAY_MESSAGES = 1_000_000
+"""Frames one replay answer may bring (vLLM buffers 10,000 batches by default)."""
+
+SEQ_BYTES = 8
+END_OF_REPLAY = b"\xff" * SEQ_BYTES
+"""The replay answer's end marker: seq -1 as a signed 8-byte big-endian integer."""
+
+DEFAULT_HWM = 1_000_000
+"""Messages a SUB socket may queue before ZeroMQ drops (its default is 1,000): a server's
+burst must wait for the decoder, not vanish."""
+
+POLL_MS = 100
+"""How long the thread waits on its sockets before it looks at the stop flag: the bound on
+how long ``stop()`` takes."""
+
+BURST = 256
+"""Messages received from one ready socket before polling again: fewer poll calls per
+message at full speed, and no rank starves the others."""
+
+REPLAY_IDLE_S = 2.0
+"""Seconds a replay answer may pause between two of its messages before kvviz gives up on
+the rest (and notes what is still missing)."""
+
+ENVELOPES = ("bare", "delimited")
+"""Replay request envelopes, in the order tried: the 8-byte seq alone (vLLM's ROUTER takes
+it), then an empty delimiter frame and the seq (what a ROUTER written for ``REQ`` clients
+expects). The first that answers is kept for that rank."""
+
+NOTES = {
+    "replayed": "replayed",
+    "unnumbered": "no seq frame: numbered {seq}",
+    "extra_frames": "{frames} frames: the last {extra} ignored",
+    "short_seq": "seq frame of {size} bytes: numbered {seq}",
+    "gap": "gap {span} not replayed",
+    "gap_partly": "gap {span} partly replayed: {missing} missing",
+    "restart": "restart: seq {seq} after {previous}",
+}
+"""Every note the subscriber writes, worded once. Notes on one message are joined by "; ".
+``gap`` and ``restart`` notes start with those words, so a reader can count them."""
+
+_ENDPOINT = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):(?P<port>[0-9]{1,5})")
+
+
+class EndpointError(ValueError):
+    """An endpoint kvviz cannot connect to; ``str()`` is one line saying what to type."""
+
+
+def parse_endpoint(endpoint: str, ranks: int = 1, what: str = "endpoint") -> tuple[str, int]:
+    """``tcp://HOST:PORT`` -> ``(HOST, PORT)``, checked so that ``PORT + ranks - 1`` is a port.
+
+    A bind address (``tcp://*:5557``, what a server's config says) is refused with the fix:
+    a subscriber connects to the server's host."""
+    if not isinstance(endpoint, str):
+        raise EndpointError(f"{what} must be text like tcp://127.0.0.1:5557, not {type(endpoint).__name__}")
+    if endpoint.startswith("tcp://*") or endpoint.startswith("tcp://0.0.0.0"):
+        raise EndpointError(
+            f"{what} {endpoint!r} is where a server binds; connect to its host instead, "
+            f"e.g. tcp://127.0.0.1:{endpoint.rpartition(':')[2] or '5557'}"
+        )
+    match = _ENDPOINT.fullmatch(endpoint)
+    if match is None:
+        raise EndpointError(f"{what} {endpoint!r} is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)")
+    port = int(match["port"])
+    if not 1 <= port <= 65535:
+        raise EndpointError(f"{what} {endpoint!r}: port {port} is not between 1 and 65535")
+    if port + ranks - 1 > 65535:
+        raise EndpointError(f"{what} {endpoint!r}: {ranks} ranks need ports {port}..{port + ranks - 1}, past 65535")
+    return match["host"], port
+
+
+def rank_endpoint(host: str, port: int, rank: int) -> str:
+    """The endpoint of data-parallel rank ``rank``: the base port + rank."""
+    return f"tcp://{host}:{port + rank}"
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message as the subscriber delivers it, in order: the raw message (what a recording
+    keeps), its decoded batch (``None`` when ``error`` says why it could not be decoded), and
+    a note in words when something about its arrival is worth saying (see ``NOTES``)."""
+
+    message: Message
+    batch: Batch | None
+    error: str | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class RankStats:
+    """One rank's socket: where it points, whether ZeroMQ's handshake with the server is up,
+    and the last seq delivered (``None`` before the first)."""
+
+    endpoint: str
+    connected: bool
+    messages: int
+    last_seq: int | None
+
+
+@dataclass(frozen=True)
+class SubscriberStats:
+    """The subscriber's counters at one moment (a frozen copy: read it from any thread).
+
+    ``messages``/``bytes`` count every delivered message and its payload bytes, replayed
+    ones included; ``gaps`` counts gaps seen, ``missing`` the seqs no replay filled;
+    ``replays_asked`` counts requests sent (both envelopes), ``replays_answered`` the replays
+    that got an answer, ``replayed`` the messages they delivered; ``duplicates`` replayed
+    messages dropped because their seq had already come; ``unnumbered`` messages without a
+    seq frame; ``failure`` is why the thread stopped early (``None`` while it runs or after
+    a clean stop)."""
+
+    messages: int = 0
+    bytes: int = 0
+    undecodable: int = 0
+    gaps: int = 0
+    missing: int = 0
+    restarts: int = 0
+    replays_asked: int = 0
+    replays_answered: int = 0
+    replayed: int = 0
+    duplicates: int = 0
+    unnumbered: int = 0
+    ranks: tuple[RankStats, ...] = ()
+    failure: str | None = None
+
+    @property
+    def connected(self) -> tuple[bool, ...]:
+        """Per rank: is the socket's handshake with the server up."""
+        return tuple(r.connected for r in self.ranks)
+
+    @property
+    def last_seq(self) -> tuple[int | None, ...]:
+        """Per rank: the last seq delivered."""
+        return tuple(r.last_seq for r in self.ranks)
+
+
+@dataclass
+class _Counters:
+    """The thread's mutable counters behind ``Subscriber.stats`` (guarded by its lock)."""
+
+    messages: int = 0
+    bytes: int = 0
+    undecodable: int = 0
+    gaps: int = 0
+    missing: int = 0
+    restarts: int = 0
+    replays_asked: int = 0
+    replays_answered: int = 0
+    replayed: int = 0
+    duplicates: int = 0
+    unnumbered: int = 0
+    connected: list[bool] = field(default_factory=list)
+    rank_messages: list[int] = field(default_factory=list)
+    last_seq: list[int | None] = field(default_factory=list)
+    failure: str | None = None
+
+
+def _zmq():
+    """``zmq``, imported when a subscriber starts: kvviz works without the watch extra."""
+    import zmq
+
+    return zmq
+
+
+class Subscriber:
+    """Subscribes to ``endpoint`` (rank *r* at its port + *r*) and delivers every message,
+    decoded, in arrival order (replayed gaps in seq order before the message that revealed
+    them).
+
+    ``topic`` filters on the topic frame's prefix (empty: everything, which a publisher that
+    sends an empty topic or a single frame needs). ``replay_endpoint`` is the server's replay
+    ``ROUTER`` (rank *r* at its port + *r*); without it a gap is only noted. ``hwm`` is the
+    SUB sockets' receive high-water mark. ``on_received`` is called on the background thread
+    after each message is queued (a wake-up hook; ``poll()`` still returns the message).
+    ``replay_wait`` is how long one envelope's replay request waits for a first answer.
+
+    Endpoint errors raise ``EndpointError`` here, before anything connects."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        topic: str = "",
+        ranks: int = 1,
+        replay_endpoint: str | None = None,
+        hwm: int = DEFAULT_HWM,
+        on_received: Callable[[Received], None] | None = None,
+        replay_wait: float = 0.5,
+    ) -> None:
+        if not isinstance(ranks, int) or not 1 <= ranks <= MAX_WATCH_RANKS:
+            raise EndpointError(f"--ranks {ranks!r}: expected 1 to {MAX_WATCH_RANKS}")
+        if not isinstance(hwm, int) or hwm < 0:
+            raise EndpointError(f"high-water mark {hwm!r}: expected a count >= 0 (0: unlimited)")
+        host, port = parse_endpoint(endpoint, ranks)
+        self.endpoints = tuple(rank_endpoint(host, port, r) for r in range(ranks))
+        self.replay_endpoints: tuple[str, ...] = ()
+        if replay_endpoint is not None:
+            replay_host, replay_port = parse_endpoint(replay_endpoint, ranks, "replay endpoint")
+            self.replay_endpoints = tuple(rank_endpoint(replay_host, replay_port, r) for r in range(ranks))
+        self.topic = topic
+        self.ranks = ranks
+        self.hwm = hwm
+        self.replay_wait = replay_wait
+        self._on_received = on_received
+        self._queue: queue.Queue[Received] = queue.Queue(maxsize=MAX_WATCH_PENDING)
+        self._lock = threading.Lock()
+        self._counters = _Counters(
+            connected=[False] * ranks, rank_messages=[0] * ranks, last_seq=[None] * ranks
+        )
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._context = None
+        self._subs: list = []
+        self._monitors: list = []
+        self._dealers: list = [None] * ranks
+        self._envelope: list[str | None] = [None] * ranks
+        self._tracker = SeqTracker()
+
+    # -- the caller's side -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connects the sockets (on this thread, so a bad endpoint fails here) and starts the
+        background thread that receives and decodes."""
+        if self._thread is not None:
+            raise RuntimeError("this subscriber has already started")
+        zmq = _zmq()
+        self._context = zmq.Context()
+        try:
+            for endpoint in self.endpoints:
+                sub = self._context.socket(zmq.SUB)
+                sub.setsockopt(zmq.LINGER, 0)
+                sub.setsockopt(zmq.RCVHWM, self.hwm)
+                self._subs.append(sub)
+                self._monitors.append(
+                    sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+                )
+                sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode("utf-8"))
+                sub.connect(endpoint)
+        except zmq.ZMQError as error:
+            self._close()
+            raise EndpointError(f"cannot connect to {endpoint}: {error}") from None
+        self._thread = threading.Thread(target=self._run, name="kvviz-watch-subscriber", daemon=True)
+        self._thread.start()
+
+    def poll(self, max_items: int = 1000) -> list[Received]:
+        """Up to ``max_items`` received messages, oldest first, without waiting. Thread-safe."""
+        out: list[Received] = []
+        while len(out) < max_items:
+            try:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return out
+
+    def stop(self) -> None:
+        """Stops the thread (within ``POLL_MS`` plus a replay in progress), then closes every
+        socket (linger 0: nothing waits for the network) and the context. Idempotent."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._close()
+
+    @property
+    def running(self) -> bool:
+        """Is the background thread receiving."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def stats(self) -> SubscriberStats:
+        """The counters now (a frozen copy)."""
+        with self._lock:
+            c = self._counters
+            ranks = tuple(
+                RankStats(endpoint, c.connected[r], c.rank_messages[r], c.last_seq[r])
+                for r, endpoint in enumerate(self.endpoints)
+            )
+            return SubscriberStats(
+                messages=c.messages, bytes=c.bytes, undecodable=c.undecodable, gaps=c.gaps,
+                missing=c.missing, restarts=c.restarts, replays_asked=c.replays_asked,
+                replays_answered=c.replays_answered, replayed=c.replayed, duplicates=c.duplicates,
+                unnumbered=c.unnumbered, ranks=ranks, failure=c.failure,
+            )
+
+    def __enter__(self) -> Subscriber:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _close(self) -> None:
+        for sub in self._subs:
+            try:
+                sub.disable_monitor()
+            except Exception:  # noqa: BLE001 - already closed or never monitored: nothing to undo
+                pass
+        for sock in [*self._monitors, *self._subs, *(d for d in self._dealers if d is not None)]:
+            sock.close(linger=0)
+        self._monitors, self._subs, self._dealers = [], [], [None] * self.ranks
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+    # -- the background thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        zmq = _zmq()
+        try:
+            poller = zmq.Poller()
+            for sock in (*self._subs, *self._monitors):
+                poller.register(sock, zmq.POLLIN)
+            while not self._stopping.is_set():
+                ready = dict(poller.poll(POLL_MS))
+                for rank, monitor in enumerate(self._monitors):
+                    if monitor in ready:
+                        self._on_monitor(rank, monitor)
+                for rank, sub in enumerate(self._subs):
+                    if sub not in ready:
+                        continue
+                    for _ in range(BURST):
+                        try:
+                            frames = sub.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._on_frames(rank, frames)
+                        if self._stopping.is_set():
+                            return
+        except Exception as error:  # noqa: BLE001 - the thread must say why it stopped, not vanish
+            with self._lock:
+                self._counters.failure = f"{type(error).__name__}: {error}"
+
+    def _on_monitor(self, rank: int, monitor) -> None:
+        from zmq.utils.monitor import recv_monitor_message
+
+        zmq = _zmq()
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            with self._lock:
+                if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    self._counters.connected[rank] = True
+                elif event["event"] == zmq.EVENT_DISCONNECTED:
+                    self._counters.connected[rank] = False
+
+    def _on_frames(self, rank: int, frames: list[bytes]) -> None:
+        """One live message: split its frames, place its seq, fill a gap before it."""
+        topic, seq_frame, payload, notes = self._split(frames)
+        seq = self._seq_of(rank, seq_frame, notes)
+        outcome = self._tracker.observe(rank, seq)
+        if isinstance(outcome, Gap):
+            notes.extend(self._fill_gap(rank, outcome.first, outcome.last, topic))
+        elif isinstance(outcome, Restart):
+            with self._lock:
+                self._counters.restarts += 1
+            notes.append(NOTES["restart"].format(seq=seq, previous=outcome.previous))
+        self._deliver(Message(topic=topic, seq=seq, payload=payload, rank=rank), "; ".join(notes) or None)
+
+    @staticmethod
+    def _split(frames: list[bytes]) -> tuple[bytes, bytes | None, bytes, list[str]]:
+        """(topic, seq frame or None, payload, notes) of a live message of any frame count."""
+        notes: list[str] = []
+        if len(frames) >= 3:
+            if len(frames) > 3:
+                notes.append(NOTES["extra_frames"].format(frames=len(frames), extra=len(frames) - 3))
+            return frames[0], frames[1], frames[2], notes
+        if len(frames) == 2:
+            if len(frames[0]) == SEQ_BYTES:
+                return b"", frames[0], frames[1], notes
+            return frames[0], None, frames[1], notes
+        return b"", None, frames[0] if frames else b"", notes
+
+    def _seq_of(self, rank: int, seq_frame: bytes | None, notes: list[str]) -> int:
+        """The message's seq; one without a (well-formed) seq frame takes the rank's next."""
+        if seq_frame is not None and len(seq_frame) == SEQ_BYTES:
+            return int.from_bytes(seq_frame, "big")
+        with self._lock:
+            last = self._counters.last_seq[rank]
+            self._counters.unnumbered += 1
+        seq = 0 if last is None else last + 1
+        if seq_frame is None:
+            notes.append(NOTES["unnumbered"].format(seq=seq))
+        else:
+            notes.append(NOTES["short_seq"].format(size=len(seq_frame), seq=seq))
+        return seq
+
+    def _deliver(self, message: Message, note: str | None) -> None:
+        batch, error = None, None
+        try:
+            batch = decode_payload(message.payload, seq=message.seq, topic=message.topic.decode("utf-8", "replace"))
+        except DecodeError as problem:
+            error = str(problem)
+        except Exception as problem:  # noqa: BLE001 - a decoder bug must not end the watch
+            error = f"decoder failed ({type(problem).__name__}): {problem}"
+        received = Received(message=message, batch=batch, error=error, note=note)
+        with self._lock:
+            c = self._counters
+            c.messages += 1
+            c.bytes += len(message.payload)
+            c.rank_messages[message.rank] += 1
+            c.last_seq[message.rank] = message.seq
+            if error is not None:
+                c.undecodable += 1
+        # A full queue means nobody polls: wait (ZeroMQ's HWM then holds the rest) rather than drop.
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(received, timeout=POLL_MS / 1000)
+                break
+            except queue.Full:
+                continue
+        if self._on_received is not None:
+            self._on_received(received)
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def _fill_gap(self, rank: int, first: int, last: int, topic: bytes) -> list[str]:
+        """Asks the replay endpoint for ``first..last``, delivers what comes in seq order, and
+        returns the note for the message after the gap (nothing when all were filled)."""
+        span = f"{first}" if first == last else f"{first}-{last}"
+        answered = self._ask_replay(rank, first, last) if self.replay_endpoints else {}
+        for seq in sorted(answered):
+            replayed_topic, payload = answered[seq]
+            self._tracker.filled(rank, seq)
+            with self._lock:
+                self._counters.replayed += 1
+            message = Message(topic=topic if replayed_topic is None else replayed_topic, seq=seq, payload=payload, rank=rank)
+            self._deliver(message, NOTES["replayed"])
+        missing = (last - first + 1) - len(answered)
+        with self._lock:
+            self._counters.gaps += 1
+            self._counters.missing += missing
+        if missing == 0:
+            return []
+        if not answered:
+            return [NOTES["gap"].format(span=span)]
+        return [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
+
+    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]]:
+        """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
+        endpoint sent, trying the envelopes in ``ENVELOPES`` order until one answers."""
+        envelopes = ENVELOPES if self._envelope[rank] is None else (self._envelope[rank],)
+        for envelope in envelopes:
+            dealer = self._dealer(rank)
+            start = first.to_bytes(SEQ_BYTES, "big")
+            dealer.send_multipart([start] if envelope == "bare" else [b"", start])
+            with self._lock:
+                self._counters.replays_asked += 1
+            answered, heard, ended = self._collect(dealer, first, last)
+            if not ended:
+                # A half answer may still be arriving: a fresh socket keeps it out of the next replay.
+                self._dealers[rank].close(linger=0)
+                self._dealers[rank] = None
+            if heard:
+                self._envelope[rank] = envelope
+                with self._lock:
+                    self._counters.replays_answered += 1
+                return answered
+        return {}
+
+    def _dealer(self, rank: int):
+        if self._dealers[rank] is None:
+            zmq = _zmq()
+            dealer = self._context.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.connect(self.replay_endpoints[rank])
+            self._dealers[rank] = dealer
+        return self._dealers[rank]
+
+    def _collect(self, dealer, first: int, last: int) -> tuple[dict[int, tuple[bytes | None, bytes]], bool, bool]:
+        """Reads one replay answer: (the wanted seqs' messages, heard anything, saw the end).
+
+        Waits ``replay_wait`` for the first frame, then ``REPLAY_IDLE_S`` between frames, and
+        reads at most ``MAX_WATCH_REPLAY_MESSAGES`` (a server's buffer holds 10,000 by default)."""
+        answered: dict[int, tuple[bytes | None, bytes]] = {}
+        heard = False
+        for _ in range(MAX_WATCH_REPLAY_MESSAGES):
+            wait = REPLAY_IDLE_S if heard else self.replay_wait
+            if self._stopping.is_set() or not dealer.poll(int(wait * 1000)):
+                return answered, heard, False
+            frames = dealer.recv_multipart()
+            heard = True
+            if len(frames) < 2:
+                continue  # not an answer kvviz can read; the end marker or the wait ends this
+            seq_frame, payload = frames[-2], frames[-1]
+            if seq_frame == END_OF_REPLAY:
+                return answered, heard, True
+            if len(seq_frame) != SEQ_BYTES:
+                continue
+            seq = int.from_bytes(seq_frame, "big")
+            if not first <= seq <= last:
+                continue  # past the gap: the live socket brings those
+            if seq in answered:
+                with self._lock:
+                    self._counters.duplicates += 1
+                continue
+            answered[seq] = (_replay_topic(frames), payload)
+        return answered, heard, False
+
+
+def _replay_topic(frames: list[bytes]) -> bytes | None:
+    """The topic of a replay answer, when it carries one: ``(b"", topic, seq, payload)``
+    does; ``(b"", seq, payload)`` (older vLLM) and ``(seq, payload)`` do not (``None``: the
+    live message's topic is used)."""
+    if len(frames) >= 4:
+        return frames[-3]
+    if len(frames) == 3 and frames[0] != b"":
+        return frames[0]
+    return None
+
+
+def _spans(first: int, last: int, present) -> str:
+    """The seqs of ``first..last`` not in ``present``, as runs: ``"12-13, 15"``. Costs the
+    number of seqs present, not the gap's width (a garbage seq frame can open a gap of 2^63)."""
+    runs: list[str] = []
+    start = first
+    for seq in sorted(s for s in present if first <= s <= last) + [last + 1]:
+        if seq > start:
+            runs.append(f"{start}" if start == seq - 1 else f"{start}-{seq - 1}")
+        start = seq + 1
+    return ", ".join(runs)

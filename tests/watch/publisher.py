@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A KV-event publisher of our own, run as a process by tests/watch/test_live.py and
+benchmarks/bench_watch.py: it plays a recording's bytes over ZeroMQ the way vLLM's
+``ZmqEventPublisher`` does, with faults injected from a small JSON script.
+
+    python tests/watch/publisher.py --pub tcp://127.0.0.1:PORT --router tcp://127.0.0.1:PORT2 \\
+        --recording FILE (--script SCRIPT.json | --flood N) [--ranks N] [--deadline S]
+
+Rank *r* binds its PUB side at PORT + *r* and its replay ROUTER at PORT2 + *r*, on 127.0.0.1
+only. The PUB side is an ``XPUB`` socket so that the handshake needs no sleep: nothing is sent
+on a rank until its XPUB has received a subscription (a SUB that has connected and
+subscribed), so the first message cannot be lost to ZeroMQ's slow-joiner race. Every message
+sent, skipped or garbled goes into the rank's replay buffer, as vLLM's does.
+
+The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP, ...]}``.
+
+- ``replay``: which request envelopes the ROUTER answers: ``"both"`` (default), ``"bare"`` (the
+  8-byte seq alone), ``"delimited"`` (an empty frame, then the seq), ``"none"``. Requests in
+  an envelope it does not answer are counted as ignored.
+- ``replay_topic``: answers are ``(b"", topic, seq, payload)`` (true, default: the shared
+  README's shape) or ``(b"", seq, payload)`` (false: older vLLM). The end marker is
+  ``(b"", b"", seq -1, b"")`` either way.
+- a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq),
+  ``{"skip": N}`` (the next N take their seqs and go into the replay buffer, unsent: a gap),
+  ``{"restart": true}`` (seq back to 0, buffer emptied, as a restarted server),
+  ``{"forget": true}`` (the replay buffer emptied, seq kept: batches aged out of it),
+  ``{"garbage": KIND}`` (one message whose payload is ``GARBAGE[KIND]``), or
+  ``{"batch": [EVENT, ...], "ts": T}`` (one message: the msgpack of ``[ts, events, rank]``,
+  events written in the script as maps or legacy arrays). Any step may add ``"rank": R``
+  (default 0), ``"topic": TEXT`` (instead of the recording's) and ``"frames": 1 | 2`` (send
+  the payload alone, or seq and payload, instead of three frames).
+
+After the steps the process serves replays until its stdin closes or ``--deadline`` seconds
+have passed since it started, then prints one JSON line (what it sent, skipped, and which
+replay requests it answered or ignored) and exits: 0, or 3 when no subscriber came in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import msgspec
+import zmq
+
+END_OF_REPLAY = b"\xff" * 8
+REPLAY_BUFFER = 10_000
+"""Batches each rank keeps for replay (vLLM's default ``buffer_steps``)."""
+SEND_HWM = 100_000
+"""The PUB side's send high-water mark (vLLM's default ``hwm``)."""
+SERVE_POLL_MS = 50
+
+GARBAGE = {
+    "c1": b"\xc1",  # the one byte msgpack never uses
+    "empty": b"",
+    "not_a_batch": msgspec.msgpack.encode({"hello": 1}),
+    # [ts, <an array header claiming 2^32 - 1 events>]: must be refused before allocation
+    "huge_array": b"\x93\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00\xdd\xff\xff\xff\xff",
+    "truncated": None,  # the first half of the next recorded payload
+}
+"""Payloads a ``{"garbage": KIND}`` step sends."""
+
+
+def read_recording(path: Path) -> list[tuple[bytes, bytes]]:
+    """``(topic, payload)`` of each line of a recording (``{"topic", "seq", "payload"}``), read
+    here with json and base64 alone so the test does not trust kvviz's own reader."""
+    messages = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                record = json.loads(line)
+                messages.append((record["topic"].encode("utf-8"), base64.b64decode(record["payload"])))
+    if not messages:
+        raise SystemExit(f"{path}: no messages")
+    return messages
+
+
+def local_port(endpoint: str) -> int:
+    """The port of ``tcp://127.0.0.1:PORT``; any other host is refused (tests bind locally)."""
+    prefix = "tcp://127.0.0.1:"
+    if not endpoint.startswith(prefix) or not endpoint[len(prefix):].isdigit():
+        raise SystemExit(f"{endpoint!r}: this publisher binds tcp://127.0.0.1:PORT only")
+    return int(endpoint[len(prefix):])
+
+
+class RankPublisher:
+    """One data-parallel rank: its XPUB, its replay ROUTER, its seq and its replay buffer."""
+
+    def __init__(self, context: zmq.Context, rank: int, pub_port: int, router_port: int, replay: str, replay_topic: bool):
+        self.rank = rank
+        self.xpub = context.socket(zmq.XPUB)
+        self.xpub.setsockopt(zmq.LINGER, 0)
+        self.xpub.setsockopt(zmq.SNDHWM, SEND_HWM)
+        self.xpub.bind(f"tcp://127.0.0.1:{pub_port + rank}")
+        self.router = context.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.bind(f"tcp://127.0.0.1:{router_port + rank}")
+        self.replay = replay
+        self.replay_topic = replay_topic
+        self.seq = 0
+        self.buffer: deque[tuple[int, bytes, bytes]] = deque(maxlen=REPLAY_BUFFER)
+        self.subscribed = False
+
+    def take(self, topic: bytes, payload: bytes) -> int:
+        """Gives the next seq to a message and buffers it for replay."""
+        seq = self.seq
+        self.seq += 1
+        self.buffer.append((seq, topic, payload))
+        return seq
+
+    def send(self, topic: bytes, payload: bytes, frames: int = 3) -> None:
+        seq = self.take(topic, payload)
+        seq_bytes = seq.to_bytes(8, "big")
+        if frames == 1:
+            self.xpub.send(payload)
+        elif frames == 2:
+            self.xpub.send_multipart([seq_bytes, payload])
+        else:
+            self.xpub.send_multipart([topic, seq_bytes, payload])
+
+    def restart(self) -> None:
+        self.seq = 0
+        self.buffer.clear()
+
+    def check_subscription(self) -> None:
+        """Reads subscription messages (``b"\\x01" + topic``) the XPUB has received."""
+        while self.xpub.poll(0):
+            if self.xpub.recv()[:1] == b"\x01":
+                self.subscribed = True
+
+    def serve_replay(self, report: dict) -> None:
+        """Answers every waiting replay request in the envelopes the script allows."""
+        while self.router.poll(0):
+            frames = self.router.recv_multipart()
+            identity, request = frames[0], frames[1:]
+            if len(request) == 1 and len(request[0]) == 8:
+                envelope = "bare"
+            elif len(request) == 2 and request[0] == b"" and len(request[1]) == 8:
+                envelope = "delimited"
+            else:
+                report["requests"]["malformed"] += 1
+                continue
+            if self.replay not in ("both", envelope):
+                report["requests"]["ignored"] += 1
+                continue
+            report["requests"][envelope] += 1
+            start = int.from_bytes(request[-1], "big")
+            for seq, topic, payload in self.buffer:
+                if seq >= start:
+                    head = [identity, b"", topic] if self.replay_topic else [identity, b""]
+                    self.router.send_multipart([*head, seq.to_bytes(8, "big"), payload])
+                    report["replayed"] += 1
+            self.router.send_multipart([identity, b"", b"", END_OF_REPLAY, b""])
+
+    def close(self) -> None:
+        self.xpub.close(linger=0)
+        self.router.close(linger=0)
+
+
+class Recording:
+    """The recording's messages, handed out in order and looped forever."""
+
+    def __init__(self, messages: list[tuple[bytes, bytes]]):
+        self.messages = messages
+        self.cursor = 0
+
+    def peek(self) -> tuple[bytes, bytes]:
+        return self.messages[self.cursor % len(self.messages)]
+
+    def next(self) -> tuple[bytes, bytes]:
+        message = self.peek()
+        self.cursor += 1
+        return message
+
+
+def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, report: dict) -> None:
+    rank = ranks[int(step.get("rank", 0))]
+    frames = int(step.get("frames", 3))
+    override = step.get("topic")
+
+    def topic_of(recorded: bytes) -> bytes:
+        return recorded if override is None else override.encode("utf-8")
+
+    if "send" in step:
+        for i in range(int(step["send"])):
+            topic, payload = recording.next()
+            rank.send(topic_of(topic), payload, frames)
+            report["sent"] += 1
+            if i % 64 == 63:
+                for each in ranks:
+                    each.serve_replay(report)
+    elif "skip" in step:
+        for _ in range(int(step["skip"])):
+            topic, payload = recording.next()
+            rank.take(topic_of(topic), payload)
+            report["skipped"] += 1
+    elif "restart" in step:
+        rank.restart()
+        report["restarts"] += 1
+    elif "forget" in step:
+        rank.buffer.clear()
+    elif "garbage" in step:
+        kind = step["garbage"]
+        topic, recorded = recording.peek()
+        payload = recorded[: len(recorded) // 2] if kind == "truncated" else GARBAGE[kind]
+        rank.send(topic_of(topic), payload, frames)
+        report["sent"] += 1
+    elif "batch" in step:
+        topic, _ = recording.peek()
+        payload = msgspec.msgpack.encode([float(step.get("ts", 0.0)), step["batch"], rank.rank])
+        rank.send(topic_of(topic), payload, frames)
+        report["sent"] += 1
+    else:
+        raise SystemExit(f"script step {step!r}: expected send, skip, restart, forget, garbage or batch")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pub", required=True)
+    parser.add_argument("--router", required=True)
+    parser.add_argument("--recording", required=True, type=Path)
+    parser.add_argument("--script", type=Path)
+    parser.add_argument("--flood", type=int, help="send this many recorded messages as fast as possible (no script)")
+    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--deadline", type=float, default=60.0, help="seconds this process lives at most")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    if (args.script is None) == (args.flood is None):
+        raise SystemExit("give --script or --flood")
+    script = {"steps": [{"send": args.flood}]} if args.flood is not None else json.loads(args.script.read_text())
+    recording = Recording(read_recording(args.recording))
+    report = {
+        "sent": 0, "skipped": 0, "restarts": 0, "replayed": 0,
+        "requests": {"bare": 0, "delimited": 0, "ignored": 0, "malformed": 0},
+        "subscribed": False, "send_seconds": None,
+    }
+    context = zmq.Context()
+    ranks = [
+        RankPublisher(context, r, local_port(args.pub), local_port(args.router),
+                      script.get("replay", "both"), bool(script.get("replay_topic", True)))
+        for r in range(args.ranks)
+    ]
+    waiting = zmq.Poller()
+    for r in ranks:
+        waiting.register(r.xpub, zmq.POLLIN)
+    serving = zmq.Poller()
+    serving.register(sys.stdin.fileno(), zmq.POLLIN)
+    for r in ranks:
+        serving.register(r.router, zmq.POLLIN)
+    try:
+        while True:
+            for r in ranks:
+                r.check_subscription()
+            if all(r.subscribed for r in ranks):
+                break
+            if time.monotonic() - started > args.deadline:
+                print(json.dumps(report), flush=True)
+                return 3
+            waiting.poll(SERVE_POLL_MS)
+        report["subscribed"] = True
+        sending = time.perf_counter()
+        for step in script["steps"]:
+            run_step(step, ranks, recording, report)
+        report["send_seconds"] = round(time.perf_counter() - sending, 6)
+        while time.monotonic() - started < args.deadline:
+            for r in ranks:
+                r.serve_replay(report)
+            ready = dict(serving.poll(SERVE_POLL_MS))
+            if ready.get(sys.stdin.fileno()) and os.read(sys.stdin.fileno(), 4096) == b"":
+                break
+        for r in ranks:
+            r.serve_replay(report)
+        print(json.dumps(report), flush=True)
+        return 0
+    finally:
+        for r in ranks:
+            r.close()
+        context.term()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

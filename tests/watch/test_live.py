@@ -1,0 +1,436 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The subscriber against a live publisher process of our own (tests/watch/publisher.py) on
+127.0.0.1: the shared vLLM recording's bytes over PUB, replays on a ROUTER in both request
+envelopes, and each fault a real publisher commits, injected from a script. The subscriber
+must survive each and say what happened.
+
+Every wait polls with a deadline; each publisher runs in its own process group, killed in a
+``finally`` even when the test fails; ports are found by binding port 0 on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+msgspec = pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
+pytest.importorskip("zmq", reason="the watch extra is not installed")
+
+from kvviz.backends.kv_events.forest import Forest  # noqa: E402
+from kvviz.backends.kv_events.subscriber import (  # noqa: E402
+    EndpointError,
+    Received,
+    Subscriber,
+    parse_endpoint,
+)
+from kvviz.backends.kv_events.wire import BlockRemoved, BlockStored, UnknownEvent  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISHER = Path(__file__).with_name("publisher.py")
+RECORDING = ROOT.parent / "shared" / "data" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
+DEADLINE_S = 30.0
+"""How long any one wait may take before the test fails (a loaded 2-core machine is slow)."""
+
+
+def recorded() -> list[tuple[bytes, bytes]]:
+    """The recording's (topic, payload), read with json and base64 only."""
+    lines = RECORDING.read_text(encoding="utf-8").splitlines()
+    return [(json.loads(x)["topic"].encode(), base64.b64decode(json.loads(x)["payload"])) for x in lines]
+
+
+RECORDED = recorded()
+
+
+def free_base_port(count: int = 1) -> int:
+    """A port p such that p .. p + count - 1 are free on 127.0.0.1 now (bound to port 0 first)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count - 1 > 65535:
+            continue
+        held = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise AssertionError("no run of free ports on 127.0.0.1")
+
+
+class Publisher:
+    """One publisher process and its endpoints."""
+
+    def __init__(self, proc: subprocess.Popen, pub: str, router: str):
+        self.proc, self.pub, self.router = proc, pub, router
+
+    def finish(self) -> dict:
+        """Closes its stdin (it stops serving replays), waits for it, returns its report."""
+        out, err = self.proc.communicate(timeout=DEADLINE_S)
+        assert self.proc.returncode == 0, err
+        return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def publisher(tmp_path):
+    """``start(script, ranks=1) -> Publisher``; every process started is killed afterwards."""
+    started: list[subprocess.Popen] = []
+
+    def start(script: dict, ranks: int = 1) -> Publisher:
+        pub_port, router_port = free_base_port(ranks), free_base_port(ranks)
+        path = tmp_path / f"script-{len(started)}.json"
+        path.write_text(json.dumps(script))
+        pub, router = f"tcp://127.0.0.1:{pub_port}", f"tcp://127.0.0.1:{router_port}"
+        proc = subprocess.Popen(
+            [sys.executable, str(PUBLISHER), "--pub", pub, "--router", router, "--recording", str(RECORDING),
+             "--script", str(path), "--ranks", str(ranks), "--deadline", str(DEADLINE_S)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        started.append(proc)
+        return Publisher(proc, pub, router)
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=DEADLINE_S)
+
+
+@pytest.fixture
+def subscribe():
+    """``subscribe(endpoint, **options) -> Subscriber`` (started); all are stopped afterwards."""
+    subscribers: list[Subscriber] = []
+
+    def make(endpoint: str, **options) -> Subscriber:
+        subscriber = Subscriber(endpoint, **options)
+        subscribers.append(subscriber)
+        subscriber.start()
+        return subscriber
+
+    try:
+        yield make
+    finally:
+        for subscriber in subscribers:
+            subscriber.stop()
+
+
+def receive(subscriber: Subscriber, count: int) -> list[Received]:
+    """Exactly ``count`` messages, polling until they came or the deadline passed; then checks
+    that no more arrive at once (a duplicate would)."""
+    got: list[Received] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < count and time.monotonic() < deadline:
+        got.extend(subscriber.poll())
+        if len(got) < count:
+            time.sleep(0.01)  # a pause between polls, not a synchronisation: the loop ends on the count
+    assert len(got) == count, f"{len(got)} of {count} arrived: {[(r.message.seq, r.note) for r in got]}"
+    assert subscriber.stats.failure is None
+    got.extend(subscriber.poll())
+    assert len(got) == count, f"more than {count} arrived: {[(r.message.seq, r.note) for r in got]}"
+    return got
+
+
+def seqs(received: list[Received]) -> list[int]:
+    return [r.message.seq for r in received]
+
+
+def notes(received: list[Received]) -> dict[int, str]:
+    return {r.message.seq: r.note for r in received if r.note is not None}
+
+
+def events_in(payload: bytes) -> int:
+    """Events in one payload, counted by msgspec's generic decoder (not kvviz's)."""
+    return len(msgspec.msgpack.decode(payload)[1])
+
+
+# -- the stream as sent ----------------------------------------------------------------------
+
+
+def test_recorded_messages_arrive_in_order_with_their_bytes_and_are_decoded(publisher, subscribe):
+    live = publisher({"steps": [{"send": 20}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 20)
+    assert seqs(got) == list(range(20))
+    assert [(r.message.topic, r.message.payload) for r in got] == RECORDED[:20]
+    assert all(r.error is None and r.note is None and r.message.rank == 0 for r in got)
+    assert [len(r.batch.events) for r in got] == [events_in(p) for _, p in RECORDED[:20]]
+    stats = subscriber.stats
+    assert (stats.messages, stats.bytes) == (20, sum(len(p) for _, p in RECORDED[:20]))
+    assert stats.last_seq == (19,) and stats.connected == (True,)
+    assert (stats.gaps, stats.restarts, stats.undecodable, stats.replays_asked) == (0, 0, 0, 0)
+    assert live.finish()["sent"] == 20
+
+
+def test_a_topic_the_publisher_does_not_send_receives_nothing(publisher, subscribe):
+    live = publisher({"steps": [{"send": 3}, {"send": 2, "topic": "other"}]})
+    subscriber = subscribe(live.pub, topic="other")
+    got = receive(subscriber, 2)
+    assert [r.message.topic for r in got] == [b"other", b"other"]
+    # seqs 0-2 went to topic kv: from this subscriber's side, a gap before its first message is
+    # not a gap (it attached late), so no note.
+    assert seqs(got) == [3, 4] and notes(got) == {}
+
+
+# -- gaps and replay ---------------------------------------------------------------------------
+
+
+GAP_SCRIPT = [{"send": 5}, {"skip": 3}, {"send": 2}]
+
+
+def test_a_gap_is_filled_by_replay_when_the_server_takes_the_bare_seq(publisher, subscribe):
+    live = publisher({"replay": "bare", "steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 10)
+    assert seqs(got) == list(range(10))
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
+    assert [r.message.topic for r in got] == [b"kv"] * 10
+    stats = subscriber.stats
+    assert (stats.gaps, stats.missing, stats.replays_asked, stats.replays_answered, stats.replayed) == (1, 0, 1, 1, 3)
+    report = live.finish()
+    assert report["requests"] == {"bare": 1, "delimited": 0, "ignored": 0, "malformed": 0}
+
+
+def test_a_gap_is_filled_with_the_delimited_envelope_when_the_bare_seq_gets_no_answer(publisher, subscribe):
+    live = publisher({"replay": "delimited", "steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.5)
+    got = receive(subscriber, 10)
+    assert seqs(got) == list(range(10))
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
+    stats = subscriber.stats
+    assert (stats.replays_asked, stats.replays_answered, stats.missing) == (2, 1, 0)
+    report = live.finish()
+    assert report["requests"] == {"bare": 0, "delimited": 1, "ignored": 1, "malformed": 0}
+
+
+def test_the_envelope_that_answered_is_used_for_the_next_gap(publisher, subscribe):
+    live = publisher({"replay": "delimited", "steps": [*GAP_SCRIPT, {"skip": 2}, {"send": 1}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.5)
+    got = receive(subscriber, 13)
+    assert seqs(got) == list(range(13))
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 10: "replayed", 11: "replayed"}
+    assert subscriber.stats.replays_asked == 3  # bare then delimited for the first gap; delimited for the second
+    assert live.finish()["requests"]["delimited"] == 2
+
+
+def test_replay_answers_without_a_topic_frame_take_the_live_messages_topic(publisher, subscribe):
+    live = publisher({"replay": "both", "replay_topic": False, "steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 10)
+    assert seqs(got) == list(range(10))
+    assert [r.message.topic for r in got] == [b"kv"] * 10
+    assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
+
+
+def test_a_gap_without_a_replay_endpoint_is_noted_on_the_message_after_it(publisher, subscribe):
+    live = publisher({"steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 7)
+    assert seqs(got) == [0, 1, 2, 3, 4, 8, 9]
+    assert notes(got) == {8: "gap 5-7 not replayed"}
+    assert got[5].message.payload == RECORDED[8][1] and got[5].batch is not None
+    stats = subscriber.stats
+    assert (stats.gaps, stats.missing, stats.replays_asked) == (1, 3, 0)
+
+
+def test_a_gap_the_replay_buffer_no_longer_holds_is_noted_as_partly_replayed(publisher, subscribe):
+    # seqs 3-4 are skipped and then age out of the buffer; 5 is skipped but still buffered
+    live = publisher({"steps": [{"send": 3}, {"skip": 2}, {"forget": True}, {"skip": 1}, {"send": 1}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 5)
+    assert seqs(got) == [0, 1, 2, 5, 6]
+    assert notes(got) == {5: "replayed", 6: "gap 3-5 partly replayed: 3-4 missing"}
+    assert (subscriber.stats.missing, subscriber.stats.replayed) == (2, 1)
+
+
+def test_a_replay_endpoint_that_never_answers_leaves_the_gap_noted(publisher, subscribe):
+    live = publisher({"replay": "none", "steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.3)
+    got = receive(subscriber, 7)
+    assert notes(got) == {8: "gap 5-7 not replayed"}
+    assert (subscriber.stats.replays_asked, subscriber.stats.replays_answered) == (2, 0)
+    assert live.finish()["requests"]["ignored"] == 2
+
+
+# -- restarts, garbage, odd events -------------------------------------------------------------
+
+
+def test_a_seq_going_backwards_is_a_restart_and_no_replay_is_asked(publisher, subscribe):
+    live = publisher({"steps": [{"send": 5}, {"restart": True}, {"send": 3}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router)
+    got = receive(subscriber, 8)
+    assert seqs(got) == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert [r.note for r in got] == [None] * 5 + ["restart: seq 0 after 4", None, None]
+    assert (subscriber.stats.restarts, subscriber.stats.replays_asked) == (1, 0)
+
+
+@pytest.mark.parametrize("kind", ["c1", "empty", "not_a_batch", "huge_array", "truncated"])
+def test_a_garbage_payload_is_delivered_with_its_seq_and_one_line_error(publisher, subscribe, kind):
+    live = publisher({"steps": [{"send": 2}, {"garbage": kind}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 5)
+    assert seqs(got) == [0, 1, 2, 3, 4]
+    bad = got[2]
+    assert bad.batch is None and bad.error and "\n" not in bad.error
+    assert [r.error is None and r.batch is not None for r in got] == [True, True, False, True, True]
+    assert subscriber.stats.undecodable == 1 and subscriber.running
+
+
+UNSIGNED = [2**64 - 1, 2**63 + 5, 2**63 + 6]
+"""Block hashes above 2^63, as vLLM sends them."""
+SIGNED = [-(2**63), -7, 12]
+"""Signed int64 hashes, as SGLang sends them."""
+
+
+def stored(hashes: list[int], parent=None) -> dict:
+    tokens = [i for i in range(len(hashes) * 4)]
+    return {"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent, "token_ids": tokens,
+            "block_size": 4, "lora_id": None, "medium": "GPU"}
+
+
+def removed(hashes: list[int]) -> dict:
+    return {"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU"}
+
+
+def test_an_unknown_event_type_is_kept_beside_the_known_ones(publisher, subscribe):
+    transfer = {"type": "BlockTransferred", "block_hashes": [1, 2], "from_medium": "GPU", "to_medium": "CPU"}
+    live = publisher({"steps": [{"send": 1}, {"batch": [transfer, stored([41])], "ts": 7.5}, {"send": 1}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 3)
+    batch = got[1].batch
+    assert got[1].error is None and batch.ts == 7.5
+    assert [type(e) for e in batch.events] == [UnknownEvent, BlockStored]
+    assert batch.events[0].type == "BlockTransferred"
+    assert batch.events[1].hashes == (41,)
+
+
+def test_unknown_fields_are_ignored_and_counted(publisher, subscribe):
+    event = {**stored([51, 52]), "group_idx": 0, "extra_keys": [[1]], "kv_cache_spec_kind": "full_attention"}
+    live = publisher({"steps": [{"batch": [event, {**removed([52]), "group_idx": 0}]}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    (got,) = receive(subscriber, 1)
+    assert got.error is None
+    assert [type(e) for e in got.batch.events] == [BlockStored, BlockRemoved]
+    assert got.batch.events[0].hashes == (51, 52) and got.batch.events[0].token_ids == tuple(range(8))
+    assert sorted(got.batch.unknown_fields) == [
+        ("BlockRemoved", "group_idx"), ("BlockStored", "extra_keys"), ("BlockStored", "group_idx"),
+        ("BlockStored", "kv_cache_spec_kind"),
+    ]
+
+
+def test_an_empty_topic_is_accepted(publisher, subscribe):
+    live = publisher({"steps": [{"send": 1}, {"send": 1, "topic": ""}, {"send": 1}]})
+    subscriber = subscribe(live.pub, topic="")
+    got = receive(subscriber, 3)
+    assert [r.message.topic for r in got] == [b"kv", b"", b"kv"]
+    assert seqs(got) == [0, 1, 2] and notes(got) == {}
+    assert got[1].batch is not None and got[1].message.payload == RECORDED[1][1]
+
+
+def test_multi_hash_removals_child_first_and_parent_first_empty_the_forest(publisher, subscribe):
+    steps = [
+        {"batch": [stored(UNSIGNED)]},
+        {"batch": [removed(UNSIGNED[::-1])]},  # child first
+        {"batch": [stored(SIGNED)]},
+        {"batch": [removed(SIGNED)]},  # parent first
+    ]
+    live = publisher({"steps": steps})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 4)
+    assert all(r.error is None for r in got)
+    assert got[1].batch.events[0].hashes == tuple(UNSIGNED[::-1])
+    assert got[3].batch.events[0].hashes == tuple(SIGNED)
+    forest = Forest()
+    sizes = []
+    for step, r in enumerate(got, start=1):
+        forest.apply(r.batch, step)
+        sizes.append(len(forest.state()))
+    assert sizes == [3, 0, 3, 0]
+
+
+def test_a_one_frame_message_is_numbered_as_the_next_seq_and_noted(publisher, subscribe):
+    live = publisher({"steps": [{"send": 2}, {"send": 1, "frames": 1}, {"send": 1}, {"send": 1, "frames": 2}]})
+    subscriber = subscribe(live.pub, topic="")  # a SUB filters on the first frame: a payload alone needs ""
+    got = receive(subscriber, 5)
+    assert seqs(got) == [0, 1, 2, 3, 4]
+    assert notes(got) == {2: "no seq frame: numbered 2"}
+    assert got[2].message.topic == b"" and got[2].message.payload == RECORDED[2][1] and got[2].batch is not None
+    assert got[4].message.topic == b"" and got[4].message.payload == RECORDED[4][1]  # (seq, payload)
+    assert subscriber.stats.unnumbered == 1
+
+
+# -- ranks -------------------------------------------------------------------------------------
+
+
+def test_two_ranks_are_followed_on_port_and_port_plus_one_with_replay_per_rank(publisher, subscribe):
+    live = publisher(
+        {"steps": [{"send": 3, "rank": 0}, {"send": 2, "rank": 1}, {"skip": 1, "rank": 1}, {"send": 1, "rank": 1},
+                   {"send": 1, "rank": 0}]},
+        ranks=2,
+    )
+    subscriber = subscribe(live.pub, topic="kv", ranks=2, replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 8)
+    by_rank = {rank: [r for r in got if r.message.rank == rank] for rank in (0, 1)}
+    assert seqs(by_rank[0]) == [0, 1, 2, 3] and notes(by_rank[0]) == {}
+    assert seqs(by_rank[1]) == [0, 1, 2, 3] and notes(by_rank[1]) == {2: "replayed"}
+    assert [r.message.payload for r in by_rank[1]] == [p for _, p in RECORDED[3:7]]
+    stats = subscriber.stats
+    assert stats.connected == (True, True) and stats.last_seq == (3, 3)
+    assert [r.endpoint for r in stats.ranks] == [live.pub, live.pub.rpartition(":")[0] + f":{int(live.pub.rpartition(':')[2]) + 1}"]
+    assert [r.messages for r in stats.ranks] == [4, 4]
+
+
+# -- endpoints and lifecycle (no publisher) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "endpoint, words",
+    [
+        ("tcp://*:5557", "where a server binds"),
+        ("tcp://0.0.0.0:5557", "where a server binds"),
+        ("ipc:///tmp/kv", "is not tcp://HOST:PORT"),
+        ("127.0.0.1:5557", "is not tcp://HOST:PORT"),
+        ("tcp://127.0.0.1", "is not tcp://HOST:PORT"),
+        ("tcp://127.0.0.1:70000", "not between 1 and 65535"),
+        ("tcp://127.0.0.1:5557/x", "is not tcp://HOST:PORT"),
+    ],
+)
+def test_an_endpoint_that_is_not_tcp_host_port_is_refused_in_one_line(endpoint, words):
+    with pytest.raises(EndpointError) as refused:
+        Subscriber(endpoint)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_ranks_past_the_last_port_are_refused():
+    with pytest.raises(EndpointError, match="past 65535"):
+        parse_endpoint("tcp://127.0.0.1:65535", ranks=2)
+    assert parse_endpoint("tcp://[::1]:5557", ranks=3) == ("[::1]", 5557)
+
+
+def test_stop_ends_the_thread_and_closes_the_sockets_even_with_nobody_publishing():
+    subscriber = Subscriber(f"tcp://127.0.0.1:{free_base_port()}", replay_endpoint="tcp://127.0.0.1:1")
+    subscriber.start()
+    assert subscriber.running and subscriber.stats.connected == (False,)
+    began = time.monotonic()
+    subscriber.stop()
+    assert not subscriber.running and time.monotonic() - began < 5.0
+    subscriber.stop()  # twice is harmless
+    assert subscriber.poll() == []
