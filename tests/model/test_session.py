@@ -472,3 +472,32 @@ def test_the_same_step_answers_why_the_same_after_its_frame_was_rebuilt():
         rebuilt.frame(index)
     assert why_evicted(rebuilt, 7, 1).text() == why_evicted(cached, 7, 1).text()
     assert why_short_match(rebuilt, 8, "d").text() == why_short_match(cached, 8, "d").text()
+
+
+def test_on_frame_sees_each_applied_frame_once_in_order_and_check_never_rebuilds_one(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from kvviz.cli import cli
+    from kvviz.demos import demo_path
+
+    scenario = parse_scenario(demo_path("eviction-cascade").read_text(encoding="utf-8"))
+    seen = []
+    session = Session.from_scenario(scenario, on_frame=seen.append, cached_frames=2)
+    assert [f.index for f in seen] == list(range(1, len(session)))
+    rebuilt = Session.from_scenario(scenario, cached_frames=2)
+    assert all(f.snapshot == rebuilt.frame(f.index).snapshot and f.narration == rebuilt.frame(f.index).narration
+               for f in seen)
+    with pytest.raises(ValueError):
+        Session.from_scenario(scenario, lazy=True, on_frame=seen.append)
+
+    def no_rebuilds(self, index):
+        raise AssertionError(f"kvviz check rebuilt frame {index}: it should read frames as the run makes them")
+
+    # Longer than the frame cache (256 frames): reading frames back afterwards would rebuild.
+    long = tmp_path / "long.kvs"
+    long.write_text("cache trie pages=8 tokens_per_page=2\n" + "".join(
+        f"acquire r{i} {i} {i + 1} {i + 2}\npublish r{i}\nrelease r{i}\n" for i in range(100)), encoding="utf-8")
+    monkeypatch.setattr(Session, "_rebuild", no_rebuilds)
+    result = CliRunner().invoke(cli, ["check", str(long)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("ok")
