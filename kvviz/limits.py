@@ -68,3 +68,27 @@ MAX_ANSWER_CHARS = 1_000
 MAX_QUIZ_STEPS = 2_000
 """Steps of one scenario ``kvviz quiz`` asks about (the first ones): a question costs a look at
 two frames, and a long trace slice would otherwise build every frame before the first question."""
+
+# -- KV events (``kvviz watch``) ---------------------------------------------------------------
+
+MAX_EVENT_PAYLOAD_BYTES = 16 * 1024 * 1024
+"""Bytes of one KV-event payload (one msgpack batch). vLLM's biggest batches (a long prefill
+stored in one step, a mass removal) are a few hundred KB; the recordings' largest is 35 KB."""
+MAX_EVENT_ITEMS = 1_000_000
+"""msgpack values (ints, strings, containers) in one payload, counted by a header scan before
+msgspec decodes it: a value is one byte on the wire but up to 60 bytes decoded (a string, a
+large int), so bytes alone do not bound memory. A million token ids is a 62,500-block batch."""
+MAX_EVENT_CONTAINERS = 200_000
+"""Arrays and maps in one payload, counted by the same scan: one byte on the wire, about 200
+bytes decoded (tracemalloc: 1 MiB of empty maps took 202 MB). Two or three per event."""
+MAX_EVENT_NESTING = 32
+"""Container depth of one payload (a batch is 4 deep: batch, events, event, field list), checked
+by the same scan: msgspec's decoder recurses, and a payload nested 200,000 deep exhausts it."""
+MAX_RECORDING_BYTES = 1024 * 1024 * 1024
+"""Bytes of one recording file (``--replay-file``), checked before reading: every message is
+held in memory (its payload is 3/4 of its base64 text)."""
+MAX_RECORDING_LINE_BYTES = 24 * 1024 * 1024
+"""Bytes of one recording line: the base64 of the largest payload (21.4 MB) plus its fields."""
+MAX_RECORDING_MESSAGES = 10_000_000
+"""Messages one recording may hold: a file of tiny lines would otherwise build a list of 50
+million messages within the byte limit."""

@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Recordings of the KV-event stream: one JSON object per line, one line per message, in
+arrival order, exactly as received (``--record FILE`` writes them, ``--replay-file`` reads them)::
+
+    {"topic": "kv", "seq": 17, "payload": "<base64 of the msgpack bytes>"}
+
+``"rank"`` (the SUB socket's index: the message came from port + rank) is written only when it
+is not 0. A topic that is not UTF-8 is written as ``"topic_b64"`` instead of ``"topic"``, so no
+message loses a byte. A reader ignores keys it does not know (later writers may add some).
+
+Reading is bounded before work starts: the file's size
+(:data:`~kvviz.limits.MAX_RECORDING_BYTES`), each line's
+(:data:`~kvviz.limits.MAX_RECORDING_LINE_BYTES`) and the count of messages
+(:data:`~kvviz.limits.MAX_RECORDING_MESSAGES`). A bad line is a :class:`RecordingError`,
+``FILE:LINE:COL: what``; the payload itself is not decoded here (an undecodable payload is a
+message of the stream like any other, shown, never fatal).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from kvviz.limits import MAX_RECORDING_BYTES, MAX_RECORDING_LINE_BYTES, MAX_RECORDING_MESSAGES
+
+_MAX_SEQ = (1 << 64) - 1  # the wire's seq is 8 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One ZeroMQ message of the stream, as received: topic frame, seq, payload (msgpack)."""
+
+    topic: bytes
+    seq: int
+    payload: bytes
+    rank: int = 0
+    """The SUB socket's index: the message came from the endpoint's port + rank."""
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be read or written, located: ``FILE:LINE:COL: what`` (or
+    ``FILE: what`` for the file as a whole)."""
+
+    def __init__(self, path: str | os.PathLike, line: int, column: int, what: str) -> None:
+        self.path, self.line, self.column, self.what = str(path), line, column, what
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.path}:{self.line}:{self.column}: {self.what}"
+        return f"{self.path}: {self.what}"
+
+
+def read_recording(path: str | os.PathLike) -> list[Message]:
+    """Every message of the recording at ``path``, in order. Raises :class:`RecordingError` for
+    a file that is missing, not a regular file, over a bound, or has a bad line (blank lines are
+    skipped)."""
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise RecordingError(path, 0, 0, f"cannot read the recording: {error.strerror}") from None
+    size = status.st_size
+    if not stat.S_ISREG(status.st_mode):
+        raise RecordingError(path, 0, 0, "not a regular file")
+    if size > MAX_RECORDING_BYTES:
+        raise RecordingError(path, 0, 0, f"the recording has {size:,} bytes; the limit is {MAX_RECORDING_BYTES:,}")
+    messages: list[Message] = []
+    try:
+        with open(path, "rb") as stream:
+            for number, raw in enumerate(_bounded_lines(stream, path), start=1):
+                if not raw.strip():
+                    continue
+                if len(messages) >= MAX_RECORDING_MESSAGES:
+                    raise RecordingError(path, number, 1,
+                                         f"more than {MAX_RECORDING_MESSAGES:,} messages (the limit)")
+                messages.append(_message(raw, path, number))
+    except OSError as error:
+        raise RecordingError(path, 0, 0, f"cannot read the recording: {error.strerror}") from None
+    return messages
+
+
+def _bounded_lines(stream: IO[bytes], path: str | os.PathLike):
+    """The file's lines, each refused before it grows past the line limit."""
+    number = total = 0
+    while True:
+        raw = stream.readline(MAX_RECORDING_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        total += len(raw)
+        if total > MAX_RECORDING_BYTES:  # a file still growing as it is read (a live --record)
+            raise RecordingError(path, number, 1, f"the recording grew past {MAX_RECORDING_BYTES:,} bytes (the limit)")
+        if len(raw) > MAX_RECORDING_LINE_BYTES:
+            raise RecordingError(path, number, 1,
+                                 f"the line is longer than {MAX_RECORDING_LINE_BYTES:,} bytes (the limit)")
+        yield raw
+
+
+def _message(raw: bytes, path: str | os.PathLike, number: int) -> Message:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RecordingError(path, number, error.start + 1, "not UTF-8") from None
+    try:
+        record = json.loads(text.rstrip("\r\n"))
+    except json.JSONDecodeError as error:
+        raise RecordingError(path, number, error.pos + 1, f"not JSON: {error.msg}") from None
+    except RecursionError:
+        raise RecordingError(path, number, 1, "not a recording line: nested too deep") from None
+    if not isinstance(record, dict):
+        raise RecordingError(path, number, 1, 'expected an object {"topic": …, "seq": …, "payload": …}')
+
+    def bad(what: str) -> RecordingError:
+        return RecordingError(path, number, 1, what)
+
+    topic = _topic(record, bad)
+    seq = record.get("seq")
+    if not _is_int(seq) or not 0 <= seq <= _MAX_SEQ:
+        raise bad('"seq" must be an int from 0 to 2^64 − 1')
+    rank = record.get("rank", 0)
+    if not _is_int(rank) or rank < 0:
+        raise bad('"rank" must be an int ≥ 0')
+    return Message(topic=topic, seq=seq, payload=_base64(record.get("payload"), '"payload"', bad), rank=rank)
+
+
+def _topic(record: dict, bad) -> bytes:
+    if "topic_b64" in record:
+        return _base64(record["topic_b64"], '"topic_b64"', bad)
+    topic = record.get("topic")
+    if not isinstance(topic, str):
+        raise bad('"topic" must be a string')
+    try:
+        return topic.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad('"topic" holds a lone surrogate; write a non-UTF-8 topic as "topic_b64"') from None
+
+
+def _base64(value: object, name: str, bad) -> bytes:
+    if not isinstance(value, str):
+        raise bad(f"{name} must be a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad(f"{name} is not valid base64") from None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def message_line(message: Message) -> str:
+    """``message`` as one recording line (no newline): the recordings' own key order and
+    spacing; ``"rank"`` only when it is not 0; ``"topic_b64"`` for a topic that is not UTF-8."""
+    try:
+        record: dict[str, object] = {"topic": message.topic.decode("utf-8")}
+    except UnicodeDecodeError:
+        record = {"topic_b64": base64.b64encode(message.topic).decode("ascii")}
+    record["seq"] = message.seq
+    record["payload"] = base64.b64encode(message.payload).decode("ascii")
+    if message.rank:
+        record["rank"] = message.rank
+    return json.dumps(record, ensure_ascii=True)
+
+
+class RecordingWriter:
+    """Writes messages to a recording as they arrive, one flushed line each, so a recording cut
+    short by a crash keeps every message written before it. Refuses a target that exists and is
+    not a regular file (a directory, a FIFO, a device); a regular file the user named is
+    replaced."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader forever.
+        try:
+            existing = os.stat(path)
+        except OSError:
+            existing = None
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            raise RecordingError(path, 0, 0, "not a regular file; name a file to record into")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            descriptor = os.open(path, flags, 0o644)
+        except OSError as error:
+            raise RecordingError(path, 0, 0, f"cannot write the recording: {error.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise RecordingError(path, 0, 0, "not a regular file; name a file to record into")
+            os.set_blocking(descriptor, True)
+            os.ftruncate(descriptor, 0)
+            self._stream = os.fdopen(descriptor, "w", encoding="ascii", newline="\n")
+        except BaseException:
+            os.close(descriptor)
+            raise
+        self.messages = 0
+        """Messages written so far."""
+
+    def write(self, message: Message) -> None:
+        """Append ``message`` as one line and flush it."""
+        self._stream.write(message_line(message) + "\n")
+        self._stream.flush()
+        self.messages += 1
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        if not self._stream.closed:
+            self._stream.close()
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
