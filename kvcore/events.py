@@ -7,7 +7,7 @@ ints, strings and tuples, JSON-able through :func:`event_to_dict`.
 
 While a cache is *watched* (``cache.watch(callback)``) it also reports the fine events
 (:data:`FINE_EVENTS`): each step of acquire's walk down the trie, every move of the heap
-(push, pop, remove, and each swap of a sift), and a request that does not fit. Each event,
+(push, pop, remove, and each swap of a sift), the clock's tick, and a request that does not fit. Each event,
 fine or not, reaches the callback at the moment it happens, when ``cache.snapshot()`` shows
 kvcore's real state right then: what the sub-step views of kvviz are made of.
 """
@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, fields
 
 @dataclass(frozen=True, slots=True)
 class OpStarted:
-    """An operation began at logical time ``tick``."""
+    """An operation began; it runs at logical time ``tick``. Reported once the op is known
+    to succeed and before the clock ticks (a watched cache then reports :class:`Ticked`)."""
 
     op: str  # acquire | publish | extend | release
     allocation: int
@@ -213,6 +214,17 @@ class HeapSwapped:
 
 
 @dataclass(frozen=True, slots=True)
+class Ticked:
+    """The logical clock of ``op`` (allocation ``allocation``) advanced to ``tick``: where the
+    code ticks, after an acquire's walk and fit check (its lookup is counted and its
+    allocation numbered with it), after an extend's fit check (its tokens stored with it)."""
+
+    op: str
+    allocation: int
+    tick: int
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     """``op`` does not fit: ``needed`` pages, ``free`` free, ``evictable`` evictable
     (``protected`` ref-0 pages the request itself matched). kvcore checks before it changes
@@ -226,13 +238,13 @@ class Failed:
     protected: int
 
 
-FINE_EVENTS: tuple[type, ...] = (Walked, HeapPushed, HeapPopped, HeapRemoved, HeapSwapped, Failed)
+FINE_EVENTS: tuple[type, ...] = (Walked, HeapPushed, HeapPopped, HeapRemoved, HeapSwapped, Failed, Ticked)
 """The event classes a cache reports only while watched."""
 
 Event = (
     OpStarted | Matched | RefTaken | RefDropped | Touched | CandidateAdded | CandidateRemoved
     | PagesTaken | Evicted | NodeCreated | Deduplicated | PagesFreed | Released
-    | Walked | HeapPushed | HeapPopped | HeapRemoved | HeapSwapped | Failed
+    | Walked | HeapPushed | HeapPopped | HeapRemoved | HeapSwapped | Failed | Ticked
 )
 
 EVENT_TYPES: dict[str, type] = {
