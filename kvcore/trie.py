@@ -142,14 +142,19 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 raise self._failure(
                     f"cannot acquire {n_tokens} tokens + {extra_token_slots} extra slots "
                     f"({matched_tokens} tokens matched in the cache)", needed, free, evictable, protected)
-        # Nothing can fail from here on.
+        # Nothing can fail from here on. The op starts (and a watched one reports its walk)
+        # before the clock ticks, as the code runs: at each event the state is as it says.
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
+            if self._watched:
+                self._report_walk(self._next_allocation_id, tokens, matched)
         self.clock = tick = self.clock + 1
         allocation_id = self._next_allocation_id
         self._next_allocation_id = allocation_id + 1
         self._lookups += 1
         self._lookup_tokens += n_tokens
         self._hit_tokens += matched_tokens
-        events = self._events
         heap = self._heap
         if events is None:
             # The hot path: one pass over the match, no event objects. Only the deepest
@@ -178,10 +183,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 else:
                     pages += self._evict(needed, allocation_id)
             return allocation
-        pages = [n.page for n in matched]
-        events.append(ev.OpStarted("acquire", allocation_id, tick))
         if self._watched:
-            self._report_walk(allocation_id, tokens, matched)
+            events.append(ev.Ticked("acquire", allocation_id, tick))
+        pages = [n.page for n in matched]
         allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
         self.allocations[allocation_id] = allocation  # its block table starts with the matched pages
         events.append(ev.Matched(allocation_id, tuple(n.seq for n in matched), tuple(pages),
@@ -218,12 +222,14 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             tokens = self._publish_tokens(allocation, tokens, publish_incomplete_page)
         tpp = self.tokens_per_page
         n_full = len(tokens) // tpp
-        self.clock = tick = self.clock + 1
-        nodes = allocation._nodes
-        n_nodes = len(nodes)
         events = self._events
         if events is not None:
-            events.append(ev.OpStarted("publish", allocation.id, tick))
+            events.append(ev.OpStarted("publish", allocation.id, self.clock + 1))
+        self.clock = tick = self.clock + 1
+        if events is not None and self._watched:
+            events.append(ev.Ticked("publish", allocation.id, tick))
+        nodes = allocation._nodes
+        n_nodes = len(nodes)
         walked = nodes if n_full >= n_nodes else nodes[:n_full]
         for n in walked:
             n.last_access = tick
@@ -302,10 +308,12 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
     def _release(self, allocation: PageAllocation) -> None:
         if self.allocations.get(allocation.id) is not allocation:
             self._check_live(allocation, "release")  # raises
-        self.clock = tick = self.clock + 1
         events = self._events
         if events is not None:
-            events.append(ev.OpStarted("release", allocation.id, tick))
+            events.append(ev.OpStarted("release", allocation.id, self.clock + 1))
+        self.clock = tick = self.clock + 1
+        if events is not None and self._watched:
+            events.append(ev.Ticked("release", allocation.id, tick))
         nodes = allocation._nodes
         heap = self._heap
         if events is None:
