@@ -168,14 +168,16 @@ class BasePagedAttentionCache:
                 self._events.append(ev.Failed("acquire", None, needed, free, 0, 0))
             raise self._failure(f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots",
                                 needed, free, 0)
+        events = self._events
+        if events is not None:  # before the tick: at each event the state is as it says
+            events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
         self.clock += 1
         allocation = PageAllocation(self, self._next_allocation_id, name, tokens, [], [], 0, priority)
         self._next_allocation_id += 1
         self._lookups += 1
         self._lookup_tokens += len(tokens)
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted("acquire", allocation.id, self.clock))
+        if self._watched:
+            events.append(ev.Ticked("acquire", allocation.id, self.clock))
         self.allocations[allocation.id] = allocation  # between the events: each says the state it shows
         if events is not None:
             events.append(ev.Matched(allocation.id, (), (), 0, len(tokens), "the base cache shares nothing"))
@@ -337,17 +339,12 @@ class BasePagedAttentionCache:
     def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                  publish_incomplete_page: bool) -> None:
         self._publish_tokens(allocation, tokens, publish_incomplete_page)
-        self.clock += 1
-        if self._events is not None:
-            self._events.append(ev.OpStarted("publish", allocation.id, self.clock))
+        self._tick("publish", allocation)
 
     def _release(self, allocation: PageAllocation) -> None:
         self._check_live(allocation, "release")
-        self.clock += 1
+        events = self._tick("release", allocation)
         pages = allocation._pages
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted("release", allocation.id, self.clock))
         self._pool.give(pages)
         allocation._pages = []  # before the event: at each event the state is as it says
         if events is not None and pages:
@@ -377,12 +374,26 @@ class BasePagedAttentionCache:
                 raise self._failure(
                     f"cannot extend {allocation.label} to {len(tokens)} tokens + {extra_token_slots} extra slots",
                     needed, free, evictable)
+        events = self._events
+        if events is not None:  # before the tick: at each event the state is as it says
+            events.append(ev.OpStarted("extend", allocation.id, self.clock + 1))
         self.clock += 1
         allocation._tokens = tokens
-        if self._events is not None:
-            self._events.append(ev.OpStarted("extend", allocation.id, self.clock))
+        if self._watched:
+            events.append(ev.Ticked("extend", allocation.id, self.clock))
         if needed > 0:
             self._grow(allocation, needed)
+
+    def _tick(self, op: str, allocation: PageAllocation) -> list | None:
+        """Start ``op`` (it cannot fail any more) and advance the clock: its OpStarted before
+        the tick, a watched cache's Ticked after it. The event list (None when not recording)."""
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted(op, allocation.id, self.clock + 1))
+        self.clock += 1
+        if self._watched:
+            events.append(ev.Ticked(op, allocation.id, self.clock))
+        return events
 
     def _grow(self, allocation: PageAllocation, needed: int) -> None:
         """Append ``needed`` pages: free ones first, then evicted ones. Availability was checked."""
