@@ -184,18 +184,21 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
                 raise self._failure(
                     f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots "
                     f"({matched_tokens} tokens matched in the cache)", needed, free, evictable - protected, protected)
+        events = self._events
+        # Each event follows the change it reports (what watch() promises): the op starts
+        # before the clock ticks.
+        if events is not None:
+            events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
         self.clock += 1
         allocation_id = self._next_allocation_id
         self._next_allocation_id += 1
         self._lookups += 1
         self._lookup_tokens += len(tokens)
         self._hit_tokens += matched_tokens
+        if self._watched:
+            events.append(ev.Ticked("acquire", allocation_id, self.clock))
         pages = [b.page for b in matched]
         allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
-        events = self._events
-        # Each event follows the change it reports (what watch() promises).
-        if events is not None:
-            events.append(ev.OpStarted("acquire", allocation_id, self.clock))
         self.allocations[allocation_id] = allocation
         if events is not None:
             events.append(ev.Matched(allocation_id, tuple(b.seq for b in matched), tuple(pages), matched_tokens,
@@ -325,15 +328,6 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             if head or tail:
                 events.append(ev.PagesQueued(allocation.id, tuple(head), tuple(tail)))
             events.append(ev.Released(allocation.id))
-
-    def _tick(self, op: str, allocation: PageAllocation) -> list | None:
-        """Advance the clock for an operation that cannot fail any more; the event list
-        (None when not recording), its OpStarted appended."""
-        self.clock += 1
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted(op, allocation.id, self.clock))
-        return events
 
     def _evictable_count(self) -> int:
         return self._pool.evictable_count()
