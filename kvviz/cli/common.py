@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import sys
 from pathlib import Path
 
 import click
 
+from ..export.atomic import special_file_kind
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
 from ..model.narrate import count as plural  # "1 step", "2 steps": one wording for CLI and narration
 from ..model.scenario import Scenario, ScenarioError, parse_scenario_file
@@ -53,11 +53,9 @@ def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):  # missing, a dangling symlink, a NUL in the name: the reader says so
         return
-    if stat.S_ISREG(mode):
+    what = special_file_kind(mode)
+    if what is None:
         return
-    what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a special file")
     raise BadInput(f"{os.fspath(path)}: is {what}, not a regular file (expected {expected})")
 
 

@@ -83,7 +83,9 @@ def _session(source: str | None, random_: bool, seed: int, level: str, save: str
 
         try:
             write_text_atomic(save, text)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:  # no such folder, no permission, a FIFO or a symlink there
+            raise BadInput(f"{save}: cannot write the scenario: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise BadInput(f"{save}: cannot write the scenario: {exc}") from None
     return make_session(scenario, None)
 

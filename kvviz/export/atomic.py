@@ -3,15 +3,19 @@
 then a rename, so a failure (or a second kvviz writing at the same moment) leaves nothing
 half-written and never clobbers an unrelated file such as an existing ``X.md.part``.
 
-Two promises beyond atomicity: an output is never one of the command's inputs (``kvviz
-export s.md -o s.md`` must not replace the scenario with its report), and a writer may cap
+Three promises beyond atomicity: an output is never one of the command's inputs (``kvviz
+export s.md -o s.md`` must not replace the scenario with its report); only a regular file (or
+nothing) is replaced, never a FIFO, a device node or a symbolic link (the rename would put a
+file where the user had something else, and say "wrote"); and a writer may cap
 the bytes it writes, so an export too large for ``kvviz open`` is refused while being
 streamed instead of after a giant string was built.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -20,6 +24,40 @@ from pathlib import Path
 
 class OutputTooLarge(ValueError):
     """A capped write went past its limit; nothing was written."""
+
+
+class NotARegularFile(OSError, ValueError):
+    """The target exists and is not a regular file; nothing was written. An OSError (with
+    ``strerror``, as callers that say "cannot write" expect) and a ValueError (bad input)."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def special_file_kind(mode: int) -> str | None:
+    """``"a FIFO (named pipe)"``, ``"a device"``, ... for an ``lstat`` mode that is not a
+    regular file; None for a regular file. The one wording, for readers and writers."""
+    if stat.S_ISREG(mode):
+        return None
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a symbolic link" if stat.S_ISLNK(mode) else "a special file")
+
+
+def refuse_special_target(path: str | os.PathLike) -> None:
+    """Raise :class:`NotARegularFile` when ``path`` exists and is not a regular file.
+
+    ``lstat``: a symbolic link is refused as itself, even one pointing at a regular file (the
+    rename would replace the link, not its target) or at nothing.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):  # absent (written anew), or a name the write will refuse itself
+        return
+    what = special_file_kind(mode)
+    if what is not None:
+        raise NotARegularFile(errno.EEXIST, f"is {what}, not a regular file; kvviz replaces only regular "
+                                            f"files: name another output", os.fspath(path))
 
 
 def refuse_overwriting_inputs(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
@@ -72,6 +110,7 @@ def open_atomic(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] 
     """
     path = Path(path)
     refuse_overwriting_inputs(path, inputs)
+    refuse_special_target(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     written = 0
     try:
@@ -87,6 +126,7 @@ def open_atomic(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] 
 
             yield write
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make exports private
+        refuse_special_target(path)  # again: a FIFO made there while the text was streamed
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

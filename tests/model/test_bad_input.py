@@ -409,3 +409,90 @@ def test_an_export_onto_its_own_input_exits_2_and_leaves_the_input_alone(suffix,
     assert_bad_input(kvviz("export", str(script), "-o", str(output)), "refusing to overwrite an input")
     assert script.read_bytes() == GOOD
     assert set(tmp_path.iterdir()) == before
+
+
+# -- issue 20 #16: the one atomic writer replaces regular files only --------------------------
+
+TRACE_LINES = ('{"timestamp": 0, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
+               '{"timestamp": 10, "input_length": 1300, "output_length": 5, "hash_ids": [1, 2, 4]}\n')
+
+
+def _special_target(tmp_path, what: str, name: str = "target"):
+    """A path that exists and is not a regular file: (path, how to tell it is untouched)."""
+    import stat
+
+    path = tmp_path / name
+    if what == "fifo":
+        os.mkfifo(path)
+        return path, lambda: stat.S_ISFIFO(os.lstat(path).st_mode)
+    if what == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # a second /dev/null
+        except PermissionError:
+            pytest.skip("creating a device node needs root (CAP_MKNOD)")
+        return path, lambda: stat.S_ISCHR(os.lstat(path).st_mode)
+    if what == "symlink":
+        real = tmp_path / "real-file"
+        real.write_text("precious\n")
+        path.symlink_to(real)
+        return path, lambda: os.path.islink(path) and real.read_text() == "precious\n"
+    if what == "dangling-symlink":
+        path.symlink_to(tmp_path / "nowhere")
+        return path, lambda: os.path.islink(path) and not (tmp_path / "nowhere").exists()
+    raise AssertionError(what)
+
+
+SPECIAL = ["fifo", "device", "symlink", "dangling-symlink"]
+WORDS = {"fifo": "a FIFO (named pipe)", "device": "a device", "symlink": "a symbolic link",
+         "dangling-symlink": "a symbolic link"}
+
+
+@pytest.mark.parametrize("what", SPECIAL)
+@pytest.mark.parametrize("writer", ["export .md", "export .json", "export .svg", "quiz --save", "trace --to-kvs"])
+def test_every_command_that_writes_refuses_a_target_that_is_not_a_regular_file(writer, what, tmp_path):
+    suffix = writer.split()[-1] if writer.startswith("export") else ".kvs"  # the suffix picks the format
+    target, untouched = _special_target(tmp_path, what, f"out{suffix}")
+    if writer.startswith("export"):
+        result = kvviz("export", "lru", "-o", str(target))
+    elif writer == "quiz --save":
+        result = kvviz("quiz", "--random", "--seed", "3", "--save", str(target), "--plain")
+    else:
+        trace = tmp_path / "t.jsonl"
+        trace.write_text(TRACE_LINES)
+        result = kvviz("trace", str(trace), "--to-kvs", str(target))
+    line = assert_bad_input(result, str(target), WORDS[what], "not a regular file")
+    assert "wrote" not in result.stdout
+    assert os.path.lexists(target) and untouched(), f"{writer} replaced the {what}: {line}"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
+
+
+@pytest.mark.parametrize("what", SPECIAL)
+def test_the_writer_the_ui_saves_with_refuses_special_files_as_an_os_error(what, tmp_path):
+    from kvviz.export.atomic import NotARegularFile, write_text_atomic
+
+    target, untouched = _special_target(tmp_path, what)
+    with pytest.raises(OSError) as raised:
+        write_text_atomic(target, "acquire a 1\n")
+    assert isinstance(raised.value, (NotARegularFile, ValueError))
+    assert WORDS[what] in str(raised.value) and untouched()
+
+
+def test_the_ui_save_of_the_script_refuses_a_fifo_and_says_why(tmp_path):
+    from kvviz.model.session import Session
+    from kvviz.demos import load_demo
+    from kvviz.ui.app import make_app
+
+    target, untouched = _special_target(tmp_path, "fifo", "saved.kvs")  # with its suffix: kept as named
+    app = make_app(Session.from_scenario(load_demo("lru")), 0)
+    with pytest.raises(OSError, match="FIFO"):
+        app.save_script(target)
+    assert untouched()
+
+
+def test_a_regular_file_and_a_missing_one_are_still_written(tmp_path):
+    existing = tmp_path / "old.md"
+    existing.write_text("old\n")
+    for path in (existing, tmp_path / "new.md"):
+        result = kvviz("export", "lru", "-o", str(path))
+        assert result.exit_code == 0, result.output
+        assert path.read_text(encoding="utf-8").startswith("#")
