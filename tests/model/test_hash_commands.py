@@ -184,7 +184,7 @@ def test_markdown_and_text_exports_open_from_their_bundle_and_list_the_blocks_an
     assert result.exit_code == 0, result.output
     text = " ".join(out.read_text(encoding="utf-8").split())
     assert "3..4 0* 2* 1*" in text
-    assert "queued 3 of 5" in text and "a duplicate: lookups use page 0" in text
+    assert "queued q2 of 5" in text and "a duplicate: lookups use page 0" in text
     if suffix == ".md":
         assert "## Blocks" in text and "## Free queue" in text and "| page | state | block |" in text
         assert "mermaid" not in text and "heap" not in text.lower()
@@ -346,7 +346,7 @@ def test_why_answers_speak_of_the_queue_and_lazy_eviction(session):
     evicted = why_evicted(session, 8, 0).text()
     assert "Step 7" in evicted and "still held block 1 [1 1]" in evicted and "3..4 0* 2* 1*" in evicted
     status = page_status(session, 6, 0).text()
-    assert "number 3 of 5 in the free queue" in status and "the next block to go" in status
+    assert "q2 of 5 in the free queue" in status and "the next block to go" in status
     assert "a duplicate" in page_status(session, 6, 1).text()
     assert "is not cached" in why_short_match(session, 7, "d").text()
     for text in (evicted, status):
