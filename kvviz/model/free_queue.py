@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from kvcore import BlockInfo, QueuedPages, Snapshot
 
-__all__ = ["QUEUE_SHOWN", "free_page_count", "next_victim", "queue_position", "queue_text", "queued_runs",
+__all__ = ["QUEUE_SHOWN", "free_page_count", "next_victim", "place_text", "queue_position", "queue_text", "queued_runs",
            "unreachable_blocks"]
 
 QUEUE_SHOWN = 48
@@ -53,21 +53,28 @@ def next_victim(snapshot: Snapshot) -> BlockInfo | None:
 
 
 def queue_position(snapshot: Snapshot, page: int) -> int | None:
-    """1-based place of ``page`` in the free queue (or free list), None if it is not there."""
+    """``page``'s place in the free queue (or free list), 0 for the head (the next taken),
+    as the page pool numbers it (``q0``); None if it is not there."""
     free = snapshot.free
     if isinstance(free, QueuedPages):
         if page in free.head:
-            return free.head.index(page) + 1
+            return free.head.index(page)
         run = free.page_count - free.untouched_from
         if free.untouched_from <= page < free.page_count:
-            return len(free.head) + page - free.untouched_from + 1
+            return len(free.head) + page - free.untouched_from
         if page in free.tail:
-            return len(free.head) + run + free.tail.index(page) + 1
+            return len(free.head) + run + free.tail.index(page)
         return None
     try:
-        return tuple(free).index(page) + 1
+        return tuple(free).index(page)
     except ValueError:
         return None
+
+
+def place_text(position: int, length: int) -> str:
+    """A place in a queue of ``length`` pages as every sentence says it, in the page pool's
+    numbering: "q0 (the head) of 8", "q2 of 8"."""
+    return f"q{position:,}{' (the head)' if position == 0 else ''} of {length:,}"
 
 
 def queued_runs(snapshot: Snapshot, limit: int = QUEUE_SHOWN) -> tuple[list[tuple[int, int, bool]], int]:

@@ -15,7 +15,7 @@ from kvcore import events as ev
 from kvcore.events import BlockEvicted
 from kvcore.snapshot import FreePages
 
-from .free_queue import next_victim, queue_position, queue_text
+from .free_queue import next_victim, place_text, queue_position, queue_text
 from .narrate import TOKENS, Units, count, match_stop
 from .policy_words import key_phrase, key_value, words_for
 
@@ -121,8 +121,8 @@ def _hash_page_lines(snap, page: int, at: str, label) -> list[str]:
     info = snap.pages[page]
     queued = len(snap.free)
     if info.state == "free":
-        return [f"It is free {at}: no block, no owner. It is number {queue_position(snap, page):,} of {queued:,} "
-                "in the free queue; acquires take pages from the queue's head."]
+        return [f"It is free {at}: no block, no owner. It is {place_text(queue_position(snap, page), queued)} "
+                "in the free queue; acquires take pages from the queue's head, q0."]
     if info.state == "owned":
         owner = snap.allocation(info.owner)
         name = owner.label if owner is not None else f"allocation #{info.owner}"
@@ -148,11 +148,11 @@ def _hash_page_lines(snap, page: int, at: str, label) -> list[str]:
         return lines
     place = queue_position(snap, page)
     victim = next_victim(snap)
-    lines.append(f"It is evictable: ref 0, number {place:,} of {queued:,} in the free queue. Its block stays "
+    lines.append(f"It is evictable: ref 0, {place_text(place, queued)} in the free queue. Its block stays "
                  "matchable until an acquire takes the page from the queue's head; then the block leaves the cache "
                  "(lazy eviction).")
     if victim is not None and victim.page == page:
-        lines.append(f"It is the next block to go: {count(place - 1, 'page')} ahead of it in the queue "
+        lines.append(f"It is the next block to go: {count(place, 'page')} ahead of it in the queue "
                      "hold no cached block.")
     return lines
 

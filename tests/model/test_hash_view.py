@@ -131,3 +131,24 @@ def test_a_trie_snapshot_is_refused():
     for read in (block_lines, queue_entries, free_queue_title, block_counts, QueueOrder):
         with pytest.raises(NotAHashSnapshot, match="trie snapshot has no cached blocks or free queue"):
             read(snap)
+
+
+# -- one numbering for queue places: the pool's q0 is the head ----------------------------------
+
+
+def test_the_why_panel_and_the_pool_number_queue_places_the_same_way():
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+    from kvviz.model.why import page_status
+
+    session = Session.from_scenario(parse_scenario(
+        "cache hash pages=4 tokens_per_page=2\nacquire a 1 2 3 4\npublish a\nrelease a\n"))
+    snap = session.frame(3).snapshot
+    order = QueueOrder(snap)
+    queue = list(snap.free)
+    assert len(queue) == 4
+    for place, page in enumerate(queue):
+        text = " ".join(page_status(session, 3, page).lines)
+        assert order.place_label(page) == f"q{place}"
+        assert f"q{place}" in text and f"of {len(queue)}" in text, text
+        assert ("q0 (the head)" in text) == (place == 0) and "number " not in text
