@@ -20,6 +20,8 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
 - ``replay_topic``: answers are ``(b"", topic, seq, payload)`` (true, default: the shared
   README's shape) or ``(b"", seq, payload)`` (false: older vLLM). The end marker is
   ``(b"", b"", seq -1, b"")`` either way.
+- ``replay_repeat`` (default 1): each buffered batch is answered this many times (duplicates);
+  ``replay_reversed`` (default false): answered newest first (a reader must put them in order).
 - a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq),
   ``{"skip": N}`` (the next N take their seqs and go into the replay buffer, unsent: a gap),
   ``{"restart": true}`` (seq back to 0, buffer emptied, as a restarted server),
@@ -92,7 +94,7 @@ def local_port(endpoint: str) -> int:
 class RankPublisher:
     """One data-parallel rank: its XPUB, its replay ROUTER, its seq and its replay buffer."""
 
-    def __init__(self, context: zmq.Context, rank: int, pub_port: int, router_port: int, replay: str, replay_topic: bool):
+    def __init__(self, context: zmq.Context, rank: int, pub_port: int, router_port: int, script: dict):
         self.rank = rank
         self.xpub = context.socket(zmq.XPUB)
         self.xpub.setsockopt(zmq.LINGER, 0)
@@ -101,8 +103,10 @@ class RankPublisher:
         self.router = context.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.bind(f"tcp://127.0.0.1:{router_port + rank}")
-        self.replay = replay
-        self.replay_topic = replay_topic
+        self.replay = script.get("replay", "both")
+        self.replay_topic = bool(script.get("replay_topic", True))
+        self.replay_repeat = int(script.get("replay_repeat", 1))
+        self.replay_reversed = bool(script.get("replay_reversed", False))
         self.seq = 0
         self.buffer: deque[tuple[int, bytes, bytes]] = deque(maxlen=REPLAY_BUFFER)
         self.subscribed = False
@@ -151,9 +155,10 @@ class RankPublisher:
                 continue
             report["requests"][envelope] += 1
             start = int.from_bytes(request[-1], "big")
-            for seq, topic, payload in self.buffer:
-                if seq >= start:
-                    head = [identity, b"", topic] if self.replay_topic else [identity, b""]
+            answer = [entry for entry in self.buffer if entry[0] >= start]
+            for seq, topic, payload in reversed(answer) if self.replay_reversed else answer:
+                head = [identity, b"", topic] if self.replay_topic else [identity, b""]
+                for _ in range(self.replay_repeat):
                     self.router.send_multipart([*head, seq.to_bytes(8, "big"), payload])
                     report["replayed"] += 1
             self.router.send_multipart([identity, b"", b"", END_OF_REPLAY, b""])
@@ -242,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     context = zmq.Context()
     ranks = [
-        RankPublisher(context, r, local_port(args.pub), local_port(args.router),
-                      script.get("replay", "both"), bool(script.get("replay_topic", True)))
+        RankPublisher(context, r, local_port(args.pub), local_port(args.router), script)
         for r in range(args.ranks)
     ]
     waiting = zmq.Poller()

@@ -240,6 +240,17 @@ def test_replay_answers_without_a_topic_frame_take_the_live_messages_topic(publi
     assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
 
 
+def test_replayed_duplicates_are_dropped_and_answers_newest_first_are_put_in_order(publisher, subscribe):
+    live = publisher({"replay_repeat": 2, "replay_reversed": True, "steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 10)
+    assert seqs(got) == list(range(10))
+    assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    # the answer repeats 5..9 (the buffer from the start seq on); 8 and 9 are past the gap
+    assert (subscriber.stats.duplicates, subscriber.stats.replayed) == (3, 3)
+
+
 def test_a_gap_without_a_replay_endpoint_is_noted_on_the_message_after_it(publisher, subscribe):
     live = publisher({"steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv")
