@@ -77,6 +77,8 @@ SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Play speeds in steps per second (+ and - move along this list)."""
 DEFAULT_SPEED = 1
 SCRIPT_NAME = "kvviz-session.kvs"
+CODE_BESIDE_WIDTH = 100
+"""Columns from which stepping into an op shows the pseudo-code beside the narration."""
 
 _STEP_KEYS = Binding.Group("step", compact=True)
 _EVENT_KEYS = Binding.Group("event", compact=True)
@@ -101,9 +103,11 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         Binding("right,l", "next_step", "step", key_display="→", group=_STEP_KEYS),
         Binding("i", "step_into", "into"),
         Binding("o", "step_out", "out"),
-        # Help and the palette list these (the footer is full; the code pane's title says b):
-        Binding("x", "toggle_code", "code", show=False),
-        Binding("b", "toggle_buggy", "buggy code", show=False),
+        Binding("x", "toggle_code", "code"),
+        # b and v each have a silent twin where they cannot act: it says why in the status
+        # line, and the footer shows the key only where it does something.
+        Binding("b", "toggle_buggy", "buggy"),
+        Binding("b", "no_buggy_code", "Buggy code (none here)", show=False),
         Binding("home", "first_step", "First step", show=False),
         Binding("end", "last_step", "Last step", show=False),
         Binding("space", "play", "play"),
@@ -114,12 +118,14 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         Binding("right_square_bracket", "next_interesting", "event", key_display="]", group=_EVENT_KEYS),
         Binding("g", "jump", "go to"),
         Binding("v", "first_violation", "violation"),
+        Binding("v", "no_violation", "First violation (none here)", show=False),
         Binding("w", "toggle_why", "why"),
         Binding("colon", "focus_command", "op", key_display=":"),
         Binding("e", "export", "export"),
         Binding("ctrl+s", "save_script", "Save .kvs", show=False),
         Binding("escape", "escape", "Step out / clear selection", show=False),
-        Binding("p", "toggle_practice", "practice", show=False),  # help and the palette list it; the footer is full
+        Binding("p", "toggle_practice", "practice"),
+        Binding("z", "toggle_compact", "Compact page grid", show=False),  # from every view, not only the grid
         *(Binding(str(d), f"answer_choice('{d}')", f"Answer {d}", show=False) for d in range(10)),
         Binding("a", "type_answer", "type answer"),
         Binding("s", "skip_question", "skip"),
@@ -161,6 +167,10 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self.substep: int | None = None  # stepped into the op: the sub-step shown; None: the whole step
         self.show_code: bool | None = None  # the code pane; None: shown while stepped into an op
         self.show_buggy = False  # the buggy variant's code beside ours (bug-museum demos)
+        # True once the user moved back from a later step (and until the end is reached
+        # again): only then does the command bar warn that an op typed here branches. A
+        # timeline opened at step 0, or jumped forward, was never stepped back.
+        self.stepped_back = False
 
     def get_default_screen(self) -> Screen:
         return KvvizScreen(id="_default")
@@ -211,9 +221,12 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
     def _apply_size_classes(self) -> None:
         width, height = self.size
         screen = self.main_screen
+        code_was_visible = self.code_visible
         screen.set_class(width < 100, "-narrow")
         screen.set_class(height < 36, "-short")
         screen.set_class(height < 24, "-tiny")
+        if self.view is not None and self.code_visible != code_was_visible:
+            self._show(rebuild=True)  # the code pane comes or goes with the width
 
     @property
     def main_screen(self) -> Screen:
@@ -314,10 +327,18 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
                 target = question.step - 1
             else:
                 practice.leave(target)
+        self._moved(target)
         self.step = target
         self.substep = None  # a move by whole steps steps out of the op
         self._show(rebuild=True)
         self._show_practice()
+
+    def _moved(self, target: int) -> None:
+        """Remember whether the user stepped back (see ``stepped_back``)."""
+        if target >= self.last_step:
+            self.stepped_back = False
+        elif target < self.step:
+            self.stepped_back = True
 
     def select(self, selection: Selection | None) -> None:
         """Select an item; every view highlights it and what is linked to it."""
@@ -376,8 +397,12 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
 
     @property
     def code_visible(self) -> bool:
-        """True when the code pane shows: as toggled (x), else while stepped into an op."""
-        return self.show_code if self.show_code is not None else self.substep is not None
+        """True when the code pane shows: as toggled (x), else while stepped into an op on a
+        terminal of at least :data:`CODE_BESIDE_WIDTH` columns (narrower, the pane would
+        halve the narration and cut the sub-step's sentence: x still shows it)."""
+        if self.show_code is not None:
+            return self.show_code
+        return self.substep is not None and self.size.width >= CODE_BESIDE_WIDTH
 
     def has_buggy_code(self) -> bool:
         """True when the demo shown is a bug-museum demo with buggy code to show beside ours."""
@@ -433,7 +458,7 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
                                       "space plays them, o steps out")
             return
         self.command_bar.set_hint(
-            None if self.playing or self.step == self.last_step else
+            None if self.playing or not self.stepped_back or self.step == self.last_step else
             f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
 
     def _title(self, widget, title: str) -> None:
@@ -516,6 +541,7 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
     def show_substep(self, step: int, index: int | None) -> None:
         """Show sub-step ``index`` of step ``step``'s op (None: the whole step)."""
         stepping_in_or_out = (index is None) != (self.substep is None)
+        self._moved(step)
         self.step = step
         self.substep = index
         self._show(rebuild=True)
@@ -575,9 +601,14 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         """Jump to the first step with an invariant violation."""
         target = self.first_violation()
         if target is None:
-            self.notify("No invariant violations in this timeline.", timeout=3)
+            self.action_no_violation()
             return
         self.go_to(target)
+
+    def action_no_violation(self) -> None:
+        """``v`` on a timeline whose invariants all hold: say so in the status line."""
+        self.notify(f"No invariant violations in this timeline: every one of its {len(self.session)} "
+                    "steps passed the invariant checks.", timeout=4)
 
     def action_jump(self) -> None:
         """Ask for a step number and go there."""
@@ -607,16 +638,16 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
             return not self.playing
         if action == "pause":
             return self.playing
-        if action == "first_violation":
-            return any(s.violations for s in self.session.summaries)
+        if action in ("first_violation", "no_violation"):
+            return any(s.violations for s in self.session.summaries) == (action == "first_violation")
+        if action in ("toggle_buggy", "no_buggy_code"):
+            return self.has_buggy_code() == (action == "toggle_buggy")
         if action in ("answer_choice", "type_answer", "skip_question", "hint"):
             return self.practice is not None and self.practice.pending is not None
         if action == "step_into":  # not while a question is asked: the footer shows its keys then
             return self.substep is None and not (self.practice is not None and self.practice.pending is not None)
         if action == "step_out":
             return self.substep is not None
-        if action == "toggle_buggy":
-            return self.has_buggy_code()
         return True
 
     def action_play(self) -> None:
@@ -791,12 +822,22 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         """A bug-museum demo: show the buggy variant's pseudo-code beside ours (the differing
         lines marked ≠), or hide it."""
         if not self.has_buggy_code():
-            self.notify("Only the bug-museum demos (bug-*, shortfin-*) have buggy code to show.", timeout=4)
+            self.action_no_buggy_code()
             return
         self.show_buggy = not self.show_buggy
         if self.show_buggy and not self.code_visible:
             self.show_code = True
         self._show(rebuild=False)
+
+    def action_no_buggy_code(self) -> None:
+        """``b`` where there is no buggy code: say why in the status line."""
+        bug = pseudocode.demo_bug(self.demo) if self.demo is not None else None
+        if bug is not None and bug in pseudocode.NO_VARIANT:
+            why = f"{self.demo} has no buggy code to show beside ours: {pseudocode.NO_VARIANT[bug]}."
+        else:
+            shown = f"this is the {self.demo} demo" if self.demo is not None else "this timeline is no demo"
+            why = f"b shows a bug-museum demo's buggy code (bug-*, shortfin-*); {shown}."
+        self.notify(why, timeout=6)
 
     def action_toggle_why(self) -> None:
         """Show or hide the why panel."""
@@ -1019,14 +1060,18 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         def write(value: str) -> str | None:
             if not value.strip():
                 return "a file name, e.g. kvviz-session.kvs"
+            problem = name_problem(value.strip())
+            if problem is not None:
+                return problem
             path = self.script_path(value.strip())
-            if path.exists() and path not in confirmed:
-                confirmed.append(path)
-                return f"{path} exists: enter again to replace it, or type another name"
             try:
+                if path.exists() and path not in confirmed:
+                    confirmed.append(path)
+                    return f"{shortened(path)} exists: enter again to replace it, or type another name"
                 saved = self.save_script(path)
-            except OSError as error:
-                return f"cannot write {path}: {error.strerror or error}"
+            except (OSError, ValueError) as error:  # refused by the file system: one line, keep asking
+                reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+                return f"cannot write {shortened(path)}: {reason}"
             self.notify(str(saved), title=f"Saved the script ({len(self.session.steps)} ops)", timeout=6)
             return None
 
@@ -1063,11 +1108,43 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         self.session = session
         self.demo = demo
         self.show_buggy = False
+        self.stepped_back = False
         self.revision += 1
         self.edited = False
         self.selection = None
         self.trie.folded.clear()
+        self.step = 0  # a new timeline: opening it at ``step`` is no step back
         self.go_to(step)
+
+
+MAX_NAME_BYTES = 255
+"""The longest file name (one path part, in UTF-8 bytes) Linux and macOS file systems take."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file name, in one line, or None: a NUL or another control
+    character (the OS refuses the first, the second would garble the messages), or a part
+    longer than :data:`MAX_NAME_BYTES`."""
+    if "\x00" in name:
+        return "a file name cannot hold a NUL byte (\\0): type another name"
+    control = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if control is not None:
+        return f"a file name cannot hold the control character {control!r}: type another name"
+    longest = max((part for part in Path(name).parts), key=lambda part: len(part.encode("utf-8")), default="")
+    size = len(longest.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        return f"a file name holds at most {MAX_NAME_BYTES} bytes; {shortened(longest)} has {size:,}"
+    return None
+
+
+def shortened(path: str | Path, limit: int = 60) -> str:
+    """``path`` as text, cut in the middle with ``…`` beyond ``limit`` characters (a status
+    line stays one line)."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return f"{text[:half]}…{text[-half:]}"
 
 
 def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:

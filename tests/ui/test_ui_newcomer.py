@@ -357,8 +357,10 @@ async def test_the_narration_grows_with_the_terminal(app_on, lru):
 
 
 async def test_the_stepped_back_hint_hides_while_playing(app_on, small):
-    app = app_on(small, step=2)
+    app = app_on(small, step=3)
     async with app.run_test(size=BIG) as pilot:
+        app.action_previous_step()
+        await pilot.pause()
         placeholder = app.command_bar.input.placeholder
         assert placeholder.startswith("stepped back to 2/")
         app.action_play()

@@ -25,8 +25,9 @@ class BranchScreen(ModalScreen[str | None]):
     ]
 
     DEFAULT_CSS = """
-    BranchScreen { align: center middle; }
+    BranchScreen { align: center bottom; background: $background 35%; }
     BranchScreen > Vertical {
+        margin-bottom: 1;
         width: 72; max-width: 95%; height: auto; padding: 0 1;
         border: round $warning; background: $surface;
     }

@@ -23,8 +23,9 @@ class PromptScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     DEFAULT_CSS = """
-    PromptScreen { align: center middle; }
+    PromptScreen { align: center bottom; background: $background 35%; }
     PromptScreen > Vertical {
+        margin-bottom: 1;
         width: 64; max-width: 95%; height: auto; padding: 0 1;
         border: round $accent; background: $surface;
     }

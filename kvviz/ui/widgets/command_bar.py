@@ -66,6 +66,14 @@ def complete(value: str, live_names: Iterable[str]) -> str | None:
     return None
 
 
+def fit(text: str, width: int) -> str:
+    """``text``, or its first ``width - 1`` characters and ``…`` when it is longer than
+    ``width`` (0 or less: not laid out yet, kept whole)."""
+    if width <= 0 or len(text) <= width:
+        return text
+    return text[: max(0, width - 1)].rstrip() + "…"
+
+
 class OpSuggester(Suggester):
     """Suggests op names and live allocation names (asked afresh each time: names change)."""
 
@@ -149,6 +157,7 @@ class CommandBar(Vertical):
         super().__init__(**kwargs)
         self._live_names = live_names
         self.error: ScenarioError | None = None
+        self._hint = self.PLACEHOLDER
 
     def compose(self) -> ComposeResult:
         yield CommandInput(placeholder=self.PLACEHOLDER, suggester=OpSuggester(self._live_names), id="command-input")
@@ -160,10 +169,15 @@ class CommandBar(Vertical):
         return self.query_one(CommandInput)
 
     def set_hint(self, hint: str | None) -> None:
-        """Replace the placeholder (e.g. to say that an op here will branch)."""
-        hint = hint or self.PLACEHOLDER
-        if self.input.placeholder != hint:
-            self.input.placeholder = hint
+        """Replace the placeholder (e.g. to say that an op here will branch), cut to the
+        box's width with ``…`` (a placeholder is never wrapped)."""
+        self._hint = hint or self.PLACEHOLDER
+        fitted = fit(self._hint, self.input.content_region.width)
+        if self.input.placeholder != fitted:
+            self.input.placeholder = fitted
+
+    def on_resize(self) -> None:
+        self.set_hint(self._hint)
 
     def show_error(self, error: ScenarioError | None) -> None:
         """Show ``error`` under the box (None clears it)."""

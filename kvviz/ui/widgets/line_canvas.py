@@ -31,28 +31,53 @@ Span = tuple[str, Style]
 def spans_to_strip(spans: Iterable[Span], width: int, base: Style, overlay: Style | None = None) -> Strip:
     """Spans as a strip of exactly ``width`` cells: cropped or padded with ``base``.
 
-    ``overlay`` (a cursor or selection style) goes over every span. No per-row metadata:
-    clicks are mapped from coordinates, so the few style combinations stay cacheable.
+    A line cut short ends with ``…`` in its last cell, so a reader knows there is more (a
+    cut that drops only spaces is no cut). ``overlay`` (a cursor or selection style) goes
+    over every span. No per-row metadata: clicks are mapped from coordinates, so the few
+    style combinations stay cacheable.
     """
+    spans = [(text, style) for text, style in spans if text]
+    sizes = [cell_len(text) for text, _ in spans]
+    room = width
+    if sum(sizes) > width and _text_beyond(spans, sizes, width):
+        room = width - 1  # the last cell is the ellipsis
     segments = []
     used = 0
-    for text, style in spans:
-        if not text:
-            continue
-        size = cell_len(text)
-        if used + size > width:  # crop: this span is the last that shows
-            text = set_cell_size(text, width - used)
-            size = width - used
+    last_style = base
+    for (text, style), size in zip(spans, sizes):
+        if used >= room:
+            break
+        if used + size > room:  # crop: this span is the last that shows
+            text = set_cell_size(text, room - used)
+            size = room - used
         combined = base + style if style else base
         if overlay is not None:
             combined += overlay
         segments.append(Segment(text, combined))
+        last_style = combined
         used += size
-        if used >= width:
-            break
+    if room < width and width > 0:
+        segments.append(Segment("…", last_style))
+        used += 1
     if used < width:
         segments.append(Segment(" " * (width - used), base + overlay if overlay is not None else base))
     return Strip(segments, width)
+
+
+def _text_beyond(spans: list[Span], sizes: list[int], width: int) -> bool:
+    """True when something other than spaces lies past ``width`` cells."""
+    used = 0
+    for (text, _), size in zip(spans, sizes):
+        if used + size > width:
+            skip, cells = max(0, width - used), 0
+            for index, character in enumerate(text):
+                if cells >= skip:
+                    if text[index:].strip():
+                        return True
+                    break
+                cells += cell_len(character)
+        used += size
+    return False
 
 
 class StyleCache:

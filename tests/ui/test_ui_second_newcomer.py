@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a newcomer and a fuzzer hit in the UI the second time (issue 20): keys that did
+nothing silently, a hint nobody earned, text cut without an ellipsis, modals that hid the
+step, units mixed in a trace's timeline, a save name that killed the app."""
+
+from __future__ import annotations
+
+import re
+
+from rich.style import Style
+
+from kvviz.demos import load_demo
+from kvviz.model.session import Session
+from kvviz.ui.screens.prompt_screen import PromptScreen
+from kvviz.ui.widgets.line_canvas import spans_to_strip
+
+BIG = (120, 40)
+TINY = (60, 20)
+
+
+def toasts(app) -> list[str]:
+    """The notifications shown so far, as text."""
+    return [str(n.message) for n in app._notifications]
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now, modal screens and what is behind them, as plain text."""
+    svg = app.export_screenshot()
+    text = re.sub(r"<[^>]+>", "", svg.replace("&#160;", " "))
+    return text
+
+
+def footer_keys(app) -> set[str]:
+    """The keys the footer shows right now."""
+    return {active.binding.key for active in app.screen.active_bindings.values() if active.binding.show
+            and active.enabled}
+
+
+# -- item 14: the "stepped back" hint only after a step back ---------------------------------
+
+async def test_a_freshly_opened_demo_does_not_say_it_stepped_back(app_on, lru):
+    app = app_on(lru, demo="lru")
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        assert "stepped back" not in app.command_bar.input.placeholder
+        app.go_to(5)  # forward: still nobody stepped back
+        await pilot.pause()
+        assert "stepped back" not in app.command_bar.input.placeholder
+
+
+async def test_the_stepped_back_hint_follows_a_step_back(app_on, lru):
+    app = app_on(lru, step=5)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        assert "stepped back" not in app.command_bar.input.placeholder
+        app.action_previous_step()
+        await pilot.pause()
+        assert app.command_bar.input.placeholder.startswith("stepped back to 4/")
+        app.action_last_step()
+        await pilot.pause()
+        assert "stepped back" not in app.command_bar.input.placeholder
+
+
+# -- item 10: keys say why they do nothing; z from every view -----------------------------------
+
+async def test_b_on_a_lesson_demo_says_why_there_is_no_buggy_code(app_on, lru):
+    app = app_on(lru, demo="lru")
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        await pilot.press("b")
+        await pilot.pause()
+        assert any("bug-museum" in t for t in toasts(app)), toasts(app)
+        assert not app.show_buggy
+
+
+async def test_b_on_a_bug_demo_without_a_variant_says_why(app_on):
+    app = app_on(Session.from_scenario(load_demo("bug-b12-extend-self")), demo="bug-b12-extend-self")
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        await pilot.press("b")
+        await pilot.pause()
+        shown = toasts(app)
+        assert shown and "bug-b12-extend-self" in shown[-1], shown
+
+
+async def test_v_without_a_violation_says_so(app_on, lru):
+    app = app_on(lru, step=3)
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        await pilot.press("v")
+        await pilot.pause()
+        assert any("No invariant violations" in t for t in toasts(app)), toasts(app)
+        assert app.step == 3
+
+
+async def test_z_switches_the_page_grid_layout_from_the_trie(app_on, lru):
+    app = app_on(lru)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        assert app.structure.has_focus
+        before = app.pool.is_compact
+        await pilot.press("z")
+        assert app.pool.is_compact != before
+
+
+# -- item 15: the footer lists x, p, b and v (b and v where they apply) ---------------------------
+
+async def test_the_footer_lists_code_and_practice_and_buggy_code_on_a_bug_demo(app_on):
+    name = "bug-b5-ref-leak"
+    app = app_on(Session.from_scenario(load_demo(name)), demo=name)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert {"x", "p", "b"} <= footer_keys(app)
+
+
+async def test_the_footer_lists_v_when_the_timeline_has_a_violation(app_on, leaky, lru):
+    app = app_on(leaky)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "v" in footer_keys(app)
+    app = app_on(lru, demo="lru")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert not {"v", "b"} & footer_keys(app)  # shown only where they do something
+
+
+# -- item 11: an ellipsis where a line is cut; modals over the step; a readable sub-step -------
+
+def test_a_line_cut_at_the_width_ends_with_an_ellipsis():
+    strip = spans_to_strip([("candidates: childless", Style()), (", ref 0", Style())], 12, Style())
+    assert strip.text == "candidates:…"
+    assert spans_to_strip([("fits", Style()), ("   ", Style())], 5, Style()).text == "fits "  # spaces cut: no …
+    assert spans_to_strip([("exactly", Style())], 7, Style()).text == "exactly"
+
+
+async def test_views_cut_at_120_by_40_and_60_by_20_say_so(app_on, lru):
+    for size in (BIG, TINY):
+        app = app_on(lru, step=28)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            heap = app.heap
+            room = heap.scrollable_content_region.width
+            header = "".join(s.text for s in heap.render_line(0)._segments).rstrip()
+            if len("candidates: childless, ref 0 · next victim on top · key (last_access, seq)") > room:
+                assert header.endswith("…"), (size, header)
+
+
+async def test_the_go_to_prompt_leaves_the_step_in_sight(app_on, lru):
+    app = app_on(lru, step=12)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        app.action_jump()
+        await pilot.pause()
+        assert isinstance(app.screen, PromptScreen)
+        shown = screen_text(app)
+        assert "step 12/32" in shown and "Go to step" in shown
+
+
+async def test_the_save_prompt_leaves_the_step_in_sight(app_on, lru):
+    app = app_on(lru, step=12)
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        app.action_save_script()
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "step 12/32" in shown and "Save the script as" in shown
+
+
+async def test_the_substep_sentence_reads_whole_at_60_by_20(app_on, lru):
+    app = app_on(lru, step=3)
+    async with app.run_test(size=TINY) as pilot:
+        await pilot.pause()
+        app.action_step_into()
+        app.action_next_step()
+        await pilot.pause()
+        sentence = app.view.substep.step.sentence
+        narration = app.narration
+        height = narration.scrollable_content_region.height
+        seen = " ".join(narration.row_text(i).strip() for i in range(min(height, len(narration.rows))))
+        assert " ".join(sentence.split()) in " ".join(seen.split()), (sentence, seen)
+
+
+# -- item 17: a save name the file system refuses --------------------------------------------------
+
+async def save_as(app, pilot, name: str) -> None:
+    app.action_save_script()
+    await pilot.pause()
+    app.screen.confirm(name)
+    await pilot.pause()
+
+
+async def test_a_300_character_save_name_is_one_line_and_the_timeline_stays(app_on, small, tmp_path):
+    app = app_on(small, step=4)
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        await save_as(app, pilot, "x" * 300)
+        assert isinstance(app.screen, PromptScreen)  # still asking: nothing was written
+        problem = str(app.screen.query_one("#prompt-error").render())
+        assert "\n" not in problem.strip() and "name" in problem, problem
+        assert (len(app.session), app.step) == (len(small), 4)
+        assert not list(tmp_path.glob("x*"))
+
+
+async def test_a_save_name_with_a_nul_byte_is_one_line_and_the_timeline_stays(app_on, small, tmp_path):
+    app = app_on(small, step=4)
+    async with app.run_test(size=BIG, notifications=True) as pilot:
+        await save_as(app, pilot, "bad\x00name")
+        assert isinstance(app.screen, PromptScreen)
+        problem = str(app.screen.query_one("#prompt-error").render())
+        assert "\n" not in problem.strip() and "NUL" in problem, problem
+        assert (len(app.session), app.step) == (len(small), 4)
+        app.screen.confirm("good")
+        await pilot.pause()
+        assert (tmp_path / "good.kvs").is_file()
+
+
+async def test_the_command_bar_hint_is_cut_with_an_ellipsis_at_60_by_20(app_on, lru):
+    app = app_on(lru, step=6)
+    async with app.run_test(size=TINY) as pilot:
+        app.action_previous_step()
+        await pilot.pause()
+        box = app.command_bar.input
+        hint = box.placeholder
+        assert hint.startswith("stepped back to 5/") and hint.endswith("…"), hint
+        assert len(hint) <= box.content_region.width
