@@ -1,0 +1,430 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz watch``: a server's KV-event stream in the kvviz UI, one step per received batch.
+
+The app owns a :class:`~kvviz.model.watch.WatchTimeline` (the frames rebuilt from the
+messages), the step shown, whether it **follows** the newest batch, and the block selected;
+for each change it hands the widgets one frozen :class:`~kvviz.ui.watch_view.WatchView`
+(state down, messages up). Live, the step moves to each new batch; stepping back pauses
+following: batches keep being recorded into the timeline, the header and the timeline bar
+say how many wait, and ``l`` (or end) returns to live.
+
+Messages arrive from a :class:`~kvviz.backends.kv_events.subscriber.Subscriber` (which
+receives and decodes them on its own thread) through one Textual interval that drains
+``subscriber.poll()``; tests skip the clock and call :meth:`WatchApp.receive` (or
+:meth:`WatchApp.receive_messages`) themselves. The caller starts and stops the subscriber.
+
+The screen: the header line (rates, cached blocks over time, gaps, restarts, undecodable
+messages, the incomplete-view banner), the timeline bar, the block forest, blocks per medium,
+one line where the trie, heap and ref views would be (the stream carries none of it), the
+narration of the step with its notes, and the why line of the selected block.
+
+One factory, :func:`make_watch_app`, serves the CLI and the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from ..model.designs.events import DESIGN
+from ..model.view import literal
+from .saving import free_stem, slug
+from .screens.prompt_screen import PromptScreen
+from .stepping import StepActions
+from .themes import set_up_appearance, variable_defaults
+from .watch_view import StreamTotals, WatchView, sparkline_samples, step_summary
+from .widgets.forest_view import LEGEND as FOREST_LEGEND
+from .widgets.forest_view import ForestView
+from .widgets.medium_bars import MediumBars
+from .widgets.timeline_bar import TimelineBar
+from .widgets.watch_header import WatchHeader
+from .widgets.watch_narration import WatchNarration
+from .widgets.watch_timeline_bar import WatchTimelineBar
+
+POLL_SECONDS = 0.1
+"""How often the one timer drains the subscriber (ten times a second)."""
+
+POLL_BATCH = 5000
+"""Most messages taken per drain: a burst is shown in a few ticks, and one tick stays short."""
+
+NOT_CARRIED = DESIGN.unknowable
+"""Where the trie, heap and ref views would be: why they cannot be (the events design's words)."""
+
+WHY_HINT = "why: ↑ ↓ put the cursor on a block to see when it was stored and removed"
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("→, ← / h", "next / previous batch (stepping back pauses following)"),
+    ("home", "the start, before the first batch"),
+    ("l / end", "back to live: the newest batch, following each new one"),
+    ("g", "go to step N"),
+    ("e", "export this step: a bundle .json (replays its messages), a .md report, an .svg picture"),
+    ("↑ ↓ (j k)", "the cursor in the forest: why that block is cached or removed"),
+    ("tab / shift+tab", "move between the forest and the narration"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+"""Every key of the watch, as its help lists them (a test checks them against the bindings)."""
+
+LEGEND = f"""\
+[b]The forest[/b]  {literal(FOREST_LEGEND)}
+  tok 32–47: the block's token positions in its chain (+0–15: counted from an orphan)
+  ×2: copies of one key on one medium · lora: the block's adapter
+
+[b]The timeline[/b]  one step per batch received: [$kv-violation]![/] gap or restart  [$error]✗[/] undecodable  [$kv-evicted]▾[/] removed blocks
+
+[b]What is not shown[/b]  {literal(NOT_CARRIED)}: a view of what is cached and removed, not of who holds it"""
+
+
+class WatchHelpScreen(ModalScreen[None]):
+    """The watch's keys and legend; escape, ? or q closes it."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
+
+    DEFAULT_CSS = """
+    WatchHelpScreen { align: center middle; }
+    WatchHelpScreen > VerticalScroll {
+        width: 100; max-width: 100%; height: auto; max-height: 100%;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        width = max(len(key) for key, _ in KEYS)
+        keys = "\n".join(f"  [b $accent]{literal(f'{key:<{width}}')}[/]  {literal(what)}" for key, what in KEYS)
+        with VerticalScroll() as box:
+            box.border_title = "kvviz watch help"
+            box.border_subtitle = "escape closes"
+            yield Static(Content.from_markup(f"[b]Keys[/b]\n{keys}\n\n{LEGEND}"))
+
+    def action_close(self) -> None:
+        """Close the help."""
+        self.dismiss(None)
+
+
+class WatchApp(StepActions, App[None]):
+    """The watch UI on one timeline (see the module doc)."""
+
+    CSS_PATH = "watch_app.tcss"
+    TITLE = "kvviz watch"
+
+    BINDINGS = [
+        Binding("left,h", "previous_step", "back", key_display="←"),
+        Binding("right", "next_step", "step", key_display="→"),
+        Binding("home", "first_step", "Start", show=False),
+        Binding("end", "live", "Live", show=False),
+        Binding("l", "live", "live"),
+        Binding("g", "jump", "go to"),
+        Binding("e", "export", "export"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, timeline, *, subscriber=None, step: int | None = None, animations: bool = False,
+                 cursor_blink: bool = False, export_dir: str | Path | None = None, theme: str | None = None):
+        super().__init__()
+        set_up_appearance(self, theme, animations)
+        self.cursor_blink = cursor_blink
+        self.timeline = timeline
+        self.subscriber = subscriber
+        self.export_dir = Path(export_dir) if export_dir is not None else None
+        self.start_step = step
+        self.step = 0
+        self.following = True
+        self.paused_at = 0  # the last step when following stopped: later ones are waiting
+        self.selected = None  # (key, medium) of the block under the forest's cursor
+        self.why_text: str | None = None
+        self.view: WatchView | None = None
+        self.summaries: list = []  # each step's marks, appended as batches arrive
+        self.totals = StreamTotals()
+        self.peak = 0
+        self._titles: dict[str, str] = {}
+        self._poll_timer = None
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield WatchHeader(id="header")
+        yield WatchTimelineBar(id="timeline")
+        with Horizontal(id="views"):
+            yield ForestView(id="forest")
+            with Vertical(id="side"):
+                yield MediumBars(id="media")
+                yield Static(NOT_CARRIED, id="not-carried")
+                yield WatchNarration(id="narration")
+        yield Static(WHY_HINT, id="why")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.media.border_title = "Blocks per medium"
+        self.query_one("#not-carried").border_title = "Trie · heap · refs"
+        self.narration.border_title = "Narration · notes"
+        self._count_new_steps()
+        start = self.last_step if self.start_step is None else self.start_step
+        self.following = self.start_step is None or start >= self.last_step
+        self.paused_at = self.last_step
+        self.go_to(start)
+        if self.subscriber is not None:
+            self._poll_timer = self.set_interval(POLL_SECONDS, self.poll_subscriber)
+        self.forest.focus()
+
+    @property
+    def header(self) -> WatchHeader:
+        return self.query_one("#header", WatchHeader)
+
+    @property
+    def timeline_bar(self) -> WatchTimelineBar:
+        return self.query_one("#timeline", WatchTimelineBar)
+
+    @property
+    def forest(self) -> ForestView:
+        return self.query_one("#forest", ForestView)
+
+    @property
+    def media(self) -> MediumBars:
+        return self.query_one("#media", MediumBars)
+
+    @property
+    def narration(self) -> WatchNarration:
+        return self.query_one("#narration", WatchNarration)
+
+    @property
+    def why_line(self) -> Static:
+        return self.query_one("#why", Static)
+
+    # -- messages in -----------------------------------------------------------------------
+
+    @property
+    def last_step(self) -> int:
+        """The newest step (one per message received)."""
+        return self.timeline.last_step
+
+    @property
+    def waiting(self) -> int:
+        """Batches received since following stopped (0 while live)."""
+        return 0 if self.following else self.last_step - self.paused_at
+
+    def receive(self, received: Iterable) -> int:
+        """Record ``received`` (the subscriber's ``Received`` values, in order) in the
+        timeline; live, show the newest. Returns how many were recorded."""
+        added = 0
+        for item in received:
+            self.timeline.add(item.message, item.batch, item.error, item.note)
+            added += 1
+        self._arrived(added)
+        return added
+
+    def receive_messages(self, messages: Iterable) -> int:
+        """Record raw ``Message`` values (the timeline decodes them). Returns how many."""
+        added = 0
+        for message in messages:
+            self.timeline.add(message)
+            added += 1
+        self._arrived(added)
+        return added
+
+    def poll_subscriber(self) -> None:
+        """The timer's tick: everything the subscriber decoded since the last tick."""
+        if self.subscriber is not None:
+            self.receive(self.subscriber.poll(POLL_BATCH))
+
+    def _arrived(self, added: int) -> None:
+        if not added:
+            return
+        self._count_new_steps()
+        if self.following:
+            self.go_to(self.last_step)
+        else:  # paused: the step shown stays; only the header and the bar say more wait
+            self._show(rebuild=False)
+
+    def _count_new_steps(self) -> None:
+        """Marks, totals and the peak for the steps not counted yet (each step once)."""
+        timeline = self.timeline
+        cached, removed = timeline.cached_over_time, timeline.removed_per_step
+        for index in range(len(self.summaries), self.last_step + 1):
+            summary = step_summary(index, timeline.notes(index), removed[index])
+            self.summaries.append(summary)
+            if index:
+                self.totals = self.totals.plus(summary)
+            self.peak = max(self.peak, cached[index])
+
+    # -- showing a step ----------------------------------------------------------------------
+
+    def go_to(self, step: int) -> None:
+        """Show step ``step`` (clamped to the timeline)."""
+        self.step = max(0, min(self.last_step, int(step)))
+        self._show(rebuild=True)
+
+    def _show(self, rebuild: bool) -> None:
+        timeline = self.timeline
+        shown = self.view
+        if not rebuild and shown is not None and shown.step == self.step:
+            # The same step: its frame never changes (rebuilding one replays up to a
+            # keyframe's worth of batches, and a paused screen redraws on every tick).
+            frame, orphans = shown.frame, shown.orphans
+        else:
+            frame = timeline.frame(self.step)
+            orphans = sum(1 for block in frame.state.blocks.values() if block.orphan)
+        view = WatchView(
+            frame, self.last_step, source=timeline.source, replay=self.subscriber is None,
+            following=self.following, waiting=self.waiting, rates=timeline.rates(self.step),
+            cached_samples=sparkline_samples(timeline.cached_over_time, self.step), peak=self.peak,
+            totals=self.totals, orphans=orphans, selected=self.selected, why=self.why_text,
+            summaries=tuple(self.summaries))
+        self.view = view
+        self.header.show(view)
+        self.timeline_bar.show(view)
+        if rebuild or self.forest.view is None or self.forest.view.step != view.step:
+            self.forest.show(view, rebuild=True)
+            self.media.show(view)
+            self.narration.show(view)
+            self._title(self.forest, f"Block forest · step {view.step}/{view.last_step}")
+        else:
+            self.forest.show(view, rebuild=False)
+        self.why_line.update(Content(f"why: {view.why}" if view.why else WHY_HINT))
+
+    def _title(self, widget, title: str) -> None:
+        # Setting a border title repaints the whole widget: only when it changes.
+        if self._titles.get(widget.id) != title:
+            self._titles[widget.id] = title
+            widget.border_title = title
+
+    # -- stepping --------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop following the newest batch (batches keep being recorded and counted)."""
+        if self.following:
+            self.following = False
+            self.paused_at = self.last_step
+
+    def action_previous_step(self) -> None:
+        """One batch back; pauses following."""
+        self.pause()
+        super().action_previous_step()
+
+    def action_next_step(self) -> None:
+        """One batch forward (paused stays paused: l returns to live)."""
+        if self.following and self.step >= self.last_step:
+            return
+        super().action_next_step()
+
+    def action_first_step(self) -> None:
+        """The start, before the first batch; pauses following."""
+        self.pause()
+        super().action_first_step()
+
+    def action_live(self) -> None:
+        """Back to live: the newest batch, following each new one."""
+        self.following = True
+        self.go_to(self.last_step)
+
+    def action_last_step(self) -> None:
+        """The newest batch, live again."""
+        self.action_live()
+
+    def action_jump(self) -> None:
+        """Ask for a step number and go there (paused)."""
+        last = self.last_step
+
+        def check(value: str) -> str | None:
+            value = value.strip()
+            if not value.isdigit():
+                return f"a step number, 0..{last}"
+            if len(value.lstrip("0")) > len(str(last)) or int(value) > last:
+                return f"step {value} does not exist: the watch has steps 0..{last} so far"
+            return None
+
+        def done(value: str | None) -> None:
+            if value is not None:
+                self.pause()
+                self.go_to(int(value))
+
+        self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*",
+                                      max_length=len(str(last)) + 8), done)
+
+    def action_help(self) -> None:
+        """Keys and legend."""
+        self.push_screen(WatchHelpScreen())
+
+    # -- export ------------------------------------------------------------------------------
+
+    EXPORT_SUFFIXES = (".json", ".md", ".svg")
+
+    def export_paths(self) -> dict[str, Path]:
+        """Where ``e`` writes the step shown: ``kvviz-watch-<source>-step<N>.json/.md/.svg``
+        in the export folder, numbered ``-2``, ``-3``, ... when a name is taken (never
+        overwritten)."""
+        folder = self.export_dir or Path.cwd()
+        stem = free_stem(folder, f"kvviz-watch-{slug(self.timeline.source)}-step{self.step}", self.EXPORT_SUFFIXES)
+        return {suffix: folder / f"{stem}{suffix}" for suffix in self.EXPORT_SUFFIXES}
+
+    def export_step(self) -> list[Path]:
+        """Write the bundle, the Markdown report and an SVG picture of the step shown; returns
+        the paths written."""
+        from ..export.atomic import write_text_atomic
+        from ..export.watch_bundle import write_watch_export
+
+        paths = self.export_paths()
+        paths[".json"].parent.mkdir(parents=True, exist_ok=True)
+        for suffix in (".json", ".md"):
+            write_watch_export(self.timeline, self.step, paths[suffix])
+        title = f"kvviz watch · {self.timeline.source or 'stream'} · step {self.step}"
+        write_text_atomic(paths[".svg"], self.export_screenshot(title=title))
+        return list(paths.values())
+
+    def action_export(self) -> None:
+        """Export the step shown (the picture without the toasts of earlier exports) and say
+        where the files went."""
+        self.clear_notifications()
+        self.call_after_refresh(self._export_and_tell)
+
+    def _export_and_tell(self) -> None:
+        try:
+            written = self.export_step()
+        except (OSError, ValueError) as error:
+            self.notify(f"Export failed: {error}", severity="error", timeout=8)
+            return
+        self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
+
+    # -- selection ---------------------------------------------------------------------------
+
+    @on(ForestView.BlockSelected)
+    def _block_selected(self, message: ForestView.BlockSelected) -> None:
+        self.select(message.key, message.medium)
+
+    def select(self, key, medium: str | None = None) -> None:
+        """Select block ``key`` (on ``medium``): the forest marks its chain, the why line
+        says what the timeline knows of it."""
+        self.selected = (key, medium)
+        self.why_text = self.timeline.why_block(key)
+        self._show(rebuild=False)
+
+    @on(TimelineBar.StepClicked)
+    def _step_clicked(self, message: TimelineBar.StepClicked) -> None:
+        self.pause()
+        self.go_to(message.step)
+
+
+def make_watch_app(timeline, *, subscriber=None, step: int | None = None, animations: bool = False,
+                   cursor_blink: bool = False, export_dir: str | Path | None = None,
+                   theme: str | None = None) -> WatchApp:
+    """The watch UI on ``timeline`` (a :class:`~kvviz.model.watch.WatchTimeline`).
+
+    ``subscriber``: a started :class:`~kvviz.backends.kv_events.subscriber.Subscriber` whose
+    messages the app drains ten times a second (None: a recording, nothing more arrives);
+    ``step``: the step to open at, paused (None: the newest, live); ``animations`` and
+    ``cursor_blink`` off by default (deterministic screenshots); ``export_dir``: where
+    exports go (default the current directory); ``theme``: any registered theme name.
+    """
+    return WatchApp(timeline, subscriber=subscriber, step=step, animations=animations, cursor_blink=cursor_blink,
+                    export_dir=export_dir, theme=theme)

@@ -1,0 +1,323 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The block forest of ``kvviz watch``: the cache a server's KV events describe, rebuilt.
+
+Each block hangs under the block its parent key names (:func:`forest_lines`), so a chain
+reads top to bottom, branching where two requests diverged. A row shows the block's key (as
+sent: opaque), its token positions in the chain (``tok 32–47``; ``+0–15`` counts from an
+orphan, whose start is unknown), its medium, its LoRA, its copies (the same key stored twice
+on one medium, ``×2``) and its token values. Blocks the step stored are green; blocks it
+removed stay where they were for that step, struck through in red, and are gone the step
+after. A block whose parent key is not in the forest is an **orphan** (⊘): kvviz attached
+after its parent was stored, or the parent was removed first; it heads a chain of its own.
+
+The view draws a frozen :class:`~kvviz.ui.watch_view.WatchView`; moving the cursor posts
+:class:`ForestView.BlockSelected`, which the app answers with the timeline's why-answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+
+from textual.message import Message
+from textual.widget import Widget
+
+from ...backends.kv_events.wire import key_label, key_order, medium_label
+from ...model.narrate import count
+from ..watch_view import WatchView
+from .line_view import LineView, Row, SelectionMessage, Span
+
+MAX_INDENT = 12
+"""Deepest level drawn further right; deeper blocks stay at this indent (their token
+positions say how deep they are)."""
+
+ORPHAN = "⊘"
+"""The marker of a block whose parent key is not in the forest."""
+
+LEGEND = (f"● cached · + stored this batch · ✗ removed this batch (gone the next) · {ORPHAN} orphan: "
+          "parent never seen (attached late) or removed")
+"""The legend, under the header."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForestLine:
+    """One block as the forest draws it.
+
+    ``start`` is the position of its first token in its chain (counted from the orphan that
+    heads the chain when ``relative``); ``removed`` and ``stored``: what the step shown did
+    to it; ``copy_of`` True for another medium's copy of the key drawn just above (the key's
+    children hang under its first copy).
+    """
+
+    block: object
+    prefix: str
+    depth: int
+    start: int
+    relative: bool
+    head: bool
+    removed: bool = False
+    stored: bool = False
+    lost_copy: bool = False
+    copy_of: bool = False
+
+    @property
+    def orphan(self) -> bool:
+        """True when the chain's parent key is not in the forest (a chain's head only)."""
+        return self.head and self.block.parent is not None
+
+
+def _order(block) -> tuple:
+    # Deterministic on every run: the step that stored it, then the key (ints before bytes,
+    # which do not compare), then the medium.
+    return (block.stored_at, key_order(block.key), block.medium or "")
+
+
+def forest_lines(state, effect=None) -> tuple[ForestLine, ...]:
+    """The blocks of ``state`` (a ``ForestState``) and those ``effect`` (the step's
+    ``BatchEffect``) removed, depth first from each chain's head, heads in storing order.
+
+    Removed blocks keep their place for the step that removed them. Every block appears once,
+    also when keys loop (a crafted stream): such a block heads a chain. O(blocks log blocks).
+    """
+    present = state.blocks
+    stored = {(b.key, b.medium) for b in effect.stored} if effect is not None else set()
+    removed_here = list(effect.removed) if effect is not None else []
+    lost = {(b.key, b.medium) for b in removed_here if (b.key, b.medium) in present}
+    gone = {}
+    for b in removed_here:
+        if (b.key, b.medium) not in present:
+            gone.setdefault((b.key, b.medium), b)
+    blocks = sorted([*present.values(), *gone.values()], key=_order)
+    first_copy: dict[Hashable, object] = {}
+    for b in blocks:
+        first_copy.setdefault(b.key, b)
+    children: dict[Hashable, list] = {}
+    heads = []
+    for b in blocks:
+        if first_copy[b.key] is not b:
+            continue  # drawn right under its first copy
+        if b.parent is not None and b.parent in first_copy and b.parent != b.key:
+            children.setdefault(b.parent, []).append(b)
+        else:
+            heads.append(b)
+    copies: dict[Hashable, list] = {}
+    for b in blocks:
+        if first_copy[b.key] is not b:
+            copies.setdefault(b.key, []).append(b)
+    out: list[ForestLine] = []
+    seen: set = set()
+    marks = (stored, gone, lost)
+    _walk(heads, children, copies, marks, out, seen)
+    leftover = [b for b in blocks if first_copy[b.key] is b and b.key not in seen]
+    while leftover:  # keys that loop: the first left over heads a chain
+        _walk(leftover[:1], children, copies, marks, out, seen)
+        leftover = [b for b in leftover if b.key not in seen]
+    return tuple(out)
+
+
+def _walk(heads, children, copies, marks, out: list[ForestLine], seen: set) -> None:
+    # Depth first with an explicit stack: a conversation's chain is hundreds of blocks long.
+    stored, gone, lost = marks
+    pending = [(b, "", i == len(heads) - 1, 0, 0, b.parent is not None, True)
+               for i, b in reversed(list(enumerate(heads)))]
+    while pending:
+        b, prefix, last, depth, start, relative, head = pending.pop()
+        if b.key in seen:
+            continue
+        seen.add(b.key)
+        for copy_index, block in enumerate([b, *copies.get(b.key, ())]):
+            ident = (block.key, block.medium)
+            out.append(ForestLine(block, prefix + ("└─" if last else "├─"), depth, start, relative, head,
+                                  removed=ident in gone, stored=ident in stored, lost_copy=ident in lost,
+                                  copy_of=copy_index > 0))
+        below = children.get(b.key, ())
+        inner = prefix if depth >= MAX_INDENT else prefix + ("  " if last else "│ ")
+        after = start + len(b.tokens)
+        for i in range(len(below) - 1, -1, -1):
+            pending.append((below[i], inner, i == len(below) - 1, depth + 1, after, relative, False))
+
+
+def token_values(tokens: Iterable[int], budget: int) -> str:
+    """A block's tokens in at most ``budget`` cells: "[1600–1615]" for a run of consecutive
+    ids, else "[5 9 2 …]"."""
+    tokens = tuple(tokens)
+    if not tokens:
+        return "[]"
+    if len(tokens) > 2 and all(b - a == 1 for a, b in zip(tokens, tokens[1:])):
+        text = f"[{tokens[0]}–{tokens[-1]}]"
+    else:
+        text = "[" + " ".join(map(str, tokens)) + "]"
+    if len(text) > budget:
+        text = text[:max(1, budget - 2)] + "…]"
+    return text
+
+
+class ForestView(LineView):
+    """The block forest of the watch step shown (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `forest-view--guide` | The chains' guide lines. |
+    | `forest-view--block` | A cached block. |
+    | `forest-view--stored` | A block stored by this step. |
+    | `forest-view--removed` | A block removed by this step (struck through; gone the next step). |
+    | `forest-view--orphan` | An orphan and its marker. |
+    | `forest-view--meta` | Positions, medium, LoRA, copies, the header and the legend. |
+    | `forest-view--note` | A reset, a removal of a block never seen. |
+
+    Plus those of :class:`~kvviz.ui.widgets.line_view.LineView` (cursor, linked, muted).
+    """
+
+    COMPONENT_CLASSES = {
+        "forest-view--guide", "forest-view--block", "forest-view--stored", "forest-view--removed",
+        "forest-view--orphan", "forest-view--meta", "forest-view--note",
+    }
+
+    DEFAULT_CSS = """
+    ForestView {
+        & > .forest-view--guide { color: $kv-muted; }
+        & > .forest-view--block { color: $kv-cached; }
+        & > .forest-view--stored { color: $kv-new; text-style: bold; }
+        & > .forest-view--removed { color: $kv-evicted; text-style: strike; }
+        & > .forest-view--orphan { color: $warning; text-style: bold; }
+        & > .forest-view--meta { color: $kv-muted; }
+        & > .forest-view--note { color: $warning; }
+    }
+    """
+
+    class BlockSelected(SelectionMessage):
+        """The user put the cursor on a block: ``key`` (as sent) on ``medium``."""
+
+        def __init__(self, source: Widget, key: Hashable, medium: str | None) -> None:
+            super().__init__(source)
+            self.key = key
+            self.medium = medium
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._parent_of: dict[Hashable, Hashable | None] = {}
+        self._linked: frozenset = frozenset()
+        self.lines: tuple[ForestLine, ...] = ()
+        """The blocks as laid out for the step shown (tests read them)."""
+
+    # -- building rows -------------------------------------------------------------------
+
+    def build_rows(self, view: WatchView, width: int) -> list[Row]:
+        frame = view.frame
+        effect = frame.effect
+        self.lines = forest_lines(frame.state, effect)
+        self._parent_of = {line.block.key: line.block.parent for line in self.lines}
+        rows = [Row(None, "header"), Row(None, "legend")]
+        if effect is not None and effect.cleared:
+            rows.append(Row(None, "cleared"))
+        rows += [Row((line.block.key, line.block.medium), line) for line in self.lines]
+        if not self.lines:
+            rows.append(Row(None, "empty"))
+        if effect is not None:
+            rows += [Row(None, ("unknown", key)) for key in effect.removed_unknown]
+        self._link(view)
+        return rows
+
+    def keeps_rows(self, old: WatchView | None, new: WatchView) -> bool:
+        # A step's frame never changes once received: the same step keeps its rows.
+        return old is not None and old.step == new.step and old.revision == new.revision
+
+    def show(self, view: WatchView, rebuild: bool = True) -> None:
+        """Render ``view`` (rows are kept when only the selection changed)."""
+        if self._rows and not (rebuild and not self.keeps_rows(self.view, view)):
+            self._link(view)
+        super().show(view, rebuild)
+
+    def _link(self, view: WatchView) -> None:
+        """The selected block's chain up to its head: the rows linked to the selection."""
+        selected = view.selected
+        linked = set()
+        key = selected[0] if selected is not None else None
+        while key is not None and key in self._parent_of and key not in linked:
+            linked.add(key)
+            key = self._parent_of[key]
+        self._linked = frozenset(linked)
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def render_row(self, row: Row, width: int) -> list[Span]:
+        style = self.style_of
+        data = row.data
+        if isinstance(data, ForestLine):
+            return self._block_spans(data, width)
+        if data == "header":
+            return self._header_spans()
+        if data == "legend":
+            return [(LEGEND, style("forest-view--meta"))]
+        if data == "cleared":
+            return [("AllBlocksCleared: the server reset its cache; every block was dropped",
+                     style("forest-view--note"))]
+        if data == "empty":
+            return [("no cached blocks", style("line-view--muted"))]
+        if isinstance(data, tuple) and data[0] == "unknown":
+            return [(f"✗ {key_label(data[1])} removed, but never seen stored (stored before kvviz attached)",
+                     style("forest-view--note"))]
+        return []
+
+    def _header_spans(self) -> list[Span]:
+        style = self.style_of
+        view = self.view
+        spans: list[Span] = [(count(view.cached, "block") + " cached", style("forest-view--meta"))]
+        if view.orphans:
+            spans.append((f" · {count(view.orphans, 'orphan')}", style("forest-view--orphan")))
+        effect = view.frame.effect
+        if effect is not None:
+            if effect.stored:
+                spans.append((f" · +{len(effect.stored):,} stored", style("forest-view--stored")))
+            removed = len(effect.removed) + len(effect.removed_unknown)
+            if removed:
+                spans.append((f" · −{removed:,} removed", style("forest-view--removed")))
+            if effect.duplicates:
+                spans.append((f" · {count(effect.duplicates, 'duplicate store')}", style("forest-view--meta")))
+            spans.append((" this batch", style("forest-view--meta")))
+        return spans
+
+    def _block_spans(self, line: ForestLine, width: int) -> list[Span]:
+        style = self.style_of
+        block = line.block
+        meta = style("forest-view--meta")
+        if line.removed:
+            look, mark, tag = style("forest-view--removed"), "✗ ", " removed"
+        elif line.stored:
+            look, mark, tag = style("forest-view--stored"), "+ ", " stored"
+        else:
+            look, mark, tag = style("forest-view--block"), "● ", ""
+        if line.orphan:
+            mark = f"{ORPHAN} "
+        spans: list[Span] = [(line.prefix, style("forest-view--guide")),
+                             (mark, style("forest-view--orphan") if line.orphan else look),
+                             (key_label(block.key), look)]
+        size = len(block.tokens)
+        sign = "+" if line.relative else ""
+        positions = f"{sign}{line.start}–{line.start + size - 1}" if size else f"{sign}{line.start} (no tokens)"
+        tail: list[Span] = [(f" tok {positions} {medium_label(block.medium)}", meta)]
+        if block.lora is not None:
+            tail.append((f" lora {block.lora}", meta))
+        if block.copies > 1:
+            tail.append((f" ×{block.copies}", meta))
+        if line.depth > MAX_INDENT:
+            tail.append((f" depth {line.depth}", meta))
+        if line.copy_of:
+            tail.append((" another medium's copy", meta))
+        if line.orphan:
+            tail.append((" orphan", style("forest-view--orphan")))
+        if tag:
+            tail.append((tag, look))
+        if line.lost_copy:
+            tail.append((" −1 copy", style("forest-view--removed")))
+        used = sum(len(text) for text, _ in spans) + sum(len(text) for text, _ in tail) + 1
+        return [*spans, *tail, (" " + token_values(block.tokens, max(6, width - used)), meta)]
+
+    # -- selection -----------------------------------------------------------------------
+
+    def is_linked(self, item: Hashable) -> bool:
+        return item[0] in self._linked
+
+    def selected_message(self, item: Hashable) -> Message | None:
+        key, medium = item
+        return self.BlockSelected(self, key, medium)

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The header line of ``kvviz watch``: is the stream healthy, and how busy is the cache?
+
+One line: the source (endpoint and ranks, or the recording), the status (``● live``,
+``‖ paused · 2 waiting``, ``replay file``), the rates at the step shown (batches, blocks
+stored and removed per second, from the payloads' timestamps), the blocks cached now with a
+sparkline of cached blocks over time, and the counts of gaps, restarts and undecodable
+messages. A second line, the **incomplete view** banner, appears when the rebuilt cache may
+lack what the server holds: a gap or restart in the stream, orphans (kvviz attached after
+their parents were stored) or removals of blocks never seen.
+
+Parts that do not fit the width are left out from the right, the sparkline first, so the
+status and the counts stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from textual.strip import Strip
+
+from ...model.narrate import count
+from ..watch_view import WatchView
+from .line_canvas import LineCanvas, Span, spans_to_strip
+
+SPARKS = "▁▂▃▄▅▆▇█"
+"""The sparkline's glyphs, lowest to highest."""
+
+RATES: tuple[tuple[str, str], ...] = (
+    ("batches_per_s", "batches/s"),
+    ("stored_per_s", "stored/s"),
+    ("removed_per_s", "removed/s"),
+)
+"""The rates shown, in order: (key in ``WatchTimeline.rates``, unit shown)."""
+
+
+PRIORITY = ("status", "counts", "source", "cached", "sparkline", "rates", "peak")
+"""The header's parts, most wanted first: a narrow terminal drops them from the end."""
+
+
+def sparkline(values: Sequence[int]) -> str:
+    """One glyph per value, scaled from 0 to the largest (all ▁ when every value is 0)."""
+    top = max(values, default=0)
+    if top <= 0:
+        return SPARKS[0] * len(values)
+    last = len(SPARKS) - 1
+    return "".join(SPARKS[min(last, round(v * last / top))] for v in values)
+
+
+def rate_text(rates: Mapping[str, float]) -> str:
+    """ "12.5 batches/s · 180 stored/s · 20 removed/s" ("–" where the stream had no times)."""
+    parts = []
+    for key, unit in RATES:
+        value = rates.get(key)
+        parts.append(f"– {unit}" if value is None else f"{value:,.{1 if value < 100 else 0}f} {unit}")
+    return " · ".join(parts)
+
+
+def banner_text(view: WatchView) -> str:
+    """The incomplete-view banner's words: what is missing and why it may be."""
+    totals = view.totals
+    reasons = []
+    if totals.gaps:
+        reasons.append(f"{count(totals.gaps, 'gap')} in seq (messages missed)")
+    if totals.restarts:
+        reasons.append(f"{count(totals.restarts, 'publisher restart')} (the view reset)")
+    if view.orphans:
+        reasons.append(f"{count(view.orphans, 'orphan block')} (parents stored before kvviz attached, or removed)")
+    effect = view.frame.effect
+    if effect is not None and effect.removed_unknown:
+        reasons.append(f"{count(len(effect.removed_unknown), 'removal')} of blocks never seen in this batch")
+    return "⚠ incomplete view: " + "; ".join(reasons)
+
+
+class WatchHeader(LineCanvas, can_focus=False):
+    """The watch's header line and its incomplete-view banner (see the module doc).
+
+    | Class | Description |
+    | :- | :- |
+    | `watch-header--source` | The endpoint or recording. |
+    | `watch-header--live` | The status while following the newest batch. |
+    | `watch-header--paused` | The status while paused (batches waiting). |
+    | `watch-header--meta` | Rates and labels. |
+    | `watch-header--spark` | The sparkline of cached blocks. |
+    | `watch-header--ok` | A count of zero gaps, restarts, undecodable messages. |
+    | `watch-header--bad` | A count above zero. |
+    | `watch-header--banner` | The incomplete-view banner. |
+    """
+
+    STRIP_CACHE_SIZE = 4
+
+    COMPONENT_CLASSES = {
+        "watch-header--source", "watch-header--live", "watch-header--paused", "watch-header--meta",
+        "watch-header--spark", "watch-header--ok", "watch-header--bad", "watch-header--banner",
+    }
+
+    DEFAULT_CSS = """
+    WatchHeader {
+        height: 1;
+        overflow: hidden hidden;
+        &.-incomplete { height: 2; }
+        & > .watch-header--source { text-style: bold; }
+        & > .watch-header--live { color: $kv-new; text-style: bold; }
+        & > .watch-header--paused { color: $accent; text-style: bold; }
+        & > .watch-header--meta { color: $kv-muted; }
+        & > .watch-header--spark { color: $kv-cached; }
+        & > .watch-header--ok { color: $kv-muted; }
+        & > .watch-header--bad { color: $error; text-style: bold; }
+        & > .watch-header--banner { color: $warning; text-style: bold; }
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.view: WatchView | None = None
+
+    def show(self, view: WatchView) -> None:
+        """Draw ``view``; the banner line comes and goes with ``view.incomplete``."""
+        self.view = view
+        self.set_class(view.incomplete, "-incomplete")  # a layout change only when it flips
+        self.restyle()
+
+    def render_strip(self, index: int, width: int) -> Strip:
+        base = self.style_of.base
+        if self.view is None:
+            return Strip.blank(width, base)
+        if index == 0:
+            return spans_to_strip(self.line_spans(width), width, base)
+        if index == 1 and self.view.incomplete:
+            return spans_to_strip([(banner_text(self.view), self.style_of("watch-header--banner"))], width, base)
+        return Strip.blank(width, base)
+
+    def line_spans(self, width: int) -> list[Span]:
+        """The header line's spans at ``width``: the status and the counts always; the other
+        parts by :data:`PRIORITY` as far as they fit, each in its place on the line."""
+        style = self.style_of
+        view = self.view
+        meta = style("watch-header--meta")
+        paused = not view.following and not view.replay
+        totals = view.totals
+
+        def tally(n: int, word: str, plural: str | None = None) -> Span:
+            return (count(n, word, plural), style("watch-header--bad" if n else "watch-header--ok"))
+
+        parts: dict[str, list[Span]] = {
+            "source": [(view.source or "kvviz watch", style("watch-header--source")), (" · ", meta)],
+            "status": [(view.status(), style("watch-header--paused" if paused else "watch-header--live"))],
+            "rates": [(" · ", meta), (rate_text(view.rates), meta)],
+            "cached": [(" · ", meta), (f"{view.cached:,} cached", style("watch-header--source"))],
+            "sparkline": [(" ", meta), (sparkline(view.cached_samples), style("watch-header--spark"))],
+            "peak": [(f" peak {view.peak:,}", meta)],
+            "counts": [(" · ", meta), tally(totals.gaps, "gap"), (" · ", meta), tally(totals.restarts, "restart"),
+                       (" · ", meta), tally(totals.undecodable, "undecodable", "undecodable")],
+        }
+        room = width
+        kept = set()
+        for name in PRIORITY:
+            size = _length(parts[name])
+            if size <= room or name in ("status", "counts"):
+                kept.add(name)
+                room -= size
+        return [span for name, spans in parts.items() if name in kept for span in spans]
+
+    @property
+    def text(self) -> str:
+        """The plain text of the header (and the banner), at the header's width (tests read it)."""
+        if self.view is None:
+            return ""
+        width = self.line_width or 160
+        text = "".join(t for t, _ in self.line_spans(width))
+        if self.view.incomplete:
+            text += "\n" + banner_text(self.view)
+        return text
+
+
+def _length(spans: list[Span]) -> int:
+    return sum(len(text) for text, _ in spans)

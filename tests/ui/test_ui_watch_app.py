@@ -1,0 +1,296 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz watch``'s UI driven headless: live follow, pausing by stepping back while batches
+keep arriving, returning to live, the forest's marks, the header, and the keys. Messages are
+handed to the app with ``receive``/``receive_messages`` (no timer, no socket)."""
+
+from __future__ import annotations
+
+import pytest
+from ui_watch_fixtures import (A2, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage, message,
+                               received, removed, stored, story, story_timeline)
+
+from kvviz.backends.kv_events.wire import key_label
+from kvviz.model.designs.events import DESIGN
+from kvviz.model.watch import WatchTimeline
+from kvviz.ui.screens.prompt_screen import PromptScreen
+from kvviz.ui.watch_app import KEYS, WatchHelpScreen, make_watch_app
+
+SIZE = (140, 40)
+
+
+def live_app(timeline=None, **opts):
+    """An app on ``timeline`` (default: empty) fed by a subscriber with nothing to say."""
+    timeline = timeline if timeline is not None else WatchTimeline("tcp://127.0.0.1:5557")
+    return make_watch_app(timeline, subscriber=QuietSubscriber(), **opts)
+
+
+def forest_text(app) -> list[str]:
+    return [app.forest.row_text(i) for i in range(len(app.forest.rows))]
+
+
+def row_of(app, key, medium="GPU") -> str:
+    return app.forest.row_text(next(i for i, row in enumerate(app.forest.rows) if row.item == (key, medium)))
+
+
+async def test_live_mode_follows_each_new_batch():
+    app = live_app()
+    messages = story()
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.step == 0
+        app.receive([received(m) for m in messages[:3]])
+        await pilot.pause()
+        assert (app.step, app.last_step, app.following) == (3, 3, True)
+        assert app.forest.view.frame.index == 3
+        assert "● live" in app.header.text and "step 3/3" in app.timeline_bar.text
+        app.receive([received(messages[3])])
+        await pilot.pause()
+        assert app.step == 4
+
+
+async def test_stepping_back_pauses_and_later_batches_wait():
+    app = live_app()
+    messages = story()
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive([received(m) for m in messages[:3]])
+        await pilot.pause()
+        app.action_previous_step()
+        await pilot.pause()
+        assert (app.step, app.following) == (2, False)
+        app.receive([received(m) for m in messages[3:5]])
+        await pilot.pause()
+        assert (app.step, app.last_step) == (2, 5)
+        assert app.forest.view.frame.index == 2  # the forest keeps showing the step chosen
+        assert "paused · 2 waiting" in app.header.text
+        assert "2 batches waiting" in app.timeline_bar.text
+        assert "step 2/5" in app.timeline_bar.text
+
+
+async def test_l_returns_to_live_and_follows_again():
+    app = live_app()
+    messages = story()
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive([received(m) for m in messages[:3]])
+        app.action_previous_step()
+        app.action_previous_step()
+        app.receive([received(m) for m in messages[3:5]])
+        await pilot.pause()
+        assert app.step == 1
+        await pilot.press("l")
+        await pilot.pause()
+        assert (app.step, app.following, app.waiting) == (5, True, 0)
+        assert "● live" in app.header.text and "waiting" not in app.header.text
+        app.receive([received(messages[5])])
+        await pilot.pause()
+        assert app.step == 6
+
+
+async def test_end_returns_to_live_and_home_goes_to_the_start_paused():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("home")
+        assert (app.step, app.following) == (0, False)
+        await pilot.press("end")
+        assert (app.step, app.following) == (6, True)
+
+
+async def test_arrow_keys_step_and_stepping_forward_stays_paused():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("left", "left", "left")
+        assert app.step == 3
+        await pilot.press("right", "h", "right", "right", "right", "right")
+        assert (app.step, app.following) == (6, False)  # only l (or end) is live again
+        app.receive_messages([message(6, stored([0x77], first_token=900))])
+        await pilot.pause()
+        assert (app.step, app.waiting) == (6, 1)
+
+
+async def test_g_jumps_to_a_step_typed():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("g")
+        await pilot.pause()
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press("backspace", "2", "enter")  # the step shown (6) is the default
+        await pilot.pause()
+        assert (app.step, app.following) == (2, False)
+        app.action_jump()
+        await pilot.pause()
+        app.screen.confirm("7")
+        await pilot.pause()
+        assert "does not exist" in str(app.screen.query_one("#prompt-error").render()) and app.step == 2
+
+
+async def test_help_lists_every_binding_and_q_quits():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, WatchHelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        listed = " ".join(key for key, _ in KEYS)
+        for binding in app.BINDINGS:
+            shown = {"left": "←", "right": "→", "question_mark": "?"}
+            for key in binding.key.split(","):
+                assert shown.get(key, key) in listed, key
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0 and not app.is_running
+
+
+async def test_a_recording_opens_at_its_last_batch_as_a_replay():
+    app = make_watch_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.step == 6
+        assert "replay file" in app.header.text and "tcp://127.0.0.1:5557" in app.header.text
+        assert app._poll_timer is None  # no subscriber: no timer
+
+
+async def test_opening_at_a_step_is_paused_there():
+    app = live_app(story_timeline(), step=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert (app.step, app.following) == (2, False)
+
+
+async def test_the_timer_drains_the_subscriber():
+    subscriber = QueuedSubscriber([received(m) for m in story()])
+    app = make_watch_app(WatchTimeline("x"), subscriber=subscriber)
+    async with app.run_test(size=SIZE) as pilot:
+        app.poll_subscriber()  # what the timer calls (it may have drained some already)
+        await pilot.pause()
+        assert subscriber.items == [] and app.last_step == 6 and app.step == 6
+
+
+# -- what the views show ---------------------------------------------------------------------
+
+
+async def test_blocks_stored_by_the_step_are_marked_and_chains_hang_under_parents():
+    app = live_app(story_timeline(3))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        rows = forest_text(app)
+        b2 = row_of(app, B2)
+        assert "+ " in b2 and b2.rstrip().endswith("[100–103]") and " stored" in b2 and "tok 4–7" in b2
+        assert " stored" not in row_of(app, A2)  # stored at step 1, not this one
+        keys = [row.item[0] for row in app.forest.rows if row.item is not None]
+        assert keys == [ROOT_A, A2, 0xA3, B2]  # depth first: A2's chain before the branch B2
+        assert rows[0].startswith("4 blocks cached")
+
+
+async def test_a_removed_block_shows_struck_at_its_step_and_is_gone_after():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        app.go_to(5)
+        await pilot.pause()
+        row = row_of(app, B2)
+        assert row.lstrip("├└─│ ").startswith("✗") and " removed" in row
+        index = next(i for i, r in enumerate(app.forest.rows) if r.item == (B2, "GPU"))
+        strip = app.forest.render_strip(index, 100)
+        assert any(segment.style and segment.style.strike for segment in strip)
+        assert "▾" in app.timeline_bar.text and "1 block removed" in app.timeline_bar.text
+        app.go_to(6)
+        await pilot.pause()
+        assert all(row.item != (B2, "GPU") for row in app.forest.rows)
+
+
+async def test_an_orphan_is_marked_and_the_view_says_it_is_incomplete():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        row = row_of(app, ORPHAN)
+        assert "⊘" in row and "orphan" in row and "tok +0–3" in row
+        assert "⚠ incomplete view" in app.header.text and "1 orphan block" in app.header.text
+        app.go_to(5)
+        await pilot.pause()
+        assert "incomplete view" not in app.header.text
+
+
+async def test_selecting_a_block_shows_the_timelines_why_answer_and_links_its_chain():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        app.go_to(5)
+        await pilot.pause()
+        app.forest.move_cursor((B2, "GPU"))
+        await pilot.pause()
+        assert app.selected == (B2, "GPU")
+        why = str(app.why_line.render())
+        assert why == f"why: {app.timeline.why_block(B2)}" and "removed at batch 5" in why
+        assert app.forest.is_linked((ROOT_A, "GPU")) and not app.forest.is_linked((A2, "GPU"))
+
+
+async def test_the_cursor_keys_select_blocks_in_the_forest():
+    app = live_app(story_timeline(2))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.selected == (ROOT_A, "GPU")
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.selected == (A2, "GPU") and key_label(A2) in str(app.why_line.render())
+
+
+async def test_blocks_per_medium_count_each_tier():
+    app = live_app(story_timeline(4))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        lines = app.media.text.splitlines()
+        assert lines[0].split()[:2] == ["GPU", "4"] and lines[1].split()[:2] == ["CPU", "1"]
+        assert lines[1].rstrip().endswith("+1")  # the cpu copy of A2 came with this batch
+        assert "another medium's copy" in row_of(app, A2, "cpu")
+
+
+async def test_the_missing_views_say_what_the_stream_does_not_carry():
+    app = live_app(story_timeline(1))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert str(app.query_one("#not-carried").render()) == DESIGN.unknowable
+
+
+async def test_an_undecodable_message_is_a_step_noted_with_its_seq():
+    app = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive_messages([message(0, stored([1])), garbage(1), message(2, stored([2], parent=1, first_token=4))])
+        await pilot.pause()
+        assert "1 undecodable" in app.header.text and app.step == 3
+        app.go_to(2)
+        await pilot.pause()
+        assert "seq 1 could not be decoded" in app.narration.text and "UNDECODABLE" in app.timeline_bar.text
+        assert "✗" in app.timeline_bar.text.splitlines()[1]
+
+
+async def test_a_gap_and_a_restart_are_counted_marked_and_noted():
+    app = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive([received(message(0, stored([1]))), received(message(4, stored([2], parent=1, first_token=4))),
+                     received(message(0, stored([9])))])
+        await pilot.pause()
+        assert "1 gap" in app.header.text and "1 restart" in app.header.text
+        assert "⚠ incomplete view" in app.header.text
+        assert "RESTART" in app.timeline_bar.text
+        app.go_to(2)
+        await pilot.pause()
+        assert "GAP" in app.timeline_bar.text and "seqs 1-3 missing" in app.narration.text
+        assert "!" in app.timeline_bar.text.splitlines()[1]
+
+
+async def test_rates_and_the_sparkline_come_from_the_timeline():
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        rates = app.timeline.rates(6)
+        assert f"{rates['batches_per_s']:.1f} batches/s" in app.header.text
+        assert f"{len(app.timeline.frame(6).state)} cached" in app.header.text
+        assert "█" in app.header.text  # the peak of the sparkline
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+async def test_a_small_terminal_still_shows_the_status_and_counts(size):
+    app = live_app(story_timeline())
+    async with app.run_test(size=size) as pilot:
+        app.action_previous_step()
+        await pilot.pause()
+        line = app.header.text.splitlines()[0]
+        assert "paused" in line and "undecodable" in line
