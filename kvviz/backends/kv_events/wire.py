@@ -279,7 +279,7 @@ def scan_msgpack(payload: bytes, *, max_items: int = MAX_EVENT_ITEMS,
             position += width + gap
             if position > end or length > end - position:
                 raise DecodeError(f"a string or binary at byte {start} claims {length:,} bytes; "
-                                  f"{max(end - position, 0):,} remain")
+                                  f"{_remain(end - position)}")
             position += length
             continue
         else:  # 0xc1, never used by msgpack
@@ -288,8 +288,7 @@ def scan_msgpack(payload: bytes, *, max_items: int = MAX_EVENT_ITEMS,
         if containers > max_containers:
             raise DecodeError(f"the payload holds more than {max_containers:,} arrays and maps (the limit)")
         if position > end or count > end - position:
-            raise DecodeError(f"a container at byte {start} claims {count:,} values; "
-                              f"{max(end - position, 0):,} bytes remain")
+            raise DecodeError(f"a container at byte {start} claims {count:,} values; {_remain(end - position)}")
         if count:
             if len(open_counts) > max_nesting:
                 raise DecodeError(f"the payload nests deeper than {max_nesting} containers (the limit)")
@@ -299,6 +298,11 @@ def scan_msgpack(payload: bytes, *, max_items: int = MAX_EVENT_ITEMS,
     if position < end:
         raise DecodeError(f"the payload has {end - position:,} bytes after its one value")
     return items
+
+
+def _remain(left: int) -> str:
+    left = max(left, 0)
+    return "1 byte remains" if left == 1 else f"{left:,} bytes remain"
 
 
 # -- decoding ---------------------------------------------------------------------------------
