@@ -219,3 +219,19 @@ async def test_the_command_bar_hint_is_cut_with_an_ellipsis_at_60_by_20(app_on, 
         hint = box.placeholder
         assert hint.startswith("stepped back to 5/") and hint.endswith("…"), hint
         assert len(hint) <= box.content_region.width
+
+
+# -- item 3: "cached" is one count on one screen -------------------------------------------------
+
+async def test_the_pool_legend_counts_cached_pages_as_expect_cached_does(app_on, lru):
+    app = app_on(lru, step=28)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        snap = app.view.snapshot
+        legend = " ".join("".join(text for text, _ in line) for line in app.pool._legend)
+        expects = {r.expect.text: r.ok for r in app.view.frame.expects}
+        assert expects.get(f"expect cached {snap.cached_count}") is True  # the demo checks 7 here
+        assert f"cached {snap.cached_count}:" in legend, legend
+        assert f"■referenced {snap.cached_count - snap.evictable_count}" in legend
+        assert f"□evictable {snap.evictable_count}" in legend
+        assert "■cached" not in legend

@@ -24,15 +24,15 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("] [ in an op", "notable sub-steps: take, pop, evict, candidate, create, dedup, fail"),
     ("space in an op", "play the sub-steps"),
     ("x", "pseudo-code pane on / off (on inside an op): the running line lit"),
-    ("b", "bug-museum demos: their buggy code beside ours, differing lines ≠"),
-    ("v", "first step with an invariant violation"),
+    ("b", "bug-museum demos: their buggy code beside ours, differing lines ≠ (elsewhere: why not)"),
+    ("v", "first step with an invariant violation (none: says so)"),
     ("tab / shift+tab", "move between views (trie, pool, allocations, heap, command bar)"),
     ("↑ ↓ (j k)", "move the cursor in a view: selects it in every view"),
     (", .", "page grid: previous / next page"),
     ("escape", "step out of the op, else clear the selection (command bar: leave it)"),
     ("w", "why panel: why was this page evicted / why this short match"),
     ("enter / c", "trie: fold a subtree / compress chains of single-child nodes"),
-    ("z", "page grid: compact layout (one character per page)"),
+    ("z", "page grid: compact layout (one character per page), from any view"),
     (":", "command bar: an op or expect line; → completes, ↑ ↓ history"),
     ("e", "export this step: bundle .json, .md and .svg"),
     ("ctrl+s", "save the script as a .kvs file"),
@@ -49,8 +49,9 @@ KEYS: tuple[tuple[str, str], ...] = (
 LEGEND = """\
 [b]Pages and nodes[/b]
   [$kv-free]·[/] free   [$kv-owned]▪ @r1[/] owned: the unpublished tail of allocation r1
-  [$kv-cached]■ ● ref2[/] cached: held by a trie node, referenced (ref > 0: never evicted)
+  [$kv-cached]■ ● ref2[/] referenced: cached (held by a trie node) with ref > 0: never evicted
   [$kv-evictable]□ ○ ref0[/] evictable: cached with ref 0 (only leaves are evicted, oldest first)
+  cached N counts both, as expect cached does
   [$kv-cached]◐[/] a compressed chain (c), part referenced, part evictable; p0-4,6 = pages 0..4 and 6
 
 [b]What the step changed[/b] (the colours of the SGLang paper's RadixAttention figure)

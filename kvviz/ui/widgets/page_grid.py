@@ -8,8 +8,8 @@ screen are rendered, each row's strip is cached, and the few dozen distinct cell
 built once per theme and reused (toolong's recipe).
 
 A page is *free*, *owned* (an allocation's unpublished tail) or *cached* (held by a trie
-node); the grid tells cached pages that are referenced (``cached``) from those with ref 0
-(``evictable``). In a hash cache's pool the free and evictable pages are its free queue: their
+node); the grid tells cached pages that are referenced (■, ``referenced``) from those with
+ref 0 (□, ``evictable``), and the legend's ``cached N`` counts both, as ``expect cached`` does. In a hash cache's pool the free and evictable pages are its free queue: their
 cells show their place in it (``q0``: the next page taken).
 """
 
@@ -312,11 +312,21 @@ class PageGrid(LineCanvas, can_focus=True):
     def _legend_lines(self, width: int) -> list[list[Span]]:
         get = self.style_of
         counts = Counter(self._kinds)
+        label = get("page-grid--label")
+
+        def entry(kind: str, word: str) -> list[Span]:
+            return [(GLYPH[kind], self._style(kind, None, False, False, False)), (f"{word} {counts[kind]}", label)]
+
+        # "cached" is one count, as in every expect, export and the trie's title: the pages
+        # the cache holds, referenced (■) or evictable (□), never the referenced ones alone.
+        cached = counts["cached"] + counts["evictable"]
         items: list[list[Span]] = [
-            [(GLYPH[kind], self._style(kind, None, False, False, False)),
-             (f"{kind} {counts[kind]}", get("page-grid--label"))]
-            for kind in ("free", "owned", "cached", "evictable", "moving") if kind != "moving" or counts[kind]
+            entry("free", "free"), entry("owned", "owned"),
+            [(f"cached {cached}:", label), (" ", Style()), *entry("cached", "referenced"), (" ", Style()),
+             *entry("evictable", "evictable")],
         ]
+        if counts["moving"]:
+            items.append(entry("moving", "moving"))
         for change, label in (("new", "new"), ("touched", "touched"), ("evicted", "evicted")):
             items.append([(f"{MARK[change]}{label}", self._style("cached", change, False, False, False))])
         if self._queue is not None:
