@@ -20,19 +20,12 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
-msgspec = pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
-pytest.importorskip("zmq", reason="the watch extra is not installed")
-
-from kvviz.backends.kv_events.forest import Forest  # noqa: E402
-from kvviz.backends.kv_events.subscriber import (  # noqa: E402
-    EndpointError,
-    Received,
-    Subscriber,
-    parse_endpoint,
-)
-from kvviz.backends.kv_events.wire import BlockRemoved, BlockStored, UnknownEvent  # noqa: E402
+from kvviz.backends.kv_events.forest import Forest
+from kvviz.backends.kv_events.subscriber import EndpointError, Received, Subscriber, parse_endpoint
+from kvviz.backends.kv_events.wire import BlockRemoved, BlockStored, UnknownEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHER = Path(__file__).with_name("publisher.py")

@@ -199,8 +199,10 @@ class _Counters:
 
 def _zmq():
     """``zmq``, imported when a subscriber starts: kvviz works without the watch extra."""
-    import zmq
-
+    try:
+        import zmq
+    except ImportError:
+        raise ImportError('kvviz watch needs the watch extra: pip install -e ".[watch]"') from None
     return zmq
 
 
