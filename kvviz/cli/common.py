@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from pathlib import Path
 
 import click
 
 from ..export.atomic import special_file_kind
+from ..backends import BackendUnavailable
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
 from ..model.narrate import count as plural  # "1 step", "2 steps": one wording for CLI and narration
 from ..model.scenario import Scenario, ScenarioError, parse_scenario_file
@@ -57,6 +59,36 @@ def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
     if what is None:
         return
     raise BadInput(f"{os.fspath(path)}: is {what}, not a regular file (expected {expected})")
+
+
+def at_cache_line(scenario: Scenario, message: str, value: str | None = None) -> str:
+    """``message`` located where ``scenario``'s ``cache`` line says what it is refused for:
+    ``PATH:LINE:COLUMN: message``, as a parse error is (the README promises the location on
+    every exit 2 about a file). The column is that of the line's word holding a value the
+    message quotes (``policy=priority`` for ``a 'priority' policy``) or of ``value``, else of ``cache``; a
+    scenario without a cache line (the default cache) is located at its first line."""
+    path = scenario.path or "<input>"
+    quoted = re.findall(r"'([^'\s]+)'", message) + ([value] if value else [])
+    for number, text in enumerate(scenario.source.splitlines(), 1):
+        words = [(m.start() + 1, m.group()) for m in re.finditer(r"\S+", text)]
+        if not words or words[0][1] != "cache":
+            continue
+        column = words[0][0]
+        for value in quoted:
+            hit = next((c for c, w in words[1:] if w == value or w.endswith(f"={value}")), None)
+            if hit is not None:
+                column = hit
+                break
+        return f"{path}:{number}:{column}: {message}"
+    return f"{path}:1:1: {message}"
+
+
+def refused_scenario(scenario: Scenario, exc: Exception) -> BadInput:
+    """The bad input of a scenario a backend cannot run: located at its cache line, unless
+    the backend is only missing (an install problem, not the file's)."""
+    if isinstance(exc, BackendUnavailable):
+        return BadInput(str(exc))
+    return BadInput(at_cache_line(scenario, str(exc)))
 
 
 def load_scenario(path_or_demo: str, *, demo: bool = False) -> Scenario:
@@ -138,7 +170,7 @@ def make_session(scenario: Scenario, kind: str | None, backend: str = "kvcore", 
         return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy,
                                      on_frame=on_frame)
     except BackendError as exc:  # e.g. a `cache base` scenario on the shortfin backend
-        raise BadInput(str(exc)) from None
+        raise refused_scenario(scenario, exc) from None
 
 
 def check_step(session, step: int | None) -> None:

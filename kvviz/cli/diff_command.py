@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..backends.registry import BackendError
-from .common import BadInput, launch_diff_ui, load_file_or_demo
+from .common import launch_diff_ui, load_file_or_demo, refused_scenario
 
 
 @click.command()
@@ -30,8 +30,8 @@ def diff(file: str, as_json: bool, ui: bool) -> None:
     scenario = load_file_or_demo(file)
     try:
         run = run_diff(scenario)
-    except (DiffError, BackendError) as exc:
-        raise BadInput(str(exc)) from None
+    except (DiffError, BackendError) as exc:  # the scenario's cache line asks for what a diff cannot run
+        raise refused_scenario(scenario, exc) from None
     if ui:
         launch_diff_ui(run)
     elif as_json:

@@ -19,7 +19,7 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions, refusal
 from ..model.scenario import ScenarioError, parse_scenario
-from .common import BadInput, launch_ui, load_file_or_demo, make_session
+from .common import BadInput, at_cache_line, launch_ui, load_file_or_demo, make_session
 
 HINT_WORDS = ("?", "hint")
 NEXT_VICTIM_MARK = "  <- next victim"
@@ -50,9 +50,6 @@ def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | N
     opens in practice mode: number keys answer, a types an answer, s skips, t hints.
     """
     session = _session(source, random_, seed, level, save)
-    why_not = refusal(session)
-    if why_not is not None:
-        raise BadInput(why_not)
     if not plain and not as_json:
         launch_ui(session, practice_seed=seed)
         return
@@ -72,7 +69,7 @@ def _session(source: str | None, random_: bool, seed: int, level: str, save: str
     if not random_:
         if source is None:
             raise BadInput("name a demo or a .kvs file to quiz on, or use --random (`kvviz demo --list` lists demos)")
-        return make_session(load_file_or_demo(source), None)
+        return _quizzed(load_file_or_demo(source))
     text = generate(seed, level)
     try:
         scenario = parse_scenario(text, f"<random seed {seed} level {level}>")
@@ -87,7 +84,17 @@ def _session(source: str | None, random_: bool, seed: int, level: str, save: str
             raise BadInput(f"{save}: cannot write the scenario: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise BadInput(f"{save}: cannot write the scenario: {exc}") from None
-    return make_session(scenario, None)
+    return _quizzed(scenario)
+
+
+def _quizzed(scenario):
+    """The session of ``scenario``, or bad input located at its cache line when the quiz has
+    no questions for that cache."""
+    session = make_session(scenario, None)
+    why_not = refusal(session)
+    if why_not is not None:
+        raise BadInput(at_cache_line(scenario, why_not, scenario.config.kind))
+    return session
 
 
 def _ask(question: Question, number: int, total: int, state: str | None) -> None:

@@ -414,3 +414,62 @@ def test_version_names_the_package():
     result = kvviz("--version")
     assert result.exit_code == 0
     assert re.fullmatch(r"kvviz, version \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+# -- issue 20 #22: an exit 2 about a file names FILE:LINE:COL -----------------------------------
+
+LOCATED = re.compile(r"^kvviz: error: (?P<path>[^:\s]+\.kvs):(?P<line>\d+):(?P<col>\d+): ")
+
+
+def in_process(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="kvviz", catch_exceptions=True)
+
+
+def assert_located_at(result, path: str, source_word: str) -> None:
+    """Exit 2, one line, located at the cache line's column where ``source_word`` starts."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    found = LOCATED.match(lines[0])
+    assert found, lines[0]
+    assert found["path"] == path
+    text = open(path, encoding="utf-8").read().splitlines()[int(found["line"]) - 1]
+    assert text.lstrip().startswith("cache ")
+    assert text[int(found["col"]) - 1:].startswith(source_word), (text, found["col"])
+
+
+def test_check_on_shortfin_of_a_priority_scenario_names_the_policy_on_the_cache_line():
+    from kvviz.demos import demo_path
+
+    path = str(demo_path("priority"))
+    assert_located_at(in_process("check", path, "--backend", "shortfin"), path, "policy=priority")
+
+
+def test_diff_of_a_hash_scenario_names_the_kind_on_its_cache_line():
+    from kvviz.demos import demo_path
+
+    path = str(demo_path("hash-vs-trie"))
+    assert_located_at(in_process("diff", "hash-vs-trie"), path, "hash")
+
+
+def test_quiz_of_a_hash_scenario_names_its_cache_line():
+    from kvviz.demos import demo_path
+
+    path = str(demo_path("hash-vs-trie"))
+    assert_located_at(in_process("quiz", "hash-vs-trie", "--plain"), path, "hash")
+
+
+@pytest.mark.parametrize("command", [["check", "--backend", "shortfin"], ["run", "--print", "--backend", "shortfin"],
+                                     ["export", "-o", "{tmp}/x.md", "--backend", "shortfin"], ["diff"]])
+def test_every_demo_a_command_refuses_is_refused_at_a_file_line_and_column(command, tmp_path):
+    """Every demo through the commands that refuse a scenario's cache (the shortfin backend:
+    lru tries only): each exit 2 starts with the demo file's FILE:LINE:COL."""
+    pytest.importorskip("shortfin")  # a missing backend is an install problem, not the file's
+    refused = 0
+    for name in demo_names():
+        args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+        result = in_process(args[0], name, *args[1:])
+        if result.exit_code == 2:
+            refused += 1
+            assert LOCATED.match(result.stderr), (name, result.stderr)
+    assert refused >= 1  # priority and hash-vs-trie at least
