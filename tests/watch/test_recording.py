@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Recordings: the shared ones read and written back byte for byte, nothing lost for odd
+topics, every bad line refused as FILE:LINE:COL, every bound held, no odd target written."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+
+from kvviz.backends.kv_events import recording
+from kvviz.backends.kv_events.recording import (Message, RecordingError, RecordingWriter, message_line,
+                                                read_recording)
+
+from .wire_reference import SGLANG, VLLM, read_lines
+
+LINE = '{"topic": "kv", "seq": 3, "payload": "kwGQAA=="}'
+
+
+@pytest.mark.parametrize("path", [VLLM, SGLANG], ids=["vllm", "sglang"])
+def test_a_shared_recording_reads_and_writes_back_byte_for_byte(path, tmp_path):
+    messages = read_recording(path)
+    expected = read_lines(path)
+    assert [(m.topic, m.seq, m.payload, m.rank) for m in messages] == [
+        (r["topic"].encode(), r["seq"], r["payload"], 0) for r in expected]
+    copy = tmp_path / "copy.jsonl"
+    with RecordingWriter(copy) as writer:
+        for message in messages:
+            writer.write(message)
+    assert copy.read_bytes() == path.read_bytes() and writer.messages == 400
+
+
+def test_the_rank_is_written_only_when_it_is_not_zero():
+    assert '"rank"' not in message_line(Message(b"kv", 1, b"\x90"))
+    assert message_line(Message(b"kv", 1, b"\x90", rank=2)) == '{"topic": "kv", "seq": 1, "payload": "kA==", "rank": 2}'
+
+
+def test_a_topic_that_is_not_utf8_survives_the_round_trip(tmp_path):
+    odd = Message(b"\xff\xfekv", 7, b"\x00\x01", rank=1)
+    path = tmp_path / "odd.jsonl"
+    path.write_text(message_line(odd) + "\n" + message_line(Message(b"", 8, b"")) + "\n")
+    assert read_recording(path) == [odd, Message(b"", 8, b"")]
+
+
+def test_blank_lines_are_skipped_and_unknown_keys_ignored(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n" + LINE[:-1] + ', "received_at": 5}\n   \n' + LINE + "\n")
+    assert [m.seq for m in read_recording(path)] == [3, 3]
+
+
+@pytest.mark.parametrize("line, where, says", [
+    ('{"topic": "kv", "seq": 3, "payload": "kwGQAA=="', ":1:48:", "not JSON"),
+    ("[1, 2]", ":1:1:", "expected an object"),
+    ('{"topic": 5, "seq": 3, "payload": ""}', ":1:1:", '"topic" must be a string'),
+    ('{"topic": "kv", "seq": -1, "payload": ""}', ":1:1:", '"seq" must be an int'),
+    ('{"topic": "kv", "seq": true, "payload": ""}', ":1:1:", '"seq" must be an int'),
+    ('{"topic": "kv", "seq": 18446744073709551616, "payload": ""}', ":1:1:", '"seq" must be an int'),
+    ('{"topic": "kv", "payload": ""}', ":1:1:", '"seq" must be an int'),
+    ('{"topic": "kv", "seq": 1, "payload": "not base64!"}', ":1:1:", '"payload" is not valid base64'),
+    ('{"topic": "kv", "seq": 1}', ":1:1:", '"payload" must be a base64 string'),
+    ('{"topic": "kv", "seq": 1, "payload": "", "rank": -2}', ":1:1:", '"rank" must be an int'),
+    ('{"topic": "\\ud800", "seq": 1, "payload": ""}', ":1:1:", "lone surrogate"),
+    ("[" * 100_000, ":1:1:", "nested too deep"),
+])
+def test_a_bad_line_is_refused_with_its_file_line_and_column(tmp_path, line, where, says):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(RecordingError) as refused:
+        read_recording(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}{where}") and says in message and "\n" not in message
+
+
+def test_a_bad_line_after_good_ones_names_its_own_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes((LINE + "\n\n" + LINE + "\n").encode() + b'{"topic": "\xff"}\n')
+    with pytest.raises(RecordingError, match=r"bad.jsonl:4:12: not UTF-8"):
+        read_recording(path)
+
+
+def test_a_missing_file_or_a_folder_is_refused_in_one_line(tmp_path):
+    with pytest.raises(RecordingError, match="cannot read the recording: No such file"):
+        read_recording(tmp_path / "nope.jsonl")
+    with pytest.raises(RecordingError, match="not a regular file"):
+        read_recording(tmp_path)
+
+
+def test_each_recording_bound_holds_at_its_edge(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    path.write_text((LINE + "\n") * 3)
+    size = path.stat().st_size
+    monkeypatch.setattr(recording, "MAX_RECORDING_BYTES", size)
+    assert len(read_recording(path)) == 3
+    monkeypatch.setattr(recording, "MAX_RECORDING_BYTES", size - 1)
+    with pytest.raises(RecordingError, match=f"has {size:,} bytes; the limit is {size - 1:,}"):
+        read_recording(path)
+    monkeypatch.setattr(recording, "MAX_RECORDING_BYTES", size)
+    monkeypatch.setattr(recording, "MAX_RECORDING_LINE_BYTES", len(LINE) + 1)
+    assert len(read_recording(path)) == 3
+    monkeypatch.setattr(recording, "MAX_RECORDING_LINE_BYTES", len(LINE))
+    with pytest.raises(RecordingError, match=r":1:1: the line is longer than"):
+        read_recording(path)
+    monkeypatch.setattr(recording, "MAX_RECORDING_LINE_BYTES", len(LINE) + 1)
+    monkeypatch.setattr(recording, "MAX_RECORDING_MESSAGES", 3)
+    assert len(read_recording(path)) == 3
+    monkeypatch.setattr(recording, "MAX_RECORDING_MESSAGES", 2)
+    with pytest.raises(RecordingError, match=r":3:1: more than 2 messages"):
+        read_recording(path)
+
+
+def test_a_long_line_is_refused_without_reading_it_whole(tmp_path, monkeypatch):
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b'{"payload": "' + b"A" * 5_000_000 + b'"}\n')
+    monkeypatch.setattr(recording, "MAX_RECORDING_LINE_BYTES", 1000)
+    read_sizes = []
+    real_bounded = recording._bounded_lines
+
+    def spy(stream, where):
+        real_readline = stream.readline
+
+        class Spy:
+            def readline(self, limit=-1):
+                line = real_readline(limit)
+                read_sizes.append(len(line))
+                return line
+        return real_bounded(Spy(), where)
+    monkeypatch.setattr(recording, "_bounded_lines", spy)
+    with pytest.raises(RecordingError, match="longer than 1,000 bytes"):
+        read_recording(path)
+    assert read_sizes == [1001]
+
+
+def test_the_writer_flushes_every_line_as_it_is_written(tmp_path):
+    path = tmp_path / "live.jsonl"
+    writer = RecordingWriter(path)
+    writer.write(Message(b"kv", 0, b"\x90"))
+    assert read_recording(path) == [Message(b"kv", 0, b"\x90")]
+    writer.write(Message(b"kv", 1, b"\x91\x01", rank=3))
+    assert len(read_recording(path)) == 2
+    writer.close()
+    writer.close()
+
+
+def test_the_writer_replaces_a_file_the_user_named(tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_text("old contents that are much longer than the new recording\n" * 10)
+    with RecordingWriter(path) as writer:
+        writer.write(Message(b"kv", 5, b""))
+    assert path.read_text() == '{"topic": "kv", "seq": 5, "payload": ""}\n'
+
+
+def test_the_writer_refuses_a_folder_or_a_fifo_and_writes_nothing(tmp_path):
+    with pytest.raises(RecordingError, match="not a regular file"):
+        RecordingWriter(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(RecordingError, match="not a regular file"):
+        RecordingWriter(fifo)  # and does not block waiting for a reader
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+def test_a_refusal_of_the_whole_file_reads_file_colon_what():
+    error = RecordingError("rec.jsonl", 0, 0, "not a regular file")
+    assert str(error) == "rec.jsonl: not a regular file"
+    assert (error.path, error.line, error.column) == ("rec.jsonl", 0, 0)
+    assert str(RecordingError("rec.jsonl", 4, 9, "x")) == "rec.jsonl:4:9: x"
+
+
+def test_message_line_is_base64_of_the_payload_exactly():
+    payload = bytes(range(256))
+    line = message_line(Message(b"kv", 2**64 - 1, payload))
+    assert base64.b64decode(line.split('"payload": "')[1].split('"')[0]) == payload
