@@ -48,6 +48,7 @@ class HashModel:
 
     page_count: int
     tokens_per_page: int
+    recompute_last_token: bool = False  # vLLM's hit cap: a match stops before the last token
     clock: int = 0
     next_seq: int = 1
     next_allocation_id: int = 0
@@ -120,7 +121,8 @@ class HashModel:
             raise ModelInvalid("negative extra_token_slots")
         tpp = self.tokens_per_page
         matched: list[int] = []
-        for end in range(tpp, len(tokens) + 1, tpp):
+        reach = len(tokens) - 1 if self.recompute_last_token and tokens else len(tokens)
+        for end in range(tpp, reach + 1, tpp):
             page = self.lookup(tokens[:end])
             if page is None:
                 break

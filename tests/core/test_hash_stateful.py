@@ -45,11 +45,14 @@ class HashCacheMachine(RuleBasedStateMachine):
         self.handles: list = []
         self.recording = False
 
-    @initialize(page_count=st.integers(1, 8), tokens_per_page=st.integers(1, 3), recording=st.booleans())
-    def make_cache(self, page_count: int, tokens_per_page: int, recording: bool) -> None:
-        self.cache = HashBlockPagedAttentionCache(PagePool(page_count), tokens_per_page)
-        self.model = HashModel(page_count, tokens_per_page)
+    @initialize(page_count=st.integers(1, 8), tokens_per_page=st.integers(1, 3), recording=st.booleans(),
+                recompute_last_token=st.booleans())
+    def make_cache(self, page_count: int, tokens_per_page: int, recording: bool, recompute_last_token: bool) -> None:
+        self.cache = HashBlockPagedAttentionCache(PagePool(page_count), tokens_per_page,
+                                                  recompute_last_token=recompute_last_token)
+        self.model = HashModel(page_count, tokens_per_page, recompute_last_token=recompute_last_token)
         self.recording = recording
+        event(f"recompute_last_token={recompute_last_token}")
         self.cache.record_events(recording)
 
     # The trie machine's ways of drawing tokens and handles: fresh or sharing a prefix;
@@ -154,7 +157,7 @@ class HashCacheMachine(RuleBasedStateMachine):
         snap = self.cache.snapshot()
         if through_json:
             snap = Snapshot.from_dict(json.loads(snap.to_json()))
-        restored = HashBlockPagedAttentionCache.restore(snap)
+        restored = HashBlockPagedAttentionCache.restore(snap, recompute_last_token=self.model.recompute_last_token)
         assert restored.snapshot() == snap
         by_id = restored.allocations
         self.handles = [by_id.get(h.id, h) for h in self.handles]
