@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The pseudo-code the sub-step pane shows, and which of its lines produced each sub-step.
 
-The algorithms are data: each :class:`Algorithm` is 10 to 25 lines of Python-like
+The algorithms are data: each :class:`Algorithm` is 10 to 30 lines of Python-like
 pseudo-code, true to what kvcore does (``kvcore/trie.py``, ``kvcore/base.py``,
 ``kvcore/heap.py``'s watched sifts), each :class:`Line` carrying an **anchor**, a short
 name unique in its algorithm (``walk``, ``fits?``, ``swap``, ``cut``, ...). Line numbers are
@@ -134,24 +134,26 @@ _GROW = """
 """
 
 _ACQUIRE = _block("""
-def acquire(tokens, extra=0):             # extra token slots  @start
+def acquire(tokens, extra=0, priority=0):                       @start
     node, matched = root, []                                    @~init
     for block in the full pages of tokens:                      @~loop
         child = node.children.get(block)                        @look
         if child is None: break           # matching stops      @stop
         matched.append(child); node = child                     @walk
-    hit = len(matched) * tokens_per_page                        @hit
+    hit = len(matched) * tokens_per_page                        @~hit
     needed = pages_for(len(tokens) - hit + extra)               @~needed
-    evictable = ref0 - (ref-0 nodes in matched)  # not our match  @~evictable
-    if needed > free + evictable:                               @fits?
+    if needed > free + evictable - (ref-0 nodes in matched):    @fits?
         raise CacheAllocationFailure      # nothing changed     @fail
-    now = clock = clock + 1                                     @~tick
+    now = clock = clock + 1                                     @tick
     allocation = Allocation(tokens, [n.page for n in matched])  @match
     for n in matched:                                           @~refs
-        if n in heap:                     # childless, ref 0    @uncandidate
+        if n.ref == 0: evictable -= 1     # ours now, not evictable  @~count
+        if n in heap:                     # childless, ref 0    @~in-heap
             heap.remove(n)                # last entry fills n's slot  @unheap
             sift that entry up or down: swap while out of order  @swap
+            n is no longer an eviction candidate                @uncandidate
         n.ref += 1; n.hits += 1           # ref > 0: not evicted  @ref
+    for n in matched: n.priority = max(n.priority, priority)    @~priority
     for n in matched: n.last_access = now                       @touch
 """, _GROW, """
     return allocation                                           @~return
@@ -160,7 +162,7 @@ def acquire(tokens, extra=0):             # extra token slots  @start
 _PUBLISH = _block("""
 def publish(allocation, tokens=None):                           @start
     tokens = checked tokens (the base cache's checks)           @check
-    now = clock = clock + 1                                     @~tick
+    now = clock = clock + 1                                     @tick
     path, full = allocation.path, len(tokens) // tokens_per_page  @~path
     for n in path[:full]: n.last_access = now                   @touch
     if full <= len(path): return          # nothing new         @~monotonic
@@ -168,15 +170,18 @@ def publish(allocation, tokens=None):                           @start
     for i in range(len(path), full):                            @~loop
         block = page i of tokens                                @~block
         child = parent.children.get(block)                      @~look
-        if child is not None:             # published first     @found
-            if child in heap:             # childless, ref 0    @uncandidate
+        if child is not None:             # published first     @~found
+            if child.ref == 0: evictable -= 1  # ours now       @~count
+            if child in heap:             # childless, ref 0    @~in-heap
                 heap.remove(child)        # last entry fills its slot  @unheap
                 sift that entry up or down: swap while out of order  @swap
+                child is no longer an eviction candidate        @uncandidate
             own, allocation.pages[i] = allocation.pages[i], child.page  @dedup
-            child.ref += 1; child.last_access = now             @ref
             free_list.give([own])         # our copy goes back  @free
-        else:                                                   @~else
-            child = Node(block, allocation.pages[i], ref=1, last_access=now)  @create
+            child.ref += 1; child.last_access = now             @ref
+            child.priority = max(child.priority, allocation.priority)  @~priority
+        else:                             # new: ref 1, touched now  @~else
+            child = Node(block, allocation.pages[i], allocation.priority)  @create
             parent.children[block] = child                      @link
         path.append(child); parent = child                      @~advance
     # each node on the path holds one reference for allocation  @~refs
@@ -188,25 +193,25 @@ def extend(allocation, tokens, extra=0):                        @start
     tokens = tuple(tokens)                # our own copy        @~copy
     if tokens do not start with allocation.tokens: refuse       @~prefix
     needed = pages_for(len(tokens) + extra) - len(allocation.pages)  @~needed
-    evictable = ref0                      # 0 in the base cache  @~evictable
-    if needed > free + evictable:                               @fits?
+    if needed > free + evictable:         # 0 in the base cache  @fits?
         raise CacheAllocationFailure      # nothing changed     @fail
-    now = clock = clock + 1                                     @~tick
-    allocation.tokens = tokens                                  @~store
+    now = clock = clock + 1                                     @tick
+    allocation.tokens = tokens                                  @store
 """, _GROW)
 
 _RELEASE = _block("""
 def release(allocation):                                        @start
     check the allocation is live                                @check
-    now = clock = clock + 1                                     @~tick
+    now = clock = clock + 1                                     @tick
     for n in reversed(allocation.path):   # deepest first       @~loop
         n.ref -= 1                                              @unref
         if n.ref == 0:                                          @~zero
             evictable += 1                # once its children go  @~count
-            if not n.children:            # childless too       @candidate
+            if not n.children:            # childless too       @~childless
                 heap.push(n, key(n))      # at the array's end  @push
                 while n's slot > 0 and key(n) < key(its heap parent):  @sift-compare
                     swap n with its heap parent     # sift up   @swap
+                n is an eviction candidate now, in key order    @candidate
     tail = allocation.pages[len(allocation.path):]  # unpublished  @~tail
     free_list.give(tail)                                        @free
     allocation.released = True            # it holds nothing    @release
@@ -214,14 +219,15 @@ def release(allocation):                                        @start
 
 _EVICT = _block("""
 def evict(allocation, count):             # pages still needed  @~def
-    # heap: every candidate by key(n), (last_access, seq) under lru  @~heap-key
+    # key(n): lru (last_access, seq), priority (priority, last_access, seq)  @~heap-key
     for _ in range(count):                # one victim a turn   @~cascade
         victim = heap[0]                  # the smallest key    @top
         parent = victim.parent                                  @~parent
         if parent is not root and parent.ref == 0 and no other child:  @leaf?
             heap[0] = parent              # the cascade: it takes slot 0  @replace-top
         else:                                                   @~else
-            heap[0] = heap.pop()          # the last entry, if any  @pop
+            last = heap.pop()             # the array's end     @pop
+            if heap: heap[0] = last       # it fills the top's slot  @fill
         i = 0                             # sift down from the top  @~sift
         while slot i has a child:                               @~while
             c = the child slot of i with the smaller key        @pick-child
@@ -229,6 +235,7 @@ def evict(allocation, count):             # pages still needed  @~def
             swap heap[i] and heap[c]; i = c                     @swap
         del parent.children[victim.tokens]  # out of the trie   @cut
         allocation.pages.append(victim.page); evictable -= 1    @give
+        if parent took slot 0: it is a candidate now (a leaf)   @candidate
 """)
 
 _BASE = _block("""
@@ -237,17 +244,17 @@ def acquire(tokens, extra=0):             # extra token slots  @acquire
     needed = pages_for(len(tokens) + extra)                     @~needed
     if needed > free_list.count():        # nothing evictable   @fits?
         raise CacheAllocationFailure      # nothing changed     @fail
-    now = clock = clock + 1                                     @~tick
+    now = clock = clock + 1                                     @tick
     allocation = Allocation(tokens, pages=[])  # hit 0: no sharing  @match
     allocation.pages += free_list.take(needed)                  @take
     return allocation                                           @~return
 def publish(allocation, tokens=None):                           @publish
     check it is live; longer tokens must fit in its pages       @publish-check
     allocation.tokens = the longer of tokens and its own        @~publish-store
-    now = clock = clock + 1               # and nothing else    @~publish-tick
+    now = clock = clock + 1               # and nothing else    @publish-tick
 def release(allocation):                                        @release
     check it is live                                            @release-check
-    now = clock = clock + 1                                     @~release-tick
+    now = clock = clock + 1                                     @release-tick
     free_list.give(allocation.pages)      # every page          @free
     allocation.released = True            # it holds nothing    @released
 """)
@@ -275,10 +282,12 @@ def release(name):                                              @release
 
 _HASH = _block("""
 def acquire(tokens, extra=0):                                   @acquire
-    matched = the longest run of cached keys from block 0       @match
+    matched = the longest run of cached keys from block 0       @~lookup
     needed = pages_for(len(tokens) + extra) - len(matched)      @~needed
     if needed > len(queue) - queued(matched):                   @fits?
         raise CacheAllocationFailure      # nothing changed     @fail
+    now = clock = clock + 1                                     @tick
+    allocation = Allocation(tokens, [b.page for b in matched])  @match
     for block in matched:                                       @~hits
         if ref[block.page] == 0: queue.remove(block.page)       @dequeue
         ref[block.page] += 1                                    @ref
@@ -286,15 +295,18 @@ def acquire(tokens, extra=0):                                   @acquire
 def extend(allocation, tokens, extra=0):                        @extend
     needed = pages_for(len(tokens) + extra) - len(pages)        @~extend-needed
     if needed > len(queue): raise CacheAllocationFailure        @extend-fail
+    now = clock = clock + 1; allocation.tokens = tokens         @extend-tick
     take(allocation, needed)                                    @~extend-take
 def take(allocation, needed):             # the queue's head    @~take-def
     for page in queue[:needed]:                                 @~head
         if page caches a block: uncache it  # lazy eviction     @drop
     allocation.pages += queue.popleft(needed)                   @take
 def publish(allocation, tokens=None):                           @publish
+    now = clock = clock + 1                                     @publish-tick
     for each newly full block i: key = sha256(parent, tokens)   @~blocks
         cache[key].append(allocation.pages[i])  # dups too      @cache
 def release(allocation):                                        @release
+    now = clock = clock + 1                                     @release-tick
     for page in reversed(allocation.pages):                     @~pages
         if page caches a block: ref[page] -= 1                  @unref
     queue: caching nothing -> head; ref 0 -> tail, last first   @queue
@@ -368,39 +380,45 @@ def _table() -> dict[_Key, tuple[str, tuple[str, ...]]]:
     removal = {"uncandidate": ("uncandidate",), "unheap": ("unheap",), "swap/unheap": ("swap",)}
     own("trie", "acquire", "acquire", {
         "start": ("start",), "refused": ("start",), "walk": ("look", "walk"), "stop": ("look", "stop"),
-        "match": ("hit", "match"), "fail": ("fits?", "fail"), **removal, "ref": ("ref",), "touch": ("touch",),
-        "take": ("take",)})
+        "fail": ("fits?", "fail"), "tick": ("tick",), "match": ("match",), **removal, "ref": ("ref",),
+        "touch": ("touch",), "take": ("take",)})
     own("trie", "publish", "publish", {
-        "start": ("start",), "refused": ("start", "check"), "touch": ("touch",), **removal,
-        "dedup": ("found", "dedup"), "ref": ("ref",), "free": ("free",), "create": ("create", "link")})
+        "start": ("start",), "refused": ("start", "check"), "tick": ("tick",), "touch": ("touch",), **removal,
+        "dedup": ("dedup", "free"), "ref": ("ref",), "create": ("create", "link")})
     own("trie", "extend", "extend", {
-        "start": ("start",), "refused": ("start", "check"), "fail": ("fits?", "fail"), "take": ("take",)})
+        "start": ("start",), "refused": ("start", "check"), "fail": ("fits?", "fail"), "tick": ("tick", "store"),
+        "take": ("take",)})
     own("trie", "release", "release", {
-        "start": ("start",), "refused": ("start", "check"), "unref": ("unref",), "candidate": ("candidate",),
-        "push": ("push",), "swap/push": ("sift-compare", "swap"), "free": ("free",), "release": ("release",)})
+        "start": ("start",), "refused": ("start", "check"), "tick": ("tick",), "unref": ("unref",),
+        "push": ("push",), "swap/push": ("sift-compare", "swap"), "candidate": ("candidate",), "free": ("free",),
+        "release": ("release",)})
     for op in ("acquire", "extend"):  # eviction happens inside both: the evict algorithm
         own("trie", op, "evict", {
-            "pop": ("top", "pop"), "pop/cascade": ("top", "leaf?", "replace-top"),
+            "pop": ("top", "pop", "fill"), "pop/cascade": ("top", "leaf?", "replace-top"),
             "swap/pop": ("pick-child", "sift-compare", "swap"), "evict": ("cut", "give"),
-            "candidate": ("leaf?", "replace-top")})
+            "candidate": ("candidate",)})
     own("base", "acquire", "base", {
-        "start": ("acquire",), "refused": ("acquire",), "fail": ("fits?", "fail"), "match": ("match",),
-        "take": ("take",)})
-    own("base", "publish", "base", {"start": ("publish",), "refused": ("publish", "publish-check")})
+        "start": ("acquire",), "refused": ("acquire",), "fail": ("fits?", "fail"), "tick": ("tick",),
+        "match": ("match",), "take": ("take",)})
+    own("base", "publish", "base", {"start": ("publish",), "refused": ("publish", "publish-check"),
+                                    "tick": ("publish-tick",)})
     own("base", "release", "base", {
-        "start": ("release",), "refused": ("release", "release-check"), "free": ("free",),
-        "release": ("released",)})
+        "start": ("release",), "refused": ("release", "release-check"), "tick": ("release-tick",),
+        "free": ("free",), "release": ("released",)})
     own("base", "extend", "extend", {
-        "start": ("start",), "refused": ("start", "check"), "fail": ("fits?", "fail"), "take": ("take",)})
+        "start": ("start",), "refused": ("start", "check"), "fail": ("fits?", "fail"), "tick": ("tick", "store"),
+        "take": ("take",)})
     own("hash", "acquire", "hash", {
-        "start": ("acquire",), "refused": ("acquire",), "match": ("match",), "fail": ("fits?", "fail"),
-        "dequeue": ("dequeue",), "ref": ("ref",), "drop": ("drop",), "take": ("take",)})
+        "start": ("acquire",), "refused": ("acquire",), "fail": ("fits?", "fail"), "tick": ("tick",),
+        "match": ("match",), "dequeue": ("dequeue",), "ref": ("ref",), "drop": ("drop",), "take": ("take",)})
     own("hash", "extend", "hash", {
-        "start": ("extend",), "refused": ("extend",), "fail": ("extend-fail",), "drop": ("drop",), "take": ("take",)})
-    own("hash", "publish", "hash", {"start": ("publish",), "refused": ("publish",), "cache": ("cache",)})
+        "start": ("extend",), "refused": ("extend",), "fail": ("extend-fail",), "tick": ("extend-tick",),
+        "drop": ("drop",), "take": ("take",)})
+    own("hash", "publish", "hash", {"start": ("publish",), "refused": ("publish",), "tick": ("publish-tick",),
+                                    "cache": ("cache",)})
     own("hash", "release", "hash", {
-        "start": ("release",), "refused": ("release",), "unref": ("unref",), "queue": ("queue",),
-        "release": ("released",)})
+        "start": ("release",), "refused": ("release",), "tick": ("release-tick",), "unref": ("unref",),
+        "queue": ("queue",), "release": ("released",)})
     for op, calls in _SHORTFIN_CALLS.items():  # each op's def line is anchored by its name
         own("shortfin", op, "shortfin", {"start": (op,), "refused": (op,),
                                          **{f"call/{call}": (anchor,) for call, anchor in calls}})
@@ -558,13 +576,13 @@ def _variant(bug: str, algorithm: str, changes: Mapping[str, str | None]) -> Var
 # What each buggy cache did, on our lines. The sources: shortfin's seed and 3.1.0 as their
 # bug-museum demos narrate them, 3.9.0 as installed (the shortfin extra), mini-sglang's PR.
 VARIANTS: Mapping[str, Variant] = {v.bug: v for v in (
-    _variant("B1", "evict", {
-        "heap-key": "heap = heapify([(time, n) for n in the unreferenced leaves])",
-        "top": "_, victim = heappop(heap)        # equal times compare nodes: TypeError"}),
-    _variant("B2", "publish", {
-        "create": "child = Node(block, allocation.pages[i], ref=0)  # no ref of its own",
-        "link": "parent.children[block] = child; leaves.add(child)  # parent stays",
-        "refs": "path[-1].ref += 1; old_end.ref -= 1  # one ref, on the path's end"}),
+    _variant("B1", "evict", {  # the seed (shark-ai de4d2fec3): TrieNode has no __lt__
+        "heap-key": "heap = [(n.access_time, n) for n in leaves]; heapify(heap)  # tie: TypeError",
+        "top": "_, victim = heappop(heap)        # (wall-clock time, node) pairs"}),
+    _variant("B2", "publish", {  # 3.1.0: create_child in the loop, leaves.add(cur_node) after it
+        "create": "child = Node(block, allocation.pages[i])  # ref 0: no ref of its own",
+        "link": "parent.children[block] = child   # parent stays in the leaf set",
+        "refs": "leaves.add(path[-1]); path[-1].ref += 1; old_end.ref -= 1  # the end only"}),
     _variant("B3", "publish", {
         "monotonic": "if full <= len(path): leaves.add(path[-1]); return  # has children"}),
     _variant("B4", "publish", {
@@ -586,14 +604,16 @@ VARIANTS: Mapping[str, Variant] = {v.bug: v for v in (
     _variant("B8", "publish", {
         "monotonic": "if full <= allocation.published: allocation.published = full; return",
         "loop": "for i in range(allocation.published, full):  # from the count moved back"}),
-    _variant("B9", "acquire", {
-        "evictable": "evictable = ref0                  # our match counts too",
-        "uncandidate": None, "unheap": None, "swap": None,
-        "ref": "pass                    # lookup takes no reference: still a candidate"}),
+    _variant("B9", "acquire", {  # 3.9.0: lookup, then allocate: acquire_free_pages, evict_pages, ref
+        "fits?": "if needed > free: evict_pages(needed - free)  # our match too: no ref yet",
+        "fail": "pages = acquire_free_pages(needed)  # can be the page just matched",
+        "count": None, "in-heap": None, "unheap": None, "swap": None, "uncandidate": None,
+        "ref": "pass                              # no ref here: allocate takes it later",
+        "return": "matched[-1].ref += 1; return allocation  # the ref, after the pages"}),
     _variant("B10", "acquire", {
         "ref": "if needed > 0: n.ref += 1         # 0 new pages: no ref taken"}),
     _variant("S2", "acquire", {
-        "uncandidate": "if n in heap and n is not matched[-1]:  # the last stays one",
+        "in-heap": "if n in heap and n is not matched[-1]:  # the last stays one",
         "ref": "if n is not matched[-1]: n.ref += 1  # ancestors only"}),
 )}
 """The buggy variant of every bug whose buggy code BUGS.md (with its demo) describes, by id."""

@@ -3,8 +3,11 @@
 
 A step of the timeline is a whole op; its sub-steps are the things that happened inside
 it, one per event the backend reports while watched (:meth:`kvcore.TriePagedAttentionCache.watch`):
-each step of acquire's walk down the trie, each reference taken, each move of the heap (the
-pop of a victim, every swap of a sift), each eviction, node created, page taken or freed.
+each step of acquire's walk down the trie, the clock's tick, each reference taken, each move
+of the heap (the pop of a victim, every swap of a sift), each eviction, node created, page
+taken or freed. They come in the code's order, so the pseudo-code lines they light run
+forward except where a loop goes round again; a dedup's PagesFreed is no sub-step of its
+own (:func:`_folded`).
 
 **The states are kvcore's, not the view's.** The sub-steps of frame *i*'s op come from
 running that op again on a backend brought to frame *i-1*'s state (restored from its
@@ -30,10 +33,12 @@ from kvcore import KVCacheError, Snapshot
 from kvcore import events as ev
 
 from ..backends import Call
+from .free_queue import place_text
 from .narrate import Labeler, count, default_labeler
 
 SUBSTEP_KINDS: dict[str, str] = {
-    "start": "the op begins: the clock ticks",
+    "start": "the op begins (kvcore checked it fits: it will change the cache)",
+    "tick": "the logical clock ticks: this op's time, the last_access it stamps",
     "walk": "acquire's walk finds the next page cached as a child: matched",
     "stop": "acquire's walk finds no child for the next page: matching stops",
     "match": "the match as a whole: how many tokens are cached",
@@ -56,7 +61,8 @@ SUBSTEP_KINDS: dict[str, str] = {
     "refused": "the op was refused before anything changed (a misuse)",
     "call": "one call into the foreign cache, observed between calls",
     "dequeue": "hash: a matched page leaves the free queue (it is referenced now)",
-    "drop": "hash: a page taken from the queue's head still caches a block: the block leaves the cache (lazy eviction)",
+    "drop": "hash: a page among those taken from the queue's head still caches a block: the block leaves the cache "
+            "(lazy eviction)",
     "cache": "hash: publish caches a full block under its chained key, on the allocation's page",
     "queue": "hash: released pages join the free queue (caching nothing: its head; ref 0: its tail, last block first)",
 }
@@ -67,9 +73,17 @@ _KIND_OF_EVENT: dict[type, str] = {
     ev.RefTaken: "ref", ev.Touched: "touch", ev.PagesTaken: "take", ev.HeapPopped: "pop",
     ev.HeapSwapped: "swap", ev.Evicted: "evict", ev.CandidateAdded: "candidate", ev.HeapPushed: "push",
     ev.NodeCreated: "create", ev.Deduplicated: "dedup", ev.PagesFreed: "free", ev.RefDropped: "unref",
-    ev.Released: "release", ev.Failed: "fail",
+    ev.Released: "release", ev.Failed: "fail", ev.Ticked: "tick",
     ev.PageUnqueued: "dequeue", ev.BlockEvicted: "drop", ev.BlockCached: "cache", ev.PagesQueued: "queue",
 }
+
+def _folded(event) -> bool:
+    """An event that is no sub-step of its own: a dedup's PagesFreed. kvcore returns the own
+    copy in the dedup's move (its sub-step shows it freed and lights that line) and reports
+    the PagesFreed after the ref, for the event log; as a sub-step it would change nothing
+    and light the give line after the ref's, against the code's order."""
+    return type(event) is ev.PagesFreed and event.reason == "dedup"
+
 
 #: States built per run of the op: the one asked for and its neighbours, so stepping on
 #: (or back) needs no second run.
@@ -172,6 +186,8 @@ class OpSubSteps(Sequence):
         states = self._states
 
         def on_event(event) -> None:
+            if _folded(event):
+                return
             i = seen[0]
             seen[0] = i + 1
             if i >= first:
@@ -209,6 +225,8 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     states: dict[int, Snapshot] = {}
 
     def on_event(event) -> None:
+        if _folded(event):
+            return
         if source == "calls":  # few and costly to reach again: keep every state now
             states[len(events)] = backend.snapshot()
         events.append(event)
@@ -268,6 +286,8 @@ class _Words:
         self.parent_of = {n.id: n.parent for n in before.nodes}
         self.heap_move = ""  # the heap move a sift follows (unheap, push, pop): which lines swap
         self.matched = 0
+        self.queue = before.free  # the hash cache's free queue, head first, before the op
+        self.unqueued: set[int] = set()  # pages the op took out of it so far (matched)
 
     def name(self, allocation: int | None) -> str:
         if allocation is None:
@@ -293,8 +313,12 @@ class _Words:
     # One method per kind: (sentence, focus, context).
 
     def _start(self, e: ev.OpStarted):
-        return (f"{e.op} {self.name(e.allocation)} begins: the clock ticks to {e.tick}",
-                Focus(allocation=self.name(e.allocation)), {})
+        return f"{e.op} {self.name(e.allocation)} begins", Focus(allocation=self.name(e.allocation)), {}
+
+    def _tick(self, e: ev.Ticked):
+        also = {"acquire": "; the lookup is counted and the allocation numbered",
+                "extend": "; the allocation's tokens are the new ones"}.get(e.op, "")
+        return f"the clock ticks to {e.tick}{also}", Focus(allocation=self.name(e.allocation)), {}
 
     def _walk(self, e: ev.Walked):
         where = "the root" if not e.parent else f"node {e.parent}"
@@ -392,9 +416,6 @@ class _Words:
 
     def _free(self, e: ev.PagesFreed):
         pages = ", ".join(map(str, e.pages))
-        if e.reason == "dedup":
-            return (f"page {pages}, the own copy, is on the free list again: the dedup returned it",
-                    Focus(pages=e.pages, allocation=self.name(e.allocation)), {"reason": e.reason})
         return (f"page{'s' if len(e.pages) != 1 else ''} {pages} back to the free list ({e.reason})",
                 Focus(pages=e.pages, allocation=self.name(e.allocation)), {"reason": e.reason})
 
@@ -420,12 +441,27 @@ class _Words:
     # The hash-block cache's own events.
 
     def _dequeue(self, e: ev.PageUnqueued):
+        self.unqueued.add(e.page)
         return (f"page {e.page} (block {e.block}) leaves the free queue: it is matched, so nothing may take it",
                 Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
 
+    def _queue_place(self, page: int) -> str:
+        """``page``'s place in the free queue as it stands now (the op's matched pages out;
+        pages whose blocks were dropped stay until taken), in the pool's numbering. The
+        page is among those about to be taken from the head, so the walk stops early."""
+        place = 0
+        for p in self.queue:
+            if p in self.unqueued:
+                continue
+            if p == page:
+                return place_text(place, len(self.queue) - len(self.unqueued))
+            place += 1
+        return "not queued"  # pragma: no cover - kvcore drops blocks of queued pages only
+
     def _drop(self, e: ev.BlockEvicted):
         still = "; another page still caches its key" if e.still_cached else ""
-        return (f"page {e.page} is at the queue's head still caching block {e.block} [{self.label(e.tokens)}]: "
+        return (f"page {e.page}, {self._queue_place(e.page)} in the free queue, is among the pages taken from its "
+                f"head and still caches block {e.block} [{self.label(e.tokens)}]: "
                 f"the block leaves the cache now, as the page is taken (lazy eviction){still}",
                 Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
 

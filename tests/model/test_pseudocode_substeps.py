@@ -40,9 +40,12 @@ _ANCHOR = {ev.OpStarted: "start", ev.Matched: "match", ev.HeapRemoved: "unheap",
            ev.RefTaken: "ref", ev.Touched: "touch", ev.PagesTaken: "take", ev.HeapSwapped: "swap",
            ev.Evicted: "give", ev.HeapPushed: "push", ev.NodeCreated: "create", ev.Deduplicated: "dedup",
            ev.PagesFreed: "free", ev.RefDropped: "unref", ev.Released: "release", ev.Failed: "fail",
-           ev.BlockCached: "cache", ev.BlockEvicted: "drop", ev.PageUnqueued: "dequeue", ev.PagesQueued: "queue"}
+           ev.BlockCached: "cache", ev.BlockEvicted: "drop", ev.PageUnqueued: "dequeue", ev.PagesQueued: "queue",
+           ev.Ticked: "tick"}
 # The base and shortfin algorithms hold several ops: their def lines are named after the op.
 _BASE_ANCHOR = {"start": None, "release": "released"}
+# Their tick lines are named after the op too (acquire's is "tick").
+_TICK = {"acquire": "tick", "extend": "extend-tick", "publish": "publish-tick", "release": "release-tick"}
 
 
 def _labelled_session(scenario, monkeypatch) -> Session:
@@ -74,7 +77,7 @@ def _check_lines(session: Session, gaps: list | None = None) -> set[tuple[str, s
                 cascade = e.moved is not None and parent_of.get(e.node) == e.moved
                 expected, algorithm = ("replace-top" if cascade else "pop"), "evict"
             elif isinstance(e, ev.CandidateAdded):
-                expected, algorithm = ("replace-top", "evict") if op != "release" else ("candidate", op)
+                expected, algorithm = "candidate", ("evict" if op != "release" else op)
             else:
                 expected, algorithm = _ANCHOR[type(e)], pc.algorithm_for(op, cache)
                 if isinstance(e, (ev.HeapRemoved, ev.HeapPushed)):
@@ -83,8 +86,9 @@ def _check_lines(session: Session, gaps: list | None = None) -> set[tuple[str, s
                     algorithm = "evict"
             if cache == "base" and algorithm == "base":
                 expected = _BASE_ANCHOR.get(expected, expected) or op
+                expected = _TICK[op] if expected == "tick" else expected
             elif cache == "hash":  # one algorithm for every op: def lines are named after the op
-                expected = {"start": op, "release": "released",
+                expected = {"start": op, "release": "released", "tick": _TICK[op],
                             "fail": "extend-fail" if op == "extend" else "fail"}.get(expected, expected)
             elif expected == "start" and algorithm != op:
                 expected = op

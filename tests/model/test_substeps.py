@@ -31,6 +31,7 @@ from kvviz.demos import demo_names, load_demo
 from kvviz.model.generate import LEVELS, generate
 from kvviz.model.scenario import Op, parse_scenario
 from kvviz.model.session import Session
+from kvviz.model import pseudocode as pc
 from kvviz.model.substeps import SUBSTEP_KINDS
 
 
@@ -59,17 +60,28 @@ def _check_transition(step, prev, nxt) -> None:
     e = step.event
     kind = step.kind
     if kind == "start":
-        assert nxt.clock == e.tick
+        # The op begins: nothing has changed yet, the clock included (it ticks at the
+        # "tick" sub-step); publish may already hold its longer tokens (checked first).
+        assert nxt.clock == prev.clock == e.tick - 1
         _same_but(prev, nxt, "allocations")
-        # extend and publish may store the op's longer tokens as they begin; nothing else
-        strip = [a._replace(tokens=()) if hasattr(a, "_replace") else
-                 type(a)(a.id, a.name, (), a.pages, a.published, a.hit_tokens, a.released, a.priority)
+        strip = [type(a)(a.id, a.name, (), a.pages, a.published, a.hit_tokens, a.released, a.priority)
                  for a in prev.allocations]
         after = [type(a)(a.id, a.name, (), a.pages, a.published, a.hit_tokens, a.released, a.priority)
                  for a in nxt.allocations]
         assert strip == after
-        if e.op not in ("extend", "publish"):
+        if e.op != "publish":
             assert prev.allocations == nxt.allocations
+    elif kind == "tick":
+        # The clock ticks once; an acquire counts its lookup and numbers its allocation,
+        # an extend stores its tokens; nothing else.
+        assert nxt.clock == e.tick == prev.clock + 1
+        _same_but(prev, nxt, "allocations")
+        if e.op != "extend":
+            assert prev.allocations == nxt.allocations
+        else:
+            assert [a.id for a in prev.allocations] == [a.id for a in nxt.allocations]
+        if e.op != "acquire":
+            assert (prev.next_allocation_id, prev.stats) == (nxt.next_allocation_id, nxt.stats)
     elif kind == "match":
         # The allocation appears, its block table the matched pages.
         assert _owner_pages(prev, e.allocation) is None and _owner_pages(nxt, e.allocation) == e.pages
@@ -180,8 +192,6 @@ def _check_transition(step, prev, nxt) -> None:
         # The own copy goes back in the same move: never a state where it is nowhere.
         assert tuple(nxt.free) == tuple(prev.free) + (e.own_page,) and nxt.pages[e.own_page].state == "free"
         _same_but(prev, nxt, "pages", "allocations", "free")
-    elif kind == "free" and e.reason == "dedup":
-        assert prev == nxt and e.pages[0] in nxt.free  # returned with the dedup above
     elif kind == "free":
         k = len(e.pages)
         assert tuple(nxt.free[-k:]) == e.pages and tuple(nxt.free[:-k]) == tuple(prev.free)
@@ -266,6 +276,144 @@ def test_a_failed_acquire_says_why_and_changes_nothing():
     subs = session.substeps(2)
     assert subs[-1].kind == "fail" and "needs 2 pages, 0 free + 0 evictable" in subs[-1].sentence
     assert subs.state(len(subs) - 1) == session.frame(1).snapshot
+
+
+# -- the code's order: the clock ticks where the code ticks, lines never run backwards --------
+
+# Every op of each design, a dedup, an eviction cascade and a failure among them.
+EVERY_OP = """cache {kind} pages=4 tokens_per_page=2
+acquire x 1 2
+acquire a 1 2 3 4
+publish a
+publish x
+extend a 1 2 3 4 5
+release a
+release x
+acquire b 1 2 3 4 8 8
+release b
+acquire c 9 9 9 9 9 9 9 9
+acquire d 1 2 3 4 5 6 7 8 9 10
+"""
+
+
+def _tick_line(step) -> bool:
+    """The sub-step lights a line that ticks the clock."""
+    return any("clock = clock + 1" in pc.ALGORITHMS[step.algorithm].lines[n - 1].text for n in step.lines)
+
+
+@pytest.mark.parametrize("kind", ["trie", "base", "hash"])
+def test_the_start_substep_keeps_the_old_clock_and_the_tick_is_a_substep_where_the_code_ticks(kind):
+    session = _session(parse_scenario(EVERY_OP.format(kind=kind)))
+    for i in range(1, len(session)):
+        subs = session.substeps(i)
+        if session.frame(i).error is not None:
+            assert not any(s.kind in ("start", "tick") for s in subs)
+            continue
+        assert subs[0].kind == "start" and "clock" not in subs[0].sentence and not _tick_line(subs[0])
+        assert subs.state(0).clock == subs.before.clock
+        ticks = [k for k, s in enumerate(subs) if s.kind == "tick"]
+        assert len(ticks) == 1, (i, [s.kind for s in subs])
+        k = ticks[0]
+        assert subs.state(k - 1).clock == subs.before.clock and subs.state(k).clock == subs.before.clock + 1
+        assert _tick_line(subs[k]) and f"to {subs.before.clock + 1}" in subs[k].sentence
+        assert not any(_tick_line(s) for s in subs if s.kind != "tick")
+
+
+def _loop_heads(algorithm: str) -> list[tuple[int, int]]:
+    """(first, last) line numbers of each loop of ``algorithm``: its head and its body."""
+    lines = pc.ALGORITHMS[algorithm].lines
+    indent = [len(line.text) - len(line.text.lstrip()) for line in lines]
+    loops = []
+    for i, line in enumerate(lines):
+        if line.text.lstrip().startswith(("for ", "while ")):
+            last = i
+            while last + 1 < len(lines) and indent[last + 1] > indent[i]:
+                last += 1
+            loops.append((line.number, lines[last].number))
+    return loops
+
+
+# The kinds that begin a round of a loop: the walk's next block, a matched or adopted node's
+# heap removal or ref, a publish's next block, a release's next node, the next victim, the
+# next swap of a sift; the hash cache's next hit, next page taken, next block cached.
+ROUND_STARTS = {"walk", "stop", "unheap", "ref", "dedup", "create", "unref", "pop", "swap", "dequeue", "drop",
+                "cache"}
+
+
+def _backwards(session: Session) -> list:
+    """Pairs of consecutive sub-steps of one algorithm pass whose lit lines run backwards
+    (the next one's first line above the last one's last) other than where a loop holding
+    both begins its next round (:data:`ROUND_STARTS`)."""
+    out = []
+    for i in range(1, len(session)):
+        subs = session.substeps(i)
+        for prev, nxt in zip(subs, subs[1:]):
+            if prev.algorithm != nxt.algorithm or not prev.lines or not nxt.lines:
+                continue
+            p, n = max(prev.lines), min(nxt.lines)
+            if n >= p:
+                continue
+            loop = any(head <= n and p <= last for head, last in _loop_heads(nxt.algorithm))
+            if not (loop and nxt.kind in ROUND_STARTS):
+                out.append((i, prev.kind, prev.lines, nxt.kind, nxt.lines))
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in demo_names() if not n.startswith("shortfin-")])
+def test_lit_lines_never_run_backwards_within_one_algorithm_pass_except_at_loop_heads(name):
+    assert _backwards(_session(load_demo(name))) == []
+
+
+@pytest.mark.parametrize("kind", ["trie", "base", "hash"])
+def test_every_op_of_each_design_lights_its_lines_in_the_codes_order(kind):
+    assert _backwards(_session(parse_scenario(EVERY_OP.format(kind=kind)))) == []
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), level=st.sampled_from(sorted(LEVELS)), policy=st.sampled_from(kvcore.POLICIES))
+def test_random_scenarios_light_their_lines_in_the_codes_order(seed, level, policy):
+    text = re.sub(r"^cache trie ", f"cache trie policy={policy} ", generate(seed, level), count=1, flags=re.M)
+    assert _backwards(_session(parse_scenario(text))) == []
+
+
+def test_a_dedup_frees_its_own_copy_at_the_dedup_substep_and_nowhere_later():
+    session = _session(parse_scenario(EVERY_OP.format(kind="trie")))
+    subs = session.substeps(4)  # publish x: block 0 is a's, adopted
+    kinds = [s.kind for s in subs]
+    assert "dedup" in kinds and "free" not in kinds
+    dedup = subs[kinds.index("dedup")]
+    texts = [pc.ALGORITHMS[dedup.algorithm].lines[n - 1].text for n in dedup.lines]
+    assert any("free_list.give([own])" in t for t in texts)
+    assert dedup.event.own_page in subs.state(kinds.index("dedup")).free
+
+
+def test_a_cascade_names_the_parent_a_candidate_after_the_victim_is_cut():
+    session = _session(parse_scenario(EVERY_OP.format(kind="trie")))
+    subs = session.substeps(len(session) - 2)  # c evicts the chain [1 2] [3 4]
+    kinds = [s.kind for s in subs]
+    assert "candidate" in kinds
+    k = kinds.index("candidate")
+    assert kinds[k - 1] == "evict" and max(subs[k - 1].lines) < min(subs[k].lines)
+
+
+def test_a_hash_drop_names_the_place_its_page_holds_in_the_queue_shown_at_that_moment():
+    text = """cache hash pages=5 tokens_per_page=2
+acquire a 1 2
+publish a
+acquire h 7 7 7 7 7 7
+release a
+release h
+acquire b 5 5 5 5 5 5 5 5 5 5
+"""
+    session = _session(parse_scenario(text))
+    subs = session.substeps(len(session) - 1)
+    drops = [k for k, s in enumerate(subs) if s.kind == "drop"]
+    assert drops
+    for k in drops:
+        queue = list(subs.state(k - 1).free)
+        place = queue.index(subs[k].event.page)
+        assert place > 0  # the test means something: the page is not at the head
+        assert f"q{place} of {len(queue)}" in subs[k].sentence and "at the queue's head" not in subs[k].sentence
 
 
 # -- heap truth: the array kvcore's heap really held ----------------------------------------
