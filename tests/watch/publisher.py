@@ -21,7 +21,8 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
   README's shape) or ``(b"", seq, payload)`` (false: older vLLM). The end marker is
   ``(b"", b"", seq -1, b"")`` either way.
 - ``replay_repeat`` (default 1): each buffered batch is answered this many times (duplicates);
-  ``replay_reversed`` (default false): answered newest first (a reader must put them in order).
+  ``replay_reversed`` (default false): answered newest first (a reader must put them in order);
+  ``replay_delay`` (default 0): seconds the ROUTER waits before answering (a slow server).
 - a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq),
   ``{"skip": N}`` (the next N take their seqs and go into the replay buffer, unsent: a gap),
   ``{"restart": true}`` (seq back to 0, buffer emptied, as a restarted server),
@@ -107,6 +108,7 @@ class RankPublisher:
         self.replay_topic = bool(script.get("replay_topic", True))
         self.replay_repeat = int(script.get("replay_repeat", 1))
         self.replay_reversed = bool(script.get("replay_reversed", False))
+        self.replay_delay = float(script.get("replay_delay", 0.0))
         self.seq = 0
         self.buffer: deque[tuple[int, bytes, bytes]] = deque(maxlen=REPLAY_BUFFER)
         self.subscribed = False
@@ -154,6 +156,7 @@ class RankPublisher:
                 report["requests"]["ignored"] += 1
                 continue
             report["requests"][envelope] += 1
+            time.sleep(self.replay_delay)  # the injected fault: a slow server
             start = int.from_bytes(request[-1], "big")
             answer = [entry for entry in self.buffer if entry[0] >= start]
             for seq, topic, payload in reversed(answer) if self.replay_reversed else answer:

@@ -203,7 +203,7 @@ def test_a_gap_is_filled_by_replay_when_the_server_takes_the_bare_seq(publisher,
 
 def test_a_gap_is_filled_with_the_delimited_envelope_when_the_bare_seq_gets_no_answer(publisher, subscribe):
     live = publisher({"replay": "delimited", "steps": GAP_SCRIPT})
-    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.5)
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
     got = receive(subscriber, 10)
     assert seqs(got) == list(range(10))
     assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
@@ -214,9 +214,21 @@ def test_a_gap_is_filled_with_the_delimited_envelope_when_the_bare_seq_gets_no_a
     assert report["requests"] == {"bare": 0, "delimited": 1, "ignored": 1, "malformed": 0}
 
 
+def test_a_slow_answer_to_the_bare_seq_still_counts_after_the_delimited_request_went_out(publisher, subscribe):
+    # the server answers the bare seq after 3.5 s; the subscriber tries the other envelope at 3 s
+    # and keeps listening to both until 6 s
+    live = publisher({"replay": "bare", "replay_delay": 3.5, "steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=3.0)
+    got = receive(subscriber, 10)
+    assert seqs(got) == list(range(10))
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert (subscriber.stats.replays_asked, subscriber.stats.replays_answered) == (2, 1)
+    assert live.finish()["requests"] == {"bare": 1, "delimited": 0, "ignored": 1, "malformed": 0}
+
+
 def test_the_envelope_that_answered_is_used_for_the_next_gap(publisher, subscribe):
     live = publisher({"replay": "delimited", "steps": [*GAP_SCRIPT, {"skip": 2}, {"send": 1}]})
-    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.5)
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
     got = receive(subscriber, 13)
     assert seqs(got) == list(range(13))
     assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 10: "replayed", 11: "replayed"}

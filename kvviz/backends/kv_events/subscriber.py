@@ -216,7 +216,8 @@ class Subscriber:
     ``ROUTER`` (rank *r* at its port + *r*); without it a gap is only noted. ``hwm`` is the
     SUB sockets' receive high-water mark. ``on_received`` is called on the background thread
     after each message is queued (a wake-up hook; ``poll()`` still returns the message).
-    ``replay_wait`` is how long one envelope's replay request waits for a first answer.
+    ``replay_wait`` is how long one envelope's replay request waits for a first answer before
+    the next envelope is tried (the earlier request is still heard meanwhile).
 
     Endpoint errors raise ``EndpointError`` here, before anything connects."""
 
@@ -482,53 +483,75 @@ class Subscriber:
 
     def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]]:
         """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
-        endpoint sent, trying the envelopes in ``ENVELOPES`` order until one answers."""
-        envelopes = ENVELOPES if self._envelope[rank] is None else (self._envelope[rank],)
-        for envelope in envelopes:
-            dealer = self._dealer(rank)
-            start = first.to_bytes(SEQ_BYTES, "big")
+        endpoint sent. Tries the envelopes in ``ENVELOPES`` order, each after ``replay_wait``
+        seconds of silence, and keeps listening to the earlier requests meanwhile, so a slow
+        answer to the first envelope still counts. The envelope that answered is kept."""
+        known = self._envelope[rank]
+        asked: list[tuple[str, object]] = []
+        start = first.to_bytes(SEQ_BYTES, "big")
+        for envelope in ENVELOPES if known is None else (known,):
+            reused = self._dealers[rank] if envelope == known else None
+            self._dealers[rank] = None
+            dealer = reused if reused is not None else self._new_dealer(rank)
             dealer.send_multipart([start] if envelope == "bare" else [b"", start])
+            asked.append((envelope, dealer))
             with self._lock:
                 self._counters.replays_asked += 1
-            answered, heard, ended = self._collect(dealer, first, last)
-            if not ended:
+            answering = self._first_answer([d for _, d in asked])
+            if answering is None:
+                if self._stopping.is_set():
+                    break
+                continue
+            for _, other in asked:
+                if other is not answering:
+                    other.close(linger=0)
+            answered, ended = self._collect(answering, first, last)
+            if ended:
+                self._dealers[rank] = answering
+            else:
                 # A half answer may still be arriving: a fresh socket keeps it out of the next replay.
-                self._dealers[rank].close(linger=0)
-                self._dealers[rank] = None
-            if heard:
-                self._envelope[rank] = envelope
-                with self._lock:
-                    self._counters.replays_answered += 1
-                return answered
+                answering.close(linger=0)
+            self._envelope[rank] = next(e for e, d in asked if d is answering)
+            with self._lock:
+                self._counters.replays_answered += 1
+            return answered
+        for _, dealer in asked:
+            dealer.close(linger=0)
         return {}
 
-    def _dealer(self, rank: int):
-        if self._dealers[rank] is None:
-            zmq = _zmq()
-            dealer = self._context.socket(zmq.DEALER)
-            dealer.setsockopt(zmq.LINGER, 0)
-            dealer.connect(self.replay_endpoints[rank])
-            self._dealers[rank] = dealer
-        return self._dealers[rank]
+    def _new_dealer(self, rank: int):
+        zmq = _zmq()
+        dealer = self._context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(self.replay_endpoints[rank])
+        return dealer
 
-    def _collect(self, dealer, first: int, last: int) -> tuple[dict[int, tuple[bytes | None, bytes]], bool, bool]:
-        """Reads one replay answer: (the wanted seqs' messages, heard anything, saw the end).
+    def _first_answer(self, dealers: list):
+        """The first of ``dealers`` to have an answer waiting within ``replay_wait`` seconds
+        (``None`` when none has, or the subscriber is stopping)."""
+        zmq = _zmq()
+        poller = zmq.Poller()
+        for dealer in dealers:
+            poller.register(dealer, zmq.POLLIN)
+        ready = dict(poller.poll(int(self.replay_wait * 1000)))
+        if self._stopping.is_set():
+            return None
+        return next((d for d in dealers if d in ready), None)
 
-        Waits ``replay_wait`` for the first frame, then ``REPLAY_IDLE_S`` between frames, and
-        reads at most ``MAX_WATCH_REPLAY_MESSAGES`` (a server's buffer holds 10,000 by default)."""
+    def _collect(self, dealer, first: int, last: int) -> tuple[dict[int, tuple[bytes | None, bytes]], bool]:
+        """Reads one replay answer whose first frame is waiting: (the wanted seqs' messages,
+        saw the end marker). Waits ``REPLAY_IDLE_S`` between frames and reads at most
+        ``MAX_WATCH_REPLAY_MESSAGES`` frames (a server's buffer holds 10,000 by default)."""
         answered: dict[int, tuple[bytes | None, bytes]] = {}
-        heard = False
         for _ in range(MAX_WATCH_REPLAY_MESSAGES):
-            wait = REPLAY_IDLE_S if heard else self.replay_wait
-            if self._stopping.is_set() or not dealer.poll(int(wait * 1000)):
-                return answered, heard, False
+            if self._stopping.is_set() or not dealer.poll(int(REPLAY_IDLE_S * 1000)):
+                return answered, False
             frames = dealer.recv_multipart()
-            heard = True
             if len(frames) < 2:
                 continue  # not an answer kvviz can read; the end marker or the wait ends this
             seq_frame, payload = frames[-2], frames[-1]
             if seq_frame == END_OF_REPLAY:
-                return answered, heard, True
+                return answered, True
             if len(seq_frame) != SEQ_BYTES:
                 continue
             seq = int.from_bytes(seq_frame, "big")
@@ -539,7 +562,7 @@ class Subscriber:
                     self._counters.duplicates += 1
                 continue
             answered[seq] = (_replay_topic(frames), payload)
-        return answered, heard, False
+        return answered, False
 
 
 def _replay_topic(frames: list[bytes]) -> bytes | None:
