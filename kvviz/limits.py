@@ -92,3 +92,12 @@ MAX_RECORDING_LINE_BYTES = 24 * 1024 * 1024
 MAX_RECORDING_MESSAGES = 10_000_000
 """Messages one recording may hold: a file of tiny lines would otherwise build a list of 50
 million messages within the byte limit."""
+MAX_WATCH_RANKS = 1_024
+"""Data-parallel ranks one ``kvviz watch`` follows (one SUB socket each, at port + rank)."""
+MAX_WATCH_PENDING = 1_000_000
+"""Received messages waiting for the UI to take them. When nobody takes them the subscriber's
+thread waits and ZeroMQ's high-water mark holds the rest: memory stays bounded, and what the
+server then drops is a gap the subscriber reports (and replays), never a silent loss."""
+MAX_WATCH_REPLAY_MESSAGES = 1_000_000
+"""Frames one replay answer may bring before the subscriber stops reading it (vLLM buffers
+10,000 batches by default)."""

@@ -35,14 +35,7 @@ from typing import Callable
 from kvviz.backends.kv_events.recording import Message
 from kvviz.backends.kv_events.stream import Gap, Restart, SeqTracker
 from kvviz.backends.kv_events.wire import Batch, DecodeError, decode_payload
-
-MAX_WATCH_RANKS = 1_024
-"""Data-parallel ranks one subscriber follows (one socket each)."""
-MAX_WATCH_PENDING = 1_000_000
-"""Received messages waiting for ``poll()``. When nobody polls, the thread waits and ZeroMQ's
-high-water mark holds the rest: memory stays bounded and nothing is dropped silently."""
-MAX_WATCH_REPLAY_MESSAGES = 1_000_000
-"""Frames one replay answer may bring (vLLM buffers 10,000 batches by default)."""
+from kvviz.limits import MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 
 SEQ_BYTES = 8
 END_OF_REPLAY = b"\xff" * SEQ_BYTES
