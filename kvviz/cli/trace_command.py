@@ -22,6 +22,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..export.atomic import refuse_overwriting_inputs, write_text_atomic
 from ..limits import MAX_CAPACITY_TOKENS
@@ -224,9 +225,7 @@ def _choices_table(trace: Trace, curves: Sequence[SweepCurve]) -> Table:
     from rich import box
 
     first = curves[0]
-    table = Table(title=f"Token hit rate vs capacity by choice: {trace.name} ({first.unlimited.requests:,} "
-                        f"requests)", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
-                  pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     table.add_column("capacity", justify="right", no_wrap=True)
     for curve in curves:
         table.add_column(choice_label(curve.unlimited).replace(" ", "\n"), justify="right", no_wrap=True,
@@ -238,6 +237,11 @@ def _choices_table(trace: Trace, curves: Sequence[SweepCurve]) -> Table:
             cells.append(percent((*curve.results, curve.unlimited)[row].token_hit_rate))
         table.add_row(*cells)
     return table
+
+
+def _choices_title(trace: Trace, curves: Sequence[SweepCurve]) -> str:
+    """The title printed above :func:`_choices_table`."""
+    return f"Token hit rate vs capacity by choice: {trace.name} ({curves[0].unlimited.requests:,} requests)"
 
 
 def _listed(option: str, text: str, allowed: Sequence[str]) -> tuple[str, ...]:
@@ -465,6 +469,8 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
         # Plain text through click: no Rich markup or wrapping may touch the plot.
         click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited))
         return
+    # The title on a line of its own: as the table's title it wrapped into the narrow table.
+    console.print(Text(_choices_title(loaded, curves), style="italic"), no_wrap=True, overflow="ellipsis")
     console.print(_choices_table(loaded, curves))
     console.print()
     click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited) for c in curves]))
