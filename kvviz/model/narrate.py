@@ -69,9 +69,34 @@ EVICTIONS_TOLD = 3
 PAGES_LISTED = 12
 
 
+NODES_TOLD = 3
+"""Nodes a publish narrates one by one; more (a trace request publishes dozens) are one
+clause with ranges of node and page numbers."""
+
+
 def _pages(pages) -> str:
+    """``page 3``, ``pages 3, 5``; beyond :data:`NODES_TOLD` pages, runs: ``pages 560..577, 13..1``."""
     pages = list(pages)
-    return f"page {pages[0]}" if len(pages) == 1 else "pages " + ", ".join(map(str, pages))
+    if len(pages) == 1:
+        return f"page {pages[0]}"
+    return "pages " + (", ".join(map(str, pages)) if len(pages) <= NODES_TOLD else number_ranges(pages))
+
+
+def number_ranges(numbers, limit: int = PAGES_LISTED) -> str:
+    """Numbers in their order, runs that count up or down by one written as the scenario
+    language writes a range: ``560..577, 13..1, 40``; past ``limit`` runs, ``and N more``.
+    The order is kept (a free queue's order is what a reader asks about)."""
+    runs: list[list[int]] = []  # [first, last, direction]
+    for n in numbers:
+        if runs:
+            first, last, direction = runs[-1]
+            if direction in (0, 1) and n == last + 1 or direction in (0, -1) and n == last - 1:
+                runs[-1] = [first, n, n - last]
+                continue
+        runs.append([n, n, 0])
+    parts = [str(a) if a == b else (f"{a}, {b}" if abs(b - a) == 1 else f"{a}..{b}") for a, b, _ in runs[:limit]]
+    rest = sum(abs(b - a) + 1 for a, b, _ in runs[limit:])
+    return ", ".join(parts) + (f" and {rest:,} more" if rest else "")
 
 
 def _nodes(nodes: Sequence[int], pages: Sequence[int] | None = None) -> str:
@@ -109,18 +134,20 @@ def match_stop(tokens: Sequence[int], matched: int, tokens_per_page: int, label:
 
 
 def describe_event(event, label: Labeler = default_labeler, tokens: Sequence[int] | None = None,
-                   tokens_per_page: int | None = None) -> str:
+                   tokens_per_page: int | None = None, units: Units = TOKENS) -> str:
     """One line for one kvcore event, for the event log; ``label`` turns tokens into words.
 
     Nodes are always named by id with their page in parentheses. For a ``Matched`` event,
     ``tokens`` (the op's) and ``tokens_per_page`` let the line say in blocks where matching
-    stopped; without them it says only what matched.
+    stopped; without them it says only what matched. ``units``: a converted trace's tokens
+    are blocks, and the match is counted in blocks.
     """
     if isinstance(event, ev.OpStarted):
         return f"{event.op} (allocation #{event.allocation}) at tick {event.tick}"
     if isinstance(event, ev.Matched):
+        noun = "block" if units.block_tokens is not None else "token"
         text = (f"matched {_nodes(event.nodes, event.pages)}: "
-                f"{event.matched_tokens:,} of {count(event.total_tokens, 'token')}")
+                f"{event.matched_tokens:,} of {count(event.total_tokens, noun)}")
         if tokens is not None and tokens_per_page:
             parent = event.nodes[-1] if event.nodes else None
             text += f" ({match_stop(tokens, len(event.nodes), tokens_per_page, label, parent)})"
@@ -185,6 +212,7 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
         return f"{head}: " + ("; ".join(_hash_parts(op_kind, events, after, label, units)) or "done") + "."
     parts: list[str] = []
     evicted = [e for e in events if isinstance(e, ev.Evicted)]
+    created = [e for e in events if isinstance(e, ev.NodeCreated)]
     for e in events:
         if isinstance(e, ev.Matched) and op_kind == "acquire":
             full = e.total_tokens // after.tokens_per_page
@@ -197,10 +225,13 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
                 parts.append(units.match(len(e.nodes), full, e.matched_tokens, e.total_tokens))
         elif isinstance(e, ev.PagesTaken):
             parts.append(f"took {_pages(e.pages)} from the free list")
-        elif isinstance(e, ev.NodeCreated):
+        elif isinstance(e, ev.NodeCreated) and len(created) <= NODES_TOLD:
             parts.append(f"cached [{label(e.tokens)}] as node {e.node} on page {e.page}")
+        elif isinstance(e, ev.NodeCreated) and e is created[0]:  # dozens of blocks: one clause, ranges
+            parts.append(f"cached {count(len(created), 'block')} as nodes {number_ranges([c.node for c in created])} "
+                         f"on pages {number_ranges([c.page for c in created])}")
         elif isinstance(e, ev.Deduplicated):
-            parts.append(f"[block {e.index}] was already cached by someone else (node {e.node}): "
+            parts.append(f"block {e.index} was already cached by another allocation (node {e.node}): "
                          f"adopted page {e.page} and returned its own copy, page {e.own_page}")
         elif isinstance(e, ev.PagesFreed) and e.reason == "release":
             parts.append(f"returned unpublished {_pages(e.pages)} to the free list")

@@ -368,10 +368,16 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         snap = view.snapshot
         for widget, pane in zip((upper, order), panes_for(snap.kind)):
             self._title(widget, pane.title(snap))
-        self._title(self.pool, f"Page pool · {count(snap.page_count, 'page')} × {count(snap.tokens_per_page, 'token')}")
-        self._title(self.allocations, f"Allocations · {len(snap.allocations)} live")
+        # One unit, said: a converted trace's token is a block of the trace's size.
+        blocks = self.session.units.block_tokens
+        per_page = (f"1 block of {count(blocks, 'token')}" if blocks is not None
+                    else count(snap.tokens_per_page, 'token'))
+        self._title(self.pool, f"Page pool · {count(snap.page_count, 'page')} × {per_page}")
+        self._title(self.allocations, f"Allocations · {len(snap.allocations)} live · hit in "
+                                      f"{'blocks' if blocks is not None else 'tokens'}")
         self._title(self.narration, "Narration · sub-steps" if view.substep is not None else "Narration · events")
         if rebuild:
+            self.narration.units = self.session.units
             self.narration.show(view)
             self._show_hint()
         self._show_code(view)

@@ -49,7 +49,7 @@ def test_an_acquire_that_matches_and_evicts_says_how_much_matched_and_what_was_e
 def test_a_publish_of_a_block_someone_published_first_says_it_was_deduplicated():
     session = session_of("acquire a 1..4\nacquire b 1..4 5\npublish a\npublish b\n")
     text = session.frame(4).explanation
-    assert "[block 0] was already cached by someone else (node 1)" in text
+    assert "block 0 was already cached by another allocation (node 1)" in text
     assert "adopted page 0 and returned its own copy, page 1" in text
     assert session.frame(4).snapshot.stats.dedups == 1
 

@@ -382,3 +382,26 @@ def test_ui_without_a_terminal_is_refused_before_the_trace_is_read(small, monkey
     result = run(small, "--ui")
     assert (result.exit_code, read) == (2, [])
     assert result.stderr.startswith("kvviz: error: the UI needs a terminal") and "drop --ui" in result.stderr
+
+
+def test_a_publish_of_many_blocks_is_narrated_as_ranges_not_page_by_page(tmp_path, monkeypatch):
+    import kvviz.cli.trace_command
+
+    path = tmp_path / "long.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 6000, "output_length": 5, "hash_ids": '
+                    f'{list(range(1, 13))}}}\n')
+    opened = []
+    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    assert run(path, "--ui", "--capacity-tokens", "unlimited").exit_code == 0
+    (session,) = opened
+    acquire, publish = session.frame(1).explanation, session.frame(2).explanation
+    assert "took pages 0..11 from the free list" in acquire, acquire
+    assert publish == "publish q0001: cached 12 blocks as nodes 1..12 on pages 0..11.", publish
+
+
+def test_a_sweep_over_several_choices_keeps_its_title_on_one_line(small):
+    result = run(small, "--sweep", "--policy", "lru,fifo")
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("Token hit rate vs capacity by choice: small.jsonl (3 requests)"), first

@@ -235,3 +235,34 @@ async def test_the_pool_legend_counts_cached_pages_as_expect_cached_does(app_on,
         assert f"■referenced {snap.cached_count - snap.evictable_count}" in legend
         assert f"□evictable {snap.evictable_count}" in legend
         assert "■cached" not in legend
+
+
+# -- item 9: a trace's timeline speaks one unit, the block, and says so -----------------------------
+
+def trace_session(tmp_path) -> Session:
+    """Three Mooncake requests of 512-token blocks, as ``kvviz trace --ui`` opens them."""
+    from kvviz.trace.mooncake import read_trace
+    from kvviz.trace.replay import ReplayConfig
+    from kvviz.trace.to_kvs import trace_to_scenario
+
+    path = tmp_path / "three.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
+                    '{"timestamp": 10, "input_length": 1300, "output_length": 5, "hash_ids": [1, 2, 4]}\n'
+                    '{"timestamp": 20, "input_length": 1536, "output_length": 5, "hash_ids": [1, 2, 3]}\n')
+    loaded = read_trace(path, block_tokens=512)
+    converted = trace_to_scenario(loaded.requests, ReplayConfig(capacity_tokens=None, page_tokens=512),
+                                  source=loaded.name)
+    return Session.from_scenario(converted.scenario, lazy=True, units=converted.units)
+
+
+async def test_a_trace_timeline_counts_blocks_in_the_pool_the_hit_column_and_the_event_log(app_on, tmp_path):
+    session = trace_session(tmp_path)
+    app = app_on(session, step=4)  # q0002 matches 2 of its 3 blocks
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert str(app.pool.border_title).endswith("pages × 1 block of 512 tokens"), app.pool.border_title
+        assert str(app.allocations.border_title).endswith("hit in blocks")
+        text = app.narration.text
+        assert "matched 2 of 3 blocks (of 512 tokens)" in text
+        assert "2 of 3 blocks (block 2" in text, text  # the event log: blocks, not tokens
+        assert " tokens (block" not in text

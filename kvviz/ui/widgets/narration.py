@@ -13,7 +13,7 @@ from textual.content import Content
 
 from kvcore import events as ev
 
-from ...model.narrate import count, describe_event
+from ...model.narrate import TOKENS, Units, count, describe_event
 from ...model.view import FrameView, literal
 from .line_view import MarkupView, Row
 
@@ -21,8 +21,9 @@ BLANK = Content("")
 """An empty line (the sub-step list is padded to the pane with these)."""
 
 
-def narration_markup(view: FrameView) -> str:
-    """The panel's content as Textual markup (colours through theme variables)."""
+def narration_markup(view: FrameView, units: Units = TOKENS) -> str:
+    """The panel's content as Textual markup (colours through theme variables); ``units``:
+    what one kvcore token stands for (a converted trace's blocks)."""
     if view.substep is not None:
         return substep_markup(view)
     frame = view.frame
@@ -55,7 +56,7 @@ def narration_markup(view: FrameView) -> str:
         tokens = frame.op.tokens if frame.op is not None else None
         for event in frame.events:
             style = "$kv-evicted" if isinstance(event, ev.Evicted) else "$kv-muted"
-            line = describe_event(event, label, tokens, view.snapshot.tokens_per_page)
+            line = describe_event(event, label, tokens, view.snapshot.tokens_per_page, units)
             lines.append(f"[{style}]{literal(line)}[/]")
     return "\n".join(lines)
 
@@ -93,10 +94,13 @@ def substep_markup(view: FrameView, width: int | None = None) -> str:
 class Narration(MarkupView):
     """Narration and event log (see the module doc)."""
 
+    units: Units = TOKENS
+    """What one token of the session stands for (the app sets it with the session: frozen)."""
+
     def markup(self, view: FrameView) -> str:
         if view.substep is not None:
             return substep_markup(view, self.layout_width())
-        return narration_markup(view)
+        return narration_markup(view, self.units)
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         if view.substep is None:
