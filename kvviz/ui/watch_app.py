@@ -74,7 +74,9 @@ KEYS: tuple[tuple[str, str], ...] = (
 """Every key of the watch, as its help lists them (a test checks them against the bindings)."""
 
 LEGEND = f"""\
-[b]The forest[/b]  {literal(FOREST_LEGEND)}
+[b]The forest[/b]
+  {literal(FOREST_LEGEND[0])}
+  {literal(FOREST_LEGEND[1])}
   tok 32–47: the block's token positions in its chain (+0–15: counted from an orphan)
   ×2: copies of one key on one medium · lora: the block's adapter
 
@@ -288,7 +290,7 @@ class WatchApp(StepActions, App[None]):
             self.forest.show(view, rebuild=True)
             self.media.show(view)
             self.narration.show(view)
-            self._title(self.forest, f"Block forest · step {view.step}/{view.last_step}")
+            self._title(self.forest, f"Block forest · step {view.step}")
         else:
             self.forest.show(view, rebuild=False)
         self.why_line.update(Content(f"why: {view.why}" if view.why else WHY_HINT))

@@ -6,7 +6,7 @@ handed to the app with ``receive``/``receive_messages`` (no timer, no socket).""
 from __future__ import annotations
 
 import pytest
-from ui_watch_fixtures import (A2, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage, message,
+from ui_watch_fixtures import (A2, A3, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage, message,
                                received, removed, stored, story, story_timeline)
 
 from kvviz.backends.kv_events.wire import key_label
@@ -176,7 +176,7 @@ async def test_blocks_stored_by_the_step_are_marked_and_chains_hang_under_parent
         assert "+ " in b2 and b2.rstrip().endswith("[100–103]") and " stored" in b2 and "tok 4–7" in b2
         assert " stored" not in row_of(app, A2)  # stored at step 1, not this one
         keys = [row.item[0] for row in app.forest.rows if row.item is not None]
-        assert keys == [ROOT_A, A2, 0xA3, B2]  # depth first: A2's chain before the branch B2
+        assert keys == [ROOT_A, A2, A3, B2]  # depth first: A2's chain before the branch B2
         assert rows[0].startswith("4 blocks cached")
 
 
@@ -239,7 +239,7 @@ async def test_blocks_per_medium_count_each_tier():
         lines = app.media.text.splitlines()
         assert lines[0].split()[:2] == ["GPU", "4"] and lines[1].split()[:2] == ["CPU", "1"]
         assert lines[1].rstrip().endswith("+1")  # the cpu copy of A2 came with this batch
-        assert "another medium's copy" in row_of(app, A2, "cpu")
+        assert row_of(app, A2, "cpu").lstrip("│ ").startswith("≡ ")  # the key's copy on another medium
 
 
 async def test_the_missing_views_say_what_the_stream_does_not_carry():
@@ -294,3 +294,28 @@ async def test_a_small_terminal_still_shows_the_status_and_counts(size):
         await pilot.pause()
         line = app.header.text.splitlines()[0]
         assert "paused" in line and "undecodable" in line
+
+
+async def test_e_exports_the_step_shown_as_a_bundle_a_report_and_a_picture(tmp_path):
+    from kvviz.export.watch_bundle import is_watch_bundle, open_watch_bundle
+
+    app = live_app(story_timeline(), step=3, export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("e")
+        for _ in range(50):  # the export runs after the next refresh: wait for it, bounded
+            if len(list(tmp_path.iterdir())) == 3:
+                break
+            await pilot.pause(0.02)
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert names == [f"kvviz-watch-tcp-127-0-0-1-5557-step3{s}" for s in (".json", ".md", ".svg")]
+        bundle = tmp_path / names[0]
+        assert is_watch_bundle(bundle)
+        opened = open_watch_bundle(bundle)
+        assert opened.step == 3 and opened.divergence is None
+        assert (tmp_path / names[2]).read_text().lstrip().startswith("<svg")
+        app.action_export()  # a second export takes new names, never the old ones
+        for _ in range(50):
+            if len(list(tmp_path.iterdir())) == 6:
+                break
+            await pilot.pause(0.02)
+        assert (tmp_path / "kvviz-watch-tcp-127-0-0-1-5557-step3-2.json").exists()

@@ -44,8 +44,9 @@ def received(msg: Message, note: str | None = None) -> Received:
     return Received(msg, decode_payload(msg.payload, seq=msg.seq, topic="kv"), None, note)
 
 
-# Keys: a vLLM-like unsigned hash above 2**63 and small ints (labels stay readable).
-ROOT_A, A2, A3, B2, ORPHAN_PARENT, ORPHAN = 0xF00D_0000_0000_0001, 0xA2, 0xA3, 0xB2, 0xDEAD, 0x0E
+# Keys like vLLM's: the low 64 bits of a sha256, unsigned (some above 2**63).
+ROOT_A, A2, A3 = 0xF00D_5EED_0000_0001, 0x2A7C_19E0_44D3_B2A2, 0x3C11_D0A8_7F62_E9A3
+B2, ORPHAN_PARENT, ORPHAN = 0x9B2E_6A41_C7F0_33B2, 0xDEAD_BEEF_0BAD_F00D, 0x0E5A_77C2_19D4_8B0E
 
 
 def story() -> list[Message]:

@@ -34,9 +34,12 @@ positions say how deep they are)."""
 ORPHAN = "⊘"
 """The marker of a block whose parent key is not in the forest."""
 
-LEGEND = (f"● cached · + stored this batch · ✗ removed this batch (gone the next) · {ORPHAN} orphan: "
-          "parent never seen (attached late) or removed")
-"""The legend, under the header."""
+COPY = "≡"
+"""The marker of another medium's copy of the key above (its children hang under the first)."""
+
+LEGEND = ("● cached · + stored this batch · ✗ removed this batch (gone the next)",
+          f"{ORPHAN} orphan: its parent is not cached (never seen, or removed) · {COPY} same key, other medium")
+"""The legend, under the header (two lines, so a narrow pane still shows it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +128,15 @@ def _walk(heads, children, copies, marks, out: list[ForestLine], seen: set) -> N
         if b.key in seen:
             continue
         seen.add(b.key)
+        inner = prefix if depth >= MAX_INDENT else prefix + ("  " if last else "│ ")
         for copy_index, block in enumerate([b, *copies.get(b.key, ())]):
             ident = (block.key, block.medium)
-            out.append(ForestLine(block, prefix + ("└─" if last else "├─"), depth, start, relative, head,
+            # A copy is drawn where the key's children start, as a note on the row above.
+            guide = prefix + ("└─" if last else "├─") if copy_index == 0 else inner
+            out.append(ForestLine(block, guide, depth, start, relative, head and copy_index == 0,
                                   removed=ident in gone, stored=ident in stored, lost_copy=ident in lost,
                                   copy_of=copy_index > 0))
         below = children.get(b.key, ())
-        inner = prefix if depth >= MAX_INDENT else prefix + ("  " if last else "│ ")
         after = start + len(b.tokens)
         for i in range(len(below) - 1, -1, -1):
             pending.append((below[i], inner, i == len(below) - 1, depth + 1, after, relative, False))
@@ -161,6 +166,7 @@ class ForestView(LineView):
     | `forest-view--block` | A cached block. |
     | `forest-view--stored` | A block stored by this step. |
     | `forest-view--removed` | A block removed by this step (struck through; gone the next step). |
+    | `forest-view--loss` | The count of blocks removed, and a copy lost. |
     | `forest-view--orphan` | An orphan and its marker. |
     | `forest-view--meta` | Positions, medium, LoRA, copies, the header and the legend. |
     | `forest-view--note` | A reset, a removal of a block never seen. |
@@ -170,7 +176,7 @@ class ForestView(LineView):
 
     COMPONENT_CLASSES = {
         "forest-view--guide", "forest-view--block", "forest-view--stored", "forest-view--removed",
-        "forest-view--orphan", "forest-view--meta", "forest-view--note",
+        "forest-view--orphan", "forest-view--meta", "forest-view--note", "forest-view--loss",
     }
 
     DEFAULT_CSS = """
@@ -179,6 +185,7 @@ class ForestView(LineView):
         & > .forest-view--block { color: $kv-cached; }
         & > .forest-view--stored { color: $kv-new; text-style: bold; }
         & > .forest-view--removed { color: $kv-evicted; text-style: strike; }
+        & > .forest-view--loss { color: $kv-evicted; text-style: bold; }
         & > .forest-view--orphan { color: $warning; text-style: bold; }
         & > .forest-view--meta { color: $kv-muted; }
         & > .forest-view--note { color: $warning; }
@@ -207,7 +214,7 @@ class ForestView(LineView):
         effect = frame.effect
         self.lines = forest_lines(frame.state, effect)
         self._parent_of = {line.block.key: line.block.parent for line in self.lines}
-        rows = [Row(None, "header"), Row(None, "legend")]
+        rows = [Row(None, "header")] + [Row(None, ("legend", i)) for i in range(len(LEGEND))]
         if effect is not None and effect.cleared:
             rows.append(Row(None, "cleared"))
         rows += [Row((line.block.key, line.block.medium), line) for line in self.lines]
@@ -247,8 +254,8 @@ class ForestView(LineView):
             return self._block_spans(data, width)
         if data == "header":
             return self._header_spans()
-        if data == "legend":
-            return [(LEGEND, style("forest-view--meta"))]
+        if isinstance(data, tuple) and data[0] == "legend":
+            return [(LEGEND[data[1]], style("forest-view--meta"))]
         if data == "cleared":
             return [("AllBlocksCleared: the server reset its cache; every block was dropped",
                      style("forest-view--note"))]
@@ -271,7 +278,7 @@ class ForestView(LineView):
                 spans.append((f" · +{len(effect.stored):,} stored", style("forest-view--stored")))
             removed = len(effect.removed) + len(effect.removed_unknown)
             if removed:
-                spans.append((f" · −{removed:,} removed", style("forest-view--removed")))
+                spans.append((f" · −{removed:,} removed", style("forest-view--loss")))
             if effect.duplicates:
                 spans.append((f" · {count(effect.duplicates, 'duplicate store')}", style("forest-view--meta")))
             spans.append((" this batch", style("forest-view--meta")))
@@ -289,6 +296,8 @@ class ForestView(LineView):
             look, mark, tag = style("forest-view--block"), "● ", ""
         if line.orphan:
             mark = f"{ORPHAN} "
+        elif line.copy_of:
+            mark = f"{COPY} "
         spans: list[Span] = [(line.prefix, style("forest-view--guide")),
                              (mark, style("forest-view--orphan") if line.orphan else look),
                              (key_label(block.key), look)]
@@ -302,14 +311,12 @@ class ForestView(LineView):
             tail.append((f" ×{block.copies}", meta))
         if line.depth > MAX_INDENT:
             tail.append((f" depth {line.depth}", meta))
-        if line.copy_of:
-            tail.append((" another medium's copy", meta))
         if line.orphan:
             tail.append((" orphan", style("forest-view--orphan")))
         if tag:
             tail.append((tag, look))
         if line.lost_copy:
-            tail.append((" −1 copy", style("forest-view--removed")))
+            tail.append((" −1 copy", style("forest-view--loss")))
         used = sum(len(text) for text, _ in spans) + sum(len(text) for text, _ in tail) + 1
         return [*spans, *tail, (" " + token_values(block.tokens, max(6, width - used)), meta)]
 

@@ -17,7 +17,7 @@ NOTE_STYLES = {"gap": "b $error", "restart": "b $error", "undecodable": "b $erro
 def watch_narration_markup(view: WatchView) -> str:
     """The panel's content as Textual markup (colours through theme variables)."""
     frame = view.frame
-    lines = [f"[b]Step {frame.index}/{view.last_step}[/b] · {literal(batch_words(frame))}"]
+    lines = [f"[b]Step {frame.index}[/b] · {literal(batch_words(frame))}"]
     message, batch = frame.message, frame.batch
     if message is not None:
         topic = message.topic.decode("utf-8", "replace") if isinstance(message.topic, bytes) else str(message.topic)
