@@ -473,3 +473,42 @@ def test_every_demo_a_command_refuses_is_refused_at_a_file_line_and_column(comma
             refused += 1
             assert LOCATED.match(result.stderr), (name, result.stderr)
     assert refused >= 1  # priority and hash-vs-trie at least
+
+
+# -- issue 20 #23: a hash replay converts to a `cache hash` scenario ----------------------------
+
+TRACE = ('{"timestamp": 0, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
+         '{"timestamp": 10, "input_length": 1300, "output_length": 5, "hash_ids": [1, 2, 4]}\n'
+         '{"timestamp": 20, "input_length": 1536, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
+         '{"timestamp": 30, "input_length": 2048, "output_length": 5, "hash_ids": [7, 8, 9, 10]}\n')
+
+
+@pytest.mark.parametrize("capacity", ["unlimited", "2048"])
+def test_trace_to_kvs_with_the_hash_design_writes_a_hash_scenario_that_checks(capacity, tmp_path):
+    from kvviz.model.scenario import parse_scenario_file
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    out = tmp_path / "t.kvs"
+    result = kvviz("trace", str(trace), "--design", "hash", "--capacity-tokens", capacity, "--to-kvs", str(out))
+    assert result.exit_code == 0, result.output
+    scenario = parse_scenario_file(out)
+    assert scenario.config.kind == "hash"
+    assert "hash cache" in scenario.description
+    checked = kvviz("check", str(out))
+    assert checked.exit_code == 0, checked.output  # every expect hit / evictions the replay measured holds
+    assert "invariants hold" in checked.stdout
+
+
+def test_the_hash_scenario_of_a_trace_differs_from_the_trie_one_only_in_its_cache_where_they_agree(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    texts = {}
+    for design in ("trie", "hash"):
+        out = tmp_path / f"{design}.kvs"
+        assert kvviz("trace", str(trace), "--design", design, "--to-kvs", str(out)).exit_code == 0
+        texts[design] = out.read_text()
+    assert "cache hash " in texts["hash"] and "cache trie " in texts["trie"]
+    ops = [[line for line in text.splitlines() if line.split()[:1] in (["acquire"], ["publish"], ["release"])]
+           for text in texts.values()]
+    assert ops[0] == ops[1]  # one op sequence: the replay's

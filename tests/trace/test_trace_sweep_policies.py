@@ -125,7 +125,6 @@ def test_one_hash_replay_names_its_design(chats):
     (["--policy", "lru,fifo"], "add --sweep"),
     (["--design", "hash", "--policy", "lfu"], "--policy orders the trie's evictions"),
     (["--base", "--design", "hash"], "--base and --design exclude each other"),
-    (["--design", "hash", "--to-kvs", "out.kvs"], "scenarios have no hash cache yet"),
 ])
 def test_bad_lists_are_one_line_and_exit_2(chats, args, words):
     result = run(chats, *args)
