@@ -196,24 +196,27 @@ def _closed_pipe() -> None:
     raise BrokenPipeError(errno.EPIPE, "the reader closed stdout")
 
 
-def print_session(session, step: int | None) -> list[int]:
-    """Every step (or only ``step``) as text on stdout: the headless view.
+def print_session(session, step: int | None, legends: bool | None = None) -> list[int]:
+    """Every step (or only ``step``) as text on stdout: the headless view. The legends print
+    once: above every step, or with the one step (``legends`` False: the caller printed them).
 
     Returns the printed steps whose checks failed (an expect, or an invariant violation).
     """
-    from ..export.text import frame_renderable
+    from ..export.text import frame_renderable, legends_text
 
     console = stdout_console()
     check_step(session, step)
     steps = range(len(session)) if step is None else [step]
     if step is None and session.title:
         console.print(f"[bold]{session.title}[/bold]")  # the description is step 0's narration
+    if step is None:  # the legends once, not at every step
+        console.print(legends_text())
     failed = []
     for i in steps:
         frame = session.frame(i)
         if step is None:
             console.rule()
-        console.print(frame_renderable(frame, session))
+        console.print(frame_renderable(frame, session, legends=step is not None if legends is None else legends))
         if frame.expect_failures or frame.violations:
             failed.append(i)
     return failed

@@ -119,15 +119,19 @@ def _printed_steps(session, step: int | None) -> range | list[int]:
 
 def _print_with_substeps(session, step: int | None) -> None:
     """``--print --substeps``: each step as ``--print`` shows it, then its op's sub-steps."""
+    from ..export.text import legends_text
+
     console = stdout_console()
     steps = _printed_steps(session, step)
     if step is None and session.title:
         console.print(f"[bold]{session.title}[/bold]")
+    if step is None:
+        console.print(legends_text())  # once, as --print does
     failed = []
     for i in steps:
         if step is None:
             console.rule()
-        failed += print_session(session, i)
+        failed += print_session(session, i, legends=step is not None)
         for line in _substep_text(session, i):
             # out(): no wrapping, no markup. Sentences hold [token lists] and scripts grep lines.
             console.out(line, highlight=False)
@@ -220,7 +224,9 @@ def _verdict(session, failed: list[int]) -> None:
 def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
     """Run scenarios (files or demo names) and verify their expect lines and the invariants.
 
-    Exit 0 when all hold, 1 when a check failed, 2 for bad input. A run checks the expect
+    Exit 0 when all hold, 1 when a check failed, 2 for bad input. An op that fails with a
+    misuse (InvalidOperation) without an `expect fail` at its step is a failed check; one that
+    does not fit (CacheAllocationFailure) is counted on the file's line. A run checks the expect
     lines written for its cache kind; lines written for another kind (`--base` on a trie
     script) are not failures, and each file's line says how many were not checked.
     """
@@ -229,8 +235,9 @@ def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
     scenarios = [(scenario.path or f, scenario) for f in files for scenario in [load_file_or_demo(f)]]
     for file, scenario in scenarios:
         problems = []
+        unexpected_full: list[tuple[int, int]] = []  # (step, line) of ops that did not fit, unexpected
 
-        def collect(frame, file=file, problems=problems):
+        def collect(frame, file=file, problems=problems, unexpected_full=unexpected_full):
             """Each frame's problems as the run makes it (no frame is built twice)."""
             i = frame.index
             where = f"{file}:{frame.op.line}: step {i} `{frame.op.text}`"
@@ -238,20 +245,41 @@ def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
                 problems.append(f"{where}: {v}")
             for r in frame.expect_failures:
                 problems.append(f"{file}:{r.expect.line}: step {i} `{r.expect.text}`: {r.message}")
+            if frame.error is not None and not any(r.expect.kind == "fail" for r in frame.expects):
+                # A misuse is a bug in the script or the cache: a failed check. A full cache is
+                # a fact of the workload: worth saying, not a failure.
+                if frame.error.kind == "CacheAllocationFailure":
+                    unexpected_full.append((i, frame.op.line))
+                else:
+                    problems.append(f"{where}: {frame.error.kind} and no `expect fail` says so: "
+                                    f"{frame.error.message}")
 
         session = make_session(scenario, kind, backend, on_frame=collect)
         not_checked = _unchecked_note(scenario, session)
+        full = _unexpected_full_note(unexpected_full)
         if problems:
             failed += 1
-            click.echo(f"FAIL {file}: {plural(len(problems), 'problem')}{not_checked}")
+            click.echo(f"FAIL {file}: {plural(len(problems), 'problem')}{not_checked}{full}")
             for p in problems:
                 click.echo(f"  {p}")
         else:
             checked = sum(len(step.expects) for step in session.steps)
             click.echo(f"ok   {file}: {plural(len(session) - 1, 'step')}, {plural(checked, 'expect')} checked"
-                       f"{not_checked}, invariants hold")
+                       f"{not_checked}, invariants hold{full}")
     if failed:
         sys.exit(1)
+
+
+def _unexpected_full_note(where: list[tuple[int, int]]) -> str:
+    """``"; 2 ops failed to fit without an `expect fail` (steps 4, 7, lines 9, 12)"``, or ``""``."""
+    if not where:
+        return ""
+    shown = where[:5]
+    more = ", ..." if len(where) > 5 else ""
+    one = len(where) == 1
+    return (f"; {plural(len(where), 'op')} failed to fit without an `expect fail` "
+            f"({'step' if one else 'steps'} {', '.join(str(step) for step, _ in shown)}{more}, "
+            f"{'line' if one else 'lines'} {', '.join(str(line) for _, line in shown)}{more})")
 
 
 def _unchecked_note(scenario, session) -> str:

@@ -234,8 +234,16 @@ def heap_list(frame: "Frame", session: "Session", limit: int = 16) -> Text:
     return Text(f"{heap_name(snap)} ({order}):\n  " + "\n  ".join(parts))
 
 
-def frame_renderable(frame: "Frame", session: "Session") -> Group:
-    """Everything about one step: header, narration, trie, pool, allocations, heap, checks."""
+def legends_text() -> Text:
+    """The page grid's and the block tables' legends: printed once above a whole timeline
+    (``--print``), since every step's grid and tables use the same marks."""
+    return Text(f"{PAGE_LEGEND}\n{BLOCK_TABLE_LEGEND}", style="dim")
+
+
+def frame_renderable(frame: "Frame", session: "Session", legends: bool = True) -> Group:
+    """Everything about one step: header, narration, trie, pool, allocations, heap, checks.
+    ``legends=False`` leaves out the grid's and the block tables' legends (a whole timeline
+    prints them once, :func:`legends_text`)."""
     snap = frame.snapshot
     total = len(session) - 1
     head = Text(f"step {frame.index}/{total}", style="bold")
@@ -253,17 +261,20 @@ def frame_renderable(frame: "Frame", session: "Session") -> Group:
                       f"pages {snap.page_count} x {snap.tokens_per_page} tokens", style="dim"))
     parts.append(trie_tree(frame, session))
     parts.append(page_grid(frame))
-    parts.append(Text(PAGE_LEGEND, style="dim"))
+    if legends:
+        parts.append(Text(PAGE_LEGEND, style="dim"))
     if snap.allocations:
         parts.append(allocations_table(frame, session))
-        parts.append(Text(BLOCK_TABLE_LEGEND, style="dim"))
+        if legends:
+            parts.append(Text(BLOCK_TABLE_LEGEND, style="dim"))
     heap = heap_list(frame, session)
     if heap.plain:
         parts.append(heap)
     for v in frame.violations:
         parts.append(Text(f"VIOLATION {v}", style="bold red"))
     for r in frame.expects:
-        parts.append(Text(f"expect {r.expect.text.removeprefix('expect ').strip()}: {r.message}",
+        # As written: a scoped line reads "[trie base] expect hit r1 0", never "expect [trie base] expect ...".
+        parts.append(Text(f"{r.expect.text or 'expect'}: {r.message}",
                           style="green" if r.ok else "bold red"))
     return Group(*parts)
 

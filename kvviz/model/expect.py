@@ -179,7 +179,9 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
                          "whatever the policy (not on a hash cache: it has no heap)",
                          lambda frame: len(frame.snapshot.heap), not_for={"hash": _NO_HEAP}),
     "victim": ExpectKind(("page",), "expect victim P", "page P is the next eviction victim: the heap's top (hash: "
-                         "the first page in the free queue holding a cached block)", _victim),
+                         "the first page in the free queue holding a cached block)", _victim,
+                         show=lambda kind, value: "no victim (nothing is evictable)" if value is None
+                         else f"victim {value}"),
     "queue": ExpectKind(("pages",), "expect queue [P ...]", "the free list, in the order pages are taken, is "
                         "exactly these pages (hash: the free queue, head first)", _queue,
                         lambda expect: tuple(expect.values)),

@@ -125,7 +125,7 @@ def test_ref_of_a_page_no_node_holds_says_what_the_page_is(frames):
 
 
 def test_victim_of_an_empty_heap_is_none(frames):
-    assert evaluate(expect_of("expect victim 0"), frames[1]).message == "expected victim 0, got victim None"
+    assert evaluate(expect_of("expect victim 0"), frames[1]).message == "expected victim 0, got no victim (nothing is evictable)"
 
 
 def test_an_unknown_kind_fails_instead_of_raising(frames):

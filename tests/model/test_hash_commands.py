@@ -279,7 +279,7 @@ def test_expect_ref_of_a_page_holding_no_block_says_what_it_is(session):
 
 
 def test_expect_victim_with_no_cached_page_queued_is_none(session):
-    assert check(session, 8, "expect victim 1") == (False, "expected victim 1, got victim None")
+    assert check(session, 8, "expect victim 1") == (False, "expected victim 1, got no victim (nothing is evictable)")
 
 
 def test_expect_unreachable_counts_an_unreachable_block(session):
