@@ -30,8 +30,9 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
   ``{"garbage": KIND}`` (one message whose payload is ``GARBAGE[KIND]``), or
   ``{"batch": [EVENT, ...], "ts": T}`` (one message: the msgpack of ``[ts, events, rank]``,
   events written in the script as maps or legacy arrays). Any step may add ``"rank": R``
-  (default 0), ``"topic": TEXT`` (instead of the recording's) and ``"frames": 1 | 2`` (send
-  the payload alone, or seq and payload, instead of three frames).
+  (default 0), ``"topic": TEXT`` (instead of the recording's), ``"frames": 1 | 2 | 4`` (send
+  the payload alone, or seq and payload, or a fourth frame after the payload, instead of
+  three frames) and ``"seq_bytes": N`` (the seq frame's width, instead of 8).
 
 After the steps the process serves replays until its stdin closes or ``--deadline`` seconds
 have passed since it started, then prints one JSON line (what it sent, skipped, and which
@@ -120,13 +121,15 @@ class RankPublisher:
         self.buffer.append((seq, topic, payload))
         return seq
 
-    def send(self, topic: bytes, payload: bytes, frames: int = 3) -> None:
+    def send(self, topic: bytes, payload: bytes, frames: int = 3, seq_width: int = 8) -> None:
         seq = self.take(topic, payload)
-        seq_bytes = seq.to_bytes(8, "big")
+        seq_bytes = seq.to_bytes(seq_width, "big")
         if frames == 1:
             self.xpub.send(payload)
         elif frames == 2:
             self.xpub.send_multipart([seq_bytes, payload])
+        elif frames == 4:
+            self.xpub.send_multipart([topic, seq_bytes, payload, b"trailer"])
         else:
             self.xpub.send_multipart([topic, seq_bytes, payload])
 
@@ -190,6 +193,7 @@ class Recording:
 def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, report: dict) -> None:
     rank = ranks[int(step.get("rank", 0))]
     frames = int(step.get("frames", 3))
+    seq_width = int(step.get("seq_bytes", 8))
     override = step.get("topic")
 
     def topic_of(recorded: bytes) -> bytes:
@@ -198,7 +202,7 @@ def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, repor
     if "send" in step:
         for i in range(int(step["send"])):
             topic, payload = recording.next()
-            rank.send(topic_of(topic), payload, frames)
+            rank.send(topic_of(topic), payload, frames, seq_width)
             report["sent"] += 1
             if i % 64 == 63:
                 for each in ranks:

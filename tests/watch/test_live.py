@@ -393,6 +393,16 @@ def test_a_one_frame_message_is_numbered_as_the_next_seq_and_noted(publisher, su
     assert subscriber.stats.unnumbered == 1
 
 
+def test_extra_frames_and_a_short_seq_frame_are_noted_and_the_message_kept(publisher, subscribe):
+    live = publisher({"steps": [{"send": 1}, {"send": 1, "frames": 4}, {"send": 1, "seq_bytes": 4}, {"send": 1}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 4)
+    assert seqs(got) == [0, 1, 2, 3]
+    assert notes(got) == {1: "4 frames: the last 1 ignored", 2: "seq frame of 4 bytes: numbered 2"}
+    assert [r.message.payload for r in got] == [p for _, p in RECORDED[:4]]
+    assert all(r.batch is not None for r in got)
+
+
 # -- ranks -------------------------------------------------------------------------------------
 
 

@@ -8,15 +8,16 @@ server's replay endpoint (one ``DEALER`` per rank, at the replay port + *r*).
 
 What the thread survives, and how it says so (``Received.note``, worded once in ``NOTES``):
 
-- a message of 3 frames (topic, seq, payload) is the norm; 2 frames are (seq, payload), or
-  (topic, payload) when the first frame is not 8 bytes; 1 frame is the payload alone. A
-  message without a seq frame is numbered as the rank's next seq and noted.
+- a message of 3 frames (topic, seq, payload) is the norm; frames past the third are ignored
+  (noted); 2 frames are (seq, payload), or (topic, payload) when the first frame is not 8
+  bytes; 1 frame is the payload alone. A message without a well-formed 8-byte seq frame is
+  numbered as the rank's next seq and noted.
 - a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
   (first the 8-byte big-endian start seq alone, as vLLM takes it; when nothing answers within
   ``replay_wait`` seconds, an empty delimiter frame then the seq, as a ``REQ``-style router
-  expects) and delivered in order before the message that revealed the gap, each noted
+  expects, while still listening for a late answer to the first) and delivered in order before the message that revealed the gap, each noted
   ``replayed``; duplicates are dropped. What no replay fills is noted on that message.
-- a seq that goes backwards is a publisher restart (noted).
+- a seq that goes backwards (or repeats) is a publisher restart (noted).
 - a payload that cannot be decoded is delivered with ``error`` set and counted; never fatal.
 
 This is the only kvviz module that imports ``zmq``, and it does so only when a subscriber is
