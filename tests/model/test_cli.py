@@ -512,3 +512,63 @@ def test_the_hash_scenario_of_a_trace_differs_from_the_trie_one_only_in_its_cach
     ops = [[line for line in text.splitlines() if line.split()[:1] in (["acquire"], ["publish"], ["release"])]
            for text in texts.values()]
     assert ops[0] == ops[1]  # one op sequence: the replay's
+
+
+# -- issue 20 #7: check fails on a misuse the script does not expect ----------------------------
+
+MISUSE = """\
+cache trie pages=4 tokens_per_page=4
+acquire r1 1..4
+expect ok
+publish r1 5..8
+"""
+
+UNEXPECTED_FULL = """\
+cache trie pages=2 tokens_per_page=4
+acquire r1 1..8
+acquire r2 9..12
+expect free 0
+release r1
+"""
+
+
+def test_check_fails_on_a_misuse_the_script_does_not_expect_naming_its_line(tmp_path):
+    path = tmp_path / "misuse.kvs"
+    path.write_text(MISUSE)
+    result = kvviz("check", str(path))
+    assert result.exit_code == 1, result.output
+    assert result.stdout.startswith(f"FAIL {path}: 1 problem")
+    assert f"{path}:4: step 2 `publish r1 5..8`: InvalidOperation" in result.stdout
+    assert "no `expect fail`" in result.stdout
+
+
+def test_check_passes_a_misuse_the_script_expects():
+    script = MISUSE + "expect fail invalid\n"
+    result = kvviz_text("check", script)
+    assert result.exit_code == 0, result.output
+
+
+def test_check_reports_an_unexpected_allocation_failure_in_its_summary_without_failing(tmp_path):
+    path = tmp_path / "full.kvs"
+    path.write_text(UNEXPECTED_FULL)
+    result = kvviz("check", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"ok   {path}: 3 steps, 1 expect checked, invariants hold; 1 op failed to fit without an "
+        f"`expect fail` (step 2, line 3)"]
+
+
+def kvviz_text(command: str, script: str):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.kvs"
+        path.write_text(script)
+        return kvviz(command, str(path))
+
+
+def test_every_shipped_demo_still_checks_ok():
+    for name in demo_names():
+        result = kvviz("check", name)
+        assert result.exit_code == 0, (name, result.output)
