@@ -84,6 +84,7 @@ class AgainstReport:
     """What :func:`against` found. Counts are blocks (a BlockStored of 14 hashes is 14 stores)."""
 
     source: str
+    """Where the scenario came from (its file), as given to :func:`against`."""
     scenario_title: str
     pages: int
     tokens_per_page: int
@@ -123,10 +124,12 @@ class AgainstReport:
         compared = min(self.recording_batches, self.scenario_batches)
         rule = ", recompute_last_token" if self.recompute_last_token else ""
         hits = "unknown" if self.recording_hit_tokens is None else f"{self.recording_hit_tokens:,}"
+        scenario = self.source or "the scenario"
+        if self.scenario_title:
+            scenario += f" ({self.scenario_title})"
         out = [
-            f"against {self.scenario_title or 'the scenario'}: {self.source or 'the recording'}, "
-            f"{self.recording_batches:,} batches; kvcore hash cache, {self.pages:,} pages of "
-            f"{self.tokens_per_page} tokens{rule}, {self.scenario_batches:,} batches",
+            f"against {scenario}: the recording's {self.recording_batches:,} batches beside kvcore's hash cache, "
+            f"{self.pages:,} pages of {self.tokens_per_page} tokens{rule}, {self.scenario_batches:,} batches",
             f"batches agreeing event for event: {self.batches_agreeing:,} of {compared:,}",
             f"stores: {self.stores_agreeing:,} agree, {self.stores_only_by_recording:,} only in the recording, "
             f"{self.stores_only_by_kvcore:,} only in kvcore",
@@ -269,6 +272,7 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
     and align its events with ``messages`` (a recording's messages, in order) batch by batch, by
     block content (see the module doc).
 
+    ``source`` names the scenario (its file) in parse errors and in the report.
     Raises :class:`~kvviz.model.scenario.ScenarioError` for scenario text that does not parse and
     ValueError (one line) for a scenario that is not for a hash cache. O(recorded blocks +
     scenario tokens)."""
