@@ -322,8 +322,7 @@ class PageGrid(LineCanvas, can_focus=True):
         cached = counts["cached"] + counts["evictable"]
         items: list[list[Span]] = [
             entry("free", "free"), entry("owned", "owned"),
-            [(f"cached {cached}:", label), (" ", Style()), *entry("cached", "referenced"), (" ", Style()),
-             *entry("evictable", "evictable")],
+            [(f"cached {cached}:", label)], entry("cached", "referenced"), entry("evictable", "evictable"),
         ]
         if counts["moving"]:
             items.append(entry("moving", "moving"))
