@@ -403,6 +403,21 @@ def test_extra_frames_and_a_short_seq_frame_are_noted_and_the_message_kept(publi
     assert all(r.batch is not None for r in got)
 
 
+def test_the_on_received_hook_sees_every_message_in_order_and_its_errors_are_counted(publisher, subscribe):
+    seen: list[int] = []
+
+    def record(received: Received) -> None:
+        seen.append(received.message.seq)
+        if received.message.seq == 1:
+            raise OSError("disk full")
+
+    live = publisher({"steps": GAP_SCRIPT})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0, on_received=record)
+    got = receive(subscriber, 10)
+    assert seen == seqs(got) == list(range(10))
+    assert (subscriber.stats.hook_errors, subscriber.stats.hook_error) == (1, "OSError: disk full")
+
+
 # -- ranks -------------------------------------------------------------------------------------
 
 

@@ -143,7 +143,8 @@ class SubscriberStats:
     that got an answer, ``replayed`` the messages they delivered; ``duplicates`` replayed
     messages dropped because their seq had already come; ``unnumbered`` messages without a
     seq frame; ``failure`` is why the thread stopped early (``None`` while it runs or after
-    a clean stop)."""
+    a clean stop); ``hook_errors`` counts the times ``on_received`` raised (the message was
+    still delivered), ``hook_error`` is the first such error in one line."""
 
     messages: int = 0
     bytes: int = 0
@@ -158,6 +159,8 @@ class SubscriberStats:
     unnumbered: int = 0
     ranks: tuple[RankStats, ...] = ()
     failure: str | None = None
+    hook_errors: int = 0
+    hook_error: str | None = None
 
     @property
     def connected(self) -> tuple[bool, ...]:
@@ -185,6 +188,8 @@ class _Counters:
     replayed: int = 0
     duplicates: int = 0
     unnumbered: int = 0
+    hook_errors: int = 0
+    hook_error: str | None = None
     connected: list[bool] = field(default_factory=list)
     rank_messages: list[int] = field(default_factory=list)
     last_seq: list[int | None] = field(default_factory=list)
@@ -209,7 +214,8 @@ class Subscriber:
     sends an empty topic or a single frame needs). ``replay_endpoint`` is the server's replay
     ``ROUTER`` (rank *r* at its port + *r*); without it a gap is only noted. ``hwm`` is the
     SUB sockets' receive high-water mark. ``on_received`` is called on the background thread
-    after each message is queued (a wake-up hook; ``poll()`` still returns the message).
+    after each message is queued, in delivery order (a wake-up hook, or a recorder; ``poll()``
+    still returns the message; an exception it raises is counted in ``stats``, not fatal).
     ``replay_wait`` is how long one envelope's replay request waits for a first answer before
     the next envelope is tried (the earlier request is still heard meanwhile).
 
@@ -268,6 +274,7 @@ class Subscriber:
             for endpoint in self.endpoints:
                 sub = self._context.socket(zmq.SUB)
                 sub.setsockopt(zmq.LINGER, 0)
+                sub.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:5557, or a host name with only an IPv6 address
                 sub.setsockopt(zmq.RCVHWM, self.hwm)
                 self._subs.append(sub)
                 self._monitors.append(
@@ -317,7 +324,8 @@ class Subscriber:
                 messages=c.messages, bytes=c.bytes, undecodable=c.undecodable, gaps=c.gaps,
                 missing=c.missing, restarts=c.restarts, replays_asked=c.replays_asked,
                 replays_answered=c.replays_answered, replayed=c.replayed, duplicates=c.duplicates,
-                unnumbered=c.unnumbered, ranks=ranks, failure=c.failure,
+                unnumbered=c.unnumbered, ranks=ranks, failure=c.failure, hook_errors=c.hook_errors,
+                hook_error=c.hook_error,
             )
 
     def __enter__(self) -> Subscriber:
@@ -449,7 +457,13 @@ class Subscriber:
             except queue.Full:
                 continue
         if self._on_received is not None:
-            self._on_received(received)
+            try:
+                self._on_received(received)
+            except Exception as problem:  # noqa: BLE001 - the caller's hook (a recording) must not end the watch
+                with self._lock:
+                    self._counters.hook_errors += 1
+                    if self._counters.hook_error is None:
+                        self._counters.hook_error = f"{type(problem).__name__}: {problem}"
 
     # -- replay ---------------------------------------------------------------------------
 
@@ -517,6 +531,7 @@ class Subscriber:
         zmq = _zmq()
         dealer = self._context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.IPV6, 1)
         dealer.connect(self.replay_endpoints[rank])
         return dealer
 
