@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only: the scenario parser and the 
     from .session import Frame
 
 __all__ = ["ERROR_KINDS", "EXPECT_KINDS", "FAILURE_SPELLINGS", "SLOTS", "ExpectKind", "ExpectResult",
-           "abbreviate", "evaluate"]
+           "abbreviate", "abbreviate_at", "evaluate", "first_difference"]
 
 SLOTS = ("name", "count", "page", "pages", "pages+", "names", "failure")
 """The argument slots an expect kind may have, in the order it lists them:
@@ -58,6 +58,35 @@ def abbreviate(values: Sequence[Any], head: int = 8, tail: int = 3) -> str:
         return " ".join(map(str, values))
     shown = " ".join(map(str, values[:head])) + " … " + " ".join(map(str, values[-tail:]))
     return f"{shown} ({len(values):,} in all)"
+
+
+def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
+    """The first position where two lists differ (the shorter one's length when one is the
+    other's start), or None when they are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def abbreviate_at(values: Sequence[Any], at: int, head: int = 8, tail: int = 3, around: int = 3) -> str:
+    """``values`` as :func:`abbreviate` writes them, except that a long list whose position
+    ``at`` would fall in the part left out shows ``around`` values either side of it
+    instead: ``0 … 17 18 19 20 21 22 23 … 39 (40 in all)``. A failed expect must show where
+    the lists differ, not only their ends. A list ending in ``"…"`` (a queue cut after the
+    pages an expect listed) is open: it gets no count."""
+    open_ended = bool(values) and values[-1] == "…"
+    listed = values[:-1] if open_ended else values
+    if len(listed) <= head + tail + 1 or at < head - 1 or at >= len(listed) - tail:
+        text = abbreviate(listed, head, tail)
+        if open_ended:
+            text = text.rsplit(" (", 1)[0]  # no "(N in all)": N is not the queue's length
+    else:
+        start, end = at - around, min(len(listed), at + around + 1)
+        text = f"{listed[0]} … " + " ".join(map(str, listed[start:end])) + (f" … {listed[-1]}" if end < len(listed) else "")
+        if not open_ended:
+            text += f" ({len(listed):,} in all)"
+    return text + " …" if open_ended else text
 
 
 # -- the pieces entries are made of ----------------------------------------------------------
@@ -226,5 +255,14 @@ def evaluate(expect: Expect, frame: Frame) -> ExpectResult:
         return ExpectResult(expect, False, str(exc))
     wanted = kind.wanted(expect)
     ok = actual == wanted
-    message = "ok" if ok else f"expected {kind.show(expect.kind, wanted)}, got {kind.show(expect.kind, actual)}"
-    return ExpectResult(expect, ok, message)
+    if ok:
+        return ExpectResult(expect, True, "ok")
+    at = first_difference(wanted, actual) if isinstance(wanted, tuple) and isinstance(actual, tuple) else None
+    if at is not None and max(len(wanted), len(actual)) > 12:  # long lists: show both where they differ
+        message = (f"expected {expect.kind} [{abbreviate_at(wanted, at)}], got {expect.kind} "
+                   f"[{abbreviate_at(actual, at)}]")
+        if at >= 7:  # past the first values shown: say where to look
+            message += f" (they differ at position {at}, counting from 0)"
+    else:
+        message = f"expected {kind.show(expect.kind, wanted)}, got {kind.show(expect.kind, actual)}"
+    return ExpectResult(expect, False, message)

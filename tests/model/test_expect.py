@@ -214,3 +214,41 @@ def test_a_scoped_expect_run_on_the_other_kind_would_fail():
     frame = run_for("base").frame(3)
     trie_only = [x for x in scenario.steps[2].expects if not x.applies_to("base")]
     assert trie_only and not any(evaluate(x, frame).ok for x in trie_only)
+
+
+# -- issue 20 #13: a failed list expect shows where the lists differ ---------------------------
+
+
+def _fresh_frame(pages: int):
+    session = Session.from_scenario(parse_scenario(f"cache trie pages={pages} tokens_per_page=2\nacquire a 1\n"))
+    return session.frame(1)  # free list 1..pages-1
+
+
+def test_a_failed_queue_expect_shows_the_part_of_both_lists_that_differs():
+    frame = _fresh_frame(40)
+    wanted = list(range(1, 40))
+    wanted[19], wanted[20] = wanted[20], wanted[19]  # positions 19 and 20 swapped: 21 20 instead of 20 21
+    result = evaluate(expect_of("expect queue " + " ".join(map(str, wanted))), frame)
+    assert not result.ok
+    expected_part, got_part = result.message.split(", got ")
+    assert "19 21 20 22" in expected_part
+    assert "19 20 21 22" in got_part
+    assert "position 19" in result.message
+
+
+def test_a_failed_queue_expect_on_a_longer_queue_shows_where_it_goes_on():
+    frame = _fresh_frame(40)
+    result = evaluate(expect_of("expect queue " + " ".join(map(str, range(1, 30)))), frame)
+    assert not result.ok
+    got = result.message.split(", got ")[1]
+    assert "29 30 …" in got and "in all" not in got  # the first page not listed shows; the queue goes on
+
+
+def test_a_failed_pages_expect_differing_late_shows_that_place():
+    session = Session.from_scenario(parse_scenario("cache trie pages=40 tokens_per_page=1\nacquire a 1..30\n"))
+    frame = session.frame(1)
+    wanted = list(range(30))
+    wanted[25] = 35
+    result = evaluate(expect_of("expect pages a " + " ".join(map(str, wanted))), frame)
+    expected_part, got_part = result.message.split(", got ")
+    assert "24 35 26" in expected_part and "24 25 26" in got_part
