@@ -24,7 +24,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("] [ in an op", "notable sub-steps: take, pop, evict, candidate, create, dedup, fail"),
     ("space in an op", "play the sub-steps"),
     ("x", "pseudo-code pane on / off (on inside an op): the running line lit"),
-    ("b", "bug-museum demos: their buggy code beside ours, differing lines ≠ (elsewhere: why not)"),
+    ("b", "bug-museum demos: their buggy code beside ours, differing lines ≠"),
     ("v", "first step with an invariant violation (none: says so)"),
     ("tab / shift+tab", "move between views (trie, pool, allocations, heap, command bar)"),
     ("↑ ↓ (j k)", "move the cursor in a view: selects it in every view"),
