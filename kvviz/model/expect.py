@@ -198,8 +198,8 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
                        lambda kind, value: value),
     "free": _count("expect free N", "N pages are free: on the free list (hash: in the free queue, holding no "
                    "cached block)", lambda frame: free_page_count(frame.snapshot)),
-    "cached": _count("expect cached N", "N pages are cached: each in a trie node (hash: each holding a cached "
-                     "block, referenced or queued)", lambda frame: frame.snapshot.cached_count),
+    "cached": _count("expect cached N", "N pages are cached, referenced or evictable: each in a trie node (hash: "
+                     "each holding a cached block); the pool legend's cached N", lambda frame: frame.snapshot.cached_count),
     "evictable": _count("expect evictable N", "N cached pages have ref 0: eviction can reach them (hash: queued, "
                         "the block leaves when its page is taken)", lambda frame: frame.snapshot.evictable_count),
     "owned": _count("expect owned N", "N pages are in allocations' unpublished tails",

@@ -252,3 +252,34 @@ def test_a_failed_pages_expect_differing_late_shows_that_place():
     result = evaluate(expect_of("expect pages a " + " ".join(map(str, wanted))), frame)
     expected_part, got_part = result.message.split(", got ")
     assert "24 35 26" in expected_part and "24 25 26" in got_part
+
+
+# -- issue 20 #3: one word per page state: cached = referenced + evictable ----------------------
+
+
+def test_expect_cached_and_evictable_say_the_pool_legend_s_words():
+    cached, evictable = EXPECT_KINDS["cached"].meaning, EXPECT_KINDS["evictable"].meaning
+    assert "referenced" in cached and "evictable" in cached  # the legend's `cached N: ■referenced □evictable`
+    assert "ref 0" in evictable
+
+
+def test_the_scenario_help_names_the_page_states_once():
+    from kvviz.model.scenario import SCENARIO_HELP
+
+    assert "free, owned or cached; a cached page is referenced (ref > 0) or evictable (ref 0)" in " ".join(
+        SCENARIO_HELP.split())
+
+
+@pytest.mark.parametrize("name", ["lru", "hash-vs-trie", "eviction-cascade", "dedup"])
+def test_at_every_step_expect_cached_counts_the_referenced_and_the_evictable_pages(name):
+    from kvviz.demos import load_demo
+
+    session = Session.from_scenario(load_demo(name))
+    for i in range(len(session)):
+        frame = session.frame(i)
+        pages = [p for p in frame.snapshot.pages if p.state == "cached"]
+        referenced = sum(1 for p in pages if p.ref)
+        evictable = sum(1 for p in pages if not p.ref)
+        count = referenced + evictable
+        assert evaluate(expect_of(f"expect cached {count}"), frame).ok, (name, i)
+        assert evaluate(expect_of(f"expect evictable {evictable}"), frame).ok, (name, i)

@@ -144,6 +144,8 @@ Narration
                            a line with just > starts a new paragraph
 
 Expectations (checked after the op above them; a scenario is also a test)
+  A page is free, owned or cached; a cached page is referenced (ref > 0) or evictable
+  (ref 0). These are the pool legend's words: its cached N is expect cached's count.
 {_expect_table()}
 
   alloc is CacheAllocationFailure (not enough free and evictable pages); invalid is
