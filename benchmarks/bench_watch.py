@@ -116,7 +116,8 @@ def main() -> int:
     print(f"received         {received:,} messages, {events:,} events, {undecodable} undecodable, in {seconds:.2f} s")
     print(f"throughput       {events_per_s:,.0f} events/s, {received / seconds:,.0f} messages/s (received and decoded)")
     cpu = cpu_last - cpu_first
-    print(f"cpu              {cpu:.2f} s of this process (both threads): {events / cpu if cpu else float('nan'):,.0f} events per CPU-second")
+    per_cpu_second = events / cpu if cpu else float("nan")
+    print(f"cpu              {cpu:.2f} s of this process (both threads): {per_cpu_second:,.0f} events per CPU-second")
     print(f"drops            {dropped} messages never came; gaps seen {stats.gaps}, seqs missing {stats.missing}")
     print(f"hwm              SUB {args.hwm:,}, publisher's SND 100,000")
     print(f"load average     {load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min; {os.cpu_count()} CPUs)")

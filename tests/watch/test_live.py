@@ -435,7 +435,8 @@ def test_two_ranks_are_followed_on_port_and_port_plus_one_with_replay_per_rank(p
     assert [r.message.payload for r in by_rank[1]] == [p for _, p in RECORDED[3:7]]
     stats = subscriber.stats
     assert stats.connected == (True, True) and stats.last_seq == (3, 3)
-    assert [r.endpoint for r in stats.ranks] == [live.pub, live.pub.rpartition(":")[0] + f":{int(live.pub.rpartition(':')[2]) + 1}"]
+    host, _, port = live.pub.rpartition(":")
+    assert [r.endpoint for r in stats.ranks] == [live.pub, f"{host}:{int(port) + 1}"]
     assert [r.messages for r in stats.ranks] == [4, 4]
 
 

@@ -15,8 +15,9 @@ What the thread survives, and how it says so (``Received.note``, worded once in 
 - a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
   (first the 8-byte big-endian start seq alone, as vLLM takes it; when nothing answers within
   ``replay_wait`` seconds, an empty delimiter frame then the seq, as a ``REQ``-style router
-  expects, while still listening for a late answer to the first) and delivered in order before the message that revealed the gap, each noted
-  ``replayed``; duplicates are dropped. What no replay fills is noted on that message.
+  expects, while still listening for a late answer to the first) and delivered in order
+  before the message that revealed the gap, each noted ``replayed``; duplicates are
+  dropped. What no replay fills is noted on that message.
 - a seq that goes backwards (or repeats) is a publisher restart (noted).
 - a payload that cannot be decoded is delivered with ``error`` set and counted; never fatal.
 
@@ -477,7 +478,8 @@ class Subscriber:
             self._tracker.filled(rank, seq)
             with self._lock:
                 self._counters.replayed += 1
-            message = Message(topic=topic if replayed_topic is None else replayed_topic, seq=seq, payload=payload, rank=rank)
+            replayed_topic = topic if replayed_topic is None else replayed_topic
+            message = Message(topic=replayed_topic, seq=seq, payload=payload, rank=rank)
             self._deliver(message, NOTES["replayed"])
         missing = (last - first + 1) - len(answered)
         with self._lock:
