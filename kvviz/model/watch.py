@@ -1,0 +1,573 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The timeline of a watched KV-event stream: one step per message received.
+
+``kvviz watch`` (live or from a recording) feeds every message to a :class:`WatchTimeline`,
+which decodes it (unless the subscriber already did), checks its ``seq`` against the others
+of its rank (a gap, a restart), applies its batch to the forest of blocks the stream
+describes, and keeps what a view needs to show any step again: the messages, their decoded
+batches, a keyframe of the forest every ``keyframe_every`` steps and a handful of counters.
+:meth:`WatchTimeline.frame` rebuilds step *i* from the keyframe before it plus a replay of
+the batches after it, so memory grows with the messages (not with steps x blocks) and any
+step costs at most ``keyframe_every`` batches to rebuild, wherever it is.
+
+A publisher restart (a ``seq`` that goes backwards) resets the view: the forest is cleared
+at that step, before its batch is applied, and the step's notes say so. A message that
+cannot be decoded is a step too (its seq and why are noted; the forest is unchanged):
+nothing the publisher sends is fatal.
+
+Everything is worded through the events design (:mod:`kvviz.model.designs.events`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ..backends.kv_events.forest import BatchEffect, Forest, ForestState
+from ..backends.kv_events.recording import Message
+from ..backends.kv_events.stream import Gap, Restart, SeqTracker
+from ..backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, Key,
+                                       UnknownEvent, decode_payload, key_label)
+from .designs.events import DESIGN
+
+SUMMARY_SCHEMA = "kvviz.watch-summary/1"
+"""The ``schema`` of :meth:`WatchTimeline.summary`; bumped when a field changes meaning."""
+
+KEYFRAME_EVERY = 256
+"""Steps between two keyframes of the forest: the most batches :meth:`WatchTimeline.frame`
+replays to rebuild a step (measured in tests/watch/test_watch_model.py)."""
+
+CHAINS_TOLD = 3
+"""Stored chains a batch's narration names one by one; the rest are one clause."""
+
+NOTES_LISTED = 1_000
+"""Gaps, restarts and undecodable messages the summary lists one by one (all are counted)."""
+
+NO_MEDIUM = "(none)"
+"""How a block without a ``medium`` is counted in ``per_medium`` (JSON keys are strings)."""
+
+#: Mediums a narration does not name: the usual tier needs no word on every batch.
+_PLAIN_MEDIUMS = frozenset({None, "GPU", "gpu"})
+
+
+@dataclass(frozen=True)
+class WatchFrame:
+    """Step ``index`` of a watched stream, frozen: what a view draws.
+
+    ``index`` 0 is before the first message; step *i* is the state after the *i*-th message
+    received. ``batch`` is None when the message could not be decoded (``error`` says why);
+    ``effect`` is what the batch did to the forest (None at step 0 and for an undecodable
+    message); ``state`` the forest after it; ``notes`` the gaps, restarts, replays and
+    decoding errors of this step, in words; ``narration`` one paragraph in the events
+    design's words.
+    """
+
+    index: int
+    message: Message | None
+    batch: Batch | None
+    error: str | None
+    effect: BatchEffect | None
+    state: ForestState
+    notes: tuple[str, ...]
+    narration: str
+
+
+class _Column(Sequence):
+    """A read-only view of one per-step array (a view may index it; only the timeline adds)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: array):
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self._values[index].tolist()
+        return self._values[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._values)
+
+
+class WatchTimeline:
+    """Every message of a watched stream, as timeline steps (see the module's docstring).
+
+    Add messages in arrival order with :meth:`add`; :meth:`frame` gives any step back.
+    Not thread-safe: one thread adds and reads (the UI's, or the headless command's).
+    """
+
+    def __init__(self, source: str = "", keyframe_every: int = KEYFRAME_EVERY):
+        if keyframe_every < 1:
+            raise ValueError(f"keyframe_every must be at least 1, not {keyframe_every}")
+        self.source = source
+        self.design = DESIGN
+        self.keyframe_every = keyframe_every
+        self._messages: list[Message] = []
+        self._batches: list[Batch | None] = []
+        self._errors: list[str | None] = []
+        self._notes: list[tuple[str, ...]] = []
+        self._resets: set[int] = set()  # steps whose batch starts from an empty forest (restarts)
+        self._tracker = SeqTracker()
+        self._forest = Forest()
+        self._head_effect: BatchEffect | None = None
+        self._head_state: ForestState | None = None
+        self._keyframes: list[ForestState] = [self._forest.state()]  # state after step k * keyframe_every
+        self._scratch: tuple[int, Forest] | None = None  # a rebuilt forest, to step forward cheaply
+        self._passed: dict[int, tuple[BatchEffect | None, ForestState]] = {}  # steps rebuilt on the way
+        self._cached = array("q", [0])
+        self._stored = array("q", [0])
+        self._removed = array("q", [0])
+        self._ts: list[float | None] = [None]
+        # the summary's counters
+        self._events_by_type: Counter[str] = Counter()
+        self._unknown_fields: Counter[str] = Counter()
+        self._unknown_types: Counter[str] = Counter()
+        self._blocks_stored = 0
+        self._blocks_removed = 0
+        self._removed_unknown = 0
+        self._duplicates = 0
+        self._orphans_stored = 0
+        self._peak = 0
+        self._gaps: list[dict] = []
+        self._gap_count = 0
+        self._missing = 0
+        self._restarts: list[dict] = []
+        self._restart_count = 0
+        self._undecodable: list[dict] = []
+        self._undecodable_count = 0
+        self._replayed = 0
+        self._clears: list[int] = []  # steps whose batch cleared the cache, or a restart reset the view
+        # why_block's index: key -> [(step, what, chain length, position, medium)]
+        self._history: dict[Key, list[tuple[int, str, int, int, str | None]]] = {}
+
+    @classmethod
+    def from_messages(cls, messages: Iterable[Message], source: str = "",
+                      keyframe_every: int = KEYFRAME_EVERY) -> "WatchTimeline":
+        """A timeline of ``messages`` (a recording), each decoded as it is added."""
+        timeline = cls(source, keyframe_every)
+        for message in messages:
+            timeline.add(message)
+        return timeline
+
+    # -- adding ------------------------------------------------------------------------------
+
+    @property
+    def last_step(self) -> int:
+        """The newest step (0 before any message)."""
+        return len(self._messages)
+
+    def __len__(self) -> int:
+        """Steps, step 0 included."""
+        return len(self._messages) + 1
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """Every message added, in order (step *i* is ``messages[i - 1]``)."""
+        return tuple(self._messages)
+
+    def messages_until(self, step: int) -> list[Message]:
+        """The messages of steps 1..``step``: what replays the timeline up to ``step``."""
+        self._check_step(step)
+        return self._messages[:step]
+
+    def add(self, message: Message, batch: Batch | None = None, error: str | None = None,
+            note: str | None = None) -> int:
+        """Record ``message`` as the next step and return its index.
+
+        ``batch``/``error``: the subscriber's decoding (None and None: decoded here);
+        ``note``: the subscriber's word about it (``"replayed"``: it answers a replay
+        request, so its seq fills a gap rather than going back).
+        """
+        if batch is None and error is None:
+            batch, error = _decode(message)
+        step = len(self._messages) + 1
+        notes = self._seq_notes(step, message, note)
+        self._messages.append(message)
+        self._batches.append(batch)
+        self._errors.append(error)
+        if step in self._resets:
+            dropped = len(self.head_state)
+            self._forest = Forest()
+            notes.append(DESIGN.clause("reset", dropped=DESIGN.nouns.count(dropped)))
+            self._clears.append(step)
+        if batch is None:
+            self._undecodable_count += 1
+            if len(self._undecodable) < NOTES_LISTED:
+                self._undecodable.append({"step": step, "seq": message.seq, "error": error})
+            notes.append(DESIGN.clause("undecodable", seq=message.seq, error=error))
+            effect = None
+        else:
+            effect = self._forest.apply(batch, step)
+            self._count(step, batch, effect)
+        self._notes.append(tuple(notes))
+        self._head_effect = effect
+        self._head_state = None
+        cached = len(self.head_state)
+        self._peak = max(self._peak, cached)
+        self._cached.append(cached)
+        self._stored.append(0 if effect is None else len(effect.stored))
+        self._removed.append(0 if effect is None else len(effect.removed) + len(effect.removed_unknown))
+        self._ts.append(None if batch is None else batch.ts)
+        if step % self.keyframe_every == 0:
+            self._keyframes.append(self.head_state)
+        return step
+
+    @property
+    def head_state(self) -> ForestState:
+        """The forest after the newest step."""
+        if self._head_state is None:
+            self._head_state = self._forest.state()
+        return self._head_state
+
+    def _seq_notes(self, step: int, message: Message, note: str | None) -> list[str]:
+        """Gap and restart notes for ``message``'s seq, then the subscriber's own notes.
+
+        The subscriber delivers the batches a replay answered before the message that
+        revealed the gap, in seq order, so they arrive in order here: a replayed message is
+        observed like any other, and only what no replay filled is a gap.
+        """
+        notes: list[str] = []
+        theirs = [part for part in (note or "").split("; ") if part]
+        if "replayed" in theirs:
+            self._replayed += 1
+        seen = self._tracker.observe(message.rank, message.seq)
+        rank = f" on rank {message.rank}" if message.rank else ""
+        if isinstance(seen, Gap):
+            missing = seen.last - seen.first + 1
+            self._gap_count += 1
+            self._missing += missing
+            if len(self._gaps) < NOTES_LISTED:
+                self._gaps.append({"step": step, "rank": seen.rank, "first": seen.first, "last": seen.last})
+            span = f"seq {seen.first}" if missing == 1 else f"seqs {seen.first}-{seen.last}"
+            notes.append(f"gap{rank}: {span} missing ({missing:,} message{'s' if missing != 1 else ''} "
+                         f"never received): the view is incomplete")
+        elif isinstance(seen, Restart):
+            self._restart_count += 1
+            if len(self._restarts) < NOTES_LISTED:
+                self._restarts.append({"step": step, "rank": seen.rank, "previous": seen.previous, "seq": seen.seq})
+            notes.append(f"restart{rank}: seq went back from {seen.previous} to {seen.seq}")
+            self._resets.add(step)
+        # The subscriber's gap and restart words say what ours say (from the same seqs).
+        notes += [part for part in theirs if not part.startswith(("gap", "restart"))]
+        return notes
+
+    def _count(self, step: int, batch: Batch, effect: BatchEffect) -> None:
+        for event in batch.events:
+            kind = event.type if isinstance(event, UnknownEvent) else type(event).__name__
+            self._events_by_type[kind] += 1
+            if isinstance(event, UnknownEvent):
+                self._unknown_types[event.type] += 1
+            elif isinstance(event, BlockStored):
+                self._blocks_stored += len(event.hashes)
+                for position, key in enumerate(event.hashes):
+                    self._remember(key, (step, "stored", len(event.hashes), position, event.medium))
+            elif isinstance(event, BlockRemoved):
+                self._blocks_removed += len(event.hashes)
+                for key in event.hashes:
+                    self._remember(key, (step, "removed", len(event.hashes), 0, event.medium))
+        for event_type, name in batch.unknown_fields:
+            self._unknown_fields[f"{event_type}.{name}"] += 1
+        if effect.cleared:
+            self._clears.append(step)
+        self._removed_unknown += len(effect.removed_unknown)
+        self._duplicates += effect.duplicates
+        self._orphans_stored += sum(1 for block in effect.stored if block.orphan)
+
+    def _remember(self, key: Key, entry: tuple) -> None:
+        history = self._history.get(key)
+        if history is None:
+            self._history[key] = [entry]
+        else:
+            history.append(entry)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _check_step(self, i: int) -> None:
+        if not 0 <= i <= self.last_step:
+            raise IndexError(f"step {i} does not exist: the watch has steps 0..{self.last_step}")
+
+    def frame(self, i: int) -> WatchFrame:
+        """Step ``i``, rebuilt from the keyframe before it and the batches after that
+        keyframe (at most ``keyframe_every``), or from the last rebuilt step when that is on
+        the way. IndexError outside 0..last_step.
+
+        The states passed on the way are kept (a state shares all but what its batch changed
+        with the one before, so this costs what those batches changed), until a step outside
+        their keyframe interval is asked for: stepping back through an interval replays it
+        once, not once per step.
+        """
+        self._check_step(i)
+        if i == 0:
+            return WatchFrame(0, None, None, None, None, self._keyframes[0], (), "Before the first batch: "
+                              "no block seen yet.")
+        if i == self.last_step:
+            return self._frame(i, self._head_effect, self.head_state)
+        passed = self._passed.get(i)
+        if passed is not None:
+            return self._frame(i, *passed)
+        forest, start = self._forest_before(i)
+        for step in range(start + 1, i + 1):
+            forest, effect = self._replay(forest, step)
+            self._passed[step] = (effect, forest.state())
+        self._scratch = (i, forest)
+        return self._frame(i, *self._passed[i])
+
+    def _forest_before(self, i: int) -> tuple[Forest, int]:
+        """A live forest at some step ``s < i`` (with ``s``), from which to replay to ``i``."""
+        k = (i - 1) // self.keyframe_every  # the keyframe at or before step i - 1
+        start = k * self.keyframe_every
+        if self._scratch is not None and start <= self._scratch[0] < i:
+            step, forest = self._scratch
+            self._scratch = None  # it is about to move on
+            return forest, step
+        self._passed.clear()  # another interval: what was passed before is let go
+        return Forest.from_state(self._keyframes[k]), start
+
+    def _replay(self, forest: Forest, step: int) -> tuple[Forest, BatchEffect | None]:
+        """Apply step ``step`` to ``forest`` as :meth:`add` did: the forest to go on with
+        (a new one after a restart) and the batch's effect (None: undecodable)."""
+        if step in self._resets:
+            forest = Forest()  # a restart: the view starts again from nothing
+        batch = self._batches[step - 1]
+        return forest, None if batch is None else forest.apply(batch, step)
+
+    def _frame(self, i: int, effect: BatchEffect | None, state: ForestState) -> WatchFrame:
+        message = self._messages[i - 1]
+        batch = self._batches[i - 1]
+        error = self._errors[i - 1]
+        notes = self._notes[i - 1]
+        return WatchFrame(i, message, batch, error, effect, state, notes,
+                          narrate_batch(i, message, batch, effect, len(state), notes))
+
+    def states(self) -> Iterator[ForestState]:
+        """The forest after every step, 0..last_step, in one pass (one replay, no keyframes)."""
+        forest = Forest()
+        yield forest.state()
+        for step in range(1, self.last_step + 1):
+            forest, _ = self._replay(forest, step)
+            yield forest.state()
+
+    def keyframe_steps(self) -> list[int]:
+        """The steps holding a keyframe (0, K, 2K, ...)."""
+        return [k * self.keyframe_every for k in range(len(self._keyframes))]
+
+    @property
+    def cached_over_time(self) -> Sequence[int]:
+        """Blocks cached after each step, 0..last_step (for a sparkline)."""
+        return _Column(self._cached)
+
+    @property
+    def stored_per_step(self) -> Sequence[int]:
+        """Blocks each step stored (duplicate copies included)."""
+        return _Column(self._stored)
+
+    @property
+    def removed_per_step(self) -> Sequence[int]:
+        """Blocks each step removed (removals of blocks never seen included)."""
+        return _Column(self._removed)
+
+    def notes(self, i: int) -> tuple[str, ...]:
+        """Step ``i``'s notes without rebuilding its frame."""
+        self._check_step(i)
+        return () if i == 0 else self._notes[i - 1]
+
+    def rates(self, i: int, window: int = 32) -> dict:
+        """Batches, blocks stored and blocks removed per second over the ``window`` steps
+        ending at ``i``, by the payloads' own ``ts`` (the publisher's clock, not kvviz's).
+
+        Each rate is None when fewer than two of those steps carry a ``ts`` or no time
+        passed between them; ``seconds`` is the span measured, ``batches`` the steps in it.
+        """
+        self._check_step(i)
+        first = max(1, i - max(window, 2) + 1)
+        timed = [(s, self._ts[s]) for s in range(first, i + 1) if self._ts[s] is not None]
+        none = {"batches_per_s": None, "stored_per_s": None, "removed_per_s": None,
+                "seconds": None, "batches": len(timed)}
+        if len(timed) < 2:
+            return none
+        (s0, t0), (s1, t1) = timed[0], timed[-1]
+        span = t1 - t0
+        if not span > 0:
+            return {**none, "seconds": span}
+        # What happened after the first timed batch, over the time from it to the last.
+        stored = sum(self._stored[s0 + 1:s1 + 1])
+        removed = sum(self._removed[s0 + 1:s1 + 1])
+        return {"batches_per_s": (len(timed) - 1) / span, "stored_per_s": stored / span,
+                "removed_per_s": removed / span, "seconds": span, "batches": len(timed)}
+
+    def why_block(self, key: Key, at: int | None = None) -> str:
+        """What the stream says of block ``key`` up to step ``at`` (default: the newest):
+        "block 7f3a… was stored at batch 12 by a chain of 4, removed at batch 40"."""
+        at = self.last_step if at is None else at
+        self._check_step(at)
+        label = f"block {key_label(key)}"
+        history = [entry for entry in self._history.get(key, ()) if entry[0] <= at]
+        if not history:
+            return f"{label} was never stored or removed in this stream (up to batch {at})"
+        parts = []
+        stored_before = False
+        last_stored: int | None = None
+        for step, what, length, position, medium in history:
+            where = "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
+            if what == "stored":
+                if last_stored is not None and self._cleared_between(last_stored, step):
+                    parts.append(f"cleared at batch {self._cleared_between(last_stored, step)}")
+                again = " again" if stored_before else ""
+                chain = "a chain of 1" if length == 1 else f"a chain of {length:,}"
+                place = "" if length == 1 else f" (block {position + 1} of it)"
+                parts.append(f"stored{again}{where} at batch {step} by {chain}{place}")
+                stored_before = True
+                last_stored = step
+            else:
+                unseen = "" if stored_before else " (never seen stored: kvviz attached late, or a gap)"
+                parts.append(f"removed{where} at batch {step}{unseen}")
+                last_stored = None
+        if last_stored is not None:
+            cleared = self._cleared_between(last_stored, at + 1)
+            if cleared:
+                parts.append(f"cleared at batch {cleared}")
+        now = self.frame(at).state if at != self.last_step else self.head_state
+        mediums = dict.fromkeys(entry[4] for entry in history)  # in order of appearance
+        cached = [b for b in (now.blocks.get((key, medium)) for medium in mediums) if b is not None]
+        if cached:
+            orphan = " (an orphan: its parent was never seen)" if any(b.orphan for b in cached) else ""
+            state = f"; cached at batch {at}" + (f", {len(cached)} copies" if len(cached) > 1 else "") + orphan
+        else:
+            state = f"; not cached at batch {at}"
+        return f"{label} was " + ", ".join(parts) + state
+
+    def _cleared_between(self, after: int, before: int) -> int | None:
+        """The first clear (or reset) after step ``after`` and before step ``before``."""
+        index = bisect.bisect_right(self._clears, after)
+        if index < len(self._clears) and self._clears[index] < before:
+            return self._clears[index]
+        return None
+
+    def summary(self) -> dict:
+        """What ``kvviz watch --json`` prints at the end (``kvviz help watch`` documents
+        every field): the stream's counts and the forest after the newest step."""
+        state = self.head_state
+        per_medium = {NO_MEDIUM if medium is None else medium: n for medium, n in state.by_medium().items()}
+        return {
+            "type": "summary",
+            "schema": SUMMARY_SCHEMA,
+            "source": self.source,
+            "messages": self.last_step,
+            "batches": self.last_step - self._undecodable_count,
+            "events": sum(self._events_by_type.values()),
+            "events_by_type": dict(sorted(self._events_by_type.items())),
+            "blocks_stored": self._blocks_stored,
+            "blocks_removed": self._blocks_removed,
+            "removed_unknown": self._removed_unknown,
+            "duplicates": self._duplicates,
+            "unknown_fields": dict(sorted(self._unknown_fields.items())),
+            "unknown_types": dict(sorted(self._unknown_types.items())),
+            "cached_blocks": len(state),
+            "peak_blocks": self._peak,
+            "orphans": sum(1 for block in state.blocks.values() if block.orphan),
+            "orphans_stored": self._orphans_stored,
+            "gaps": self._gap_count,
+            "missing_messages": self._missing,
+            "gap_list": list(self._gaps),
+            "restarts": self._restart_count,
+            "restart_list": list(self._restarts),
+            "undecodable": self._undecodable_count,
+            "undecodable_list": list(self._undecodable),
+            "replayed": self._replayed,
+            "per_medium": dict(sorted(per_medium.items())),
+            "first_seq": self._messages[0].seq if self._messages else None,
+            "last_seq": self._messages[-1].seq if self._messages else None,
+            "digest": state.digest(),
+        }
+
+    def progress(self, i: int, since: int) -> dict:
+        """The ``--every N`` record of step ``i``: the cache now and what steps
+        ``since + 1 .. i`` stored and removed."""
+        self._check_step(i)
+        message = self._messages[i - 1] if i else None
+        return {"type": "progress", "step": i, "seq": None if message is None else message.seq,
+                "cached_blocks": self._cached[i], "peak_blocks": max(self._cached[:i + 1]),
+                "stored": sum(self._stored[since + 1:i + 1]), "removed": sum(self._removed[since + 1:i + 1]),
+                "notes": sum(len(self._notes[s - 1]) for s in range(since + 1, i + 1))}
+
+
+def _decode(message: Message) -> tuple[Batch | None, str | None]:
+    try:
+        return decode_payload(message.payload, seq=message.seq, topic=message.topic.decode("utf-8", "replace")), None
+    except DecodeError as exc:
+        return None, str(exc)
+
+
+# -- narration ---------------------------------------------------------------------------------
+
+
+def _medium_words(medium: str | None) -> str:
+    return "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
+
+
+def narrate_batch(step: int, message: Message, batch: Batch | None, effect: BatchEffect | None,
+                  cached: int, notes: tuple[str, ...] = ()) -> str:
+    """One paragraph, in the events design's words, of what step ``step``'s batch did:
+    "Batch 12 (seq 11): stored a chain of 4 blocks under 7f3a…, removed 2 blocks (1 never
+    seen); 52 blocks cached." Notes about the step (a gap, a restart) come first."""
+    nouns = DESIGN.nouns
+    where = f"seq {message.seq}" + (f", rank {message.rank}" if message.rank else "")
+    lead = DESIGN.clause("lead", step=step, where=where)
+    told = [note[0].upper() + note[1:] + "." for note in notes if note]
+    if batch is None or effect is None:
+        return " ".join(told) if told else lead + "undecodable."
+    parts = _stored_parts(batch, effect)
+    if effect.duplicates:
+        parts.append(DESIGN.clause("duplicates", copies=nouns.count(effect.duplicates)))
+    removed = len(effect.removed) + len(effect.removed_unknown)
+    if removed:
+        mediums = {e.medium for e in batch.events if isinstance(e, BlockRemoved)}
+        medium = _medium_words(next(iter(mediums))) if len(mediums) == 1 else ""
+        clause = DESIGN.clause("removed", blocks=nouns.count(removed), medium=medium)
+        if effect.removed_unknown:
+            clause += DESIGN.clause("removed_unknown", unknown=f"{len(effect.removed_unknown):,}")
+        parts.append(clause)
+    for event in batch.events:
+        if isinstance(event, AllBlocksCleared):
+            parts.append(DESIGN.clause("cleared", medium=_medium_words(event.medium)))
+    if effect.unknown_types:
+        kinds = sorted(set(effect.unknown_types))
+        n = len(effect.unknown_types)
+        parts.append(DESIGN.clause("unknown_types", events=f"{n:,} event{'s' if n != 1 else ''}",
+                                   types=", ".join(kinds)))
+    if not parts:
+        parts.append(DESIGN.clause("empty"))
+    body = lead + ", ".join(parts) + "; " + DESIGN.clause("after", cached=nouns.count(cached)) + "."
+    return " ".join(told + [body])
+
+
+def _stored_parts(batch: Batch, effect: BatchEffect) -> list[str]:
+    """One clause per stored chain (the first :data:`CHAINS_TOLD`), then one for the rest."""
+    nouns = DESIGN.nouns
+    orphans = {(b.key, b.medium) for b in effect.stored if b.orphan}
+    chains = [e for e in batch.events if isinstance(e, BlockStored) and e.hashes]
+    parts = []
+    for event in chains[:CHAINS_TOLD]:
+        n = len(event.hashes)
+        blocks = nouns.count(n) if n == 1 else f"a chain of {nouns.count(n)}"
+        if event.parent is None:
+            under = DESIGN.clause("root")
+        elif (event.hashes[0], event.medium) in orphans:
+            under = DESIGN.clause("orphan", parent=key_label(event.parent))
+        else:
+            under = DESIGN.clause("parent", parent=key_label(event.parent))
+        parts.append(DESIGN.clause("chain", blocks=blocks, medium=_medium_words(event.medium), under=under))
+    rest = chains[CHAINS_TOLD:]
+    if rest:
+        parts.append(DESIGN.clause("more_chains", chains=f"{len(rest):,}",
+                                   blocks=nouns.count(sum(len(e.hashes) for e in rest))))
+    return parts
+
+
+__all__ = ["KEYFRAME_EVERY", "NO_MEDIUM", "SUMMARY_SCHEMA", "WatchFrame", "WatchTimeline", "narrate_batch"]

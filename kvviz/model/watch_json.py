@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz watch --print`` / ``--json``: the headless outputs of a watched stream.
+
+``--json`` writes JSON lines: with ``--every N`` a ``progress`` object per N steps as they
+are received, then one ``summary`` object (:meth:`kvviz.model.watch.WatchTimeline.summary`)
+at the end. Each line is canonical (sorted keys, no whitespace, ASCII only), so one
+recording prints the same bytes every time. :data:`WATCH_JSON_HELP` documents every field
+(``kvviz help watch`` prints it; a test holds it to the keys the objects really have).
+``--print`` says the same in lines for people (:func:`summary_lines`, :func:`progress_line`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .designs.events import UNKNOWABLE
+from .watch import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
+
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
+def json_line(record: dict) -> str:
+    """One canonical JSON line (the same settings as ``kvviz run --json``)."""
+    return _encode(record)
+
+
+def _counts(counts: dict) -> str:
+    return ", ".join(f"{name} {n:,}" for name, n in counts.items()) or "none"
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The summary for people: one fact a line, the same figures as the JSON."""
+    s = summary
+    lines = [
+        f"watched {s['source'] or 'a stream'}: {s['messages']:,} messages ({s['batches']:,} decoded, "
+        f"{s['undecodable']:,} undecodable), seq {s['first_seq']}..{s['last_seq']}",
+        f"events: {s['events']:,} ({_counts(s['events_by_type'])})",
+        f"blocks: {s['blocks_stored']:,} stored ({s['duplicates']:,} already cached), {s['blocks_removed']:,} "
+        f"removed ({s['removed_unknown']:,} never seen stored)",
+        f"cached at the end: {s['cached_blocks']:,} blocks (peak {s['peak_blocks']:,}; "
+        f"{s['orphans']:,} orphans, {s['orphans_stored']:,} stored as orphans)",
+        f"per medium: {_counts(s['per_medium'])}",
+        f"gaps: {s['gaps']:,} ({s['missing_messages']:,} messages never received), restarts: {s['restarts']:,}, "
+        f"replayed: {s['replayed']:,}",
+        f"unknown fields: {_counts(s['unknown_fields'])}",
+        f"unknown event types: {_counts(s['unknown_types'])}",
+    ]
+    for gap in s["gap_list"][:10]:
+        lines.append(f"  gap at step {gap['step']:,} (rank {gap['rank']}): seqs {gap['first']}-{gap['last']} missing")
+    for restart in s["restart_list"][:10]:
+        lines.append(f"  restart at step {restart['step']:,} (rank {restart['rank']}): seq {restart['previous']} "
+                     f"then {restart['seq']}; the view was reset")
+    for bad in s["undecodable_list"][:10]:
+        lines.append(f"  undecodable at step {bad['step']:,} (seq {bad['seq']}): {bad['error']}")
+    lines.append(f"digest of the final forest: {s['digest']}")
+    lines.append(f"(not shown: {UNKNOWABLE})")
+    return lines
+
+
+def progress_line(progress: dict) -> str:
+    """The ``--print --every N`` line of a ``progress`` record."""
+    p = progress
+    notes = f", {p['notes']:,} notes" if p["notes"] else ""
+    return (f"step {p['step']:,} (seq {p['seq']}): {p['cached_blocks']:,} blocks cached (peak {p['peak_blocks']:,}), "
+            f"+{p['stored']:,} stored -{p['removed']:,} removed since the last line{notes}")
+
+
+WATCH_JSON_HELP = f"""\
+kvviz watch ... --json: a watched KV-event stream as JSON lines ({SUMMARY_SCHEMA})
+
+One JSON object per line, keys sorted, no whitespace, ASCII only: the same recording prints
+the same bytes. With --every N, one `progress` object per N steps (step = message received),
+written as they arrive; then one `summary` object when the watch ends (the recording's end,
+--count N messages, --max-seconds S, or Ctrl-C). --print says the same in lines for people.
+Undecodable messages, gaps and restarts are counted, never fatal: exit 0, 2 for bad input.
+The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
+
+`progress` (with --every N)
+  type              "progress"
+  step              the step: the number of messages received so far
+  seq               that message's seq
+  cached_blocks     blocks cached after it (one per (hash, medium); copies counted once)
+  peak_blocks       the most blocks cached after any step so far
+  stored            blocks stored since the previous progress line (copies included)
+  removed           blocks removed since the previous progress line (unknown ones included)
+  notes             notes (gaps, restarts, undecodable, replayed) since the previous line
+
+`summary` (the last line)
+  type              "summary"
+  schema            "{SUMMARY_SCHEMA}"
+  source            the endpoint or recording file watched
+  messages          messages received (= steps)
+  batches           messages decoded (messages - undecodable)
+  events            events in the decoded batches
+  events_by_type    {{event type: count}}: BlockStored, BlockRemoved, AllBlocksCleared and any
+                    unknown type, by the name the publisher sent
+  blocks_stored     block hashes in BlockStored events
+  blocks_removed    block hashes in BlockRemoved events
+  removed_unknown   removals of a block not cached at the time (never seen, or removed before)
+  duplicates        stores of a block already cached on that medium (another copy)
+  unknown_fields    {{"EventType.field": count}}: fields this reader does not use, once per
+                    event carrying them (group_idx, extra_keys, kv_cache_spec_kind, ...)
+  unknown_types     {{event type: count}}: event types this reader does not know (skipped)
+  cached_blocks     blocks cached after the last step: (hash, medium) pairs with copies left
+  peak_blocks       the most blocks cached after any step
+  orphans           cached blocks whose parent block is not cached (attached late, or the
+                    parent was removed first)
+  orphans_stored    blocks that were orphans when they were stored
+  gaps              gaps in seq (per rank) that no replay filled
+  missing_messages  messages those gaps lost
+  gap_list          the gaps, each {{"step", "rank", "first", "last"}} (first..last missing),
+                    at most {NOTES_LISTED:,} listed
+  restarts          times a seq went backwards (a publisher restart): the view was reset
+  restart_list      each {{"step", "rank", "previous", "seq"}}, at most {NOTES_LISTED:,} listed
+  undecodable       messages whose payload could not be decoded (the view is unchanged)
+  undecodable_list  each {{"step", "seq", "error"}}, at most {NOTES_LISTED:,} listed
+  replayed          messages that came from the replay endpoint (live only)
+  per_medium        {{medium: cached blocks}} after the last step; "{NO_MEDIUM}" for blocks
+                    sent without a medium
+  first_seq         the first message's seq (null when none)
+  last_seq          the last message's seq (null when none)
+  digest            sha256 of the final forest's canonical JSON (ForestState.digest(); watch
+                    bundles and `kvviz open` verify the same digests)
+"""
+"""What ``kvviz help watch`` prints: every field of the records ``kvviz watch --json`` writes."""
+
+__all__ = ["WATCH_JSON_HELP", "json_line", "progress_line", "summary_lines"]

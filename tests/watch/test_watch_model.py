@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The watch's model: the events design, and WatchTimeline (one step per message, frames
+rebuilt from keyframes, gaps and restarts, narration, summary, rates, why-answers)."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+msgspec = pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
+
+from kvviz.backends.kv_events import forest as forest_module  # noqa: E402
+from kvviz.backends.kv_events.recording import Message, read_recording  # noqa: E402
+from kvviz.backends.kv_events.wire import (AllBlocksCleared, BlockRemoved, BlockStored, UnknownEvent,  # noqa: E402
+                                           key_label)
+from kvviz.model import watch as watch_module  # noqa: E402
+from kvviz.model.designs import DESIGN_MODULES, Design, design  # noqa: E402
+from kvviz.model.watch import WatchTimeline  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from watch_expected import expected_figures  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "kv-events"
+VLLM = DATA / "vllm-0.33.0-conversation-400.jsonl"
+SGLANG = DATA / "sglang-0.5.23-conversation-400.jsonl"
+RECORDINGS = pytest.mark.parametrize("recording", [VLLM, SGLANG], ids=["vllm", "sglang"])
+
+
+def payload(events: list, ts: float | None = 1.0, rank: int | None = 0) -> bytes:
+    return msgspec.msgpack.encode([ts, events, rank])
+
+
+def stored(hashes, parent=None, medium="GPU", block_size=2, **extra) -> dict:
+    tokens = [t for h in hashes for t in (h % 1000, h % 1000 + 1)][: len(hashes) * block_size]
+    return {"type": "BlockStored", "block_hashes": list(hashes), "parent_block_hash": parent, "token_ids": tokens,
+            "block_size": block_size, "lora_id": None, "medium": medium, **extra}
+
+
+def removed(hashes, medium="GPU") -> dict:
+    return {"type": "BlockRemoved", "block_hashes": list(hashes), "medium": medium}
+
+
+def message(seq: int, events: list, ts: float | None = 1.0, rank: int = 0) -> Message:
+    return Message(topic=b"kv", seq=seq, payload=payload(events, ts), rank=rank)
+
+
+def timeline_of(batches: list[list], keyframe_every: int = 256, start_seq: int = 0, ts_step: float = 0.5):
+    timeline = WatchTimeline("test", keyframe_every)
+    for i, events in enumerate(batches):
+        timeline.add(message(start_seq + i, events, ts=100.0 + i * ts_step))
+    return timeline
+
+
+# -- the events design -------------------------------------------------------------------------
+
+
+def test_the_events_design_is_the_first_entry_and_words_every_stream_event_class():
+    events = design("events")
+    assert isinstance(events, Design) and list(DESIGN_MODULES) == ["events"]
+    for cls in (BlockStored, BlockRemoved, AllBlocksCleared, UnknownEvent):
+        assert events.words(cls).kind and events.words(cls).log
+    assert events.words(BlockRemoved).evicts and events.words(AllBlocksCleared).evicts
+    assert not events.words(BlockStored).evicts
+    assert events.nouns.entry == "block" and events.nouns.removed == "removed" and events.nouns.step == "batch"
+    assert events.quiz is False and "no reference counts, eviction order or owners" in events.unknowable
+    assert set(events.missing) >= {"refs", "heap", "allocations"}
+
+
+def test_a_design_refuses_an_event_class_it_has_no_row_for_and_an_unknown_design():
+    with pytest.raises(KeyError, match="no words for event class int"):
+        design("events").words(3)
+    with pytest.raises(KeyError, match="no cache design 'radix'"):
+        design("radix")
+
+
+def test_a_design_cannot_be_changed_once_made():
+    events = design("events")
+    with pytest.raises(TypeError):
+        events.events[int] = events.words(BlockStored)  # type: ignore[index]
+    with pytest.raises(Exception):
+        events.name = "other"  # type: ignore[misc]
+
+
+# -- steps and frames --------------------------------------------------------------------------
+
+
+@RECORDINGS
+def test_the_summary_of_a_shared_recording_matches_an_independent_decode(recording):
+    timeline = WatchTimeline.from_messages(read_recording(recording), str(recording))
+    expected = expected_figures(recording)
+    summary = timeline.summary()
+    assert {key: summary[key] for key in expected} == expected
+    assert timeline.last_step == expected["messages"] == 400
+    assert summary["gaps"] == summary["restarts"] == 0
+
+
+@RECORDINGS
+def test_every_rebuilt_frame_equals_a_straight_replay_in_any_order(recording):
+    timeline = WatchTimeline.from_messages(read_recording(recording), keyframe_every=16)
+    straight = list(timeline.states())  # one pass, no keyframes
+    order = list(range(timeline.last_step + 1))
+    random.Random(7).shuffle(order)
+    for i in order[:40] + [0, timeline.last_step, 16, 17, 15, 14, 13]:
+        frame = timeline.frame(i)
+        assert frame.index == i and frame.state == straight[i], i
+        assert len(frame.state) == timeline.cached_over_time[i]
+    assert timeline.frame(200).state.digest() == straight[200].digest()
+
+
+def test_stepping_forward_and_back_never_replays_more_than_a_keyframe_interval(monkeypatch):
+    applied = []
+    real = forest_module.Forest.apply
+
+    def counting(self, batch, step):
+        applied.append(step)
+        return real(self, batch, step)
+
+    messages = read_recording(VLLM)
+    timeline = WatchTimeline.from_messages(messages, keyframe_every=32)
+    monkeypatch.setattr(forest_module.Forest, "apply", counting)
+    worst = 0
+    for i in [399, 1, 200, 201, 202, 150, 33, 32, 31, 64, 398, 5]:
+        applied.clear()
+        timeline.frame(i)
+        worst = max(worst, len(applied))
+    assert 0 < worst <= 32
+
+
+def test_frame_is_fast_for_any_step_of_a_long_stream():
+    """A synthetic stream of 10,000 batches: frames anywhere cost about the same (bounded by
+    the keyframe interval, not the position). benchmarks/bench_watch_timeline.py measures
+    100,000."""
+    timeline = WatchTimeline("synthetic")
+    n = 10_000
+    started = time.perf_counter()
+    for i in range(n):
+        events = [stored([i * 4 + 1, i * 4 + 2], parent=None if i % 50 == 0 else (i - 1) * 4 + 2)]
+        if i >= 100:
+            events.append(removed([(i - 100) * 4 + 1, (i - 100) * 4 + 2]))
+        timeline.add(message(i, events, ts=float(i)))
+    add_seconds = time.perf_counter() - started
+    assert timeline.summary()["cached_blocks"] == 200
+    costs = {}
+    for i in (300, n // 2 + 77, n - 5):
+        started = time.perf_counter()
+        frame = timeline.frame(i)
+        costs[i] = time.perf_counter() - started
+        assert frame.index == i and len(frame.state) == timeline.cached_over_time[i]
+    # far apart positions, costs within a generous factor of each other (not growing with i)
+    assert max(costs.values()) < 0.5 and max(costs.values()) < 20 * min(costs.values()) + 0.05, costs
+    assert add_seconds < 60
+
+
+def test_an_undecodable_message_is_a_step_that_changes_nothing_and_says_why():
+    timeline = timeline_of([[stored([1, 2])]])
+    step = timeline.add(Message(topic=b"kv", seq=1, payload=b"\xc1garbage"))
+    frame = timeline.frame(step)
+    assert frame.batch is None and frame.error and frame.effect is None
+    assert frame.state == timeline.frame(1).state
+    assert any("seq 1 could not be decoded" in note for note in frame.notes)
+    assert timeline.summary()["undecodable"] == 1 and timeline.summary()["undecodable_list"][0]["seq"] == 1
+
+
+def test_a_gap_in_seq_is_noted_and_counted():
+    timeline = WatchTimeline("gaps")
+    timeline.add(message(0, [stored([1])]))
+    timeline.add(message(1, [stored([2], parent=1)]))
+    step = timeline.add(message(5, [stored([3], parent=2)]))
+    assert any("seqs 2-4 missing" in note and "incomplete" in note for note in timeline.frame(step).notes)
+    summary = timeline.summary()
+    assert summary["gaps"] == 1 and summary["missing_messages"] == 3
+    assert summary["gap_list"] == [{"step": 3, "rank": 0, "first": 2, "last": 4}]
+    assert "Seqs 2-4 missing" in timeline.frame(step).narration or "seqs 2-4" in timeline.frame(step).narration
+
+
+def test_a_restart_resets_the_view_at_its_step():
+    timeline = WatchTimeline("restart", keyframe_every=2)
+    for seq in range(5):
+        timeline.add(message(seq, [stored([10 + seq], parent=None if seq == 0 else 9 + seq)]))
+    assert len(timeline.head_state) == 5
+    step = timeline.add(message(0, [stored([100])]))
+    frame = timeline.frame(step)
+    assert [b.key for b in frame.state.blocks.values()] == [100]
+    assert any("seq went back from 4 to 0" in note for note in frame.notes)
+    assert any("view was reset: 5 blocks dropped" in note for note in frame.notes)
+    timeline.add(message(1, [stored([101], parent=100)]))
+    # rebuilt from a keyframe before the restart, the frame is the same
+    assert timeline.frame(step).state == frame.state and len(timeline.frame(step + 1).state) == 2
+    assert timeline.summary()["restarts"] == 1
+    assert "cleared at batch 6" in timeline.why_block(10)
+
+
+def test_ranks_keep_their_own_seqs():
+    timeline = WatchTimeline("ranks")
+    timeline.add(message(0, [stored([1])], rank=0))
+    timeline.add(message(0, [stored([2])], rank=1))
+    timeline.add(message(1, [stored([3], parent=1)], rank=0))
+    timeline.add(message(1, [stored([4], parent=2)], rank=1))
+    summary = timeline.summary()
+    assert summary["gaps"] == summary["restarts"] == 0 and summary["cached_blocks"] == 4
+
+
+def test_replayed_messages_fill_the_gap_they_answer():
+    timeline = WatchTimeline("replay")
+    timeline.add(message(0, [stored([1])]))
+    timeline.add(message(1, [stored([2], parent=1)]), note="replayed")
+    timeline.add(message(2, [stored([3], parent=2)]), note="replayed")
+    timeline.add(message(3, [stored([4], parent=3)]))
+    summary = timeline.summary()
+    assert summary["replayed"] == 2 and summary["gaps"] == 0
+    assert timeline.frame(2).notes == ("replayed",)
+
+
+# -- narration ---------------------------------------------------------------------------------
+
+
+def test_a_batch_is_narrated_in_the_events_designs_words():
+    timeline = timeline_of([[stored([1, 2, 3])], [stored([4, 5, 6, 7], parent=3), removed([1, 99, 98])]])
+    narration = timeline.frame(2).narration
+    assert narration == (f"Batch 2 (seq 1): stored a chain of 4 blocks under {key_label(3)}, "
+                         f"removed 3 blocks (2 never seen); 6 blocks cached.")
+    assert timeline.frame(1).narration == "Batch 1 (seq 0): stored a chain of 3 blocks at the root; 3 blocks cached."
+
+
+def test_orphans_duplicates_mediums_clears_and_unknown_types_are_narrated():
+    timeline = timeline_of([
+        [stored([1], parent=777)],
+        [stored([1], parent=777)],
+        [stored([5, 6], medium="CPU")],
+        [{"type": "BlockTransferred", "block_hashes": [1]}],
+        [{"type": "AllBlocksCleared"}],
+        [],
+    ])
+    assert f"under {key_label(777)} (never seen: an orphan)" in timeline.frame(1).narration
+    assert "1 block already cached (another copy)" in timeline.frame(2).narration
+    assert "stored a chain of 2 blocks on CPU at the root" in timeline.frame(3).narration
+    assert "skipped 1 event of unknown type BlockTransferred" in timeline.frame(4).narration
+    assert "cleared every block" in timeline.frame(5).narration and timeline.cached_over_time[5] == 0
+    assert timeline.frame(6).narration == "Batch 6 (seq 5): no events; 0 blocks cached."
+    summary = timeline.summary()
+    assert summary["unknown_types"] == {"BlockTransferred": 1} and summary["duplicates"] == 1
+
+
+def test_many_chains_in_one_batch_are_told_three_then_counted():
+    timeline = timeline_of([[stored([i * 10 + 1, i * 10 + 2]) for i in range(5)]])
+    assert timeline.frame(1).narration.count("stored a chain of 2 blocks at the root") == 3
+    assert "and 2 more (4 blocks)" in timeline.frame(1).narration
+
+
+# -- why, rates, over time ---------------------------------------------------------------------
+
+
+def test_why_block_says_when_a_block_was_stored_and_removed():
+    timeline = timeline_of([[stored([1, 2, 3, 4])], [], [removed([3])], [stored([3], parent=2)]])
+    assert timeline.why_block(3, at=3) == (f"block {key_label(3)} was stored at batch 1 by a chain of 4 "
+                                          f"(block 3 of it), removed at batch 3; not cached at batch 3")
+    assert timeline.why_block(3).endswith("stored again at batch 4 by a chain of 1; cached at batch 4")
+    assert "never stored or removed" in timeline.why_block(12345)
+    assert "never seen stored" in timeline_of([[removed([9])]]).why_block(9)
+
+
+def test_rates_come_from_the_payloads_timestamps():
+    timeline = timeline_of([[stored([i * 2 + 1, i * 2 + 2])] for i in range(11)], ts_step=0.5)
+    rates = timeline.rates(11, window=11)
+    assert rates["batches"] == 11 and rates["seconds"] == pytest.approx(5.0)
+    assert rates["batches_per_s"] == pytest.approx(2.0) and rates["stored_per_s"] == pytest.approx(4.0)
+    assert rates["removed_per_s"] == 0
+    untimed = WatchTimeline()
+    untimed.add(message(0, [], ts=None))
+    untimed.add(message(1, [], ts=None))
+    assert untimed.rates(2)["batches_per_s"] is None
+
+
+def test_cached_over_time_follows_every_step():
+    timeline = timeline_of([[stored([1, 2])], [removed([1])], [stored([7])]])
+    assert list(timeline.cached_over_time) == [0, 2, 1, 2]
+    with pytest.raises(IndexError):
+        timeline.frame(4)
+
+
+def test_the_model_does_not_hold_a_state_per_step(monkeypatch):
+    timeline = WatchTimeline.from_messages(read_recording(VLLM), keyframe_every=64)
+    assert timeline.keyframe_steps() == [0, 64, 128, 192, 256, 320, 384]
+    assert not any(isinstance(v, list) and len(v) > 10 and hasattr(v[0], "blocks")
+                   for k, v in vars(timeline).items() if k != "_keyframes")
