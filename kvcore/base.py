@@ -339,11 +339,21 @@ class BasePagedAttentionCache:
     def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                  publish_incomplete_page: bool) -> None:
         self._publish_tokens(allocation, tokens, publish_incomplete_page)
-        self._tick("publish", allocation)
+        events = self._events  # _tick inlined: the base cache's ops are a few bytecodes each
+        if events is not None:
+            events.append(ev.OpStarted("publish", allocation.id, self.clock + 1))
+        self.clock += 1
+        if self._watched:
+            events.append(ev.Ticked("publish", allocation.id, self.clock))
 
     def _release(self, allocation: PageAllocation) -> None:
         self._check_live(allocation, "release")
-        events = self._tick("release", allocation)
+        events = self._events  # _tick inlined, as in _publish
+        if events is not None:
+            events.append(ev.OpStarted("release", allocation.id, self.clock + 1))
+        self.clock += 1
+        if self._watched:
+            events.append(ev.Ticked("release", allocation.id, self.clock))
         pages = allocation._pages
         self._pool.give(pages)
         allocation._pages = []  # before the event: at each event the state is as it says
@@ -386,7 +396,8 @@ class BasePagedAttentionCache:
 
     def _tick(self, op: str, allocation: PageAllocation) -> list | None:
         """Start ``op`` (it cannot fail any more) and advance the clock: its OpStarted before
-        the tick, a watched cache's Ticked after it. The event list (None when not recording)."""
+        the tick, a watched cache's Ticked after it. The event list (None when not recording).
+        The hash cache's publish and release call it; the base cache's inline it."""
         events = self._events
         if events is not None:
             events.append(ev.OpStarted(op, allocation.id, self.clock + 1))
