@@ -337,8 +337,14 @@ def export(file: str, step: int | None, output: str, kind: str | None, backend: 
 def open_(bundle: str, print_only: bool) -> None:
     """Replay a bug-report bundle, verify every per-step digest, show the bundled step."""
     from ..export.bundle import BundleError, open_bundle
+    from ..export.watch_bundle import is_watch_bundle
 
     refuse_special_file(bundle, "a .json bundle")  # a FIFO would block the read forever
+    if is_watch_bundle(bundle):  # a watched stream's step (kvviz watch -o X.json): its own replay
+        from .watch_command import open_watch_bundle
+
+        open_watch_bundle(bundle, print_only)
+        return
     try:
         opened = open_bundle(bundle)
     except BundleError as exc:
