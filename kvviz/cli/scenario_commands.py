@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .. import limits
-from ..model.scenario import SCENARIO_HELP, ScenarioError
+from ..model.scenario import ScenarioError
 from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
                      load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
                      require_terminal, show, stdout_console)
@@ -367,14 +367,15 @@ def open_(bundle: str, print_only: bool) -> None:
 @click.command(name="help")
 @click.argument("topic", required=False)
 def help_(topic: str | None) -> None:
-    """Documentation topics: `kvviz help scenarios` (the language), `kvviz help json` (the
-    fields of `kvviz run --json`)."""
-    if topic in (None, "scenarios", "scenario", "language"):
-        click.echo(SCENARIO_HELP)
-        return
-    if topic == "json":
-        from ..model.timeline_json import JSON_HELP
+    """Documentation topics (no TOPIC: list them): `kvviz help scenarios` (the language),
+    `kvviz help json` (the fields of `kvviz run --json`), keys, quiz, compare, trace."""
+    from .help_topics import ALIASES, TOPICS, topic_list
 
-        click.echo(JSON_HELP, nl=False)
+    if topic is None:
+        click.echo(topic_list(), nl=False)
         return
-    raise BadInput(f"no help topic {topic!r} (expected: scenarios, json)")
+    name = ALIASES.get(topic.lower(), topic.lower())
+    if name in TOPICS:
+        click.echo(TOPICS[name].page(), nl=False)
+        return
+    raise BadInput(f"no help topic {topic!r} (expected one of: {', '.join(TOPICS)})")

@@ -398,8 +398,44 @@ def test_help_on_the_script_language_prints_its_reference():
     assert "expect evicted P [P ...]" in result.stdout
 
 
-def test_help_without_a_topic_prints_the_language_reference_too():
-    assert kvviz("help").stdout == kvviz("help", "scenarios").stdout
+def test_help_without_a_topic_lists_every_topic_with_what_it_covers():
+    from kvviz.cli.help_topics import TOPICS
+
+    result = kvviz("help")
+    assert result.exit_code == 0
+    listed = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("  ")]
+    assert listed == list(TOPICS)
+    assert {"scenarios", "json", "keys", "quiz", "compare", "trace"} <= set(TOPICS)
+    assert "kvviz help TOPIC" in result.stdout
+
+
+@pytest.mark.parametrize("topic", ["scenarios", "json", "keys", "quiz", "compare", "trace"])
+def test_every_help_topic_prints_its_page(topic):
+    result = kvviz("help", topic)
+    assert result.exit_code == 0
+    assert len(result.stdout.splitlines()) >= 8, result.stdout
+
+
+def test_help_keys_lists_every_key_the_app_s_help_screen_lists():
+    from kvviz.ui.screens.help_screen import KEYS
+
+    text = kvviz("help", "keys").stdout
+    for key, what in KEYS:
+        assert f"{key}" in text and what in text
+
+
+def test_help_quiz_names_every_question_kind():
+    from kvviz.model.quiz import KINDS
+
+    text = kvviz("help", "quiz").stdout
+    for kind in KINDS.values():
+        assert kind.title in text
+
+
+def test_help_compare_and_trace_name_their_commands_and_exit_codes():
+    compare_text, trace_text = kvviz("help", "compare").stdout, kvviz("help", "trace").stdout
+    assert "kvviz compare FILE --right KIND[:POLICY]" in compare_text and "exit 1" in compare_text
+    assert "kvviz trace FILE" in trace_text and "--to-kvs" in trace_text and "--design hash" in trace_text
 
 
 def test_python_m_kvviz_help_lists_the_commands():

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The topics of ``kvviz help``: one table, each topic a summary line and its page.
+
+``kvviz help`` alone lists the topics; ``kvviz help TOPIC`` prints one page. Pages that
+document a table elsewhere are built from it (the keys from the app's help screen, the
+question kinds from the quiz, the expect kinds from the expect table, the JSON fields from
+``timeline_json``), so a new key or kind shows up here without a second list to forget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A help topic: what it covers (one line, for the list) and its page (built on demand:
+    the keys page imports the UI's table, which a listing must not pay for)."""
+
+    summary: str
+    page: Callable[[], str]
+
+
+def _scenarios() -> str:
+    from ..model.scenario import SCENARIO_HELP
+
+    return SCENARIO_HELP + "\n"
+
+
+def _json() -> str:
+    from ..model.timeline_json import JSON_HELP
+
+    return JSON_HELP
+
+
+def _keys() -> str:
+    from ..ui.practice import PRACTICE_KEYS
+    from ..ui.screens.help_screen import KEYS
+
+    width = max(len(key) for key, _ in KEYS)
+    lines = ["Keys of the kvviz UI (kvviz demo, run, open, quiz; ? shows them in the app)", ""]
+    lines += [f"  {key:<{width}}  {what}" for key, what in KEYS]
+    lines += ["", f"In practice mode the question panel takes: {PRACTICE_KEYS}."]
+    return "\n".join(lines) + "\n"
+
+
+def _quiz() -> str:
+    from ..model.quiz import KINDS
+
+    width = max(len(kind.title) for kind in KINDS.values())
+    lines = [
+        "kvviz quiz: predict what the cache does, then see if you were right",
+        "",
+        "  kvviz quiz DEMO|FILE --plain     questions on a demo or a .kvs file, in plain text",
+        "  kvviz quiz --random --seed N --level easy|medium|hard --plain",
+        "                                   on a generated scenario (--save FILE keeps it)",
+        "  kvviz quiz DEMO                  in the UI, practice mode (p switches it in any session)",
+        "",
+        "Each interesting step asks one question before it is shown; the same seed asks the",
+        "same questions. Answer with a choice number or the answer itself (a number, pages",
+        "such as `3 5`), `?` for a hint, a blank line to skip; end of input ends the quiz",
+        "with the score. --json ends with one JSON object of every question and answer.",
+        "Trie and base caches are quizzed; a hash cache is not yet (exit 2).",
+        "",
+        "Question kinds:",
+    ]
+    lines += [f"  {kind.title:<{width}}  answer: a {kind.form} of {kind.noun}s" if kind.form != "number"
+              else f"  {kind.title:<{width}}  answer: a number ({kind.noun}s)" for kind in KINDS.values()]
+    return "\n".join(lines) + "\n"
+
+
+_COMPARE = """\
+kvviz compare: one scenario on two cache configurations, side by side
+
+  kvviz compare FILE --right KIND[:POLICY] [--left KIND[:POLICY]] [--print | --json | --step N]
+
+KIND is trie, base or hash; POLICY one of the trie's eviction policies (lru, fifo, lfu,
+mru, filo, slru, priority); a trie without a policy takes the script's. --left defaults
+to the script's own cache line. --left-backend / --right-backend shortfin run a side on
+shortfin's trie (lru only). A misspelt kind or policy is refused with the names it could
+mean (trie:lruu: did you mean lru?).
+
+Both sides step together. A difference is what a user of the cache can observe: an op's
+success or failure, free pages, cached blocks, each allocation's block table; the first
+step where the sides differ is marked. Each side counts hit tokens, pages computed and
+reused, evictions and failed ops. The script's narration and expects apply on the side
+that runs its own cache line; the output says which side checked them.
+
+  --print   the first difference, then a table of every step with both sides' counters
+  --json    one JSON object (schema kvviz.compare/1): both sides per step, with digests
+  (none)    the UI, two columns, at the first difference (or --step N)
+
+Exit 0 when the sides agree at every step, exit 1 at a difference, 2 for bad input.
+kvviz diff FILE is the special case kvcore's trie against shortfin's.
+"""
+
+_TRACE = """\
+kvviz trace: replay a Mooncake request trace (JSONL) through the KV cache
+
+  kvviz trace FILE [--capacity-tokens 3M] [--design trie|hash | --base] [--policy P]
+  kvviz trace FILE --sweep [--design trie,hash] [--policy lru,lfu]   hit rate vs capacity
+  kvviz trace FILE --first N --to-kvs OUT.kvs                       a scenario to step through
+  kvviz trace FILE --first N --ui                                   the replay in the UI
+
+Units: each hash id of a request is one block of --page-tokens tokens (512 in the
+Mooncake release) and one page of the cache; requests share pages as far as their hash
+ids agree from the start. A converted scenario has tokens_per_page=1: one token is one
+block, and its title says so.
+
+Designs: trie (SGLang's radix tree, with --policy), hash (vLLM's hash blocks and free
+queue, lru only; --design hash --to-kvs writes a `cache hash` scenario), --base (no
+sharing). --with-output also holds pages for output tokens; --concurrency overlaps
+requests by arrival time (--prefill-ms-per-token, --decode-ms-per-token).
+
+Prints requests, token hit rate, the trace's prefix-reuse ratio, pages evicted, peak pages
+held and requests that failed to fit; --json prints the same as JSON. A bad line stops the
+read (exit 2) unless --on-error skip. A converted scenario carries the replay's expect
+lines, so kvviz check OUT.kvs verifies the cache still does what the replay measured.
+Limits (kvviz/limits.py, README "Limits"): MAX_TRACE_LINE_BYTES, MAX_TRACE_BLOCKS,
+MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS.
+"""
+
+TOPICS: dict[str, Topic] = {
+    "scenarios": Topic("the scenario language (.kvs files, the command bar, expect lines)", _scenarios),
+    "json": Topic("the fields of kvviz run --json (kvviz.timeline/1)", _json),
+    "keys": Topic("the keys of the UI", _keys),
+    "quiz": Topic("kvviz quiz: how questions are asked and answered, the question kinds", _quiz),
+    "compare": Topic("kvviz compare: two cache configurations side by side, what counts as a difference",
+                     lambda: _COMPARE),
+    "trace": Topic("kvviz trace: replaying Mooncake traces, units, designs, --sweep, --to-kvs", lambda: _TRACE),
+}
+"""Every topic of ``kvviz help``, in the order the list shows them."""
+
+ALIASES = {"scenario": "scenarios", "language": "scenarios", "key": "keys", "keyboard": "keys"}
+"""Other names a topic answers to."""
+
+
+def topic_list() -> str:
+    """What ``kvviz help`` alone prints: every topic and what it covers."""
+    width = max(map(len, TOPICS))
+    lines = ["kvviz help TOPIC prints one of these pages (kvviz COMMAND -h: a command's options):", ""]
+    lines += [f"  {name:<{width}}  {topic.summary}" for name, topic in TOPICS.items()]
+    return "\n".join(lines) + "\n"
