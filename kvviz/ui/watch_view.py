@@ -20,7 +20,7 @@ from typing import Any
 from ..model.designs.events import DESIGN
 from ..model.narrate import count
 
-SPARK_CELLS = 24
+SPARK_CELLS = 16
 """Cells of the header's sparkline of cached blocks."""
 
 SPARK_SAMPLES_PER_CELL = 8

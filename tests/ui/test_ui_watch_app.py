@@ -281,7 +281,7 @@ async def test_rates_and_the_sparkline_come_from_the_timeline():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         rates = app.timeline.rates(6)
-        assert f"{rates['batches_per_s']:.1f} batches/s" in app.header.text
+        assert f"{rates['batches_per_s']:.1f} batches/s · blocks +{rates['stored_per_s']:.1f}/s" in app.header.text
         assert f"{len(app.timeline.frame(6).state)} cached" in app.header.text
         assert "█" in app.header.text  # the peak of the sparkline
 
@@ -319,3 +319,19 @@ async def test_e_exports_the_step_shown_as_a_bundle_a_report_and_a_picture(tmp_p
                 break
             await pilot.pause(0.02)
         assert (tmp_path / "kvviz-watch-tcp-127-0-0-1-5557-step3-2.json").exists()
+
+
+async def test_a_new_step_scrolls_its_first_change_into_sight():
+    timeline = WatchTimeline("x")
+    timeline.add(message(0, stored(list(range(1, 200)))))  # a chain of 199 blocks
+    timeline.add(message(1, stored([5000], parent=199, first_token=10_000)))  # one more at its end
+    app = make_watch_app(timeline, step=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.forest.scroll_offset.y == 0  # step 1 stored everything from the top
+        app.action_next_step()
+        await pilot.pause()
+        row = app.forest.first_change_row()
+        assert app.forest.rows[row].item == (5000, "GPU")
+        top = app.forest.scroll_offset.y
+        assert top <= row < top + app.forest.scrollable_content_region.height

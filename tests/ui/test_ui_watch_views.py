@@ -12,7 +12,7 @@ from kvviz.ui.watch_view import (SPARK_SAMPLES_PER_CELL, StreamTotals, WatchView
                                  step_summary)
 from kvviz.ui.widgets.forest_view import MAX_INDENT, forest_lines, token_values
 from kvviz.ui.widgets.medium_bars import bar, medium_rows
-from kvviz.ui.widgets.watch_header import banner_text, rate_text, sparkline
+from kvviz.ui.widgets.watch_header import banner_text, rate_text, source_label, sparkline
 
 
 def test_chains_are_laid_out_depth_first_under_their_parents():
@@ -20,7 +20,9 @@ def test_chains_are_laid_out_depth_first_under_their_parents():
     lines = forest_lines(frame.state, frame.effect)
     assert [(line.block.key, line.depth, line.start) for line in lines] == [
         (ROOT_A, 0, 0), (A2, 1, 4), (A3, 2, 8), (B2, 1, 4)]
-    assert [line.prefix for line in lines] == ["└─", "  ├─", "  │ └─", "  └─"]
+    # A3, A2's only child, goes straight down; ROOT_A's two children indent as a branch.
+    assert [line.prefix for line in lines] == ["└─", "  ├─", "  │ ", "  └─"]
+    assert [line.level for line in lines] == [0, 1, 1, 1]
     assert [line.stored for line in lines] == [False, False, False, True]
 
 
@@ -50,14 +52,23 @@ def test_another_mediums_copy_is_drawn_under_the_first_and_has_no_children():
     assert lines[3].block.key == A3 and lines[3].depth == 2  # A3 hangs under A2's first copy
 
 
-def test_a_chain_deeper_than_the_indent_limit_stays_at_the_limit():
+def test_a_chain_goes_straight_down_and_branches_deeper_than_the_limit_stay_at_it():
     timeline = WatchTimeline()
-    keys = list(range(1, MAX_INDENT + 6))
+    keys = list(range(1, 40))
     timeline.add(message(0, stored(keys)))
     frame = timeline.frame(1)
+    chain = forest_lines(frame.state, frame.effect)
+    assert [line.depth for line in chain] == list(range(len(keys)))
+    assert {line.prefix for line in chain[1:]} == {"  "} and {line.level for line in chain} == {0}
+    branchy = WatchTimeline()
+    for seq in range(MAX_INDENT + 4):  # every block has two children: the next and a leaf
+        parent = seq * 10 if seq else None
+        branchy.add(message(seq, stored([seq * 10 + 10], parent=parent), stored([seq * 10 + 5], parent=parent)))
+    frame = branchy.frame(branchy.last_step)
     lines = forest_lines(frame.state, frame.effect)
-    assert [line.depth for line in lines] == list(range(len(keys)))
-    assert len({len(line.prefix) for line in lines[MAX_INDENT:]}) == 1
+    assert max(line.level for line in lines) == MAX_INDENT + 3
+    capped = [line for line in lines if line.level >= MAX_INDENT]
+    assert len({len(line.prefix) for line in capped}) == 1  # drawn at the limit's indent
 
 
 def test_a_chain_of_thousands_of_blocks_does_not_recurse():
@@ -122,8 +133,9 @@ def test_a_step_summary_marks_gaps_restarts_undecodable_and_removals():
 
 
 def test_rates_are_worded_with_units_and_a_dash_when_unknown():
-    assert rate_text({"batches_per_s": 2.0, "stored_per_s": 150.0, "removed_per_s": None}) == (
-        "2.0 batches/s · 150 stored/s · – removed/s")
+    assert rate_text({"batches_per_s": 2.0, "stored_per_s": 150.0, "removed_per_s": 0.25}) == (
+        "2.0 batches/s · blocks +150/s −0.2/s")
+    assert rate_text({"batches_per_s": None, "stored_per_s": None, "removed_per_s": None}) == "– batches/s"
 
 
 def test_the_banner_names_each_reason_the_view_is_incomplete():
@@ -140,3 +152,10 @@ def test_blocks_per_medium_merge_spellings_of_one_tier():
     timeline.add(message(1, stored([3], parent=2, first_token=8, medium="CPU"), removed([1], medium="cpu")))
     view = WatchView(timeline.frame(2), 2)
     assert medium_rows(view) == [("CPU", 2, 1, 1)]
+
+
+def test_the_header_names_an_endpoint_as_given_and_a_recording_by_its_file():
+    assert source_label("tcp://10.0.0.7:5557") == "tcp://10.0.0.7:5557"
+    assert source_label("/data/kv-events/vllm.jsonl") == "vllm.jsonl"
+    assert source_label("/d/vllm-0.33.0-conversation-400.jsonl") == "vllm-0.33.0-conversation-40…"
+    assert source_label("") == "kvviz watch"

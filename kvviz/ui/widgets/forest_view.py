@@ -2,7 +2,7 @@
 """The block forest of ``kvviz watch``: the cache a server's KV events describe, rebuilt.
 
 Each block hangs under the block its parent key names (:func:`forest_lines`), so a chain
-reads top to bottom, branching where two requests diverged. A row shows the block's key (as
+reads straight down, and indents where it branches (where two requests diverged). A row shows the block's key (as
 sent: opaque), its token positions in the chain (``tok 32–47``; ``+0–15`` counts from an
 orphan, whose start is unknown), its medium, its LoRA, its copies (the same key stored twice
 on one medium, ``×2``) and its token values. Blocks the step stored are green; blocks it
@@ -28,8 +28,11 @@ from ..watch_view import WatchView
 from .line_view import LineView, Row, SelectionMessage, Span
 
 MAX_INDENT = 12
-"""Deepest level drawn further right; deeper blocks stay at this indent (their token
-positions say how deep they are)."""
+"""Most branch levels drawn further right; blocks below deeper branches stay at this indent
+(marked with their branch level)."""
+
+CONTEXT_ROWS = 3
+"""Rows shown above the step's first change when it is scrolled into sight."""
 
 ORPHAN = "⊘"
 """The marker of a block whose parent key is not in the forest."""
@@ -38,7 +41,7 @@ COPY = "≡"
 """The marker of another medium's copy of the key above (its children hang under the first)."""
 
 LEGEND = ("● cached · + stored this batch · ✗ removed this batch (gone the next)",
-          f"{ORPHAN} orphan: its parent is not cached (never seen, or removed) · {COPY} same key, other medium")
+          f"{ORPHAN} orphan: parent not cached (never seen or removed) · {COPY} same key, other medium")
 """The legend, under the header (two lines, so a narrow pane still shows it)."""
 
 
@@ -46,7 +49,8 @@ LEGEND = ("● cached · + stored this batch · ✗ removed this batch (gone the
 class ForestLine:
     """One block as the forest draws it.
 
-    ``start`` is the position of its first token in its chain (counted from the orphan that
+    ``depth`` counts the blocks above it in its chain; ``level`` the branches above it (a
+    chain goes straight down, each branch indents once, up to :data:`MAX_INDENT`). ``start`` is the position of its first token in its chain (counted from the orphan that
     heads the chain when ``relative``); ``removed`` and ``stored``: what the step shown did
     to it; ``copy_of`` True for another medium's copy of the key drawn just above (the key's
     children hang under its first copy).
@@ -58,6 +62,7 @@ class ForestLine:
     start: int
     relative: bool
     head: bool
+    level: int = 0
     removed: bool = False
     stored: bool = False
     lost_copy: bool = False
@@ -120,26 +125,37 @@ def forest_lines(state, effect=None) -> tuple[ForestLine, ...]:
 
 def _walk(heads, children, copies, marks, out: list[ForestLine], seen: set) -> None:
     # Depth first with an explicit stack: a conversation's chain is hundreds of blocks long.
+    # Each entry: the block, the guide drawn before its marker, the prefix its children's
+    # guides start with, its indent level (branches only), its depth, its first token's
+    # position, whether positions count from an orphan, whether it heads a chain.
     stored, gone, lost = marks
-    pending = [(b, "", i == len(heads) - 1, 0, 0, b.parent is not None, True)
-               for i, b in reversed(list(enumerate(heads)))]
+    pending = []
+    for i in range(len(heads) - 1, -1, -1):
+        last = i == len(heads) - 1
+        pending.append((heads[i], "└─" if last else "├─", "  " if last else "│ ", 0, 0, 0,
+                        heads[i].parent is not None, True))
     while pending:
-        b, prefix, last, depth, start, relative, head = pending.pop()
+        b, guide, inner, level, depth, start, relative, head = pending.pop()
         if b.key in seen:
             continue
         seen.add(b.key)
-        inner = prefix if depth >= MAX_INDENT else prefix + ("  " if last else "│ ")
         for copy_index, block in enumerate([b, *copies.get(b.key, ())]):
             ident = (block.key, block.medium)
             # A copy is drawn where the key's children start, as a note on the row above.
-            guide = prefix + ("└─" if last else "├─") if copy_index == 0 else inner
-            out.append(ForestLine(block, guide, depth, start, relative, head and copy_index == 0,
-                                  removed=ident in gone, stored=ident in stored, lost_copy=ident in lost,
-                                  copy_of=copy_index > 0))
+            out.append(ForestLine(block, guide if copy_index == 0 else inner, depth, start, relative,
+                                  head and copy_index == 0, level=level, removed=ident in gone,
+                                  stored=ident in stored, lost_copy=ident in lost, copy_of=copy_index > 0))
         below = children.get(b.key, ())
         after = start + len(b.tokens)
+        if len(below) == 1:  # a chain goes straight down: no new indent until it branches
+            pending.append((below[0], inner, inner, level, depth + 1, after, relative, False))
+            continue
+        deeper = level >= MAX_INDENT
         for i in range(len(below) - 1, -1, -1):
-            pending.append((below[i], inner, i == len(below) - 1, depth + 1, after, relative, False))
+            last = i == len(below) - 1
+            child_guide = inner if deeper else inner + ("└─" if last else "├─")
+            child_inner = inner if deeper else inner + ("  " if last else "│ ")
+            pending.append((below[i], child_guide, child_inner, level + 1, depth + 1, after, relative, False))
 
 
 def token_values(tokens: Iterable[int], budget: int) -> str:
@@ -230,10 +246,31 @@ class ForestView(LineView):
         return old is not None and old.step == new.step and old.revision == new.revision
 
     def show(self, view: WatchView, rebuild: bool = True) -> None:
-        """Render ``view`` (rows are kept when only the selection changed)."""
-        if self._rows and not (rebuild and not self.keeps_rows(self.view, view)):
+        """Render ``view`` (rows are kept when only the selection changed). On a new step the
+        first block it stored or removed scrolls into sight, unless the selected block is
+        there to keep in sight (a forest of thousands of blocks hides a step's change)."""
+        old = self.view
+        if self._rows and not (rebuild and not self.keeps_rows(old, view)):
             self._link(view)
         super().show(view, rebuild)
+        if old is not None and old.step == view.step:
+            return
+        if view.selected is not None and view.selected in self._item_row:
+            return
+        row = self.first_change_row()
+        if row is not None:
+            self.scroll_to(y=max(0, row - CONTEXT_ROWS), animate=False, immediate=True, force=True)
+            self.restyle()
+
+    def first_change_row(self) -> int | None:
+        """The first row of a block the step stored or removed (or a removal never seen)."""
+        for index, row in enumerate(self._rows):
+            data = row.data
+            if isinstance(data, ForestLine) and (data.stored or data.removed or data.lost_copy):
+                return index
+            if isinstance(data, tuple) and data[0] == "unknown":
+                return index
+        return None
 
     def _link(self, view: WatchView) -> None:
         """The selected block's chain up to its head: the rows linked to the selection."""
@@ -309,8 +346,8 @@ class ForestView(LineView):
             tail.append((f" lora {block.lora}", meta))
         if block.copies > 1:
             tail.append((f" ×{block.copies}", meta))
-        if line.depth > MAX_INDENT:
-            tail.append((f" depth {line.depth}", meta))
+        if line.level > MAX_INDENT:
+            tail.append((f" branch {line.level}", meta))
         if line.orphan:
             tail.append((" orphan", style("forest-view--orphan")))
         if tag:

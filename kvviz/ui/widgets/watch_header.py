@@ -16,6 +16,7 @@ status and the counts stay.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 
 from textual.strip import Strip
 
@@ -26,16 +27,25 @@ from .line_canvas import LineCanvas, Span, spans_to_strip
 SPARKS = "▁▂▃▄▅▆▇█"
 """The sparkline's glyphs, lowest to highest."""
 
-RATES: tuple[tuple[str, str], ...] = (
-    ("batches_per_s", "batches/s"),
-    ("stored_per_s", "stored/s"),
-    ("removed_per_s", "removed/s"),
-)
-"""The rates shown, in order: (key in ``WatchTimeline.rates``, unit shown)."""
+RATE_KEYS = ("batches_per_s", "stored_per_s", "removed_per_s")
+"""The rates shown, in order (keys of ``WatchTimeline.rates``)."""
 
 
-PRIORITY = ("status", "counts", "source", "cached", "sparkline", "rates", "peak")
+PRIORITY = ("status", "counts", "source", "cached", "rates", "sparkline", "peak")
 """The header's parts, most wanted first: a narrow terminal drops them from the end."""
+
+
+SOURCE_CHARS = 28
+"""Most characters of the source the header shows (the rest of the line is figures)."""
+
+
+def source_label(source: str) -> str:
+    """The source as the header shows it: an endpoint as given, a recording by its file name
+    (the full path is in the export's bundle), cut to :data:`SOURCE_CHARS` with "…"."""
+    if not source:
+        return "kvviz watch"
+    label = source if "://" in source else PurePath(source).name or source
+    return label if len(label) <= SOURCE_CHARS else label[:SOURCE_CHARS - 1] + "…"
 
 
 def sparkline(values: Sequence[int]) -> str:
@@ -47,13 +57,18 @@ def sparkline(values: Sequence[int]) -> str:
     return "".join(SPARKS[min(last, round(v * last / top))] for v in values)
 
 
-def rate_text(rates: Mapping[str, float]) -> str:
-    """ "12.5 batches/s · 180 stored/s · 20 removed/s" ("–" where the stream had no times)."""
-    parts = []
-    for key, unit in RATES:
-        value = rates.get(key)
-        parts.append(f"– {unit}" if value is None else f"{value:,.{1 if value < 100 else 0}f} {unit}")
-    return " · ".join(parts)
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.{1 if value < 100 else 0}f}"
+
+
+def rate_text(rates: Mapping[str, float | None]) -> str:
+    """ "1.0 batches/s · blocks +114/s −34/s": batches, then blocks stored (+) and removed (−)
+    per second; "– batches/s" until two batches with times came (the rates are the
+    publisher's timestamps', never kvviz's clock)."""
+    batches, stored, removed = (rates.get(key) for key in RATE_KEYS)
+    if batches is None:
+        return "– batches/s"
+    return f"{_rate(batches)} batches/s · blocks +{_rate(stored)}/s −{_rate(removed)}/s"
 
 
 def banner_text(view: WatchView) -> str:
@@ -143,7 +158,7 @@ class WatchHeader(LineCanvas, can_focus=False):
             return (count(n, word, plural), style("watch-header--bad" if n else "watch-header--ok"))
 
         parts: dict[str, list[Span]] = {
-            "source": [(view.source or "kvviz watch", style("watch-header--source")), (" · ", meta)],
+            "source": [(source_label(view.source), style("watch-header--source")), (" · ", meta)],
             "status": [(view.status(), style("watch-header--paused" if paused else "watch-header--live"))],
             "rates": [(" · ", meta), (rate_text(view.rates), meta)],
             "cached": [(" · ", meta), (f"{view.cached:,} cached", style("watch-header--source"))],
