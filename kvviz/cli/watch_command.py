@@ -26,9 +26,10 @@ from pathlib import Path
 import click
 
 from .. import limits
+from ..backends.kv_events.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
 from .common import BadInput, launch_watch_ui, plural, refuse_special_file, require_terminal
 
-EXTRA_LINE = 'kvviz watch needs the watch extra: pip install -e ".[watch]"'
+EXTRA_LINE = WATCH_EXTRA_MISSING
 """The one line ``kvviz watch`` prints when msgspec or pyzmq is missing."""
 
 POLL_IDLE_S = 0.02
@@ -246,13 +247,15 @@ def _recorder(record: str | None):
     """A writer of every message received to ``record`` (None: no recording)."""
     if record is None:
         return None
-    from ..backends.kv_events.recording import RecordingWriter
+    from ..backends.kv_events.recording import RecordingError, RecordingWriter
 
     refuse_special_file(record, "a file to record into")
     try:
         return RecordingWriter(record)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{record}: cannot record into it ({getattr(exc, 'strerror', None) or exc})") from None
+    except RecordingError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{record}: cannot record into it ({exc.strerror or exc})") from None
 
 
 def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | None, record: str | None,
@@ -272,8 +275,8 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
         else:
             launch_watch_ui(timeline, subscriber=subscriber)
     finally:
-        subscriber.stop()
-        if writer is not None and hasattr(writer, "close"):
+        subscriber.stop()  # joins the thread: nothing writes the recording after this
+        if writer is not None:
             writer.close()
 
 
@@ -343,9 +346,14 @@ def _against(messages, replay_file: str, scenario_file: str, as_json: bool) -> N
         raise BadInput(f"{scenario_file}: not UTF-8 text at byte {exc.start} (expected a .kvs scenario)") from None
     except OSError as exc:
         raise BadInput(f"{scenario_file}: cannot read ({exc.strerror or exc})") from None
+    from ..model.scenario import ScenarioError
+
     try:
         report = against(messages, text, source=scenario_file)
-    except ValueError as exc:  # a scenario that does not parse or run: its own located line
+    except ScenarioError as exc:  # every located problem, as `kvviz run` lists them
+        first, *others = exc.report().split("\n")
+        raise BadInput(first, tuple(others)) from None
+    except ValueError as exc:  # a scenario that is not for a hash cache: one line
         raise BadInput(str(exc)) from None
     if as_json:
         from ..model.watch_json import json_line

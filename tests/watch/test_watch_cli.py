@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz watch`` on the command line: headless summaries of both shared recordings held to an
+independent decode, exports (a watch bundle that ``kvviz open`` replays and verifies, tampering
+caught; a Markdown report), bad input located, the missing extra in one line, a live watch of a
+publisher process of our own."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
+
+from kvviz.cli import cli  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from watch_expected import event_fields, expected_figures, unpack  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "kv-events"
+VLLM = DATA / "vllm-0.33.0-conversation-400.jsonl"
+SGLANG = DATA / "sglang-0.5.23-conversation-400.jsonl"
+RECORDINGS = pytest.mark.parametrize("recording", [VLLM, SGLANG], ids=["vllm", "sglang"])
+EXTRA_LINE = 'kvviz watch needs the watch extra: pip install -e ".[watch]"'
+PUBLISHER = Path(__file__).parent / "publisher.py"
+DEADLINE_S = 60
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, ["watch", *args], catch_exceptions=False)
+
+
+def json_lines(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def first_lines(path: Path, n: int, out: Path) -> Path:
+    out.write_text("".join(path.read_text().splitlines(keepends=True)[:n]))
+    return out
+
+
+# -- headless ----------------------------------------------------------------------------------
+
+
+@RECORDINGS
+def test_json_summary_of_a_shared_recording_matches_an_independent_decode(recording):
+    result = run("--replay-file", str(recording), "--json")
+    assert result.exit_code == 0, result.output
+    (summary,) = json_lines(result.output)
+    expected = expected_figures(recording)
+    assert {key: summary[key] for key in expected} == expected
+    assert summary["type"] == "summary" and summary["schema"] == "kvviz.watch-summary/1"
+    assert summary["gaps"] == summary["restarts"] == summary["undecodable"] == 0
+    line = result.output.splitlines()[0]
+    assert line == json.dumps(summary, sort_keys=True, separators=(",", ":"))  # canonical
+
+
+def test_every_n_prints_a_progress_line_per_n_messages_then_the_summary(tmp_path):
+    result = run("--replay-file", str(VLLM), "--json", "--every", "150")
+    records = json_lines(result.output)
+    assert [r["type"] for r in records] == ["progress", "progress", "progress", "summary"]
+    assert [r["step"] for r in records[:3]] == [150, 300, 400]
+    for r in records[:3]:  # each progress line is the independent decode of the recording so far
+        expected = expected_figures(first_lines(VLLM, r["step"], tmp_path / f"first-{r['step']}.jsonl"))
+        assert r["cached_blocks"] == expected["cached_blocks"] and r["peak_blocks"] == expected["peak_blocks"]
+    assert sum(r["stored"] for r in records[:3]) == records[3]["blocks_stored"]
+    assert sum(r["removed"] for r in records[:3]) == records[3]["blocks_removed"]
+
+
+def test_print_says_the_summary_in_lines():
+    result = run("--replay-file", str(SGLANG), "--print", "--every", "200")
+    lines = result.output.splitlines()
+    assert result.exit_code == 0
+    assert lines[0].startswith("step 200 (seq 199): ") and lines[1].startswith("step 400 (seq 399): ")
+    assert "events: 480 (AllBlocksCleared 1, BlockRemoved 119, BlockStored 360)" in lines
+    assert "cached at the end: 2,907 blocks (peak 3,000; 0 orphans, 0 stored as orphans)" in lines
+    assert lines[-1] == "(not shown: the stream carries no reference counts, eviction order or owners)"
+
+
+def test_the_json_help_documents_every_field_the_records_have():
+    from kvviz.model.watch_json import WATCH_JSON_HELP
+
+    records = json_lines(run("--replay-file", str(VLLM), "--json", "--every", "400").output)
+    documented = {line.split()[0] for line in WATCH_JSON_HELP.splitlines() if line.startswith("  ") and line.split()}
+    for record in records:
+        assert set(record) <= documented, set(record) - documented
+
+
+# -- exports -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "step-300.json"
+    result = run("--replay-file", str(VLLM), "--export-step", "300", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.output == f"wrote {out} (step 300 of 400)\n"
+    return out
+
+
+def open_bundle(path: Path):
+    return CliRunner().invoke(cli, ["open", str(path), "--print"], catch_exceptions=False)
+
+
+def test_a_watch_bundle_holds_the_messages_up_to_its_step_and_opens_verified(bundle):
+    data = json.loads(bundle.read_text())
+    assert bundle.read_text().startswith('{\n  "schema": "kvviz.watch-bundle/1"')
+    recorded = [json.loads(line) for line in VLLM.read_text().splitlines()[:300]]
+    assert data["messages"] == recorded  # base64 as the recording has it
+    assert [s for s, _ in data["digests"]] == [0, 256, 300]
+    result = open_bundle(bundle)
+    assert result.exit_code == 0, result.output
+    assert "replayed 300 messages: every digest matches" in result.output
+    assert result.output.splitlines()[1].startswith("Batch 300 (seq 299): ")
+
+
+def tampered(bundle: Path, tmp_path: Path, change) -> Path:
+    data = json.loads(bundle.read_text())
+    change(data)
+    out = tmp_path / "tampered.json"
+    out.write_text(json.dumps(data))  # keys in any order: still a watch bundle by its schema
+    return out
+
+
+def test_a_bundle_whose_messages_were_changed_diverges(bundle, tmp_path):
+    def swap(data):  # batch 270 replaced by batch 271's bytes
+        data["messages"][270]["payload"] = data["messages"][271]["payload"]
+
+    result = open_bundle(tampered(bundle, tmp_path, swap))
+    assert result.exit_code == 1
+    assert "replay diverges from the bundle: step 300 diverges: replay gives digest" in result.output
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["digests"].__setitem__(1, [256, "0" * 64]), "step 256 diverges"),
+    (lambda d: d["digests"].pop(1), "records digests at steps 0, 300"),
+    (lambda d: d["summary"].__setitem__("peak_blocks", 12), "summary disagrees with its replay: peak_blocks"),
+    (lambda d: d.__setitem__("narration", "nothing happened"), "narration of step 300"),
+], ids=["digest", "digest-dropped", "summary", "narration"])
+def test_a_bundle_whose_claims_were_edited_diverges(bundle, tmp_path, change, words):
+    result = open_bundle(tampered(bundle, tmp_path, change))
+    assert result.exit_code == 1 and words in result.output, result.output
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d.__setitem__("extra", 1), "unknown field(s) 'extra'"),
+    (lambda d: d["messages"][3].__setitem__("payload", "not base64!"), "messages[3].payload is not valid base64"),
+    (lambda d: d["messages"].pop(), "field 'step' is 300 but the bundle holds 299 messages"),
+], ids=["unknown-field", "base64", "count"])
+def test_a_malformed_bundle_is_bad_input(bundle, tmp_path, change, words):
+    result = open_bundle(tampered(bundle, tmp_path, change))
+    assert result.exit_code == 2 and words in result.output, result.output
+    assert len(result.output.splitlines()) == 1
+
+
+def test_the_markdown_report_draws_the_forest_bounded_with_the_steps_chains(tmp_path):
+    out = tmp_path / "step-120.md"
+    result = run("--replay-file", str(VLLM), "--export-step", "120", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    line = VLLM.read_text().splitlines()[119]
+    _ts, events, _rank = unpack(base64.b64decode(json.loads(line)["payload"]))
+    stored_here = sum(len(f["block_hashes"]) for kind, f in map(event_fields, events) if kind == "BlockStored")
+    cached = expected_figures(first_lines(VLLM, 120, tmp_path / "first.jsonl"))["cached_blocks"]
+    assert "```mermaid\ngraph LR\n" in text
+    assert text.count(" new\n") == stored_here > 0  # every block the step stored is drawn, green
+    assert f'more["… and {cached - 200:,} more blocks"]' in text
+    assert f"| GPU | {cached:,} |" in text and "| blocks cached now | " in text
+    assert "#lt;br/#gt;" not in text
+
+
+def test_an_export_never_overwrites_its_recording_and_names_its_formats(tmp_path):
+    copy = first_lines(VLLM, 20, tmp_path / "rec.json")
+    before = copy.read_text()
+    result = run("--replay-file", str(copy), "-o", str(copy))
+    assert result.exit_code == 2 and "refusing to overwrite an input" in result.output
+    assert copy.read_text() == before
+    result = run("--replay-file", str(copy), "-o", str(tmp_path / "x.svg"))
+    assert result.exit_code == 2 and "a watch exports as .json or .md" in result.output
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def test_a_bad_recording_line_is_located_as_file_line_column(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    lines = VLLM.read_text().splitlines()[:3]
+    bad.write_text(lines[0] + "\n" + lines[1] + "\n" + '{"topic": "kv", "seq": 2, "payload": }\n')
+    result = run("--replay-file", str(bad), "--json")
+    assert result.exit_code == 2
+    assert result.output.startswith(f"kvviz: error: {bad}:3:") and len(result.output.splitlines()) == 1
+
+
+def test_an_undecodable_payload_is_counted_not_fatal(tmp_path):
+    rec = tmp_path / "garbage.jsonl"
+    lines = VLLM.read_text().splitlines()[:3]
+    garbage = json.dumps({"topic": "kv", "seq": 3, "payload": base64.b64encode(b"\xc1\x00").decode()})
+    rec.write_text("\n".join(lines + [garbage]) + "\n")
+    (summary,) = json_lines(run("--replay-file", str(rec), "--json").output)
+    assert summary["undecodable"] == 1 and summary["undecodable_list"][0]["seq"] == 3 and summary["messages"] == 4
+
+
+@pytest.mark.parametrize("args, words", [
+    ([], "give an ENDPOINT"),
+    (["tcp://127.0.0.1:1", "--replay-file", "x"], "not both"),
+    (["--replay-file", "x", "--every", "3"], "--every needs --print or --json"),
+    (["--replay-file", "x", "--print", "--json"], "exclude each other"),
+    (["--replay-file", "x", "--count", "3", "--print"], "--count subscribe(s) to a live server"),
+    (["tcp://127.0.0.1:1", "-o", "x.json"], "work(s) on a recording"),
+    (["tcp://127.0.0.1:1", "--count", "3"], "add --print or --json"),
+    (["--replay-file", "x", "--export-step", "3"], "--export-step needs -o"),
+    (["--replay-file", "/nonexistent/rec.jsonl", "--print"], "no such file"),
+], ids=lambda value: value if isinstance(value, str) else None)
+def test_flags_that_cannot_go_together_are_one_line_of_bad_input(args, words):
+    result = run(*args)
+    assert result.exit_code == 2 and words in result.output, result.output
+    assert len(result.output.splitlines()) == 1
+
+
+def test_the_ui_without_a_terminal_is_refused_naming_print():
+    result = run("--replay-file", str(VLLM))
+    assert result.exit_code == 2 and "--print" in result.output and "terminal" in result.output
+
+
+def test_against_a_scenario_that_is_missing_or_not_for_a_hash_cache_is_bad_input(tmp_path):
+    result = run("--replay-file", str(VLLM), "--against", str(tmp_path / "none.kvs"))
+    assert result.exit_code == 2 and "no such file" in result.output
+    trie = tmp_path / "trie.kvs"
+    trie.write_text("cache trie pages=4 tokens_per_page=2\nacquire a 1 2\n")
+    result = run("--replay-file", str(VLLM), "--against", str(trie))
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+
+
+def test_to_kvs_writes_the_recording_as_a_scenario(tmp_path):
+    out = tmp_path / "rec.kvs"
+    result = run("--replay-file", str(first_lines(VLLM, 5, tmp_path / "five.jsonl")), "--to-kvs", str(out))
+    assert result.exit_code == 0, result.output
+    assert "cache hash" in out.read_text()
+
+
+@pytest.mark.parametrize("missing, args", [
+    ("msgspec", ["--replay-file", str(VLLM), "--print"]),
+    ("zmq", ["tcp://127.0.0.1:9", "--print", "--count", "1"]),
+], ids=["msgspec", "zmq"])
+def test_without_the_watch_extra_watch_says_how_to_install_it_in_one_line(missing, args):
+    code = (f"import sys; sys.modules[{missing!r}] = None\n"
+            "from kvviz.cli import main\n"
+            f"sys.argv = ['kvviz', 'watch', *{args!r}]\n"
+            "main()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S)
+    assert (done.returncode, done.stderr, done.stdout) == (2, EXTRA_LINE + "\n", "")
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_live_watch_follows_a_publisher_records_what_it_received_and_sums_it_up(tmp_path):
+    pub, router = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"send": 40}, {"skip": 3}, {"send": 10}]}))
+    publisher = subprocess.Popen(
+        [sys.executable, str(PUBLISHER), "--pub", pub, "--router", router, "--recording", str(VLLM),
+         "--script", str(script), "--deadline", str(DEADLINE_S)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    record = tmp_path / "live.jsonl"
+    try:
+        watch = subprocess.run(
+            [sys.executable, "-m", "kvviz", "watch", pub, "--topic", "kv", "--json", "--count", "50",
+             "--max-seconds", str(DEADLINE_S - 10), "--record", str(record)],
+            capture_output=True, text=True, timeout=DEADLINE_S)
+    finally:
+        if publisher.poll() is None:
+            os.killpg(publisher.pid, signal.SIGKILL)
+        publisher.wait(timeout=DEADLINE_S)
+    assert watch.returncode == 0, watch.stderr
+    (summary,) = json_lines(watch.stdout)
+    recorded = [json.loads(line) for line in record.read_text().splitlines()]
+    original = [json.loads(line) for line in VLLM.read_text().splitlines()]
+    assert [r["seq"] for r in recorded] == list(range(40)) + list(range(43, 53))
+    assert [r["payload"] for r in recorded] == [o["payload"] for o in original[:40] + original[43:53]]
+    expected = expected_figures(record)  # the independent decode of what was received
+    assert {key: summary[key] for key in expected} == expected
+    assert summary["gaps"] == 1 and summary["missing_messages"] == 3
+    assert summary["gap_list"] == [{"step": 41, "rank": 0, "first": 40, "last": 42}]
