@@ -39,6 +39,8 @@ the header's policy evicts), and its step 0 says so; :attr:`Side.expects_checked
 
 from __future__ import annotations
 
+import difflib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
@@ -214,8 +216,8 @@ def parse_side(text: str, header: CacheConfig, backend: str = "kvcore") -> SideS
     """
     kind, sep, policy = str(text).strip().lower().partition(":")
     if kind not in COMPARE_KINDS:
-        raise DiffError(f"{text!r} is not a cache configuration: expected KIND[:POLICY] with KIND one of "
-                        f"{', '.join(COMPARE_KINDS)} (e.g. trie:lfu)")
+        raise DiffError(f"{text!r} is not a cache configuration{_did_you_mean(kind, COMPARE_KINDS)}: expected "
+                        f"KIND[:POLICY] with KIND one of {', '.join(COMPARE_KINDS)} (e.g. trie:lfu)")
     if backend not in BACKENDS:
         raise DiffError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})")
     if not sep:
@@ -224,8 +226,15 @@ def parse_side(text: str, header: CacheConfig, backend: str = "kvcore") -> SideS
         why = "never evicts" if kind == "base" else "evicts by its free queue"
         raise DiffError(f"{text!r}: the {kind} cache {why} and takes no policy (give {kind!r} alone)")
     elif policy not in POLICIES:
-        raise DiffError(f"{text!r}: unknown policy {policy!r} (expected one of: {', '.join(POLICIES)})")
+        raise DiffError(f"{text!r}: unknown policy {policy!r}{_did_you_mean(policy, POLICIES)} (expected one "
+                        f"of: {', '.join(POLICIES)})")
     return SideSpec(kind, policy, backend)
+
+
+def _did_you_mean(word: str, choices) -> str:
+    """``" (did you mean lru?)"`` for a close misspelling of one of ``choices``, else ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 # -- counters ----------------------------------------------------------------------------------
@@ -552,11 +561,17 @@ def field_summary(field_name: str, left: Observation, right: Observation, names:
     if field_name in ("cached", "unreachable"):
         width = max(len(kn), len(sn)) + len("only in :") + 1
         mine, theirs = getattr(k, field_name), getattr(s, field_name)
-        only_k = [p for p in mine if p not in theirs]
-        only_s = [p for p in theirs if p not in mine]
+        in_k, in_s = Counter(mine), Counter(theirs)
+        only_k = [p for p in mine if p not in in_s]
+        only_s = [p for p in theirs if p not in in_k]
         out = [f"{FIELD_NAMES[field_name]}:"]
         out += [f"  {f'only in {kn}:'.ljust(width)}[{label(p)}]" for p in only_k]
         out += [f"  {f'only in {sn}:'.ljust(width)}[{label(p)}]" for p in only_s]
+        # A hash cache keeps a block computed twice twice (vLLM's copies); the trie dedups it.
+        out += [f"  [{label(p)}] is cached {_times(in_k[p])} in {kn}, {_times(in_s[p])} in {sn}"
+                for p in dict.fromkeys(mine) if p in in_s and in_k[p] != in_s[p]]
+        if len(out) == 1:  # every block on both sides, as often: only their order differs
+            out.append("  the same blocks on both sides, listed in another order")
         return out
     kt, st = dict(k.block_tables), dict(s.block_tables)
     out = ["block tables (letters alias pages; =[...] is the cached block holding the page):"]
@@ -565,7 +580,13 @@ def field_summary(field_name: str, left: Observation, right: Observation, names:
             kd = describe_table(kt[name], label, tpp) if name in kt else "(not live)"
             sd = describe_table(st[name], label, tpp) if name in st else "(not live)"
             out.append(f"  {name}: {kn} {kd}; {sn} {sd}")
+    if len(out) == 1:  # the tables differ in a way their letters do not show
+        out.append("  the same tables as written here; the pages they alias differ")
     return out
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n:,} times")
 
 
 def divergence_summary(run: CompareRun, step: int) -> list[str]:
@@ -666,6 +687,32 @@ def expects_line(side: Side) -> str:
     return text
 
 
+#: Failed expect lines and invariant violations listed per side; the rest are counted.
+MAX_FAILED_CHECKS_LISTED = 10
+
+
+def _failed_checks(side: Side) -> list[str]:
+    """One line per failed expect and invariant violation of ``side`` (bounded), under a
+    heading; none when every check held."""
+    session = side.session
+    found: list[str] = []
+    total = 0
+    for i in range(1, len(session)):
+        frame = session.frame(i)
+        for r in frame.expect_failures:
+            total += 1
+            if len(found) < MAX_FAILED_CHECKS_LISTED:
+                found.append(f"  line {r.expect.line}, step {i} `{r.expect.text}`: {r.message}")
+        for v in frame.violations:
+            total += 1
+            if len(found) < MAX_FAILED_CHECKS_LISTED:
+                found.append(f"  step {i} `{frame.op.text}`: invariant {v}")
+    if not found:
+        return []
+    more = [f"  ... and {total - len(found):,} more"] if total > len(found) else []
+    return [f"failed on {side.key} ({side.spec.label}):", *found, *more]
+
+
 def _counter_text(c: Counters) -> str:
     return (f"hit {count(c.hit_tokens, 'token')}, {c.pages_computed:,} pages computed, {c.pages_reused:,} reused, "
             f"{count(c.evictions, 'eviction')}, {count(c.failures, 'failed op')}")
@@ -712,9 +759,12 @@ def format_compare(run: CompareRun) -> str:
              f"{count(len(scenario.steps), 'step')}, {count(config.pages, 'page')} of "
              f"{count(config.tokens_per_page, 'token')}"]
     lines += [f"expects: {expects_line(side)}" for side in run.sides]
+    for side in run.sides:  # what failed is shown, not only counted: "no difference" is about the sides
+        lines += _failed_checks(side)
     d = run.divergence
     if d is None:
-        lines.append("no difference: outcomes, free pages, cached blocks and block tables agree at every step")
+        lines.append("no difference between the sides: outcomes, free pages, cached blocks and block tables "
+                     "agree at every step")
     else:
         where = f" (line {d.line})" if d.line else ""
         lines.append(f"first difference at step {d.step}{where}: {d.op_text}")

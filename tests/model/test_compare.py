@@ -278,3 +278,74 @@ def test_a_hash_block_whose_parent_is_gone_is_unreachable_and_keeps_its_own_toke
     data["blocks"] = [data["blocks"][1][:5] + [False]]  # the parent [1 2] evicted, the child kept
     (child,) = cached_blocks(Snapshot.from_dict(data))
     assert (child.path, child.reachable, child.name) == ((3, 4), False, "block 2")
+
+
+# -- issue 20 #12: no empty section, no "no difference" beside failures it hides, did-you-mean --
+
+TWICE_COMPUTED = """\
+cache trie pages=4 tokens_per_page=4
+acquire a 1..4
+acquire b 1..4
+publish a
+publish b
+"""
+
+
+def _report(script: str, right: str) -> str:
+    run = run_compare(parse_scenario(script), parse_side("trie", TRIE_LRU), parse_side(right, TRIE_LRU))
+    return format_compare(run)
+
+
+def _sections(text: str) -> list[tuple[str, list[str]]]:
+    """Each heading line (ending in ':') and the indented lines under it."""
+    out = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith(":"):
+            indent = len(line) - len(line.lstrip())
+            body = []
+            for after in lines[i + 1:]:
+                if not after.strip() or len(after) - len(after.lstrip()) <= indent:
+                    break
+                body.append(after)
+            out.append((line, body))
+    return out
+
+
+def test_a_block_cached_twice_on_one_side_is_said_not_left_as_an_empty_section():
+    text = _report(TWICE_COMPUTED, "hash")  # vLLM keeps both copies; the trie dedups
+    for heading, body in _sections(text):
+        assert body, f"empty section {heading!r} in:\n{text}"
+    assert "twice" in text
+
+
+@given(seed=st.integers(0, 200), right=st.sampled_from(["base", "hash", "trie:fifo", "trie:mru"]))
+def test_no_report_of_a_generated_scenario_has_an_empty_section(seed, right):
+    from kvviz.model.generate import generate
+
+    text = _report(generate(seed, "hard"), right)
+    for heading, body in _sections(text):
+        assert body, f"empty section {heading!r}"
+
+
+FAILING_EXPECT = """\
+cache trie pages=4 tokens_per_page=4
+acquire a 1..4
+expect free 1
+publish a
+"""
+
+
+def test_no_difference_with_failed_expects_lists_the_failures_beside_it():
+    text = _report(FAILING_EXPECT, "trie:fifo")
+    assert "no difference between the sides" in text
+    assert "line 3" in text and "expected free 1, got free 3" in text
+
+
+def test_a_misspelt_policy_gets_a_did_you_mean():
+    with pytest.raises(DiffError, match=r"unknown policy 'lruu' \(did you mean lru\?"):
+        parse_side("trie:lruu", TRIE_LRU)
+    with pytest.raises(DiffError, match=r"did you mean hash\?"):
+        parse_side("hsah", TRIE_LRU)
+    result = CliRunner().invoke(cli, ["compare", "lru", "--right", "trie:lruu", "--print"])
+    assert result.exit_code == 2 and "did you mean lru?" in result.stderr
