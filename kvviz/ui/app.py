@@ -101,12 +101,14 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
     BINDINGS = [
         Binding("left,h", "previous_step", "back", key_display="←", group=_STEP_KEYS),
         Binding("right,l", "next_step", "step", key_display="→", group=_STEP_KEYS),
-        Binding("i", "step_into", "into"),
+        Binding("i", "step_into", "in"),
         Binding("o", "step_out", "out"),
         Binding("x", "toggle_code", "code"),
         # b and v each have a silent twin where they cannot act: it says why in the status
-        # line, and the footer shows the key only where it does something.
-        Binding("b", "toggle_buggy", "buggy"),
+        # line, and the footer shows the key only where it does something. The footer's words
+        # are short ("in", "bug", "broken": the first step whose invariants broke) so that
+        # every key fits 120 columns; the help says each in full.
+        Binding("b", "toggle_buggy", "bug"),
         Binding("b", "no_buggy_code", "Buggy code (none here)", show=False),
         Binding("home", "first_step", "First step", show=False),
         Binding("end", "last_step", "Last step", show=False),
@@ -116,8 +118,8 @@ class KvvizApp(SubStepMoves, StepActions, App[None]):
         Binding("minus,underscore", "slower", "Slower", show=False),
         Binding("left_square_bracket", "previous_interesting", "prev", key_display="[", group=_EVENT_KEYS),
         Binding("right_square_bracket", "next_interesting", "event", key_display="]", group=_EVENT_KEYS),
-        Binding("g", "jump", "go to"),
-        Binding("v", "first_violation", "violation"),
+        Binding("g", "jump", "go"),
+        Binding("v", "first_violation", "broken"),
         Binding("v", "no_violation", "First violation (none here)", show=False),
         Binding("w", "toggle_why", "why"),
         Binding("colon", "focus_command", "op", key_display=":"),

@@ -266,3 +266,14 @@ async def test_a_trace_timeline_counts_blocks_in_the_pool_the_hit_column_and_the
         assert "matched 2 of 3 blocks (of 512 tokens)" in text
         assert "2 of 3 blocks (block 2" in text, text  # the event log: blocks, not tokens
         assert " tokens (block" not in text
+
+
+async def test_every_footer_key_fits_120_columns_on_a_bug_demo_with_a_violation(app_on, leaky):
+    from textual.widgets import Footer
+
+    app = app_on(leaky, step=3, demo="bug-b5-ref-leak")  # b and v both act here
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        assert {"b", "v", "x", "p", "q"} <= footer_keys(app)
+        footer = app.query_one(Footer)
+        assert footer.virtual_size.width <= footer.region.width, "the footer is cut"
