@@ -34,6 +34,12 @@ def _json() -> str:
     return JSON_HELP
 
 
+def _watch() -> str:
+    from ..model.watch_json import WATCH_JSON_HELP
+
+    return WATCH_JSON_HELP
+
+
 def _keys() -> str:
     from ..ui.practice import PRACTICE_KEYS
     from ..ui.screens.help_screen import KEYS
@@ -129,6 +135,7 @@ TOPICS: dict[str, Topic] = {
     "compare": Topic("kvviz compare: two cache configurations side by side, what counts as a difference",
                      lambda: _COMPARE),
     "trace": Topic("kvviz trace: replaying Mooncake traces, units, designs, --sweep, --to-kvs", lambda: _TRACE),
+    "watch": Topic("the fields of kvviz watch --json (kvviz.watch-summary/1)", _watch),
 }
 """Every topic of ``kvviz help``, in the order the list shows them."""
 
