@@ -51,6 +51,10 @@ MAX_SUBSTEP_STATE_PAGES = 2_000_000
 counted before the first line: 976 states at 2,048 pages, where a state is ~165 KB of JSON
 (806 of them: 135 MB in 9.3 s CPU), or 250,000 on a demo's 8 pages. One op evicting 492 of
 2,048 pages has 5,765 sub-steps: ``--json --substeps`` without ``--states`` prints them (2.5 MB)."""
+MAX_STEP_STATE_PAGES = 2_000_000
+"""Step snapshots x the cache's pages one ``kvviz run --json`` writes (every step line carries
+its snapshot), checked before the first line: 976 steps at 2,048 pages, or 2 of a 1,000,000-page
+pool (35 MB of JSON per step there); ``--step N`` prints one."""
 
 # -- exports and bundles ------------------------------------------------------------------
 
