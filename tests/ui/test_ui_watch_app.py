@@ -335,3 +335,12 @@ async def test_a_new_step_scrolls_its_first_change_into_sight():
         assert app.forest.rows[row].item == (5000, "GPU")
         top = app.forest.scroll_offset.y
         assert top <= row < top + app.forest.scrollable_content_region.height
+
+
+async def test_a_removal_of_a_block_never_seen_is_listed_and_makes_the_view_incomplete():
+    app = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive([received(message(0, removed([0x5151_0000_0000_0001])))])
+        await pilot.pause()
+        assert any("never seen stored" in line for line in forest_text(app))
+        assert "1 removal of blocks never seen" in app.header.text

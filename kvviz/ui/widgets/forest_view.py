@@ -258,7 +258,8 @@ class ForestView(LineView):
         if view.selected is not None and view.selected in self._item_row:
             return
         row = self.first_change_row()
-        if row is not None:
+        top, height = self.scroll_offset.y, self.scrollable_content_region.height
+        if row is not None and not top <= row < top + height:
             self.scroll_to(y=max(0, row - CONTEXT_ROWS), animate=False, immediate=True, force=True)
             self.restyle()
 
@@ -299,7 +300,7 @@ class ForestView(LineView):
         if data == "empty":
             return [("no cached blocks", style("line-view--muted"))]
         if isinstance(data, tuple) and data[0] == "unknown":
-            return [(f"✗ {key_label(data[1])} removed, but never seen stored (stored before kvviz attached)",
+            return [(f"✗ {key_label(data[1])} removed, never seen stored (before kvviz attached, a gap or a restart)",
                      style("forest-view--note"))]
         return []
 
