@@ -174,6 +174,7 @@ def _print_json(session, step: int | None, backend: str, substeps: bool, states:
     from ..model.timeline_json import header_record, json_line, timeline_lines
 
     steps = _printed_steps(session, step)
+    _check_step_budget(session, steps, step)
     if states:
         _check_state_budget(session, steps, step)
     out = sys.stdout
@@ -183,6 +184,19 @@ def _print_json(session, step: int | None, backend: str, substeps: bool, states:
     # Each frame was built for its line, so its summary knows its checks' results by now.
     summaries = session.summaries
     _verdict(session, [i for i in steps if summaries[i].violations or summaries[i].expect_failures])
+
+
+def _check_step_budget(session, steps, step: int | None) -> None:
+    """Bad input, before the first line, when the step lines' snapshots would hold more than
+    :data:`~kvviz.limits.MAX_STEP_STATE_PAGES` (steps x the cache's pages): a step line
+    carries its whole snapshot (35 MB at a million pages)."""
+    pages = max(session.config.pages, 1)
+    allowed = limits.MAX_STEP_STATE_PAGES // pages
+    if len(steps) > allowed:
+        fix = "pick one step with --step N" + (f" (at most {allowed:,} steps fit)" if allowed > 1 else "")
+        raise BadInput(f"--json would write {len(steps):,} step snapshots of {plural(pages, 'page')}, but "
+                       f"MAX_STEP_STATE_PAGES ({limits.MAX_STEP_STATE_PAGES:,} snapshots x pages) allows "
+                       f"{allowed:,}: {fix}")
 
 
 def _check_state_budget(session, steps, step: int | None) -> None:

@@ -28,6 +28,7 @@ from kvcore import Snapshot
 from kvcore.events import event_to_dict
 
 from ..backends import Call
+from ..limits import MAX_STEP_STATE_PAGES
 from .substeps import SUBSTEP_KINDS, SubStep
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,8 +139,11 @@ the same bytes. The first line is the `run` header; then one `step` object per s
 is the initial state), in order; with --substeps each step's object is followed by one
 `substep` object per sub-step of its op; with --states each sub-step carries the state after
 it (bounded: see MAX_SUBSTEP_STATE_PAGES in the README's Limits). --step N prints only step N
-(and its sub-steps). --json excludes --print. Exit codes as --print: 1 when a printed step
-failed an expect or an invariant (one line on stderr after the JSON), 2 for bad input.
+(and its sub-steps). Every step line carries its whole snapshot, so the steps x the cache's
+pages are bounded too, before the first line: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,};
+e.g. 2 steps of a 1,000,000-page pool, 976 of 2,048 pages); use --step N beyond that.
+--json excludes --print. Exit codes as --print: 1 when a printed step failed an expect or an
+invariant (one line on stderr after the JSON), 2 for bad input.
 
 `run` (the first line)
   type             "run"

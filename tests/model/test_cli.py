@@ -608,3 +608,49 @@ def test_every_shipped_demo_still_checks_ok():
     for name in demo_names():
         result = kvviz("check", name)
         assert result.exit_code == 0, (name, result.output)
+
+
+# -- issue 20 #21: run --json bounds its step snapshots before the first line -------------------
+
+HUGE_POOL = "cache trie pages=1000000 tokens_per_page=4\nacquire a 1..8\npublish a\nrelease a\n"
+
+
+def test_run_json_refuses_step_snapshots_beyond_the_limit_before_writing_a_line(tmp_path):
+    import tracemalloc
+
+    from kvviz.limits import MAX_STEP_STATE_PAGES
+
+    path = tmp_path / "huge.kvs"
+    path.write_text(HUGE_POOL)
+    tracemalloc.start()
+    try:
+        result = CliRunner().invoke(cli, ["run", str(path), "--json"], catch_exceptions=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    line = result.stderr.strip()
+    assert "4 step snapshots of 1,000,000 pages" in line and f"MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,}" in line
+    assert "--step N" in line
+    assert peak < 50_000_000  # refused, not 140 MB of step lines built first
+
+
+def test_run_json_writes_step_snapshots_up_to_the_limit_and_refuses_one_more(tmp_path, monkeypatch):
+    from kvviz import limits
+
+    path = tmp_path / "s.kvs"
+    path.write_text("cache trie pages=8 tokens_per_page=4\nacquire a 1..8\npublish a\nrelease a\n")  # 4 steps
+    monkeypatch.setattr(limits, "MAX_STEP_STATE_PAGES", 32)  # 4 snapshots x 8 pages
+    at_limit = kvviz("run", str(path), "--json")
+    assert at_limit.exit_code == 0
+    assert len(at_limit.stdout.splitlines()) == 5  # the run header, then 4 steps
+    monkeypatch.setattr(limits, "MAX_STEP_STATE_PAGES", 31)
+    refused = CliRunner().invoke(cli, ["run", str(path), "--json"], catch_exceptions=True)
+    assert refused.exit_code == 2 and refused.stdout == ""
+    one = CliRunner().invoke(cli, ["run", str(path), "--json", "--step", "2"], catch_exceptions=True)
+    assert one.exit_code == 0 and len(one.stdout.splitlines()) == 2
+
+
+def test_help_json_documents_the_step_snapshot_limit():
+    assert "MAX_STEP_STATE_PAGES" in kvviz("help", "json").stdout
