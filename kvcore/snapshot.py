@@ -372,6 +372,21 @@ class Stats:
     dedups: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotChanges:
+    """What a snapshot changed since the one its cache made just before it (``before``, a
+    weak reference): the ids of the node and allocation rows and the pages whose rows are
+    not the same objects (added, changed or gone), each sorted. Every other row is the very
+    object of ``before``, so checks and diffs of consecutive snapshots cost what changed.
+    Not part of the state: not compared, hashed or serialised (a copy made with
+    ``dataclasses.replace`` has none)."""
+
+    before: Any
+    nodes: tuple[int, ...]
+    pages: tuple[int, ...]
+    allocations: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Complete state of a cache at one moment (see DESIGN.md, "Snapshot").
@@ -400,6 +415,8 @@ class Snapshot:
     #: A hash cache's cached blocks, by id (empty for the other kinds).
     blocks: tuple[BlockInfo, ...] = ()
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
+    #: Set by the cache that made it: :class:`SnapshotChanges` since its previous snapshot.
+    _changes: SnapshotChanges | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     # -- lookups -------------------------------------------------------------------------
 
