@@ -296,3 +296,27 @@ def test_a_live_watch_follows_a_publisher_records_what_it_received_and_sums_it_u
     assert {key: summary[key] for key in expected} == expected
     assert summary["gaps"] == 1 and summary["missing_messages"] == 3
     assert summary["gap_list"] == [{"step": 41, "rank": 0, "first": 40, "last": 42}]
+
+
+def requests_kvs(tmp_path: Path, **options) -> Path:
+    """The scenario of the requests that made the vLLM recording (H5's recipe, README of the data)."""
+    from kvviz.model.watch_to_kvs import requests_scenario
+    from kvviz.trace.mooncake import read_trace
+
+    requests = read_trace(DATA.parent / "mooncake" / "conversation_trace.jsonl", first=400).requests
+    out = tmp_path / "requests.kvs"
+    out.write_text(requests_scenario(requests, **options))
+    return out
+
+
+def test_against_the_requests_that_made_the_vllm_recording_agrees_and_exits_0(tmp_path):
+    result = run("--replay-file", str(VLLM), "--against", str(requests_kvs(tmp_path)))
+    assert result.exit_code == 0, result.output
+    assert "batches agreeing event for event: 400 of 400" in result.output.splitlines()
+
+
+def test_against_a_smaller_cache_than_the_servers_disagrees_and_exits_1(tmp_path):
+    result = run("--replay-file", str(VLLM), "--against", str(requests_kvs(tmp_path, gpu_blocks=1000)), "--json")
+    assert result.exit_code == 1, result.output
+    (report,) = json_lines(result.output)
+    assert report["agrees"] is False and report["first_difference"] is not None
