@@ -31,9 +31,10 @@ def _counts(counts: dict) -> str:
 def summary_lines(summary: dict) -> list[str]:
     """The summary for people: one fact a line, the same figures as the JSON."""
     s = summary
+    seqs = "" if s["first_seq"] is None else f", seq {s['first_seq']}..{s['last_seq']}"
     lines = [
         f"watched {s['source'] or 'a stream'}: {s['messages']:,} messages ({s['batches']:,} decoded, "
-        f"{s['undecodable']:,} undecodable), seq {s['first_seq']}..{s['last_seq']}",
+        f"{s['undecodable']:,} undecodable){seqs}",
         f"events: {s['events']:,} ({_counts(s['events_by_type'])})",
         f"blocks: {s['blocks_stored']:,} stored ({s['duplicates']:,} already cached), {s['blocks_removed']:,} "
         f"removed ({s['removed_unknown']:,} never seen stored)",
