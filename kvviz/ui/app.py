@@ -1133,18 +1133,18 @@ def name_problem(name: str) -> str | None:
     character (the OS refuses the first, the second would garble the messages), or a part
     longer than :data:`MAX_NAME_BYTES`."""
     if "\x00" in name:
-        return "a file name cannot hold a NUL byte (\\0): type another name"
+        return "a file name cannot hold a NUL byte (\\0)"
     control = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
     if control is not None:
-        return f"a file name cannot hold the control character {control!r}: type another name"
+        return f"a file name cannot hold the control character {control!r}"
     longest = max((part for part in Path(name).parts), key=lambda part: len(part.encode("utf-8")), default="")
     size = len(longest.encode("utf-8"))
     if size > MAX_NAME_BYTES:
-        return f"a file name holds at most {MAX_NAME_BYTES} bytes; {shortened(longest)} has {size:,}"
+        return f"a file name holds at most {MAX_NAME_BYTES} bytes; this one has {size:,}"
     return None
 
 
-def shortened(path: str | Path, limit: int = 60) -> str:
+def shortened(path: str | Path, limit: int = 40) -> str:
     """``path`` as text, cut in the middle with ``…`` beyond ``limit`` characters (a status
     line stays one line)."""
     text = str(path)

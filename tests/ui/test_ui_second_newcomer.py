@@ -192,7 +192,8 @@ async def test_a_300_character_save_name_is_one_line_and_the_timeline_stays(app_
         await save_as(app, pilot, "x" * 300)
         assert isinstance(app.screen, PromptScreen)  # still asking: nothing was written
         problem = str(app.screen.query_one("#prompt-error").render())
-        assert "\n" not in problem.strip() and "name" in problem, problem
+        assert "\n" not in problem.strip() and "at most 255 bytes" in problem, problem
+        assert len(problem) < 60, "fits the prompt's one line"
         assert (len(app.session), app.step) == (len(small), 4)
         assert not list(tmp_path.glob("x*"))
 
@@ -204,6 +205,7 @@ async def test_a_save_name_with_a_nul_byte_is_one_line_and_the_timeline_stays(ap
         assert isinstance(app.screen, PromptScreen)
         problem = str(app.screen.query_one("#prompt-error").render())
         assert "\n" not in problem.strip() and "NUL" in problem, problem
+        assert len(problem) < 60, "fits the prompt's one line"
         assert (len(app.session), app.step) == (len(small), 4)
         app.screen.confirm("good")
         await pilot.pause()
