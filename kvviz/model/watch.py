@@ -121,6 +121,7 @@ class WatchTimeline:
         self._scratch: tuple[int, Forest] | None = None  # a rebuilt forest, to step forward cheaply
         self._passed: dict[int, tuple[BatchEffect | None, ForestState]] = {}  # steps rebuilt on the way
         self._cached = array("q", [0])
+        self._peak_after = array("q", [0])  # the most blocks cached after any step up to this one
         self._stored = array("q", [0])
         self._removed = array("q", [0])
         self._ts: list[float | None] = [None]
@@ -143,8 +144,9 @@ class WatchTimeline:
         self._undecodable_count = 0
         self._replayed = 0
         self._clears: list[int] = []  # steps whose batch cleared the cache, or a restart reset the view
-        # why_block's index: key -> [(step, what, chain length, position, medium)]
+        # why_block's index: key -> [(step, what, chain length, position, medium)], built lazily
         self._history: dict[Key, list[tuple[int, str, int, int, str | None]]] = {}
+        self._indexed = 0  # the last step the why-index covers
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message], source: str = "",
@@ -211,6 +213,7 @@ class WatchTimeline:
         cached = len(self.head_state)
         self._peak = max(self._peak, cached)
         self._cached.append(cached)
+        self._peak_after.append(self._peak)
         self._stored.append(0 if effect is None else len(effect.stored))
         self._removed.append(0 if effect is None else len(effect.removed) + len(effect.removed_unknown))
         self._ts.append(None if batch is None else batch.ts)
@@ -258,19 +261,20 @@ class WatchTimeline:
         return notes
 
     def _count(self, step: int, batch: Batch, effect: BatchEffect) -> None:
+        counts = self._events_by_type
         for event in batch.events:
-            kind = event.type if isinstance(event, UnknownEvent) else type(event).__name__
-            self._events_by_type[kind] += 1
-            if isinstance(event, UnknownEvent):
-                self._unknown_types[event.type] += 1
-            elif isinstance(event, BlockStored):
-                self._blocks_stored += len(event.hashes)
-                for position, key in enumerate(event.hashes):
-                    self._remember(key, (step, "stored", len(event.hashes), position, event.medium))
-            elif isinstance(event, BlockRemoved):
+            cls = type(event)
+            if cls is BlockRemoved:
+                counts["BlockRemoved"] += 1
                 self._blocks_removed += len(event.hashes)
-                for key in event.hashes:
-                    self._remember(key, (step, "removed", len(event.hashes), 0, event.medium))
+            elif cls is BlockStored:
+                counts["BlockStored"] += 1
+                self._blocks_stored += len(event.hashes)
+            elif cls is UnknownEvent:
+                counts[event.type] += 1
+                self._unknown_types[event.type] += 1
+            else:
+                counts[cls.__name__] += 1
         for event_type, name in batch.unknown_fields:
             self._unknown_fields[f"{event_type}.{name}"] += 1
         if effect.cleared:
@@ -279,12 +283,25 @@ class WatchTimeline:
         self._duplicates += effect.duplicates
         self._orphans_stored += sum(1 for block in effect.stored if block.orphan)
 
-    def _remember(self, key: Key, entry: tuple) -> None:
-        history = self._history.get(key)
-        if history is None:
-            self._history[key] = [entry]
-        else:
-            history.append(entry)
+    def _index_to(self, step: int) -> None:
+        """Bring the why-index up to ``step``: each batch is indexed once, when a why-query
+        first needs it, so adding a batch (the UI's hot path when a server is busy) pays
+        nothing for queries nobody makes."""
+        history = self._history
+        for s in range(self._indexed + 1, step + 1):
+            batch = self._batches[s - 1]
+            if batch is None:
+                continue
+            for event in batch.events:
+                cls = type(event)
+                if cls is BlockStored:
+                    length = len(event.hashes)
+                    for position, key in enumerate(event.hashes):
+                        history.setdefault(key, []).append((s, "stored", length, position, event.medium))
+                elif cls is BlockRemoved:
+                    for key in event.hashes:
+                        history.setdefault(key, []).append((s, "removed", len(event.hashes), 0, event.medium))
+        self._indexed = max(self._indexed, step)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -406,6 +423,7 @@ class WatchTimeline:
         "block 7f3a… was stored at batch 12 by a chain of 4, removed at batch 40"."""
         at = self.last_step if at is None else at
         self._check_step(at)
+        self._index_to(self.last_step)
         label = f"block {key_label(key)}"
         history = [entry for entry in self._history.get(key, ()) if entry[0] <= at]
         if not history:
@@ -492,7 +510,7 @@ class WatchTimeline:
         self._check_step(i)
         message = self._messages[i - 1] if i else None
         return {"type": "progress", "step": i, "seq": None if message is None else message.seq,
-                "cached_blocks": self._cached[i], "peak_blocks": max(self._cached[:i + 1]),
+                "cached_blocks": self._cached[i], "peak_blocks": self._peak_after[i],
                 "stored": sum(self._stored[since + 1:i + 1]), "removed": sum(self._removed[since + 1:i + 1]),
                 "notes": sum(len(self._notes[s - 1]) for s in range(since + 1, i + 1))}
 
