@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import reprlib
+import weakref
 from collections.abc import Iterable
 
 from . import events as ev
@@ -21,6 +22,7 @@ from .snapshot import (
     PageInfo,
     PageTable,
     Snapshot,
+    SnapshotChanges,
     Stats,
     free_row,
     touched_rows,
@@ -113,6 +115,7 @@ class BasePagedAttentionCache:
         self._events: list | None = None
         self._watched = False  # watch(): fine events too, each reported as it happens
         self._info_cache: dict | None = None  # snapshot rows reused while unchanged
+        self._rows: _Rows | None = None  # the last snapshot's rows, kept up to date while recording
         self._lookups = 0
         self._lookup_tokens = 0
         self._hit_tokens = 0
@@ -171,6 +174,8 @@ class BasePagedAttentionCache:
         events = self._events
         if events is not None:  # before the tick: at each event the state is as it says
             events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(self._next_allocation_id)
         self.clock += 1
         allocation = PageAllocation(self, self._next_allocation_id, name, tokens, [], [], 0, priority)
         self._next_allocation_id += 1
@@ -185,14 +190,27 @@ class BasePagedAttentionCache:
         return allocation
 
     def snapshot(self) -> Snapshot:
-        """The whole state as a frozen :class:`Snapshot`. O(pages used + nodes + allocation pages).
+        """The whole state as a frozen :class:`Snapshot`.
 
-        Unchanged pages and nodes reuse the info objects of the previous snapshot, so
-        consecutive snapshots share most of their structure (less memory, and diffs can
-        skip equal rows by identity). Pages the pool never handed out cost nothing: a pool
-        above ``_EXPLICIT_PAGES`` pages gets a :class:`PageTable` and a :class:`FreePages`
-        that make their rows when read; smaller ones get plain tuples (faster to index).
+        Consecutive snapshots share their unchanged rows (the very objects), so diffs and
+        checks can skip them by identity, and :attr:`Snapshot._changes` lists the rows that
+        are new. While the cache records events (``record_events``, ``watch``: kvviz's
+        sessions) every operation also notes what it changed, and the next snapshot costs
+        what changed plus a few copies of row arrays in C; otherwise it is rebuilt from the
+        live structures, O(pages used + nodes + allocation pages), reusing unchanged rows.
+        Pages the pool never handed out cost nothing: a pool above ``_EXPLICIT_PAGES``
+        pages gets a :class:`PageTable` and a :class:`FreePages` that make their rows when
+        read; smaller ones get plain tuples (faster to index).
         """
+        rows = self._rows
+        if rows is not None and rows.clock + rows.ops == self.clock:
+            return rows.advance(self)  # every op since the last snapshot noted its changes
+        snap = self._snapshot_from_live()
+        self._rows = _Rows(self, snap)
+        return snap
+
+    def _snapshot_from_live(self) -> Snapshot:
+        """:meth:`snapshot` from the live structures, O(pages used + nodes + allocation pages)."""
         page_count = self._pool.total_page_count()
         free = self._pool.free_pages()
         used = free.untouched_from  # pages 0 .. used-1 have been handed out at some time
@@ -212,8 +230,10 @@ class BasePagedAttentionCache:
             if p is None:  # only a broken cache gets here; check_invariants reports it
                 pages[i] = free_row(i) if i >= used else PageInfo(i, "lost")
         if page_count <= _EXPLICIT_PAGES:
-            table = tuple(pages) + tuple(map(free_row, range(len(pages), page_count)))
-            free = tuple(free)
+            if page_count:
+                free_row(page_count - 1)
+            table = tuple(pages) + tuple(_FREE_ROWS[len(pages):page_count])
+            free = tuple(range(free.untouched_from, page_count)) + free.returned
         else:
             table = PageTable(tuple(pages), page_count)
         return Snapshot(
@@ -252,6 +272,7 @@ class BasePagedAttentionCache:
         """DESIGN's six invariants on the current state; [] when healthy. O(state), off the hot path."""
         from .invariants import check_snapshot
 
+        self._rows = None  # read the live structures: a change no operation noted still shows
         return check_snapshot(self.snapshot()) + self._check_live_structures()
 
     @classmethod
@@ -342,6 +363,8 @@ class BasePagedAttentionCache:
         events = self._events  # _tick inlined: the base cache's ops are a few bytecodes each
         if events is not None:
             events.append(ev.OpStarted("publish", allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
         self.clock += 1
         if self._watched:
             events.append(ev.Ticked("publish", allocation.id, self.clock))
@@ -351,6 +374,8 @@ class BasePagedAttentionCache:
         events = self._events  # _tick inlined, as in _publish
         if events is not None:
             events.append(ev.OpStarted("release", allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
         self.clock += 1
         if self._watched:
             events.append(ev.Ticked("release", allocation.id, self.clock))
@@ -387,6 +412,8 @@ class BasePagedAttentionCache:
         events = self._events
         if events is not None:  # before the tick: at each event the state is as it says
             events.append(ev.OpStarted("extend", allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
         self.clock += 1
         allocation._tokens = tokens
         if self._watched:
@@ -401,6 +428,8 @@ class BasePagedAttentionCache:
         events = self._events
         if events is not None:
             events.append(ev.OpStarted(op, allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
         self.clock += 1
         if self._watched:
             events.append(ev.Ticked(op, allocation.id, self.clock))
@@ -472,3 +501,166 @@ class BasePagedAttentionCache:
             f"{what}: need {needed} page{'s' if needed != 1 else ''}: {free} free, {evictable} evictable, "
             f"{held} held by live allocations{note}",
             needed=needed, free=free, evictable=evictable, held=held)
+
+
+class _Rows:
+    """The rows of a cache's last snapshot, kept to make the next one from what changed.
+
+    While the cache records events, each operation notes (in the branches that record its
+    events, so the unrecorded hot path runs not one more bytecode) the allocation it works
+    on (:meth:`op`, which also counts it) and the trie nodes whose rows it changes
+    (``nodes``: seq -> live node, or None once evicted). A page's row changes only when the
+    node or the allocation holding it does (taken, published, freed, evicted: each moves a
+    page between a noted allocation's tail, a noted node and the free list), so the pages
+    to re-read are those of the noted nodes and allocations, before and after.
+
+    :meth:`BasePagedAttentionCache.snapshot` uses the kept rows only when the count of noted
+    operations equals the ticks since the last snapshot (every successful op ticks once, a
+    failed one changes nothing): any op run unrecorded sends it back to the live structures.
+    The state machines in tests/core compare every snapshot with the reference model.
+    """
+
+    __slots__ = ("clock", "ops", "nodes", "node_pages", "pages", "allocations", "page_node", "page_owner", "owned",
+                 "dirty_nodes", "dirty_allocations", "last", "untouched_rows")
+
+    def __init__(self, cache: BasePagedAttentionCache, snap: Snapshot):
+        self.clock = snap.clock
+        self.ops = 0
+        used = cache._pool.free_pages().untouched_from
+        table = snap.pages
+        self.pages: list[PageInfo] = list(table.rows if isinstance(table, PageTable) else table[:used])
+        self.nodes: dict[int, NodeInfo] = {n.id: n for n in snap.nodes}  # in id order, as snapshots list them
+        pages = snap.pages
+        self.node_pages: dict[int, PageInfo] = {n.id: pages[n.page] for n in snap.nodes if n.page is not None}
+        self.page_node: dict[int, int] = {n.page: n.id for n in snap.nodes if n.page is not None}
+        self.allocations: dict[int, AllocationInfo] = {a.id: a for a in snap.allocations}
+        self.page_owner: dict[int, int] = {p: a.id for a in snap.allocations for p in a.pages[a.published:]}
+        self.owned: dict[tuple[int, int], PageInfo] = {(p, owner): pages[p] for p, owner in self.page_owner.items()}
+        self.dirty_nodes: dict = {}
+        self.dirty_allocations: set[int] = set()
+        self.last = weakref.ref(snap)
+        self.untouched_rows: tuple[int, tuple[PageInfo, ...]] | None = None
+
+    def op(self, allocation_id: int) -> None:
+        """An operation on ``allocation_id`` is starting (it cannot fail any more)."""
+        self.ops += 1
+        self.dirty_allocations.add(allocation_id)
+
+    def touch(self, nodes) -> None:
+        """These live nodes' rows may have changed."""
+        dirty = self.dirty_nodes
+        for n in nodes:
+            dirty[n.seq] = n
+
+    def gone(self, node) -> None:
+        """This node left the trie (evicted)."""
+        self.dirty_nodes[node.seq] = None
+
+    def advance(self, cache: BasePagedAttentionCache) -> Snapshot:
+        """The cache's snapshot now, from the kept rows and what the ops since noted."""
+        pool = cache._pool
+        page_count = pool.total_page_count()
+        free = pool.free_pages()
+        pages = self.pages
+        used = free.untouched_from
+        if used > len(pages):
+            free_row(used - 1)
+            pages.extend(_FREE_ROWS[len(pages):used])
+        stale: set[int] = set()  # pages whose row may have changed
+        node_rows, node_pages, page_node = self.nodes, self.node_pages, self.page_node
+        changed_nodes = []
+        dirty = self.dirty_nodes
+        for seq in sorted(dirty):  # new nodes have the largest ids: appended in id order
+            n = dirty[seq]
+            old = node_rows.get(seq)
+            if n is None:
+                if old is not None:
+                    del node_rows[seq]
+                    changed_nodes.append(seq)
+                    if old.page is not None:
+                        del node_pages[seq]
+                        if page_node.get(old.page) == seq:
+                            del page_node[old.page]
+                        stale.add(old.page)
+                continue
+            if old is not None and (old.ref, old.last_access, old.hits, old.priority) == (
+                    n.ref, n.last_access, n.hits, n.priority):
+                continue
+            node_rows[seq] = NodeInfo(seq, n.parent.seq if n.parent is not None else None, n.tokens, n.page, n.ref,
+                                      n.last_access, seq, n.hits, n.priority)
+            changed_nodes.append(seq)
+            if n.page is not None and (old is None or old.ref != n.ref):
+                node_pages[seq] = PageInfo(n.page, CACHED, None, seq, n.ref)
+                page_node[n.page] = seq
+                stale.add(n.page)
+        dirty.clear()
+        allocation_rows, page_owner, owned = self.allocations, self.page_owner, self.owned
+        live = cache.allocations
+        changed_allocations = []
+        for allocation_id in sorted(self.dirty_allocations):  # new ids are the largest, as for nodes
+            old = allocation_rows.get(allocation_id)
+            if old is not None:
+                for p in old.pages[old.published:]:
+                    if page_owner.get(p) == allocation_id:
+                        del page_owner[p]
+                    stale.add(p)
+            a = live.get(allocation_id)
+            if a is None:
+                if old is not None:
+                    del allocation_rows[allocation_id]
+                    changed_allocations.append(allocation_id)
+                continue
+            info = AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes), a.hit_tokens, a.released,
+                                  a.priority)
+            if info != old:
+                allocation_rows[allocation_id] = info
+                changed_allocations.append(allocation_id)
+            for p in info.pages[info.published:]:
+                page_owner[p] = allocation_id
+                stale.add(p)
+        self.dirty_allocations.clear()
+        changed_pages = []
+        for p in sorted(stale):
+            seq = page_node.get(p)
+            if seq is not None:
+                row = node_pages[seq]
+            else:
+                owner = page_owner.get(p)
+                if owner is not None:
+                    row = owned.get((p, owner))
+                    if row is None:
+                        row = owned[(p, owner)] = PageInfo(p, OWNED, owner)
+                else:
+                    row = free_row(p)
+            if p >= len(pages):  # only a broken cache names a page it never took
+                pages.extend(free_row(q) for q in range(len(pages), p + 1))
+            old = pages[p]
+            if row is not old and row != old:
+                pages[p] = row
+                changed_pages.append(p)
+        if len(owned) > 4 * len(pages) + 64:  # forget owners long gone
+            owned.clear()
+        if page_count <= _EXPLICIT_PAGES:
+            untouched = self.untouched_rows
+            if untouched is None or untouched[0] != len(pages):
+                if page_count:
+                    free_row(page_count - 1)
+                untouched = self.untouched_rows = (len(pages), tuple(_FREE_ROWS[len(pages):page_count]))
+            table = tuple(pages) + untouched[1]
+            free = tuple(range(free.untouched_from, page_count)) + free.returned
+        else:
+            table = PageTable(tuple(pages), page_count)
+        snap = Snapshot(
+            kind=cache.kind, tokens_per_page=cache.tokens_per_page, page_count=page_count, clock=cache.clock,
+            next_seq=cache._next_seq_value(), next_allocation_id=cache._next_allocation_id,
+            pages=table, free=free, nodes=tuple(node_rows.values()), allocations=tuple(allocation_rows.values()),
+            heap=cache._heap_ids(),
+            stats=Stats(cache._lookups, cache._lookup_tokens, cache._hit_tokens, cache._evictions, cache._dedups),
+            policy=cache.policy,
+        )
+        object.__setattr__(snap, "_changes", SnapshotChanges(self.last, tuple(changed_nodes), tuple(changed_pages),
+                                                             tuple(changed_allocations)))
+        self.last = weakref.ref(snap)
+        self.clock = cache.clock
+        self.ops = 0
+        return snap

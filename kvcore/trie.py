@@ -46,6 +46,7 @@ _NO_KEY = 1 << 200
 
 
 _page_of = attrgetter("page")
+_seq_of = attrgetter("seq")
 
 
 class _Node:
@@ -205,6 +206,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             for n in matched:  # a loop of its own: at each event the state is as it says
                 n.last_access = tick
             events.append(ev.Touched(tuple(n.seq for n in matched), tick))
+            if self._rows is not None:
+                self._rows.touch(matched)
         if needed > 0:
             if needed <= free:
                 taken = pool.take(needed)
@@ -235,6 +238,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             n.last_access = tick
         if events is not None and walked:
             events.append(ev.Touched(tuple(n.seq for n in walked), tick))
+            if self._rows is not None:
+                self._rows.touch(walked)
         if n_full <= n_nodes:
             return  # publishing is monotonic: nothing new to share
         pages = allocation._pages
@@ -262,6 +267,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             self._pool.give((own_page,))
             if events is not None:
                 events.append(ev.Deduplicated(allocation.id, child.seq, child.page, own_page, i))
+                if self._rows is not None:
+                    self._rows.touch((child,))
             child.ref += 1
             child.last_access = tick  # adopting is not a hit: hits stay
             if child.priority < allocation.priority:
@@ -301,6 +308,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if events is not None:
                 self._next_seq = seq + 1  # before the event: at each event the state is as it says
                 events.append(ev.NodeCreated(allocation.id, seq, parent.seq, pages[i], key))
+                if self._rows is not None:
+                    self._rows.touch((child,))
             seq += 1
             parent = child
         self._next_seq = seq
@@ -330,6 +339,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 if not n.ref and not n.children:
                     heap.push(n, self._key(n))
         else:
+            if self._rows is not None:
+                self._rows.touch(nodes)
             for n in reversed(nodes):
                 n.ref -= 1
                 events.append(ev.RefDropped(allocation.id, n.seq, n.page, n.ref))
@@ -493,6 +504,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                 heap.pop()
             del parent.children[victim.tokens]
             victim.parent = None
+            if self._rows is not None:
+                self._rows.gone(victim)
             pages.append(victim.page)
             self._ref0 -= 1
             self._evictions += 1
@@ -602,7 +615,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         return cls(pool, snapshot.tokens_per_page, snapshot.policy)
 
     def _heap_ids(self) -> tuple[int, ...]:
-        return tuple(n.seq for n in self._heap.items())
+        return tuple(map(_seq_of, self._heap.items()))
 
     def _next_seq_value(self) -> int:
         return self._next_seq

@@ -14,7 +14,10 @@ block and is never walked.
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 from kvcore import BlockInfo, QueuedPages, Snapshot
+
+from .designs import design_of
 
 __all__ = ["QUEUE_SHOWN", "free_page_count", "next_victim", "place_text", "queue_position", "queue_text", "queued_runs",
            "unreachable_blocks"]
@@ -27,7 +30,7 @@ def free_page_count(snapshot: Snapshot) -> int:
     """Pages that are free: on a trie's or base cache's free list; in a hash cache's free
     queue holding no cached block (kvcore's ``page_pool.available_page_count()``; the queued
     pages that still hold one are evictable, not free). O(1) beyond the snapshot's counts."""
-    if snapshot.kind != "hash":
+    if not design_of(snapshot).lazy:  # a free list holds free pages only
         return snapshot.free_count
     return snapshot.free_count - snapshot.evictable_count
 
