@@ -10,7 +10,8 @@ What the thread survives, and how it says so (``Received.note``, worded once in 
 
 - a message of 3 frames (topic, seq, payload) is the norm; frames past the third are ignored
   (noted); 2 frames are (seq, payload), or (topic, payload) when the first frame is not 8
-  bytes; 1 frame is the payload alone. A message without a well-formed 8-byte seq frame is
+  bytes or starts with the subscribed topic (ROCm ATOM sends ``[topic, payload]`` with a topic
+  and the payload alone without); 1 frame is the payload alone. A message without a well-formed 8-byte seq frame is
   numbered as the rank's next seq and noted.
 - a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
   (first the 8-byte big-endian start seq alone, as vLLM takes it; when nothing answers within
@@ -394,7 +395,7 @@ class Subscriber:
 
     def _on_frames(self, rank: int, frames: list[bytes]) -> None:
         """One live message: split its frames, place its seq, fill a gap before it."""
-        topic, seq_frame, payload, notes = self._split(frames)
+        topic, seq_frame, payload, notes = self._split(frames, self.topic.encode("utf-8"))
         seq = self._seq_of(rank, seq_frame, notes)
         outcome = self._tracker.observe(rank, seq)
         if isinstance(outcome, Gap):
@@ -406,15 +407,18 @@ class Subscriber:
         self._deliver(Message(topic=topic, seq=seq, payload=payload, rank=rank), "; ".join(notes) or None)
 
     @staticmethod
-    def _split(frames: list[bytes]) -> tuple[bytes, bytes | None, bytes, list[str]]:
-        """(topic, seq frame or None, payload, notes) of a live message of any frame count."""
+    def _split(frames: list[bytes], topic: bytes = b"") -> tuple[bytes, bytes | None, bytes, list[str]]:
+        """(topic, seq frame or None, payload, notes) of a live message of any frame count.
+        ``topic`` is the subscription: when it is not empty, the SUB socket let the message in
+        because its first frame starts with it, so a 2-frame message is (topic, payload) even
+        when its topic is 8 bytes long (ROCm ATOM sends ``[topic, payload]``, no seq)."""
         notes: list[str] = []
         if len(frames) >= 3:
             if len(frames) > 3:
                 notes.append(NOTES["extra_frames"].format(frames=len(frames), extra=len(frames) - 3))
             return frames[0], frames[1], frames[2], notes
         if len(frames) == 2:
-            if len(frames[0]) == SEQ_BYTES:
+            if len(frames[0]) == SEQ_BYTES and not (topic and frames[0].startswith(topic)):
                 return b"", frames[0], frames[1], notes
             return frames[0], None, frames[1], notes
         return b"", None, frames[0] if frames else b"", notes

@@ -17,11 +17,20 @@ What the reader survives, because publishers it has never seen differ in these d
 - token ids may be any int (generated positions hold values outside any vocabulary);
 - ``block_size = 0`` with no token ids is a placeholder;
 - ``medium`` is None or any string, kept as sent (:func:`medium_label` normalises for display);
-- the LoRA is ``lora_name`` when given, else ``lora_id``.
+- the LoRA is ``lora_name`` when given, else ``lora_id``;
+- a label of the wrong type (``ts``, ``data_parallel_rank``, ``medium``, ``lora_id``,
+  ``lora_name``) is a lint and reads as none (an int medium as its text), never the loss of
+  the batch's other events; a legacy array's item 7 that is not a name (SGLang's
+  ``{"cache_salt"}`` metadata, where vLLM has ``lora_name``) is an unknown item;
+- a map batch's rank may be named ``data_parallel_rank``, ``dp_rank`` or ``attn_dp_rank``;
+- ``token_ids`` as (token, next token) pairs (vLLM with EAGLE) read as the first of each pair.
 
 A ``BlockStored`` whose token ids do not fill its blocks exactly
 (``len(token_ids) != len(block_hashes) * block_size``) is kept as sent, not refused: block *i*
-holds whatever ``token_ids[i*block_size:(i+1)*block_size]`` has. The mismatch is a lint, one
+holds whatever ``token_ids[i*block_size:(i+1)*block_size]`` has, except when the ids share
+out exactly (``len(token_ids)`` a multiple of the hash count): then each block holds its equal
+share, and ``block_size`` is that share (ROCm ATOM under decode context parallelism sends the
+page size while each hash covers page size x ranks tokens). The mismatch is a lint, one
 sentence in :attr:`Batch.lints`, so the view can show it without losing the rest of the batch.
 
 Sizes are bounded before msgspec allocates anything. msgspec itself refuses a header that claims
@@ -66,10 +75,16 @@ sending a 1 MB type name should not make every later line 1 MB long."""
 def key_label(key: Key, width: int = 12) -> str:
     """A block hash for people: an int as the 16 hex digits of its 64-bit two's complement (so
     vLLM's unsigned and a consumer's signed fold of the same hash read the same), bytes as hex;
-    cut to ``width`` characters with ``…``."""
+    cut to ``width`` characters with ``…`` at the end, or at the start when the cut-off head is
+    all 0s or all fs (a small key: its tail is what tells it apart)."""
     text = format(key & _MASK64, "016x") if isinstance(key, int) else bytes(key).hex()
     if width > 0 and len(text) > width:
-        return text[: max(width - 1, 0)] + "…"
+        kept = max(width - 1, 0)
+        if isinstance(key, int) and text[: len(text) - kept] in ("0" * (len(text) - kept), "f" * (len(text) - kept)):
+            # A small key (a counter, a consumer's signed fold of one): its head is all 0s (or
+            # fs), and cutting the tail would show 1, 2 and 3 as the same 00000000000….
+            return "…" + text[-kept:] if kept else "…"
+        return text[:kept] + "…"
     return text
 
 
@@ -344,8 +359,9 @@ def _batch(value: Any, *, seq: int, topic: str) -> Batch:
     lints: list[str] = []
     if isinstance(value, dict):  # a publisher encoding EventBatch as a map
         ts_value, events_value = value.get("ts"), value.get("events")
-        rank_value = value.get("data_parallel_rank")
-        unknown.extend(("Batch", _name(k)) for k in value if k not in ("ts", "events", "data_parallel_rank"))
+        rank_name = next((name for name in _RANK_NAMES if name in value), None)
+        rank_value = value.get(rank_name) if rank_name is not None else None
+        unknown.extend(("Batch", _name(k)) for k in value if k not in ("ts", "events") and k not in _RANK_NAMES)
         if "events" not in value:
             raise DecodeError("the batch (a map) has no 'events'")
     elif isinstance(value, list):
@@ -358,7 +374,9 @@ def _batch(value: Any, *, seq: int, topic: str) -> Batch:
         raise DecodeError(f"the payload is {_kind(value)}; expected the array [ts, events, rank]")
     ts = _timestamp(ts_value, lints)
     if rank_value is not None and not _is_int(rank_value):
-        raise DecodeError(f"data_parallel_rank is {_kind(rank_value)}; expected an int or nil")
+        # A rank is a label of the batch, not its content: losing every event for it is worse.
+        lints.append(f"data_parallel_rank is {_kind(rank_value)}; read as none")
+        rank_value = None
     if not isinstance(events_value, list):
         raise DecodeError(f"the events are {_kind(events_value)}; expected an array")
     events = tuple(_event(raw, index, unknown, lints) for index, raw in enumerate(events_value))
@@ -370,7 +388,8 @@ def _timestamp(value: Any, lints: list[str]) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DecodeError(f"the timestamp is {_kind(value)}; expected a number")
+        lints.append(f"the timestamp is {_kind(value)}; read as none")
+        return None
     ts = float(value)
     if not math.isfinite(ts):
         lints.append(f"the timestamp is {ts}; read as none")
@@ -382,6 +401,8 @@ def _timestamp(value: Any, lints: list[str]) -> float | None:
 # legacy array's items after the kind, and vLLM's own order of map keys), and its builder.
 _STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
                   "lora_name")
+_RANK_NAMES = ("data_parallel_rank", "dp_rank", "attn_dp_rank")
+"""A map batch's rank field: vLLM's name, Dynamo's alias, SGLang's (its array's third item)."""
 _KNOWN_FIELDS: dict[str, tuple[str, ...]] = {
     "BlockStored": _STORED_FIELDS,
     "BlockRemoved": ("block_hashes", "medium"),
@@ -414,12 +435,21 @@ def _event(raw: Any, index: int, unknown: list[tuple[str, str]], lints: list[str
             return UnknownEvent(kind)
         fields = dict(zip(known, raw[1:]))
         unknown.extend(_extra_items(kind, len(known) + 1, len(raw)))
+        if kind == "BlockStored" and not isinstance(fields.get("lora_name"), (str, type(None))):
+            # Item 7 is vLLM's lora_name but SGLang's {"cache_salt"} metadata map: not a name,
+            # so an unknown item, not a reason to refuse the batch.
+            unknown.append((kind, f"[{_STORED_FIELDS.index('lora_name') + 1}]"))
+            del fields["lora_name"]
     else:
         raise DecodeError(f"event {index} is {_kind(raw)}; expected a map or an array")
     where = f"event {index} ({kind})"
     medium = fields.get("medium")
     if medium is not None and not isinstance(medium, str):
-        raise DecodeError(f"{where}: medium is {_kind(medium)}; expected a string or nil")
+        # An enum sent by its index (a Rust publisher) still names a tier: keep it as text.
+        read = str(medium) if _is_int(medium) else None
+        lints.append(f"{where}: medium is {_kind(medium)}; read as {read!r}" if read is not None
+                     else f"{where}: medium is {_kind(medium)}; read as none")
+        medium = read
     if kind == "AllBlocksCleared":
         return AllBlocksCleared(medium)
     hashes = _keys(fields.get("block_hashes", []), f"{where}: block_hashes")
@@ -444,8 +474,13 @@ def _stored(fields: dict, hashes: tuple[Key, ...], medium: str | None, where: st
     if not isinstance(token_ids, list):
         raise DecodeError(f"{where}: token_ids is {_kind(token_ids)}; expected an array")
     if not set(map(type, token_ids)) <= _INT:  # at C speed; the loop below only to say where
-        position, token = next((p, t) for p, t in enumerate(token_ids) if not _is_int(t))
-        raise DecodeError(f"{where}: token_ids[{position}] is {_kind(token)}; expected an int")
+        if _is_token_pairs(token_ids):
+            # vLLM with EAGLE hashes (token, next token) pairs: a position's token is the first.
+            token_ids = [pair[0] for pair in token_ids]
+            lints.append(f"{where}: token_ids are (token, next token) pairs (EAGLE); read as the first of each")
+        else:
+            position, token = next((p, t) for p, t in enumerate(token_ids) if not _is_int(t))
+            raise DecodeError(f"{where}: token_ids[{position}] is {_kind(token)}; expected an int")
     block_size = fields.get("block_size")
     if block_size is None:
         # Missing: the one size that fills the blocks exactly, else a placeholder's 0.
@@ -455,14 +490,25 @@ def _stored(fields: dict, hashes: tuple[Key, ...], medium: str | None, where: st
     elif not _is_int(block_size) or block_size < 0:
         raise DecodeError(f"{where}: block_size is {_kind(block_size)}; expected an int ≥ 0")
     lora_id, lora_name = fields.get("lora_id"), fields.get("lora_name")
-    if lora_id is not None and not _is_int(lora_id):
-        raise DecodeError(f"{where}: lora_id is {_kind(lora_id)}; expected an int or nil")
+    if lora_id is not None and not _is_int(lora_id):  # a label: the blocks are still the blocks
+        lints.append(f"{where}: lora_id is {_kind(lora_id)}; read as none")
+        lora_id = None
     if lora_name is not None and not isinstance(lora_name, str):
-        raise DecodeError(f"{where}: lora_name is {_kind(lora_name)}; expected a string or nil")
+        lints.append(f"{where}: lora_name is {_kind(lora_name)}; read as none")
+        lora_name = None
     expected = len(hashes) * block_size
     if block_size and len(token_ids) != expected:
-        lints.append(f"{where}: {len(token_ids)} token ids for {len(hashes)} blocks of {block_size} "
-                     f"({expected} expected); kept as sent")
+        if token_ids and len(token_ids) % len(hashes) == 0:
+            # Each hash covers an equal share: the publisher's block_size is not the hashing
+            # unit (ROCm ATOM under decode context parallelism sends the page size while each
+            # hash covers page size x ranks tokens). Slicing by block_size would misplace tokens.
+            share = len(token_ids) // len(hashes)
+            lints.append(f"{where}: {len(token_ids)} token ids for {len(hashes)} blocks of {block_size} "
+                         f"({expected} expected); read as {share} tokens a block")
+            block_size = share
+        else:
+            lints.append(f"{where}: {len(token_ids)} token ids for {len(hashes)} blocks of {block_size} "
+                         f"({expected} expected); kept as sent")
     elif not block_size and token_ids:
         lints.append(f"{where}: block_size 0 with {len(token_ids)} token ids; the blocks hold none")
     return BlockStored(hashes=hashes, parent=parent, token_ids=tuple(token_ids), block_size=block_size,
@@ -480,6 +526,12 @@ def _keys(value: Any, where: str) -> tuple[Key, ...]:
 
 _INT = frozenset({int})
 _KEY_TYPES = frozenset({int, bytes})  # exact types: msgspec decodes to no subclass, and bool is out
+
+
+def _is_token_pairs(tokens: list) -> bool:
+    """Whether ``tokens`` is a list of [int, int] pairs (EAGLE's bigram token ids)."""
+    return bool(tokens) and all(type(pair) is list and len(pair) == 2 and type(pair[0]) is int
+                                and type(pair[1]) is int for pair in tokens)
 
 
 def _is_int(value: Any) -> bool:
