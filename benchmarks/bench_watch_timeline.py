@@ -15,8 +15,8 @@ Figures per keyframe interval K:
 * **add**: seconds to add every message (decode + seq check + forest apply + counters), and
   batches per second;
 * **frame, cold**: 50 random steps, each asked for after a step in another keyframe interval
-  (so nothing rebuilt is reused): median and max milliseconds. This is bounded by K batches'
-  replay, whatever the position;
+  (so nothing rebuilt is reused), with the heap settled as the CLI settles it before the UI:
+  median and max milliseconds. This is bounded by K batches' replay, whatever the position;
 * **memory**: tracemalloc's peak during a second, traced build (the messages, their decoded
   batches, the keyframes and the why-index).
 """
@@ -24,6 +24,7 @@ Figures per keyframe interval K:
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import time
@@ -62,6 +63,10 @@ def build(name: str, messages: list[Message], keyframe_every: int) -> tuple[Watc
 
 def measure(name: str, messages: list[Message], keyframe_every: int) -> None:
     timeline, add_s = build(name, messages, keyframe_every)
+    # As the CLI does before the UI starts (cli/common.py settle_heap): otherwise a full
+    # collection walking the 100,000 batches' objects lands in some frame's time (0.9-3.6 s).
+    gc.collect()
+    gc.freeze()
     rng = random.Random(1)
     last = timeline.last_step
     costs = []
@@ -73,6 +78,7 @@ def measure(name: str, messages: list[Message], keyframe_every: int) -> None:
         timeline.frame(i)
         costs.append((time.perf_counter() - started) * 1000)
     del timeline
+    gc.unfreeze()
     tracemalloc.start()  # a second build, traced (tracemalloc slows it several times over)
     build(name, messages, keyframe_every)
     _, peak = tracemalloc.get_traced_memory()
