@@ -420,22 +420,17 @@ class Snapshot:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def _lookup(self) -> dict:
+    def _lookup(self, part: str) -> dict:
+        """One lookup table of this snapshot, built on first use: each costs a pass over
+        its rows, so a name lookup (every ``expect`` line) does not pay for the trie's."""
         index = self._index
         if index is None:
-            index = {
-                "node": {n.id: n for n in self.nodes},
-                "alloc": {a.id: a for a in self.allocations},
-                "name": {a.name: a for a in self.allocations if a.name is not None},
-                "children": {},
-                "block": {b.id: b for b in self.blocks},
-                "block_page": {b.page: b for b in self.blocks},
-            }
-            for n in self.nodes:
-                if n.parent is not None:
-                    index["children"].setdefault(n.parent, []).append(n.id)
+            index = {}
             object.__setattr__(self, "_index", index)
-        return index
+        table = index.get(part)
+        if table is None:
+            table = index[part] = _LOOKUPS[part](self)
+        return table
 
     def node_key(self, node: NodeInfo) -> tuple[int, ...]:
         """``node``'s eviction key under this snapshot's policy."""
@@ -443,19 +438,19 @@ class Snapshot:
 
     def node(self, node_id: int) -> NodeInfo | None:
         """The node with this id, or None."""
-        return self._lookup()["node"].get(node_id)
+        return self._lookup("node").get(node_id)
 
     def children(self, node_id: int) -> tuple[int, ...]:
         """Ids of the node's children, in creation order."""
-        return tuple(self._lookup()["children"].get(node_id, ()))
+        return tuple(self._lookup("children").get(node_id, ()))
 
     def allocation(self, allocation_id: int) -> AllocationInfo | None:
         """The live allocation with this id, or None."""
-        return self._lookup()["alloc"].get(allocation_id)
+        return self._lookup("alloc").get(allocation_id)
 
     def allocation_named(self, name: str) -> AllocationInfo | None:
         """The live allocation with this name, or None."""
-        return self._lookup()["name"].get(name)
+        return self._lookup("name").get(name)
 
     def node_for_page(self, page: int) -> NodeInfo | None:
         """The trie node holding ``page``, or None."""
@@ -464,11 +459,11 @@ class Snapshot:
 
     def block(self, block_id: int) -> BlockInfo | None:
         """The cached block with this id (hash caches), or None."""
-        return self._lookup()["block"].get(block_id)
+        return self._lookup("block").get(block_id)
 
     def block_for_page(self, page: int) -> BlockInfo | None:
         """The cached block ``page`` holds (hash caches), or None."""
-        return self._lookup()["block_page"].get(page)
+        return self._lookup("block_page").get(page)
 
     @property
     def free_count(self) -> int:
@@ -611,6 +606,24 @@ class Snapshot:
         """Hex sha256 of :meth:`to_json` (so refused above :data:`MAX_SERIALISED_PAGES` pages)."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
+
+def _children(snap: Snapshot) -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for n in snap.nodes:
+        if n.parent is not None:
+            children.setdefault(n.parent, []).append(n.id)
+    return children
+
+
+#: How each of :meth:`Snapshot._lookup`'s tables is built.
+_LOOKUPS = {
+    "node": lambda snap: {n.id: n for n in snap.nodes},
+    "alloc": lambda snap: {a.id: a for a in snap.allocations},
+    "name": lambda snap: {a.name: a for a in snap.allocations if a.name is not None},
+    "children": _children,
+    "block": lambda snap: {b.id: b for b in snap.blocks},
+    "block_page": lambda snap: {b.page: b for b in snap.blocks},
+}
 
 _ROW_LISTS = frozenset(("pages", "nodes", "allocations"))
 
