@@ -33,6 +33,7 @@ needs nothing from :mod:`kvviz.model`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -170,6 +171,15 @@ class Backend(Protocol):
         What :meth:`watch` reports inside an op: ``"events"`` (kvcore: every move, fine
         events included, with the cache's real state at each) or ``"calls"`` (a foreign
         cache observed between its calls: one :class:`Call` per call).
+    ``pseudocode``
+        The code the sub-step pane lights for this backend's sub-steps: a
+        :class:`kvviz.model.designs.code.Code` (its calls, one line each, and the op ->
+        algorithm map), or None when its sub-steps are the cache design's own events (kvcore:
+        the design's code, :attr:`kvviz.model.designs.Design.code`).
+    ``known_issues``
+        ``{code: issue}``: the known departures from kvcore :meth:`take_findings` may report
+        (each with its ``code``, ``kind``, ``title`` and ``source``), for reports to list; ``{}``
+        for kvcore.
 
     Complexity: :meth:`apply` is the cache's own cost; :meth:`snapshot` is called once per
     op and should be O(changed rows) (kvcore shares unchanged rows between snapshots).
@@ -189,6 +199,10 @@ class Backend(Protocol):
 
     @property
     def substeps(self) -> str: ...
+    @property
+    def pseudocode(self): ...
+    @property
+    def known_issues(self) -> Mapping: ...
 
     def watch(self, callback) -> None:
         """Pass what happens inside the next ops to ``callback(event)`` as it happens; while
@@ -212,7 +226,7 @@ class Backend(Protocol):
 
     def take_findings(self) -> tuple:
         """Known departures from kvcore seen since the last call (a foreign cache's known
-        defects, e.g. :data:`kvviz.backends.shortfin_backend.KNOWN_ISSUES`); () for kvcore."""
+        defects, listed in :attr:`known_issues`); () for kvcore."""
 
 
 @runtime_checkable

@@ -26,6 +26,8 @@ class KvcoreBackend:
     can_restore = True
     observes = ALL_EVENTS
     substeps = "events"
+    pseudocode = None  # its sub-steps are the design's events, lit in the design's code
+    known_issues: dict = {}  # kvcore is the reference: it departs from nothing
 
     def __init__(self, cache):
         self.cache = cache

@@ -56,6 +56,7 @@ from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 
 from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from .shortfin_code import SHORTFIN_CODE
 from .shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
 try:
@@ -208,6 +209,8 @@ class ShortfinBackend:
     can_restore = False  # shortfin's trie has no way in but its own ops
     observes = OBSERVED_EVENTS
     substeps = "calls"  # what the reader can see: the state between shortfin's calls
+    pseudocode = SHORTFIN_CODE  # its calls, one line each
+    known_issues = KNOWN_ISSUES
 
     def __init__(self, pages: int, tokens_per_page: int, *, cache_class=None,
                  free_unpublished_on_release: bool = True):

@@ -18,23 +18,28 @@ a window at a time, by running the op again and stopping after the window (the c
 thrown away), so an op with hundreds of sub-steps opens at once
 (``benchmarks/bench_ui.py`` prints the cost per sub-step).
 
-A backend that reports its calls rather than kvcore's events (shortfin: ``substeps ==
-"calls"``) gives one sub-step per call its reader can observe between (lookup, allocate,
-publish, release); :attr:`OpSubSteps.note` says so, for the UI to show.
+Each event's kind, sentence and focus are its design's (:attr:`kvviz.model.designs.EventWords.substep`,
+one row per event class in :mod:`kvviz.model.designs.trie`, ``.base``, ``.hash``); this
+module runs the op and keeps the states. A backend that reports its calls rather than
+kvcore's events (``substeps == "calls"``) gives one sub-step per call its reader can observe
+between, lit in the pseudo-code the backend brings (:attr:`kvviz.backends.Backend.pseudocode`);
+:attr:`OpSubSteps.note` says so, for the UI to show.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvcore import KVCacheError, Snapshot
 from kvcore import events as ev
 
 from ..backends import Call
-from .free_queue import place_text
-from .narrate import Labeler, count, default_labeler
+from .designs import Focus, OpContext, design_of
+from .words import Labeler, default_labeler
+
+__all__ = ["STATES_KEPT", "STATE_WINDOW", "SUBSTEP_KINDS", "Focus", "OpSubSteps", "SubStep", "build"]
 
 SUBSTEP_KINDS: dict[str, str] = {
     "start": "the op begins (kvcore checked it fits: it will change the cache)",
@@ -68,15 +73,6 @@ SUBSTEP_KINDS: dict[str, str] = {
 }
 """Every sub-step kind, with what it means (the help screen and the JSON docs list these)."""
 
-_KIND_OF_EVENT: dict[type, str] = {
-    ev.OpStarted: "start", ev.Matched: "match", ev.HeapRemoved: "unheap", ev.CandidateRemoved: "uncandidate",
-    ev.RefTaken: "ref", ev.Touched: "touch", ev.PagesTaken: "take", ev.HeapPopped: "pop",
-    ev.HeapSwapped: "swap", ev.Evicted: "evict", ev.CandidateAdded: "candidate", ev.HeapPushed: "push",
-    ev.NodeCreated: "create", ev.Deduplicated: "dedup", ev.PagesFreed: "free", ev.RefDropped: "unref",
-    ev.Released: "release", ev.Failed: "fail", ev.Ticked: "tick",
-    ev.PageUnqueued: "dequeue", ev.BlockEvicted: "drop", ev.BlockCached: "cache", ev.PagesQueued: "queue",
-}
-
 def _folded(event) -> bool:
     """An event that is no sub-step of its own: a dedup's PagesFreed. kvcore returns the own
     copy in the dedup's move (its sub-step shows it freed and lights that line) and reports
@@ -93,22 +89,12 @@ STATES_KEPT = 256
 
 
 @dataclass(frozen=True, slots=True)
-class Focus:
-    """What moves in a sub-step, for the views to highlight: trie nodes, physical pages,
-    heap slots (array indices), and the allocation (by name)."""
-
-    nodes: tuple[int, ...] = ()
-    pages: tuple[int, ...] = ()
-    slots: tuple[int, ...] = ()
-    allocation: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class SubStep:
     """One thing that happened inside an op: its ``kind`` (:data:`SUBSTEP_KINDS`), the
     sentence that says it, the pseudo-code ``algorithm`` and ``lines`` (1-based) that did it,
-    what to highlight, and the event it came from (a kvcore event, or a
-    :class:`kvviz.backends.Call`)."""
+    what to highlight, the event it came from (a kvcore event, or a
+    :class:`kvviz.backends.Call`), and the backend's own pseudo-code ``code`` when it brought
+    one (None: the design's, :attr:`kvviz.model.designs.Design.code`)."""
 
     index: int
     kind: str
@@ -117,18 +103,20 @@ class SubStep:
     lines: tuple[int, ...]
     focus: Focus
     event: object
+    code: object = field(default=None, compare=False, repr=False)
 
 
 class _Stop(BaseException):
     """Ends a state run early (a BaseException: no backend's error handling catches it)."""
 
 
-#: How sub-steps get their pseudo-code lines: (op kind, sub-step kind, cache kind, context)
-#: -> (algorithm, lines). kvviz.model.pseudocode provides the real one.
+#: How sub-steps get their pseudo-code lines: (op kind, sub-step kind, cache kind, context,
+#: code) -> (algorithm, lines). kvviz.model.pseudocode provides the real one.
 LinesFor = Callable[..., tuple[str, tuple[int, ...]]]
 
 
-def _no_lines(op_kind: str, kind: str, *, cache_kind: str = "trie", context=None) -> tuple[str, tuple[int, ...]]:
+def _no_lines(op_kind: str, kind: str, *, cache_kind: str = "trie", context=None,
+              code=None) -> tuple[str, tuple[int, ...]]:
     return op_kind, ()
 
 
@@ -220,7 +208,8 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     """
     backend = start()
     source = backend.substeps
-    cache_kind = "shortfin" if source == "calls" else before.kind
+    code = backend.pseudocode  # a backend's own (its calls), or None: the design's
+    cache_kind = before.kind
     events: list = []
     states: dict[int, Snapshot] = {}
 
@@ -247,19 +236,19 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     if end != after:
         raise RuntimeError(f"step {frame_index}: running the op again did not give the frame's state")
     names = {a.id: (a.name if a.name is not None else f"#{a.id}") for a in before.allocations + after.allocations}
-    words = _Words(op, before, names, label)
+    words = _Words(op, before, names, label, backend.name)
     steps = []
     for event in events:
         kind, sentence, focus, context = words.say(event)
-        algorithm, lines = lines_for(op.kind, kind, cache_kind=cache_kind, context=context)
-        steps.append(SubStep(len(steps), kind, sentence, algorithm, lines, focus, event))
+        algorithm, lines = lines_for(op.kind, kind, cache_kind=cache_kind, context=context, code=code)
+        steps.append(SubStep(len(steps), kind, sentence, algorithm, lines, focus, event, code))
     if not steps:
         # Refused before anything happened (a name that is not live, tokens that are not
         # ints): one sub-step, so every op can be stepped into.
         reason = error or "nothing happened"
-        algorithm, lines = lines_for(op.kind, "refused", cache_kind=cache_kind, context=None)
+        algorithm, lines = lines_for(op.kind, "refused", cache_kind=cache_kind, context=None, code=code)
         steps.append(SubStep(0, "refused", f"refused before anything changed: {reason}", algorithm, lines,
-                             Focus(allocation=op.name), None))
+                             Focus(allocation=op.name), None, code))
         states[0] = before
     if source == "calls":
         note = (f"{backend.name} is observed between its calls "
@@ -269,215 +258,24 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     return OpSubSteps(frame_index, op, before, after, tuple(steps), source, note, start, states)
 
 
-def _keytext(key) -> str:
-    return "(" + ",".join(map(str, key)) + ")" if key is not None else "none"
-
-
 class _Words:
-    """The sentence, the focus and the pseudo-code context of each event of one op."""
+    """The kind, sentence, focus and pseudo-code context of each event of one op: the row of
+    the event's class in the cache's design (:attr:`kvviz.model.designs.EventWords.substep`),
+    or a foreign backend's call."""
 
-    def __init__(self, op, before: Snapshot, names: dict[int, str], label: Labeler):
-        self.op = op
-        self.names = names
-        self.label = label
-        self.tpp = before.tokens_per_page
-        self.hash = before.kind == "hash"  # blocks on pages and a free queue, no nodes or heap
-        self.pages_of = {n.id: n.page for n in before.nodes}
-        self.parent_of = {n.id: n.parent for n in before.nodes}
-        self.heap_move = ""  # the heap move a sift follows (unheap, push, pop): which lines swap
-        self.matched = 0
-        self.queue = before.free  # the hash cache's free queue, head first, before the op
-        self.unqueued: set[int] = set()  # pages the op took out of it so far (matched)
-
-    def name(self, allocation: int | None) -> str:
-        if allocation is None:
-            return self.op.name
-        return self.names.get(allocation, self.op.name)
-
-    def node(self, node: int) -> str:
-        page = self.pages_of.get(node)
-        return f"node {node}" + (f" (page {page})" if page is not None else "")
+    def __init__(self, op, before: Snapshot, names: dict[int, str], label: Labeler, backend: str):
+        self.design = design_of(before)
+        self.context = OpContext(op, before, names, label)
+        self.backend = backend
 
     def say(self, e) -> tuple[str, str, Focus, dict]:
         """(kind, sentence, focus, context) for event ``e``."""
         if isinstance(e, Call):
-            return "call", f"shortfin's {e.method}" + (f" ({e.what})" if e.what else ""), Focus(
-                allocation=self.op.name), {"call": e.method}
-        kind = _KIND_OF_EVENT.get(type(e))
-        if kind is None and isinstance(e, ev.Walked):
-            kind = "walk" if e.node is not None else "stop"
-        if kind is None:  # pragma: no cover - a new event class
+            return "call", f"{self.backend}'s {e.method}" + (f" ({e.what})" if e.what else ""), Focus(
+                allocation=self.context.op.name), {"call": e.method}
+        if not self.design.has_words(e):  # pragma: no cover - a new event class
             return "start", repr(e), Focus(), {}
-        return kind, *getattr(self, "_" + kind)(e)
-
-    # One method per kind: (sentence, focus, context).
-
-    def _start(self, e: ev.OpStarted):
-        return f"{e.op} {self.name(e.allocation)} begins", Focus(allocation=self.name(e.allocation)), {}
-
-    def _tick(self, e: ev.Ticked):
-        also = {"acquire": "; the lookup is counted and the allocation numbered",
-                "extend": "; the allocation's tokens are the new ones"}.get(e.op, "")
-        return f"the clock ticks to {e.tick}{also}", Focus(allocation=self.name(e.allocation)), {}
-
-    def _walk(self, e: ev.Walked):
-        where = "the root" if not e.parent else f"node {e.parent}"
-        self.pages_of.setdefault(e.node, None)
-        return (f"walk: block {e.depth} [{self.label(e.tokens)}] is a child of {where}: "
-                f"matched {self.node(e.node)}", Focus(nodes=(e.node,)), {"depth": e.depth})
-
-    def _stop(self, e: ev.Walked):
-        where = "the root" if not e.parent else f"node {e.parent}"
-        return (f"walk: block {e.depth} [{self.label(e.tokens)}] is not a child of {where}: "
-                f"matching stops after {count(e.depth, 'block')}",
-                Focus(nodes=(e.parent,) if e.parent else ()), {"depth": e.depth})
-
-    def _match(self, e: ev.Matched):
-        self.matched = len(e.nodes)
-        return (f"matched {count(len(e.nodes), 'page')}: {e.matched_tokens:,} of {count(e.total_tokens, 'token')} "
-                f"are cached and will not be computed again", Focus(nodes=e.nodes, pages=e.pages), {})
-
-    def _unheap(self, e: ev.HeapRemoved):
-        self.heap_move = "unheap"
-        moved = f"; node {e.moved} moves from the array's end into slot [{e.slot}]" if e.moved is not None else ""
-        return (f"node {e.node} leaves the heap from slot [{e.slot}]{moved}",
-                Focus(nodes=(e.node,), slots=(e.slot,)), {})
-
-    def _uncandidate(self, e: ev.CandidateRemoved):
-        return (f"{self.node(e.node)} is no longer an eviction candidate: {e.reason}",
-                Focus(nodes=(e.node,), pages=(e.page,)), {})
-
-    def _ref(self, e: ev.RefTaken):
-        if self.hash:
-            return (f"ref +1 on page {e.page} (block {e.node}): ref {e.ref}; it cannot be taken while referenced",
-                    Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
-        return (f"ref +1 on node {e.node} (page {e.page}): ref {e.ref}; it cannot be evicted while referenced",
-                Focus(nodes=(e.node,), pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _touch(self, e: ev.Touched):
-        nodes = ", ".join(map(str, e.nodes))
-        return (f"touch node{'s' if len(e.nodes) != 1 else ''} {nodes}: last_access = {e.tick}",
-                Focus(nodes=e.nodes), {})
-
-    def _take(self, e: ev.PagesTaken):
-        pages = ", ".join(map(str, e.pages))
-        where = "the free queue's head" if self.hash else "the free list's front"
-        return (f"take page{'s' if len(e.pages) != 1 else ''} {pages} from {where} "
-                f"for {self.name(e.allocation)}", Focus(pages=e.pages, allocation=self.name(e.allocation)), {})
-
-    def _pop(self, e: ev.HeapPopped):
-        self.heap_move = "pop"
-        cascade = e.moved is not None and self.parent_of.get(e.node) == e.moved
-        if e.moved is None:
-            rest = "; the heap is empty now"
-        elif cascade:
-            rest = (f"; its parent node {e.moved} takes slot [0] at once (it becomes a leaf when "
-                    f"{e.node} goes), then sifts down")
-        else:
-            rest = f"; the last entry, node {e.moved}, moves to slot [0] and sifts down"
-        return (f"pop the heap's top: node {e.node}, key {_keytext(e.key)}, the smallest, is the victim{rest}",
-                Focus(nodes=(e.node,), slots=(0,)), {"cascade": cascade})
-
-    def _swap(self, e: ev.HeapSwapped):
-        if e.direction == "down":
-            why = f"is larger than its child {_keytext(e.other_key)} at [{e.other_slot}]"
-        else:
-            why = f"is smaller than its parent {_keytext(e.other_key)} at [{e.other_slot}]"
-        return (f"sift {e.direction}: {_keytext(e.key)} at [{e.slot}] {why}: swap",
-                Focus(nodes=(e.node, e.other), slots=(e.slot, e.other_slot)),
-                {"direction": e.direction, "after": self.heap_move})
-
-    def _evict(self, e: ev.Evicted):
-        self.pages_of[e.node] = e.page
-        return (f"evict node {e.node} [{self.label(e.tokens)}], key {_keytext(e.key)}: out of the trie; "
-                f"page {e.page} goes to {self.name(e.allocation)}",
-                Focus(nodes=(e.node,), pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _candidate(self, e: ev.CandidateAdded):
-        return (f"{self.node(e.node)} has ref 0 and no children now: an eviction candidate, key {_keytext(e.key)}",
-                Focus(nodes=(e.node,), pages=(e.page,)), {})
-
-    def _push(self, e: ev.HeapPushed):
-        self.heap_move = "push"
-        return (f"node {e.node}, key {_keytext(e.key)}, joins the heap at slot [{e.slot}], the array's end",
-                Focus(nodes=(e.node,), slots=(e.slot,)), {})
-
-    def _create(self, e: ev.NodeCreated):
-        self.pages_of[e.node] = e.page
-        self.parent_of[e.node] = e.parent
-        where = "the root" if not e.parent else f"node {e.parent}"
-        return (f"new node {e.node} under {where} holds page {e.page}: [{self.label(e.tokens)}] is shared from now on",
-                Focus(nodes=(e.node,), pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _dedup(self, e: ev.Deduplicated):
-        return (f"block {e.index} is already cached as node {e.node} (page {e.page}): adopt it; "
-                f"the own copy, page {e.own_page}, goes back to the free list", Focus(nodes=(e.node,), pages=(e.page, e.own_page),
-                                                                          allocation=self.name(e.allocation)), {})
-
-    def _free(self, e: ev.PagesFreed):
-        pages = ", ".join(map(str, e.pages))
-        return (f"page{'s' if len(e.pages) != 1 else ''} {pages} back to the free list ({e.reason})",
-                Focus(pages=e.pages, allocation=self.name(e.allocation)), {"reason": e.reason})
-
-    def _unref(self, e: ev.RefDropped):
-        if self.hash:
-            after = "; it will join the free queue, still caching its block" if e.ref == 0 else ""
-            return (f"ref -1 on page {e.page} (block {e.node}): ref {e.ref}{after}",
-                    Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
-        after = "; nothing references it now: evictable once it is a leaf" if e.ref == 0 else ""
-        return (f"ref -1 on node {e.node} (page {e.page}): ref {e.ref}{after}",
-                Focus(nodes=(e.node,), pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _release(self, e: ev.Released):
-        return (f"{self.name(e.allocation)} released: it holds nothing now", Focus(allocation=self.name(e.allocation)),
-                {})
-
-    def _fail(self, e: ev.Failed):
-        protected = (f" ({e.protected} of them only because this request matched them)" if e.protected else "")
-        return (f"does not fit: needs {count(e.needed, 'page')}, {e.free} free + {e.evictable} evictable{protected}; "
-                "nothing changed (kvcore checks before it changes anything, so there is nothing to roll back)",
-                Focus(allocation=self.op.name), {})
-
-    # The hash-block cache's own events.
-
-    def _dequeue(self, e: ev.PageUnqueued):
-        self.unqueued.add(e.page)
-        return (f"page {e.page} (block {e.block}) leaves the free queue: it is matched, so nothing may take it",
-                Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _queue_place(self, page: int) -> str:
-        """``page``'s place in the free queue as it stands now (the op's matched pages out;
-        pages whose blocks were dropped stay until taken), in the pool's numbering. The
-        page is among those about to be taken from the head, so the walk stops early."""
-        place = 0
-        for p in self.queue:
-            if p in self.unqueued:
-                continue
-            if p == page:
-                return place_text(place, len(self.queue) - len(self.unqueued))
-            place += 1
-        return "not queued"  # pragma: no cover - kvcore drops blocks of queued pages only
-
-    def _drop(self, e: ev.BlockEvicted):
-        still = "; another page still caches its key" if e.still_cached else ""
-        return (f"page {e.page}, {self._queue_place(e.page)} in the free queue, is among the pages taken from its "
-                f"head and still caches block {e.block} [{self.label(e.tokens)}]: "
-                f"the block leaves the cache now, as the page is taken (lazy eviction){still}",
-                Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _cache(self, e: ev.BlockCached):
-        dup = (f"; page {e.duplicate_of} caches the same key already: vLLM keeps both"
-               if e.duplicate_of is not None else "")
-        return (f"cache block {e.block} [{self.label(e.tokens)}] under its chained key on page {e.page}{dup}",
-                Focus(pages=(e.page,), allocation=self.name(e.allocation)), {})
-
-    def _queue(self, e: ev.PagesQueued):
-        parts = []
-        if e.head:
-            parts.append(f"page{'s' if len(e.head) != 1 else ''} {', '.join(map(str, e.head))} (caching nothing) "
-                         "to the free queue's head")
-        if e.tail:
-            parts.append(f"page{'s' if len(e.tail) != 1 else ''} {', '.join(map(str, e.tail))} to its tail, "
-                         "last block first, still caching their blocks")
-        return ("; ".join(parts) or "no page joins the free queue",
-                Focus(pages=e.head + e.tail, allocation=self.name(e.allocation)), {})
+        words = self.design.words(e)
+        if words.substep is None:  # pragma: no cover - a design whose ops are not stepped into
+            return words.kind_for(e), repr(e), Focus(), {}
+        return (words.kind_for(e), *words.substep(self.context, e))

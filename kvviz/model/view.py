@@ -408,14 +408,15 @@ def code_views(step: SubStep, op_kind: str, cache_kind: str, demo: str | None = 
     that called it) and, when ``buggy`` and ``demo`` is a bug-museum demo with a buggy
     variant (:func:`kvviz.model.pseudocode.buggy_variant`), the buggy code beside it, the
     lines where the two differ marked on both sides. None for what there is none of."""
-    algorithm = pseudocode.ALGORITHMS.get(step.algorithm)
+    code = pseudocode.code_for(cache_kind, step.code)  # a backend's own code, or the design's
+    algorithm = code.algorithms.get(step.algorithm) if code is not None else None
     if algorithm is None:
         return None, None
     lit = frozenset(step.lines)
     title = algorithm.title
-    outer = pseudocode.algorithm_for(op_kind, "shortfin" if step.kind == "call" else cache_kind)
-    if outer != algorithm.name and outer in pseudocode.ALGORITHMS:
-        callers = [line.number for line in pseudocode.ALGORITHMS[outer].lines if line.calls == algorithm.name]
+    outer = code.entry.get(op_kind, "")
+    if outer != algorithm.name and outer in code.algorithms:
+        callers = [line.number for line in code.algorithms[outer].lines if line.calls == algorithm.name]
         if callers:  # "evict ← acquire line 24: pop the heap's ...": the call stack, shortest first
             name, _, what = title.partition(": ")
             title = f"{name} ← {outer} line {callers[0]}: {what}" if what else f"{title} ← {outer} line {callers[0]}"

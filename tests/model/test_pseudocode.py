@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kvviz.demos import demo_names
+from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.model import pseudocode as pc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,13 +110,14 @@ def test_every_shortfin_call_maps_to_its_own_line():
     seen = set()
     for op, calls in SHORTFIN_CALLS.items():
         for call in calls:
-            for cache in ("trie", "shortfin"):  # a call is shortfin's whatever the snapshot's kind
-                algorithm, lines = pc.lines_for(op, "call", cache_kind=cache, context={"call": call})
+            for cache in ("trie", "hash"):  # a call is the backend's whatever the snapshot's kind
+                algorithm, lines = pc.lines_for(op, "call", cache_kind=cache, context={"call": call},
+                                                code=SHORTFIN_CODE)
                 assert algorithm == "shortfin" and len(lines) == 1
-                text = pc.ALGORITHMS["shortfin"].lines[lines[0] - 1].text
+                text = SHORTFIN_CODE.algorithms["shortfin"].lines[lines[0] - 1].text
                 assert (f"cache.{call}(" in text) if call != "record" else ("handles[name]" in text)
             seen.add((op, lines[0]))
-        assert pc.lines_for(op, "start", cache_kind="shortfin")[0] == "shortfin"
+        assert pc.lines_for(op, "start", code=SHORTFIN_CODE)[0] == "shortfin"
     assert len(seen) == sum(map(len, SHORTFIN_CALLS.values()))  # no two calls share a line
 
 
@@ -157,11 +159,12 @@ def test_a_cache_without_pseudocode_gets_no_lines_and_an_impossible_pair_is_an_e
 
 
 def test_the_table_knows_exactly_the_kinds_of_the_contract():
-    assert {key[2] for key in pc.SUBSTEP_LINES} == set(TRIE_CONTRACT) | set(HASH_CONTRACT) | {"call"}
+    assert {key[2] for key in pc.SUBSTEP_LINES} == set(TRIE_CONTRACT) | set(HASH_CONTRACT)
+    assert {key[1] for key in SHORTFIN_CODE.rows} == {"start", "refused", "call"}  # the backend's own code
 
 
 def _reachable() -> dict[str, set[int]]:
-    lit: dict[str, set[int]] = {name: set() for name in pc.ALGORITHMS}
+    lit: dict[str, set[int]] = {name: set() for name in [*pc.ALGORITHMS, *SHORTFIN_CODE.algorithms]}
     contracts = [("trie", TRIE_CONTRACT), ("base", BASE_CONTRACT), ("hash", HASH_CONTRACT)]
     for cache, contract in contracts:
         for op, kind in _pairs(contract):
@@ -170,14 +173,14 @@ def _reachable() -> dict[str, set[int]]:
                     lit[algorithm].update(lines)
     for op, calls in SHORTFIN_CALLS.items():
         for kind, context in [("start", {})] + [("call", {"call": c}) for c in calls]:
-            for algorithm, lines in pc.call_stack(op, kind, cache_kind="shortfin", context=context):
+            for algorithm, lines in pc.call_stack(op, kind, context=context, code=SHORTFIN_CODE):
                 lit[algorithm].update(lines)
     return lit
 
 
 def test_every_line_is_lit_by_some_substep_or_is_marked_structural():
     lit = _reachable()
-    for name, algo in pc.ALGORITHMS.items():
+    for name, algo in [*pc.ALGORITHMS.items(), *SHORTFIN_CODE.algorithms.items()]:
         for line in algo.lines:
             assert (line.number in lit[name]) != line.structural, (name, line)
 
@@ -235,12 +238,19 @@ def test_the_bug_descriptions_are_bugs_md_words():
     assert {b: d.description for b, d in pc.BUGS.items()} == rows
 
 
-def test_the_pseudocode_is_pure_data_needing_only_the_standard_library():
-    code = "import json, sys; import kvviz.model.pseudocode; print(json.dumps(sorted(sys.modules)))"
+def _imported_by(module: str) -> set[str]:
+    code = f"import json, sys; import {module}; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     modules = {name.split(".")[0] for name in json.loads(out.stdout)}
-    foreign = {m for m in modules - set(sys.stdlib_module_names) if not m.startswith("_")}
-    assert foreign == {"kvviz"}  # no kvcore, textual or rich either
+    return {m for m in modules - set(sys.stdlib_module_names) if not m.startswith("_")}
+
+
+def test_the_pseudocode_is_pure_data_needing_only_the_standard_library():
+    # The types the algorithms are written in, and a backend's code, need nothing else; the
+    # lookups read the designs, whose event tables are keyed by kvcore's event classes.
+    assert _imported_by("kvviz.model.designs.code") == {"kvviz"}
+    assert _imported_by("kvviz.backends.shortfin_code") <= {"kvviz", "kvcore"}  # no shortfin needed
+    assert _imported_by("kvviz.model.pseudocode") == {"kvviz", "kvcore"}  # no textual or rich either
 
 
 # -- true to kvcore: the counter, priority, the heap's pop ------------------------------------

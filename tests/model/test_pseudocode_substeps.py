@@ -20,6 +20,7 @@ import kvcore
 from kvcore import events as ev
 from kvviz.backends.kvcore_backend import kvcore_backend
 from kvviz.demos import demo_names, load_demo
+from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.model import pseudocode as pc
 from kvviz.backends.registry import make_backend_factory
 from kvviz.model import substeps as substeps_module
@@ -31,7 +32,7 @@ from .test_pseudocode import HASH_CONTRACT, TRIE_CONTRACT
 
 
 def test_the_table_uses_exactly_the_kinds_substeps_defines():
-    kinds = {key[2] for key in pc.SUBSTEP_LINES}
+    kinds = {key[2] for key in pc.SUBSTEP_LINES} | {key[1] for key in SHORTFIN_CODE.rows}  # "call": a backend's
     assert kinds == set(substeps_module.SUBSTEP_KINDS) == set(TRIE_CONTRACT) | set(HASH_CONTRACT) | {"call"}
 
 
@@ -226,11 +227,11 @@ def test_the_shortfin_backends_calls_light_the_line_of_that_call(name, monkeypat
                 continue
             assert step.kind == "call" and step.algorithm == "shortfin"
             (line,) = step.lines
-            text = pc.ALGORITHMS["shortfin"].lines[line - 1].text
+            text = SHORTFIN_CODE.algorithms["shortfin"].lines[line - 1].text
             method = step.event.method
             assert (f"cache.{method}(" if method != "record" else "handles[name]") in text, (i, step.sentence)
             # the call sits in the op's own def: the nearest def line above it is the op's
-            above = [t for t in pc.ALGORITHMS["shortfin"].texts()[:line] if t.startswith("def ")]
+            above = [t for t in SHORTFIN_CODE.algorithms["shortfin"].texts()[:line] if t.startswith("def ")]
             assert above[-1].startswith(f"def {subs.op.kind}("), (i, step.sentence)
             calls.add(step.event.method)
     assert calls >= {"lookup", "allocate", "publish_pages_for_tokens", "release_pages", "record"}
