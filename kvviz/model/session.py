@@ -24,6 +24,7 @@ from kvcore import events as ev
 
 from ..backends import Backend, BackendFactory, UnknownAllocation
 from ..backends.kvcore_backend import kvcore_backend
+from .designs import eviction_events
 from .diff import Diff, diff_snapshots
 from .expect import ExpectResult, evaluate
 from .narrate import TOKENS, Units, narrate
@@ -34,7 +35,7 @@ from .substeps import build as build_substeps
 from .vocab import Vocabulary
 
 
-EVICTION_EVENTS = (ev.Evicted, ev.BlockEvicted)
+EVICTION_EVENTS = eviction_events()  # every design's rows that evict: one table (designs/)
 """The events that mean a cached page was evicted, on every cache kind."""
 
 

@@ -306,3 +306,24 @@ def test_the_scan_refuses_runs_that_pass_their_container():
     assert scan_msgpack(b"\x92" + b"\x97" + b"\xcd\x00\x01" * 7 + b"\xcd\x00\x02") == 10
     with pytest.raises(DecodeError):
         scan_msgpack(b"\x91" + inner)
+
+
+def test_a_payload_too_short_to_pass_the_item_limits_skips_the_scan_and_still_keeps_the_nesting_limit():
+    # Under MAX_EVENT_CONTAINERS bytes no payload can exceed the value or container limits, so
+    # decode_payload checks only the nesting, on the decoded values: it must refuse exactly
+    # what the header scan refuses, for arrays, maps (keys and values) and empty containers.
+    def verdict(check, payload):
+        try:
+            check(payload)
+        except DecodeError as refused:
+            return "too deep" if "deeper than 32" in str(refused) else "other"
+        return "read"
+
+    head = encode([1.0, [{"type": "AllBlocksCleared", "pad": None}]])[:-1]
+    for depth in range(limits.MAX_EVENT_NESTING - 4, limits.MAX_EVENT_NESTING + 4):
+        for payload in (b"\x92\xc0" + b"\x91" * depth + b"\xc0", head + b"\x91" * depth + b"\x90",
+                        b"\x92\xc0" + b"\x81\xa1k" * depth + b"\xc0", head + b"\x81\x91" * depth + b"\xc0\xc0"):
+            assert len(payload) < limits.MAX_EVENT_CONTAINERS
+            scanned = verdict(scan_msgpack, payload)
+            assert verdict(lambda p: decode_payload(p, seq=0), payload) == scanned or scanned == "read"
+            assert (scanned == "too deep") == (verdict(lambda p: decode_payload(p, seq=0), payload) == "too deep")

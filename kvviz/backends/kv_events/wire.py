@@ -349,9 +349,49 @@ def decode_payload(payload: bytes, *, seq: int, topic: str = "") -> Batch:
     payload = bytes(payload)
     if not payload:
         raise DecodeError("the payload is empty")
-    scan_msgpack(payload)
-    value = _msgspec_decode(payload)
+    if len(payload) > _SCAN_FROM_BYTES:
+        scan_msgpack(payload)
+        value = _msgspec_decode(payload)
+    else:
+        # Every msgpack value takes at least one byte, so this payload holds at most
+        # len(payload) values and containers: within both limits without counting. msgspec
+        # refuses a length that runs past the end before allocating for it, and its recursion
+        # is bounded (RecursionError); only the nesting limit is left to check, on the values.
+        try:
+            value = _msgspec_decode(payload)
+        except DecodeError:
+            scan_msgpack(payload)  # says exactly what is wrong, where it can
+            raise
+        _check_nesting(value)
     return _batch(value, seq=seq, topic=topic)
+
+
+_SCAN_FROM_BYTES = min(MAX_EVENT_ITEMS, MAX_EVENT_CONTAINERS)
+"""Payloads longer than this are header-scanned before decoding (they could hold more values
+or containers than the limits); shorter ones cannot, and skip the scan (the most of decoding's
+cost it was: vLLM's batches are a few kilobytes)."""
+
+_CONTAINER_TYPES = frozenset({list, dict, tuple})  # tuple: msgspec's reading of an array map key
+
+
+def _check_nesting(value: Any, limit: int = MAX_EVENT_NESTING) -> None:
+    """Refuse a decoded value whose non-empty arrays and maps nest deeper than ``limit`` (as
+    :func:`scan_msgpack` counts them). Iterative; a flat list costs one pass at C speed."""
+    if type(value) not in _CONTAINER_TYPES:
+        return
+    level, depth = [value], 1
+    while level:
+        if depth > limit and any(level):
+            raise DecodeError(f"the payload nests deeper than {limit} containers (the limit)")
+        inner = []
+        for container in level:
+            if type(container) is dict:
+                values = [*container.keys(), *container.values()]
+            else:
+                values = container
+            if not set(map(type, values)).isdisjoint(_CONTAINER_TYPES):
+                inner.extend(item for item in values if type(item) in _CONTAINER_TYPES)
+        level, depth = inner, depth + 1
 
 
 def _batch(value: Any, *, seq: int, topic: str) -> Batch:
