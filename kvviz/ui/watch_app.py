@@ -277,6 +277,9 @@ class WatchApp(StepActions, App[None]):
         else:
             frame = timeline.frame(self.step)
             orphans = sum(1 for block in frame.state.blocks.values() if block.orphan)
+            if self.selected is not None:
+                # The why line tells what the stream said up to the step shown, never later.
+                self.why_text = timeline.why_block(self.selected[0], at=self.step)
         view = WatchView(
             frame, self.last_step, source=timeline.source, replay=self.subscriber is None,
             following=self.following, waiting=self.waiting, rates=timeline.rates(self.step),
@@ -408,7 +411,7 @@ class WatchApp(StepActions, App[None]):
         """Select block ``key`` (on ``medium``): the forest marks its chain, the why line
         says what the timeline knows of it."""
         self.selected = (key, medium)
-        self.why_text = self.timeline.why_block(key)
+        self.why_text = self.timeline.why_block(key, at=self.step)
         self._show(rebuild=False)
 
     @on(TimelineBar.StepClicked)

@@ -217,8 +217,12 @@ async def test_selecting_a_block_shows_the_timelines_why_answer_and_links_its_ch
         await pilot.pause()
         assert app.selected == (B2, "GPU")
         why = str(app.why_line.render())
-        assert why == f"why: {app.timeline.why_block(B2)}" and "removed at batch 5" in why
+        assert why == f"why: {app.timeline.why_block(B2, at=5)}" and "removed at batch 5" in why
         assert app.forest.is_linked((ROOT_A, "GPU")) and not app.forest.is_linked((A2, "GPU"))
+        app.go_to(4)  # before the removal: the why line must not tell the future
+        await pilot.pause()
+        why = str(app.why_line.render())
+        assert why == f"why: {app.timeline.why_block(B2, at=4)}" and "removed at batch 5" not in why
 
 
 async def test_the_cursor_keys_select_blocks_in_the_forest():
