@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from kvcore import events as ev
 
-from .narrate import count
+from .designs import design, design_of
+from .words import count
 from .policy_words import key_fields, key_value, words_for
 from .why import why_evicted, why_short_match
 
@@ -69,9 +70,10 @@ class StepView:
         return self.after.snapshot
 
     @property
-    def trie(self) -> bool:
-        """Whether the cache shares pages (questions about refs and eviction need one)."""
-        return self.snap0.kind == "trie"
+    def tree(self) -> bool:
+        """Whether the cache keeps a trie of shared nodes (questions about refs and eviction
+        need one): its design says so (:attr:`kvviz.model.designs.Design.tree`)."""
+        return design_of(self.snap0).tree
 
     @property
     def ok(self) -> bool:
@@ -140,9 +142,9 @@ def _room(view: StepView) -> Room | None:
     """The op's demand on the pool, or None when it is not an acquire/extend that can run."""
     op, snap = view.op, view.snap0
     tpp = snap.tokens_per_page
-    ref0 = snap.evictable_count if view.trie else 0
+    ref0 = snap.evictable_count if view.tree else 0
     if op.kind == "acquire" and op.tokens is not None:
-        path = _walk(snap, op.tokens) if view.trie else []
+        path = _walk(snap, op.tokens) if view.tree else []
         rest = len(op.tokens) - len(path) * tpp + op.extra
         protected = sum(1 for n in path if n.ref == 0)
         return Room(_ceil(rest, tpp), snap.free_count, ref0 - protected, protected, rest // tpp)
@@ -262,7 +264,7 @@ def _victim_why(view: StepView, answer: Value) -> str:
 
 VICTIM = QuestionKind(
     "victim", "next victim", "number", "page",
-    applies=lambda v: v.trie and v.ok and bool(v.victims),
+    applies=lambda v: v.tree and v.ok and bool(v.victims),
     ask=lambda v: f"{v.text()} It needs more pages than the {count(v.snap0.free_count, 'free page')}. "
                   "Which page is evicted first?",
     answer=lambda v: v.victims[0].page,
@@ -305,7 +307,7 @@ def _victims_distractors(view: StepView, answer: Value) -> list[Mistake]:
 
 VICTIMS = QuestionKind(
     "victims", "the next victims in order", "list", "page",
-    applies=lambda v: v.trie and v.ok and len(v.victims) >= 2,
+    applies=lambda v: v.tree and v.ok and len(v.victims) >= 2,
     ask=lambda v: (f"{v.text()} It evicts {count(len(v.victims), 'page')}. "
                    + (f"Which {_victims_count(v)} are evicted first, in order?" if len(v.victims) > 3
                       else "Which, in the order they are evicted?")),
@@ -373,7 +375,7 @@ def _hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
 
 
 def _hit_applies(view: StepView) -> bool:
-    if not (view.trie and view.ok and view.op.kind == "acquire" and view.matched):
+    if not (view.tree and view.ok and view.op.kind == "acquire" and view.matched):
         return False
     return view.matched.matched_tokens > 0 or _partial_hit(view) > 0 or _unpublished_hit(view) > 0
 
@@ -494,7 +496,7 @@ def _ref_node(view: StepView):
 
 
 def _ref_applies(view: StepView) -> bool:
-    if not (view.trie and view.ok):
+    if not (view.tree and view.ok):
         return False
     node = _ref_node(view)
     return node is not None and view.snap1.node(node) is not None and view.snap0.node(node) is not None
@@ -655,7 +657,7 @@ def _shown_nodes(view: StepView) -> tuple[int, ...]:
 
 
 def _evictable_applies(view: StepView) -> bool:
-    if not (view.trie and view.ok and view.op.kind in ("acquire", "release")):
+    if not (view.tree and view.ok and view.op.kind in ("acquire", "release")):
         return False
     if view.op.kind == "acquire" and not (view.matched and view.matched.nodes):
         return False
@@ -872,9 +874,10 @@ def step_views(session: "Session", last: int | None = None):
 
 
 def questions_at(view: StepView, rng: random.Random) -> list[Question]:
-    """Every question that makes sense at one step, one per kind that applies (none on a hash
-    cache: see :func:`refusal`)."""
-    if view.snap0.kind == "hash":
+    """Every question that makes sense at one step, one per kind that applies (none on a cache
+    whose design the quiz does not apply to, :attr:`kvviz.model.designs.Design.quiz`: see
+    :func:`refusal`)."""
+    if not design_of(view.snap0).quiz:
         return []
     out = []
     for spec in KINDS.values():
@@ -887,14 +890,12 @@ def questions_at(view: StepView, rng: random.Random) -> list[Question]:
 
 def refusal(session: "Session") -> str | None:
     """Why the quiz asks nothing about ``session``, in one line for the command line to say
-    (None when it asks). A hash cache's questions would need their own answers and
-    explanations (free and cached pages overlap, there is no heap and no dedup); the trie's
-    would be false there, so no question kind applies to a hash step (:func:`questions_at`)."""
-    if session.config.kind == "hash":
-        return ("the quiz asks about trie and base caches; a hash cache (vLLM's design) is not quizzed yet: step "
-                "through it with `kvviz demo` or `kvviz run`, or beside the trie with `kvviz compare FILE "
-                "--left hash --right trie`")
-    return None
+    (None when it asks): the design's :attr:`~kvviz.model.designs.Design.quiz_refusal`. A hash
+    cache's questions would need their own answers and explanations (free and cached pages
+    overlap, there is no heap and no dedup); the trie's would be false there, so its design
+    says the quiz does not apply (:func:`questions_at`)."""
+    entry = design(session.config.kind)
+    return None if entry.quiz else entry.quiz_refusal
 
 
 def questions(session: "Session", seed: int = 0, last: int | None = None) -> list[Question]:

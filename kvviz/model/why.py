@@ -15,8 +15,10 @@ from kvcore import events as ev
 from kvcore.events import BlockEvicted
 from kvcore.snapshot import FreePages
 
+from .designs import design_of
+from .designs.trie import match_stop
 from .free_queue import next_victim, place_text, queue_position, queue_text
-from .narrate import TOKENS, Units, count, match_stop
+from .words import TOKENS, Units, count
 from .policy_words import key_phrase, key_value, words_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +72,7 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
     info = snap.pages[page]
     at = f"at step {frame_index}"
     label = session.label_tokens
-    if snap.kind == "hash":
+    if design_of(snap).lazy:  # free and cached overlap in one free queue
         return Answer(title, tuple(_hash_page_lines(snap, page, at, label)), None, (page,),
                       (info.node,) if info.node is not None else ())
     if info.state == "free":
@@ -189,7 +191,7 @@ def _interior_lines(snap, node) -> list[str]:
 def why_evicted(session: "Session", frame_index: int, page: int) -> Answer:
     """Why page ``page`` was evicted, as of frame ``frame_index`` (its latest eviction so far);
     for a page not evicted yet, :func:`page_status`."""
-    if session.frame(frame_index).snapshot.kind == "hash":
+    if design_of(session.frame(frame_index).snapshot).lazy:
         return _why_hash_evicted(session, frame_index, page)
     steps = [s for s in session.why_index.page_evicted_at.get(page, []) if s <= frame_index]
     if not steps:
@@ -322,12 +324,13 @@ def why_short_match(session: "Session", frame_index: int, name: str, units: Unit
         amount = f"{k:,} of {count(len(tokens), 'block')} (of {units.block_tokens:,} tokens)"
     else:
         amount = f"{matched.matched_tokens:,} of {count(len(tokens), 'token')}"
-    stop = matched.reason if frame.snapshot.kind in ("base", "hash") else match_stop(tokens, k, tpp, label, parent)
+    design = design_of(frame.snapshot)
+    stop = match_stop(tokens, k, tpp, label, parent) if design.tree else matched.reason
     lines = [f"`{frame.op.text}` matched {amount}: {stop}."]
-    if frame.snapshot.kind == "base":
-        lines.append("The base cache never shares pages: every request starts from nothing.")
+    if not design.shares:
+        lines.append(design.clause("why_unshared"))
         return Answer(title, tuple(lines), step)
-    if frame.snapshot.kind == "hash":
+    if design.lazy:
         return Answer(title, tuple(lines + _hash_match_lines(session, step, tokens, k, tpp)), step,
                       tuple(matched.pages), tuple(matched.nodes))
     if k == full:

@@ -7,8 +7,8 @@ advances the clock, and the views of a trie and a heap say it has neither. Its p
 one short algorithm holding its acquire, publish and release (the trie's lines, walk, heap
 and nodes, do not apply), and kvcore's one extend, shared with the trie.
 
-Narration clauses: the trie's (:mod:`.trie`), and ``unshared_match`` (``tokens``, counted):
-an acquire's match.
+Narration clauses: the trie's (:mod:`.trie`), ``unshared_match`` (``tokens``, counted): an
+acquire's match, and ``why_unshared``: why a match found nothing, in a why-answer.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ CLAUSES = {
     "unshared_match": "no sharing in the base cache ({tokens})",
     "publish_nothing": "the base cache shares nothing, so publish only advances the clock",
     "no_structure": "(base cache: no trie, nothing is shared)",
+    "why_unshared": "The base cache never shares pages: every request starts from nothing.",
 }
 
 _BASE = block("""
