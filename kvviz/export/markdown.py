@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..model.designs import design_of
 from ..model.free_queue import free_page_count, next_victim, queue_text
 from ..model.policy_words import key_fields, key_value, words_for
 from ..model.view import heap_name, key_text
@@ -127,6 +128,18 @@ def hash_sections(frame: "Frame", session: "Session") -> list[str]:
     return out
 
 
+def _trie_section(frame: "Frame", session: "Session") -> list[str]:
+    """The trie as a Mermaid diagram; nothing for a design without one (the base cache)."""
+    if not design_of(frame.snapshot).tree:
+        return []
+    return ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
+
+
+SECTIONS = {"trie": _trie_section, "blocks": hash_sections}
+"""The report's sections of what is cached, by the design's view of it
+(:attr:`kvviz.model.designs.Design.views`, first): a new design's view is one entry."""
+
+
 def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str) -> str:
     """The whole Markdown report for one step."""
     snap = frame.snapshot
@@ -140,21 +153,19 @@ def frame_markdown(frame: "Frame", session: "Session", script: str, summary: str
         out += [f"> {frame.story}", ""]
     if frame.violations:
         out += ["## Invariant violations", ""] + [f"- {v}" for v in frame.violations] + [""]
-    queue = f", free queue {snap.free_count}" if snap.kind == "hash" else ""
+    design = design_of(snap)
+    queue = f", {design.nouns.free} {snap.free_count}" if design.lazy else ""  # free and cached overlap
     out += [f"Cache: {snap.kind}, {snap.page_count} pages × {snap.tokens_per_page} tokens, clock {snap.clock}; "
             f"free {free_page_count(snap)}, cached {snap.cached_count} (evictable {snap.evictable_count}), "
             f"owned {snap.owned_count}{queue}.", ""]
-    if snap.kind == "trie":
-        out += ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
-    if snap.kind == "hash":
-        out += hash_sections(frame, session)
+    out += SECTIONS.get(design.views[0], _trie_section)(frame, session)
     out += ["## Allocations", "", "| name | tokens | block table | published | hit tokens |", "|---|---|---|---|---|"]
     for a in snap.allocations:
         out.append(f"| {_cell(a.label)} | {_cell(_tokens(session, a.tokens))} | {_block_table(a.pages)} | "
                    f"{a.published} | {a.hit_tokens} |")
     if not snap.allocations:
         out.append("| (none) | | | | |")
-    holder = "block" if snap.kind == "hash" else "node"
+    holder = design.clause("holder")
     out += ["", "## Pages", "", f"| page | state | {holder} | owner | ref |", "|---|---|---|---|---|"]
     names = {a.id: a.label for a in snap.allocations}
     for info in snap.pages[:MAX_PAGE_ROWS]:

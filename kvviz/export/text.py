@@ -17,6 +17,7 @@ from rich.tree import Tree
 
 from kvcore.events import BlockEvicted
 
+from ..model.designs import design_of
 from ..model.free_queue import free_page_count, next_victim, place_text, queue_position, queue_text
 from ..model.policy_words import key_fields, key_phrase, key_value, words_for
 from ..model.view import heap_name, key_text
@@ -47,10 +48,12 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
     found in the same place in ``--print`` output and on screen (and the first
     ``MAX_TREE_NODES`` shown are the same ones)."""
     snap = frame.snapshot
-    if snap.kind == "base":
-        return Text("(base cache: no trie, nothing is shared)", style="dim")
-    if snap.kind == "hash":
-        return hash_blocks(frame, session)
+    design = design_of(snap)
+    other = STRUCTURE_SECTIONS.get(design.views[0])
+    if other is not None:  # the design's own view of what is cached (a hash cache's blocks)
+        return other(frame, session)
+    if not design.tree:
+        return Text(design.clause("no_structure"), style="dim")
     diff = frame.diff
     added, touched = set(diff.nodes_added), set(diff.nodes_touched)
     root = Tree(Text("root", style="bold"))
@@ -217,10 +220,12 @@ def heap_list(frame: "Frame", session: "Session", limit: int = 16) -> Text:
     """The eviction heap in array order, keys under the snapshot's policy ((last_access, seq)
     under lru, named in the heading otherwise); the next victim first."""
     snap = frame.snapshot
-    if snap.kind == "base":
+    design = design_of(snap)
+    other = ORDER_SECTIONS.get(design.views[1])
+    if other is not None:  # the design's own eviction order (a hash cache's free queue)
+        return other(snap)
+    if not design.tree:
         return Text("")
-    if snap.kind == "hash":
-        return free_queue_line(snap)
     if not snap.heap:
         return Text(f"{heap_name(snap)}: empty (no unreferenced leaves)", style="dim")
     parts = []
@@ -232,6 +237,15 @@ def heap_list(frame: "Frame", session: "Session", limit: int = 16) -> Text:
         parts.append(f"... {len(snap.heap) - limit} more")
     order = "array order" if words_for(snap).lru else f"array order, key {key_fields(snap)}"
     return Text(f"{heap_name(snap)} ({order}):\n  " + "\n  ".join(parts))
+
+
+STRUCTURE_SECTIONS = {"blocks": hash_blocks}
+"""Each design view of what is cached (:attr:`kvviz.model.designs.Design.views`, first) other
+than the trie, :func:`trie_tree` draws: a new design's view is one entry."""
+
+ORDER_SECTIONS = {"queue": free_queue_line}
+"""Each design view of the eviction order (:attr:`~kvviz.model.designs.Design.views`, second)
+other than the heap, :func:`heap_list` draws."""
 
 
 def legends_text() -> Text:
@@ -255,7 +269,8 @@ def frame_renderable(frame: "Frame", session: "Session", legends: bool = True) -
     if frame.story:
         parts.append(Text(frame.story, style="italic"))
     parts.append(Text(frame.explanation))
-    queue = f" | free queue {snap.free_count}" if snap.kind == "hash" else ""
+    design = design_of(snap)
+    queue = f" | {design.nouns.free} {snap.free_count}" if design.lazy else ""  # free and cached overlap
     parts.append(Text(f"clock {snap.clock} | free {free_page_count(snap)} | cached {snap.cached_count} "
                       f"(evictable {snap.evictable_count}) | owned {snap.owned_count}{queue} | "
                       f"pages {snap.page_count} x {snap.tokens_per_page} tokens", style="dim"))

@@ -4,8 +4,9 @@
 Every kvviz screen has two panes that depend on the cache's design: the upper one shows
 what is cached, the lower one the eviction order. A trie (and a base cache, whose views say
 it has neither) gets the trie view and the heap view; a hash cache (vLLM's design: no tree,
-no heap) the block view and the free-queue view. One table, read by the main app and the
-side-by-side app alike, so a new design is one entry.
+no heap) the block view and the free-queue view. One table, keyed like the exports by the
+design's view (:attr:`kvviz.model.designs.Design.views`), read by the main app and the
+side-by-side app alike, so a new design is one entry (or none, when it reuses a view).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..model.designs import design
 from ..model.hash_view import blocks_title, free_queue_title
 from ..model.view import heap_title
 from .widgets.block_view import BlockView
@@ -39,14 +41,19 @@ def _trie_title(snapshot) -> str:
 TRIE_PANES = (Pane("trie", TrieView, _trie_title), Pane("heap", HeapView, heap_title))
 HASH_PANES = (Pane("blocks", BlockView, blocks_title), Pane("queue", FreeQueueView, free_queue_title))
 
-PANES: dict[str, tuple[Pane, Pane]] = {"trie": TRIE_PANES, "base": TRIE_PANES, "hash": HASH_PANES}
-"""By snapshot kind: (the pane of what is cached, the pane of the eviction order)."""
+PANES: dict[str, tuple[Pane, Pane]] = {"trie": TRIE_PANES, "blocks": HASH_PANES}
+"""By the design's view of what is cached (:attr:`kvviz.model.designs.Design.views`): (the
+pane of what is cached, the pane of the eviction order)."""
 
 
 def panes_for(kind: str) -> tuple[Pane, Pane]:
-    """The two panes for a snapshot of ``kind`` (a kind not listed gets the trie's, whose
-    views say what they cannot show)."""
-    return PANES.get(kind, TRIE_PANES)
+    """The two panes for a snapshot of ``kind``, by its design (a kind with no design, or a
+    view not listed, gets the trie's, whose views say what they cannot show)."""
+    try:
+        view = design(kind).views[0]
+    except KeyError:
+        return TRIE_PANES
+    return PANES.get(view, TRIE_PANES)
 
 
 ROLES: dict[str, type[LineView]] = {pane.role: pane.view for panes in PANES.values() for pane in panes}

@@ -16,6 +16,7 @@ Narration clauses (:attr:`Design.clauses`), with their fields:
 ``full``               (none): the noun a match counts ("full block")
 ``took``               ``pages``: pages taken from the free queue's head
 ``publish_nothing``    (none): a publish that cached nothing
+``holder``             (none): what holds a page, in a report's page table
 ``no_structure``       (none): the trie view of a hash cache (it has blocks instead)
 =====================  ===================================================================
 
@@ -154,6 +155,7 @@ CLAUSES = {
     "took": "took {pages} from the free queue's head",
     "publish_nothing": "nothing new to cache (only full blocks are cached, and never twice)",
     "no_structure": "",
+    "holder": "block",
 }
 
 

@@ -18,6 +18,7 @@ Narration clauses (:attr:`Design.clauses`), with their fields:
 ``publish_nothing``    (none): a publish that created and adopted nothing
 ``took``               ``pages``: pages taken from the free list
 ``returned``           ``pages``: a release's unpublished tail returned
+``holder``             (none): what holds a page, in a report's page table
 ``no_structure``       (none): what the trie view says of a cache with no trie
 =====================  ===================================================================
 
@@ -305,6 +306,7 @@ CLAUSES = {
     "took": "took {pages} from the free list",
     "returned": "returned unpublished {pages} to the free list",
     "no_structure": "",
+    "holder": "node",
 }
 
 
