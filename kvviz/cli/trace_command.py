@@ -45,6 +45,9 @@ from ..trace.replay import (
     ReplayResult,
     ReplayTooLarge,
     SweepCurve,
+    SweepWorkerFailed,
+    TraceChanged,
+    TraceSource,
     check_design,
     check_replay_size,
     check_sweep_size,
@@ -335,6 +338,9 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--sweep", "do_sweep", is_flag=True,
               help="Replay at 1e4 .. 1e9 tokens (half-decades) and unlimited, and plot hit rate vs "
                    "capacity (--capacity-tokens is ignored).")
+@click.option("--workers", type=_AsciiIntRange(min=1), default=None, metavar="N",
+              help="With --sweep: processes replaying at once (default: every core, for a sweep big enough "
+                   "to pay for starting them); 1 replays in this process.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is also off when stderr is not a terminal).")
 @click.option("--to-kvs", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
@@ -345,8 +351,8 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, policy_text: str,
           design_text: str, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
-          on_error: str, do_sweep: bool, as_json: bool, no_progress: bool, to_kvs: Path | None,
-          ui: bool) -> None:
+          on_error: str, do_sweep: bool, workers: int | None, as_json: bool, no_progress: bool,
+          to_kvs: Path | None, ui: bool) -> None:
     """Replay a Mooncake request trace (JSONL) through the KV cache.
 
     Each hash id is one page of --page-tokens tokens; requests share pages as far as their
@@ -361,6 +367,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
             first = UI_DEFAULT_REQUESTS
     if do_sweep and to_kvs is not None:
         _fail("--sweep and --to-kvs do not combine: write a scenario at one capacity")
+    if workers is not None and not do_sweep:
+        _fail("--workers sets the processes of a sweep: add --sweep (one replay runs in one process)")
     if to_kvs is not None:
         try:  # before any work: `--to-kvs t.jsonl` on t.jsonl would replace the trace
             refuse_overwriting_inputs(to_kvs, [file])
@@ -427,7 +435,13 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
     console = stdout_console()
     if do_sweep:
-        _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console)
+        source = TraceSource.of(file, requests, block_tokens=page_tokens, on_error=on_error, first=first)
+        try:
+            _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console, source, workers)
+        except TraceChanged as error:
+            _fail(str(error))
+        except SweepWorkerFailed as error:
+            raise click.ClickException(str(error)) from None
         return
     with _progress(show_progress, len(requests), "replaying") as progress:
         result = replay(requests, config, progress=progress)
@@ -438,18 +452,22 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
 
 
 def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[ReplayConfig], show_progress: bool,
-                 as_json: bool, console) -> None:
+                 as_json: bool, console, source: TraceSource, workers: int | None) -> None:
     """Replay every choice at every capacity; print one table and one plot (or JSON).
 
     One choice prints as the sweep always has (its table of every figure, its plot, and JSON
     with ``sweep`` and ``unlimited``); several print a hit-rate column and a curve each, and
     JSON gains ``choices``: one entry per choice with its ``design``, ``policy``, ``sweep``
-    and ``unlimited``.
+    and ``unlimited``. The replays run on a process pool (``workers``); the output is the same
+    whatever the number of processes, but for the time column and ``wall_seconds``. An LRU
+    curve (trie lru, hash) is also drawn as a continuous line from one pass of stack
+    distances (:mod:`kvviz.trace.stack_distance`), where that pass is exact.
     """
     capacities = sweep_capacities()
     total = len(requests) * (len(capacities) + 1) * len(configs)
     with _progress(show_progress, total, "sweeping capacities") as progress:
-        curves = sweep_choices(requests, configs, capacities, progress=progress)
+        curves = sweep_choices(requests, configs, capacities, progress=progress, source=source, workers=workers,
+                               lines=not as_json)
     if as_json:
         data = {"trace": _trace_json(loaded, reuse)}
         if len(curves) == 1:
@@ -464,13 +482,13 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
         console.print(_sweep_table(loaded, curves[0].results, curves[0].unlimited))
         console.print()
         # Plain text through click: no Rich markup or wrapping may touch the plot.
-        click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited))
+        click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited, line=curves[0].line))
         return
     # The title on a line of its own: as the table's title it wrapped into the narrow table.
     console.print(Text(_choices_title(loaded, curves), style="italic"), no_wrap=True, overflow="ellipsis")
     console.print(_choices_table(loaded, curves))
     console.print()
-    click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited) for c in curves]))
+    click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited, c.line) for c in curves]))
 
 
 UI_DEFAULT_REQUESTS = 1000

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .replay import ReplayResult
 
-__all__ = ["CURVE_MARKS", "Curve", "choice_label", "eviction_name", "hit_rate_curves", "hit_rate_plot", "percent"]
+__all__ = ["CURVE_MARKS", "LINE_MARK", "Curve", "HitRateLine", "choice_label", "eviction_name", "hit_rate_curves",
+           "hit_rate_plot", "percent"]
 
 
 def percent(rate: float) -> str:
@@ -33,15 +35,32 @@ _ROW_STEPS = (0.01, 0.02, 0.025, 0.05, 0.1)
 CURVE_MARKS = "*o+x#@%&"
 """The mark of each curve of :func:`hit_rate_curves`, in order (ASCII, one per choice)."""
 
+LINE_MARK = "."
+"""The continuous line's mark: a hit rate at every character column's capacity, under the
+measured points (which are drawn over it)."""
+
+
+class HitRateLine(Protocol):
+    """A hit rate at any capacity (:class:`kvviz.trace.stack_distance.LruCurve` is one)."""
+
+    @property
+    def exact_from_tokens(self) -> int:
+        """The smallest capacity the line describes."""
+
+    def hit_rate_at(self, capacity_tokens: float) -> float | None:
+        """The token hit rate at ``capacity_tokens``, None where the line says nothing."""
+
 
 @dataclass(frozen=True)
 class Curve:
     """One choice's hit rates against capacity: its ``label`` (``trie lru``), one result per
-    capacity (the same capacities for every curve of a plot) and its unlimited-capacity result."""
+    capacity (the same capacities for every curve of a plot) and its unlimited-capacity result;
+    ``line``, when known, its hit rate at every capacity, drawn as a continuous line."""
 
     label: str
     results: Sequence[ReplayResult]
     unlimited: ReplayResult | None = None
+    line: HitRateLine | None = None
 
 
 def eviction_name(result: ReplayResult) -> str:
@@ -56,26 +75,28 @@ def choice_label(result: ReplayResult) -> str:
 
 
 def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | None = None, *,
-                  column_width: int = 6, max_rows: int = 16) -> str:
+                  line: HitRateLine | None = None, column_width: int = 6, max_rows: int = 16) -> str:
     """Hit rate (y) against capacity (x, one column per result, log-spaced) in plain text.
 
     ``*`` marks a measured point, a dashed row the unlimited-capacity figure. Each row is
     1, 2, 2.5, 5 or 10% of hit rate, the finest that fits in ``max_rows`` rows. No colour and
     no box-drawing characters: it reads in any terminal, log file or README. The shape of
-    Figure 9 of the Mooncake paper.
+    Figure 9 of the Mooncake paper. ``line`` (the one-pass LRU curve) adds a ``.`` at every
+    character column's capacity where it is known, and a legend line saying from where.
     """
     first = results[0] if results else None
     kind = first.cache if first is not None else "trie"
     eviction = eviction_name(first) if first is not None else "LRU"
-    return _plot([Curve("", results, unlimited)], f"token hit rate vs cache capacity ({kind} cache, {eviction} "
-                                                  f"eviction)", column_width, max_rows, legend=False)
+    return _plot([Curve("", results, unlimited, line)], f"token hit rate vs cache capacity ({kind} cache, {eviction} "
+                                                        f"eviction)", column_width, max_rows, legend=False)
 
 
 def hit_rate_curves(curves: Sequence[Curve], *, column_width: int = 6, max_rows: int = 16) -> str:
     """:func:`hit_rate_plot` with one curve per choice (a policy, a design), each drawn with its
     mark of :data:`CURVE_MARKS` and a legend. Inside a capacity's column each curve has its own
     character, so curves never hide each other: equal rates read as marks side by side. At
-    most ``len(CURVE_MARKS)`` curves, all over the same capacities."""
+    most ``len(CURVE_MARKS)`` curves, all over the same capacities. A curve's ``line`` is drawn
+    with :data:`LINE_MARK` under every curve's marks (lines of equal curves coincide)."""
     if len(curves) > len(CURVE_MARKS):
         raise ValueError(f"at most {len(CURVE_MARKS)} curves in one plot, not {len(curves)}")
     return _plot(curves, "token hit rate vs cache capacity, one curve per choice",
@@ -114,6 +135,10 @@ def _plot(curves: Sequence[Curve], title: str, column_width: int, max_rows: int,
     for row, labels in unlimited_labels.items():
         if row < rows:
             grid[row] = [" " if i % 2 else "-" for i in range(width)]
+    for c in curves:
+        if c.line is not None:
+            _draw_line(grid, c.line, [r.capacity_tokens for r in results], column_width,
+                       [r for r in range(rows) if r not in unlimited_labels], row_of)
     for index, c in enumerate(curves):
         mark = CURVE_MARKS[index]
         for column, r in enumerate(c.results):
@@ -134,6 +159,41 @@ def _plot(curves: Sequence[Curve], title: str, column_width: int, max_rows: int,
     ticks = "".join(_short_capacity(r.capacity_tokens or 0).center(column_width) for r in results)
     lines.append(margin + ticks.rstrip())
     lines.append(margin + "cache capacity in tokens (log scale)".center(width).rstrip())
-    if legend:
+    lined = [c for c in curves if c.line is not None]
+    if lined and len(results) > 1:
+        whose = f"{', '.join(c.label for c in lined)} at " if legend else ""
+        start = min(c.line.exact_from_tokens for c in lined)
+        lines.append(margin + f"{LINE_MARK} {whose}every capacity from {start:,} tokens (the largest request)")
+        lines.append(margin + "  from one pass of LRU stack distances")
+    if legend:  # the marks' legend last, where a reader (and a script) finds it
         lines.append(margin + "   ".join(f"{CURVE_MARKS[i]} {c.label}" for i, c in enumerate(curves)))
     return "\n".join(lines)
+
+
+def _draw_line(grid: list[list[str]], line: HitRateLine, capacities: Sequence[int | None], column_width: int,
+               rows: Sequence[int], row_of) -> None:
+    """``line``'s hit rate at each character column's capacity (log-interpolated between the
+    columns' capacities, extrapolated past the ends), joined by filling the rows between two
+    neighbouring columns; only on blank cells of ``rows`` (not the axis, not a dashed
+    unlimited row, which the line meets where it flattens)."""
+    drawable = set(rows)
+    logs = [math.log10(c) for c in capacities if c]
+    if len(logs) != len(capacities) or len(logs) < 2:
+        return  # no log scale to place it on (a capacity of 0 or a single column)
+    centre = column_width // 2
+    previous = None
+    for x in range(len(grid[0])):
+        position = (x - centre) / column_width
+        left = min(max(int(math.floor(position)), 0), len(logs) - 2)
+        capacity = 10 ** (logs[left] + (position - left) * (logs[left + 1] - logs[left]))
+        rate = line.hit_rate_at(capacity)
+        if rate is None:
+            previous = None
+            continue
+        row = row_of(rate)
+        span = range(row, previous) if previous is not None and previous > row else \
+            range(previous + 1, row + 1) if previous is not None and previous < row else (row,)
+        for r in span:
+            if r in drawable and grid[r][x] == " ":
+                grid[r][x] = LINE_MARK
+        previous = row

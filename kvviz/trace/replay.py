@@ -31,10 +31,17 @@ count in the hit rate's denominator, so the hit rate is "prefill saved over all 
 from __future__ import annotations
 
 import gc
+import hashlib
 import heapq
 import math
+import multiprocessing
+import os
+import stat
 import time
+from array import array
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
@@ -42,7 +49,8 @@ import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
 from ..limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
-from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
+from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
+from .stack_distance import STACK_DESIGNS, LruCurve, lru_curve
 
 __all__ = [
     "DEFAULT_DECODE_MS_PER_TOKEN",
@@ -55,7 +63,11 @@ __all__ = [
     "ReplayResult",
     "ReplayTooLarge",
     "SweepCurve",
+    "SweepWorkerFailed",
+    "TraceChanged",
+    "TraceSource",
     "capacity_pages",
+    "has_lru_line",
     "check_design",
     "check_replay_size",
     "check_sweep_size",
@@ -64,6 +76,8 @@ __all__ = [
     "sweep",
     "sweep_capacities",
     "sweep_choices",
+    "sweep_workers",
+    "trace_fingerprint",
     "unlimited_pages",
 ]
 
@@ -340,11 +354,144 @@ def check_sweep_size(requests: Sequence[TraceRequest], configs: Sequence[ReplayC
 
 @dataclass(frozen=True)
 class SweepCurve:
-    """One choice of a sweep: its config, one result per capacity and the unlimited result."""
+    """One choice of a sweep: its config, one result per capacity and the unlimited result;
+    ``line`` its one-pass LRU curve (:mod:`kvviz.trace.stack_distance`) when it was asked for
+    and describes this choice (trie lru or hash, sequential, no output pages), else None."""
 
     config: ReplayConfig
     results: tuple[ReplayResult, ...]
     unlimited: ReplayResult
+    line: LruCurve | None = None
+
+
+def has_lru_line(config: ReplayConfig) -> bool:
+    """Whether Mattson's one pass describes ``config``'s replays: LRU on the trie or the hash
+    design, sequential, without output pages (see :mod:`kvviz.trace.stack_distance`)."""
+    return (config.cache in STACK_DESIGNS and config.policy == "lru" and not config.with_output
+            and not config.concurrency)
+
+
+@dataclass(frozen=True, slots=True)
+class _LineTask:
+    """A sweep's task: the one-pass LRU curve at ``page_tokens`` (the same for both designs)."""
+
+    page_tokens: int
+
+
+class TraceChanged(ValueError):
+    """A sweep's worker read other requests from the trace than the caller did (the file was
+    replaced or edited while the sweep ran): nothing is reported from a mixture."""
+
+
+class SweepWorkerFailed(RuntimeError):
+    """A sweep's worker process stopped without an answer (killed, out of memory)."""
+
+
+def trace_fingerprint(requests: Sequence[TraceRequest]) -> str:
+    """sha256 of every field of every request, in order: equal for the same requests only.
+    O(blocks); about 30 ms for the conversation trace."""
+    digest = hashlib.sha256()
+    for r in requests:
+        # Every field is an int of at most MAX_NUMBER (the reader refuses larger), so int64.
+        fields = array("q", (r.index, r.line, r.timestamp, r.input_length, r.output_length, len(r.hash_ids)))
+        fields.extend(r.hash_ids)
+        digest.update(fields.tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSource:
+    """Where a sweep's worker processes read the requests themselves: the trace's path, how
+    the caller read it (:func:`kvviz.trace.mooncake.read_trace`'s options) and the
+    :func:`trace_fingerprint` of what it read. Only this small frozen value crosses to a
+    worker, never the requests; a worker that reads anything else raises :class:`TraceChanged`."""
+
+    path: str
+    block_tokens: int
+    on_error: str
+    first: int | None
+    fingerprint: str
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str], requests: Sequence[TraceRequest], *,
+           block_tokens: int = DEFAULT_BLOCK_TOKENS, on_error: str = "stop", first: int | None = None) -> TraceSource:
+        """The source of ``requests``, read from ``path`` with these options (an absolute
+        path, so that a worker started elsewhere reads the same file)."""
+        return cls(os.path.abspath(os.fspath(path)), block_tokens, on_error, first, trace_fingerprint(requests))
+
+    def rereadable(self) -> bool:
+        """Whether workers can read it again: a regular file (a FIFO or a device cannot be
+        read twice to the same requests)."""
+        try:
+            return stat.S_ISREG(os.stat(self.path).st_mode)
+        except OSError:
+            return False
+
+    def read(self) -> tuple[TraceRequest, ...]:
+        """The requests, read again; :class:`TraceChanged` unless they are the caller's."""
+        requests = read_trace(self.path, block_tokens=self.block_tokens, on_error=self.on_error,
+                              first=self.first).requests
+        if trace_fingerprint(requests) != self.fingerprint:
+            raise TraceChanged(f"{self.path} changed while the sweep ran: its requests are not the ones read "
+                               f"at the start; sweep again")
+        return requests
+
+
+POOL_MIN_BLOCKS = 2_000_000
+"""A sweep of fewer blocks (all its replays together) runs in this process: starting workers
+(an interpreter each, reading the trace again) costs about a second, what a sweep this small
+costs whole."""
+
+
+def sweep_workers() -> int:
+    """The processes a sweep uses by default: every core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _sweep_tasks(configs: Sequence[ReplayConfig], capacities: Sequence[int],
+                 lines: bool) -> tuple[ReplayConfig | _LineTask, ...]:
+    """The one-pass curves first (one per page size: the longest tasks, started first), then
+    one replay per choice and capacity, each choice's unlimited one last: the output's order."""
+    line_tasks = dict.fromkeys(_LineTask(c.page_tokens) for c in configs if lines and has_lru_line(c))
+    return (*line_tasks, *(replace(config, capacity_tokens=capacity)
+                           for config in configs for capacity in (*capacities, None)))
+
+
+def _run_task(requests: Sequence[TraceRequest], task: ReplayConfig | _LineTask,
+              progress: ProgressCallback | None = None) -> ReplayResult | LruCurve:
+    if isinstance(task, _LineTask):
+        return lru_curve(requests, page_tokens=task.page_tokens)
+    return _replay_and_free(requests, task, progress)
+
+
+def _replay_and_free(requests: Sequence[TraceRequest], config: ReplayConfig,
+                     progress: ProgressCallback | None = None) -> ReplayResult:
+    """:func:`replay`, then the cache's memory back before the next replay.
+
+    A trie is a cycle of parent and child links, freed only by the cyclic collector, which
+    :func:`replay` pauses; in a sweep of back-to-back replays it would not run between them
+    and every trie would stay (the serial sweep of three choices peaked at 516 MB). Collecting
+    here keeps one cache at a time per process (it costs up to ~0.9 s after an unlimited
+    replay of the conversation trace: freeing 350k objects, paid at exit otherwise)."""
+    result = replay(requests, config, progress=progress)
+    gc.collect()
+    return result
+
+
+_worker_requests: tuple[TraceSource, tuple[TraceRequest, ...]] | None = None
+"""A worker process's requests, read once from its source (one trace per sweep)."""
+
+
+def _run_in_worker(source: TraceSource, task: ReplayConfig | _LineTask) -> ReplayResult | LruCurve:
+    """A sweep's task in a worker process (top level, so any start method imports it)."""
+    global _worker_requests
+    if _worker_requests is None or _worker_requests[0] != source:
+        _worker_requests = None  # the previous trace goes before the next is read
+        _worker_requests = (source, source.read())
+    return _run_task(_worker_requests[1], task)
 
 
 def sweep_choices(
@@ -353,26 +500,86 @@ def sweep_choices(
     capacities: Sequence[int],
     *,
     progress: ProgressCallback | None = None,
+    source: TraceSource | None = None,
+    workers: int | None = None,
+    lines: bool = False,
 ) -> tuple[SweepCurve, ...]:
     """:func:`sweep` for each of ``configs`` (a policy, a design), each also at unlimited capacity.
 
     Checks :func:`check_sweep_size` first. ``progress`` receives the number of requests
-    replayed over the whole sweep.
+    replayed over the whole sweep (in a pool, as each replay ends).
+
+    With a ``source`` (where ``requests`` were read from), the replays run on a process pool
+    of ``workers`` processes (default :func:`sweep_workers`, every core), one replay per task;
+    each worker reads the trace itself once and keeps one cache at a time, so a worker's
+    memory is the trace's plus one replay's. The results are merged in the serial order, and
+    every figure but ``wall_seconds`` is the serial sweep's. ``workers=None`` runs a sweep of
+    fewer than :data:`POOL_MIN_BLOCKS` blocks, or of a source that is not a regular file, in
+    this process; ``workers=1`` always does. Raises :class:`TraceChanged` when a worker
+    read other requests, :class:`SweepWorkerFailed` when one died. ``lines`` also computes
+    each LRU choice's one-pass curve (:attr:`SweepCurve.line`), a task of its own.
     """
-    check_sweep_size(requests, configs, capacities)
+    total_blocks = check_sweep_size(requests, configs, capacities)
+    tasks = _sweep_tasks(configs, capacities, lines)
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    pooled = source is not None and workers != 1 and source.rereadable()
+    if workers is None:
+        workers = sweep_workers()
+        pooled = pooled and workers > 1 and total_blocks >= POOL_MIN_BLOCKS
+    if pooled:
+        results = _sweep_pooled(source, tasks, min(workers, len(tasks)), len(requests), progress)
+    else:
+        results = _sweep_serial(requests, tasks, progress)
+    line_of = {task.page_tokens: line for task, line in zip(tasks, results) if isinstance(task, _LineTask)}
+    replays = results[len(line_of):]
+    per_curve = len(capacities) + 1
     curves = []
-    per_curve = len(requests) * (len(capacities) + 1)
-    for index, config in enumerate(configs):
-        offset = index * per_curve
-
-        def shifted(base: int) -> ProgressCallback | None:
-            return None if progress is None else (lambda done: progress(base + done))
-
-        results = sweep(requests, config, capacities, progress=shifted(offset))
-        unlimited = replay(requests, replace(config, capacity_tokens=None),
-                           progress=shifted(offset + len(requests) * len(capacities)))
-        curves.append(SweepCurve(config, results, unlimited))
+    for i, config in enumerate(configs):
+        line = line_of.get(config.page_tokens) if has_lru_line(config) else None
+        curves.append(SweepCurve(config, replays[i * per_curve:(i + 1) * per_curve - 1],
+                                 replays[(i + 1) * per_curve - 1],
+                                 None if line is None else replace(line, design=config.cache)))
     return tuple(curves)
+
+
+def _sweep_serial(requests, tasks, progress) -> tuple[ReplayResult | LruCurve, ...]:
+    results = []
+    replayed = 0
+    for task in tasks:
+        offset = replayed * len(requests)
+        shifted = None if progress is None else (lambda done, offset=offset: progress(offset + done))
+        results.append(_run_task(requests, task, shifted))
+        replayed += isinstance(task, ReplayConfig)
+    return tuple(results)
+
+
+def _sweep_pooled(source: TraceSource, tasks, workers: int, request_count: int,
+                  progress) -> tuple[ReplayResult | LruCurve, ...]:
+    # spawn: a fresh interpreter per worker, whatever the caller's threads (a progress bar
+    # draws from one) and on every platform; the workers import only kvviz.trace and kvcore.
+    context = multiprocessing.get_context("spawn")
+    results: list[ReplayResult | LruCurve | None] = [None] * len(tasks)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
+        pending = {pool.submit(_run_in_worker, source, task): index for index, task in enumerate(tasks)}
+        done_count = 0
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            # In task order within a batch, so that progress and errors do not depend on timing.
+            for future in sorted(finished, key=pending.__getitem__):
+                index = pending.pop(future)
+                results[index] = future.result()
+                if isinstance(tasks[index], ReplayConfig):
+                    done_count += 1
+                    if progress is not None:
+                        progress(done_count * request_count)
+    except BrokenProcessPool as error:
+        raise SweepWorkerFailed(f"a sweep worker process stopped without an answer ({error}); "
+                                f"sweep again with fewer processes (--workers 1 runs in one)") from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return tuple(results)
 
 
 def _replay_sequential(requests, config, cache, progress, recorder):
