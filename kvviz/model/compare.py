@@ -25,7 +25,7 @@ running :class:`Counters` (hit tokens, pages computed and reused, evictions, fai
 two policies can be told apart by what they save, not only by where they first differ.
 
 The shortfin backend recognises known departures from kvcore while it runs
-(:data:`~kvviz.backends.shortfin_backend.KNOWN_ISSUES`); those seen up to the divergence are
+(:attr:`kvviz.backends.Backend.known_issues`); those seen up to the divergence are
 its likely explanation. A divergence with none is unexplained: a new behaviour of shortfin,
 or a bug of ours.
 
@@ -46,8 +46,9 @@ from dataclasses import dataclass, field, replace
 from kvcore import Snapshot
 
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
+from .designs import design, design_of
 from .free_queue import free_page_count, queue_text
-from .narrate import count
+from .words import count
 from .scenario import CacheConfig, Scenario, Step
 from .scenario.values import POLICIES
 from .session import Frame, ScopedScript, Session
@@ -223,7 +224,7 @@ def parse_side(text: str, header: CacheConfig, backend: str = "kvcore") -> SideS
     if not sep:
         policy = header.policy if kind in POLICY_KINDS and header.kind == kind else "lru"
     elif kind not in POLICY_KINDS:
-        why = "never evicts" if kind == "base" else "evicts by its free queue"
+        why = design(kind).clause("no_policy")
         raise DiffError(f"{text!r}: the {kind} cache {why} and takes no policy (give {kind!r} alone)")
     elif policy not in POLICIES:
         raise DiffError(f"{text!r}: unknown policy {policy!r}{_did_you_mean(policy, POLICIES)} (expected one "
@@ -478,7 +479,7 @@ def run_diff(scenario: Scenario) -> DiffRun:
     :class:`~kvviz.backends.BackendUnavailable` when shortfin is not installed and
     :class:`~kvviz.backends.BackendError` for another config shortfin cannot run.
     """
-    if scenario.config.kind != "trie":
+    if not design(scenario.config.kind).tree:  # the other side's cache is a trie
         raise DiffError(f"a diff compares kvcore's trie cache with shortfin's; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
     policy = scenario.config.policy
@@ -520,7 +521,7 @@ def state_lines(frame: Frame, session: Session) -> list[str]:
     snap = frame.snapshot
     label = session.label_tokens
     lines = [f"outcome: {'ok' if frame.error is None else f'{frame.error.kind}: {frame.error.message}'}"]
-    if snap.kind == "hash":  # free and cached overlap: the pages holding nothing, then the queue
+    if design_of(snap).lazy:  # free and cached overlap: the pages holding nothing, then the queue
         lines.append(f"free pages: {free_page_count(snap)} (holding nothing)")
         lines.append(f"free queue, head first (* holds a cached block): {queue_text(snap)}")
     else:
@@ -600,12 +601,12 @@ def divergence_summary(run: CompareRun, step: int) -> list[str]:
 
 def format_report(run: DiffRun) -> str:
     """The plain-text report ``kvviz diff`` prints."""
-    from ..backends.shortfin_backend import KNOWN_ISSUES, SHORTFIN_VERSION
-
+    backend = run.shortfin.backend  # its version and known issues come with it (the Backend Protocol)
+    known_issues, version = backend.known_issues, backend.version
     scenario = run.scenario
     name = scenario.path or scenario.title or "scenario"
     steps = len(scenario.steps)
-    head = f"{name}: kvcore trie vs shortfin {SHORTFIN_VERSION} TriePagedAttentionCache, {steps} steps"
+    head = f"{name}: kvcore trie vs {backend.name} {version} TriePagedAttentionCache, {steps} steps"
     d = run.divergence
     if d is None:
         lines = [head, "no divergence: outcomes, free pages, cached blocks and block tables agree at every step"]
@@ -626,10 +627,10 @@ def format_report(run: DiffRun) -> str:
         lines.append("known shortfin issues seen up to this step (the likely explanation):")
         for i, fs in enumerate(run.findings[:d.step + 1]):
             for f in fs:
-                issue = KNOWN_ISSUES[f.code]
+                issue = known_issues[f.code]
                 lines.append(f"  step {i}: {f.code} ({issue.kind}, {issue.source}): {f.message}")
         for code in d.known:
-            lines.append(f"  {code}: {KNOWN_ISSUES[code].title}")
+            lines.append(f"  {code}: {known_issues[code].title}")
     else:
         lines.append("no known shortfin issue explains this divergence: a new finding (or a bug in kvviz)")
     return "\n".join(lines) + "\n"
@@ -637,15 +638,15 @@ def format_report(run: DiffRun) -> str:
 
 def report_dict(run: DiffRun) -> dict:
     """The JSON report ``kvviz diff --json`` prints."""
-    from ..backends.shortfin_backend import KNOWN_ISSUES, SHORTFIN_VERSION
-
+    backend = run.shortfin.backend
+    known_issues = backend.known_issues
     d = run.divergence
     out = {
         "schema": "kvviz.diff/1",
         "scenario": run.scenario.path or run.scenario.title,
-        "shortfin_version": SHORTFIN_VERSION,
+        "shortfin_version": backend.version,
         "steps": len(run.scenario.steps),
-        "findings": [{"step": i, "code": f.code, "kind": KNOWN_ISSUES[f.code].kind, "message": f.message}
+        "findings": [{"step": i, "code": f.code, "kind": known_issues[f.code].kind, "message": f.message}
                      for i, fs in enumerate(run.findings) for f in fs],
         "divergence": None,
     }

@@ -24,6 +24,7 @@ from .policy_words import key_fields  # noqa: F401 - re-exported: the heap view 
 from .vocab import Vocabulary
 from .why import Answer, page_status, why_evicted, why_short_match
 from . import pseudocode
+from .designs import design_of
 from .diff import diff_snapshots
 from .substeps import Focus, SubStep
 
@@ -220,7 +221,7 @@ def heap_title(snapshot) -> str:
     """The heap pane's title, saying what it counts: candidates (childless ref-0 nodes, as
     the pane's first line says), fewer than the pool's evictable pages when a ref-0 chain
     waits behind its leaf: "LRU heap · 1 candidate of 5 evictable"."""
-    if snapshot.kind == "base":
+    if not design_of(snapshot).tree:  # no candidates to count (the base cache)
         return "LRU heap"
     candidates = len(snapshot.heap)
     evictable = snapshot.evictable_count  # over nodes: a frame of a huge pool must not walk its pages

@@ -26,6 +26,7 @@ CLAUSES = {
     "unshared_match": "no sharing in the base cache ({tokens})",
     "publish_nothing": "the base cache shares nothing, so publish only advances the clock",
     "no_structure": "(base cache: no trie, nothing is shared)",
+    "no_policy": "never evicts",  # why it takes no eviction policy
     "why_unshared": "The base cache never shares pages: every request starts from nothing.",
 }
 

@@ -156,6 +156,7 @@ CLAUSES = {
     "publish_nothing": "nothing new to cache (only full blocks are cached, and never twice)",
     "no_structure": "",
     "holder": "block",
+    "no_policy": "evicts by its free queue",  # why it takes no eviction policy
 }
 
 
