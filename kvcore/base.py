@@ -272,8 +272,9 @@ class BasePagedAttentionCache:
         """DESIGN's six invariants on the current state; [] when healthy. O(state), off the hot path."""
         from .invariants import check_snapshot
 
-        self._rows = None  # read the live structures: a change no operation noted still shows
-        return check_snapshot(self.snapshot()) + self._check_live_structures()
+        # Read from the live structures, not the kept rows: a change no operation noted shows.
+        own = type(self).snapshot is BasePagedAttentionCache.snapshot  # (the hash cache has its own)
+        return check_snapshot(self._snapshot_from_live() if own else self.snapshot()) + self._check_live_structures()
 
     @classmethod
     def restore(cls, snapshot: Snapshot, *, verify: bool = True) -> "BasePagedAttentionCache":

@@ -148,6 +148,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         events = self._events
         if events is not None:
             events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(self._next_allocation_id)
             if self._watched:
                 self._report_walk(self._next_allocation_id, tokens, matched)
         self.clock = tick = self.clock + 1
@@ -228,6 +230,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         events = self._events
         if events is not None:
             events.append(ev.OpStarted("publish", allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
         self.clock = tick = self.clock + 1
         if events is not None and self._watched:
             events.append(ev.Ticked("publish", allocation.id, tick))
@@ -320,6 +324,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         events = self._events
         if events is not None:
             events.append(ev.OpStarted("release", allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
         self.clock = tick = self.clock + 1
         if events is not None and self._watched:
             events.append(ev.Ticked("release", allocation.id, tick))
