@@ -8,7 +8,10 @@ O(pages + nodes + allocation pages).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, is_not, ne
 
 from .snapshot import CACHED, FREE, OWNED, PageInfo, Snapshot, touched_rows, untouched_free
 
@@ -606,3 +609,386 @@ def _check_reachable(snap, out) -> None:
             why = "its whole chain is cached" if settled.get(b.key) else "a block of its chain is not cached"
             out.append(Violation(11, f"block {b.id} (page {b.page}) says reachable={b.reachable}, but {why}",
                                  (b.page,) if type(b.page) is int else (), (b.id,)))
+
+
+# -- consecutive snapshots: re-check what changed ----------------------------------------------
+
+
+class IncrementalChecker:
+    """:func:`check_snapshot` for a sequence of snapshots of one cache (a timeline), at the
+    cost of what changed from one to the next.
+
+    After a snapshot the full check found healthy, the checker keeps an index of it (rows by
+    id, trie keys, child counts, who holds each page, each allocation's path, the heap's
+    slots). For the next snapshot it takes the rows that changed (the cache's own account,
+    :attr:`Snapshot._changes`, when it names the snapshot checked last; else a comparison by
+    identity against it), updates the index and re-checks only what those rows can break:
+
+    * the changed and added nodes' shape (parent present, a full page of tokens, a key and
+      a page of their own, numbered above a new parent: no cycle), the gone ones' (no
+      children, on no allocation's path), and last_access against the clock;
+    * the changed allocations' fit and their trie paths (a walk of their published pages);
+    * the ref of every node whose row changed or whose count of paths did;
+    * the places and page-table rows of every page a changed row, allocation or free-list
+      entry names, before and after;
+    * the heap's changed slots and the slots of changed nodes, against their parents and
+      children, and that every node whose candidacy could change is in the heap exactly when
+      it is a childless ref-0 node.
+
+    Everything else is unchanged rows of a healthy snapshot, so it still holds. It proves
+    health only: at the first doubt (a check that fails, a field a cache never changes, a
+    previous snapshot with violations, another cache's snapshot) it runs the full check and
+    returns its violations, so its verdict is the full check's at every step (the oracle in
+    tests/core/test_invariants_incremental.py). Hash-cache snapshots are checked in full.
+    """
+
+    def __init__(self) -> None:
+        self._last: Snapshot | None = None  # the last snapshot checked, when healthy and indexed
+        self._index: _Index | None = None
+        #: Checks that ran in full (the first, and every one the incremental proof gave up on).
+        self.full_checks = 0
+
+    def check(self, snap: Snapshot) -> list[Violation]:
+        """Every violation in ``snap``, as :func:`check_snapshot` reports them."""
+        index, last = self._index, self._last
+        if index is not None and last is not None and _comparable(last, snap):
+            changes = _changes_since(last, snap, index)
+            if changes is not None and index.advance(snap, *changes):
+                self._last = snap
+                return []
+        return self.check_full(snap)
+
+    def check_full(self, snap: Snapshot) -> list[Violation]:
+        """:func:`check_snapshot` on ``snap``; the next :meth:`check` starts from it."""
+        self.full_checks += 1
+        out = check_snapshot(snap)
+        if not out and snap.kind in ("trie", "base"):
+            self._index, self._last = _Index(snap), snap
+        else:
+            self._index = self._last = None
+        return out
+
+
+def _comparable(last: Snapshot, snap: Snapshot) -> bool:
+    return (snap.kind == last.kind and snap.schema == last.schema and snap.policy == last.policy
+            and snap.tokens_per_page == last.tokens_per_page and snap.page_count == last.page_count
+            and snap.clock >= last.clock and len(snap.pages) == snap.page_count)
+
+
+_id_of = attrgetter("id")
+
+
+def _row_by_id(rows, row_id: int):
+    """The row with this id in ``rows`` sorted by id (as a kvcore snapshot lists them), or None."""
+    i = bisect_left(rows, row_id, key=_id_of)
+    if i < len(rows) and rows[i].id == row_id:
+        return rows[i]
+    return None
+
+
+def _changes_since(last: Snapshot, snap: Snapshot, index: "_Index"):
+    """``(nodes, pages, allocations)``: the changed rows of ``snap`` against ``last`` (node and
+    allocation id -> the new row, or None when gone; the changed pages), or None when a
+    comparison would cost about what the full check does."""
+    changes = snap._changes
+    if changes is not None and changes.before() is last:
+        nodes = {i: _row_by_id(snap.nodes, i) for i in changes.nodes}
+        allocations = {i: _row_by_id(snap.allocations, i) for i in changes.allocations}
+        if len(snap.nodes) != len(index.nodes) + sum(1 for i, n in nodes.items() if n is not None) - sum(
+                1 for i, n in nodes.items() if i in index.nodes):
+            return None  # not what the account says: let the full check say what is wrong
+        return nodes, changes.pages, allocations
+    # By identity: a row object the last snapshot did not have changed (or is new).
+    nodes = _changed_rows(index.nodes, snap.nodes)
+    allocations = _changed_rows(index.allocations, snap.allocations)
+    if nodes is None or allocations is None:
+        return None
+    old_rows, new_rows = touched_rows(last.pages), touched_rows(snap.pages)
+    common = min(len(old_rows), len(new_rows))
+    pages = list(compress(range(common), map(is_not, old_rows[:common], new_rows[:common])))
+    pages += range(common, max(len(old_rows), len(new_rows)))
+    if 2 * (len(nodes) + len(pages) + len(allocations)) > len(snap.nodes) + len(new_rows) + len(snap.allocations) + 64:
+        return None  # most rows are new: the full check costs the same
+    return nodes, pages, allocations
+
+
+def _changed_rows(old: dict, rows) -> dict | None:
+    """Row id -> new row (None: gone) for the rows of ``rows`` not in ``old`` by identity; None
+    when two rows share an id."""
+    changed = {}
+    ids = set()
+    for row in rows:
+        ids.add(row.id)
+        if old.get(row.id) is not row:
+            changed[row.id] = row
+    if len(ids) != len(rows):
+        return None
+    if len(ids) != len(old) + sum(1 for i in changed if i not in old):
+        for i in old:
+            if i not in ids:
+                changed[i] = None
+    return changed
+
+
+def _queue_moves(old, new):
+    """``(taken, added)`` when ``new`` is ``old`` with pages taken from its front and added at
+    its back (what a free list does between two snapshots), found with one comparison in C;
+    None otherwise."""
+    if not new:
+        return tuple(old), ()
+    try:
+        first = old.index(new[0]) if old else len(old)
+    except ValueError:
+        first = len(old)  # every old page taken
+    kept = len(old) - first
+    if kept > len(new) or new[:kept] != old[first:]:
+        return None
+    return old[:first], new[kept:]
+
+
+class _Index:
+    """What :class:`IncrementalChecker` knows of the last healthy snapshot it checked."""
+
+    def __init__(self, snap: Snapshot):
+        tpp = snap.tokens_per_page
+        self.nodes = {n.id: n for n in snap.nodes}
+        self.key_of = {(n.parent, n.tokens): n.id for n in snap.nodes if n.parent is not None}
+        self.kids: dict[int, int] = {}
+        for n in snap.nodes:
+            if n.parent is not None:
+                self.kids[n.parent] = self.kids.get(n.parent, 0) + 1
+        self.page_node = {n.page: n.id for n in snap.nodes if n.page is not None}
+        roots = [n.id for n in snap.nodes if n.parent is None]
+        self.root = roots[0] if roots else None
+        self.allocations = {a.id: a for a in snap.allocations}
+        self.paths: dict[int, tuple[int, ...]] = {}
+        self.expected: dict[int, int] = {}  # node id -> live allocations whose path holds it
+        self.owner: dict[int, int] = {}  # page -> the allocation whose unpublished tail holds it
+        for a in snap.allocations:
+            path = self._walk(a, tpp)
+            self.paths[a.id] = path
+            for node_id in path:
+                self.expected[node_id] = self.expected.get(node_id, 0) + 1
+            for p in a.pages[a.published:]:
+                self.owner[p] = a.id
+        self.explicit, self.run = untouched_free(snap.free)
+        self.free = set(self.explicit)
+        self.heap = tuple(snap.heap)
+        self.heap_pos = {node_id: i for i, node_id in enumerate(self.heap)}
+
+    def _walk(self, a, tpp: int) -> tuple[int, ...] | None:
+        """``a``'s published path by the trie's keys, or None when it is not whole."""
+        path = []
+        parent = self.root
+        key_of, nodes = self.key_of, self.nodes
+        for i in range(a.published):
+            node_id = key_of.get((parent, a.tokens[i * tpp:(i + 1) * tpp]))
+            if node_id is None or nodes[node_id].page != a.pages[i]:
+                return None
+            path.append(node_id)
+            parent = node_id
+        return tuple(path)
+
+    def advance(self, snap: Snapshot, changed_nodes: dict, changed_pages, changed_allocations: dict) -> bool:
+        """Update the index to ``snap``, which differs from the last snapshot in the rows
+        given; True when that proves ``snap`` healthy. False at the first doubt (the index is
+        then unusable: the caller checks in full and rebuilds it)."""
+        tpp, page_count, clock = snap.tokens_per_page, snap.page_count, snap.clock
+        nodes, key_of, kids, page_node = self.nodes, self.key_of, self.kids, self.page_node
+        pages_to_check = set(changed_pages)
+        ref_to_check = set()
+        candidacy_to_check = set()
+        gone = []
+        # Nodes: the gone ones first (a new node may take a gone one's page), then the rest.
+        for node_id in sorted(changed_nodes):
+            new = changed_nodes[node_id]
+            old = nodes.get(node_id)
+            if new is not None or old is None:
+                continue
+            if old.parent is None:
+                return False  # the root went
+            del nodes[node_id]
+            if key_of.get((old.parent, old.tokens)) == node_id:
+                del key_of[(old.parent, old.tokens)]
+            kids[old.parent] = kids.get(old.parent, 0) - 1
+            candidacy_to_check.add(old.parent)
+            candidacy_to_check.add(node_id)
+            if page_node.get(old.page) == node_id:
+                del page_node[old.page]
+            pages_to_check.add(old.page)
+            gone.append(node_id)
+        for node_id in sorted(changed_nodes):
+            new = changed_nodes[node_id]
+            if new is None:
+                continue
+            if new.id != node_id or type(new.last_access) is not int or new.last_access > clock:
+                return False
+            old = nodes.get(node_id)
+            if old is not None:
+                if (old.parent, old.tokens, old.page) != (new.parent, new.tokens, new.page):
+                    return False  # a cache never moves a node
+            elif (new.parent is None or new.parent not in nodes or len(new.tokens) != tpp
+                  or (new.parent, new.tokens) in key_of or type(new.page) is not int
+                  or not 0 <= new.page < page_count or new.page in page_node):
+                return False  # (a parent is either older or new and numbered below: no cycle)
+            else:
+                key_of[(new.parent, new.tokens)] = node_id
+                kids[new.parent] = kids.get(new.parent, 0) + 1
+                page_node[new.page] = node_id
+                candidacy_to_check.add(new.parent)
+            nodes[node_id] = new
+            if new.parent is not None:
+                ref_to_check.add(node_id)
+                candidacy_to_check.add(node_id)
+                pages_to_check.add(new.page)
+        if len(nodes) != len(snap.nodes):
+            return False
+        # Allocations: take the old ones' paths and tails out, then put the new ones' in.
+        allocations, paths, expected, owner = self.allocations, self.paths, self.expected, self.owner
+        for allocation_id in changed_allocations:
+            old = allocations.pop(allocation_id, None)
+            if old is None:
+                continue
+            for node_id in paths.pop(allocation_id):
+                expected[node_id] -= 1
+                ref_to_check.add(node_id)
+            for p in old.pages[old.published:]:
+                if owner.get(p) == allocation_id:
+                    del owner[p]
+                pages_to_check.add(p)
+        for allocation_id in sorted(changed_allocations):
+            a = changed_allocations[allocation_id]
+            if a is None:
+                continue
+            if (a.id != allocation_id or a.released or len(a.pages) * tpp < len(a.tokens) or a.published < 0
+                    or a.published > len(a.pages) or a.published * tpp > len(a.tokens)
+                    or len(set(a.pages)) != len(a.pages)):
+                return False
+            path = self._walk(a, tpp)
+            if path is None:
+                return False
+            allocations[allocation_id] = a
+            paths[allocation_id] = path
+            for node_id in path:
+                expected[node_id] = expected.get(node_id, 0) + 1
+                ref_to_check.add(node_id)
+            for p in a.pages[a.published:]:
+                if type(p) is not int or not 0 <= p < page_count or p in owner:
+                    return False
+                owner[p] = allocation_id
+                pages_to_check.add(p)
+        if len(allocations) != len(snap.allocations):
+            return False
+        for node_id in gone:
+            if kids.get(node_id) or expected.get(node_id):
+                return False  # a gone node's children stay, or an allocation's path still runs through it
+            kids.pop(node_id, None)
+            expected.pop(node_id, None)
+        for node_id in ref_to_check:
+            n = nodes.get(node_id)
+            if n is not None and n.parent is not None and n.ref != expected.get(node_id, 0):
+                return False
+        if not self._places_hold(snap, pages_to_check):
+            return False
+        if snap.kind == "trie" and not self._heap_holds(snap, changed_nodes, candidacy_to_check):
+            return False
+        return True
+
+    def _places_hold(self, snap: Snapshot, pages_to_check: set) -> bool:
+        """Invariant 1 for the pages whose rows or places may have changed (the free list's
+        changes found here, in C: set differences)."""
+        explicit, run = untouched_free(snap.free)
+        old_run = self.run
+        if run.stop != old_run.stop or run.start < old_run.start:
+            return False
+        low = run.start if run else snap.page_count
+        moved = _queue_moves(self.explicit, explicit)
+        free = self.free
+        if moved is None:  # not a queue's moves: compare as sets (in C)
+            new_free = set(explicit)
+            if len(new_free) != len(explicit):
+                return False  # a page listed twice
+            added = new_free - free
+            pages_to_check |= new_free ^ free
+            free = new_free
+        else:
+            taken, added = moved
+            free.difference_update(taken)
+            pages_to_check.update(taken)
+            for p in added:
+                if p in free:
+                    return False  # a page listed twice
+                free.add(p)
+            pages_to_check.update(added)
+        for p in added:
+            if type(p) is not int or not 0 <= p < low:
+                return False
+        pages_to_check.update(range(old_run.start, run.start))  # handed out for the first time
+        self.free, self.run, self.explicit = free, run, explicit
+        page_node, owner, nodes, table = self.page_node, self.owner, self.nodes, snap.pages
+        page_count = snap.page_count
+        for p in pages_to_check:
+            if type(p) is not int or not 0 <= p < page_count:
+                return False
+            is_free = p in free or p in run
+            node_id = page_node.get(p)
+            holder = owner.get(p)
+            if is_free + (node_id is not None) + (holder is not None) != 1:
+                return False
+            info = table[p]
+            if node_id is not None:
+                expected = (p, CACHED, None, node_id, nodes[node_id].ref)
+            elif holder is not None:
+                expected = (p, OWNED, holder, None, 0)
+            else:
+                expected = (p, FREE, None, None, 0)
+            if (info.page, info.state, info.owner, info.node, info.ref) != expected:
+                return False
+        return True
+
+    def _heap_holds(self, snap: Snapshot, changed_nodes: dict, candidacy_to_check: set) -> bool:
+        """Invariant 3 around the heap's changed slots and the nodes whose candidacy or key
+        may have changed."""
+        old, new = self.heap, snap.heap
+        common = min(len(old), len(new))
+        slots = list(compress(range(common), map(ne, old[:common], new[:common])))
+        slots += range(common, max(len(old), len(new)))
+        pos = self.heap_pos
+        for i in slots:
+            if i < len(old) and pos.get(old[i]) == i:
+                del pos[old[i]]
+        for i in slots:
+            if i < len(new):
+                node_id = new[i]
+                if node_id in pos:
+                    return False  # listed twice
+                pos[node_id] = i
+                candidacy_to_check.add(node_id)
+            if i < len(old):
+                candidacy_to_check.add(old[i])
+        if len(pos) != len(new):
+            return False
+        nodes, kids = self.nodes, self.kids
+        for node_id in candidacy_to_check:
+            n = nodes.get(node_id)
+            candidate = n is not None and n.parent is not None and n.ref == 0 and not kids.get(node_id)
+            if candidate != (node_id in pos):
+                return False
+        check = set(slots)
+        for node_id in changed_nodes:
+            i = pos.get(node_id)
+            if i is not None:
+                check.add(i)
+        key = snap.node_key
+        n = len(new)
+        for i in check:
+            if i >= n:
+                continue
+            k = key(nodes[new[i]])
+            if i and key(nodes[new[(i - 1) // 2]]) > k:
+                return False
+            for c in (2 * i + 1, 2 * i + 2):
+                if c < n and k > key(nodes[new[c]]):
+                    return False
+        self.heap = tuple(new)
+        return True
