@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import kvcore
 from kvcore import Snapshot, Violation, check_snapshot
+from kvcore.invariants import IncrementalChecker
 
 from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 
@@ -32,6 +33,7 @@ class KvcoreBackend:
     def __init__(self, cache):
         self.cache = cache
         cache.record_events(True)
+        self._checker = IncrementalChecker()
 
     @classmethod
     def fresh(cls, kind: str, pages: int, tokens_per_page: int, policy: str = "lru", *,
@@ -98,7 +100,13 @@ class KvcoreBackend:
         return self.cache.snapshot()
 
     def check(self, snapshot: Snapshot) -> list[Violation]:
-        """kvcore's invariant checker on ``snapshot``."""
+        """kvcore's invariant checker on ``snapshot``: what changed since the snapshot checked
+        before it, when that one was healthy and from this cache (consecutive frames), else
+        the whole snapshot (:class:`kvcore.invariants.IncrementalChecker`; same verdict)."""
+        return self._checker.check(snapshot)
+
+    def check_full(self, snapshot: Snapshot) -> list[Violation]:
+        """kvcore's invariant checker on the whole of ``snapshot`` (``kvviz check --full``)."""
         return check_snapshot(snapshot)
 
     def take_findings(self) -> tuple:

@@ -235,7 +235,10 @@ def _verdict(session, failed: list[int]) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @kind_option
 @backend_option
-def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
+@click.option("--full", "full_check", is_flag=True,
+              help="Check every step's invariants on the whole state (by default a step re-checks what its op "
+                   "changed; the verdict is the same).")
+def check(files: tuple[str, ...], kind: str | None, backend: str, full_check: bool) -> None:
     """Run scenarios (files or demo names) and verify their expect lines and the invariants.
 
     Exit 0 when all hold, 1 when a check failed, 2 for bad input. An op that fails with a
@@ -268,7 +271,7 @@ def check(files: tuple[str, ...], kind: str | None, backend: str) -> None:
                     problems.append(f"{where}: {frame.error.kind} and no `expect fail` says so: "
                                     f"{frame.error.message}")
 
-        session = make_session(scenario, kind, backend, on_frame=collect)
+        session = make_session(scenario, kind, backend, on_frame=collect, full_check=full_check)
         not_checked = _unchecked_note(scenario, session)
         full = _unexpected_full_note(unexpected_full)
         if problems:

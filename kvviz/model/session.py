@@ -200,10 +200,12 @@ class Session:
     def __init__(self, config: CacheConfig, *, title: str = "", description: str = "",
                  vocab: Vocabulary | None = None, backend_factory: BackendFactory = kvcore_backend,
                  keyframe_every: int = 32, cached_frames: int = 256, check: bool = True,
-                 units: Units = TOKENS):
+                 full_check: bool = False, units: Units = TOKENS):
         """``keyframe_every``: a snapshot every K frames (rebuild cost vs memory);
         ``cached_frames``: how many materialised frames to keep; ``check``: run the invariant
-        checker on every frame; ``units``: what one token stands for in the narration (a trace's
+        checker on every frame (the backend's, which may re-check only what changed since the
+        frame before); ``full_check``: check every frame whole (a backend's ``check_full``,
+        when it has one); ``units``: what one token stands for in the narration (a trace's
         block of 512 tokens, say)."""
         self.config = config
         self.units = units
@@ -216,6 +218,7 @@ class Session:
         self._keyframe_every = max(1, keyframe_every)
         self._cache_size = max(2, cached_frames)
         self._check = check
+        self._full_check = full_check
         self.backend: Backend = backend_factory(config, None)
         self.steps: list[Step] = []
         self.summaries: list[FrameSummary] = []
@@ -411,12 +414,18 @@ class Session:
             raise IndexError(f"frame {index} {problem.format(last=n - 1)}")
         return index
 
-    def _violations(self, snapshot: Snapshot) -> list[Violation]:
+    def _violations(self, snapshot: Snapshot, backend: Backend | None = None) -> list[Violation]:
+        """The invariant checker's verdict on ``snapshot``, by ``backend`` (the one that made it:
+        the session's own by default), so each backend sees its frames in order."""
         if not self._check:
             return []
+        backend = backend if backend is not None else self.backend
         # The backend checks in its own terms (shortfin keeps one reference per allocation,
-        # on its deepest node, not one on every node of the path).
-        return list(self.backend.check(snapshot))
+        # on its deepest node, not one on every node of the path). Frames are checked in
+        # order on one backend, so kvcore's re-checks only what each op changed.
+        if self._full_check:
+            return list(getattr(backend, "check_full", backend.check)(snapshot))
+        return list(backend.check(snapshot))
 
     def _run(self, backend, before: Snapshot, step: Step, index: int, record: bool) -> Frame:
         op = step.op
@@ -427,7 +436,7 @@ class Session:
             error = OpError("InvalidOperation" if isinstance(exc, UnknownAllocation) else type(exc).__name__, str(exc))
         events = backend.take_events()
         after = backend.snapshot()
-        violations = self._violations(after)
+        violations = self._violations(after, backend)
         if error is not None and after != before:
             violations.append(Violation(6, f"the failed op {op.text!r} changed the cache's state"))
         if record:
