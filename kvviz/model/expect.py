@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .designs import design_of
 from .free_queue import free_page_count, next_victim, unreachable_blocks
 
 if TYPE_CHECKING:  # pragma: no cover - types only: the scenario parser and the session import this module
@@ -127,7 +128,7 @@ def _fail_wanted(expect: Expect) -> Any:
 
 def _victim(expect: Expect, frame: Frame) -> Any:
     snapshot = frame.snapshot
-    if snapshot.kind == "hash":  # no heap: the free queue's first page holding a cached block
+    if design_of(snapshot).lazy:  # no heap: the free queue's first page holding a cached block
         block = next_victim(snapshot)
         return None if block is None else block.page
     return snapshot.node(snapshot.heap[0]).page if snapshot.heap else None
@@ -135,7 +136,7 @@ def _victim(expect: Expect, frame: Frame) -> Any:
 
 def _ref(expect: Expect, frame: Frame) -> Any:
     snapshot, page = frame.snapshot, expect.values[0]
-    if snapshot.kind == "hash":  # refs are the pages' own (vLLM's ref_cnt), not a node's
+    if design_of(snapshot).lazy:  # refs are the pages' own (vLLM's ref_cnt), not a node's
         if snapshot.block_for_page(page) is None:
             state = snapshot.pages[page].state if 0 <= page < len(snapshot.pages) else "not a page"
             raise LookupError(f"expected page {page} to hold a cached block, but it is {state}")
