@@ -533,59 +533,115 @@ def narrate_batch(step: int, message: Message, batch: Batch | None, effect: Batc
                   cached: int, notes: tuple[str, ...] = ()) -> str:
     """One paragraph, in the events design's words, of what step ``step``'s batch did:
     "Batch 12 (seq 11): stored a chain of 4 blocks under 7f3a…, removed 2 blocks (1 never
-    seen); 52 blocks cached." Notes about the step (a gap, a restart) come first."""
+    seen); 52 blocks cached." Notes about the step (a gap, a restart) come first.
+
+    The clauses follow the batch's events in order, one clause per run of events of one kind
+    (chains stored, blocks removed, a clear, unknown types): ``[AllBlocksCleared,
+    BlockStored]`` reads "cleared every block, stored 1 block at the root", never as if the
+    new block were cleared."""
     nouns = DESIGN.nouns
     where = f"seq {message.seq}" + (f", rank {message.rank}" if message.rank else "")
     lead = DESIGN.clause("lead", step=step, where=where)
     told = [note[0].upper() + note[1:] + "." for note in notes if note]
     if batch is None or effect is None:
         return " ".join(told) if told else lead + "undecodable."
-    parts = _stored_parts(batch, effect)
-    if effect.duplicates:
-        parts.append(DESIGN.clause("duplicates", copies=nouns.count(effect.duplicates)))
-    removed = len(effect.removed) + len(effect.removed_unknown)
-    if removed:
-        mediums = {e.medium for e in batch.events if isinstance(e, BlockRemoved)}
-        medium = _medium_words(next(iter(mediums))) if len(mediums) == 1 else ""
-        clause = DESIGN.clause("removed", blocks=nouns.count(removed), medium=medium)
-        if effect.removed_unknown:
-            clause += DESIGN.clause("removed_unknown", unknown=f"{len(effect.removed_unknown):,}")
-        parts.append(clause)
-    for event in batch.events:
-        if isinstance(event, AllBlocksCleared):
-            parts.append(DESIGN.clause("cleared", medium=_medium_words(event.medium)))
-    if effect.unknown_types:
-        kinds = sorted(set(effect.unknown_types))
-        n = len(effect.unknown_types)
-        parts.append(DESIGN.clause("unknown_types", events=f"{n:,} event{'s' if n != 1 else ''}",
-                                   types=", ".join(kinds)))
+    parts: list[str] = []
+    orphans = {(b.key, b.medium) for b in effect.stored if b.orphan}
+    stored = iter(effect.stored)  # one entry per stored hash, in event order
+    removals = _RemovalSplit(effect)
+    chains_told = 0
+    for kind, run in _runs(batch.events):
+        if kind is BlockStored:
+            chains = [e for e in run if e.hashes]
+            for event in chains[:max(0, CHAINS_TOLD - chains_told)]:
+                parts.append(_chain_clause(event, orphans))
+            rest = chains[max(0, CHAINS_TOLD - chains_told):]
+            chains_told += len(chains)
+            if rest:
+                parts.append(DESIGN.clause("more_chains", chains=f"{len(rest):,}",
+                                           blocks=nouns.count(sum(len(e.hashes) for e in rest))))
+            copies = sum(1 for event in run for _ in event.hashes if next(stored).copies > 1)
+            if copies:
+                parts.append(DESIGN.clause("duplicates", copies=nouns.count(copies)))
+        elif kind is BlockRemoved:
+            hashes = [key for event in run for key in event.hashes]
+            if not hashes:
+                continue
+            unknown = removals.unknown_among(hashes)
+            mediums = {event.medium for event in run}
+            medium = _medium_words(next(iter(mediums))) if len(mediums) == 1 else ""
+            clause = DESIGN.clause("removed", blocks=nouns.count(len(hashes)), medium=medium)
+            if unknown:
+                clause += DESIGN.clause("removed_unknown", unknown=f"{unknown:,}")
+            parts.append(clause)
+        elif kind is AllBlocksCleared:
+            parts += [DESIGN.clause("cleared", medium=_medium_words(event.medium)) for event in run]
+        elif kind is UnknownEvent:
+            types = sorted({event.type for event in run})
+            n = len(run)
+            parts.append(DESIGN.clause("unknown_types", events=f"{n:,} event{'s' if n != 1 else ''}",
+                                       types=", ".join(types)))
     if not parts:
         parts.append(DESIGN.clause("empty"))
     body = lead + ", ".join(parts) + "; " + DESIGN.clause("after", cached=nouns.count(cached)) + "."
     return " ".join(told + [body])
 
 
-def _stored_parts(batch: Batch, effect: BatchEffect) -> list[str]:
-    """One clause per stored chain (the first :data:`CHAINS_TOLD`), then one for the rest."""
-    nouns = DESIGN.nouns
-    orphans = {(b.key, b.medium) for b in effect.stored if b.orphan}
-    chains = [e for e in batch.events if isinstance(e, BlockStored) and e.hashes]
-    parts = []
-    for event in chains[:CHAINS_TOLD]:
-        n = len(event.hashes)
-        blocks = nouns.count(n) if n == 1 else f"a chain of {nouns.count(n)}"
-        if event.parent is None:
-            under = DESIGN.clause("root")
-        elif (event.hashes[0], event.medium) in orphans:
-            under = DESIGN.clause("orphan", parent=key_label(event.parent))
+def _runs(events: Sequence) -> list[tuple[type, list]]:
+    """``events`` as runs of one class each, in order: ``[(BlockRemoved, [e1, e2]),
+    (BlockStored, [e3])]``."""
+    runs: list[tuple[type, list]] = []
+    for event in events:
+        cls = type(event)
+        if runs and runs[-1][0] is cls:
+            runs[-1][1].append(event)
         else:
-            under = DESIGN.clause("parent", parent=key_label(event.parent))
-        parts.append(DESIGN.clause("chain", blocks=blocks, medium=_medium_words(event.medium), under=under))
-    rest = chains[CHAINS_TOLD:]
-    if rest:
-        parts.append(DESIGN.clause("more_chains", chains=f"{len(rest):,}",
-                                   blocks=nouns.count(sum(len(e.hashes) for e in rest))))
-    return parts
+            runs.append((cls, [event]))
+    return runs
+
+
+class _RemovalSplit:
+    """Which of a batch's removals, run by run, found no block: the forest appended one entry
+    per removed hash, in order, to ``effect.removed`` (found) or ``effect.removed_unknown``
+    (not found), so walking both lists along the hashes splits them exactly, but for a key
+    at the head of both lists at once (removed twice in the batch, once unknown), which is
+    counted as found first."""
+
+    __slots__ = ("_found", "_unknown", "_f", "_u")
+
+    def __init__(self, effect: BatchEffect) -> None:
+        self._found = [block.key for block in effect.removed]
+        self._unknown = list(effect.removed_unknown)
+        self._f = self._u = 0
+
+    def unknown_among(self, hashes: list) -> int:
+        """How many of ``hashes`` (the next removals, in order) found no block."""
+        unknown = 0
+        for key in hashes:
+            if self._f < len(self._found) and _same_key(self._found[self._f], key):
+                self._f += 1
+            elif self._u < len(self._unknown) and _same_key(self._unknown[self._u], key):
+                self._u += 1
+                unknown += 1
+        return unknown
+
+
+def _same_key(a: Key, b: Key) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _chain_clause(event: BlockStored, orphans: set) -> str:
+    """One stored chain: "stored a chain of 4 blocks under 7f3a…"."""
+    nouns = DESIGN.nouns
+    n = len(event.hashes)
+    blocks = nouns.count(n) if n == 1 else f"a chain of {nouns.count(n)}"
+    if event.parent is None:
+        under = DESIGN.clause("root")
+    elif (event.hashes[0], event.medium) in orphans:
+        under = DESIGN.clause("orphan", parent=key_label(event.parent))
+    else:
+        under = DESIGN.clause("parent", parent=key_label(event.parent))
+    return DESIGN.clause("chain", blocks=blocks, medium=_medium_words(event.medium), under=under)
 
 
 __all__ = ["KEYFRAME_EVERY", "NO_MEDIUM", "SUMMARY_SCHEMA", "WatchFrame", "WatchTimeline", "narrate_batch"]

@@ -245,6 +245,16 @@ def test_orphans_duplicates_mediums_clears_and_unknown_types_are_narrated():
     assert summary["unknown_types"] == {"BlockTransferred": 1} and summary["duplicates"] == 1
 
 
+def test_a_batch_is_narrated_run_by_run_in_the_order_of_its_events():
+    # removals before the store (vLLM's usual order), a duplicate, then removals after it:
+    # each run says its own counts, the never-seen one in the run it belongs to
+    timeline = timeline_of([[stored([1, 2])],
+                            [removed([1, 99]), stored([7, 2]), removed([7])]])
+    assert timeline.frame(2).narration == (
+        "Batch 2 (seq 1): removed 2 blocks (1 never seen), stored a chain of 2 blocks at the root, "
+        "1 block already cached (another copy), removed 1 block; 1 block cached.")
+
+
 def test_many_chains_in_one_batch_are_told_three_then_counted():
     timeline = timeline_of([[stored([i * 10 + 1, i * 10 + 2]) for i in range(5)]])
     assert timeline.frame(1).narration.count("stored a chain of 2 blocks at the root") == 3
