@@ -554,6 +554,15 @@ def _sweep_serial(requests, tasks, progress) -> tuple[ReplayResult | LruCurve, .
     return tuple(results)
 
 
+def _expected_cost(task: ReplayConfig | _LineTask) -> tuple:
+    """A sort key, cheapest last: a curve's pass, then the hash design (a sha256 per block),
+    then the trie; larger capacities before smaller (more nodes kept, more to walk)."""
+    if isinstance(task, _LineTask):
+        return (0,)
+    capacity = math.inf if task.capacity_tokens is None else task.capacity_tokens
+    return (1, task.cache != "hash", -capacity)
+
+
 def _sweep_pooled(source: TraceSource, tasks, workers: int, request_count: int,
                   progress) -> tuple[ReplayResult | LruCurve, ...]:
     # spawn: a fresh interpreter per worker, whatever the caller's threads (a progress bar
@@ -562,7 +571,10 @@ def _sweep_pooled(source: TraceSource, tasks, workers: int, request_count: int,
     results: list[ReplayResult | LruCurve | None] = [None] * len(tasks)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
     try:
-        pending = {pool.submit(_run_in_worker, source, task): index for index, task in enumerate(tasks)}
+        # Longest first (the curves, the hash design's replays, large capacities), so that the
+        # sweep does not end on one long task while the other workers wait.
+        order = sorted(range(len(tasks)), key=lambda index: _expected_cost(tasks[index]))
+        pending = {pool.submit(_run_in_worker, source, tasks[index]): index for index in order}
         done_count = 0
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
