@@ -6,8 +6,10 @@
       --print / --json [--every N]        headless: a summary (and a line per N batches)
       --count N / --max-seconds S         live headless: stop after N messages or S seconds
       --export-step N -o OUT.json|OUT.md  a watch bundle (``kvviz open`` verifies it) or a report
-      --to-kvs OUT.kvs                    the recording as a scenario for kvcore
+      --to-kvs OUT.kvs [--tokens-per-page N] [--pages N]   the recording as a scenario for kvcore
       --against SCENARIO.kvs              kvcore's run of the scenario aligned with the stream
+      --against-trace TRACE.jsonl [--first N]   the same, the scenario made from the Mooncake
+                                          requests that made the recording (the recordings' recipe)
 
 Exports live here rather than in ``kvviz export``: that command's input is a scenario, and a
 watch's is a stream, which only this command reads (live or recorded).
@@ -92,10 +94,26 @@ def require_watch_extra(live: bool) -> None:
 @click.option("--against", "against_file", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: run this scenario on kvcore and align it with the stream, "
                    "batch by batch, by block content. Exit 1 when they differ.")
+@click.option("--against-trace", "against_trace", type=click.Path(dir_okay=False), default=None,
+              help="With --replay-file: as --against, with the scenario of the Mooncake trace's requests that "
+                   "made the recording, as ../shared/data/kv-events/README.md made vLLM's: request i is batch i, "
+                   "hash id h the tokens h*16..h*16+15, prompts scaled by 16/512, acquire-publish-release each, "
+                   "vLLM's 3,000 blocks (2,999 pages: one is its null block), the last token recomputed. "
+                   "E.g. --against-trace ../shared/data/mooncake/conversation_trace.jsonl")
+@click.option("--first", "first_requests", type=click.IntRange(1), default=None,
+              help="With --against-trace: the trace's first N requests (default: one per message recorded).")
+@click.option("--tokens-per-page", type=click.IntRange(1, limits.MAX_TOKENS_PER_PAGE), default=None,
+              help="With --to-kvs: the scenario's page size (default: the recording's block size; when it mixes "
+                   "sizes, the size most chains have). With --against-trace: tokens per block and per hash id "
+                   "(default 16).")
+@click.option("--pages", type=click.IntRange(1, limits.MAX_PAGES), default=None,
+              help="With --to-kvs: the scenario's pages (default: enough that kvcore never evicts a stored block). "
+                   "With --against-trace: kvcore's pages, the server's blocks less vLLM's null block (default 2,999).")
 def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | None, record: str | None,
           replay_file: str | None, print_only: bool, as_json: bool, every: int | None, count: int | None,
           max_seconds: float | None, step: int | None, export_step: int | None, output: str | None,
-          to_kvs: str | None, against_file: str | None) -> None:
+          to_kvs: str | None, against_file: str | None, against_trace: str | None, first_requests: int | None,
+          tokens_per_page: int | None, pages: int | None) -> None:
     """Watch the KV-event stream of a vLLM/SGLang server, or a recording of one.
 
     ENDPOINT is the server's publisher, tcp://HOST:PORT (vLLM: --kv-events-config
@@ -103,6 +121,12 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
     One timeline step per message received; the view rebuilds the server's cache as a forest
     of blocks. The stream has no reference counts, eviction order or owners: views that need
     them say so.
+
+    \b
+    Judge a server against kvcore on the requests that made a recording, e.g. the shared vLLM one:
+      kvviz watch --replay-file ../shared/data/kv-events/vllm-0.33.0-conversation-400.jsonl \\
+        --against-trace ../shared/data/mooncake/conversation_trace.jsonl
+    (exit 0: they agree event for event; 1: the first difference is printed).
     """
     live = endpoint is not None
     _check_flags(endpoint, replay_file, locals())
@@ -115,9 +139,13 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
         return
     messages = _read_recording(replay_file)
     if to_kvs is not None:
-        _write_scenario(messages, replay_file, to_kvs)
+        _write_scenario(messages, replay_file, to_kvs, tokens_per_page, pages)
     if against_file is not None:
-        _against(messages, replay_file, against_file, as_json)
+        _against(messages, _scenario_file(against_file), against_file, as_json)
+        return
+    if against_trace is not None:
+        text, source = _trace_scenario(against_trace, first_requests or len(messages), tokens_per_page, pages)
+        _against(messages, text, source, as_json)
         return
     if output is not None:
         _export(messages, replay_file, export_step, output)
@@ -154,7 +182,8 @@ def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> 
     live_only += ["--ranks"] if given["ranks"] != 1 else []
     if replay_file is not None and live_only:
         raise BadInput(f"{', '.join(live_only)} subscribe(s) to a live server: drop it with --replay-file")
-    file_only = [flag for flag, name in (("--to-kvs", "to_kvs"), ("--against", "against_file"), ("-o", "output"),
+    file_only = [flag for flag, name in (("--to-kvs", "to_kvs"), ("--against", "against_file"),
+                                         ("--against-trace", "against_trace"), ("-o", "output"),
                                          ("--export-step", "export_step"), ("--step", "step"))
                  if given[name] is not None]
     if endpoint is not None and file_only:
@@ -168,6 +197,18 @@ def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> 
         raise BadInput("-o and --against exclude each other: export a step, or align with a scenario")
     if given["step"] is not None and (headless or given["output"] is not None):
         raise BadInput("--step opens the UI at a step; to export one, use --export-step N -o OUT")
+    if given["against_trace"] is not None and (given["against_file"] is not None or given["output"] is not None
+                                               or given["to_kvs"] is not None):
+        raise BadInput("--against-trace aligns the recording with the trace's requests: it does not combine with "
+                       "--against, -o or --to-kvs")
+    if given["first_requests"] is not None and given["against_trace"] is None:
+        raise BadInput("--first N counts the requests of --against-trace TRACE: add it")
+    sizing = [flag for flag, name in (("--tokens-per-page", "tokens_per_page"), ("--pages", "pages"))
+              if given[name] is not None]
+    if sizing and given["to_kvs"] is None and given["against_trace"] is None:
+        raise BadInput(f"{' and '.join(sizing)} {'size' if len(sizing) > 1 else 'sizes'} the cache of --to-kvs OUT "
+                       "or --against-trace TRACE "
+                       "(a --against scenario's cache line sizes its own)")
 
 
 # -- recordings ---------------------------------------------------------------------------------
@@ -317,39 +358,79 @@ def _optional(module: str, name: str, flag: str):
         raise BadInput(f"{flag} is not available in this kvviz: kvviz.model.{module}.{name} is missing ({exc})") from None
 
 
-def _write_scenario(messages, replay_file: str, output: str) -> None:
+def _write_scenario(messages, replay_file: str, output: str, tokens_per_page: int | None,
+                    pages: int | None) -> None:
     from ..export.atomic import write_text_atomic
 
     recording_to_scenario = _optional("watch_to_kvs", "recording_to_scenario", "--to-kvs")
     try:
-        text = recording_to_scenario(messages)
+        text = recording_to_scenario(messages, tokens_per_page=tokens_per_page, pages=pages, source=replay_file)
         write_text_atomic(output, text, inputs=[replay_file])
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
         raise BadInput(f"{output}: cannot write the scenario ({exc.strerror or exc})") from None
     click.echo(f"wrote {output} ({plural(len(messages), 'message')} of {replay_file})", err=True)
+    for line in text.splitlines():
+        if line.startswith("# The recording stores chains of blocks of several sizes"):
+            click.echo(line[2:] + " (--tokens-per-page N for another)", err=True)
 
 
-def _against(messages, replay_file: str, scenario_file: str, as_json: bool) -> None:
-    against = _optional("watch_against", "against", "--against")
+def _scenario_file(scenario_file: str) -> str:
+    """The text of the ``--against`` scenario: bounded, UTF-8, or bad input in one line."""
     refuse_special_file(scenario_file, "a .kvs scenario")
     try:
         size = Path(scenario_file).stat().st_size
         if size > limits.MAX_SOURCE_BYTES:
             raise BadInput(f"{scenario_file}: {size:,} bytes is more than a scenario may have "
                            f"({limits.MAX_SOURCE_BYTES:,}, MAX_SOURCE_BYTES)")
-        text = Path(scenario_file).read_text(encoding="utf-8")
+        return Path(scenario_file).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput(f"{scenario_file}: no such file (expected a .kvs scenario)") from None
     except UnicodeDecodeError as exc:
         raise BadInput(f"{scenario_file}: not UTF-8 text at byte {exc.start} (expected a .kvs scenario)") from None
     except OSError as exc:
         raise BadInput(f"{scenario_file}: cannot read ({exc.strerror or exc})") from None
+
+
+TRACE_BLOCK_TOKENS = 16
+"""``--against-trace``'s default tokens per hash id (the recordings' recipe: 16)."""
+TRACE_PAGES = 2_999
+"""``--against-trace``'s default pages: the recording server's 3,000 blocks less vLLM's null block."""
+
+
+def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
+                    pages: int | None) -> tuple[str, str]:
+    """The scenario of ``trace_file``'s first ``first`` requests as the recordings' recipe made
+    them (:func:`kvviz.model.watch_to_kvs.requests_scenario`), and the name to report it by."""
+    from ..model.watch_to_kvs import requests_scenario
+    from ..trace.mooncake import TraceFormatError, read_trace
+
+    refuse_special_file(trace_file, "a Mooncake trace (.jsonl)")
+    if not Path(trace_file).is_file():
+        raise BadInput(f"{trace_file}: no such file (expected a Mooncake trace, .jsonl)")
+    try:
+        requests = read_trace(trace_file, first=first).requests
+    except TraceFormatError as exc:  # TraceTooLarge is one too
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{trace_file}: cannot read ({exc.strerror or exc})") from None
+    if not requests:
+        raise BadInput(f"{trace_file}: no requests (expected a Mooncake trace, .jsonl)")
+    try:
+        text = requests_scenario(requests, block_tokens=tokens_per_page or TRACE_BLOCK_TOKENS,
+                                 gpu_blocks=(pages or TRACE_PAGES) + 1, source=trace_file)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return text, trace_file
+
+
+def _against(messages, text: str, source: str, as_json: bool) -> None:
+    against = _optional("watch_against", "against", "--against")
     from ..model.scenario import ScenarioError
 
     try:
-        report = against(messages, text, source=scenario_file)
+        report = against(messages, text, source=source)
     except ScenarioError as exc:  # every located problem, as `kvviz run` lists them
         first, *others = exc.report().split("\n")
         raise BadInput(first, tuple(others)) from None

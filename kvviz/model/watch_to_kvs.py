@@ -29,15 +29,15 @@ hash differently still agree on what a block *is*.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..backends.kv_events.wire import AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, decode_payload
 from ..limits import MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_PAGE
 from .scenario import CacheConfig, Op, Scenario, ScenarioError, Step, format_ints, format_scenario, parse_scenario
 
-__all__ = ["BlockContents", "DecodedBatch", "decode_messages", "recording_to_scenario", "requests_scenario",
-           "scaled_prompt"]
+__all__ = ["BlockContents", "DecodedBatch", "block_size_counts", "decode_messages", "pages_needed",
+           "recording_to_scenario", "requests_scenario", "scaled_prompt", "usual_block_size"]
 
 
 ORPHAN = -1
@@ -50,13 +50,14 @@ class BlockContents:
     """Block contents interned as ints: ``block(parent, tokens)`` is the same id for the same
     chain of token tuples from the root, whichever stream asked. Memory O(distinct blocks)."""
 
-    __slots__ = ("_ids", "_parent", "_tokens", "_depth")
+    __slots__ = ("_ids", "_parent", "_tokens", "_depth", "_start")
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int | None, tuple[int, ...]], int] = {}
         self._parent: list[int | None] = []
         self._tokens: list[tuple[int, ...]] = []
         self._depth: list[int] = []  # blocks from the root, this one included (0: under an orphan)
+        self._start: list[int] = []  # its first token's position in its chain (rooted blocks)
 
     def block(self, parent: int | None, tokens: tuple[int, ...]) -> int:
         """The id of the block holding ``tokens`` under ``parent`` (None: a first block;
@@ -70,17 +71,23 @@ class BlockContents:
         self._parent.append(parent)
         self._tokens.append(tokens)
         if parent is None:
-            depth = 1
+            depth, start = 1, 0
         elif parent == ORPHAN:
-            depth = 0
+            depth, start = 0, 0
         else:
             depth = self._depth[parent] + 1 if self._depth[parent] else 0
+            start = self._start[parent] + len(self._tokens[parent])
         self._depth.append(depth)
+        self._start.append(start)
         return content
 
     def rooted(self, content: int) -> bool:
         """Whether the block's whole chain is known from the root."""
         return self._depth[content] > 0
+
+    def start(self, content: int) -> int:
+        """The position of the block's first token in its chain (a rooted block only)."""
+        return self._start[content]
 
     def tokens(self, content: int) -> tuple[int, ...]:
         """The block's own tokens."""
@@ -103,14 +110,8 @@ class BlockContents:
         if not depth:
             return f"a block under unseen ancestors: {tokens}"
         size = len(self._tokens[content])
-        first = sum(len(t) for t in self._ancestor_tokens(content))
+        first = self._start[content]
         return f"block {depth} (positions {first}..{first + size - 1}): {tokens}"
-
-    def _ancestor_tokens(self, content: int) -> Iterator[tuple[int, ...]]:
-        walk = self._parent[content]
-        while walk is not None and walk != ORPHAN:
-            yield self._tokens[walk]
-            walk = self._parent[walk]
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,42 @@ def decode_messages(messages: Sequence, contents: BlockContents) -> list[Decoded
     return batches
 
 
+def block_size_counts(batches: Sequence[DecodedBatch]) -> dict[int, int]:
+    """Stored chains per block size, sizes in increasing order (what ``--to-kvs`` chooses a
+    page size from)."""
+    counts: dict[int, int] = {}
+    for batch in batches:
+        for size in batch.block_sizes:
+            counts[size] = counts.get(size, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def usual_block_size(sizes: dict[int, int]) -> int:
+    """The size most stored chains have (the smaller one of a tie); 16 when none was stored
+    (vLLM's default block size)."""
+    if not sizes:
+        return 16
+    return max(sizes, key=lambda size: (sizes[size], -size))
+
+
+def pages_needed(contents: BlockContents, batches: Sequence[DecodedBatch], tokens_per_page: int) -> int:
+    """Pages enough for kvcore never to evict a block the recording builds on: every full
+    page of ``tokens_per_page`` tokens that some rooted stored block ends in or crosses (a page
+    is named by the block holding its last token and that token's offset in it, so the count
+    is exact when the recording's blocks are pages, an upper bound when they are cut
+    otherwise), plus one partial page per chain a batch holds at once. At least 1. O(blocks)."""
+    full = 0
+    ragged = False  # a block that starts or ends inside a page: chains hold partial pages
+    for content in {content for batch in batches for chain in batch.stored_chains for content in chain
+                    if contents.rooted(content)}:
+        start = contents.start(content)
+        end = start + len(contents.tokens(content))
+        full += end // tokens_per_page - start // tokens_per_page  # page ends in (start, end]
+        ragged = ragged or bool(start % tokens_per_page or end % tokens_per_page)
+    partial = max((len(batch.stored_chains) for batch in batches), default=0) if ragged else 0
+    return max(full + partial, 1)
+
+
 def recording_to_scenario(messages: Sequence, *, tokens_per_page: int | None = None,
                           pages: int | None = None, recompute_last_token: bool = False,
                           source: str = "a KV-event recording") -> str:
@@ -188,29 +225,27 @@ def recording_to_scenario(messages: Sequence, *, tokens_per_page: int | None = N
     acquire of its whole content from the root and a publish, each batch's chains released at
     its end, one batch per message (see the module doc).
 
-    ``tokens_per_page`` defaults to the stored blocks' size (a recording mixing sizes is
-    refused); ``pages`` to every distinct block stored (at least 1); ``recompute_last_token``
-    writes vLLM's hit cap on the cache line. Raises ValueError, one line, for a recording the
-    language cannot hold (sizes, over the limits). O(tokens written)."""
+    ``tokens_per_page`` defaults to the stored blocks' size, or for a recording that mixes
+    sizes (LMCache's chunks beside the GPU's blocks) to the size most chains have
+    (:func:`usual_block_size`; the scenario's comments say so): a chain's tokens are the same
+    whatever the page size, kvcore cuts them into its own pages. ``pages`` defaults to
+    :func:`pages_needed`; ``recompute_last_token`` writes vLLM's hit cap on the cache line.
+    Raises ValueError, one line, for a recording the language cannot hold (over the limits).
+    O(tokens written)."""
     contents = BlockContents()
     batches = decode_messages(messages, contents)
-    sizes = sorted({size for batch in batches for size in batch.block_sizes})
-    if tokens_per_page is None:
-        if len(sizes) > 1:
-            raise ValueError(f"the recording stores blocks of {len(sizes)} sizes ({', '.join(map(str, sizes[:4]))}): "
-                             "give tokens_per_page")
-        tokens_per_page = sizes[0] if sizes else 16
-    elif sizes and sizes != [tokens_per_page]:
-        raise ValueError(f"the recording stores blocks of {', '.join(map(str, sizes[:4]))} tokens, "
-                         f"not tokens_per_page={tokens_per_page}")
+    sizes = block_size_counts(batches)
+    chosen = tokens_per_page is None
+    if chosen:
+        tokens_per_page = usual_block_size(sizes)
     if not 1 <= tokens_per_page <= MAX_TOKENS_PER_PAGE:
         raise ValueError(f"tokens_per_page must be 1..{MAX_TOKENS_PER_PAGE:,}, not {tokens_per_page}")
     distinct = {content for batch in batches for chain in batch.stored_chains for content in chain
                 if contents.rooted(content)}
     if pages is None:
-        pages = max(len(distinct), 1)
+        pages = pages_needed(contents, batches, tokens_per_page)
     if not 1 <= pages <= MAX_PAGES:
-        raise ValueError(f"the scenario needs {pages:,} pages; a scenario holds 1..{MAX_PAGES:,}: give pages=")
+        raise ValueError(f"the scenario needs {pages:,} pages; a scenario holds 1..{MAX_PAGES:,}: give fewer pages")
     steps: list[Step] = []
     left_out = 0
     for batch in batches:
@@ -230,11 +265,17 @@ def recording_to_scenario(messages: Sequence, *, tokens_per_page: int | None = N
     drafted = Scenario(
         title=f"{source}: {len(batches):,} batches as requests on a hash cache",
         description=(f"Each chain of blocks the server stored, acquired from the root and published, one batch per "
-                     f"message; {len(distinct):,} distinct blocks of {tokens_per_page} tokens."),
+                     f"message; {len(distinct):,} distinct blocks stored, on pages of {tokens_per_page} tokens."),
         config=CacheConfig("hash", pages, tokens_per_page, "lru", recompute_last_token),
         steps=tuple(steps),
     )
     comments = [f"# {source}, converted by kvviz watch --to-kvs: batch i is message i of the recording."]
+    if len(sizes) > 1 or (sizes and tokens_per_page not in sizes):
+        stored_as = ", ".join(f"{n:,} of {size}" for size, n in sizes.items())
+        why = " (the size most chains have)" if chosen and len(sizes) > 1 else ""
+        comments.append(f"# The recording stores chains of blocks of several sizes or another size ({stored_as} "
+                        f"tokens): pages of {tokens_per_page} tokens{why}; kvcore cuts each chain into its own "
+                        "pages, so its blocks are not the recording's one for one.")
     if left_out:
         comments.append(f"# {left_out:,} stored chains whose parent was never stored are left out "
                         "(their tokens from the root are unknown).")

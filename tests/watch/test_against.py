@@ -222,10 +222,24 @@ def test_the_vllm_recording_round_trips_to_the_same_content_chains(vllm_messages
     assert report.recording_batches == report.scenario_batches == 400
 
 
-def test_a_recording_mixing_block_sizes_is_refused_in_one_line():
+def test_a_recording_mixing_block_sizes_takes_the_size_most_chains_have_and_says_so():
+    # LMCache's chunks beside the GPU's blocks: the chains' tokens are kept, cut into pages of 4
+    messages = recording([stored([1], None, range(4))], [stored([2], None, range(8), size=8)],
+                         [stored([3], 1, range(4, 8))])
+    text = recording_to_scenario(messages)
+    assert "# The recording stores chains of blocks of several sizes or another size (2 of 4, 1 of 8 tokens): " \
+           "pages of 4 tokens (the size most chains have)" in text
+    scenario = parse_scenario(text)
+    assert (scenario.config.tokens_per_page, scenario.config.pages) == (4, 4)  # 1 + 2 + 1 pages' ends
+    assert "acquire b0001 0..7" in text and "acquire b0002 0..7" in text  # same tokens, any page size
+
+
+def test_a_page_size_given_cuts_every_chain_into_it_and_counts_the_partial_pages():
     messages = recording([stored([1], None, range(4))], [stored([2], None, range(8), size=8)])
-    with pytest.raises(ValueError, match="blocks of 2 sizes"):
-        recording_to_scenario(messages)
+    scenario = parse_scenario(recording_to_scenario(messages, tokens_per_page=8))
+    # block 1 ends inside a page (a partial page held while its batch runs); block 2 is one page
+    assert (scenario.config.tokens_per_page, scenario.config.pages) == (8, 2)
+    assert parse_scenario(recording_to_scenario(messages, tokens_per_page=8, pages=9)).config.pages == 9
 
 
 def test_a_chain_under_a_parent_never_seen_is_left_out_and_said():

@@ -320,3 +320,55 @@ def test_against_a_smaller_cache_than_the_servers_disagrees_and_exits_1(tmp_path
     assert result.exit_code == 1, result.output
     (report,) = json_lines(result.output)
     assert report["agrees"] is False and report["first_difference"] is not None
+
+
+TRACE = DATA.parent / "mooncake" / "conversation_trace.jsonl"
+
+
+def test_against_trace_builds_the_recordings_requests_itself_and_agrees_with_vllm():
+    result = run("--replay-file", str(VLLM), "--against-trace", str(TRACE))  # --first: one per message
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "batches agreeing event for event: 400 of 400" in lines
+    assert "2,999 pages of 16 tokens, recompute_last_token" in lines[0]
+
+
+def test_against_trace_sized_as_another_server_disagrees_and_exits_1():
+    result = run("--replay-file", str(VLLM), "--against-trace", str(TRACE), "--first", "400", "--pages", "999",
+                 "--json")
+    assert result.exit_code == 1, result.output
+    (report,) = json_lines(result.output)
+    assert report["agrees"] is False and report["first_difference"] is not None
+
+
+def test_to_kvs_of_mixed_block_sizes_says_the_page_size_it_chose_and_takes_the_one_given(tmp_path):
+    recording = tmp_path / "mixed.jsonl"
+    batches = [[1.0, [{"type": "BlockStored", "block_hashes": [1], "parent_block_hash": None,
+                       "token_ids": list(range(16)), "block_size": 16, "medium": "GPU"}], 0],
+               [2.0, [{"type": "BlockStored", "block_hashes": [2], "parent_block_hash": None,
+                       "token_ids": list(range(32)), "block_size": 32, "medium": "cpu"}], 0],
+               [3.0, [{"type": "BlockStored", "block_hashes": [3], "parent_block_hash": 1,
+                       "token_ids": list(range(16, 32)), "block_size": 16, "medium": "GPU"}], 0]]
+    import msgspec
+
+    recording.write_text("".join(json.dumps({"topic": "kv", "seq": seq, "payload": base64.b64encode(
+        msgspec.msgpack.encode(batch)).decode()}) + "\n" for seq, batch in enumerate(batches)))
+    out = tmp_path / "mixed.kvs"
+    converted = run("--replay-file", str(recording), "--to-kvs", str(out))
+    assert converted.exit_code == 0, converted.output
+    assert "pages of 16 tokens (the size most chains have)" in converted.stderr
+    assert "--tokens-per-page N for another" in converted.stderr
+    assert CliRunner().invoke(cli, ["check", str(out)]).exit_code == 0
+    given = run("--replay-file", str(recording), "--to-kvs", str(out), "--tokens-per-page", "32", "--pages", "7")
+    assert given.exit_code == 0, given.output
+    assert "cache hash pages=7 tokens_per_page=32" in out.read_text()
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--pages", "9"], "--pages sizes the cache of --to-kvs OUT or --against-trace TRACE"),
+    (["--first", "9"], "--first N counts the requests of --against-trace TRACE"),
+    (["--against-trace", "t.jsonl", "--against", "s.kvs"], "does not combine with --against, -o or --to-kvs"),
+])
+def test_sizing_and_trace_flags_out_of_place_are_bad_input_in_one_line(args, word):
+    result = run("--replay-file", str(VLLM), *args)
+    assert result.exit_code == 2 and word in result.output and len(result.output.strip().splitlines()) == 1
