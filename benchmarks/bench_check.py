@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What checking a real trace slice costs, and whether a step's cost depends on the pool.
+
+Run:  python benchmarks/bench_check.py                 (about a minute on an idle machine)
+      python benchmarks/bench_check.py --trace PATH --first 200
+
+1. Makes the slice inside the script: ``kvviz trace TRACE --first N --to-kvs`` (200 requests of
+   the Mooncake conversation trace: 600 steps on 5,537 pages), in a temporary folder.
+2. CPU seconds (user + system, of the child process) of ``kvviz check`` on it, of
+   ``kvviz check --full`` (every step's invariants checked whole: the oracle), of
+   ``kvviz run --json`` (refused, exit 2, when the slice's step snapshots x pages exceed
+   kvviz.limits.MAX_STEP_STATE_PAGES: then of ``run --json --step LAST`` and of ``run --json``
+   on the longest prefix of the slice the bound lets through).
+3. The curve: the same ops (the slice's first ``--curve-steps`` steps) on pools of 1k, 10k and
+   100k pages, each step applied to a kvviz session (snapshot, incremental check, diff,
+   narration, expects): CPU milliseconds per step, and the 100k / 1k ratio (flat: near 1).
+
+Prints ``os.getloadavg()`` before and after: the machine is shared, CPU time is what a busy
+machine disturbs least.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout
+
+TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+POOLS = (1_000, 10_000, 100_000)
+TARGET_CPU_SECONDS = 3.0
+
+
+def child_cpu(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
+    """CPU seconds (user + system) of ``python -m kvviz ARGS`` and its exit code."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "kvviz", *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
+                          cwd=ROOT, timeout=1800)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.returncode
+
+
+def with_pool(text: str, pages: int) -> str:
+    """The scenario ``text`` with its cache header's pool set to ``pages``."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("cache "):
+            line = " ".join(f"pages={pages}" if w.startswith("pages=") else w for w in line.split())
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def per_step_ms(text: str, steps: int) -> float:
+    """CPU ms per step of a session applying the first ``steps`` steps of scenario ``text``."""
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+
+    scenario = parse_scenario(text)
+    ops = scenario.steps[:steps]
+    session = Session(scenario.config, title=scenario.title)
+    start = time.process_time()
+    for step in ops:
+        frame = session.apply(step.op, step.narration, step.expects)
+        assert not frame.violations, frame.violations
+    return 1000 * (time.process_time() - start) / len(ops)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace (default {TRACE})")
+    parser.add_argument("--first", type=int, default=200, help="requests in the slice (default 200: 600 steps)")
+    parser.add_argument("--curve-steps", type=int, default=600, help="steps per point of the curve (default 600)")
+    args = parser.parse_args()
+    if not args.trace.is_file():
+        sys.exit(f"bench_check: {args.trace}: no such file (pass --trace)")
+    from kvviz import limits
+
+    print(f"load average before: {os.getloadavg()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        slice_path = Path(tmp) / "slice.kvs"
+        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--to-kvs", str(slice_path)])
+        if code:
+            sys.exit(f"bench_check: kvviz trace exited {code}")
+        text = slice_path.read_text()
+        from kvviz.model.scenario import parse_scenario
+
+        scenario = parse_scenario(text)
+        steps, pages = len(scenario.steps), scenario.config.pages
+        print(f"slice: {args.trace.name} --first {args.first}: {steps} steps, {pages:,} pages (made in {cpu:.2f} s CPU)")
+        print()
+        print("CPU seconds (user + system of the kvviz process):")
+        for label, cmd in (("kvviz check", ["check", str(slice_path)]),
+                           ("kvviz check --full (the oracle)", ["check", "--full", str(slice_path)])):
+            cpu, code = child_cpu(cmd)
+            print(f"  {label:<40} {cpu:6.2f} s  exit {code}" + (
+                f"   target <= {TARGET_CPU_SECONDS:.0f} s: {'met' if cpu <= TARGET_CPU_SECONDS else 'MISSED'}"
+                if "--full" not in cmd else ""))
+        cpu, code = child_cpu(["run", str(slice_path), "--json"])
+        print(f"  {'kvviz run --json':<40} {cpu:6.2f} s  exit {code}"
+              + ("  (refused: step snapshots x pages above MAX_STEP_STATE_PAGES)" if code == 2 else ""))
+        if code == 2:
+            cpu, code = child_cpu(["run", str(slice_path), "--json", "--step", str(steps)])
+            print(f"  {f'kvviz run --json --step {steps}':<40} {cpu:6.2f} s  exit {code}")
+            fits = limits.MAX_STEP_STATE_PAGES // pages - 10  # steps whose snapshots fit, with a margin
+            prefix = Path(tmp) / "prefix.kvs"
+            lines, kept = [], 0
+            body = text.splitlines()
+            for line in body:  # the slice's first requests, up to the bound (each request is 3 ops)
+                if line.startswith("acquire "):
+                    if kept + 3 > fits:
+                        break
+                    kept += 3
+                lines.append(line)
+            prefix.write_text("\n".join(lines) + "\n")
+            cpu, code = child_cpu(["run", str(prefix), "--json"])
+            print(f"  {f'kvviz run --json (first {kept} steps)':<40} {cpu:6.2f} s  exit {code}")
+        print()
+        n = min(args.curve_steps, steps)
+        print(f"Per-step CPU of a session (snapshot, check, diff, narration, expects), the slice's first {n} ops:")
+        curve = []
+        for pool in POOLS:
+            ms = per_step_ms(with_pool(text, pool), n)
+            curve.append(ms)
+            print(f"  {pool:>7,} pages  {ms:7.3f} ms per step")
+        print(f"  100k / 1k: {curve[-1] / curve[0]:.2f}x (flat: about 1)")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
