@@ -160,7 +160,9 @@ def watch_markdown(timeline: WatchTimeline, step: int) -> str:
     by_type = ", ".join(f"{_cell(k)} {v:,}" for k, v in summary["events_by_type"].items()) or "none"
     out += [f"| events by type | {by_type} |"]
     unknown = ", ".join(f"{_cell(k)} {v:,}" for k, v in {**summary["unknown_fields"], **summary["unknown_types"]}.items())
-    out += [f"| unknown fields and types | {unknown or 'none'} |", ""]
+    out += [f"| unknown fields and types | {unknown or 'none'} |"]
+    lints = ", ".join(f"{_cell(k)} {v:,}" for k, v in summary["lints"].items())
+    out += [f"| lints (odd but decoded), by kind | {lints or 'none'} |", ""]
     out += ["## Blocks per medium", "", "| medium | cached blocks |", "|---|---|"]
     out += [f"| {_cell(medium)} | {n:,} |" for medium, n in summary["per_medium"].items()]
     if not summary["per_medium"]:

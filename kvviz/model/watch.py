@@ -30,7 +30,7 @@ from ..backends.kv_events.forest import BatchEffect, Forest, ForestState
 from ..backends.kv_events.recording import Message
 from ..backends.kv_events.stream import Gap, Restart, SeqTracker
 from ..backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, Key,
-                                       UnknownEvent, decode_payload, key_label)
+                                       UnknownEvent, decode_payload, key_label, lint_kind)
 from .designs.events import DESIGN
 
 SUMMARY_SCHEMA = "kvviz.watch-summary/1"
@@ -129,6 +129,8 @@ class WatchTimeline:
         self._events_by_type: Counter[str] = Counter()
         self._unknown_fields: Counter[str] = Counter()
         self._unknown_types: Counter[str] = Counter()
+        self._lints: Counter[str] = Counter()  # by kind (wire.LINT_KINDS)
+        self._first_lints: dict[str, dict] = {}  # kind -> its first lint: step, seq, sentence
         self._blocks_stored = 0
         self._blocks_removed = 0
         self._removed_unknown = 0
@@ -277,6 +279,11 @@ class WatchTimeline:
                 counts[cls.__name__] += 1
         for event_type, name in batch.unknown_fields:
             self._unknown_fields[f"{event_type}.{name}"] += 1
+        for lint in batch.lints:
+            kind = lint_kind(lint)
+            self._lints[kind] += 1
+            if kind not in self._first_lints:
+                self._first_lints[kind] = {"step": step, "seq": batch.seq, "lint": lint}
         if effect.cleared:
             self._clears.append(step)
         self._removed_unknown += len(effect.removed_unknown)
@@ -486,6 +493,8 @@ class WatchTimeline:
             "duplicates": self._duplicates,
             "unknown_fields": dict(sorted(self._unknown_fields.items())),
             "unknown_types": dict(sorted(self._unknown_types.items())),
+            "lints": dict(sorted(self._lints.items())),
+            "first_lints": dict(sorted(self._first_lints.items())),
             "cached_blocks": len(state),
             "peak_blocks": self._peak,
             "orphans": sum(1 for block in state.blocks.values() if block.orphan),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from ..backends.kv_events.wire import LINT_KINDS
 from .designs.events import UNKNOWABLE
 from .watch import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
 
@@ -45,7 +46,10 @@ def summary_lines(summary: dict) -> list[str]:
         f"replayed: {s['replayed']:,}",
         f"unknown fields: {_counts(s['unknown_fields'])}",
         f"unknown event types: {_counts(s['unknown_types'])}",
+        f"lints (odd but decoded): {_counts(s['lints'])}",
     ]
+    for kind, first in s["first_lints"].items():
+        lines.append(f"  first {kind} lint at step {first['step']:,} (seq {first['seq']}): {first['lint']}")
     for gap in s["gap_list"][:10]:
         lines.append(f"  gap at step {gap['step']:,} (rank {gap['rank']}): seqs {gap['first']}-{gap['last']} missing")
     for restart in s["restart_list"][:10]:
@@ -65,6 +69,8 @@ def progress_line(progress: dict) -> str:
     return (f"step {p['step']:,} (seq {p['seq']}): {p['cached_blocks']:,} blocks cached (peak {p['peak_blocks']:,}), "
             f"+{p['stored']:,} stored -{p['removed']:,} removed since the last line{notes}")
 
+
+_LINT_ROWS = "\n".join(f"                      {kind:<19} {meaning}" for kind, (_start, meaning) in LINT_KINDS.items())
 
 WATCH_JSON_HELP = f"""\
 kvviz watch ... --json: a watched KV-event stream as JSON lines ({SUMMARY_SCHEMA})
@@ -102,6 +108,10 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
   unknown_fields    {{"EventType.field": count}}: fields this reader does not use, once per
                     event carrying them (group_idx, extra_keys, kv_cache_spec_kind, ...)
   unknown_types     {{event type: count}}: event types this reader does not know (skipped)
+  lints             {{kind: count}}: odd things decoded anyway, one per occurrence, by kind:
+{_LINT_ROWS}
+  first_lints       {{kind: {{"step", "seq", "lint"}}}}: where each kind was first seen, and its
+                    sentence (the UI's narration shows every lint of a step)
   cached_blocks     blocks cached after the last step: (hash, medium) pairs with copies left
   peak_blocks       the most blocks cached after any step
   orphans           cached blocks whose parent block is not cached (attached late, or the

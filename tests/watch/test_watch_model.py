@@ -297,3 +297,28 @@ def test_the_model_does_not_hold_a_state_per_step(monkeypatch):
     assert timeline.keyframe_steps() == [0, 64, 128, 192, 256, 320, 384]
     assert not any(isinstance(v, list) and len(v) > 10 and hasattr(v[0], "blocks")
                    for k, v in vars(timeline).items() if k != "_keyframes")
+
+
+def test_every_kind_of_lint_is_counted_in_the_summary_with_its_first_sentence():
+    bad_ts = Message(b"kv", 0, msgspec.msgpack.encode([float("nan"), [stored([1])], "rank x"]))
+    timeline = WatchTimeline("lints")
+    timeline.add(bad_ts)
+    timeline.add(message(1, [
+        stored([2], medium=3),                                                    # medium
+        {**stored([3]), "token_ids": [[0, 1], [1, 2]]},                           # token_pairs
+        {k: v for k, v in stored([4]).items() if k != "block_size"},              # block_size_missing
+        stored([5], lora_id="a"), stored([6], lora_name=7),                       # lora twice
+        {**stored([7, 8]), "token_ids": [0, 1, 2]},                               # token_count
+        {**stored([9]), "block_size": 0},                                         # placeholder_tokens
+    ]))
+    summary = timeline.summary()
+    assert summary["lints"] == {"block_size_missing": 1, "lora": 2, "medium": 1, "placeholder_tokens": 1,
+                                "rank": 1, "timestamp": 1, "token_count": 1, "token_pairs": 1}
+    assert summary["first_lints"]["lora"] == {"step": 2, "seq": 1,
+                                              "lint": "event 3 (BlockStored): lora_id is a string; read as none"}
+    from kvviz.model.watch_json import summary_lines
+
+    lines = summary_lines(summary)
+    assert "lints (odd but decoded): block_size_missing 1, lora 2, medium 1, placeholder_tokens 1, rank 1, " \
+           "timestamp 1, token_count 1, token_pairs 1" in lines
+    assert any(line.startswith("  first timestamp lint at step 1 (seq 0): the timestamp is") for line in lines)

@@ -180,6 +180,33 @@ class Batch:
     blocks, a missing block_size, a timestamp that is not finite)."""
 
 
+LINT_KINDS: dict[str, tuple[str, str]] = {
+    # kind: (how the lint's sentence starts after its "event N (Type): ", a regular
+    # expression; what it means)
+    "timestamp": (r"the timestamp is ", "a ts that is not a finite number (read as none)"),
+    "rank": (r"data_parallel_rank is ", "a rank that is not an int (read as none)"),
+    "medium": (r"medium is ", "a medium that is not text (an int read as its text, else none)"),
+    "token_pairs": (r"token_ids are \(token, next token\) pairs", "EAGLE's (token, next token) pairs (the first read)"),
+    "block_size_missing": (r"no block_size", "no block_size (read from the tokens, else 0)"),
+    "lora": (r"lora_(id|name) is ", "a lora_id or lora_name of the wrong type (read as none)"),
+    "token_count": (r"\d+ token ids for \d+ blocks", "token ids that do not fill the blocks as block_size says"),
+    "placeholder_tokens": (r"block_size 0 with ", "a block_size 0 placeholder that carries token ids"),
+}
+"""Every kind of :attr:`Batch.lints` sentence, by how the sentence starts (after its ``event N
+(Type):`` place, if any), with what it means: the summary counts lints by these kinds."""
+
+
+def lint_kind(lint: str) -> str:
+    """The :data:`LINT_KINDS` kind of one :attr:`Batch.lints` sentence (``"other"`` for a
+    sentence of no known kind, which no decoder here writes)."""
+    head, sep, rest = lint.partition("): ")
+    said = rest if sep and head.startswith("event ") else lint
+    for kind, (start, _meaning) in LINT_KINDS.items():
+        if re.match(start, said):
+            return kind
+    return "other"
+
+
 class DecodeError(ValueError):
     """A payload that is not valid msgpack, not the right shape, or over a bound; one line."""
 
