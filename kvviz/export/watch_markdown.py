@@ -3,7 +3,8 @@
 
 The step's narration and notes, the summary of the stream up to that step (a table), the
 cached blocks per medium, and the block forest as a Mermaid graph (GitHub renders it): blocks
-stored by this step green, orphans dashed, blocks this step removed red. The graph is bounded
+stored by this step green, orphans dashed, blocks this step removed red (a clear's too: every
+block it took out, marked "cleared"). The graph is bounded
 (:data:`MAX_MERMAID_BLOCKS`, then "… and K more"), so a cache of 100,000 blocks still makes a
 report GitHub shows.
 """
@@ -20,7 +21,7 @@ others: roots first, each tree depth first); the rest are counted."""
 MAX_LABEL_TOKENS = 8
 """Tokens spelled out in one block's label."""
 MAX_REMOVED_SHOWN = 20
-"""Blocks removed by the step drawn in red."""
+"""Blocks removed (or cleared) by the step drawn in red; the rest are counted."""
 
 #: The summary table's rows: (field of WatchTimeline.summary(), what it is).
 SUMMARY_ROWS = (
@@ -102,6 +103,27 @@ def _chosen(ordered: list, state, step: int) -> list:
     return [block for block in ordered if (block.key, block.medium) in focus]
 
 
+def removed_blocks(timeline: WatchTimeline, step: int) -> list:
+    """``(block, "removed" | "cleared")`` for every block step ``step`` took out: its
+    BlockRemoved's blocks in order, then, when it cleared the cache, every block cached before
+    it or stored by it that is gone after it and no removal named (in drawing order)."""
+    frame = timeline.frame(step)
+    effect = frame.effect
+    if effect is None:
+        return []
+    out = [(block, "removed") for block in effect.removed]
+    if effect.cleared and step > 0:
+        named = {(block.key, block.medium) for block in effect.removed}
+        after = frame.state.blocks
+        before = timeline.frame(step - 1).state
+        candidates = {(b.key, b.medium): b for b in forest_order(before)}
+        for block in effect.stored:
+            candidates.setdefault((block.key, block.medium), block)
+        out += [(block, "cleared") for block_id, block in candidates.items()
+                if block_id not in after and block_id not in named]
+    return out
+
+
 def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
     """A Mermaid flowchart of the forest at ``step`` (bounded by :data:`MAX_MERMAID_BLOCKS`)."""
     frame = timeline.frame(step)
@@ -122,14 +144,17 @@ def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
             lines.append(f"  {parent} --> {node}")
     if len(ordered) > len(shown):
         lines.append(f'  more["… and {len(ordered) - len(shown):,} more blocks"]')
-    removed = () if frame.effect is None else frame.effect.removed[:MAX_REMOVED_SHOWN]
-    for i, block in enumerate(removed):
+    gone = removed_blocks(timeline, step)
+    for i, (block, how) in enumerate(gone[:MAX_REMOVED_SHOWN]):
         node = f"r{i}"
-        lines.append(f'  {node}["{_esc(key_label(block.key))} · removed<br/>{_esc(_tokens(block.tokens))}"]')
+        lines.append(f'  {node}["{_esc(key_label(block.key))} · {how}<br/>{_esc(_tokens(block.tokens))}"]')
         parent = ids.get((block.parent, block.medium)) if block.parent is not None else None
         if parent is not None:
             lines.append(f"  {parent} -.-> {node}")
         lines.append(f"  class {node} removed")
+    if len(gone) > MAX_REMOVED_SHOWN:
+        lines.append(f'  gone["… and {len(gone) - MAX_REMOVED_SHOWN:,} more removed"]')
+        lines.append("  class gone removed")
     lines += ["  classDef new fill:#d4f7d4,stroke:#2e7d32",
               "  classDef orphan stroke-dasharray: 4 3",
               "  classDef removed fill:#ffd6d6,stroke:#c62828,stroke-dasharray: 4 3"]
@@ -168,7 +193,7 @@ def watch_markdown(timeline: WatchTimeline, step: int) -> str:
     if not summary["per_medium"]:
         out.append("| (none) | 0 |")
     out += ["", "## Block forest", "",
-            f"Blocks stored by this step are green, orphans dashed, blocks it removed red; "
+            f"Blocks stored by this step are green, orphans dashed, blocks it removed (or cleared) red; "
             f"the first {MAX_MERMAID_BLOCKS} blocks are drawn. Not known from the stream: {UNKNOWABLE}.", "",
             "```mermaid", forest_mermaid(upto, step), "```", "",
             "## Replay", "",
@@ -178,4 +203,4 @@ def watch_markdown(timeline: WatchTimeline, step: int) -> str:
     return "\n".join(out)
 
 
-__all__ = ["MAX_MERMAID_BLOCKS", "forest_mermaid", "forest_order", "watch_markdown"]
+__all__ = ["MAX_MERMAID_BLOCKS", "forest_mermaid", "forest_order", "removed_blocks", "watch_markdown"]

@@ -177,6 +177,29 @@ def test_the_markdown_report_draws_the_forest_bounded_with_the_steps_chains(tmp_
     assert "#lt;br/#gt;" not in text
 
 
+def test_the_markdown_report_draws_the_blocks_a_clear_took_out_as_removed():
+    import msgspec
+
+    from kvviz.backends.kv_events.recording import Message
+    from kvviz.backends.kv_events.wire import key_label
+    from kvviz.export.watch_markdown import forest_mermaid
+    from kvviz.model.watch import WatchTimeline
+
+    def stored(keys, parent=None):
+        return {"type": "BlockStored", "block_hashes": keys, "parent_block_hash": parent,
+                "token_ids": list(range(len(keys))), "block_size": 1, "medium": "GPU"}
+
+    batches = [[stored([11, 12])], [stored([13], 12), {"type": "AllBlocksCleared"}, stored([14])]]
+    timeline = WatchTimeline.from_messages(Message(b"kv", seq, msgspec.msgpack.encode([1.0, events, 0]))
+                                           for seq, events in enumerate(batches))
+    graph = forest_mermaid(timeline, 2)
+    lines = graph.splitlines()
+    for key in (11, 12, 13):  # cached before the clear, or stored by the batch before it
+        node = next(line.split("[")[0].strip() for line in lines if f"{key_label(key)} · cleared" in line)
+        assert f"  class {node} removed" in lines
+    assert key_label(14) in graph and f"{key_label(14)} · cleared" not in graph  # stored after it: cached
+
+
 def test_an_export_never_overwrites_its_recording_and_names_its_formats(tmp_path):
     copy = first_lines(VLLM, 20, tmp_path / "rec.json")
     before = copy.read_text()
