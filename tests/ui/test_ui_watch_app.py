@@ -246,6 +246,19 @@ async def test_blocks_per_medium_count_each_tier():
         assert row_of(app, A2, "cpu").lstrip("│ ").startswith("≡ ")  # the key's copy on another medium
 
 
+async def test_equal_counts_on_two_media_draw_equal_bars_whether_or_not_the_step_changed_one():
+    timeline = WatchTimeline("bars")
+    timeline.add(message(0, stored([1, 2, 3]), stored([11, 12, 13], medium="CPU")))
+    timeline.add(message(1, stored([14], parent=13, medium="CPU"), removed([11], medium="CPU")))
+    app = live_app(timeline)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        gpu, cpu = sorted(app.media.text.splitlines())[::-1]  # "GPU ..." sorts after "CPU ..."
+        assert gpu.split()[:2] == ["GPU", "3"] and cpu.split()[:2] == ["CPU", "3"]
+        assert cpu.rstrip().endswith("+1 −1") and not gpu.rstrip().endswith("1")
+        assert gpu.split()[2] == cpu.split()[2]  # the same bar, cell for cell
+
+
 async def test_the_missing_views_say_what_the_stream_does_not_carry():
     app = live_app(story_timeline(1))
     async with app.run_test(size=SIZE) as pilot:

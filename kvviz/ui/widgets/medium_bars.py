@@ -35,6 +35,11 @@ def bar(value: int, top: int, cells: int) -> str:
     return text + "░" * (cells - len(text))
 
 
+def change_text(stored: int, removed: int) -> str:
+    """What a row says the step did on its medium: ``" +16 −3"``, ``""`` for nothing."""
+    return (f" +{stored:,}" if stored else "") + (f" −{removed:,}" if removed else "")
+
+
 def medium_rows(view: WatchView) -> list[tuple[str, int, int, int]]:
     """``(medium, blocks, stored, removed)`` per medium shown, most blocks first; a medium
     that holds nothing now but lost blocks in this step is listed too."""
@@ -123,10 +128,15 @@ class MediumBars(LineCanvas, can_focus=False):
             change.append((f" +{stored:,}", style("medium-bars--stored")))
         if removed:
             change.append((f" −{removed:,}", style("medium-bars--removed")))
-        used = label + 1 + digits + 1 + sum(len(t) for t, _ in change)
+        # Every row keeps room for the widest change of any row, so a bar's width never
+        # depends on whether its own row changed: equal counts draw equal bars.
+        room = max(len(change_text(r[2], r[3])) for r in self.rows)
+        pad = room - sum(len(t) for t, _ in change)
+        used = label + 1 + digits + 1 + room
         cells = max(0, width - used)
         return [(f"{name:<{label}} ", style("medium-bars--name")), (f"{blocks:>{digits},} ", style("medium-bars--meta")),
-                (bar(blocks, max(1, self.view.peak), cells), style("medium-bars--bar")), *change]
+                (bar(blocks, max(1, self.view.peak), cells), style("medium-bars--bar")), *change,
+                *([(" " * pad, style.base)] if pad else [])]
 
     @property
     def text(self) -> str:
