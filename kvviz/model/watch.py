@@ -196,7 +196,7 @@ class WatchTimeline:
         self._batches.append(batch)
         self._errors.append(error)
         if step in self._resets:
-            dropped = len(self.head_state)
+            dropped = len(self._forest)
             self._forest = Forest()
             notes.append(DESIGN.clause("reset", dropped=DESIGN.nouns.count(dropped)))
             self._clears.append(step)
@@ -211,8 +211,10 @@ class WatchTimeline:
             self._count(step, batch, effect)
         self._notes.append(tuple(notes))
         self._head_effect = effect
+        # The frozen state is taken only when someone reads it (a keyframe, a view): taking
+        # it after every batch would make the next batch copy each table leaf it writes.
         self._head_state = None
-        cached = len(self.head_state)
+        cached = len(self._forest)
         self._peak = max(self._peak, cached)
         self._cached.append(cached)
         self._peak_after.append(self._peak)

@@ -376,33 +376,52 @@ class Forest:
             peak_blocks=max(t.peak_blocks, self._size))
         return result
 
+    def _leaf_for_write(self, key: Key) -> dict:
+        """The leaf holding ``key``, writable (the hot path of :meth:`_writable_leaf`)."""
+        slot = (((key & _MASK64) * _GOLDEN) & _MASK64) >> 52 if type(key) is int else _slot(key)
+        if slot in self._leaf_owned:
+            self._state = None
+            return self._top[slot >> 6][slot & 63]
+        return self._writable_leaf(slot)
+
     def _store(self, event: BlockStored, step: int, effect: _EffectBuilder) -> None:
         medium = event.medium
+        present = self._present
+        children = self._children
+        stored = effect.stored
+        parent = event.parent
         for index, key in enumerate(event.hashes):
-            parent = event.parent if index == 0 else event.hashes[index - 1]
             block_id = (key, medium)
-            existing = self.get(block_id)
+            leaf = self._leaf_for_write(key)
+            existing = leaf.get(block_id)
             if existing is not None:
                 block = _with(existing, copies=existing.copies + 1)
-                self._put(block)
+                leaf[block_id] = block
                 effect.duplicates += 1
-                effect.stored.append(block)
+                stored.append(block)
+                parent = key
                 continue
-            block = ForestBlock(key=key, tokens=event.block_tokens(index), parent=parent, medium=medium,
-                                lora=event.lora, stored_at=step, copies=1,
-                                orphan=parent is not None and parent not in self._present)
-            self._put(block)
+            block = ForestBlock(key, event.block_tokens(index), parent, medium, event.lora, step, 1,
+                                parent is not None and parent not in present)
+            leaf[block_id] = block
             self._size += 1
             if parent is not None:
-                self._children.setdefault(parent, {})[block_id] = None
-            effect.stored.append(block)
-            held = self._present.get(key, 0)
-            self._present[key] = held + 1
-            if not held:
+                siblings = children.get(parent)
+                if siblings is None:
+                    children[parent] = {block_id: None}
+                else:
+                    siblings[block_id] = None
+            stored.append(block)
+            held = present.get(key, 0)
+            present[key] = held + 1
+            if not held and key in children:
                 self._mark_children(key, orphan=False, changed=effect.adopted)
+            parent = key
 
     def _remove(self, key: Key, medium: str | None, effect: _EffectBuilder) -> None:
-        block = self.get((key, medium)) or self._only_block_of(key, medium)
+        block = self.get((key, medium)) if key in self._present else None
+        if block is None:
+            block = self._only_block_of(key, medium)
         if block is None:
             effect.removed_unknown.append(key)
             return
@@ -413,7 +432,7 @@ class Forest:
             return
         self._drop(block)
         effect.removed.append(_with(block, copies=0))
-        if key not in self._present:
+        if key not in self._present and key in self._children:
             self._mark_children(key, orphan=True, changed=effect.orphaned)
 
     def _only_block_of(self, key: Key, medium: str | None) -> ForestBlock | None:
