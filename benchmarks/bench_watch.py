@@ -1,9 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Throughput of ``kvviz watch``'s subscriber: how many KV events per second it receives and
-decodes off a live ZeroMQ stream, and whether it drops any. The target is 20,000 events/s
-without a drop on the project's 2-core machine.
+"""Throughput of ``kvviz watch``: how many KV events per second it takes off a live ZeroMQ
+stream, and whether it drops any. The target is 20,000 events/s without a drop on the
+project's 2-core machine.
 
-    python benchmarks/bench_watch.py [--messages N] [--recording FILE] [--hwm N]
+    python benchmarks/bench_watch.py [--messages N] [--recording FILE] [--hwm N] [--decode-only]
+
+By default the whole path is measured, end to end: publisher process -> Subscriber (receive
+and decode on its thread) -> ``WatchTimeline.add`` of each polled message on this thread (the
+forest applied, the counters kept), as the UI's drain and ``kvviz watch --print --count N``
+do. ``--decode-only`` measures the subscriber alone (polled and counted, nothing added), the
+figure this benchmark printed first.
 
 A publisher process of our own (tests/watch/publisher.py ``--flood N``, on 127.0.0.1) sends
 the shared vLLM recording's payloads as fast as it can, looped with rising seq (400 batches,
@@ -38,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kvviz.backends.kv_events.subscriber import DEFAULT_HWM, Subscriber  # noqa: E402
+from kvviz.model.watch import WatchTimeline  # noqa: E402
 
 PUBLISHER = ROOT / "tests" / "watch" / "publisher.py"
 DEFAULT_RECORDING = ROOT.parent / "shared" / "data" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
@@ -58,7 +65,13 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=20_000, help="batches to send (default 20,000: 50 loops)")
     parser.add_argument("--recording", type=Path, default=DEFAULT_RECORDING)
     parser.add_argument("--hwm", type=int, default=DEFAULT_HWM, help="the SUB socket's receive high-water mark")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="the subscriber alone: poll and count, add nothing to a timeline")
+    parser.add_argument("--chunk", type=int, default=1000,
+                        help="messages per poll (kvviz watch --print takes 1,000; the UI 200 a drain)")
     args = parser.parse_args()
+    timeline = None if args.decode_only else WatchTimeline("bench")
+    backlog_peak = 0
 
     pub, router = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
     load_before = os.getloadavg()
@@ -76,7 +89,7 @@ def main() -> int:
         deadline = time.monotonic() + DEADLINE_S
         quiet_since = time.monotonic()
         while received < args.messages and time.monotonic() < deadline:
-            batch = subscriber.poll(10_000)
+            batch = subscriber.poll(args.chunk)
             now = time.perf_counter()
             if not batch:
                 if first is not None and time.monotonic() - quiet_since > IDLE_S:
@@ -93,6 +106,10 @@ def main() -> int:
                     undecodable += 1
                 else:
                     events += len(item.batch.events)
+                if timeline is not None:
+                    timeline.add(item.message, item.batch, item.error, item.note)
+            last, cpu_last = time.perf_counter(), time.process_time()  # after the adds
+            backlog_peak = max(backlog_peak, subscriber.pending)
         stats = subscriber.stats
     finally:
         subscriber.stop()
@@ -114,7 +131,12 @@ def main() -> int:
     print(f"recording        {args.recording.name} (looped)")
     print(f"sent             {report.get('sent', '?'):,} messages by the publisher at {sent_per_s:,.0f} messages/s")
     print(f"received         {received:,} messages, {events:,} events, {undecodable} undecodable, in {seconds:.2f} s")
-    print(f"throughput       {events_per_s:,.0f} events/s, {received / seconds:,.0f} messages/s (received and decoded)")
+    path = "received and decoded" if timeline is None else "received, decoded and added to the timeline"
+    print(f"mode             {'decode only (the subscriber)' if timeline is None else 'end to end (publisher -> subscriber -> timeline.add)'}")
+    print(f"throughput       {events_per_s:,.0f} events/s, {received / seconds:,.0f} messages/s ({path})")
+    print(f"backlog          at most {backlog_peak:,} messages waiting in the subscriber (polled {args.chunk:,} at a time)")
+    if timeline is not None:
+        print(f"timeline         {timeline.last_step:,} steps, {timeline.summary()['cached_blocks']:,} blocks cached")
     cpu = cpu_last - cpu_first
     per_cpu_second = events / cpu if cpu else float("nan")
     print(f"cpu              {cpu:.2f} s of this process (both threads): {per_cpu_second:,.0f} events per CPU-second")

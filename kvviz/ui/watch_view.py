@@ -136,6 +136,8 @@ class WatchView:
 
     ``frame`` is the timeline's frame shown; ``following`` is live mode (the step moves to
     each new batch); ``waiting`` counts the batches received since following stopped;
+    ``backlog`` the messages the subscriber has received that the timeline has not taken yet
+    (a burst being worked off a chunk at a time);
     ``replay`` is True when no subscriber feeds the timeline (a recording). ``selected`` is
     the block under the forest's cursor, ``(key, medium)``, and ``why`` the timeline's answer
     about it.
@@ -147,6 +149,7 @@ class WatchView:
     replay: bool = False
     following: bool = True
     waiting: int = 0
+    backlog: int = 0
     rates: Mapping[str, float] = field(default_factory=dict)
     cached_samples: tuple[int, ...] = ()
     peak: int = 0
@@ -177,9 +180,11 @@ class WatchView:
         return bool(self.totals.gaps or self.totals.restarts or self.orphans or unknown)
 
     def status(self) -> str:
-        """ "replay file", "● live" or "‖ paused · 2 waiting"."""
+        """ "replay file", "● live" or "‖ paused · 2 waiting"; then, while a backlog is
+        worked off, " · catching up: 1,200 waiting"."""
         if self.replay:
             return "replay file"
+        behind = f" · catching up: {self.backlog:,} waiting" if self.backlog else ""
         if self.following:
-            return "● live"
-        return f"‖ paused · {self.waiting:,} waiting"
+            return "● live" + behind
+        return f"‖ paused · {self.waiting:,} waiting" + behind

@@ -164,6 +164,26 @@ async def test_the_timer_drains_the_subscriber():
         assert subscriber.items == [] and app.last_step == 6 and app.step == 6
 
 
+async def test_a_backlog_is_drained_a_chunk_at_a_time_and_the_header_says_it_is_catching_up():
+    from kvviz.ui.watch_app import POLL_BATCH
+
+    backlog = [received(message(seq, stored([seq + 1], parent=seq or None))) for seq in range(POLL_BATCH * 3 + 7)]
+    subscriber = QueuedSubscriber(backlog)
+    app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=subscriber)
+    async with app.run_test(size=SIZE) as pilot:
+        app.poll_subscriber()  # one drain takes one chunk, not everything queued
+        assert app.last_step % POLL_BATCH == 0 and app.last_step < len(backlog)
+        assert app.backlog == len(subscriber.items) > 0
+        assert f"catching up: {app.backlog:,} waiting" in app.header.text
+        for _ in range(200):  # the next chunks follow each refresh, without the timer
+            if not subscriber.items:
+                break
+            await pilot.pause()
+        await pilot.pause()
+        assert app.last_step == len(backlog) and app.step == app.last_step and app.following
+        assert app.backlog == 0 and "catching up" not in app.header.text
+
+
 # -- what the views show ---------------------------------------------------------------------
 
 

@@ -93,3 +93,8 @@ class QueuedSubscriber(QuietSubscriber):
         self.polls += 1
         taken, self.items = self.items[:max_items], self.items[max_items:]
         return taken
+
+    @property
+    def pending(self) -> int:
+        """What is still queued (the real subscriber's ``pending``)."""
+        return len(self.items)

@@ -300,6 +300,12 @@ class Subscriber:
                 break
         return out
 
+    @property
+    def pending(self) -> int:
+        """Messages received and decoded that no :meth:`poll` has taken yet (approximate while
+        the thread runs): what a UI catching up on a backlog says is waiting."""
+        return self._queue.qsize()
+
     def stop(self) -> None:
         """Stops the thread (within ``POLL_MS`` plus a replay in progress), then closes every
         socket (linger 0: nothing waits for the network) and the context. Idempotent."""
