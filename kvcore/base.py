@@ -202,6 +202,12 @@ class BasePagedAttentionCache:
         pages gets a :class:`PageTable` and a :class:`FreePages` that make their rows when
         read; smaller ones get plain tuples (faster to index).
         """
+        if self._watched:
+            # Mid-op (a watch callback): the kept rows know only finished ops, and an op's
+            # first events come before its tick, so the clock cannot tell them stale. Read
+            # the live structures (rows still shared); the next snapshot starts afresh.
+            self._rows = None
+            return self._snapshot_from_live()
         rows = self._rows
         if rows is not None and rows.clock + rows.ops == self.clock:
             return rows.advance(self)  # every op since the last snapshot noted its changes
