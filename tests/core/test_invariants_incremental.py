@@ -97,6 +97,7 @@ def _corruptions(snap):
             out.append((f"free +{p}", replace(snap, free=tuple(free + [p]))))
     for i in range(len(free)):
         out.append((f"free -{free[i]}", replace(snap, free=tuple(free[:i] + free[i + 1:]))))
+        out.append((f"free {free[i]} twice", replace(snap, free=tuple(free + [free[i]]))))
     allocations = list(snap.allocations)
     for i, a in enumerate(allocations):
         rows = []
