@@ -429,8 +429,14 @@ class TraceSource:
 
     def read(self) -> tuple[TraceRequest, ...]:
         """The requests, read again; :class:`TraceChanged` unless they are the caller's."""
-        requests = read_trace(self.path, block_tokens=self.block_tokens, on_error=self.on_error,
-                              first=self.first).requests
+        try:
+            requests = read_trace(self.path, block_tokens=self.block_tokens, on_error=self.on_error,
+                                  first=self.first).requests
+        except OSError as error:  # removed or made unreadable since the caller read it
+            raise TraceChanged(f"{self.path} cannot be read again while the sweep runs: "
+                               f"{error.strerror or error}; sweep again") from None
+        except ValueError as error:  # a line that was valid no longer is (TraceFormatError)
+            raise TraceChanged(f"{self.path} changed while the sweep ran: {error}; sweep again") from None
         if trace_fingerprint(requests) != self.fingerprint:
             raise TraceChanged(f"{self.path} changed while the sweep ran: its requests are not the ones read "
                                f"at the start; sweep again")

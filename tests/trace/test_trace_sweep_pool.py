@@ -118,6 +118,18 @@ def test_workers_read_the_trace_themselves_and_refuse_one_that_changed(tmp_path)
         sweep_choices(requests, (ReplayConfig(),), (10**5,), source=source, workers=2)
 
 
+def test_a_trace_removed_or_broken_during_the_sweep_is_one_line_not_a_traceback(tmp_path):
+    path = write_chats(tmp_path / "t.jsonl")
+    requests = read_trace(path).requests
+    source = TraceSource.of(path, requests)
+    path.write_text("{not json\n", encoding="utf-8")
+    with pytest.raises(TraceChanged, match="changed while the sweep ran: .*t.jsonl:1"):
+        source.read()
+    path.unlink()
+    with pytest.raises(TraceChanged, match="cannot be read again while the sweep runs"):
+        source.read()
+
+
 def test_the_fingerprint_tells_requests_apart(tmp_path):
     path = write_chats(tmp_path / "t.jsonl")
     requests = read_trace(path).requests
