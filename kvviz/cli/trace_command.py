@@ -45,6 +45,7 @@ from ..trace.replay import (
     ReplayResult,
     ReplayTooLarge,
     SweepCurve,
+    ONE_PASS,
     SweepWorkerFailed,
     TraceChanged,
     TraceSource,
@@ -55,6 +56,7 @@ from ..trace.replay import (
     replay,
     sweep_capacities,
     sweep_choices,
+    sweep_replay_count,
 )
 from ..trace.plot import Curve, choice_label, eviction_name, hit_rate_curves, hit_rate_plot, percent
 from ..trace.to_kvs import trace_to_scenario
@@ -213,10 +215,27 @@ def _sweep_table(trace: Trace, results: Sequence[ReplayResult], unlimited: Repla
     table.caption = "capacity in tokens; hit rate = prompt tokens served from the cache; " \
                     "failed = requests that did not fit"
     for result in (*results, unlimited):
-        table.add_row(_capacity_label(result), f"{result.page_count:,}", percent(result.token_hit_rate),
+        one_pass = result.source == ONE_PASS
+        table.add_row(_capacity_label(result), f"{result.page_count:,}",
+                      percent(result.token_hit_rate) + _ONE_PASS_MARK * one_pass,
                       f"{result.pages_evicted:,}", f"{result.peak_pages_held:,}", f"{result.failed_to_fit:,}",
-                      f"{result.wall_seconds:.2f} s")
+                      "-" if one_pass else f"{result.wall_seconds:.2f} s")
+    note = _one_pass_note((*results, unlimited))
+    if note:
+        table.caption += "\n" + note
     return table
+
+
+_ONE_PASS_MARK = "*"
+"""After a hit rate read off the one-pass LRU curve instead of replayed."""
+
+
+def _one_pass_note(results: Sequence[ReplayResult]) -> str:
+    """The footnote of :data:`_ONE_PASS_MARK`, or "" when every row was replayed."""
+    if not any(r.source == ONE_PASS for r in results):
+        return ""
+    # Short: a caption wraps to the table's width (39 columns for three choices).
+    return f"{_ONE_PASS_MARK} one-pass LRU curve, not replayed"
 
 
 def _choices_table(trace: Trace, curves: Sequence[SweepCurve]) -> Table:
@@ -237,8 +256,12 @@ def _choices_table(trace: Trace, curves: Sequence[SweepCurve]) -> Table:
     for row, result in enumerate((*first.results, first.unlimited)):
         cells = [_capacity_label(result)]
         for curve in curves:
-            cells.append(percent((*curve.results, curve.unlimited)[row].token_hit_rate))
+            result = (*curve.results, curve.unlimited)[row]
+            cells.append(percent(result.token_hit_rate) + _ONE_PASS_MARK * (result.source == ONE_PASS))
         table.add_row(*cells)
+    note = _one_pass_note([r for c in curves for r in (*c.results, c.unlimited)])
+    if note:
+        table.caption += "\n" + note
     return table
 
 
@@ -341,6 +364,9 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 @click.option("--workers", type=_AsciiIntRange(min=1), default=None, metavar="N",
               help="With --sweep: processes replaying at once (default: every core, for a sweep big enough "
                    "to pay for starting them); 1 replays in this process.")
+@click.option("--replay-all", is_flag=True,
+              help="With --sweep: replay every row, also those of trie lru and hash that are read off the "
+                   "one-pass LRU curve (marked *) by default: the same figures, to check them.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is also off when stderr is not a terminal).")
 @click.option("--to-kvs", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
@@ -351,7 +377,7 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: bool, policy_text: str,
           design_text: str, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
-          on_error: str, do_sweep: bool, workers: int | None, as_json: bool, no_progress: bool,
+          on_error: str, do_sweep: bool, workers: int | None, replay_all: bool, as_json: bool, no_progress: bool,
           to_kvs: Path | None, ui: bool) -> None:
     """Replay a Mooncake request trace (JSONL) through the KV cache.
 
@@ -369,6 +395,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         _fail("--sweep and --to-kvs do not combine: write a scenario at one capacity")
     if workers is not None and not do_sweep:
         _fail("--workers sets the processes of a sweep: add --sweep (one replay runs in one process)")
+    if replay_all and not do_sweep:
+        _fail("--replay-all replays every row of a sweep: add --sweep (one replay is always replayed)")
     if to_kvs is not None:
         try:  # before any work: `--to-kvs t.jsonl` on t.jsonl would replace the trace
             refuse_overwriting_inputs(to_kvs, [file])
@@ -437,7 +465,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     if do_sweep:
         source = TraceSource.of(file, requests, block_tokens=page_tokens, on_error=on_error, first=first)
         try:
-            _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console, source, workers)
+            _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console, source, workers,
+                         replay_all)
         except TraceChanged as error:
             _fail(str(error))
         except SweepWorkerFailed as error:
@@ -452,7 +481,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
 
 
 def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[ReplayConfig], show_progress: bool,
-                 as_json: bool, console, source: TraceSource, workers: int | None) -> None:
+                 as_json: bool, console, source: TraceSource, workers: int | None,
+                 replay_all: bool = False) -> None:
     """Replay every choice at every capacity; print one table and one plot (or JSON).
 
     One choice prints as the sweep always has (its table of every figure, its plot, and JSON
@@ -461,13 +491,15 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
     and ``unlimited``. The replays run on a process pool (``workers``); the output is the same
     whatever the number of processes, but for the time column and ``wall_seconds``. An LRU
     curve (trie lru, hash) is also drawn as a continuous line from one pass of stack
-    distances (:mod:`kvviz.trace.stack_distance`), where that pass is exact.
+    distances (:mod:`kvviz.trace.stack_distance`), where that pass is exact, and its rows
+    there are read off that pass instead of replayed (``replay_all`` replays them): marked
+    ``*`` in the tables, with ``source: "one-pass"`` in JSON (``"replay"`` for the others).
     """
     capacities = sweep_capacities()
-    total = len(requests) * (len(capacities) + 1) * len(configs)
+    total = len(requests) * sweep_replay_count(requests, configs, capacities, replay_all=replay_all)
     with _progress(show_progress, total, "sweeping capacities") as progress:
         curves = sweep_choices(requests, configs, capacities, progress=progress, source=source, workers=workers,
-                               lines=not as_json)
+                               lines=not as_json, replay_all=replay_all)
     if as_json:
         data = {"trace": _trace_json(loaded, reuse)}
         if len(curves) == 1:

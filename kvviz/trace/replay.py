@@ -68,6 +68,8 @@ __all__ = [
     "TraceSource",
     "capacity_pages",
     "has_lru_line",
+    "ONE_PASS",
+    "from_one_pass",
     "check_design",
     "check_replay_size",
     "check_sweep_size",
@@ -76,6 +78,7 @@ __all__ = [
     "sweep",
     "sweep_capacities",
     "sweep_choices",
+    "sweep_replay_count",
     "sweep_workers",
     "trace_fingerprint",
     "unlimited_pages",
@@ -197,6 +200,10 @@ class ReplayResult:
     decode_ms_per_token: float | None = None
     policy: str = "lru"
     """The trie's eviction policy ("lru" for the base cache, which never evicts, and the hash design)."""
+    source: str = "replay"
+    """Where the figures come from: ``"replay"`` (this capacity replayed through kvcore) or
+    ``"one-pass"`` (a sweep's row read off the one-pass LRU curve where it is exact, see
+    :func:`sweep_choices`; no replay ran, so ``wall_seconds`` is 0.0)."""
 
     @property
     def token_hit_rate(self) -> float:
@@ -371,6 +378,77 @@ def has_lru_line(config: ReplayConfig) -> bool:
             and not config.concurrency)
 
 
+ONE_PASS = "one-pass"
+""":attr:`ReplayResult.source` of a sweep row read off the one-pass LRU curve, not replayed."""
+
+
+def _largest_request(requests: Sequence[TraceRequest]) -> int:
+    """The most blocks one request asks for: where the one-pass curve becomes exact."""
+    return max((len(r.hash_ids) for r in requests), default=0)
+
+
+def _from_line(config: ReplayConfig, capacity: int | None, largest: int, replay_all: bool) -> bool:
+    """Whether a sweep takes ``config`` at ``capacity`` (None: unlimited) from the one-pass
+    curve instead of replaying it: an LRU choice the pass describes, at a capacity of at
+    least the largest request (and at least one page), unless ``replay_all``."""
+    if replay_all or not has_lru_line(config):
+        return False
+    if capacity is None:  # every block of every request: at least the largest request
+        return largest >= 1
+    pages = capacity_pages(capacity, config.page_tokens)
+    return pages >= largest and pages >= 1
+
+
+def sweep_replay_count(requests: Sequence[TraceRequest], configs: Sequence[ReplayConfig],
+                       capacities: Sequence[int], *, replay_all: bool = False) -> int:
+    """The replays :func:`sweep_choices` runs (the rows it does not take from the one-pass
+    curve): what its ``progress`` counts up to, in requests, times ``len(requests)``."""
+    largest = _largest_request(requests)
+    return sum(not _from_line(config, capacity, largest, replay_all)
+               for config in configs for capacity in (*capacities, None))
+
+
+def from_one_pass(line: LruCurve, requests: Sequence[TraceRequest], config: ReplayConfig) -> ReplayResult:
+    """The :class:`ReplayResult` a sequential replay of ``requests`` under ``config`` (an LRU
+    choice, :func:`has_lru_line`) measures, read off ``line`` (their one-pass curve) with
+    ``source`` :data:`ONE_PASS`. Raises ``ValueError`` where the curve is not exact (below
+    the largest request).
+
+    Every figure is the replay's: at a capacity of at least the largest request every request
+    fits (none fails, all are served), hit tokens and pages evicted are the curve's, the peak
+    held is the largest request's blocks (one request live at a time, no output pages) and
+    at most one request is live. Only ``wall_seconds`` is not: no replay ran (0.0)."""
+    if not has_lru_line(config):
+        raise ValueError(f"the one-pass LRU curve does not describe a {config.cache} {config.policy} replay "
+                         f"(with output pages or concurrency)")
+    if line.page_tokens != config.page_tokens or line.requests != len(requests):
+        raise ValueError("the one-pass curve was computed from other requests or another page size")
+    if config.capacity_tokens is None:
+        page_count = unlimited_pages(requests, config)
+    else:
+        page_count = capacity_pages(config.capacity_tokens, config.page_tokens)
+    hit_tokens = line.hit_tokens(page_count)  # raises below the bound
+    return ReplayResult(
+        cache=config.cache,
+        capacity_tokens=config.capacity_tokens,
+        page_count=page_count,
+        page_tokens=config.page_tokens,
+        with_output=False,
+        concurrency=False,
+        requests=len(requests),
+        served=len(requests),
+        failed_to_fit=0,
+        input_tokens=line.input_tokens,
+        hit_tokens=hit_tokens,
+        pages_evicted=line.pages_evicted(page_count),
+        peak_pages_held=line.exact_from_pages if requests else 0,
+        peak_live_requests=1 if requests else 0,
+        wall_seconds=0.0,
+        policy="lru",
+        source=ONE_PASS,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _LineTask:
     """A sweep's task: the one-pass LRU curve at ``page_tokens`` (the same for both designs)."""
@@ -457,13 +535,17 @@ def sweep_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _sweep_tasks(configs: Sequence[ReplayConfig], capacities: Sequence[int],
-                 lines: bool) -> tuple[ReplayConfig | _LineTask, ...]:
+def _sweep_tasks(configs: Sequence[ReplayConfig], capacities: Sequence[int], lines: bool, largest: int,
+                 replay_all: bool) -> tuple[ReplayConfig | _LineTask, ...]:
     """The one-pass curves first (one per page size: the longest tasks, started first), then
-    one replay per choice and capacity, each choice's unlimited one last: the output's order."""
-    line_tasks = dict.fromkeys(_LineTask(c.page_tokens) for c in configs if lines and has_lru_line(c))
+    one replay per choice and capacity, each choice's unlimited one last, leaving out the rows
+    taken from a curve: the output's order."""
+    wanted = [c for c in configs if has_lru_line(c)
+              and (lines or any(_from_line(c, capacity, largest, replay_all) for capacity in (*capacities, None)))]
+    line_tasks = dict.fromkeys(_LineTask(c.page_tokens) for c in wanted)
     return (*line_tasks, *(replace(config, capacity_tokens=capacity)
-                           for config in configs for capacity in (*capacities, None)))
+                           for config in configs for capacity in (*capacities, None)
+                           if not _from_line(config, capacity, largest, replay_all)))
 
 
 def _run_task(requests: Sequence[TraceRequest], task: ReplayConfig | _LineTask,
@@ -509,43 +591,60 @@ def sweep_choices(
     source: TraceSource | None = None,
     workers: int | None = None,
     lines: bool = False,
+    replay_all: bool = False,
 ) -> tuple[SweepCurve, ...]:
     """:func:`sweep` for each of ``configs`` (a policy, a design), each also at unlimited capacity.
 
-    Checks :func:`check_sweep_size` first. ``progress`` receives the number of requests
-    replayed over the whole sweep (in a pool, as each replay ends).
+    Checks :func:`check_sweep_size` first (every row counted as a replay). ``progress``
+    receives the number of requests replayed over the whole sweep (in a pool, as each replay
+    ends), up to :func:`sweep_replay_count` times ``len(requests)``.
 
-    With a ``source`` (where ``requests`` were read from), the replays run on a process pool
-    of ``workers`` processes (default :func:`sweep_workers`, every core), one replay per task;
-    each worker reads the trace itself once and keeps one cache at a time, so a worker's
-    memory is the trace's plus one replay's. The results are merged in the serial order, and
-    every figure but ``wall_seconds`` is the serial sweep's. ``workers=None`` runs a sweep of
-    fewer than :data:`POOL_MIN_BLOCKS` blocks, or of a source that is not a regular file, in
-    this process; ``workers=1`` always does. Raises :class:`TraceChanged` when a worker
-    read other requests, :class:`SweepWorkerFailed` when one died. ``lines`` also computes
-    each LRU choice's one-pass curve (:attr:`SweepCurve.line`), a task of its own.
+    The rows of an LRU choice the one-pass curve describes (:func:`has_lru_line`: trie lru
+    or hash, sequential, no output pages) at every capacity where it is exact (at least the
+    largest request's blocks, and unlimited) are read off that curve (:func:`from_one_pass`,
+    ``source`` :data:`ONE_PASS`) instead of replayed: the same figures but ``wall_seconds``
+    (tests/trace/test_trace_sweep_one_pass.py checks them equal row by row). ``replay_all``
+    replays every row, as the sweep did before. The rows below the bound and every other
+    policy are replayed.
+
+    With a ``source`` (where ``requests`` were read from), the tasks run on a process pool
+    of ``workers`` processes (default :func:`sweep_workers`, every core), one replay or curve
+    per task; each worker reads the trace itself once and keeps one cache at a time, so a
+    worker's memory is the trace's plus one replay's. The results are merged in the serial
+    order, and every figure but ``wall_seconds`` is the serial sweep's. ``workers=None`` runs
+    a sweep replaying fewer than :data:`POOL_MIN_BLOCKS` blocks, or of a source that is not a
+    regular file, in this process; ``workers=1`` always does. Raises :class:`TraceChanged`
+    when a worker read other requests, :class:`SweepWorkerFailed` when one died. ``lines``
+    also computes each LRU choice's one-pass curve (:attr:`SweepCurve.line`) when no row
+    needs it (with ``replay_all``); it is computed whenever a row is read off it.
     """
-    total_blocks = check_sweep_size(requests, configs, capacities)
-    tasks = _sweep_tasks(configs, capacities, lines)
+    check_sweep_size(requests, configs, capacities)
+    largest = _largest_request(requests)
+    tasks = _sweep_tasks(configs, capacities, lines, largest, replay_all)
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     pooled = source is not None and workers != 1 and source.rereadable()
     if workers is None:
         workers = sweep_workers()
-        pooled = pooled and workers > 1 and total_blocks >= POOL_MIN_BLOCKS
+        replayed_blocks = sum(check_replay_size(requests, t) for t in tasks if isinstance(t, ReplayConfig))
+        pooled = pooled and workers > 1 and replayed_blocks >= POOL_MIN_BLOCKS
     if pooled:
         results = _sweep_pooled(source, tasks, min(workers, len(tasks)), len(requests), progress)
     else:
         results = _sweep_serial(requests, tasks, progress)
     line_of = {task.page_tokens: line for task, line in zip(tasks, results) if isinstance(task, _LineTask)}
-    replays = results[len(line_of):]
-    per_curve = len(capacities) + 1
+    replayed = iter(results[len(line_of):])
     curves = []
-    for i, config in enumerate(configs):
+    for config in configs:
         line = line_of.get(config.page_tokens) if has_lru_line(config) else None
-        curves.append(SweepCurve(config, replays[i * per_curve:(i + 1) * per_curve - 1],
-                                 replays[(i + 1) * per_curve - 1],
-                                 None if line is None else replace(line, design=config.cache)))
+        line = None if line is None else replace(line, design=config.cache)
+        rows = []
+        for capacity in (*capacities, None):
+            if _from_line(config, capacity, largest, replay_all):
+                rows.append(from_one_pass(line, requests, replace(config, capacity_tokens=capacity)))
+            else:
+                rows.append(next(replayed))
+        curves.append(SweepCurve(config, tuple(rows[:-1]), rows[-1], line))
     return tuple(curves)
 
 
