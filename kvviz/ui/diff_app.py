@@ -2,8 +2,9 @@
 """``kvviz diff --ui`` and ``kvviz compare``: one scenario on two caches, side by side.
 
 Two columns, one per side (kvcore's trie and shortfin's for a diff; any two configurations
-for a compare), each with the same views as the main app (trie, page pool, allocations, LRU
-heap) fed that side's frame of the current step; a hash side (vLLM's design: no tree, no
+for a compare), each the main screen's :class:`~kvviz.ui.widgets.cache_column.CacheColumn`
+(trie, page pool, allocations, LRU heap, with the same titles) fed that side's frame of the
+current step; a hash side (vLLM's design: no tree, no
 heap) gets the block view in the trie's place and the free-queue view in the heap's
 (:data:`kvviz.ui.panes.PANES`); a header with the step, the op and a track
 marking where the two sides differ (the first divergence stands out); and a bottom panel
@@ -29,6 +30,7 @@ from ..model.compare import FIELD_NAMES, CompareRun, Counters, divergence_summar
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .widgets.allocation_table import AllocationTable
+from .widgets.cache_column import CacheColumn
 from ..model.narrate import count
 from ..model.view import (
     ALLOCATION,
@@ -42,15 +44,12 @@ from ..model.view import (
     needs_previous,
     violation_marks,
 )
-from .panes import ROLES, panes_for
+from .panes import panes_for
 from .widgets.block_view import BlockView
 from .widgets.free_queue_view import FreeQueueView
 from .widgets.heap_view import HeapView
 from .widgets.page_grid import PageGrid
 from .widgets.trie_view import TrieView
-
-ROLE_CLASSES = ROLES | {"pool": PageGrid, "allocations": AllocationTable}
-"""Every widget role a column can have, with its view class."""
 
 HELP = ("→ / l  next step   ← / h  previous step\n"
         "Home / End  first / last step\n"
@@ -125,12 +124,7 @@ class DiffApp(StepActions, App[None]):
                 with Vertical(id=f"{side}-side", classes="side"):
                     if self.show_counters:
                         yield Static(id=f"{side}-counters", classes="counters")
-                    upper, order = self.panes[side]
-                    yield upper.view(id=f"{side}-{upper.role}", classes=f"structure {upper.role}")
-                    yield PageGrid(id=f"{side}-pool", classes="pool")
-                    with Horizontal(classes="lower"):
-                        yield AllocationTable(id=f"{side}-allocations", classes="allocations")
-                        yield order.view(id=f"{side}-{order.role}", classes=f"order {order.role}")
+                    yield CacheColumn((self.panes[side],), prefix=f"{side}-", id=f"{side}-column")
         with VerticalScroll(id="report-box"):
             yield Static(id="report")
         yield Footer(compact=True)
@@ -143,15 +137,18 @@ class DiffApp(StepActions, App[None]):
         self.go_to(self.start_step if self.start_step is not None else (d.step if d is not None else 0))
         self.widget(self.sides[0], self.panes[self.sides[0]][0].role).focus()
 
+    def column(self, side: str) -> CacheColumn:
+        """The views of side ``side``."""
+        return self.query_one(f"#{side}-column", CacheColumn)
+
     def widget(self, side: str, role: str):
         """One of the views: ``role`` is pool, allocations, and trie and heap, or on a hash
         side blocks and queue (:data:`kvviz.ui.panes.PANES`)."""
-        return self.query_one(f"#{side}-{role}", ROLE_CLASSES[role])
+        return self.column(side).widget(role)
 
     def roles(self, side: str) -> tuple[str, ...]:
         """The widget roles of column ``side``: its structure pane first."""
-        upper, order = self.panes[side]
-        return (upper.role, "allocations", order.role, "pool")
+        return self.column(side).roles()
 
     # -- showing a step --------------------------------------------------------------------
 
@@ -182,14 +179,7 @@ class DiffApp(StepActions, App[None]):
         selection = self.selection[side]
         view = FrameView(frame, self.labels, highlight_for(selection, frame.snapshot), violation_marks(frame),
                          previous, selection, last_step=self.last_step)
-        for role in self.roles(side):
-            self.widget(side, role).show(view, rebuild)
-        snap = frame.snapshot
-        self.widget(side, "pool").border_title = (f"Page pool · {snap.page_count} × "
-                                                  f"{count(snap.tokens_per_page, 'token')}")
-        self.widget(side, "allocations").border_title = f"Allocations · {len(snap.allocations)} live"
-        for pane in self.panes[side]:
-            self.widget(side, pane.role).border_title = pane.title(snap)
+        self.column(side).show(view, rebuild, session.units)
         self.query_one(f"#{side}-side").border_subtitle = self._outcome_text(frame)
         if self.show_counters:
             self.query_one(f"#{side}-counters", Static).update(self.counters_markup(side))

@@ -6,7 +6,7 @@ The questions, their grading, feedback and the tally are the model's
 question is being asked, which were answered (so stepping back and forward again never asks
 twice) and the score. Asking reads the session's frames: it never applies an op, so the
 timeline is never changed by asking. :class:`PracticeView` is the frozen value the question
-panel draws.
+panel draws; :class:`PracticeActions` are the main screen's keys for it.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from ..limits import MAX_QUIZ_STEPS
 from ..model.narrate import count
-from ..model.quiz import AnswerError, Question, Reply, Tally, feedback, questions
+from ..model.quiz import AnswerError, Question, Reply, Tally, feedback, questions, refusal
+from .stepping import Position
 
 PRACTICE_KEYS = "0-9 choose · a type an answer · s skip · t hint · p leave practice"
-"""The panel's key line (the bindings are the app's)."""
+"""The panel's key line (the bindings are the main screen's)."""
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,78 @@ class Practice:
                   "No more questions after this step." if self.by_step else
                   "This timeline has no step to ask about.")
         return PracticeView(None, (), False, score, status, False)
+
+
+class PracticeActions:
+    """Practice mode's actions for the main screen, which provides the reactive ``practice``
+    (a :class:`Practice`, or None when practice mode is off), ``position``, ``session``,
+    ``revision``, ``practice_seed``, ``question_panel`` and ``notify``. Answering mutates the
+    run and reveals the step: the screen's watchers draw the panel and the step."""
+
+    def _current_practice(self) -> Practice | None:
+        """The practice run on the timeline shown; a changed timeline starts a fresh run."""
+        practice = self.practice
+        if practice is not None and practice.revision != self.revision:
+            # Not drawn by itself: the move that found the timeline changed draws it.
+            self.set_reactive(type(self).practice, practice.renewed(self.session, self.revision))
+        return self.practice
+
+    def practice_asks_first(self) -> bool:
+        """True in practice mode, where a step forward onto a question asks it first."""
+        return self._current_practice() is not None
+
+    def action_toggle_practice(self) -> None:
+        """Practice mode on or off: on, each step forward onto a step with a question asks it
+        first, and reveals the step only after an answer or a skip."""
+        if self.practice is not None:
+            self.practice = None
+            return
+        why_not = refusal(self.session)
+        if why_not is not None:  # no question kind is true of this cache: say so, stay put
+            self.notify(why_not, severity="warning", timeout=8)
+            return
+        self.practice = Practice(self.session, self.revision, self.practice_seed)
+
+    def answer_question(self, line: str) -> None:
+        """Grade ``line`` as the answer to the question asked (blank: skip) and reveal its step;
+        a line that is no answer says why and asks again."""
+        practice = self._current_practice()
+        if practice is None or practice.pending is None:
+            return
+        step = practice.pending.step
+        try:
+            practice.answer(line)
+        except AnswerError as error:
+            self.notify(str(error), severity="warning", timeout=6)
+            return
+        self._reveal(step)
+
+    def _reveal(self, step: int) -> None:
+        self.position = Position(step)
+        if self.question_panel.input.has_focus:
+            self.structure.focus()
+
+    def action_answer_choice(self, digit: str) -> None:
+        """A number key: that choice (a number question's choices are numbered by their values)."""
+        self.answer_question(digit)
+
+    def action_type_answer(self) -> None:
+        """Put the cursor in the answer line."""
+        self.question_panel.input.focus()
+
+    def action_skip_question(self) -> None:
+        """Skip the question asked (counted as asked, not right) and reveal its step."""
+        practice = self._current_practice()
+        if practice is None or practice.pending is None:
+            return
+        step = practice.pending.step
+        practice.skip()
+        self._reveal(step)
+
+    def action_hint(self) -> None:
+        """Show the question's hint."""
+        practice = self._current_practice()
+        if practice is None or practice.pending is None:
+            return
+        practice.hint_shown = True
+        self.mutate_reactive(type(self).practice)

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Step actions shared by the apps that walk a timeline (the main app and the diff app), and
-the main app's stepping inside an op, sub-step by sub-step."""
+"""Step actions shared by the apps that walk a timeline (the main screen and the diff app),
+and the main screen's other moves: inside an op sub-step by sub-step, to the interesting
+steps, to a violation, to a step typed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .screens.prompt_screen import PromptScreen
 
 NOTABLE_SUBSTEPS = frozenset({"stop", "take", "pop", "evict", "candidate", "create", "dedup", "fail", "refused"})
 """The sub-steps ``]`` and ``[`` jump between inside an op: where matching stops, pages taken
@@ -13,9 +17,19 @@ cascade), a node created or a block deduplicated, a failure. Walks, references, 
 sift swaps are stepped with →."""
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where the main screen is in its timeline: step ``step`` and, stepped into its op,
+    sub-step ``substep`` (None: the whole step). One value, because a move often changes
+    both (→ past an op's last sub-step goes into the next op) and must draw once."""
+
+    step: int = 0
+    substep: int | None = None
+
+
 class StepActions:
-    """``action_*`` methods for stepping; the app provides ``go_to(step)``, ``step`` and
-    ``last_step``."""
+    """``action_*`` methods for stepping; the screen or app provides ``go_to(step)``, ``step``
+    and ``last_step``."""
 
     step: int
     last_step: int
@@ -41,8 +55,8 @@ class StepActions:
 
 
 class SubStepMoves:
-    """Moving inside an op (the main app). ``substep`` is the index of the sub-step shown in
-    step ``step``'s op, or None for the whole step; the app provides ``substeps_of(step)``
+    """Moving inside an op (the main screen). ``substep`` is the index of the sub-step shown in
+    step ``step``'s op, or None for the whole step; the screen provides ``substeps_of(step)``
     (the op's sub-steps), ``show_substep(step, index)`` and ``enter_op(step)`` (True when
     stepping on into op ``step`` may go ahead; practice mode says no and asks first).
 
@@ -63,7 +77,7 @@ class SubStepMoves:
         raise NotImplementedError
 
     def enter_op(self, step: int) -> bool:
-        """True when → may go on into op ``step`` (the app may say no)."""
+        """True when → may go on into op ``step`` (the screen may say no)."""
         return True
 
     def step_into(self) -> bool:
@@ -113,3 +127,128 @@ class SubStepMoves:
                 return True
             index += direction
         return False
+
+
+class TimelineSteps(SubStepMoves, StepActions):
+    """The main screen's moves: by step, by sub-step once stepped into an op, to the next or
+    previous interesting step, to the first violation, to a step typed. Every move sets the
+    screen's ``position`` (through ``go_to`` or ``show_substep``); the screen's watcher
+    draws it. The screen provides ``session``, ``position``, ``go_to``, ``notify``,
+    ``push_screen`` and ``practice_asks_first()``."""
+
+    def action_next_step(self) -> None:
+        """One step forward; stepped into an op, one sub-step (past the op's last, on into
+        the next op)."""
+        if self.substep is None:
+            super().action_next_step()
+        elif not self.next_substep() and self.step >= self.last_step:
+            self.notify("The last sub-step of the last op: o steps out.", timeout=3)
+
+    def action_previous_step(self) -> None:
+        """One step back; stepped into an op, one sub-step (before the op's first, the op
+        before's last)."""
+        if self.substep is None:
+            super().action_previous_step()
+        elif not self.previous_substep():
+            self.notify("The first sub-step of the first op.", timeout=3)
+
+    def action_step_into(self) -> None:
+        """Step into the op that led to the step shown (at step 0, the first op): its first
+        sub-step, with kvcore's state after it."""
+        if self.substep is not None:
+            self.notify(f"Already inside step {self.step}'s op: → ← move by sub-step, o steps out.", timeout=3)
+        elif not self.step_into():
+            self.notify("No op to step into: the timeline has only its start.", timeout=3)
+
+    def action_step_out(self) -> None:
+        """Back to the whole step (the state after the op, with its change marks)."""
+        self.step_out()
+
+    def action_escape(self) -> None:
+        """Escape steps out of the op when stepped in, else forgets the selection."""
+        if not self.step_out():
+            self.action_clear_selection()
+
+    def substeps_of(self, step: int):
+        """The sub-steps of step ``step``'s op (built on first asking; see Session.substeps)."""
+        return self.session.substeps(step)
+
+    def enter_op(self, step: int) -> bool:
+        # In practice mode a question may be waiting at that step: go there the way a step
+        # forward does, which asks it first (and so steps out).
+        if self.practice_asks_first():
+            self.go_to(step)
+            return False
+        return True
+
+    def action_next_interesting(self) -> None:
+        """The next step with an eviction, a failure or a violation; stepped into an op, its
+        next notable sub-step (a pop, an eviction, a new candidate, ...)."""
+        if self.substep is not None:
+            if not self.notable_substep(1):
+                self.notify("No later notable sub-step in this op (→ goes on into the next op).", timeout=4)
+            return
+        summaries = self.session.summaries
+        target = next((i for i in range(self.step + 1, len(summaries)) if summaries[i].interesting), None)
+        if target is None:
+            self.notify("No later eviction, failure or violation." + self._why_nothing_interesting(), timeout=5)
+            return
+        self.go_to(target)
+
+    def action_previous_interesting(self) -> None:
+        """The previous step with an eviction, a failure or a violation; stepped into an op,
+        its previous notable sub-step."""
+        if self.substep is not None:
+            if not self.notable_substep(-1):
+                self.notify("No earlier notable sub-step in this op.", timeout=4)
+            return
+        summaries = self.session.summaries
+        target = next((i for i in range(self.step - 1, -1, -1) if summaries[i].interesting), None)
+        if target is None:
+            self.notify("No earlier eviction, failure or violation." + self._why_nothing_interesting(), timeout=5)
+            return
+        self.go_to(target)
+
+    def _why_nothing_interesting(self) -> str:
+        """Why ] and [ may find nothing at all: a pool that never fills never evicts."""
+        if any(s.interesting for s in self.session.summaries):
+            return ""
+        return (f" No step of this timeline evicts, fails or breaks an invariant: the pool "
+                f"({self.session.config.pages} pages) never ran out of free pages.")
+
+    def first_violation(self) -> int | None:
+        """The first step whose invariants fail, or None."""
+        return next((s.index for s in self.session.summaries if s.violations), None)
+
+    def action_first_violation(self) -> None:
+        """Jump to the first step with an invariant violation."""
+        target = self.first_violation()
+        if target is None:
+            self.action_no_violation()
+            return
+        self.go_to(target)
+
+    def action_no_violation(self) -> None:
+        """``v`` on a timeline whose invariants all hold: say so in the status line."""
+        self.notify("No invariant violations in this timeline: v has no step to go to.", timeout=4)
+
+    def action_jump(self) -> None:
+        """Ask for a step number and go there."""
+        last = self.last_step
+
+        def check(value: str) -> str | None:
+            value = value.strip()
+            if not value.isdigit():
+                return f"a step number, 0..{last}"
+            # Longer than the last step's number: too big, said before int() (Python refuses
+            # to convert more than 4,300 digits).
+            if len(value.lstrip("0")) > len(str(last)) or int(value) > last:
+                return f"step {value} does not exist: the timeline has steps 0..{last}"
+            return None
+
+        def done(value: str | None) -> None:
+            if value is not None:
+                self.go_to(int(value))
+
+        self.app.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check,
+                                          restrict=r"[0-9]*", max_length=len(str(last)) + 8), done)

@@ -159,12 +159,12 @@ async def test_question_mark_opens_help_listing_keys_and_legend(app_on, small):
 
 
 def test_help_documents_every_app_key():
-    from kvviz.ui.app import KvvizApp
+    from kvviz.ui.screens.timeline_screen import TimelineScreen
 
     documented = " ".join(key for key, _ in KEYS)
     names = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?", "colon": ":",
              "plus": "+", "minus": "-", "left": "←", "right": "→", "equals_sign": "+", "underscore": "-"}
-    for binding in KvvizApp.BINDINGS:
+    for binding in TimelineScreen.BINDINGS:
         first = binding.key.split(",")[0]
         assert names.get(first, first) in documented, f"help does not mention {binding.key} ({binding.action})"
 

@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The files the UI writes: ``e`` exports the step shown (bundle, Markdown, SVG), ctrl+s saves
+the session's script as a ``.kvs`` file, the palette's Screenshot an SVG of the views.
+
+:class:`ExportActions` is the app's: it writes what the app holds (the session, whether it
+was edited) at the step its main screen shows. No file is overwritten unasked: a taken name
+gets ``-2``, ``-3``, ... (:mod:`kvviz.ui.saving`), a typed name that exists is replaced only
+when confirmed. Pictures are taken without the toasts of earlier exports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.css.query import NoMatches
+
+from .saving import NoFreeName, edit_tag, free_path, free_stem, slug
+from .screens.prompt_screen import PromptScreen
+
+SCRIPT_NAME = "kvviz-session.kvs"
+"""The name ctrl+s offers first (numbered when taken)."""
+
+
+class ExportActions:
+    """Export, save and screenshot for the app, which provides ``session``, ``edited``,
+    ``export_dir`` and the position shown (``step``, ``view``)."""
+
+    EXPORT_SUFFIXES = (".json", ".md", ".svg")
+
+    def export_paths(self) -> dict[str, Path]:
+        """Where ``e`` writes the current step: ``kvviz-<title>-step<N>.json/.md/.svg``.
+
+        A session changed in the UI adds ``-edited-<tag>`` (a digest of its script), so its
+        files never take the unchanged scenario's names; a name that is taken gets ``-2``,
+        ``-3``, ... (never overwritten).
+        """
+        from ..export.bundle import session_script
+
+        folder = self.export_dir or Path.cwd()
+        edited = f"-edited-{edit_tag(session_script(self.session))}" if self.edited else ""
+        stem = free_stem(folder, f"kvviz-{slug(self.session.title)}{edited}-step{self.step}", self.EXPORT_SUFFIXES)
+        return {suffix: folder / f"{stem}{suffix}" for suffix in self.EXPORT_SUFFIXES}
+
+    def views_svg(self) -> str:
+        """An SVG of the screen as it is now, titled with the session and step."""
+        sub = self.view.substep if self.view is not None else None
+        inside = f" · sub-step {sub.label}" if sub is not None else ""
+        return self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}{inside}")
+
+    def export_step(self) -> list[Path]:
+        """Write the bundle, the Markdown and an SVG screenshot of the current step (under
+        names no file has yet); returns the paths written."""
+        from ..export import write_export
+        from ..export.atomic import write_text_atomic
+
+        paths = self.export_paths()
+        next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
+        write_export(self.session, self.step, paths[".json"])
+        write_export(self.session, self.step, paths[".md"])
+        write_text_atomic(paths[".svg"], self.views_svg())
+        return list(paths.values())
+
+    def without_notifications(self, then: Callable[[], None]) -> None:
+        """Hide the toasts, call ``then`` once the screen was drawn without them, show them
+        again: a picture of the views must not carry the notifications of earlier exports."""
+        try:
+            rack = self.screen.query_one("#textual-toastrack")
+        except NoMatches:
+            then()
+            return
+        if not rack.display:
+            then()
+            return
+        rack.display = False
+        self.screen.refresh(layout=True)  # the layout is redone before the callback below
+
+        def shoot() -> None:
+            try:
+                then()
+            finally:
+                rack.display = True
+
+        self.call_after_refresh(shoot)
+
+    def action_export(self) -> None:
+        """Export the current step (a picture of the views, without toasts) and say where
+        the files went."""
+        self.without_notifications(self._export_and_tell)
+
+    def _export_and_tell(self) -> None:
+        try:
+            written = self.export_step()
+        except (OSError, ValueError) as error:
+            self.notify(f"Export failed: {error}", severity="error", timeout=8)
+            return
+        self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: an SVG of the views (no toasts) in the export folder,
+        under a name no file has yet; says the path it wrote, or why it could not."""
+        from ..export.atomic import write_text_atomic
+
+        folder = Path(path).expanduser() if path else (self.export_dir or Path.cwd())
+        name = filename or f"kvviz-{slug(self.session.title)}-step{self.step}-screen.svg"
+
+        def shoot() -> None:
+            target = folder / name
+            try:
+                target = free_path(target)
+                write_text_atomic(target, self.views_svg())
+            except OSError as error:
+                reason = error.strerror or str(error)
+                self.notify(f"Could not write {target}: {reason}", title="Screenshot not saved",
+                            severity="error", timeout=10)
+                return
+            self.notify(str(target), title="Saved the screenshot", timeout=8)
+
+        self.without_notifications(shoot)
+        return None
+
+    def script_path(self, name: str | Path) -> Path:
+        """Where ctrl+s writes ``name``: ``.kvs`` added when it has no suffix; relative names
+        in the export folder (when one was given)."""
+        path = Path(name).expanduser()
+        if not path.suffix:
+            path = path.with_suffix(".kvs")
+        if not path.is_absolute() and self.export_dir is not None:
+            path = self.export_dir / path
+        return path
+
+    def save_script(self, path: str | Path) -> Path:
+        """Write the session's script (every op so far) as a ``.kvs`` file; returns the path.
+        Replaces an existing file: the caller asked the user first."""
+        from ..export.atomic import write_text_atomic
+        from ..export.bundle import session_script
+
+        path = self.script_path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, session_script(self.session))
+        return path
+
+    def action_save_script(self) -> None:
+        """Ask for a file name (one no file has yet, by default) and save the script there;
+        a name that exists is replaced only when confirmed with a second enter."""
+        confirmed: list[Path] = []
+
+        def write(value: str) -> str | None:
+            if not value.strip():
+                return "a file name, e.g. kvviz-session.kvs"
+            problem = name_problem(value.strip())
+            if problem is not None:
+                return problem
+            path = self.script_path(value.strip())
+            try:
+                if path.exists() and path not in confirmed:
+                    confirmed.append(path)
+                    return f"{shortened(path)} exists: enter again to replace it, or type another name"
+                saved = self.save_script(path)
+            except (OSError, ValueError) as error:  # refused by the file system: one line, keep asking
+                reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+                return f"cannot write {shortened(path)}: {reason}"
+            self.notify(str(saved), title=f"Saved the script ({len(self.session.steps)} ops)", timeout=6)
+            return None
+
+        try:
+            default = free_path(self.script_path(SCRIPT_NAME)).name
+        except NoFreeName:
+            default = SCRIPT_NAME
+        self.push_screen(PromptScreen("Save the script as", default, check=write,
+                                      help="enter writes the .kvs file · escape cancels"))
+
+
+MAX_NAME_BYTES = 255
+"""The longest file name (one path part, in UTF-8 bytes) Linux and macOS file systems take."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file name, in one line, or None: a NUL or another control
+    character (the OS refuses the first, the second would garble the messages), or a part
+    longer than :data:`MAX_NAME_BYTES`."""
+    if "\x00" in name:
+        return "a file name cannot hold a NUL byte (\\0)"
+    control = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if control is not None:
+        return f"a file name cannot hold the control character {control!r}"
+    longest = max((part for part in Path(name).parts), key=lambda part: len(part.encode("utf-8")), default="")
+    size = len(longest.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        return f"a file name holds at most {MAX_NAME_BYTES} bytes; this one has {size:,}"
+    return None
+
+
+def shortened(path: str | Path, limit: int = 40) -> str:
+    """``path`` as text, cut in the middle with ``…`` beyond ``limit`` characters (a status
+    line stays one line)."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return f"{text[:half]}…{text[-half:]}"

@@ -1,0 +1,592 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The main screen: one timeline's views, and where the user is in it.
+
+The screen owns what is looked at as reactive attributes: the ``position`` (step and
+sub-step), the ``selection``, ``playing`` and its ``speed_index``, ``practice`` mode, and the
+panels shown (``show_why``, ``show_code``, ``show_buggy``). Each has a ``watch_*`` method
+that draws what depends on it, so an action only sets state and cannot forget a redraw (the
+way memray's and posting's screens work). The app owns what is shown: the session, its
+revision, the ops typed and the files written (:mod:`kvviz.ui.exporting`).
+
+Widgets get frozen values only (:class:`~kvviz.model.view.FrameView`,
+:class:`~kvviz.model.view.TimelineView`) and post messages for what the user wants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from ...model import pseudocode
+from ...model.view import (ALLOCATION, NO_HIGHLIGHT, NODE, PAGE, FrameView, Selection, SubStepView, TimelineView,
+                           TokenLabels, answer_for, code_views, focus_highlight, highlight_for, nearby, needs_previous,
+                           substep_frame, violation_marks)
+from ..panes import PANES
+from ..playing import DEFAULT_SPEED, SPEEDS, PlayActions
+from ..practice import Practice, PracticeActions
+from ..stepping import Position, TimelineSteps
+from ..widgets.allocation_table import AllocationTable
+from ..widgets.block_view import BlockView
+from ..widgets.cache_column import CacheColumn
+from ..widgets.code_pane import CodePane
+from ..widgets.command_bar import CommandBar
+from ..widgets.free_queue_view import FreeQueueView
+from ..widgets.heap_view import HeapView
+from ..widgets.line_view import LineView
+from ..widgets.narration import Narration
+from ..widgets.page_grid import PageGrid
+from ..widgets.question_panel import QuestionPanel
+from ..widgets.timeline_bar import TimelineBar
+from ..widgets.trie_view import TrieView
+from ..widgets.why_panel import WhyPanel
+from .help_screen import HelpScreen
+
+CODE_BESIDE_WIDTH = 100
+"""Columns from which stepping into an op shows the pseudo-code beside the narration."""
+
+_STEP_KEYS = Binding.Group("step", compact=True)
+_EVENT_KEYS = Binding.Group("event", compact=True)
+
+
+class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, Screen):
+    """The views of the app's session at one position (see the module doc)."""
+
+    BINDINGS = [
+        Binding("left,h", "previous_step", "back", key_display="←", group=_STEP_KEYS),
+        Binding("right,l", "next_step", "step", key_display="→", group=_STEP_KEYS),
+        Binding("i", "step_into", "in"),
+        Binding("o", "step_out", "out"),
+        Binding("x", "toggle_code", "code"),
+        # b and v each have a silent twin where they cannot act: it says why in the status
+        # line, and the footer shows the key only where it does something. The footer's words
+        # are short ("in", "bug", "broken": the first step whose invariants broke) so that
+        # every key fits 120 columns; the help says each in full.
+        Binding("b", "toggle_buggy", "bug"),
+        Binding("b", "no_buggy_code", "Buggy code (none here)", show=False),
+        Binding("home", "first_step", "First step", show=False),
+        Binding("end", "last_step", "Last step", show=False),
+        Binding("space", "play", "play"),
+        Binding("space", "pause", "pause"),
+        Binding("plus,equals_sign", "faster", "Faster", show=False),
+        Binding("minus,underscore", "slower", "Slower", show=False),
+        Binding("left_square_bracket", "previous_interesting", "prev", key_display="[", group=_EVENT_KEYS),
+        Binding("right_square_bracket", "next_interesting", "event", key_display="]", group=_EVENT_KEYS),
+        Binding("g", "jump", "go"),
+        Binding("v", "first_violation", "broken"),
+        Binding("v", "no_violation", "First violation (none here)", show=False),
+        Binding("w", "toggle_why", "why"),
+        Binding("colon", "focus_command", "op", key_display=":"),
+        Binding("e", "app.export", "export"),
+        Binding("ctrl+s", "app.save_script", "Save .kvs", show=False),
+        Binding("escape", "escape", "Step out / clear selection", show=False),
+        Binding("p", "toggle_practice", "practice"),
+        Binding("z", "toggle_compact", "Compact page grid", show=False),  # from every view, not only the grid
+        *(Binding(str(d), f"answer_choice('{d}')", f"Answer {d}", show=False) for d in range(10)),
+        Binding("a", "type_answer", "type answer"),
+        Binding("s", "skip_question", "skip"),
+        Binding("t", "hint", "hint"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    # Every move draws, also one onto the position shown (a question asked before the next
+    # step, a session opened at the step it replaces): always_update.
+    position: var[Position] = var(Position(), init=False, always_update=True)
+    selection: var[Selection | None] = var(None, init=False)
+    playing = var(False, init=False, bindings=True, toggle_class="-playing")
+    speed_index = var(DEFAULT_SPEED, init=False)
+    practice: var[Practice | None] = var(None, init=False, bindings=True, toggle_class="-practice")
+    show_why = var(False, init=False)
+    show_code: var[bool | None] = var(None, init=False)  # None: shown while stepped into an op
+    show_buggy = var(False, init=False)  # the buggy variant's code beside ours (bug-museum demos)
+
+    def __init__(self, *, start_step: int | None, start_practice: bool, practice_seed: int, play_timer: bool,
+                 cursor_blink: bool, id: str | None = None):
+        super().__init__(id=id)
+        self.start_step = start_step
+        self.start_practice = start_practice
+        self.practice_seed = practice_seed
+        # Tests turn the real play timer off and call play_tick() themselves: a timer that
+        # ticks between two key presses under load made a binding test flaky.
+        self.play_timer = play_timer
+        self.cursor_blink = cursor_blink
+        self.view: FrameView | None = None
+        self._labels: tuple[int, TokenLabels] | None = None  # (revision, frozen vocabulary)
+        self._summaries: tuple = ()
+        self._summaries_revision = -1
+        self._widgets: dict[str, object] = {}
+        self._titles: dict[str, str] = {}
+        # True once the user moved back from a later step (and until the end is reached
+        # again): only then does the command bar warn that an op typed here branches. A
+        # timeline opened at step 0, or jumped forward, was never stepped back.
+        self.stepped_back = False
+
+    # -- what is shown: the app's ----------------------------------------------------------
+
+    @property
+    def session(self):
+        """The session shown (the app's)."""
+        return self.app.session
+
+    @property
+    def revision(self) -> int:
+        """The app's timeline revision, bumped whenever the timeline itself changes."""
+        return self.app.revision
+
+    @property
+    def demo(self) -> str | None:
+        """The demo's name, when the session is one (a bug-museum demo has buggy code)."""
+        return self.app.demo
+
+    @property
+    def step(self) -> int:
+        """The step shown."""
+        return self.position.step
+
+    @property
+    def substep(self) -> int | None:
+        """Stepped into the op: the sub-step shown; None: the whole step."""
+        return self.position.substep
+
+    @property
+    def last_step(self) -> int:
+        """Index of the newest frame."""
+        return len(self.session) - 1
+
+    # -- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TimelineBar(id="timeline")
+        yield CacheColumn(tuple(PANES.values()), beside=True, id="views")
+        with Horizontal(id="bottom"):
+            yield QuestionPanel(id="practice")
+            yield Narration(id="narration")
+            yield CodePane(id="code")
+            yield CodePane("buggy", id="code-buggy")
+            yield WhyPanel(id="why")
+        yield CommandBar(self.current_live_names, id="command")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.narration.border_title = "Narration · events"
+        self.why.border_title = "Why?"
+        self.why.display = False
+        self.question_panel.display = False
+        self.question_panel.border_title = "Practice"
+        self.code.display = False
+        self.code_buggy.display = False
+        if not self.cursor_blink:
+            self.command_bar.input.cursor_blink = False
+        self._apply_size_classes()
+        self.go_to(self.start_step or 0)
+        if self.start_practice:
+            self.action_toggle_practice()
+        self.structure.focus()
+
+    def on_resize(self) -> None:
+        self._apply_size_classes()
+
+    def _apply_size_classes(self) -> None:
+        width, height = self.size
+        code_was_visible = self.code_visible
+        self.set_class(width < 100, "-narrow")
+        self.set_class(height < 36, "-short")
+        self.set_class(height < 24, "-tiny")
+        if self.view is not None and self.code_visible != code_was_visible:
+            self._draw(rebuild=True)  # the code pane comes or goes with the width
+
+    # The widgets, by role (found once: a step must not walk the DOM, and a timer tick
+    # while a help or prompt screen is open must still reach this screen's views).
+    def _widget(self, widget_id: str, kind: type):
+        widget = self._widgets.get(widget_id)
+        if widget is None:
+            widget = self._widgets[widget_id] = self.query_one(f"#{widget_id}", kind)
+        return widget
+
+    @property
+    def column(self) -> CacheColumn:
+        """The cache's views: structure, pool, allocations, eviction order."""
+        return self._widget("views", CacheColumn)
+
+    @property
+    def structure(self) -> LineView:
+        """The upper view shown: the trie, or a hash cache's blocks."""
+        return self.column.structure
+
+    @property
+    def trie(self) -> TrieView:
+        return self.column.widget("trie")
+
+    @property
+    def blocks(self) -> BlockView:
+        return self.column.widget("blocks")
+
+    @property
+    def pool(self) -> PageGrid:
+        return self.column.widget("pool")
+
+    @property
+    def allocations(self) -> AllocationTable:
+        return self.column.widget("allocations")
+
+    @property
+    def heap(self) -> HeapView:
+        return self.column.widget("heap")
+
+    @property
+    def queue(self) -> FreeQueueView:
+        return self.column.widget("queue")
+
+    @property
+    def narration(self) -> Narration:
+        return self._widget("narration", Narration)
+
+    @property
+    def why(self) -> WhyPanel:
+        return self._widget("why", WhyPanel)
+
+    @property
+    def timeline(self) -> TimelineBar:
+        return self._widget("timeline", TimelineBar)
+
+    @property
+    def command_bar(self) -> CommandBar:
+        return self._widget("command", CommandBar)
+
+    @property
+    def question_panel(self) -> QuestionPanel:
+        return self._widget("practice", QuestionPanel)
+
+    @property
+    def code(self) -> CodePane:
+        return self._widget("code", CodePane)
+
+    @property
+    def code_buggy(self) -> CodePane:
+        return self._widget("code-buggy", CodePane)
+
+    # -- moves: they set the position; watch_position draws it -----------------------------
+
+    def validate_position(self, position: Position) -> Position:
+        """The step clamped to the timeline, the sub-step to its op's."""
+        step = max(0, min(self.last_step, int(position.step)))
+        sub = position.substep
+        if sub is not None:
+            sub = min(sub, len(self.session.substeps(step)) - 1)
+        return Position(step, sub)
+
+    def go_to(self, step: int) -> None:
+        """Show frame ``step`` (clamped to the timeline). In practice mode a move forward past
+        an unanswered question stops before its step and asks it."""
+        target = max(0, min(self.last_step, int(step)))
+        practice = self._current_practice()
+        if practice is not None:
+            if practice.pending is not None and target > self.step:
+                self.notify("Answer the question first (a number key, a to type, s to skip).", timeout=4)
+                return
+            question = practice.first_unanswered(self.step, target) if target > self.step else None
+            if question is not None:
+                self.action_pause()
+                practice.ask(question)
+                target = question.step - 1
+            else:
+                practice.leave(target)
+        self.position = Position(target)  # a move by whole steps steps out of the op
+
+    def show_substep(self, step: int, index: int | None) -> None:
+        """Show sub-step ``index`` of step ``step``'s op (None: the whole step)."""
+        self.position = Position(step, index)
+
+    def select(self, selection: Selection | None) -> None:
+        """Select an item; every view highlights it and what is linked to it."""
+        self.selection = selection
+
+    def start_over(self, step: int) -> None:
+        """Show the app's newly opened session from ``step``: no selection, no buggy code,
+        no folds, no step back. The position set last draws it all."""
+        self.set_reactive(TimelineScreen.selection, None)
+        self.set_reactive(TimelineScreen.show_buggy, False)
+        self.stepped_back = False
+        self.trie.folded.clear()
+        self.set_reactive(TimelineScreen.position, Position())  # opening it at ``step`` is no step back
+        self.go_to(step)
+
+    # -- the watchers: the only places that draw -------------------------------------------
+
+    def watch_position(self, old: Position, new: Position) -> None:
+        if new.step >= self.last_step:
+            self.stepped_back = False
+        elif new.step < old.step:
+            self.stepped_back = True
+        self._draw(rebuild=True)
+        self._show_practice()
+        if (old.substep is None) != (new.substep is None):  # the footer's keys change (i, o)
+            self.refresh_bindings()
+
+    def watch_selection(self) -> None:
+        self._draw(rebuild=False)
+
+    def watch_show_code(self) -> None:
+        self._draw(rebuild=False)
+
+    def watch_show_buggy(self) -> None:
+        self._draw(rebuild=False)
+
+    def watch_show_why(self, shown: bool) -> None:
+        self.why.display = shown
+        if shown and self.view is not None:
+            self.view = dataclasses.replace(self.view, why=answer_for(self.session, self.view))
+            self.why.show(self.view)
+
+    def watch_playing(self, playing: bool) -> None:
+        if playing:
+            self._start_timer()
+        else:
+            self._stop_timer()
+        self._show_hint()
+        self._show_timeline()
+
+    def watch_speed_index(self) -> None:
+        if self.playing:
+            self._stop_timer()
+            self._start_timer()
+        self._show_timeline()
+
+    def watch_practice(self, old: Practice | None, new: Practice | None) -> None:
+        self.question_panel.display = new is not None
+        if new is None:
+            self.structure.focus()
+        else:
+            self._show_practice()
+
+    # -- drawing -----------------------------------------------------------------------------
+
+    def _draw(self, rebuild: bool) -> None:
+        """Draw the position shown in every view (``rebuild``: the step changed, not only
+        the selection or a panel)."""
+        session = self.session
+        frame = session.frame(self.step)
+        previous = None
+        if self.step > 0 and needs_previous(frame):
+            previous = session.frame(self.step - 1).snapshot
+        highlight = highlight_for(self.selection, frame.snapshot)
+        view = FrameView(frame, self.labels(), highlight, violation_marks(frame), previous, self.selection,
+                         self.revision, self.last_step)
+        if self.show_why:  # the whole step's question, stepped in or not
+            view = dataclasses.replace(view, why=answer_for(session, view))
+        if self.substep is not None:
+            view = self._substep_view(view)
+        self.view = view
+        self.column.show(view, rebuild, session.units)
+        self._title(self.narration, "Narration · sub-steps" if view.substep is not None else "Narration · events")
+        if rebuild:
+            self.narration.units = session.units
+            self.narration.show(view)
+            self._show_hint()
+        self._show_code(view)
+        if self.show_why:
+            self.why.show(view)
+        self._show_timeline()
+
+    def _substep_view(self, whole: FrameView) -> FrameView:
+        """The view of sub-step ``self.substep`` of the op shown: kvcore's state after it,
+        marked with what it changed and what it moves (its focus)."""
+        subs = self.session.substeps(self.step)
+        index = self.substep
+        step = subs[index]
+        state, before = subs.state(index), subs.state(index - 1)
+        frame = substep_frame(whole.frame, before, state, step)
+        code, buggy = (code_views(step, frame.op.kind, subs.before.kind, self.demo, self.show_buggy)
+                       if self.code_visible else (None, None))
+        sub = SubStepView(step, len(subs), nearby(subs, index), subs.note, subs.source, code, buggy)
+        return dataclasses.replace(
+            whole, frame=frame, previous=before if needs_previous(frame) else None,
+            highlight=highlight_for(self.selection, state), violations=NO_HIGHLIGHT, substep=sub,
+            focus=focus_highlight(step.focus, state, before))
+
+    @property
+    def code_visible(self) -> bool:
+        """True when the code pane shows: as toggled (x), else while stepped into an op on a
+        terminal of at least :data:`CODE_BESIDE_WIDTH` columns (narrower, the pane would
+        halve the narration and cut the sub-step's sentence: x still shows it)."""
+        if self.show_code is not None:
+            return self.show_code
+        return self.substep is not None and self.size.width >= CODE_BESIDE_WIDTH
+
+    def has_buggy_code(self) -> bool:
+        """True when the demo shown is a bug-museum demo with buggy code to show beside ours."""
+        return self.demo is not None and pseudocode.buggy_variant(self.demo) is not None
+
+    def _show_code(self, view: FrameView) -> None:
+        visible = self.code_visible
+        buggy = visible and view.substep is not None and view.substep.buggy is not None
+        self.code.display = visible
+        self.code_buggy.display = buggy
+        self.set_class(visible, "-code")
+        if visible:
+            code = view.substep.code if view.substep is not None else None
+            title = code.title if code is not None else "Pseudo-code"
+            if not buggy and self.has_buggy_code():
+                title += " · b: the buggy code beside"
+            self._title(self.code, title)
+            self.code.show(view)
+        if buggy:
+            self._title(self.code_buggy, view.substep.buggy.title)
+            self.code_buggy.show(view)
+
+    def labels(self) -> TokenLabels:
+        """A frozen copy of the session's vocabulary, taken again whenever the timeline
+        changes (the command bar may have taught it new words)."""
+        if self._labels is None or self._labels[0] != self.revision:
+            self._labels = (self.revision, TokenLabels(self.session.vocab))
+        return self._labels[1]
+
+    def timeline_view(self) -> TimelineView:
+        """What the timeline bar draws now (the summaries tuple is taken again only when the
+        timeline changed, or a lazily built frame learnt its checks' results)."""
+        live = self.session.summaries
+        cached = self._summaries
+        if (self._summaries_revision != self.revision or len(cached) != len(live)
+                or cached[self.step] is not live[self.step]):
+            self._summaries = tuple(live)
+            self._summaries_revision = self.revision
+        sub = self.view.substep if self.view is not None else None
+        return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
+                            self.session.title, self.revision,
+                            (sub.step.index, sub.count, sub.step.kind) if sub is not None else None)
+
+    def _show_timeline(self) -> None:
+        self.timeline.show(self.timeline_view())
+
+    def _show_hint(self) -> None:
+        # While playing, the step moves on by itself: no "stepped back" warning then; while a
+        # question is asked, the step before it shows on purpose: say that instead.
+        if self.practice is not None and self.practice.pending is not None:
+            self.command_bar.set_hint(f"practice: step {self.practice.pending.step} shows once you answer "
+                                      "(a number key, a to type, s to skip, t for a hint)")
+            return
+        if self.substep is not None and not self.playing:
+            self.command_bar.set_hint(f"inside step {self.step}'s op: → ← move by sub-step, ] [ by notable ones, "
+                                      "space plays them, o steps out")
+            return
+        self.command_bar.set_hint(
+            None if self.playing or not self.stepped_back or self.step == self.last_step else
+            f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
+
+    def _show_practice(self) -> None:
+        practice = self.practice
+        if practice is not None:
+            self.question_panel.show(practice.view(self.step))
+            self.refresh_bindings()
+
+    def _title(self, widget, title: str) -> None:
+        # Setting a border title repaints the whole widget: only when it changes.
+        if self._titles.get(widget.id) != title:
+            self._titles[widget.id] = title
+            widget.border_title = title
+
+    def current_live_names(self) -> list[str]:
+        """Names of the allocations live at the shown step (where a typed op applies)."""
+        if self.view is None or self.step == self.last_step:
+            return self.session.live_names()
+        if self.view.substep is not None:  # mid-op: an op typed applies after the whole step
+            return [a.label for a in self.session.frame(self.step).snapshot.allocations]
+        return [a.label for a in self.view.snapshot.allocations]
+
+    # -- selection messages from the views -------------------------------------------------
+
+    @on(TrieView.NodeSelected)
+    @on(HeapView.NodeSelected)
+    def _node_selected(self, message: TrieView.NodeSelected | HeapView.NodeSelected) -> None:
+        self.selection = Selection(NODE, message.node)
+
+    @on(PageGrid.PageSelected)
+    @on(FreeQueueView.PageSelected)
+    @on(BlockView.BlockSelected)  # a block is its page's: every view marks the page
+    def _page_selected(self, message) -> None:
+        self.selection = Selection(PAGE, message.page)
+
+    @on(AllocationTable.AllocationSelected)
+    def _allocation_selected(self, message: AllocationTable.AllocationSelected) -> None:
+        self.selection = Selection(ALLOCATION, message.allocation)
+
+    @on(TimelineBar.StepClicked)
+    def _step_clicked(self, message: TimelineBar.StepClicked) -> None:
+        self.go_to(message.step)
+
+    @on(QuestionPanel.AnswerTyped)
+    def _answer_typed(self, message: QuestionPanel.AnswerTyped) -> None:
+        self.answer_question(message.text)
+
+    # -- which keys act where ----------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        asking = self.practice is not None and self.practice.pending is not None
+        if action == "play":
+            return not self.playing
+        if action == "pause":
+            return self.playing
+        if action in ("first_violation", "no_violation"):
+            return any(s.violations for s in self.session.summaries) == (action == "first_violation")
+        if action in ("toggle_buggy", "no_buggy_code"):
+            return self.has_buggy_code() == (action == "toggle_buggy")
+        if action in ("answer_choice", "type_answer", "skip_question", "hint"):
+            return asking
+        if action == "step_into":  # not while a question is asked: the footer shows its keys then
+            return self.substep is None and not asking
+        if action == "step_out":
+            return self.substep is not None
+        return True
+
+    # -- panels and focus --------------------------------------------------------------------
+
+    def action_toggle_code(self) -> None:
+        """Show or hide the pseudo-code pane (shown by default while stepped into an op)."""
+        self.show_code = not self.code_visible
+
+    def action_toggle_buggy(self) -> None:
+        """A bug-museum demo: show the buggy variant's pseudo-code beside ours (the differing
+        lines marked ≠), or hide it."""
+        if not self.has_buggy_code():
+            self.action_no_buggy_code()
+            return
+        if not self.show_buggy and not self.code_visible:
+            self.set_reactive(TimelineScreen.show_code, True)  # drawn with the buggy code, next
+        self.show_buggy = not self.show_buggy
+
+    def action_no_buggy_code(self) -> None:
+        """``b`` where there is no buggy code: say why in the status line."""
+        bug = pseudocode.demo_bug(self.demo) if self.demo is not None else None
+        if bug is not None and bug in pseudocode.NO_VARIANT:
+            why = f"{self.demo} has no buggy code to show beside ours: {pseudocode.NO_VARIANT[bug]}."
+        else:
+            shown = f"this is the {self.demo} demo" if self.demo is not None else "this timeline is no demo"
+            why = f"b shows a bug-museum demo's buggy code (bug-*, shortfin-*); {shown}."
+        self.notify(why, timeout=6)
+
+    def action_toggle_why(self) -> None:
+        """Show or hide the why panel."""
+        self.show_why = not self.show_why
+
+    def action_toggle_compact(self) -> None:
+        """Switch the page grid's layout."""
+        self.pool.action_toggle_compact()
+
+    def action_focus_command(self) -> None:
+        """Put the cursor in the command bar."""
+        self.command_bar.input.focus()
+
+    def action_clear_selection(self) -> None:
+        """Forget the selection."""
+        self.selection = None
+
+    def action_help(self) -> None:
+        """Keys and legend."""
+        self.app.push_screen(HelpScreen())
