@@ -117,11 +117,26 @@ class IndexedHeap:
 
     def push(self, item: Any, key: int) -> None:
         """Add ``item`` (not already present) with ``key``."""
+        # _sift_up inlined (a push per release): most pushes are of the newest key, which
+        # stays at the bottom after one comparison.
         keys = self._keys
         items = self._items
+        pos = len(items)
         keys.append(key)
         items.append(item)
-        self._sift_up(len(items) - 1)
+        while pos > 0:
+            parent = (pos - 1) >> 1
+            parent_key = keys[parent]
+            if key >= parent_key:
+                break
+            keys[pos] = parent_key
+            moved = items[parent]
+            items[pos] = moved
+            moved.hpos = pos
+            pos = parent
+        keys[pos] = key
+        items[pos] = item
+        item.hpos = pos
 
     def pop(self) -> Any:
         """Remove and return the item with the smallest key."""

@@ -40,6 +40,10 @@ from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 #: the trie, so nothing observable depends on them; the cap bounds the memory they hold.
 _SPARE_NODES = 256
 
+#: Longest request, in pages, whose page slices a cache keeps (see ``_page_slices``): about
+#: 60 kB of slice objects at most; a longer request builds its own for the call.
+_SLICED_PAGES = 1024
+
 #: Above every heap key (:mod:`kvcore.heap`'s packing): a clock or a hit count would need
 #: 2**96 ticks to reach it, and priorities stay below 2**63.
 _NO_KEY = 1 << 200
@@ -92,6 +96,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         self._heap = IndexedHeap()
         self._ref0 = 0  # non-root nodes with ref 0: what cascading eviction can free
         self._spare: list[_Node] = []  # evicted nodes kept for reuse, at most _SPARE_NODES
+        self._slices: list[slice] = []  # page i's token slice at [i] (see _page_slices)
 
     # -- operations -----------------------------------------------------------------------
 
@@ -118,18 +123,73 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             check_priority(priority, "acquire")
         tpp = self.tokens_per_page
         n_tokens = len(tokens)
+        n_full = n_tokens // tpp
+        slices = self._slices
+        if n_full > len(slices):
+            slices = self._page_slices(n_full)
+        pool = self._pool
+        free = pool.available_page_count()
+        most = -(-(n_tokens + extra_token_slots) // tpp)  # the pages needed if nothing matches
+        if self._events is None and (most <= free or most + n_full <= free + self._ref0):
+            # The hot path. This acquire cannot fail whatever it matches (it protects at
+            # most n_full nodes from eviction), so the walk references each node as it
+            # matches it: one pass over the path, no event objects. Only the deepest
+            # matched node can be a candidate (each other one has the next as a child);
+            # the heap keeps its own copy of the keys, so it leaves after its fields change.
+            self.clock = tick = self.clock + 1
+            matched = []
+            pages = []
+            append = matched.append
+            append_page = pages.append  # cheaper than list(map(attrgetter)) afterwards
+            ref0 = 0
+            node = self._root
+            for page_slice in slices[:n_full]:
+                node = node.children.get(tokens[page_slice])
+                if node is None:
+                    break
+                if not node.ref:
+                    ref0 += 1
+                node.ref += 1
+                node.last_access = tick
+                node.hits += 1
+                append(node)
+                append_page(node.page)
+            if matched:
+                self._ref0 -= ref0
+                if node is None:
+                    node = matched[-1]
+                if node.hpos >= 0:
+                    self._heap.remove(node)
+            if priority:
+                self._raise_priority(matched, priority)
+            matched_tokens = len(matched) * tpp
+            allocation_id = self._next_allocation_id
+            self._next_allocation_id = allocation_id + 1
+            self._lookups += 1
+            self._lookup_tokens += n_tokens
+            self._hit_tokens += matched_tokens
+            allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
+            self.allocations[allocation_id] = allocation
+            needed = most - len(matched)
+            if needed > 0:
+                if needed <= free:
+                    pages += pool.take(needed)
+                elif free:
+                    pages += pool.take(free)
+                    pages += self._evict(needed - free, allocation_id)
+                else:
+                    pages += self._evict(needed, allocation_id)
+            return allocation
         matched: list[_Node] = []
         node = self._root
-        for start in range(0, n_tokens - tpp + 1, tpp):
-            child = node.children.get(tokens[start:start + tpp])
+        for page_slice in slices[:n_full]:
+            child = node.children.get(tokens[page_slice])
             if child is None:
                 break
             matched.append(child)
             node = child
         matched_tokens = len(matched) * tpp
         needed = -(-(n_tokens - matched_tokens + extra_token_slots) // tpp)
-        pool = self._pool
-        free = pool.available_page_count()
         if needed > free and needed > free + self._ref0 - len(matched):
             # Ref-0 nodes on the matched path are about to be referenced, so they are not
             # evictable for this acquire. Counting them costs a pass over the path, so only
@@ -248,9 +308,12 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             return  # publishing is monotonic: nothing new to share
         pages = allocation._pages
         parent = nodes[-1] if nodes else self._root
+        slices = self._slices
+        if n_full > len(slices):
+            slices = self._page_slices(n_full)
         i = n_nodes
         while i < n_full:
-            child = parent.children.get(tokens[i * tpp:(i + 1) * tpp])
+            child = parent.children.get(tokens[slices[i]])
             if child is None:
                 break
             # Someone published this block first: share theirs, return our copy.
@@ -291,27 +354,29 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         spare = self._spare
         new = object.__new__
         priority = allocation.priority
+        append = nodes.append
         for i in range(i, n_full):
-            key = tokens[i * tpp:(i + 1) * tpp]
+            key = tokens[slices[i]]
+            page = pages[i]
             if spare:
-                child = spare.pop()  # evicted, so childless: its children dict is empty
+                child = spare.pop()  # evicted: childless (its children dict empty), out of the heap
             else:
                 child = new(_Node)
                 child.children = {}
+                child.hpos = -1
             child.seq = seq
             child.parent = parent
             child.tokens = key
-            child.page = pages[i]
+            child.page = page
             child.ref = 1
             child.last_access = tick
             child.hits = 0
             child.priority = priority
-            child.hpos = -1
             parent.children[key] = child
-            nodes.append(child)
+            append(child)
             if events is not None:
                 self._next_seq = seq + 1  # before the event: at each event the state is as it says
-                events.append(ev.NodeCreated(allocation.id, seq, parent.seq, pages[i], key))
+                events.append(ev.NodeCreated(allocation.id, seq, parent.seq, page, key))
                 if self._rows is not None:
                     self._rows.touch((child,))
             seq += 1
@@ -362,9 +427,26 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             if events is not None:
                 del pages[len(nodes):]  # before the event: at each event the state is as it says
                 events.append(ev.PagesFreed(allocation.id, tuple(tail), "release"))
-        self._retire(allocation)
+        # BasePagedAttentionCache._retire, inlined (a call per lifecycle saved).
+        allocation.released = True
+        allocation._pages = []
+        allocation._nodes = []
+        del self.allocations[allocation.id]
         if events is not None:
             events.append(ev.Released(allocation.id))
+
+    def _page_slices(self, pages: int) -> list[slice]:
+        """The token slice of each page ``0 .. pages-1``: ``tokens[slices[i]]`` is page i's key.
+
+        Walks and publishes index tokens with these instead of building each slice from
+        ``i * tpp`` (four bytecodes and a slice object per page saved). Built in one C pass;
+        kept for reuse up to ``_SLICED_PAGES`` pages."""
+        tpp = self.tokens_per_page
+        stop = pages * tpp
+        slices = list(map(slice, range(0, stop, tpp), range(tpp, stop + tpp, tpp)))
+        if pages <= _SLICED_PAGES:
+            self._slices = slices
+        return slices
 
     # -- eviction -------------------------------------------------------------------------
 
