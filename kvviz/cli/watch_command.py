@@ -69,7 +69,7 @@ def require_watch_extra(live: bool) -> None:
 @click.option("--replay-endpoint", default=None,
               help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq are asked for there.")
 @click.option("--record", "record", type=click.Path(dir_okay=False), default=None,
-              help="Write every message as received to this file (the recordings' JSONL format).")
+              help="Write every message as received to this new file (the recordings' JSONL format; an existing one is refused, never overwritten).")
 @click.option("--replay-file", type=click.Path(dir_okay=False), default=None,
               help="Watch a recording (JSONL: {topic, seq, payload}) instead of a live server.")
 @click.option("--print", "print_only", is_flag=True, help="No UI: print a summary when the watch ends.")

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from kvviz.backends.kv_events import recording
-from kvviz.backends.kv_events.recording import (Message, RecordingError, RecordingWriter, message_line,
+from kvviz.backends.kv_events.recording import (Message, RecordingError, RecordingExists, RecordingWriter, message_line,
                                                 read_recording)
 
 from .wire_reference import SGLANG, VLLM, read_lines
@@ -142,12 +142,23 @@ def test_the_writer_flushes_every_line_as_it_is_written(tmp_path):
     writer.close()
 
 
-def test_the_writer_replaces_a_file_the_user_named(tmp_path):
-    path = tmp_path / "old.jsonl"
-    path.write_text("old contents that are much longer than the new recording\n" * 10)
-    with RecordingWriter(path) as writer:
-        writer.write(Message(b"kv", 5, b""))
-    assert path.read_text() == '{"topic": "kv", "seq": 5, "payload": ""}\n'
+def test_the_writer_refuses_an_existing_file_and_leaves_it_untouched(tmp_path):
+    path = tmp_path / "shared.jsonl"
+    path.write_text("a recording someone else made\n")
+    path.chmod(0o444)  # read-only: root could still truncate it
+    with pytest.raises(RecordingExists) as refused:
+        RecordingWriter(path)
+    assert str(refused.value) == (f"{path} exists: kvviz never overwrites a recording; "
+                                  "remove it or name another")
+    assert path.read_text() == "a recording someone else made\n"
+
+
+def test_the_writer_refuses_a_symlink_even_a_dangling_one(tmp_path):
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(tmp_path / "nowhere.jsonl")
+    with pytest.raises(RecordingExists):
+        RecordingWriter(link)
+    assert not (tmp_path / "nowhere.jsonl").exists()
 
 
 def test_the_writer_refuses_a_folder_or_a_fifo_and_writes_nothing(tmp_path):

@@ -222,6 +222,21 @@ def test_a_bad_recording_line_is_located_as_file_line_column(tmp_path):
     assert result.output.startswith(f"kvviz: error: {bad}:3:") and len(result.output.splitlines()) == 1
 
 
+def test_record_into_an_existing_file_is_refused_in_one_line_and_the_file_kept(tmp_path, monkeypatch):
+    from kvviz.backends.kv_events import subscriber
+
+    def no_socket(*args, **kwargs):
+        raise AssertionError("subscribed before refusing --record")
+    monkeypatch.setattr(subscriber, "Subscriber", no_socket)
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text(VLLM.read_text())
+    shared.chmod(0o444)
+    result = run(f"tcp://127.0.0.1:{free_port()}", "--print", "--count", "1", "--record", str(shared))
+    assert (result.exit_code, result.output) == (
+        2, f"kvviz: error: {shared} exists: kvviz never overwrites a recording; remove it or name another\n")
+    assert shared.read_text() == VLLM.read_text()
+
+
 def test_an_undecodable_payload_is_counted_not_fatal(tmp_path):
     rec = tmp_path / "garbage.jsonl"
     lines = VLLM.read_text().splitlines()[:3]

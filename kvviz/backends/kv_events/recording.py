@@ -168,31 +168,41 @@ def message_line(message: Message) -> str:
     return json.dumps(record, ensure_ascii=True)
 
 
+class RecordingExists(RecordingError):
+    """``--record FILE`` naming a path that exists: kvviz never overwrites a recording (one
+    truncated at open would be lost before the first message arrives)."""
+
+    def __str__(self) -> str:
+        return f"{self.path} exists: kvviz never overwrites a recording; remove it or name another"
+
+
 class RecordingWriter:
     """Writes messages to a recording as they arrive, one flushed line each, so a recording cut
-    short by a crash keeps every message written before it. Refuses a target that exists and is
-    not a regular file (a directory, a FIFO, a device); a regular file the user named is
-    replaced."""
+    short by a crash keeps every message written before it. Writes only a file it creates
+    (``O_EXCL``): an existing regular file is :class:`RecordingExists`, anything else that exists
+    (a directory, a FIFO, a device, a symlink) is "not a regular file"; nothing is opened then."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader forever.
         try:
             existing = os.stat(path)
         except OSError:
             existing = None
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             raise RecordingError(path, 0, 0, "not a regular file; name a file to record into")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        if existing is not None or os.path.lexists(path):
+            raise RecordingExists(path, 0, 0, "exists")
+        # O_EXCL: created here or refused, so a file that appears meanwhile is never truncated;
+        # O_NOFOLLOW: a symlink planted meanwhile is refused too.
+        flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
         try:
             descriptor = os.open(path, flags, 0o644)
+        except FileExistsError:
+            raise RecordingExists(path, 0, 0, "exists") from None
         except OSError as error:
             raise RecordingError(path, 0, 0, f"cannot write the recording: {error.strerror}") from None
         try:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                raise RecordingError(path, 0, 0, "not a regular file; name a file to record into")
-            os.set_blocking(descriptor, True)
-            os.ftruncate(descriptor, 0)
             self._stream = os.fdopen(descriptor, "w", encoding="ascii", newline="\n")
         except BaseException:
             os.close(descriptor)
