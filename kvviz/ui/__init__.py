@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The kvviz terminal UI (Textual): ``app`` (the timeline app and its one factory,
-``make_app``), ``diff_app`` (kvcore and shortfin side by side), ``widgets`` and ``screens``,
-``themes``, ``stepping`` (step actions both apps share), ``saving`` (file names that never
+``make_app``), whose main screen is ``screens.timeline_screen`` (reactive position,
+selection, play, practice) with its actions in ``stepping``, ``playing``, ``practice`` and
+``substep_panes``; ``exporting`` (the files ``e``, ctrl+s and the palette's screenshot
+write); ``diff_app`` (two caches side by side, each a ``widgets.cache_column`` like the main
+screen's); ``widgets`` and ``screens``, ``themes``, ``saving`` (file names that never
 overwrite), ``screenshot`` (headless SVG). Only :mod:`kvviz.cli` starts it."""

@@ -10,7 +10,7 @@ is in the timeline, and everything drawn, is the main screen's
 each. The app answers for the screen's names (:data:`ON_SCREEN`), so the palette, the CLI
 and the tests speak to one object.
 
-One factory, :func:`make_app`, serves the CLI (:func:`run_app`), the tests and the
+One factory, :func:`make_app`, serves the CLI (which alone runs it), the tests and the
 screenshot export (:func:`kvviz.ui.screenshot.screenshot_svg`).
 """
 
@@ -222,8 +222,3 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
     caller ticks with ``play_tick()``; tests use it so no wall clock drives them).
     """
     return KvvizApp(session, step, **opts)
-
-
-def run_app(session: Session, step: int | None = None) -> None:
-    """Run the UI in the terminal."""
-    make_app(session, step).run()

@@ -335,8 +335,3 @@ def make_diff_app(run: CompareRun, step: int | None = None, **opts) -> DiffApp:
     (default: shown for a ``kvviz compare`` run).
     """
     return DiffApp(run, step, **opts)
-
-
-def run_diff_app(run: CompareRun, step: int | None = None) -> None:
-    """Run the side-by-side UI in the terminal."""
-    make_diff_app(run, step).run()

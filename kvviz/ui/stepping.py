@@ -8,13 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..model.designs import design_of
 from .screens.prompt_screen import PromptScreen
-
-NOTABLE_SUBSTEPS = frozenset({"stop", "take", "pop", "evict", "candidate", "create", "dedup", "fail", "refused"})
-"""The sub-steps ``]`` and ``[`` jump between inside an op: where matching stops, pages taken
-from the free list, each victim popped and evicted, a parent becoming a candidate (the
-cascade), a node created or a block deduplicated, a failure. Walks, references, touches and
-sift swaps are stepped with →."""
 
 
 @dataclass(frozen=True)
@@ -117,12 +112,14 @@ class SubStepMoves:
         return False
 
     def notable_substep(self, direction: int) -> bool:
-        """The next (``direction`` 1) or previous (-1) notable sub-step of this op
-        (:data:`NOTABLE_SUBSTEPS`); False when there is none that way."""
+        """The next (``direction`` 1) or previous (-1) notable sub-step of this op (a kind its
+        design stops at, :attr:`~kvviz.model.designs.Design.stops`: where matching stops, a
+        page taken, a victim popped and evicted, ...); False when there is none that way."""
         steps = self.substeps_of(self.step)
+        stops = design_of(steps.before).stops
         index = self.substep + direction
         while 0 <= index < len(steps):
-            if steps[index].kind in NOTABLE_SUBSTEPS:
+            if steps[index].kind in stops:
                 self.show_substep(self.step, index)
                 return True
             index += direction

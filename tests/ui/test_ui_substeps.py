@@ -17,7 +17,7 @@ from kvviz.demos import load_demo
 from kvviz.model import pseudocode
 from kvviz.model.session import Session
 from kvviz.model.view import FrameView, later_neighbour, same_shape
-from kvviz.ui.stepping import NOTABLE_SUBSTEPS
+from kvviz.model.designs import design
 from test_ui_newcomer import reaches_a_session
 
 SIZE = (140, 44)
@@ -119,7 +119,7 @@ async def test_moving_by_whole_steps_steps_out(app_on):
 
 async def test_brackets_jump_between_notable_substeps_inside_the_op(app_on):
     session = demo("eviction-cascade")
-    notable = [s.index for s in session.substeps(CASCADE) if s.kind in NOTABLE_SUBSTEPS]
+    notable = [s.index for s in session.substeps(CASCADE) if s.kind in design("trie").stops]
     assert len(notable) >= 4, "the cascade has a take, two pops, two evicts and a new candidate"
     app = app_on(session, step=CASCADE)
     async with app.run_test(size=SIZE) as pilot:

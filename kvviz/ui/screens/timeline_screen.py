@@ -24,14 +24,13 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from ...model import pseudocode
-from ...model.view import (ALLOCATION, NO_HIGHLIGHT, NODE, PAGE, FrameView, Selection, SubStepView, TimelineView,
-                           TokenLabels, answer_for, code_views, focus_highlight, highlight_for, nearby, needs_previous,
-                           substep_frame, violation_marks)
+from ...model.view import (ALLOCATION, NODE, PAGE, FrameView, Selection, TimelineView, TokenLabels, answer_for,
+                           highlight_for, needs_previous, violation_marks)
 from ..panes import PANES
 from ..playing import DEFAULT_SPEED, SPEEDS, PlayActions
 from ..practice import Practice, PracticeActions
 from ..stepping import Position, TimelineSteps
+from ..substep_panes import SubStepPanes
 from ..widgets.allocation_table import AllocationTable
 from ..widgets.block_view import BlockView
 from ..widgets.cache_column import CacheColumn
@@ -48,14 +47,21 @@ from ..widgets.trie_view import TrieView
 from ..widgets.why_panel import WhyPanel
 from .help_screen import HelpScreen
 
-CODE_BESIDE_WIDTH = 100
-"""Columns from which stepping into an op shows the pseudo-code beside the narration."""
-
 _STEP_KEYS = Binding.Group("step", compact=True)
 _EVENT_KEYS = Binding.Group("event", compact=True)
 
 
-class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, Screen):
+def _found(widget_id: str, kind: type) -> property:
+    """The screen's widget ``#widget_id``, found once."""
+    return property(lambda screen: screen._widget(widget_id, kind), doc=f"The {kind.__name__} (#{widget_id}).")
+
+
+def _in_column(role: str, kind: type) -> property:
+    """The cache column's view of ``role``."""
+    return property(lambda screen: screen.column.widget(role), doc=f"The {kind.__name__} of the cache column.")
+
+
+class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, Screen):
     """The views of the app's session at one position (see the module doc)."""
 
     BINDINGS = [
@@ -220,57 +226,19 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, Screen):
         """The upper view shown: the trie, or a hash cache's blocks."""
         return self.column.structure
 
-    @property
-    def trie(self) -> TrieView:
-        return self.column.widget("trie")
-
-    @property
-    def blocks(self) -> BlockView:
-        return self.column.widget("blocks")
-
-    @property
-    def pool(self) -> PageGrid:
-        return self.column.widget("pool")
-
-    @property
-    def allocations(self) -> AllocationTable:
-        return self.column.widget("allocations")
-
-    @property
-    def heap(self) -> HeapView:
-        return self.column.widget("heap")
-
-    @property
-    def queue(self) -> FreeQueueView:
-        return self.column.widget("queue")
-
-    @property
-    def narration(self) -> Narration:
-        return self._widget("narration", Narration)
-
-    @property
-    def why(self) -> WhyPanel:
-        return self._widget("why", WhyPanel)
-
-    @property
-    def timeline(self) -> TimelineBar:
-        return self._widget("timeline", TimelineBar)
-
-    @property
-    def command_bar(self) -> CommandBar:
-        return self._widget("command", CommandBar)
-
-    @property
-    def question_panel(self) -> QuestionPanel:
-        return self._widget("practice", QuestionPanel)
-
-    @property
-    def code(self) -> CodePane:
-        return self._widget("code", CodePane)
-
-    @property
-    def code_buggy(self) -> CodePane:
-        return self._widget("code-buggy", CodePane)
+    trie = _in_column("trie", TrieView)
+    blocks = _in_column("blocks", BlockView)
+    pool = _in_column("pool", PageGrid)
+    allocations = _in_column("allocations", AllocationTable)
+    heap = _in_column("heap", HeapView)
+    queue = _in_column("queue", FreeQueueView)
+    narration = _found("narration", Narration)
+    why = _found("why", WhyPanel)
+    timeline = _found("timeline", TimelineBar)
+    command_bar = _found("command", CommandBar)
+    question_panel = _found("practice", QuestionPanel)
+    code = _found("code", CodePane)
+    code_buggy = _found("code-buggy", CodePane)
 
     # -- moves: they set the position; watch_position draws it -----------------------------
 
@@ -395,52 +363,6 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, Screen):
             self.why.show(view)
         self._show_timeline()
 
-    def _substep_view(self, whole: FrameView) -> FrameView:
-        """The view of sub-step ``self.substep`` of the op shown: kvcore's state after it,
-        marked with what it changed and what it moves (its focus)."""
-        subs = self.session.substeps(self.step)
-        index = self.substep
-        step = subs[index]
-        state, before = subs.state(index), subs.state(index - 1)
-        frame = substep_frame(whole.frame, before, state, step)
-        code, buggy = (code_views(step, frame.op.kind, subs.before.kind, self.demo, self.show_buggy)
-                       if self.code_visible else (None, None))
-        sub = SubStepView(step, len(subs), nearby(subs, index), subs.note, subs.source, code, buggy)
-        return dataclasses.replace(
-            whole, frame=frame, previous=before if needs_previous(frame) else None,
-            highlight=highlight_for(self.selection, state), violations=NO_HIGHLIGHT, substep=sub,
-            focus=focus_highlight(step.focus, state, before))
-
-    @property
-    def code_visible(self) -> bool:
-        """True when the code pane shows: as toggled (x), else while stepped into an op on a
-        terminal of at least :data:`CODE_BESIDE_WIDTH` columns (narrower, the pane would
-        halve the narration and cut the sub-step's sentence: x still shows it)."""
-        if self.show_code is not None:
-            return self.show_code
-        return self.substep is not None and self.size.width >= CODE_BESIDE_WIDTH
-
-    def has_buggy_code(self) -> bool:
-        """True when the demo shown is a bug-museum demo with buggy code to show beside ours."""
-        return self.demo is not None and pseudocode.buggy_variant(self.demo) is not None
-
-    def _show_code(self, view: FrameView) -> None:
-        visible = self.code_visible
-        buggy = visible and view.substep is not None and view.substep.buggy is not None
-        self.code.display = visible
-        self.code_buggy.display = buggy
-        self.set_class(visible, "-code")
-        if visible:
-            code = view.substep.code if view.substep is not None else None
-            title = code.title if code is not None else "Pseudo-code"
-            if not buggy and self.has_buggy_code():
-                title += " · b: the buggy code beside"
-            self._title(self.code, title)
-            self.code.show(view)
-        if buggy:
-            self._title(self.code_buggy, view.substep.buggy.title)
-            self.code_buggy.show(view)
-
     def labels(self) -> TokenLabels:
         """A frozen copy of the session's vocabulary, taken again whenever the timeline
         changes (the command bar may have taught it new words)."""
@@ -546,30 +468,6 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, Screen):
         return True
 
     # -- panels and focus --------------------------------------------------------------------
-
-    def action_toggle_code(self) -> None:
-        """Show or hide the pseudo-code pane (shown by default while stepped into an op)."""
-        self.show_code = not self.code_visible
-
-    def action_toggle_buggy(self) -> None:
-        """A bug-museum demo: show the buggy variant's pseudo-code beside ours (the differing
-        lines marked ≠), or hide it."""
-        if not self.has_buggy_code():
-            self.action_no_buggy_code()
-            return
-        if not self.show_buggy and not self.code_visible:
-            self.set_reactive(TimelineScreen.show_code, True)  # drawn with the buggy code, next
-        self.show_buggy = not self.show_buggy
-
-    def action_no_buggy_code(self) -> None:
-        """``b`` where there is no buggy code: say why in the status line."""
-        bug = pseudocode.demo_bug(self.demo) if self.demo is not None else None
-        if bug is not None and bug in pseudocode.NO_VARIANT:
-            why = f"{self.demo} has no buggy code to show beside ours: {pseudocode.NO_VARIANT[bug]}."
-        else:
-            shown = f"this is the {self.demo} demo" if self.demo is not None else "this timeline is no demo"
-            why = f"b shows a bug-museum demo's buggy code (bug-*, shortfin-*); {shown}."
-        self.notify(why, timeout=6)
 
     def action_toggle_why(self) -> None:
         """Show or hide the why panel."""

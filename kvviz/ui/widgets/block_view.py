@@ -22,6 +22,7 @@ from textual.widget import Widget
 from ...model.hash_view import (MAX_INDENT, BlockLine, EvictedBlock, QueueOrder, block_counts, block_lines,
                                 block_marks)
 from ...model.view import FrameView
+from ...model.designs import design_of
 from .line_view import LineView, Row, SelectionMessage, Span
 
 UNREACHABLE = "⊘"
@@ -91,7 +92,7 @@ class BlockView(LineView):
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
-        if snap.kind != "hash":
+        if design_of(snap).views[0] != "blocks":  # not a design whose cache is blocks
             self._order = None
             return [Row(None, "not-hash")]
         self._order = QueueOrder(snap)

@@ -18,6 +18,7 @@ from textual.message import Message
 
 from ...model.hash_view import LeftQueue, QueueEntry, block_marks, queue_entries
 from ...model.view import FrameView
+from ...model.designs import design_of
 from .block_view import UNREACHABLE
 from .line_view import LineView, Row, Span
 from .page_grid import PageGrid
@@ -71,7 +72,7 @@ class FreeQueueView(LineView):
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
-        if snap.kind != "hash":
+        if design_of(snap).views[1] != "queue":  # not a design with a free queue
             return [Row(None, "not-hash")]
         self._marks = block_marks(view.frame.events)
         entries = queue_entries(snap)

@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from ...model.view import FrameView, key_fields, key_text
+from ...model.designs import design_of
 from .line_view import LineView, Row, SelectionMessage, Span
 
 
@@ -82,7 +83,7 @@ class HeapView(LineView):
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
-        if snap.kind == "base":
+        if not design_of(snap).shares:  # nothing cached, nothing to evict (the base cache)
             return [Row(None, "base")]
         heap = snap.heap
         rows: list[Row] = [Row(None, "header")]
@@ -104,7 +105,7 @@ class HeapView(LineView):
     def render_row(self, row: Row, width: int) -> list[Span]:
         style = self.style_of
         if row.data == "base":
-            return [("base cache: no trie, no eviction", style("line-view--muted"))]
+            return [(f"{self.view.snapshot.kind} cache: no trie, no eviction", style("line-view--muted"))]
         if row.data == "header":
             return [(f"candidates: childless, ref 0 · next victim on top · key {key_fields(self.view.snapshot)}",
                      style("heap-view--meta"))]

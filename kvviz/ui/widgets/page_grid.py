@@ -28,6 +28,7 @@ from textual.widget import Widget
 
 from ...model.hash_view import QueueOrder
 from ...model.view import FrameView, later_neighbour
+from ...model.designs import design_of
 from .line_canvas import LineCanvas, Span, spans_to_strip
 from .line_view import SelectionMessage
 
@@ -170,7 +171,7 @@ class PageGrid(LineCanvas, can_focus=True):
         view = self.view
         snap = view.snapshot
         diff = view.frame.diff
-        self._queue = QueueOrder(snap) if snap.kind == "hash" else None
+        self._queue = QueueOrder(snap) if design_of(snap).lazy else None  # one free queue: its order
         kinds = []
         for info in snap.pages:
             if info.state == "cached":

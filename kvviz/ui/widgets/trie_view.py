@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from ...model.view import FrameView, same_shape
+from ...model.designs import design_of
 from .line_view import LineView, Row, SelectionMessage, Span
 
 COMPRESS_ABOVE = 200
@@ -119,7 +120,7 @@ class TrieView(LineView):
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
-        if snap.kind == "base":
+        if not design_of(snap).shares:  # no sharing, no trie (the base cache)
             return [Row(None, "base")]
         ghosts: set[int] = set()
         children: dict[int, list[int]] = {}
@@ -174,7 +175,7 @@ class TrieView(LineView):
         view = self.view
         style = self.style_of
         if row.data == "base":
-            return [("base cache: no trie, nothing is shared", style("line-view--muted"))]
+            return [(f"{view.snapshot.kind} cache: no trie, nothing is shared", style("line-view--muted"))]
         snap = view.snapshot
         if row.data == "root":
             nodes = len(snap.nodes) - 1
