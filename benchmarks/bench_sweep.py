@@ -98,10 +98,15 @@ def _peak_kb(pid: int) -> int | None:
 
 
 def run_sweep(label: str, command: list[str], env: dict) -> dict:
-    """One sweep in a fresh process: its figures and its output."""
+    """One sweep in a fresh process: its figures and its output.
+
+    It runs in the first directory of its PYTHONPATH (the checkout under test): ``python -m``
+    puts the working directory before PYTHONPATH on sys.path, so a baseline started from
+    inside another checkout would import that checkout's kvviz and kvcore instead."""
     before = load()
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    cwd = env["PYTHONPATH"].split(os.pathsep)[0]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, cwd=cwd)
     peaks: dict[int, int] = {}
     done = threading.Event()
 
@@ -140,7 +145,7 @@ def print_run(run: dict) -> None:
 
 
 def sweeps(args) -> None:
-    base = [sys.executable, "-m", "kvviz", "trace", str(args.trace), "--sweep", "--policy", args.policy,
+    base = [sys.executable, "-m", "kvviz", "trace", str(args.trace.resolve()), "--sweep", "--policy", args.policy,
             "--design", args.design, "--no-progress"] + (["--first", str(args.first)] if args.first else [])
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
