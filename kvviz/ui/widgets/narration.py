@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from kvcore import events as ev
 
-from ...model.narrate import TOKENS, Units, count, describe_event
+from ...model.narrate import TOKENS, Units, count, describe_event, evicts
 from ...model.view import FrameView, literal
 from .line_view import MarkupView, Row
 
@@ -55,7 +54,7 @@ def narration_markup(view: FrameView, units: Units = TOKENS) -> str:
         label = view.labels
         tokens = frame.op.tokens if frame.op is not None else None
         for event in frame.events:
-            style = "$kv-evicted" if isinstance(event, ev.Evicted) else "$kv-muted"
+            style = "$kv-evicted" if evicts(event) else "$kv-muted"  # a trie eviction and a hash one alike
             line = describe_event(event, label, tokens, view.snapshot.tokens_per_page, units)
             lines.append(f"[{style}]{literal(line)}[/]")
     return "\n".join(lines)
