@@ -32,6 +32,7 @@ from kvcore.events import BlockCached, BlockEvicted
 
 from ..backends import BackendError
 from ..backends.kvcore_backend import kvcore_backend
+from .designs import design
 from .scenario import Scenario, parse_scenario
 from .watch_to_kvs import BlockContents, DecodedBatch, decode_messages
 
@@ -278,7 +279,7 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
     scenario tokens)."""
     scenario = parse_scenario(scenario_text, source or None) if isinstance(scenario_text, str) else scenario_text
     config = scenario.config
-    if config.kind != "hash":
+    if not design(config.kind).has_words(BlockCached):  # the recording's blocks need a cache that stores blocks
         raise ValueError(f"--against runs the scenario on kvcore's hash cache (vLLM's design): its cache line says "
                          f"{config.kind}, write cache hash pages=N tokens_per_page=M")
     contents = BlockContents()
