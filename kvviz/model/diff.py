@@ -18,6 +18,8 @@ from operator import attrgetter, ne
 
 from kvcore import Snapshot
 
+from .designs import design_of
+
 
 @dataclass(frozen=True, slots=True)
 class Diff:
@@ -52,7 +54,7 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
     """The :class:`Diff` from ``before`` to ``after`` (everything is new when ``before`` is None)."""
     if before is None:
         return Diff(nodes_added=tuple(_cached(after)), allocations_added=tuple(a.id for a in after.allocations))
-    if after.kind == "hash":
+    if design_of(after).rows == "blocks":
         return _diff(before, after, *_block_changes(before, after))
     changes = after._changes
     if changes is not None and changes.before() is before:
@@ -133,7 +135,7 @@ _id_of = attrgetter("id")
 
 def _cached(snap: Snapshot) -> dict:
     """What holds a cached page, by id: the trie's nodes but the root, or a hash cache's blocks."""
-    if snap.kind == "hash":
+    if design_of(snap).rows == "blocks":
         return {b.id: b for b in snap.blocks}
     return {n.id: n for n in snap.nodes if n.parent is not None}
 

@@ -134,3 +134,34 @@ def test_a_diff_between_equal_snapshots_is_empty_and_json_able():
     diff = diff_snapshots(snapshot, snapshot)
     assert diff.empty
     assert json.loads(json.dumps(diff_snapshots(session.frame(5).snapshot, snapshot).to_dict()))["heap_removed"] == [2]
+
+
+HASH_PUBLISH = """\
+cache hash pages=4 tokens_per_page=2
+acquire a 1 2 3 4
+publish a
+"""
+
+
+def test_a_diff_compares_the_rows_the_design_names_not_the_kind():
+    """A design keyed by a name of its own, whose rows are blocks, is diffed by its blocks; the
+    same snapshots under a design whose rows are nodes list no blocks (a hash snapshot's nodes
+    hold none)."""
+    from dataclasses import replace
+
+    from kvviz.model import designs
+    from kvviz.model.designs.hash import DESIGN as HASH
+
+    session = Session.from_scenario(parse_scenario(HASH_PUBLISH))
+    before, after = session.frame(1).snapshot, session.frame(2).snapshot
+    assert after.blocks, "the publish caches blocks"
+    try:
+        for name, rows in (("toy-blocks", "blocks"), ("toy-nodes", "nodes")):
+            designs.register(replace(HASH, name=name, rows=rows))
+        as_blocks = diff_snapshots(replace(before, kind="toy-blocks"), replace(after, kind="toy-blocks"))
+        as_nodes = diff_snapshots(replace(before, kind="toy-nodes"), replace(after, kind="toy-nodes"))
+    finally:
+        designs.unregister("toy-blocks")
+        designs.unregister("toy-nodes")
+    assert as_blocks.nodes_added == tuple(sorted(b.id for b in after.blocks))
+    assert as_nodes.nodes_added == ()

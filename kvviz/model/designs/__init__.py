@@ -173,6 +173,10 @@ class Design:
     - ``narrate``: ``(design, op_kind, events, after, label, units) -> [clause]``, the
       clauses of a successful op's narration paragraph.
     - ``stops``: the sub-step kinds a stepper's "next notable" stops at.
+    - ``rows``: the snapshot rows that hold its cached pages, ``"nodes"`` (a trie's, the
+      root left out) or ``"blocks"`` (a hash cache's); what a diff of two snapshots compares.
+    - ``cache_options``: the scenario cache-line options it takes besides ``pages``,
+      ``tokens_per_page`` and ``policy`` (the hash cache: vLLM's ``recompute_last_token``).
     """
 
     name: str
@@ -191,6 +195,8 @@ class Design:
     code: Any = None
     narrate: Callable[..., list[str]] | None = None
     stops: frozenset[str] = frozenset()
+    rows: str = "nodes"
+    cache_options: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # Frozen all the way down: a design is shared by every frame and view.

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES,
                        MAX_TOKENS_PER_OP, MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
+from ..designs import design
 from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
 from ..vocab import Vocabulary
 from .format import format_expect, format_op
@@ -624,16 +625,19 @@ def _parse_cache(line: _Line, items: list[_Item]) -> CacheConfig:
 
 
 def _recompute_last_token(line: _Line, option: _Option | None, kind: str) -> bool:
-    """``recompute_last_token=yes|no``: vLLM's hit cap, a hash cache's rule only."""
+    """``recompute_last_token=yes|no``: vLLM's hit cap, taken by the designs that list it in
+    their :attr:`~kvviz.model.designs.Design.cache_options` (the hash cache)."""
     if option is None:
         return False
     value = _YES_NO.get(option.value.lower())
     if value is None:
         raise line.error(option.value_column, f"recompute_last_token takes yes or no, not {_shown(option.value)}",
                          "recompute_last_token=yes or recompute_last_token=no")
-    if value and kind != "hash":
-        raise line.error(option.column, f"recompute_last_token is a hash cache's rule (vLLM's), not a {kind} cache's",
-                         "cache hash pages=8 tokens_per_page=4 recompute_last_token=yes, or no such option")
+    if value and "recompute_last_token" not in design(kind).cache_options:
+        takers = [name for name in CACHE_KINDS if "recompute_last_token" in design(name).cache_options]
+        raise line.error(option.column, f"recompute_last_token is a {' or '.join(takers)} cache's rule (vLLM's), "
+                         f"not a {kind} cache's",
+                         f"cache {takers[0]} pages=8 tokens_per_page=4 recompute_last_token=yes, or no such option")
     return value
 
 
