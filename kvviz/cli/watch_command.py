@@ -38,7 +38,7 @@ POLL_IDLE_S = 0.02
 """How long live headless mode waits when the subscriber had nothing: bounds its CPU use
 while idle and its lag behind the stream."""
 
-MAX_RANKS = 1_024
+MAX_RANKS = limits.MAX_WATCH_RANKS
 
 
 class MissingExtra(BadInput):
@@ -284,6 +284,18 @@ def _subscriber(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
         raise BadInput(str(exc)) from None
 
 
+def _start(subscriber) -> None:
+    """Connect: a connect that fails (too many open files, a bad address) is one line, exit 2."""
+    from ..backends.kv_events.subscriber import EndpointError
+
+    try:
+        subscriber.start()
+    except (EndpointError, ValueError) as exc:
+        raise BadInput(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - zmq.ZMQError or OSError from the library: still one line
+        raise BadInput(f"cannot subscribe: {type(exc).__name__}: {exc}") from None
+
+
 def _recorder(record: str | None):
     """A writer of every message received to ``record`` (None: no recording)."""
     if record is None:
@@ -310,7 +322,7 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
     subscriber = _subscriber(endpoint, topic, ranks, replay_endpoint, on_received)
     timeline = _timeline(endpoint)
     try:
-        subscriber.start()
+        _start(subscriber)
         if headless:
             _follow_headless(subscriber, timeline, as_json, every, count, max_seconds)
         else:

@@ -476,3 +476,16 @@ def test_stop_ends_the_thread_and_closes_the_sockets_even_with_nobody_publishing
     assert not subscriber.running and time.monotonic() - began < 5.0
     subscriber.stop()  # twice is harmless
     assert subscriber.poll() == []
+
+
+def test_the_most_ranks_allowed_start_and_stop_without_running_out_of_sockets():
+    from kvviz.limits import MAX_WATCH_RANKS
+
+    with socket.socket() as probe:  # a port range nobody listens on: connects stay pending
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1] % 30_000 + 20_000
+    watch = Subscriber(f"tcp://127.0.0.1:{port}", ranks=MAX_WATCH_RANKS,
+                       replay_endpoint=f"tcp://127.0.0.1:{port + MAX_WATCH_RANKS}")
+    with watch:
+        assert len(watch.stats.ranks) == MAX_WATCH_RANKS and watch.stats.failure is None
+    assert not watch.running

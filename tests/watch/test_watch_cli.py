@@ -237,6 +237,24 @@ def test_record_into_an_existing_file_is_refused_in_one_line_and_the_file_kept(t
     assert shared.read_text() == VLLM.read_text()
 
 
+def test_ranks_past_the_open_files_limit_are_one_line_of_bad_input_not_a_traceback():
+    import resource
+
+    def few_files():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    done = subprocess.run(
+        [sys.executable, "-m", "kvviz", "watch", f"tcp://127.0.0.1:{free_port()}", "--ranks", "200",
+         "--print", "--count", "1", "--max-seconds", "5"],
+        capture_output=True, text=True, timeout=DEADLINE_S, preexec_fn=few_files, start_new_session=True)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "open files" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ranks_past_the_bound_are_refused_before_any_socket():
+    result = run(f"tcp://127.0.0.1:{free_port()}", "--ranks", "257", "--print", "--count", "1", "--max-seconds", "3")
+    assert result.exit_code == 2 and "257" in result.output
+
+
 def test_an_undecodable_payload_is_counted_not_fatal(tmp_path):
     rec = tmp_path / "garbage.jsonl"
     lines = VLLM.read_text().splitlines()[:3]

@@ -80,6 +80,33 @@ NOTES = {
 _ENDPOINT = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):(?P<port>[0-9]{1,5})")
 
 
+SOCKETS_PER_RANK = 5
+"""ZeroMQ sockets one rank may hold: its SUB, the two pairs of the SUB's monitor, and up to two
+replay DEALERs (one kept, one trying the other envelope)."""
+SPARE_SOCKETS = 16
+FILES_PER_RANK = 8
+"""Open files one rank may hold: a mailbox per socket and a TCP connection per SUB/DEALER
+(measured: 3 per rank idle, without replays)."""
+SPARE_FILES = 64
+_EMFILE = 24
+
+
+def _allow_open_files(needed: int) -> None:
+    """Raise this process's soft limit of open files to ``needed`` (up to the hard limit, as
+    any process may), or :class:`EndpointError` in one line when the hard limit is lower."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: ZeroMQ's own error says so if it comes to that
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise EndpointError(f"these ranks need about {needed:,} open files and this process may open "
+                            f"{hard:,} (ulimit -Hn): follow fewer ranks")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 class EndpointError(ValueError):
     """An endpoint kvviz cannot connect to; ``str()`` is one line saying what to type."""
 
@@ -271,8 +298,12 @@ class Subscriber:
         if self._thread is not None:
             raise RuntimeError("this subscriber has already started")
         zmq = _zmq()
-        self._context = zmq.Context()
+        endpoint = self.endpoints[0]
         try:
+            _allow_open_files(self.ranks * FILES_PER_RANK + SPARE_FILES)
+            self._context = zmq.Context()
+            # ZeroMQ's default of 1,023 sockets is 341 ranks (a SUB and its monitor's pair each).
+            self._context.set(zmq.MAX_SOCKETS, self.ranks * SOCKETS_PER_RANK + SPARE_SOCKETS)
             for endpoint in self.endpoints:
                 sub = self._context.socket(zmq.SUB)
                 sub.setsockopt(zmq.LINGER, 0)
@@ -286,7 +317,12 @@ class Subscriber:
                 sub.connect(endpoint)
         except zmq.ZMQError as error:
             self._close()
-            raise EndpointError(f"cannot connect to {endpoint}: {error}") from None
+            raise EndpointError(f"cannot connect to {endpoint}: {error}"
+                                + (f" (--ranks {self.ranks}: fewer ranks, or a higher `ulimit -n`)"
+                                   if error.errno == _EMFILE else "")) from None
+        except EndpointError:
+            self._close()
+            raise
         self._thread = threading.Thread(target=self._run, name="kvviz-watch-subscriber", daemon=True)
         self._thread.start()
 
