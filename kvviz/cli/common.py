@@ -161,15 +161,16 @@ def backend_factory(backend: str, kind: str | None):
 
 
 def make_session(scenario: Scenario, kind: str | None, backend: str = "kvcore", *, lazy: bool = False,
-                 on_frame=None, full_check: bool = False):
+                 on_frame=None, on_start=None, full_check: bool = False):
     """The session of ``scenario`` on ``backend``; a config the backend cannot run is bad input.
-    ``on_frame`` sees each frame as it is applied (:meth:`Session.from_scenario`);
+    ``on_frame`` sees each frame as it is applied, ``on_start`` the session before the first
+    op (:meth:`Session.from_scenario`);
     ``full_check`` checks every frame's invariants whole, not only what its op changed."""
     from ..model.session import Session
 
     try:
         return Session.from_scenario(scenario, kind=kind, backend_factory=backend_factory(backend, kind), lazy=lazy,
-                                     on_frame=on_frame, full_check=full_check)
+                                     on_frame=on_frame, on_start=on_start, full_check=full_check)
     except BackendError as exc:  # e.g. a `cache base` scenario on the shortfin backend
         raise refused_scenario(scenario, exc) from None
 

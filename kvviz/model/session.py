@@ -239,7 +239,7 @@ class Session:
     @classmethod
     def from_scenario(cls, scenario: Scenario, *, kind: str | None = None, lazy: bool = False,
                       units: Units = TOKENS, on_frame: Callable[[Frame], None] | None = None,
-                      **kwargs) -> "Session":
+                      on_start: Callable[["Session"], None] | None = None, **kwargs) -> "Session":
         """A session with every step of ``scenario`` applied (``kind`` overrides the cache kind).
 
         ``lazy`` builds frames only when they are looked at (see :meth:`append`): for long
@@ -247,8 +247,9 @@ class Session:
         ``on_frame`` is called with each frame as it is applied (not with ``lazy``): what
         ``kvviz check`` reads, so it never rebuilds a frame the run already built (reading
         them back afterwards replayed every frame evicted from the frame cache: the whole
-        run, twice). Raises :class:`~kvviz.backends.BackendError` when the backend cannot
-        run the config.
+        run, twice). ``on_start`` is called with the session once its frame 0 (the initial
+        state) exists, before the first op: ``run --print`` prints it then. Raises
+        :class:`~kvviz.backends.BackendError` when the backend cannot run the config.
         """
         config = scenario.config
         if kind is not None and kind != config.kind:
@@ -258,6 +259,8 @@ class Session:
                       vocab=scenario.vocab, units=units, **kwargs)
         session.written_for = scenario.config.kind
         session.unchecked_expects = plan.unchecked_expects
+        if on_start is not None:
+            on_start(session)
         if lazy:
             if on_frame is not None:
                 raise ValueError("on_frame needs frames as they are applied: not with lazy=True")
