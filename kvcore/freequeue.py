@@ -127,6 +127,48 @@ class FreeBlockQueue:
         self._cached -= cached
         return out
 
+    def take_n(self, count: int) -> tuple[list[int], list[int]]:
+        """:meth:`popleft_n`, also saying which of the pages taken held a cached block
+        (head first): ``(taken, those holding one)``. The caller drops their blocks."""
+        out: list[int] = []
+        held: list[int] = []
+        front = self._front
+        while count and front:
+            page, flag = front.popitem(last=False)
+            out.append(page)
+            if flag:
+                held.append(page)
+            count -= 1
+        if count:
+            untouched = self._untouched
+            k = min(count, self._page_count - untouched)
+            if k:
+                out += range(untouched, untouched + k)
+                self._untouched = untouched + k
+                count -= k
+            if count:
+                popitem = self._back.popitem
+                append = out.append
+                for _ in range(count):
+                    page, flag = popitem(last=False)
+                    append(page)
+                    if flag:
+                        held.append(page)
+        self._cached -= len(held)
+        return out, held
+
+    def remove_n(self, pages: list[int]) -> None:
+        """:meth:`remove` each of ``pages`` (queued, each holding a cached block)."""
+        back_pop = self._back.pop
+        front = self._front
+        cached = 0
+        for page in pages:
+            flag = back_pop(page, None)  # released cached pages go to the back
+            if flag is None:
+                flag = front.pop(page)  # a restored queue can have some ahead of its run
+            cached += flag
+        self._cached -= cached
+
     def cached_among_first(self, count: int) -> list[int]:
         """The pages holding a cached block among the first ``count`` (head first). O(count);
         the untouched run holds none, so it is skipped whole."""

@@ -52,14 +52,15 @@ O(p), release O(p); the free queue's operations are O(1) per page.
 
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from hashlib import sha256
 
 from . import events as ev
 from .allocation import PageAllocation
-from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens, pages_for
+from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens
 from .errors import InvalidConfiguration, InvalidOperation
 # Also importable from here, where they were defined until they joined kvcore.events.
 from .events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued  # noqa: F401
@@ -91,27 +92,49 @@ def block_key(parent: bytes | None, tokens: tuple[int, ...]) -> bytes:
     return h.digest()
 
 
+#: Packers of ``n`` little-endian int64s, by ``n`` (see :func:`_packer`); at most
+#: ``_PACKERS`` of them are kept.
+_packers: dict[int, object] = {}
+_PACKERS = 256
+
+
+def _packer(count: int):
+    """``struct.Struct(f"<{count}q").pack``: the tokens of a run of blocks as the bytes
+    :func:`block_key` hashes (``array("q")`` gives the same bytes, at about four times
+    the cost: it parses each token with ``PyArg_Parse``)."""
+    pack = _packers.get(count)
+    if pack is None:
+        if len(_packers) >= _PACKERS:
+            _packers.clear()
+        pack = _packers[count] = struct.Struct(f"<{count}q").pack
+    return pack
+
+
 def chain_keys(parent: bytes | None, tokens: tuple[int, ...], first: int, stop: int,
-               tokens_per_page: int) -> Iterator[bytes]:
+               tokens_per_page: int) -> list[bytes]:
     """The keys of blocks ``first .. stop-1`` of ``tokens``, chained from ``parent`` (the
-    key of block ``first - 1``; None before block 0): :func:`block_key` of each in turn,
-    with the tokens encoded once for the whole run rather than once per block."""
+    key of block ``first - 1``; None before block 0): :func:`block_key` of each in turn
+    (one sha256 per block), with the tokens encoded once for the whole run rather than
+    once per block."""
     tpp = tokens_per_page
+    if stop <= first:
+        return []
     try:
-        ints = array("q", tokens[first * tpp:stop * tpp])
-    except OverflowError:  # some block needs the text encoding: block by block
+        raw = _packer((stop - first) * tpp)(*tokens[first * tpp:stop * tpp])
+    except struct.error:  # some block needs the text encoding: block by block
+        keys = []
         for i in range(first, stop):
             parent = block_key(parent, tokens[i * tpp:(i + 1) * tpp])
-            yield parent
-        return
-    if _BIG_ENDIAN:
-        ints.byteswap()
-    raw = ints.tobytes()
+            keys.append(parent)
+        return keys
     step = 8 * tpp
     key = ROOT_KEY if parent is None else parent
+    keys = []
+    append = keys.append
     for start in range(0, len(raw), step):
         key = sha256(key + b"q" + raw[start:start + step]).digest()
-        yield key
+        append(key)
+    return keys
 
 
 def key_text(key: bytes | None) -> str | None:
@@ -156,6 +179,9 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         self._blocks: dict[int, _Block] = {}  # page -> the cached block it holds
         self._by_key: dict[bytes, list[_Block]] = {}  # key -> its blocks, first cached first
         self._next_seq = 1
+        #: allocation id -> the keys of its first full blocks, computed once (see _chain).
+        #: Derived from the tokens, so not in snapshots: a restored cache hashes again.
+        self._keys: dict[int, list[bytes]] = {}
 
     # -- operations -----------------------------------------------------------------------
 
@@ -163,15 +189,37 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
                                  name: str | None = None, priority: int = 0) -> PageAllocation:
         """Match the longest run of cached keys from the first block, reference the matched
         pages (taking them out of the free queue), take the rest from the queue's head.
-        ``priority`` is kept on the allocation only (the free queue is the only order)."""
+        ``priority`` is kept on the allocation only (the free queue is the only order).
+
+        The keys of every full block are computed here, once (vLLM hashes a request's
+        blocks once too): publish reads them instead of hashing again."""
         tokens = int_tokens(tokens, "acquire")
-        self._check_extra(extra_token_slots, "acquire")
-        check_name(name, "acquire")
-        check_priority(priority, "acquire")
+        if type(extra_token_slots) is not int or extra_token_slots < 0:
+            self._check_extra(extra_token_slots, "acquire")
+        if name is not None and type(name) is not str:
+            check_name(name, "acquire")
+        if type(priority) is not int or priority:  # 0, the default, needs no check
+            check_priority(priority, "acquire")
         tpp = self.tokens_per_page
-        matched = self._match(tokens)
+        n_tokens = len(tokens)
+        keys = chain_keys(None, tokens, 0, n_tokens // tpp, tpp)
+        matched: list[_Block] = []
+        pages: list[int] = []
+        by_key = self._by_key
+        if by_key:
+            # vLLM's max_cache_hit_length = num_tokens - 1: the last token is always computed.
+            hittable = keys[:(n_tokens - 1) // tpp] if self.recompute_last_token and tokens else keys
+            append = matched.append
+            append_page = pages.append
+            for key in hittable:
+                same = by_key.get(key)
+                if same is None:
+                    break
+                b = same[0]  # vLLM's get_one_block: the first one cached
+                append(b)
+                append_page(b.page)
         matched_tokens = len(matched) * tpp
-        needed = pages_for(len(tokens) - matched_tokens + extra_token_slots, tpp)
+        needed = -(-(n_tokens - matched_tokens + extra_token_slots) // tpp)
         refs = self._refs
         queue = self._pool
         free = queue.available_page_count()
@@ -182,7 +230,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
                 if self._watched:
                     self._events.append(ev.Failed("acquire", None, needed, free, evictable - protected, protected))
                 raise self._failure(
-                    f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots "
+                    f"cannot acquire {n_tokens} tokens + {extra_token_slots} extra slots "
                     f"({matched_tokens} tokens matched in the cache)", needed, free, evictable - protected, protected)
         events = self._events
         # Each event follows the change it reports (what watch() promises): the op starts
@@ -191,49 +239,46 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
         self.clock += 1
         allocation_id = self._next_allocation_id
-        self._next_allocation_id += 1
+        self._next_allocation_id = allocation_id + 1
         self._lookups += 1
-        self._lookup_tokens += len(tokens)
+        self._lookup_tokens += n_tokens
         self._hit_tokens += matched_tokens
         if self._watched:
             events.append(ev.Ticked("acquire", allocation_id, self.clock))
-        pages = [b.page for b in matched]
         allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
         self.allocations[allocation_id] = allocation
-        if events is not None:
-            events.append(ev.Matched(allocation_id, tuple(b.seq for b in matched), tuple(pages), matched_tokens,
-                                     len(tokens), self._match_reason(tokens, matched)))
-        # vLLM's allocate_slots: touch the hits first, then take new blocks, so a hit is
-        # never handed out as a new page.
+        self._keys[allocation_id] = keys
+        if events is None:
+            # The hot path: the same changes, batched. vLLM's allocate_slots: touch the
+            # hits first, then take new blocks, so a hit is never handed out as a new page.
+            unqueued = []
+            for page in pages:
+                ref = refs.get(page, 0)
+                if not ref:
+                    unqueued.append(page)
+                refs[page] = ref + 1
+            if unqueued:
+                queue.remove_n(unqueued)
+            if needed > 0:
+                taken, evicted = queue.take_n(needed)
+                if evicted:
+                    self._evict_blocks(evicted)
+                refs.update(dict.fromkeys(taken, 1))
+                pages += taken
+            return allocation
+        events.append(ev.Matched(allocation_id, tuple(b.seq for b in matched), tuple(pages), matched_tokens,
+                                 n_tokens, self._match_reason(tokens, matched)))
         for b in matched:
             page = b.page
             ref = refs.get(page, 0)
             if not ref:
                 queue.remove(page)
-                if events is not None:
-                    events.append(ev.PageUnqueued(allocation_id, b.seq, page))
+                events.append(ev.PageUnqueued(allocation_id, b.seq, page))
             refs[page] = ref + 1
-            if events is not None:
-                events.append(ev.RefTaken(allocation_id, b.seq, page, ref + 1))
+            events.append(ev.RefTaken(allocation_id, b.seq, page, ref + 1))
         if needed > 0:
             self._grow(allocation, needed)
         return allocation
-
-    def _match(self, tokens: tuple[int, ...]) -> list[_Block]:
-        """The cached blocks of the longest run of cached keys from the first block."""
-        tpp = self.tokens_per_page
-        by_key = self._by_key
-        if not by_key:
-            return []
-        matched: list[_Block] = []
-        # vLLM's max_cache_hit_length = num_tokens - 1: the last token is always computed.
-        full = (len(tokens) - 1) // tpp if self.recompute_last_token and tokens else len(tokens) // tpp
-        for key in chain_keys(None, tokens, 0, full, tpp):
-            blocks = by_key.get(key)
-            if blocks is None:
-                break
-            matched.append(blocks[0])  # vLLM's get_one_block: the first one cached
-        return matched
 
     def _grow(self, allocation: PageAllocation, needed: int) -> None:
         """Take ``needed`` pages from the free queue's head; a page still holding a cached
@@ -244,21 +289,40 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         event then shows a state the invariants accept (the same end state as vLLM's order)."""
         queue = self._pool
         events = self._events
+        if events is None:  # acquire's hot path, for extend
+            taken, evicted = queue.take_n(needed)
+            if evicted:
+                self._evict_blocks(evicted)
+            self._refs.update(dict.fromkeys(taken, 1))
+            allocation._pages += taken
+            return
         blocks = self._blocks
         for page in queue.cached_among_first(needed):
             b = blocks.pop(page)
             queue.forget_block(page)
             still = self._uncache(b)
             self._evictions += 1
-            if events is not None:
-                events.append(ev.BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
+            events.append(ev.BlockEvicted(allocation.id, b.seq, page, b.key.hex(), b.tokens, still))
         taken = queue.popleft_n(needed)
         refs = self._refs
         for page in taken:
             refs[page] = 1
         allocation._pages.extend(taken)
-        if events is not None:
-            events.append(ev.PagesTaken(allocation.id, tuple(taken)))
+        events.append(ev.PagesTaken(allocation.id, tuple(taken)))
+
+    def _evict_blocks(self, pages: list[int]) -> None:
+        """The cached blocks of ``pages``, just taken from the queue, leave the cache (the
+        unrecorded eviction: :meth:`_grow`'s steps without the events)."""
+        blocks = self._blocks
+        by_key = self._by_key
+        for page in pages:
+            b = blocks.pop(page)
+            same = by_key[b.key]
+            if len(same) == 1:
+                del by_key[b.key]
+            else:
+                same.remove(b)
+        self._evictions += len(pages)
 
     def _uncache(self, b: _Block) -> bool:
         """Drop ``b`` from the key map; True if another page still caches its key."""
@@ -269,21 +333,52 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         same.remove(b)
         return True
 
+    def _chain(self, allocation: PageAllocation, tokens: tuple[int, ...], blocks: int) -> list[bytes]:
+        """The keys of ``allocation``'s first ``blocks`` full blocks: those its acquire
+        computed, and the rest (after an extend, or in a restored cache) hashed now, once."""
+        keys = self._keys.get(allocation.id)
+        if keys is None:
+            keys = self._keys[allocation.id] = []
+        if len(keys) < blocks:
+            keys += chain_keys(keys[-1] if keys else None, tokens, len(keys), blocks, self.tokens_per_page)
+        return keys
+
     def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                  publish_incomplete_page: bool) -> None:
-        tokens = self._publish_tokens(allocation, tokens, publish_incomplete_page)
-        events = self._tick("publish", allocation)
+        if tokens is None and not publish_incomplete_page and self.allocations.get(allocation.id) is allocation:
+            tokens = allocation._tokens  # the common call: publish what the allocation holds
+        else:
+            tokens = self._publish_tokens(allocation, tokens, publish_incomplete_page)
+        events = self._events
+        if events is None:
+            self.clock += 1  # _tick, inlined
+        else:
+            events = self._tick("publish", allocation)
         tpp = self.tokens_per_page
         nodes = allocation._nodes
-        pages = allocation._pages
-        parent = nodes[-1].key if nodes else None
-        by_key = self._by_key
         first = len(nodes)
-        for i, key in enumerate(chain_keys(parent, tokens, first, len(tokens) // tpp, tpp), start=first):
-            block_tokens = tokens[i * tpp:(i + 1) * tpp]
+        n_full = len(tokens) // tpp
+        if n_full <= first:
+            return
+        keys = self._chain(allocation, tokens, n_full)
+        pages = allocation._pages
+        parent = keys[first - 1] if first else None  # = nodes[-1].key
+        by_key = self._by_key
+        blocks = self._blocks
+        seq = self._next_seq
+        append = nodes.append
+        new = object.__new__
+        for i in range(first, n_full):
+            key = keys[i]
             page = pages[i]
-            b = _Block(self._next_seq, key, parent, block_tokens, page)
-            self._next_seq += 1
+            # _Block(seq, key, parent, tokens, page) without the call into __init__.
+            b = new(_Block)
+            b.seq = seq
+            b.key = key
+            b.parent = parent
+            b.tokens = block_tokens = tokens[i * tpp:(i + 1) * tpp]
+            b.page = page
+            seq += 1
             same = by_key.get(key)
             if same is None:
                 by_key[key] = [b]
@@ -292,20 +387,54 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
                 duplicate_of = same[0].page
                 same.append(b)
                 self._dedups += 1
-            self._blocks[page] = b
-            nodes.append(b)
+            blocks[page] = b
+            append(b)
             if events is not None:
+                self._next_seq = seq  # before the event: at each event the state is as it says
                 events.append(ev.BlockCached(allocation.id, b.seq, page, key.hex(), key_text(parent), block_tokens,
-                                          duplicate_of))
+                                             duplicate_of))
             parent = key
+        self._next_seq = seq
 
     def _release(self, allocation: PageAllocation) -> None:
-        self._check_live(allocation, "release")
-        events = self._tick("release", allocation)
+        if self.allocations.get(allocation.id) is not allocation:
+            self._check_live(allocation, "release")  # raises
         refs = self._refs
         blocks = self._blocks
         head: list[int] = []  # ref 0 now, no cached block: an unpublished page (ref 1 until now)
         tail: list[int] = []
+        events = self._events
+        if events is None:
+            self.clock += 1  # _tick, inlined
+            # The published pages (each holds its block) are the first len(_nodes); the
+            # rest hold none. vLLM frees reversed(req_blocks): the tail's last block first.
+            pages = allocation._pages
+            published = len(allocation._nodes)
+            append = tail.append
+            for page in reversed(pages[:published]):
+                ref = refs[page] - 1
+                if ref:
+                    refs[page] = ref
+                else:
+                    del refs[page]
+                    append(page)
+            if len(pages) > published:
+                head = pages[published:]
+                head.reverse()
+                for page in head:
+                    del refs[page]
+            # BasePagedAttentionCache._retire, inlined.
+            allocation.released = True
+            allocation._pages = []
+            allocation._nodes = []
+            del self.allocations[allocation.id]
+            self._keys.pop(allocation.id, None)  # a restored allocation may have none
+            if head:
+                self._pool.prepend_n(head, False)
+            if tail:
+                self._pool.append_n(tail, True)
+            return
+        events = self._tick("release", allocation)
         for page in reversed(allocation._pages):  # vLLM frees reversed(req_blocks)
             b = blocks.get(page)
             if b is None:
@@ -317,17 +446,16 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
             else:
                 del refs[page]
                 tail.append(page)
-            if events is not None:
-                events.append(ev.RefDropped(allocation.id, b.seq, page, ref))
+            events.append(ev.RefDropped(allocation.id, b.seq, page, ref))
         self._retire(allocation)
+        self._keys.pop(allocation.id, None)
         for page in head:
             del refs[page]
         self._pool.prepend_n(head, False)
         self._pool.append_n(tail, True)
-        if events is not None:
-            if head or tail:
-                events.append(ev.PagesQueued(allocation.id, tuple(head), tuple(tail)))
-            events.append(ev.Released(allocation.id))
+        if head or tail:
+            events.append(ev.PagesQueued(allocation.id, tuple(head), tuple(tail)))
+        events.append(ev.Released(allocation.id))
 
     def _evictable_count(self) -> int:
         return self._pool.evictable_count()

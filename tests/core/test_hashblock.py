@@ -254,6 +254,22 @@ def test_tokens_beyond_64_bits_get_keys_of_their_own():
     assert c.check_invariants() == []
 
 
+def test_a_run_of_keys_is_block_key_block_after_block_at_the_int64_edges_and_beyond():
+    from kvcore.hashblock import block_key, chain_keys
+
+    edges = (0, 1, -1, 2**63 - 1, -2**63, 32000, 7, 8)
+    tokens = edges * 2 + (2**63, 5, 6, 7, 8, 9, 10, 11) + (1, 2, 3, 4, 5, 6, 7, -2**63 - 1) + edges
+    one_by_one, parent = [], None
+    for i in range(5):
+        parent = block_key(parent, tokens[i * 8:(i + 1) * 8])
+        one_by_one.append(parent)
+    assert chain_keys(None, tokens, 0, 5, 8) == one_by_one
+    assert chain_keys(one_by_one[0], tokens, 1, 5, 8) == one_by_one[1:]
+    assert chain_keys(None, edges * 2, 0, 2, 8) == one_by_one[:2]  # a run that packs whole
+    # The bytes hashed are those kvcore always hashed (keys are in snapshots and digests).
+    assert [k.hex()[:16] for k in one_by_one[:3]] == ["36c09a85d40bddaa", "897723a4f8bd5aa5", "0c31b413d9188331"]
+
+
 KEY_SCRIPT = """
 import kvcore
 c = kvcore.make_cache("hash", 4, 2)
