@@ -215,14 +215,15 @@ def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> 
 
 
 def _read_recording(path: str):
-    """The messages of the recording at ``path``; FILE:LINE:COL for a bad line (exit 2)."""
+    """The messages of the recording at ``path``; FILE:LINE:COL for a bad line (exit 2), one
+    warning line on stderr for a last line cut off (ignored)."""
     from ..backends.kv_events.recording import RecordingError, read_recording
 
     refuse_special_file(path, "a .jsonl recording")
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such file (expected a .jsonl recording of KV events)")
     try:
-        return read_recording(path)
+        return read_recording(path, on_warning=lambda line: click.echo(line, err=True))
     except RecordingError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:

@@ -79,6 +79,33 @@ def test_a_bad_line_after_good_ones_names_its_own_line(tmp_path):
         read_recording(path)
 
 
+def test_a_last_line_cut_off_is_ignored_with_one_warning_naming_it(tmp_path):
+    path = tmp_path / "cut.jsonl"
+    path.write_text(LINE + "\n" + LINE + "\n" + LINE[:30])
+    warnings: list[str] = []
+    assert [m.seq for m in read_recording(path, on_warning=warnings.append)] == [3, 3]
+    assert warnings == [f"{path}:3: the last line is cut off (a recording whose writer stopped mid-line): ignored"]
+
+
+@pytest.mark.parametrize("text", [LINE + "\n" + LINE[:30] + "\n", LINE[:30] + "\n" + LINE + "\n",
+                                  LINE[:30] + "\n" + LINE])
+def test_a_bad_line_that_ends_in_a_newline_or_is_not_the_last_is_still_refused(tmp_path, text):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    warnings: list[str] = []
+    with pytest.raises(RecordingError, match="not JSON"):
+        read_recording(path, on_warning=warnings.append)
+    assert warnings == []
+
+
+def test_a_json_complaint_is_whole_not_cut_at_starting_at(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"topic": "kv", "seq": 3, "payload": "kwGQ\n')
+    with pytest.raises(RecordingError) as refused:
+        read_recording(path)
+    assert str(refused.value) == f"{path}:1:38: not JSON: Unterminated string starting at column 38"
+
+
 def test_a_missing_file_or_a_folder_is_refused_in_one_line(tmp_path):
     with pytest.raises(RecordingError, match="cannot read the recording: No such file"):
         read_recording(tmp_path / "nope.jsonl")

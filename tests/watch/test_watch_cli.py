@@ -222,6 +222,18 @@ def test_a_bad_recording_line_is_located_as_file_line_column(tmp_path):
     assert result.output.startswith(f"kvviz: error: {bad}:3:") and len(result.output.splitlines()) == 1
 
 
+def test_a_recording_cut_off_mid_line_replays_with_one_warning_naming_the_line(tmp_path):
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(VLLM.read_bytes()[:100_000])
+    whole = VLLM.read_bytes()[:100_000].count(b"\n")
+    result = run("--replay-file", str(cut), "--json")
+    assert result.exit_code == 0
+    assert result.stderr == (f"{cut}:{whole + 1}: the last line is cut off "
+                             "(a recording whose writer stopped mid-line): ignored\n")
+    (summary,) = json_lines(result.stdout)
+    assert summary["messages"] == whole
+
+
 def test_record_into_an_existing_file_is_refused_in_one_line_and_the_file_kept(tmp_path, monkeypatch):
     from kvviz.backends.kv_events import subscriber
 

@@ -14,6 +14,10 @@ Reading is bounded before work starts: the file's size
 (:data:`~kvviz.limits.MAX_RECORDING_MESSAGES`). A bad line is a :class:`RecordingError`,
 ``FILE:LINE:COL: what``; the payload itself is not decoded here (an undecodable payload is a
 message of the stream like any other, shown, never fatal).
+
+The one bad line forgiven is a last line cut off: no newline at its end and not a whole
+message, what a writer killed mid-line leaves (``--record`` flushes line by line, so only the
+line it was writing is lost). It is ignored, and said so through ``on_warning``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 from kvviz.limits import MAX_RECORDING_BYTES, MAX_RECORDING_LINE_BYTES, MAX_RECORDING_MESSAGES
 
@@ -57,10 +61,12 @@ class RecordingError(ValueError):
         return f"{self.path}: {self.what}"
 
 
-def read_recording(path: str | os.PathLike) -> list[Message]:
+def read_recording(path: str | os.PathLike,
+                   on_warning: Callable[[str], None] | None = None) -> list[Message]:
     """Every message of the recording at ``path``, in order. Raises :class:`RecordingError` for
     a file that is missing, not a regular file, over a bound, or has a bad line (blank lines are
-    skipped)."""
+    skipped). A last line cut off (no newline, not a whole message) is ignored and
+    ``on_warning`` is told, one line: ``FILE:LINE: the last line is cut off …``."""
     try:
         status = os.stat(path)
     except OSError as error:
@@ -79,7 +85,14 @@ def read_recording(path: str | os.PathLike) -> list[Message]:
                 if len(messages) >= MAX_RECORDING_MESSAGES:
                     raise RecordingError(path, number, 1,
                                          f"more than {MAX_RECORDING_MESSAGES:,} messages (the limit)")
-                messages.append(_message(raw, path, number))
+                try:
+                    messages.append(_message(raw, path, number))
+                except RecordingError:
+                    if raw.endswith(b"\n") or stream.peek(1):
+                        raise
+                    if on_warning is not None:
+                        on_warning(f"{path}:{number}: the last line is cut off "
+                                   "(a recording whose writer stopped mid-line): ignored")
     except OSError as error:
         raise RecordingError(path, 0, 0, f"cannot read the recording: {error.strerror}") from None
     return messages
@@ -110,7 +123,7 @@ def _message(raw: bytes, path: str | os.PathLike, number: int) -> Message:
     try:
         record = json.loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as error:
-        raise RecordingError(path, number, error.pos + 1, f"not JSON: {error.msg}") from None
+        raise RecordingError(path, number, error.pos + 1, f"not JSON: {_json_what(error)}") from None
     except RecursionError:
         raise RecordingError(path, number, 1, "not a recording line: nested too deep") from None
     if not isinstance(record, dict):
@@ -127,6 +140,14 @@ def _message(raw: bytes, path: str | os.PathLike, number: int) -> Message:
     if not _is_int(rank) or rank < 0:
         raise bad('"rank" must be an int ≥ 0')
     return Message(topic=topic, seq=seq, payload=_base64(record.get("payload"), '"payload"', bad), rank=rank)
+
+
+def _json_what(error: json.JSONDecodeError) -> str:
+    """The decoder's complaint made whole: its ``msg`` alone stops at "… starting at" (the
+    place is in ``colno``, which ``str(error)`` adds as "line 1 column …")."""
+    if error.msg.endswith(" at"):
+        return f"{error.msg} column {error.colno}"
+    return error.msg
 
 
 def _topic(record: dict, bad) -> bytes:
