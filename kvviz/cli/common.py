@@ -204,24 +204,62 @@ def print_session(session, step: int | None, legends: bool | None = None) -> lis
 
     Returns the printed steps whose checks failed (an expect, or an invariant violation).
     """
-    from ..export.text import frame_renderable, legends_text
-
     console = stdout_console()
     check_step(session, step)
     steps = range(len(session)) if step is None else [step]
-    if step is None and session.title:
-        console.print(f"[bold]{session.title}[/bold]")  # the description is step 0's narration
-    if step is None:  # the legends once, not at every step
-        console.print(legends_text())
+    if step is None:
+        _print_heading(console, session)
     failed = []
     for i in steps:
-        frame = session.frame(i)
-        if step is None:
-            console.rule()
-        console.print(frame_renderable(frame, session, legends=step is not None if legends is None else legends))
-        if frame.expect_failures or frame.violations:
-            failed.append(i)
+        _print_step(console, session, session.frame(i), rule=step is None,
+                    legends=step is not None if legends is None else legends, failed=failed)
     return failed
+
+
+def stream_session(scenario, kind: str | None, backend: str = "kvcore"):
+    """``run --print`` of every step: each step printed as the session applies it, so the
+    first steps are on stdout while the rest still run (and no frame is built twice).
+
+    The same text as :func:`print_session` of the finished session. Returns the session and
+    the steps whose checks failed.
+    """
+    console = stdout_console()
+    total = len(scenario.steps)  # one step per op after step 0: the headers say "step i/total" from the start
+    failed: list[int] = []
+    started = []
+
+    def start(session) -> None:
+        started.append(session)
+        _print_heading(console, session)
+        _print_step(console, session, session.frame(0), rule=True, legends=False, failed=failed, total=total)
+
+    def step(frame) -> None:
+        _print_step(console, started[0], frame, rule=True, legends=False, failed=failed, total=total)
+
+    session = make_session(scenario, kind, backend, on_frame=step, on_start=start)
+    return session, failed
+
+
+def _print_heading(console, session) -> None:
+    """What a whole timeline prints above its steps: the title and the legends, once."""
+    from ..export.text import legends_text
+
+    if session.title:
+        console.print(f"[bold]{session.title}[/bold]")  # the description is step 0's narration
+    console.print(legends_text())  # once, not at every step
+
+
+def _print_step(console, session, frame, *, rule: bool, legends: bool, failed: list[int],
+                total: int | None = None) -> None:
+    """One step's text (after a rule, in a whole timeline); its index joins ``failed`` when
+    one of its checks failed."""
+    from ..export.text import frame_renderable
+
+    if rule:
+        console.rule()
+    console.print(frame_renderable(frame, session, legends=legends, total=total))
+    if frame.expect_failures or frame.violations:
+        failed.append(frame.index)
 
 
 def failed_checks_line(session, failed_steps: list[int]) -> str:

@@ -16,7 +16,7 @@ from .. import limits
 from ..model.scenario import ScenarioError
 from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
                      load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
-                     require_terminal, show, stdout_console)
+                     require_terminal, show, stdout_console, stream_session)
 
 
 @click.command()
@@ -98,6 +98,10 @@ def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool
         _print_json(session, step, backend, substeps, states)
     elif substeps:
         _print_with_substeps(make_session(scenario, kind, backend), step)
+    elif print_only and step is None:
+        # Each step printed as it is applied: the first is on screen while the rest run.
+        session, failed = stream_session(scenario, kind, backend)
+        _verdict(session, failed)
     else:
         show(make_session(scenario, kind, backend), step, print_only, demo=file)
 

@@ -305,12 +305,13 @@ def legends_text() -> Text:
     return Text(f"{PAGE_LEGEND}\n{BLOCK_TABLE_LEGEND}", style="dim")
 
 
-def frame_renderable(frame: "Frame", session: "Session", legends: bool = True) -> Group:
+def frame_renderable(frame: "Frame", session: "Session", legends: bool = True, total: int | None = None) -> Group:
     """Everything about one step: header, narration, trie, pool, allocations, heap, checks.
     ``legends=False`` leaves out the grid's and the block tables' legends (a whole timeline
-    prints them once, :func:`legends_text`)."""
+    prints them once, :func:`legends_text`). ``total``: the last step's index in the header
+    (default the session's last; a timeline printed while it runs knows it from the script)."""
     snap = frame.snapshot
-    total = len(session) - 1
+    total = len(session) - 1 if total is None else total
     head = Text(f"step {frame.index}/{total}", style="bold")
     if frame.op is not None:
         head.append(f"  {frame.op.text}", style="bold")
