@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import click
@@ -318,8 +319,11 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
     """Subscribe and follow: headless until --count/--max-seconds/Ctrl-C, or in the UI."""
     writer = _recorder(record)
     # The subscriber's thread writes the recording as each message arrives, so a watch that
-    # ends (or crashes) has recorded everything received so far, whatever the UI polled.
-    on_received = None if writer is None else (lambda received: writer.write(received.message))
+    # ends (or crashes) has recorded everything received so far, whatever the UI polled. With
+    # --count N it records the first N only: the N the summary counts (the queue's order is
+    # the hook's order).
+    on_received = None if writer is None else (
+        lambda received: writer.write(received.message) if count is None or writer.messages < count else None)
     subscriber = _subscriber(endpoint, topic, ranks, replay_endpoint, on_received)
     timeline = _timeline(endpoint)
     try:
@@ -336,25 +340,43 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
 
 def _follow_headless(subscriber, timeline, as_json: bool, every: int | None, count: int | None,
                      max_seconds: float | None) -> None:
+    """Add what the subscriber delivers to ``timeline`` until --count, --max-seconds or
+    Ctrl-C; then stop it and add what it had already received (and recorded) but nobody had
+    polled, so the summary counts what the recording holds."""
     emit = _emitter(as_json)
     since = 0
+    backlog: deque = deque()  # polled, not yet added: a Ctrl-C between the two must not lose them
+
+    def add_backlog() -> None:
+        nonlocal since
+        while backlog and (count is None or timeline.last_step < count):
+            item = backlog[0]
+            step = timeline.add(item.message, item.batch, item.error, item.note)
+            backlog.popleft()
+            if every is not None and step % every == 0:
+                emit(timeline.progress(step, since), "progress")
+                since = step
+
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     try:
         while count is None or timeline.last_step < count:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             wanted = 1000 if count is None else min(1000, count - timeline.last_step)
-            received = subscriber.poll(wanted)
-            if not received:
+            backlog.extend(subscriber.poll(wanted))
+            if not backlog:
                 time.sleep(POLL_IDLE_S)
                 continue
-            for item in received:
-                step = timeline.add(item.message, item.batch, item.error, item.note)
-                if every is not None and step % every == 0:
-                    emit(timeline.progress(step, since), "progress")
-                    since = step
+            add_backlog()
     except KeyboardInterrupt:  # Ctrl-C ends a watch that has no other end: still sum it up
         pass
+    subscriber.stop()  # joins the thread: what it received is queued now, and nothing more comes
+    while count is None or timeline.last_step < count:
+        drained = subscriber.poll()
+        if not drained and not backlog:
+            break
+        backlog.extend(drained)
+        add_backlog()
     _finish(timeline, emit, every, since)
 
 

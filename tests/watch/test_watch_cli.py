@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -364,6 +365,73 @@ def test_a_live_watch_follows_a_publisher_records_what_it_received_and_sums_it_u
     assert {key: summary[key] for key in expected} == expected
     assert summary["gaps"] == 1 and summary["missing_messages"] == 3
     assert summary["gap_list"] == [{"step": 41, "rank": 0, "first": 40, "last": 42}]
+
+
+def publish(tmp_path: Path, steps: list[dict]):
+    """A publisher process playing ``steps`` of the vLLM recording; its address."""
+    pub, router = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": steps}))
+    publisher = subprocess.Popen(
+        [sys.executable, str(PUBLISHER), "--pub", pub, "--router", router, "--recording", str(VLLM),
+         "--script", str(script), "--deadline", str(DEADLINE_S)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    return pub, publisher
+
+
+def end(publisher) -> None:
+    if publisher.poll() is None:
+        os.killpg(publisher.pid, signal.SIGKILL)
+    publisher.wait(timeout=DEADLINE_S)
+
+
+def test_ctrl_c_with_messages_received_but_not_polled_sums_up_what_the_recording_holds(tmp_path, monkeypatch):
+    """Ctrl-C lands while the subscriber holds 83 messages (recorded, queued, not yet polled):
+    the summary counts the 83 the recording has, not what the loop had taken."""
+    from kvviz.backends.kv_events.subscriber import Subscriber
+    from kvviz.cli import watch_command
+
+    real_start, real_poll = watch_command._start, Subscriber.poll
+    interrupted = []
+
+    def start_then_wait_for_all(subscriber):
+        real_start(subscriber)
+        deadline = time.monotonic() + DEADLINE_S - 10
+        while subscriber.stats.messages < 83 and time.monotonic() < deadline:
+            time.sleep(0.01)  # a bounded poll, not synchronisation by sleeping
+
+    def poll_interrupted_once(subscriber, max_items=1000):
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+        return real_poll(subscriber, max_items)
+
+    monkeypatch.setattr(watch_command, "_start", start_then_wait_for_all)
+    monkeypatch.setattr(Subscriber, "poll", poll_interrupted_once)
+    pub, publisher = publish(tmp_path, [{"send": 83}])
+    record = tmp_path / "live.jsonl"
+    try:
+        result = run(pub, "--topic", "kv", "--json", "--record", str(record))
+    finally:
+        end(publisher)
+    assert result.exit_code == 0 and interrupted
+    (summary,) = json_lines(result.stdout)
+    assert len(record.read_text().splitlines()) == 83 and summary["messages"] == 83
+
+
+def test_count_records_the_messages_it_counts_no_more(tmp_path):
+    pub, publisher = publish(tmp_path, [{"send": 83}])
+    record = tmp_path / "live.jsonl"
+    try:
+        watch = subprocess.run(
+            [sys.executable, "-m", "kvviz", "watch", pub, "--topic", "kv", "--json", "--count", "50",
+             "--max-seconds", str(DEADLINE_S - 10), "--record", str(record)],
+            capture_output=True, text=True, timeout=DEADLINE_S)
+    finally:
+        end(publisher)
+    (summary,) = json_lines(watch.stdout)
+    recorded = [json.loads(line)["seq"] for line in record.read_text().splitlines()]
+    assert recorded == list(range(50)) and summary["messages"] == 50
 
 
 def requests_kvs(tmp_path: Path, **options) -> Path:
