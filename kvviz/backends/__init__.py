@@ -43,7 +43,7 @@ from kvcore.events import EVENT_TYPES
 
 __all__ = [
     "ALL_EVENTS", "OPS", "Backend", "BackendError", "BackendFactory", "BackendUnavailable", "Call", "ConfigLike",
-    "KvcoreBackend", "OpLike", "UnknownAllocation", "already_live", "extended_tokens", "unknown_op",
+    "OpLike", "UnknownAllocation", "already_live", "extended_tokens", "unknown_op",
 ]
 
 OPS = ("acquire", "publish", "extend", "release")
@@ -241,6 +241,3 @@ class BackendFactory(Protocol):
 
     def __call__(self, config: ConfigLike, snapshot: Snapshot | None) -> Backend: ...
 
-
-# Declared above first: the kvcore backend implements the seam with these names.
-from .kvcore_backend import KvcoreBackend  # noqa: E402

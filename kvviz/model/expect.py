@@ -4,26 +4,82 @@ and meaning, which the parser, the formatter and the help read), what it checks 
 and how values are shown in a failure message. A new kind is one entry of
 :data:`EXPECT_KINDS`.
 
-This module imports nothing of the scenario package or the session at run time (their types
-only, for annotations): the parser reads the table, the session evaluates with it, and
-neither import cycles through the other.
+The :class:`Expect` value lives here, with its table, and a frame is read through
+:class:`Observed`: this module imports neither the scenario package nor the session (not even
+for types), so the parser and the session both stand on it and no import runs in a circle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from kvcore import Snapshot
 
 from .designs import design_of
+from .diff import Diff
 from .free_queue import free_page_count, next_victim, unreachable_blocks
 
-if TYPE_CHECKING:  # pragma: no cover - types only: the scenario parser and the session import this module
-    from .scenario import Expect
-    from .session import Frame
+__all__ = ["ERROR_KINDS", "EXPECT_KINDS", "FAILURE_SPELLINGS", "SLOTS", "Expect", "ExpectKind", "ExpectResult",
+           "Observed", "abbreviate", "abbreviate_at", "evaluate", "first_difference"]
 
-__all__ = ["ERROR_KINDS", "EXPECT_KINDS", "FAILURE_SPELLINGS", "SLOTS", "ExpectKind", "ExpectResult",
-           "abbreviate", "abbreviate_at", "evaluate", "first_difference"]
+
+def applies(kinds: tuple[str, ...] | None, kind: str) -> bool:
+    """Whether a line scoped to ``kinds`` (None: every kind) applies to a cache of ``kind``."""
+    return kinds is None or kind in kinds
+
+
+@dataclass(frozen=True)
+class Expect:
+    """One ``expect`` line: an assertion about the state after its step's op.
+
+    Layout by ``kind`` (see :data:`kvviz.model.expect.EXPECT_KINDS`):
+
+    - ``ok``: nothing else. ``fail``: ``detail`` is None, 'alloc' or 'invalid'.
+    - ``free``, ``cached``, ``evictable``, ``owned``, ``candidates``, ``evictions``,
+      ``violations``: ``values == (N,)``. ``victim``: ``values == (P,)``.
+    - ``hit``, ``published``: ``name`` and ``values == (N,)``.
+    - ``pages``: ``name`` and ``values`` = the block table (maybe empty).
+    - ``evicted``: ``values`` = the pages (at least one). ``ref``: ``values == (P, N)``.
+    - ``live``: ``names`` = the allocation names (maybe empty).
+
+    ``kinds`` scopes the line to cache kinds (``[trie] expect hit r2 8``: only a trie run
+    checks it); None means every kind. ``line`` and ``text`` (canonical form, the scope tag
+    included) do not take part in equality.
+    """
+
+    kind: str
+    name: str | None = None
+    values: tuple[int, ...] = ()
+    detail: str | None = None
+    line: int = field(default=0, compare=False)
+    text: str = field(default="", compare=False)
+    names: tuple[str, ...] = ()
+    kinds: tuple[str, ...] | None = None
+
+    def applies_to(self, kind: str) -> bool:
+        """Whether a run on a cache of ``kind`` ('trie', 'base', 'hash') should check this line."""
+        return applies(self.kinds, kind)
+
+
+class Observed(Protocol):
+    """What an expect line reads of a frame (:class:`kvviz.model.session.Frame` is one): the
+    state after the op, what changed, the invariant violations, and the op's error if it
+    failed (an object with ``kind``, the error class name, and ``message``; None on success)."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    @property
+    def diff(self) -> Diff: ...
+
+    @property
+    def violations(self) -> tuple: ...
+
+    @property
+    def error(self) -> Any: ...
+
 
 SLOTS = ("name", "count", "page", "pages", "pages+", "names", "failure")
 """The argument slots an expect kind may have, in the order it lists them:
@@ -103,7 +159,7 @@ def _show_value(kind: str, value: Any) -> str:
     return f"{kind} {value}"
 
 
-def _allocation(frame: Frame, name: str | None):
+def _allocation(frame: Observed, name: str | None):
     allocation = frame.snapshot.allocation_named(name)
     if allocation is None:
         live = [a.label for a in frame.snapshot.allocations]
@@ -112,11 +168,11 @@ def _allocation(frame: Frame, name: str | None):
     return allocation
 
 
-def _ok_actual(expect: Expect, frame: Frame) -> Any:
+def _ok_actual(expect: Expect, frame: Observed) -> Any:
     return None if frame.error is None else frame.error.kind
 
 
-def _fail_actual(expect: Expect, frame: Frame) -> Any:
+def _fail_actual(expect: Expect, frame: Observed) -> Any:
     if frame.error is None:
         return "success"
     return frame.error.kind if expect.detail in ERROR_KINDS else "any failure"
@@ -126,7 +182,7 @@ def _fail_wanted(expect: Expect) -> Any:
     return ERROR_KINDS.get(expect.detail or "", "any failure")
 
 
-def _victim(expect: Expect, frame: Frame) -> Any:
+def _victim(expect: Expect, frame: Observed) -> Any:
     snapshot = frame.snapshot
     if design_of(snapshot).lazy:  # no heap: the free queue's first page holding a cached block
         block = next_victim(snapshot)
@@ -134,7 +190,7 @@ def _victim(expect: Expect, frame: Frame) -> Any:
     return snapshot.node(snapshot.heap[0]).page if snapshot.heap else None
 
 
-def _ref(expect: Expect, frame: Frame) -> Any:
+def _ref(expect: Expect, frame: Observed) -> Any:
     snapshot, page = frame.snapshot, expect.values[0]
     if design_of(snapshot).lazy:  # refs are the pages' own (vLLM's ref_cnt), not a node's
         if snapshot.block_for_page(page) is None:
@@ -148,7 +204,7 @@ def _ref(expect: Expect, frame: Frame) -> Any:
     return node.ref
 
 
-def _queue(expect: Expect, frame: Frame) -> Any:
+def _queue(expect: Expect, frame: Observed) -> Any:
     free = frame.snapshot.free
     if len(free) > len(expect.values):  # a huge pool's queue is not listed to say it is longer
         return tuple(free[:len(expect.values) + 1]) + ("…",)
@@ -174,13 +230,13 @@ class ExpectKind:
     slots: tuple[str, ...]
     usage: str
     meaning: str
-    actual: Callable[[Expect, Frame], Any]
+    actual: Callable[[Expect, Observed], Any]
     wanted: Callable[[Expect], Any] = _last_value
     show: Callable[[str, Any], str] = _show_value
     not_for: Mapping[str, str] = field(default_factory=dict)
 
 
-def _count(usage: str, meaning: str, read: Callable[[Frame], Any], **more) -> ExpectKind:
+def _count(usage: str, meaning: str, read: Callable[[Observed], Any], **more) -> ExpectKind:
     """A kind that compares one number ``read`` from the frame."""
     return ExpectKind(("count",), usage, meaning, lambda expect, frame: read(frame), **more)
 
@@ -240,7 +296,7 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
 """Every ``expect`` kind by keyword, in the order the help lists them."""
 
 
-def evaluate(expect: Expect, frame: Frame) -> ExpectResult:
+def evaluate(expect: Expect, frame: Observed) -> ExpectResult:
     """Check one expect line against the frame of the step it follows. O(size of the values
     compared); the message quotes long lists abbreviated."""
     kind = EXPECT_KINDS.get(expect.kind)

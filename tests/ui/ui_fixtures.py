@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kvviz.backends import KvcoreBackend
+from kvviz.backends.kvcore_backend import KvcoreBackend
 from kvviz.demos import load_demo
 from kvviz.model.scenario import CacheConfig, parse_command, parse_scenario_file
 from kvviz.model.session import Session

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import kvcore
 from kvcore.policies import MAX_PRIORITY as _PRIORITY_BOUND
 
+from ..expect import Expect, applies  # an expect line is its table's value; re-exported for the parser
 from ..vocab import Vocabulary
 
 CACHE_KINDS = ("trie", "base", "hash")
@@ -44,11 +45,6 @@ MAX_PRIORITY = _PRIORITY_BOUND - 1
 
 COMMAND_KEYWORDS: tuple[str, ...] = (*OP_FORMS, "expect")
 """The first words a command-bar line may start with: an op, or ``expect`` (checked at once)."""
-
-
-def applies(kinds: tuple[str, ...] | None, kind: str) -> bool:
-    """Whether a line scoped to ``kinds`` (None: every kind) applies to a cache of ``kind``."""
-    return kinds is None or kind in kinds
 
 
 @dataclass(frozen=True)
@@ -92,39 +88,6 @@ class Op:
     priority: int = 0
     line: int = field(default=0, compare=False)
     text: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class Expect:
-    """One ``expect`` line: an assertion about the state after its step's op.
-
-    Layout by ``kind`` (see :data:`kvviz.model.expect.EXPECT_KINDS`):
-
-    - ``ok``: nothing else. ``fail``: ``detail`` is None, 'alloc' or 'invalid'.
-    - ``free``, ``cached``, ``evictable``, ``owned``, ``candidates``, ``evictions``,
-      ``violations``: ``values == (N,)``. ``victim``: ``values == (P,)``.
-    - ``hit``, ``published``: ``name`` and ``values == (N,)``.
-    - ``pages``: ``name`` and ``values`` = the block table (maybe empty).
-    - ``evicted``: ``values`` = the pages (at least one). ``ref``: ``values == (P, N)``.
-    - ``live``: ``names`` = the allocation names (maybe empty).
-
-    ``kinds`` scopes the line to cache kinds (``[trie] expect hit r2 8``: only a trie run
-    checks it); None means every kind. ``line`` and ``text`` (canonical form, the scope tag
-    included) do not take part in equality.
-    """
-
-    kind: str
-    name: str | None = None
-    values: tuple[int, ...] = ()
-    detail: str | None = None
-    line: int = field(default=0, compare=False)
-    text: str = field(default="", compare=False)
-    names: tuple[str, ...] = ()
-    kinds: tuple[str, ...] | None = None
-
-    def applies_to(self, kind: str) -> bool:
-        """Whether a run on a cache of ``kind`` ('trie', 'base', 'hash') should check this line."""
-        return applies(self.kinds, kind)
 
 
 @dataclass(frozen=True)
