@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``).
+"""Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``) or ``--soak``.
 
 - ``ci``   — what ``pytest`` runs. Ordinary property tests get Hypothesis's usual 100
-             examples; tests/core/test_stateful.py scales its own budgets from the profile
-             name (5,000 examples of the kvcore state machine under ``ci``).
+             examples; the state machines (tests/core/test_stateful.py, test_hash_stateful.py)
+             and the incremental-invariant tests scale their own budgets from the profile name,
+             sized so that benchmarks/planted_bugs.py's planted bugs are all caught.
 - ``dev``  — quick feedback while editing.
-- ``soak`` — a long hunt for rare interleavings:
-             ``HYPOTHESIS_PROFILE=soak pytest tests/core/test_stateful.py`` (200,000 examples).
+- ``soak`` — a long hunt for rare interleavings, opt-in only: ``pytest --soak`` (or
+             ``HYPOTHESIS_PROFILE=soak``; ``--soak`` also sets ``KVVIZ_FUZZ_SCALE=100`` for the
+             fuzzers unless it is set). Hours, not minutes: the trie machine alone runs 200,000
+             examples of 50 steps.
 
 Deadlines are off: timings on a shared 2-core CI machine are noise, not bugs. ``print_blob``
 prints a reproduction blob for every failure so it can be replayed with ``@reproduce_failure``.
@@ -22,4 +25,19 @@ settings.register_profile("ci", max_examples=100, **_COMMON)
 settings.register_profile("dev", max_examples=30, **_COMMON)
 settings.register_profile("soak", max_examples=10_000, **_COMMON)
 
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+#: The fuzzers' multiplier under ``--soak`` (tests/fuzz/bounds.py reads it).
+SOAK_FUZZ_SCALE = "100"
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--soak", action="store_true", default=False,
+                     help="the long Hypothesis profile (state machines 100k-200k examples, fuzzers x100): hours")
+
+
+def pytest_configure(config) -> None:
+    # Before collection: the state machines and fuzzers read these when their modules import.
+    # xdist workers inherit the environment and get --soak too.
+    if config.getoption("soak"):
+        os.environ["HYPOTHESIS_PROFILE"] = "soak"
+        os.environ.setdefault("KVVIZ_FUZZ_SCALE", SOAK_FUZZ_SCALE)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
