@@ -136,19 +136,20 @@ def test_frame_is_fast_for_any_step_of_a_long_stream():
     100,000."""
     timeline = WatchTimeline("synthetic")
     n = 10_000
-    started = time.perf_counter()
+    # CPU time, not wall time: on a shared machine a preempted frame is not a slow one.
+    started = time.process_time()
     for i in range(n):
         events = [stored([i * 4 + 1, i * 4 + 2], parent=None if i % 50 == 0 else (i - 1) * 4 + 2)]
         if i >= 100:
             events.append(removed([(i - 100) * 4 + 1, (i - 100) * 4 + 2]))
         timeline.add(message(i, events, ts=float(i)))
-    add_seconds = time.perf_counter() - started
+    add_seconds = time.process_time() - started
     assert timeline.summary()["cached_blocks"] == 200
     costs = {}
     for i in (300, n // 2 + 77, n - 5):
-        started = time.perf_counter()
+        started = time.process_time()
         frame = timeline.frame(i)
-        costs[i] = time.perf_counter() - started
+        costs[i] = time.process_time() - started
         assert frame.index == i and len(frame.state) == timeline.cached_over_time[i]
     # far apart positions, costs within a generous factor of each other (not growing with i)
     assert max(costs.values()) < 0.5 and max(costs.values()) < 20 * min(costs.values()) + 0.05, costs
