@@ -301,11 +301,6 @@ class Side:
     expects_note: str = ""
     """Why the script's untagged lines were left out on this side ("" when they were not)."""
 
-    @property
-    def findings_seen(self) -> tuple:
-        """The findings of every step, in order."""
-        return tuple(f for fs in self.findings for f in fs)
-
 
 class _SideRunner:
     """Builds one side step by step (the two sides advance together, so a backend's findings

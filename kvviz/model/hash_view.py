@@ -318,9 +318,6 @@ class BlockMarks:
         return refs.get(page, 0)
 
 
-NO_MARKS = BlockMarks()
-
-
 def block_marks(events) -> BlockMarks:
     """The marks of a step whose kvcore events are ``events``."""
     new, matched, evicted, joined, left = set(), set(), [], set(), []

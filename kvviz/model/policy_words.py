@@ -6,8 +6,9 @@ kvcore names each policy's key by its fields (:data:`kvcore.KEY_FIELDS`); this m
 in words what those fields mean and why the smallest key is the victim: under ``lru`` the
 least recently used leaf, under ``lfu`` the fewest hits, under ``fifo`` the oldest created,
 under ``mru`` the most recently used, under ``filo`` the newest, under ``slru`` probationary
-before protected, under ``priority`` the lowest priority. Every phrase of ``lru`` is the one
-kvviz said before policies existed, word for word (tests hold narration to it).
+before protected, under ``priority`` the lowest priority. ``lru`` is the default, so its
+phrases name no policy and need no rule ("the least recently used leaf"); narration tests hold
+them word for word.
 
 Phrases that depend on the victim take its key tuple (as kvcore's events carry it), never a
 live node, so an eviction is explained from its event alone.
@@ -66,7 +67,7 @@ class PolicyWords:
 
     @property
     def lru(self) -> bool:
-        """Whether these are lru's words (whose sentences stay as they were before policies)."""
+        """Whether these are lru's words (the default: its sentences name no policy or rule)."""
         return self.policy == "lru"
 
     def victim(self, key: tuple[int, ...]) -> str:
