@@ -15,7 +15,8 @@ Exports live here rather than in ``kvviz export``: that command's input is a sce
 watch's is a stream, which only this command reads (live or recorded).
 
 Exit codes: 0 when all is well (a gap or an undecodable message is reported, not a failure),
-1 when ``--against`` finds the stream and kvcore disagreeing, 2 for bad input, including a
+1 when ``--against`` finds the stream and kvcore disagreeing or a live headless watch received
+no message (its last line says what to check), 2 for bad input, including a
 missing ``watch`` extra (msgspec, pyzmq): one line that says how to install it.
 """
 
@@ -330,6 +331,11 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
         _start(subscriber)
         if headless:
             _follow_headless(subscriber, timeline, as_json, every, count, max_seconds)
+            if timeline.last_step == 0:  # nothing was watched: say what to check, exit 1
+                from ..backends.kv_events.subscriber import nothing_arrived_line
+
+                click.echo(f"kvviz: {nothing_arrived_line(subscriber.stats, subscriber.endpoints)}", err=True)
+                sys.exit(1)
         else:
             launch_watch_ui(timeline, subscriber=subscriber)
     finally:

@@ -248,11 +248,18 @@ class WatchApp(StepActions, App[None]):
         taken = self.subscriber.poll(POLL_BATCH)
         full = len(taken) >= POLL_BATCH
         self.backlog = getattr(self.subscriber, "pending", 0) if full else 0
-        if not self.receive(taken) and self.view is not None and self.view.backlog != self.backlog:
-            self._show(rebuild=False)  # nothing new, but the header's backlog changed
+        if not self.receive(taken) and self.view is not None and (
+                self.view.backlog != self.backlog or self.view.connected != self._connected()):
+            self._show(rebuild=False)  # nothing new, but the header's backlog or handshake changed
         if full and not self._drain_scheduled:
             self._drain_scheduled = True
             self.call_after_refresh(self._drain_next)
+
+    def _connected(self) -> tuple[bool, ...]:
+        """Each rank's handshake, from the subscriber's stats (none for a recording, or a
+        subscriber without stats)."""
+        stats = getattr(self.subscriber, "stats", None)
+        return tuple(getattr(stats, "connected", ()))
 
     def _drain_next(self) -> None:
         self._drain_scheduled = False
@@ -300,7 +307,8 @@ class WatchApp(StepActions, App[None]):
                 self.why_text = timeline.why_block(self.selected[0], at=self.step)
         view = WatchView(
             frame, self.last_step, source=timeline.source, replay=self.subscriber is None,
-            following=self.following, waiting=self.waiting, backlog=self.backlog, rates=timeline.rates(self.step),
+            following=self.following, waiting=self.waiting, backlog=self.backlog,
+            connected=self._connected(), rates=timeline.rates(self.step),
             cached_samples=sparkline_samples(timeline.cached_over_time, self.step), peak=self.peak,
             totals=self.totals, orphans=orphans, selected=self.selected, why=self.why_text,
             summaries=tuple(self.summaries))

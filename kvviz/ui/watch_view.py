@@ -138,7 +138,8 @@ class WatchView:
     each new batch); ``waiting`` counts the batches received since following stopped;
     ``backlog`` the messages the subscriber has received that the timeline has not taken yet
     (a burst being worked off a chunk at a time);
-    ``replay`` is True when no subscriber feeds the timeline (a recording). ``selected`` is
+    ``replay`` is True when no subscriber feeds the timeline (a recording); ``connected`` is,
+    live, each rank's ZeroMQ handshake (the subscriber's stats). ``selected`` is
     the block under the forest's cursor, ``(key, medium)``, and ``why`` the timeline's answer
     about it.
     """
@@ -150,6 +151,7 @@ class WatchView:
     following: bool = True
     waiting: int = 0
     backlog: int = 0
+    connected: tuple[bool, ...] = ()
     rates: Mapping[str, float] = field(default_factory=dict)
     cached_samples: tuple[int, ...] = ()
     peak: int = 0
@@ -178,6 +180,11 @@ class WatchView:
         effect = self.frame.effect
         unknown = effect is not None and bool(effect.removed_unknown)
         return bool(self.totals.gaps or self.totals.restarts or self.orphans or unknown)
+
+    @property
+    def nothing_arrived(self) -> bool:
+        """Live, and no message has come yet: the header says what to check."""
+        return not self.replay and self.last_step == 0
 
     def status(self) -> str:
         """ "replay file", "● live" or "‖ paused · 2 waiting"; then, while a backlog is

@@ -9,6 +9,7 @@ import pytest
 from ui_watch_fixtures import (A2, A3, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage, message,
                                received, removed, stored, story, story_timeline)
 
+from kvviz.backends.kv_events.subscriber import NOTHING_ARRIVED_HINT, RankStats, SubscriberStats
 from kvviz.backends.kv_events.wire import key_label
 from kvviz.model.designs.events import DESIGN
 from kvviz.model.watch import WatchTimeline
@@ -381,3 +382,38 @@ async def test_a_removal_of_a_block_never_seen_is_listed_and_makes_the_view_inco
         await pilot.pause()
         assert any("never seen stored" in line for line in forest_text(app))
         assert "1 removal of blocks never seen" in app.header.text
+
+
+class HandshakeSubscriber(QuietSubscriber):
+    """Nothing to deliver; its stats say each rank's handshake, as the real subscriber's do."""
+
+    def __init__(self, connected: tuple[bool, ...]) -> None:
+        super().__init__()
+        self.connected = connected
+
+    @property
+    def stats(self):
+        return SubscriberStats(ranks=tuple(RankStats(f"tcp://127.0.0.1:{5557 + r}", up, 0, None)
+                                           for r, up in enumerate(self.connected)))
+
+
+async def test_the_header_says_each_ranks_handshake_and_what_to_check_until_a_message_comes():
+    subscriber = HandshakeSubscriber((False,))
+    app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=subscriber)
+    async with app.run_test(size=SIZE) as pilot:
+        first, second = app.header.text.split("\n")
+        assert "● live · not connected" in first and NOTHING_ARRIVED_HINT in second
+        subscriber.connected = (True,)
+        app.poll_subscriber()  # what the timer calls: the handshake came up, nothing arrived yet
+        await pilot.pause()
+        first, second = app.header.text.split("\n")
+        assert "● live · connected" in first and NOTHING_ARRIVED_HINT in second
+        app.receive([received(story()[0])])
+        await pilot.pause()
+        assert "● live · connected" in app.header.text and NOTHING_ARRIVED_HINT not in app.header.text
+
+
+async def test_several_ranks_handshakes_are_said_rank_by_rank():
+    app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=HandshakeSubscriber((True, False)))
+    async with app.run_test(size=SIZE):
+        assert "rank 0 connected, rank 1 not connected" in app.header.text

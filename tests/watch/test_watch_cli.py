@@ -434,6 +434,27 @@ def test_count_records_the_messages_it_counts_no_more(tmp_path):
     assert recorded == list(range(50)) and summary["messages"] == 50
 
 
+def test_a_live_watch_that_received_nothing_says_what_to_check_and_exits_1():
+    from kvviz.backends.kv_events.subscriber import NOTHING_ARRIVED_HINT
+
+    silent = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there: no handshake
+    watch = subprocess.run([sys.executable, "-m", "kvviz", "watch", silent, "--print", "--max-seconds", "0.3"],
+                           capture_output=True, text=True, timeout=DEADLINE_S)
+    assert watch.returncode == 1
+    assert watch.stderr == f"kvviz: no messages arrived from {silent} (not connected): {NOTHING_ARRIVED_HINT}\n"
+    assert "0 messages" in watch.stdout  # the summary still comes
+
+
+def test_a_live_watch_of_a_wrong_topic_says_it_connected_but_nothing_came(tmp_path):
+    pub, publisher = publish(tmp_path, [{"send": 5}])
+    try:
+        watch = subprocess.run([sys.executable, "-m", "kvviz", "watch", pub, "--topic", "nope", "--json",
+                                "--max-seconds", "1.5"], capture_output=True, text=True, timeout=DEADLINE_S)
+    finally:
+        end(publisher)
+    assert watch.returncode == 1 and f"from {pub} (connected): the usual causes" in watch.stderr
+
+
 def requests_kvs(tmp_path: Path, **options) -> Path:
     """The scenario of the requests that made the vLLM recording (H5's recipe, README of the data)."""
     from kvviz.model.watch_to_kvs import requests_scenario

@@ -77,6 +77,31 @@ NOTES = {
 """Every note the subscriber writes, worded once. Notes on one message are joined by "; ".
 ``gap`` and ``restart`` notes start with those words, so a reader can count them."""
 
+NOTHING_ARRIVED_HINT = ("the usual causes: a wrong port or rank offset (rank r publishes at port + r), "
+                        "a wrong topic (vLLM's is `kv`: --topic kv; SGLang's is empty: no --topic), "
+                        "a server started without --kv-events-config, or a host that does not resolve")
+"""What to check when a live watch has received nothing, worded once (the CLI's last line,
+the UI's banner until the first message)."""
+
+
+def connection_words(connected: tuple[bool, ...]) -> str:
+    """Each rank's ZeroMQ handshake in words: "connected" or "not connected" for one rank;
+    "rank 0 connected, rank 1 not connected" for a few; "3 of 8 ranks connected" for more."""
+    if len(connected) == 1:
+        return "connected" if connected[0] else "not connected"
+    if len(connected) <= 4:
+        return ", ".join(f"rank {r} {'connected' if up else 'not connected'}" for r, up in enumerate(connected))
+    return f"{sum(connected):,} of {len(connected):,} ranks connected"
+
+
+def nothing_arrived_line(stats: SubscriberStats, endpoints: tuple[str, ...]) -> str:
+    """One line for a live watch that received nothing: where it listened, whether ZeroMQ's
+    handshake came up (not connected: the port or host; connected: the topic or the server's
+    events config), and :data:`NOTHING_ARRIVED_HINT`."""
+    where = endpoints[0] if len(endpoints) == 1 else f"{endpoints[0]} … {endpoints[-1]}"
+    return f"no messages arrived from {where} ({connection_words(stats.connected)}): {NOTHING_ARRIVED_HINT}"
+
+
 _ENDPOINT = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):(?P<port>[0-9]{1,5})")
 
 

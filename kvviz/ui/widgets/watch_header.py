@@ -7,7 +7,9 @@ stored and removed per second, from the payloads' timestamps), the blocks cached
 sparkline of cached blocks over time, and the counts of gaps, restarts and undecodable
 messages. A second line, the **incomplete view** banner, appears when the rebuilt cache may
 lack what the server holds: a gap or restart in the stream, orphans (kvviz attached after
-their parents were stored) or removals of blocks never seen.
+their parents were stored) or removals of blocks never seen. Live, the status says each
+rank's ZeroMQ handshake (``connected``/``not connected``); until a first message arrives the
+second line says what to check instead (the subscriber's hint).
 
 Parts that do not fit the width are left out from the right, the sparkline first, so the
 status and the counts stay.
@@ -20,6 +22,7 @@ from pathlib import PurePath
 
 from textual.strip import Strip
 
+from ...backends.kv_events.subscriber import NOTHING_ARRIVED_HINT, connection_words
 from ...model.narrate import count
 from ..watch_view import WatchView
 from .line_canvas import LineCanvas, Span, spans_to_strip
@@ -87,6 +90,21 @@ def banner_text(view: WatchView) -> str:
     return "⚠ incomplete view: " + "; ".join(reasons)
 
 
+def second_line(view: WatchView) -> str | None:
+    """The header's second line: the hint while a live watch has received nothing, else the
+    incomplete-view banner when the view is incomplete, else none."""
+    if view.nothing_arrived:
+        return f"⚠ nothing arrived yet: {NOTHING_ARRIVED_HINT}"
+    return banner_text(view) if view.incomplete else None
+
+
+def status_text(view: WatchView) -> str:
+    """The status, then live each rank's handshake: "● live · connected"."""
+    if view.replay or not view.connected:
+        return view.status()
+    return f"{view.status()} · {connection_words(view.connected)}"
+
+
 class WatchHeader(LineCanvas, can_focus=False):
     """The watch's header line and its incomplete-view banner (see the module doc).
 
@@ -130,9 +148,9 @@ class WatchHeader(LineCanvas, can_focus=False):
         self.view: WatchView | None = None
 
     def show(self, view: WatchView) -> None:
-        """Draw ``view``; the banner line comes and goes with ``view.incomplete``."""
+        """Draw ``view``; the second line comes and goes with :func:`second_line`."""
         self.view = view
-        self.set_class(view.incomplete, "-incomplete")  # a layout change only when it flips
+        self.set_class(second_line(view) is not None, "-incomplete")  # a layout change only when it flips
         self.restyle()
 
     def render_strip(self, index: int, width: int) -> Strip:
@@ -141,8 +159,9 @@ class WatchHeader(LineCanvas, can_focus=False):
             return Strip.blank(width, base)
         if index == 0:
             return spans_to_strip(self.line_spans(width), width, base)
-        if index == 1 and self.view.incomplete:
-            return spans_to_strip([(banner_text(self.view), self.style_of("watch-header--banner"))], width, base)
+        second = second_line(self.view) if index == 1 else None
+        if second is not None:
+            return spans_to_strip([(second, self.style_of("watch-header--banner"))], width, base)
         return Strip.blank(width, base)
 
     def line_spans(self, width: int) -> list[Span]:
@@ -159,7 +178,7 @@ class WatchHeader(LineCanvas, can_focus=False):
 
         parts: dict[str, list[Span]] = {
             "source": [(source_label(view.source), style("watch-header--source")), (" · ", meta)],
-            "status": [(view.status(), style("watch-header--paused" if paused else "watch-header--live"))],
+            "status": [(status_text(view), style("watch-header--paused" if paused else "watch-header--live"))],
             "rates": [(" · ", meta), (rate_text(view.rates), meta)],
             "cached": [(" · ", meta), (f"{view.cached:,} cached", style("watch-header--source"))],
             "sparkline": [(" ", meta), (sparkline(view.cached_samples), style("watch-header--spark"))],
@@ -183,8 +202,9 @@ class WatchHeader(LineCanvas, can_focus=False):
             return ""
         width = self.line_width or 160
         text = "".join(t for t, _ in self.line_spans(width))
-        if self.view.incomplete:
-            text += "\n" + banner_text(self.view)
+        second = second_line(self.view)
+        if second is not None:
+            text += "\n" + second
         return text
 
 
