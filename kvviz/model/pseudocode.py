@@ -13,8 +13,9 @@ Algorithms of kvcore's designs (:data:`ALGORITHMS`): the trie's ``acquire``, ``p
 cache's ``base``; the hash cache's ``hash``.
 
 :func:`lines_for` says which lines produced a sub-step; eviction's sub-steps inside an
-acquire or an extend are in ``evict``, and :func:`call_stack` also gives the caller's line
-(the pane switches algorithms like a call stack). :func:`buggy_variant` gives, for a
+acquire or an extend are in ``evict``, and the code's ``caller`` gives the op's line that
+called it (:meth:`kvviz.model.designs.code.Code.caller`: the pane switches algorithms like a
+call stack). :func:`buggy_variant` gives, for a
 bug-museum demo, the buggy code beside ours (:class:`Variant`): every bug of BUGS.md whose
 buggy code it (with the demo's narration) describes has one; B11 (no demo; a stale handle
 is API misuse, not a line), B12 (BUGS.md gives its effect, whose cause is B2's reference
@@ -108,28 +109,6 @@ def lines_for(op_kind: str, substep_kind: str, *, cache_kind: str = "trie",
         raise KeyError(f"no pseudo-code line for a {substep_kind!r} sub-step of {op_kind!r} on {where}"
                        + (f" ({q})" if q else ""))
     return entry
-
-
-def call_stack(op_kind: str, substep_kind: str, *, cache_kind: str = "trie",
-               context: Mapping | None = None, code: Code | None = None) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The frames of the call stack at that sub-step, outermost first, each ``(algorithm,
-    lines)``: one frame, or for eviction's sub-steps the op's line that calls ``evict`` and
-    then :func:`lines_for`'s frame. Empty for a cache kind without pseudo-code."""
-    inner = lines_for(op_kind, substep_kind, cache_kind=cache_kind, context=context, code=code)
-    if inner == NO_LINES:
-        return ()
-    outer = caller(op_kind, inner[0], cache_kind=cache_kind, code=code)
-    return (inner,) if outer is None else (outer, inner)
-
-
-def caller(op_kind: str, algorithm: str, *, cache_kind: str = "trie",
-           code: Code | None = None) -> tuple[str, tuple[int, ...]] | None:
-    """The frame below which ``algorithm`` runs in an ``op_kind`` op: the op's algorithm
-    and its lines that call ``algorithm`` (acquire's ``evict(...)`` line for an eviction),
-    or None when ``algorithm`` is the op's own. Works from a built sub-step's
-    ``algorithm`` alone (``SubStep`` keeps no context)."""
-    found = code_for(cache_kind, code)
-    return found.caller(op_kind, algorithm) if found is not None else None
 
 
 # -- the bug museum: buggy code beside ours ---------------------------------------------------

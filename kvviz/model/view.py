@@ -415,12 +415,11 @@ def code_views(step: SubStep, op_kind: str, cache_kind: str, demo: str | None = 
         return None, None
     lit = frozenset(step.lines)
     title = algorithm.title
-    outer = code.entry.get(op_kind, "")
-    if outer != algorithm.name and outer in code.algorithms:
-        callers = [line.number for line in code.algorithms[outer].lines if line.calls == algorithm.name]
-        if callers:  # "evict ← acquire line 24: pop the heap's ...": the call stack, shortest first
-            name, _, what = title.partition(": ")
-            title = f"{name} ← {outer} line {callers[0]}: {what}" if what else f"{title} ← {outer} line {callers[0]}"
+    caller = code.caller(op_kind, algorithm.name)
+    if caller is not None and caller[1]:  # "evict ← acquire line 24: pop the heap's ...": the call stack
+        outer, line = caller[0], caller[1][0]
+        name, _, what = title.partition(": ")
+        title = f"{name} ← {outer} line {line}: {what}" if what else f"{title} ← {outer} line {line}"
     variant = pseudocode.buggy_variant(demo) if buggy and demo else None
     if variant is None:
         return CodeView(title, algorithm.texts(), lit), None

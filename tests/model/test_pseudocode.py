@@ -22,6 +22,8 @@ from kvviz.demos import demo_names
 from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.model import pseudocode as pc
 
+TRIE_CODE = pc.code_for("trie")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # SUBSTEPS.md's table: kind -> the ops it occurs in, on the trie cache ("refused" is the
@@ -125,13 +127,13 @@ def test_eviction_inside_acquire_and_extend_is_the_evict_algorithm_with_its_call
     for op in ("acquire", "extend"):
         for kind, context in (("pop", {}), ("evict", {}), ("candidate", {}), ("swap", {"after": "pop"})):
             assert pc.lines_for(op, kind, context=context)[0] == "evict"
-            (outer, calls), inner = pc.call_stack(op, kind, context=context)
-            assert outer == op and inner == pc.lines_for(op, kind, context=context)
+            outer, calls = TRIE_CODE.caller(op, "evict")
+            assert outer == op
             assert [pc.ALGORITHMS[op].lines[n - 1].calls for n in calls] == ["evict"]
-    assert pc.call_stack("release", "candidate") == (pc.lines_for("release", "candidate"),)
-    assert pc.caller("extend", "evict") == ("extend", pc.ALGORITHMS["extend"].numbers("evict-call"))
-    assert pc.caller("acquire", "acquire") is None and pc.caller("acquire", "base", cache_kind="base") is None
-    assert pc.call_stack("acquire", "take", cache_kind="base") == (("base", pc.ALGORITHMS["base"].numbers("take")),)
+    assert pc.lines_for("release", "candidate")[0] == "release"  # release's own: no caller frame
+    assert TRIE_CODE.caller("release", "release") is None
+    assert TRIE_CODE.caller("extend", "evict") == ("extend", pc.ALGORITHMS["extend"].numbers("evict-call"))
+    assert TRIE_CODE.caller("acquire", "acquire") is None and pc.code_for("base").caller("acquire", "base") is None
 
 
 def test_the_context_picks_the_branch_that_ran():
@@ -149,7 +151,6 @@ def test_the_context_picks_the_branch_that_ran():
 
 def test_a_cache_without_pseudocode_gets_no_lines_and_an_impossible_pair_is_an_error():
     assert pc.lines_for("acquire", "take", cache_kind="radix") == pc.NO_LINES
-    assert pc.call_stack("acquire", "take", cache_kind="radix") == ()
     with pytest.raises(KeyError):
         pc.lines_for("acquire", "walk", cache_kind="hash")  # the hash cache has no trie to walk
     with pytest.raises(KeyError, match="walk"):
@@ -169,13 +170,21 @@ def _reachable() -> dict[str, set[int]]:
     for cache, contract in contracts:
         for op, kind in _pairs(contract):
             for context in CONTEXTS:
-                for algorithm, lines in pc.call_stack(op, kind, cache_kind=cache, context=context):
-                    lit[algorithm].update(lines)
+                _light(lit, pc.code_for(cache), op, pc.lines_for(op, kind, cache_kind=cache, context=context))
     for op, calls in SHORTFIN_CALLS.items():
         for kind, context in [("start", {})] + [("call", {"call": c}) for c in calls]:
-            for algorithm, lines in pc.call_stack(op, kind, context=context, code=SHORTFIN_CODE):
-                lit[algorithm].update(lines)
+            _light(lit, SHORTFIN_CODE, op, pc.lines_for(op, kind, context=context, code=SHORTFIN_CODE))
     return lit
+
+
+def _light(lit: dict[str, set[int]], code, op: str, frame: tuple[str, tuple[int, ...]]) -> None:
+    """Light a sub-step's lines and, as the code pane's title names it, the op's line that
+    called its algorithm."""
+    algorithm, lines = frame
+    lit[algorithm].update(lines)
+    caller = code.caller(op, algorithm)
+    if caller is not None:
+        lit[caller[0]].update(caller[1])
 
 
 def test_every_line_is_lit_by_some_substep_or_is_marked_structural():
