@@ -28,6 +28,7 @@ from kvcore import Snapshot
 from kvcore.events import event_to_dict
 
 from ..backends import Call
+from ..backends.registry import BACKENDS
 from ..limits import MAX_STEP_STATE_PAGES
 from .substeps import SUBSTEP_KINDS, SubStep
 
@@ -131,6 +132,8 @@ def _kinds_table() -> str:
     return "\n".join(f"      {kind:<{width}}  {meaning}" for kind, meaning in SUBSTEP_KINDS.items())
 
 
+_BACKEND_NAMES = " or ".join(f'"{name}"' for name in BACKENDS)  # the registry's, so help names each backend
+
 JSON_HELP = f"""\
 kvviz run FILE --json: the timeline as JSON lines ({SCHEMA})
 
@@ -153,7 +156,7 @@ invariant (one line on stderr after the JSON), 2 for bad input.
   policy           its eviction policy (lru, fifo, lfu, mru, filo, slru, priority)
   pages            pages in the cache's pool
   tokens_per_page  tokens one page holds
-  backend          the cache that ran the scenario: "kvcore" or "shortfin"
+  backend          the cache that ran the scenario: {_BACKEND_NAMES}
   steps            the scenario's ops: step objects are numbered 0..steps
   step             the one step printed (--step N), or null for all of them
   substeps         true when `substep` objects follow their step's object
