@@ -11,6 +11,7 @@ import difflib
 import re
 from pathlib import Path
 
+from .backends.registry import MUSEUM_PREFIXES as REGISTRY_MUSEUM
 from .model.scenario import Scenario, parse_scenario_file
 
 _HERE = Path(__file__).resolve().parent
@@ -49,9 +50,8 @@ LESSONS = (
     "multi-turn-chat",      # every turn reuses the whole conversation: all of it at once
 )
 
-# The bug museum: real cache bugs replayed on kvcore (``bug-*``), then the same bugs live on
-# shortfin's own cache (``shortfin-*``, which need ``--backend shortfin``).
-MUSEUM_PREFIXES = ("bug-", "shortfin-")
+# The bug museum's exhibits, kvcore's first (the registry names them by backend).
+MUSEUM_PREFIXES = tuple(REGISTRY_MUSEUM.values())
 
 
 def _natural(name: str) -> list:

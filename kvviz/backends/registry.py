@@ -8,13 +8,21 @@ packages of backends nobody asked for.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from . import BackendError, BackendFactory, BackendUnavailable
 from .kvcore_backend import kvcore_backend
 
-__all__ = ["BACKENDS", "INSTALL_SHORTFIN", "BackendError", "BackendUnavailable", "make_backend_factory"]
+__all__ = ["BACKENDS", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "BackendError", "BackendUnavailable", "make_backend_factory"]
 
 BACKENDS = ("kvcore", "shortfin")
 """The names ``make_backend_factory`` knows (``--backend``'s choices)."""
+
+MUSEUM_PREFIXES = MappingProxyType({"kvcore": "bug-", "shortfin": "shortfin-"})
+"""The bug museum's demo names, by the backend an exhibit runs on: real cache bugs replayed on
+kvcore (``bug-b4b-root-ref``), then the same bugs live on shortfin's own cache
+(``shortfin-b9-...``, which need ``--backend shortfin``). Each name is the prefix, the
+BUGS.md id, then what the bug is; the demos and the bug museum's code panes read it here."""
 
 INSTALL_SHORTFIN = 'pip install -e ".[shortfin]"'
 """The command that installs the shortfin backend's packages (quoted in its error)."""

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from types import MappingProxyType
 
+from ..backends.registry import MUSEUM_PREFIXES
 from .designs import KVCORE_DESIGNS, design
 from .designs.code import Algorithm, Code, Line, block, parse
 
@@ -227,12 +228,12 @@ NO_VARIANT: Mapping[str, str] = {
 }
 """The bugs without a variant, and why."""
 
-_DEMO_BUG = re.compile(r"^(?:bug|shortfin)-([bs]\d+[a-z]?)-", re.IGNORECASE)
+_DEMO_BUG = re.compile(rf"^(?:{'|'.join(map(re.escape, MUSEUM_PREFIXES.values()))})([bs]\d+[a-z]?)-", re.IGNORECASE)
 
 
 def demo_bug(demo_name: str) -> str | None:
-    """The BUGS.md id a bug-museum demo replays (``bug-b4b-root-ref`` -> ``"B4b"``;
-    ``shortfin-b9-...`` too), or None for any other demo. Accepts a name, a file name or a
+    """The BUGS.md id a bug-museum demo replays (``bug-b4b-root-ref`` -> ``"B4b"``; a demo
+    name under any of :data:`~kvviz.backends.registry.MUSEUM_PREFIXES`), or None for any other demo. Accepts a name, a file name or a
     path."""
     m = _DEMO_BUG.match(PurePath(demo_name).name)
     if m is None:
