@@ -148,8 +148,10 @@ class WatchApp(StepActions, App[None]):
         self.why_text: str | None = None
         self.view: WatchView | None = None
         self.summaries: list = []  # each step's marks, appended as batches arrive
-        self.totals = StreamTotals()
-        self.peak = 0
+        # Per step, the stream's totals and the most blocks cached up to it: the header, the
+        # banner and the medium bars say what was known at the step shown, never later.
+        self.totals_at: list[StreamTotals] = []
+        self.peak_at: list[int] = []
         self._titles: dict[str, str] = {}
         self._poll_timer = None
         self.backlog = 0  # messages the subscriber holds that the timeline has not taken yet
@@ -281,9 +283,9 @@ class WatchApp(StepActions, App[None]):
         for index in range(len(self.summaries), self.last_step + 1):
             summary = step_summary(index, timeline.notes(index), removed[index])
             self.summaries.append(summary)
-            if index:
-                self.totals = self.totals.plus(summary)
-            self.peak = max(self.peak, cached[index])
+            totals = self.totals_at[-1] if self.totals_at else StreamTotals()
+            self.totals_at.append(totals.plus(summary) if index else totals)
+            self.peak_at.append(max(self.peak_at[-1] if self.peak_at else 0, cached[index]))
 
     # -- showing a step ----------------------------------------------------------------------
 
@@ -309,8 +311,8 @@ class WatchApp(StepActions, App[None]):
             frame, self.last_step, source=timeline.source, replay=self.subscriber is None,
             following=self.following, waiting=self.waiting, backlog=self.backlog,
             connected=self._connected(), rates=timeline.rates(self.step),
-            cached_samples=sparkline_samples(timeline.cached_over_time, self.step), peak=self.peak,
-            totals=self.totals, orphans=orphans, selected=self.selected, why=self.why_text,
+            cached_samples=sparkline_samples(timeline.cached_over_time, self.step), peak=self.peak_at[self.step],
+            totals=self.totals_at[self.step], orphans=orphans, selected=self.selected, why=self.why_text,
             summaries=tuple(self.summaries))
         self.view = view
         self.header.show(view)

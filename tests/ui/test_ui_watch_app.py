@@ -417,3 +417,21 @@ async def test_several_ranks_handshakes_are_said_rank_by_rank():
     app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=HandshakeSubscriber((True, False)))
     async with app.run_test(size=SIZE):
         assert "rank 0 connected, rank 1 not connected" in app.header.text
+
+
+async def test_a_replay_shown_at_an_early_step_says_only_what_was_known_by_then():
+    """A peak of 5 blocks at step 4 and a restart at step 5: step 2 of the replay shows
+    neither (the banner, the header's peak and the medium bars' scale are up to the step)."""
+    timeline = WatchTimeline("recording.jsonl")
+    for msg in [message(0, stored([ROOT_A])), message(1, stored([A2], parent=ROOT_A, first_token=4)),
+                message(2, removed([A2])), message(3, stored([A2, A3, B2, ORPHAN], parent=ROOT_A, first_token=4)),
+                message(0, removed([A3]))]:  # seq 0 again: the publisher restarted
+        timeline.add(msg)
+    app = make_watch_app(timeline, step=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.view.step == 2 and app.view.totals.restarts == 0 and app.view.peak == 2
+        assert "publisher restart" not in app.header.text and "peak 2" in app.header.text
+        app.go_to(5)
+        await pilot.pause()
+        assert app.view.totals.restarts == 1 and app.view.peak == 5 and "publisher restart" in app.header.text
