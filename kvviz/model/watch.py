@@ -540,6 +540,20 @@ def _medium_words(medium: str | None) -> str:
     return "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
 
 
+def told_note(note: str) -> str:
+    """A note as the narration tells it: a sentence ("gap: …" → "Gap: ….")."""
+    return note[0].upper() + note[1:] + "."
+
+
+def narration_without_notes(narration: str, notes: tuple[str, ...]) -> str:
+    """``narration`` less the notes :func:`narrate_batch` put first: for a reader that lists
+    the notes itself (the UI's panel), so each is told once."""
+    for note in notes:
+        if note:
+            narration = narration.removeprefix(told_note(note)).removeprefix(" ")
+    return narration
+
+
 def narrate_batch(step: int, message: Message, batch: Batch | None, effect: BatchEffect | None,
                   cached: int, notes: tuple[str, ...] = ()) -> str:
     """One paragraph, in the events design's words, of what step ``step``'s batch did:
@@ -553,7 +567,7 @@ def narrate_batch(step: int, message: Message, batch: Batch | None, effect: Batc
     nouns = DESIGN.nouns
     where = f"seq {message.seq}" + (f", rank {message.rank}" if message.rank else "")
     lead = DESIGN.clause("lead", step=step, where=where)
-    told = [note[0].upper() + note[1:] + "." for note in notes if note]
+    told = [told_note(note) for note in notes if note]
     if batch is None or effect is None:
         return " ".join(told) if told else lead + "undecodable."
     parts: list[str] = []

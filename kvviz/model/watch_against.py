@@ -34,6 +34,7 @@ from ..backends import BackendError
 from ..backends.kvcore_backend import kvcore_backend
 from .designs import design
 from .scenario import Scenario, parse_scenario
+from .words import count
 from .watch_to_kvs import BlockContents, DecodedBatch, decode_messages
 
 __all__ = ["AgainstReport", "BatchDifference", "against"]
@@ -130,7 +131,8 @@ class AgainstReport:
             scenario += f" ({self.scenario_title})"
         out = [
             f"against {scenario}: the recording's {self.recording_batches:,} batches beside kvcore's hash cache, "
-            f"{self.pages:,} pages of {self.tokens_per_page} tokens{rule}, {self.scenario_batches:,} batches",
+            f"{count(self.pages, 'page')} of {count(self.tokens_per_page, 'token')}{rule}, "
+            f"{self.scenario_batches:,} batches",
             f"batches agreeing event for event: {self.batches_agreeing:,} of {compared:,}",
             f"stores: {self.stores_agreeing:,} agree, {self.stores_only_by_recording:,} only in the recording, "
             f"{self.stores_only_by_kvcore:,} only in kvcore",
@@ -149,9 +151,11 @@ class AgainstReport:
         if self.removed_unknown:
             out.append(f"removals of blocks never stored: {self.removed_unknown:,} (not aligned)")
         if self.cleared_batches:
-            out.append(f"AllBlocksCleared in batches {_listed(self.cleared_batches)} (a scenario cannot say it)")
+            out.append(f"AllBlocksCleared in batch{'es' if len(self.cleared_batches) > 1 else ''} "
+                       f"{_listed(self.cleared_batches)} (a scenario cannot say it)")
         if self.undecodable_batches:
-            out.append(f"undecodable batches: {_listed(self.undecodable_batches)}")
+            out.append(f"undecodable batch{'es' if len(self.undecodable_batches) > 1 else ''}: "
+                       f"{_listed(self.undecodable_batches)}")
         if self.failed_ops:
             out.append(f"scenario ops kvcore refused: {self.failed_ops:,}")
         out.extend(self.notes)

@@ -15,6 +15,7 @@ import json
 
 from ..backends.kv_events.wire import LINT_KINDS
 from .designs.events import UNKNOWABLE
+from .words import count
 from .watch import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
@@ -40,7 +41,7 @@ def summary_lines(summary: dict) -> list[str]:
         f"blocks: {s['blocks_stored']:,} stored ({s['duplicates']:,} already cached), {s['blocks_removed']:,} "
         f"removed ({s['removed_unknown']:,} never seen stored)",
         f"cached at the end: {s['cached_blocks']:,} blocks (peak {s['peak_blocks']:,}; "
-        f"{s['orphans']:,} orphans, {s['orphans_stored']:,} stored as orphans)",
+        f"{count(s['orphans'], 'orphan')}, {s['orphans_stored']:,} stored as orphans)",
         f"per medium: {_counts(s['per_medium'])}",
         f"gaps: {s['gaps']:,} ({s['missing_messages']:,} messages never received), restarts: {s['restarts']:,}, "
         f"replayed: {s['replayed']:,}",
@@ -65,7 +66,7 @@ def summary_lines(summary: dict) -> list[str]:
 def progress_line(progress: dict) -> str:
     """The ``--print --every N`` line of a ``progress`` record."""
     p = progress
-    notes = f", {p['notes']:,} notes" if p["notes"] else ""
+    notes = f", {count(p['notes'], 'note')}" if p["notes"] else ""
     return (f"step {p['step']:,} (seq {p['seq']}): {p['cached_blocks']:,} blocks cached (peak {p['peak_blocks']:,}), "
             f"+{p['stored']:,} stored -{p['removed']:,} removed since the last line{notes}")
 

@@ -337,8 +337,10 @@ def requests_scenario(requests: Sequence, *, block_tokens: int = 16, gpu_blocks:
         steps.append(Step(Op("publish", name, None)))
         steps.append(Step(Op("release", name, None)))
     drafted = Scenario(
-        title=f"{source}: {len(steps) // 3:,} requests as the vLLM recording made them",
-        description=(f"Hash id h is the tokens h*{block_tokens}..h*{block_tokens}+{block_tokens - 1}, prompt lengths "
+        # The report names the trace already; the recipe is the shared recordings' (vLLM's and
+        # SGLang's alike), so the title names neither.
+        title=f"{len(steps) // 3:,} requests of the trace, each acquired, published and released in turn",
+        description=(f"From {source}. Hash id h is the tokens h*{block_tokens}..h*{block_tokens}+{block_tokens - 1}, prompt lengths "
                      f"scaled by {block_tokens}/{MOONCAKE_BLOCK_TOKENS}; {gpu_blocks:,} vLLM blocks less its null "
                      f"block = {gpu_blocks - 1:,} pages; acquire, publish, release per request."),
         config=CacheConfig("hash", gpu_blocks - 1, block_tokens, "lru", recompute_last_token),

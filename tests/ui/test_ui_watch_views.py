@@ -159,3 +159,22 @@ def test_the_header_names_an_endpoint_as_given_and_a_recording_by_its_file():
     assert source_label("/data/kv-events/vllm.jsonl") == "vllm.jsonl"
     assert source_label("/d/vllm-0.33.0-conversation-400.jsonl") == "vllm-0.33.0-conversation-40…"
     assert source_label("") == "kvviz watch"
+
+
+def test_the_narration_panel_tells_each_note_once():
+    from ui_watch_fixtures import garbage
+
+    from kvviz.ui.widgets.watch_narration import watch_narration_markup
+
+    timeline = WatchTimeline("tcp://127.0.0.1:5557")
+    for msg in [message(0, stored([ROOT_A])), message(4, stored([A2], parent=ROOT_A, first_token=4)), garbage(5)]:
+        timeline.add(msg)
+    gap = watch_narration_markup(WatchView(timeline.frame(2), timeline.last_step))
+    assert gap.lower().count("seqs 1-3 missing") == 1 and "Batch 2 (seq 4): stored 1 block" in gap
+    bad = watch_narration_markup(WatchView(timeline.frame(3), timeline.last_step))
+    assert bad.count("could not be decoded") + bad.count("✗ undecodable") == 1
+
+
+def test_a_rate_of_nothing_reads_0_not_minus_0_0():
+    assert rate_text({"batches_per_s": 1.0, "stored_per_s": 0.0, "removed_per_s": 0.0}) == \
+        "1.0 batches/s · blocks +0/s −0/s"

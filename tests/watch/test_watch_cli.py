@@ -490,6 +490,12 @@ def test_against_trace_builds_the_recordings_requests_itself_and_agrees_with_vll
     assert "2,999 pages of 16 tokens, recompute_last_token" in lines[0]
 
 
+def test_against_trace_names_the_trace_once_and_no_server_on_the_sglang_recording():
+    result = run("--replay-file", str(SGLANG), "--against-trace", str(TRACE), "--print")
+    first = result.output.splitlines()[0]
+    assert first.count(str(TRACE)) == 1 and "vLLM" not in first, first
+
+
 def test_against_trace_sized_as_another_server_disagrees_and_exits_1():
     result = run("--replay-file", str(VLLM), "--against-trace", str(TRACE), "--first", "400", "--pages", "999",
                  "--json")

@@ -323,3 +323,15 @@ def test_every_kind_of_lint_is_counted_in_the_summary_with_its_first_sentence():
     assert "lints (odd but decoded): block_size_missing 1, lora 2, medium 1, placeholder_tokens 1, rank 1, " \
            "timestamp 1, token_count 1, token_pairs 1" in lines
     assert any(line.startswith("  first timestamp lint at step 1 (seq 0): the timestamp is") for line in lines)
+
+
+def test_the_summary_and_progress_lines_put_one_in_the_singular():
+    from kvviz.model.watch_json import progress_line, summary_lines
+
+    timeline = WatchTimeline("x")
+    timeline.add(Message(b"kv", 0, payload([{"type": "BlockStored", "block_hashes": [9], "parent_block_hash": 8,
+                                               "token_ids": [1, 2], "block_size": 2, "lora_id": None,
+                                               "medium": "GPU"}])))
+    timeline.add(Message(b"kv", 2, payload([])))  # seq 1 missing: one note
+    assert "1 orphan, 1 stored as orphans)" in "\n".join(summary_lines(timeline.summary()))
+    assert progress_line(timeline.progress(2, 0)).endswith(", 1 note")

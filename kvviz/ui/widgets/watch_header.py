@@ -61,7 +61,11 @@ def sparkline(values: Sequence[int]) -> str:
 
 
 def _rate(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.{1 if value < 100 else 0}f}"
+    if value is None:
+        return "–"
+    if round(value, 1) == 0:
+        return "0"  # not "−0.0/s": nothing was removed, a sign and a decimal say otherwise
+    return f"{value:,.{1 if value < 100 else 0}f}"
 
 
 def rate_text(rates: Mapping[str, float | None]) -> str:

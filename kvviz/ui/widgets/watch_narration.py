@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...model.narrate import count
 from ...model.view import literal
+from ...model.watch import narration_without_notes
 from ..watch_view import WatchView, batch_words, note_kind
 from .line_view import MarkupView
 
@@ -25,14 +26,15 @@ def watch_narration_markup(view: WatchView) -> str:
         if batch is not None and batch.ts is not None:
             where += f" · ts {batch.ts:.3f}"
         lines.append(f"[$kv-muted]{literal(where)}[/]")
-    if frame.error is not None:
+    if frame.error is not None and not any(note_kind(note) == "undecodable" for note in frame.notes):
         seq = f"seq {message.seq}" if message is not None else "a message"
         lines.append(f"[b $error]✗ undecodable: {literal(seq)}: {literal(frame.error)}[/]")
     for note in frame.notes:
         style = NOTE_STYLES.get(note_kind(note), "$warning")
         lines.append(f"[{style}]• {literal(note)}[/]")
-    if frame.narration:
-        lines.append(literal(frame.narration))
+    story = narration_without_notes(frame.narration, frame.notes)  # the notes are the bullets above
+    if story:
+        lines.append(literal(story))
     effect = frame.effect
     if effect is not None and effect.unknown_types:
         lines.append(f"[$warning]{literal('unknown event types (ignored, counted): ' + ', '.join(effect.unknown_types))}[/]")
