@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from ..backends.kv_events.wire import AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, decode_payload
 from ..limits import MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_PAGE
 from .scenario import CacheConfig, Op, Scenario, ScenarioError, Step, format_ints, format_scenario, parse_scenario
+from .words import count as counted
 
 __all__ = ["BlockContents", "DecodedBatch", "block_size_counts", "decode_messages", "pages_needed",
            "recording_to_scenario", "requests_scenario", "scaled_prompt", "usual_block_size"]
@@ -265,7 +266,7 @@ def recording_to_scenario(messages: Sequence, *, tokens_per_page: int | None = N
     drafted = Scenario(
         title=f"{source}: {len(batches):,} batches as requests on a hash cache",
         description=(f"Each chain of blocks the server stored, acquired from the root and published, one batch per "
-                     f"message; {len(distinct):,} distinct blocks stored, on pages of {tokens_per_page} tokens."),
+                     f"message; {len(distinct):,} distinct blocks stored, on pages of {counted(tokens_per_page, 'token')}."),
         config=CacheConfig("hash", pages, tokens_per_page, "lru", recompute_last_token),
         steps=tuple(steps),
     )
@@ -274,7 +275,7 @@ def recording_to_scenario(messages: Sequence, *, tokens_per_page: int | None = N
         stored_as = ", ".join(f"{n:,} of {size}" for size, n in sizes.items())
         why = " (the size most chains have)" if chosen and len(sizes) > 1 else ""
         comments.append(f"# The recording stores chains of blocks of several sizes or another size ({stored_as} "
-                        f"tokens): pages of {tokens_per_page} tokens{why}; kvcore cuts each chain into its own "
+                        f"tokens): pages of {counted(tokens_per_page, 'token')}{why}; kvcore cuts each chain into its own "
                         "pages, so its blocks are not the recording's one for one.")
     if left_out:
         comments.append(f"# {left_out:,} stored chains whose parent was never stored are left out "

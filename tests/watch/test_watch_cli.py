@@ -496,6 +496,12 @@ def test_against_trace_names_the_trace_once_and_no_server_on_the_sglang_recordin
     assert first.count(str(TRACE)) == 1 and "vLLM" not in first, first
 
 
+def test_to_kvs_on_pages_of_one_token_says_1_token(tmp_path):
+    out = tmp_path / "one.kvs"
+    result = run("--replay-file", str(VLLM), "--to-kvs", str(out), "--tokens-per-page", "1")
+    assert result.exit_code == 0 and "pages of 1 token;" in result.output and "1 tokens" not in out.read_text()
+
+
 def test_against_trace_sized_as_another_server_disagrees_and_exits_1():
     result = run("--replay-file", str(VLLM), "--against-trace", str(TRACE), "--first", "400", "--pages", "999",
                  "--json")
