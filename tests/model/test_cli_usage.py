@@ -102,12 +102,19 @@ def test_trie_and_base_together_are_refused_in_one_line(command, flags, story, t
 
 @pytest.mark.parametrize("flag,kind", [("--trie", "trie"), ("--base", "base"), (None, "trie")])
 def test_one_kind_flag_or_none_picks_the_cache(flag, kind, story, tmp_path, monkeypatch):
+    import kvviz.cli.common as common
     import kvviz.cli.scenario_commands as commands
 
     seen = []
-    real = commands.make_session
-    monkeypatch.setattr(commands, "make_session", lambda scenario, k, *a, **kw: seen.append(k) or real(
-        scenario, k, *a, **kw))
+    real = common.make_session
+
+    def spy(scenario, k, *a, **kw):
+        seen.append(k)
+        return real(scenario, k, *a, **kw)
+
+    # run --print streams through common.stream_session, other paths call make_session directly
+    monkeypatch.setattr(commands, "make_session", spy)
+    monkeypatch.setattr(common, "make_session", spy)
     result = kvviz("run", str(story), "--print", *([flag] if flag else []))
     assert seen == [flag and kind]
     assert ("no sharing in the base cache" in result.stdout) == (kind == "base")
