@@ -53,8 +53,10 @@ BUGS = (
     PlantedBug(
         "heap_tie",
         "eviction's pop (Floyd's hole walk, inlined in TriePagedAttentionCache._evict) picks "
-        "the smaller child by last_access alone: on a last_access tie it takes the left child "
-        "even when the right one has the smaller seq, breaking heap order",
+        "the smaller child by the key above seq (last_access, after any leading field) alone: "
+        "on a tie there it takes the left child even when the right one has the smaller seq. "
+        "Two lru candidates never share a last_access (one op touches one path), so it shows "
+        "under fifo and filo, whose keys are all seq: a few evictions from a heap of 3+",
         "kvcore/trie.py",
         "                    if keys[child + 1] < keys[child]:\n"
         "                        child += 1\n"
@@ -91,14 +93,12 @@ BUGS = (
     ),
     PlantedBug(
         "hash_release_order",
-        "the hash cache's release (the fast path, not recording events) frees the block table "
-        "in order instead of reversed (vLLM frees reversed(req_blocks)): the free queue's "
-        "order is wrong once a release frees two pages",
+        "the hash cache's release (the fast path, not recording events) frees the "
+        "published pages in order instead of reversed (vLLM frees reversed(req_blocks)): the "
+        "free queue's order is wrong once a release frees two cached blocks",
         "kvcore/hashblock.py",
-        "            self.clock += 1  # _tick, inlined\n"
-        "            for page in reversed(allocation._pages):  # vLLM frees reversed(req_blocks)\n",
-        "            self.clock += 1  # _tick, inlined\n"
-        "            for page in allocation._pages:\n",
+        "            for page in reversed(pages[:published]):\n",
+        "            for page in pages[:published]:\n",
         (HASH_MACHINE,),
     ),
 )
