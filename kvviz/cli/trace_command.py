@@ -435,7 +435,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         _fail(f"{file}: {error}")
     except ValueError as error:  # a design kvcore cannot build
         _fail(str(error))
-    if loaded.skipped and not as_json:  # warnings only once nothing will refuse the run: one error line
+    if loaded.skipped and not as_json and to_kvs is None:  # warnings only once nothing will refuse the run
         _report_skipped(loaded)
     if ui:
         source = click.get_current_context().get_parameter_source("capacity_tokens")
@@ -452,6 +452,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
             _fail(str(error))
         except OSError as error:
             _fail(f"cannot write {to_kvs}: {error.strerror or error}")
+        if loaded.skipped and not as_json:  # only now: a refused conversion is one error line
+            _report_skipped(loaded)
         message = {"scenario": str(to_kvs), "requests": len(requests), "ops": scenario.ops,
                    "result": scenario.result.to_dict()}
         if as_json:

@@ -405,3 +405,17 @@ def test_a_sweep_over_several_choices_keeps_its_title_on_one_line(small):
     assert result.exit_code == 0, result.output
     first = result.stdout.splitlines()[0]
     assert first.startswith("Token hit rate vs capacity by choice: small.jsonl (3 requests)"), first
+
+
+def test_a_refused_to_kvs_after_skipped_lines_is_one_error_line_and_no_warning(tmp_path):
+    """Found by the trace fuzzer: skipped lines were reported before a conversion that was
+    then refused, so exit 2 came with three lines on stderr instead of one."""
+    path = tmp_path / "trace.jsonl"
+    ids = list(range(14))
+    path.write_text(f'{{"input_length": 6758, "output_length": 500, "hash_ids": {ids}}}\n'
+                    f'{{"timestamp": 0, "input_length": 6758, "output_length": 1000000000, "hash_ids": {ids}}}\n')
+    result = run(path, "--no-progress", "--with-output", "--concurrency", "--base",
+                 "--on-error", "skip", "--to-kvs", tmp_path / "out.kvs")
+    assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("kvviz: error: cannot convert")
+    assert not (tmp_path / "out.kvs").exists()
