@@ -327,3 +327,18 @@ def test_a_payload_too_short_to_pass_the_item_limits_skips_the_scan_and_still_ke
             scanned = verdict(scan_msgpack, payload)
             assert verdict(lambda p: decode_payload(p, seq=0), payload) == scanned or scanned == "read"
             assert (scanned == "too deep") == (verdict(lambda p: decode_payload(p, seq=0), payload) == "too deep")
+
+
+def test_a_stored_event_with_tokens_but_no_hashes_is_a_lint_not_a_crash():
+    """Found by the decoder fuzzer: token ids, a block size and an empty hash list divided by
+    zero while sharing the tokens out among the hashes."""
+    import msgspec
+
+    from kvviz.backends.kv_events.wire import decode_payload
+
+    event = {"type": "BlockStored", "block_hashes": [], "parent_block_hash": None, "token_ids": list(range(16)),
+             "block_size": 16, "lora_id": None, "medium": "GPU"}
+    batch = decode_payload(msgspec.msgpack.encode([1.5, [event], 0]), seq=3)
+    (stored,) = batch.events
+    assert stored.hashes == () and len(stored.token_ids) == 16
+    assert any("16 token ids for 0 blocks" in lint for lint in batch.lints)

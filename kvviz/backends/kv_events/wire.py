@@ -565,7 +565,7 @@ def _stored(fields: dict, hashes: tuple[Key, ...], medium: str | None, where: st
         lora_name = None
     expected = len(hashes) * block_size
     if block_size and len(token_ids) != expected:
-        if token_ids and len(token_ids) % len(hashes) == 0:
+        if hashes and token_ids and len(token_ids) % len(hashes) == 0:  # no hashes: nothing to share out
             # Each hash covers an equal share: the publisher's block_size is not the hashing
             # unit (ROCm ATOM under decode context parallelism sends the page size while each
             # hash covers page size x ranks tokens). Slicing by block_size would misplace tokens.
