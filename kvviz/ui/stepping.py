@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model.designs import design_of
-from .screens.prompt_screen import PromptScreen
+from .screens.prompt_screen import PromptScreen, step_number_problem
 
 
 @dataclass(frozen=True)
@@ -234,14 +234,7 @@ class TimelineSteps(SubStepMoves, StepActions):
         last = self.last_step
 
         def check(value: str) -> str | None:
-            value = value.strip()
-            if not value.isdigit():
-                return f"a step number, 0..{last}"
-            # Longer than the last step's number: too big, said before int() (Python refuses
-            # to convert more than 4,300 digits).
-            if len(value.lstrip("0")) > len(str(last)) or int(value) > last:
-                return f"step {value} does not exist: the timeline has steps 0..{last}"
-            return None
+            return step_number_problem(value, last, f"the timeline has steps 0..{last}")
 
         def done(value: str | None) -> None:
             if value is not None:

@@ -37,7 +37,7 @@ from textual.widgets import Footer, Static
 from ..model.designs.events import DESIGN
 from ..model.view import literal
 from .saving import free_stem, slug
-from .screens.prompt_screen import PromptScreen
+from .screens.prompt_screen import PromptScreen, step_number_problem
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
 from .watch_view import StreamTotals, WatchView, sparkline_samples, step_summary
@@ -370,12 +370,7 @@ class WatchApp(StepActions, App[None]):
         last = self.last_step
 
         def check(value: str) -> str | None:
-            value = value.strip()
-            if not value.isdigit():
-                return f"a step number, 0..{last}"
-            if len(value.lstrip("0")) > len(str(last)) or int(value) > last:
-                return f"step {value} does not exist: the watch has steps 0..{last} so far"
-            return None
+            return step_number_problem(value, last, f"the watch has steps 0..{last} so far")
 
         def done(value: str | None) -> None:
             if value is not None:

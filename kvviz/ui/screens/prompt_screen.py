@@ -17,6 +17,20 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 
+def step_number_problem(value: str, last: int, steps: str) -> str | None:
+    """What is wrong with ``value`` as a step number from 0 to ``last`` (None: nothing);
+    ``steps`` says which steps there are ("the timeline has steps 0..8"). The go-to prompts
+    of the main app and the watch share it."""
+    value = value.strip()
+    if not value.isdigit():
+        return f"a step number, 0..{last}"
+    # Longer than the last step's number: too big, said before int() (Python refuses to
+    # convert more than 4,300 digits).
+    if len(value.lstrip("0")) > len(str(last)) or int(value) > last:
+        return f"step {value} does not exist: {steps}"
+    return None
+
+
 class PromptScreen(ModalScreen[str | None]):
     """Ask for one line of text (see the module doc)."""
 
