@@ -95,19 +95,9 @@ def _digests(timeline: "WatchTimeline", steps: list[int]) -> list[list]:
     return out
 
 
-def prefix(timeline: "WatchTimeline", step: int) -> "WatchTimeline":
-    """The timeline of ``timeline``'s first ``step`` messages (its summary is the stream's up to
-    ``step``), or ``timeline`` itself when ``step`` is its last."""
-    from ..model.watch import WatchTimeline
-
-    if step == timeline.last_step:
-        return timeline
-    return WatchTimeline.from_messages(timeline.messages_until(step), timeline.source, timeline.keyframe_every)
-
-
 def make_watch_bundle(timeline: "WatchTimeline", step: int) -> dict:
     """The bundle dict of ``step`` (messages as recording lines' objects)."""
-    upto = prefix(timeline, step)
+    upto = timeline.prefix(step)
     return {
         "schema": SCHEMA,
         "versions": _versions(),

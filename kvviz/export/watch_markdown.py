@@ -169,9 +169,7 @@ def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
 
 def watch_markdown(timeline: WatchTimeline, step: int) -> str:
     """The whole Markdown report of ``step`` of ``timeline``."""
-    from .watch_bundle import prefix
-
-    upto = prefix(timeline, step)
+    upto = timeline.prefix(step)
     summary = upto.summary()
     frame = upto.frame(step)
     source = timeline.source or "a KV-event stream"

@@ -180,6 +180,14 @@ class WatchTimeline:
         self._check_step(step)
         return self._messages[:step]
 
+    def prefix(self, step: int) -> "WatchTimeline":
+        """The timeline of the first ``step`` messages (its summary is the stream's up to
+        ``step``), or this timeline itself when ``step`` is its last: what a report of
+        ``step`` describes."""
+        if step == self.last_step:
+            return self
+        return WatchTimeline.from_messages(self.messages_until(step), self.source, self.keyframe_every)
+
     def add(self, message: Message, batch: Batch | None = None, error: str | None = None,
             note: str | None = None) -> int:
         """Record ``message`` as the next step and return its index.

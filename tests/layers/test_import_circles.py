@@ -84,9 +84,6 @@ KNOWN_CIRCLES = [
     # kvcore (issue 19, its helper's): invariants -> hashblock for block_key, which is to move
     # below invariants; allocation -> base is a TYPE_CHECKING import.
     ["kvcore.allocation", "kvcore.base", "kvcore.hashblock", "kvcore.invariants", "kvcore.verify"],
-    # watch exports (issue 19, the watch helper's): watch_markdown takes watch_bundle.prefix, a
-    # timeline's prefix, which belongs to the model's WatchTimeline.
-    ["kvviz.export.watch_bundle", "kvviz.export.watch_markdown"],
 ]
 """The circles still open, each named with who is breaking it. The list must be exact: a new
 circle fails, and so does a fixed one left listed (strike it here when it is gone)."""
