@@ -423,8 +423,8 @@ class Session:
         if not self._check:
             return []
         backend = backend if backend is not None else self.backend
-        # The backend checks in its own terms (shortfin keeps one reference per allocation,
-        # on its deepest node, not one on every node of the path). Frames are checked in
+        # The backend checks in its own terms (a foreign cache may keep one reference per
+        # allocation, on its deepest node, not one on every node of the path). Frames are checked in
         # order on one backend, so kvcore's re-checks only what each op changed.
         if self._full_check:
             return list(getattr(backend, "check_full", backend.check)(snapshot))
