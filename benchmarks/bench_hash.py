@@ -29,7 +29,7 @@ from bench_core import (best_interleaved, floor_run_checked, floor_run_lists, kv
                         make_workload)
 
 from kvcore import HashBlockPagedAttentionCache, PagePool, TriePagedAttentionCache  # noqa: E402
-from kvcore.hashblock import chain_keys  # noqa: E402
+from kvcore.blockkey import chain_keys  # noqa: E402
 
 TOKENS_PER_PAGE = bench_core.TOKENS_PER_PAGE
 TARGET = 0.20  # hash lifecycle req/s / checking floor req/s, both pools (issue 21)

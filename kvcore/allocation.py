@@ -4,10 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .base import BasePagedAttentionCache
+
+class _Cache(Protocol):
+    """What an allocation needs of the cache that made it: every mutation goes through the
+    cache. A protocol rather than the cache class, so this module stays below the caches."""
+
+    def _extend(self, allocation: "PageAllocation", tokens: Iterable[int], extra_token_slots: int) -> None: ...
+
+    def _publish(self, allocation: "PageAllocation", tokens: Iterable[int] | None,
+                 publish_incomplete_page: bool) -> None: ...
+
+    def _release(self, allocation: "PageAllocation") -> None: ...
 
 
 class PageAllocation:
@@ -20,7 +29,7 @@ class PageAllocation:
 
     __slots__ = ("_cache", "id", "name", "_tokens", "_pages", "_nodes", "hit_tokens", "released", "priority")
 
-    def __init__(self, cache: "BasePagedAttentionCache", allocation_id: int, name: str | None,
+    def __init__(self, cache: _Cache, allocation_id: int, name: str | None,
                  tokens: tuple[int, ...], pages: list[int], nodes: list, hit_tokens: int, priority: int = 0):
         self._cache = cache
         self.id = allocation_id

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter, is_not, ne
 
+from .blockkey import block_key
 from .snapshot import CACHED, FREE, OWNED, PageInfo, Snapshot, touched_rows, untouched_free
 
 NAMES = {
@@ -425,16 +426,14 @@ def check_hash_snapshot(snap: Snapshot) -> list[Violation]:
 
     O(pages used + blocks + allocation pages), one sha256 per block and per published page
     (keys are recomputed from the tokens, not trusted)."""
-    from .hashblock import block_key
-
     out: list[Violation] = []
     tpp = snap.tokens_per_page
     page_count = snap.page_count
     if snap.nodes or snap.heap:
         out.append(Violation(11, f"a hash cache has no trie: the snapshot lists {len(snap.nodes)} nodes and "
                                  f"{len(snap.heap)} heap entries"))
-    blocks_at = _check_blocks(snap, tpp, page_count, block_key, out)
-    refs, owners = _check_hash_allocations(snap, tpp, page_count, blocks_at, block_key, out)
+    blocks_at = _check_blocks(snap, tpp, page_count, out)
+    refs, owners = _check_hash_allocations(snap, tpp, page_count, blocks_at, out)
     _check_queue(snap, refs, page_count, out)
     _check_hash_page_table(snap, refs, owners, blocks_at, out)
     _check_reachable(snap, out)
@@ -446,7 +445,7 @@ def _is_key(text) -> bool:
     return type(text) is str and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
-def _check_blocks(snap, tpp, page_count, block_key, out) -> dict[int, object]:
+def _check_blocks(snap, tpp, page_count, out) -> dict[int, object]:
     """Invariant 9; returns page -> the block it holds (the first, if several claim it)."""
     blocks_at: dict[int, object] = {}
     ids: set[int] = set()
@@ -481,7 +480,7 @@ def _check_blocks(snap, tpp, page_count, block_key, out) -> dict[int, object]:
     return blocks_at
 
 
-def _check_hash_allocations(snap, tpp, page_count, blocks_at, block_key, out):
+def _check_hash_allocations(snap, tpp, page_count, blocks_at, out):
     """Invariants 10 and 6; returns the refs each page should have and the owner of each
     page outside a published prefix."""
     refs: dict[int, int] = {}

@@ -255,7 +255,7 @@ def test_tokens_beyond_64_bits_get_keys_of_their_own():
 
 
 def test_a_run_of_keys_is_block_key_block_after_block_at_the_int64_edges_and_beyond():
-    from kvcore.hashblock import block_key, chain_keys
+    from kvcore.blockkey import block_key, chain_keys
 
     edges = (0, 1, -1, 2**63 - 1, -2**63, 32000, 7, 8)
     tokens = edges * 2 + (2**63, 5, 6, 7, 8, 9, 10, 11) + (1, 2, 3, 4, 5, 6, 7, -2**63 - 1) + edges

@@ -80,11 +80,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(groups)
 
 
-KNOWN_CIRCLES = [
-    # kvcore (issue 19, its helper's): invariants -> hashblock for block_key, which is to move
-    # below invariants; allocation -> base is a TYPE_CHECKING import.
-    ["kvcore.allocation", "kvcore.base", "kvcore.hashblock", "kvcore.invariants", "kvcore.verify"],
-]
+KNOWN_CIRCLES: list[list[str]] = []
 """The circles still open, each named with who is breaking it. The list must be exact: a new
 circle fails, and so does a fixed one left listed (strike it here when it is gone)."""
 
