@@ -5,11 +5,14 @@ the session's script as a ``.kvs`` file, the palette's Screenshot an SVG of the 
 :class:`ExportActions` is the app's: it writes what the app holds (the session, whether it
 was edited) at the step its main screen shows. No file is overwritten unasked: a taken name
 gets ``-2``, ``-3``, ... (:mod:`kvviz.ui.saving`), a typed name that exists is replaced only
-when confirmed. Pictures are taken without the toasts of earlier exports.
+when confirmed. Pictures are taken without the toasts of earlier exports. Served in a browser
+(``kvviz serve``), each is offered to the browser as a download instead: a served app writes
+nothing on the server's disk (:meth:`ExportActions.offer_download`).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,11 +58,21 @@ class ExportActions:
         from ..export.atomic import write_text_atomic
 
         paths = self.export_paths()
+        if self.is_web:  # one download: a browser lets one key press open one, not three
+            from ..export import render_export
+
+            return [self.offer_download(paths[".json"], render_export(self.session, self.step, ".json"))]
         next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
         write_export(self.session, self.step, paths[".json"])
         write_export(self.session, self.step, paths[".md"])
         write_text_atomic(paths[".svg"], self.views_svg())
         return list(paths.values())
+
+    def offer_download(self, path: Path, text: str) -> Path:
+        """Served in a browser: hand ``text`` to it as a download named ``path.name`` (Textual's
+        ``deliver_text``; textual-serve streams it to the tab) and return that name."""
+        self.deliver_text(io.StringIO(text), save_filename=path.name)
+        return Path(path.name)
 
     def without_notifications(self, then: Callable[[], None]) -> None:
         """Hide the toasts, call ``then`` once the screen was drawn without them, show them
@@ -107,6 +120,10 @@ class ExportActions:
 
         def shoot() -> None:
             target = folder / name
+            if self.is_web:
+                offered = self.offer_download(target, self.views_svg())
+                self.notify(str(offered), title="Offered the screenshot", timeout=8)
+                return
             try:
                 target = free_path(target)
                 write_text_atomic(target, self.views_svg())
@@ -137,6 +154,8 @@ class ExportActions:
         from ..export.bundle import session_script
 
         path = self.script_path(path)
+        if self.is_web:
+            return self.offer_download(path, session_script(self.session))
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, session_script(self.session))
         return path
@@ -154,7 +173,8 @@ class ExportActions:
                 return problem
             path = self.script_path(value.strip())
             try:
-                if path.exists() and path not in confirmed:
+                # Served, the name only names a download: no asking about the server's files.
+                if not self.is_web and path.exists() and path not in confirmed:
                     confirmed.append(path)
                     return f"{shortened(path)} exists: enter again to replace it, or type another name"
                 saved = self.save_script(path)
