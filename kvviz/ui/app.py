@@ -70,6 +70,16 @@ class KvvizApp(ExportActions, App[None]):
         # The app is ready (for a test's pilot, a screenshot's) once its screen is: composed,
         # and showing the start step. Textual's pilot waits on the same event.
         await self.main_screen._mounted_event.wait()
+        if self.is_web:
+            self.watch(self.main_screen, "position", self._title_the_terminal)
+
+    def _title_the_terminal(self, position) -> None:
+        # Served (kvviz serve), the terminal's title (xterm's OSC 2) becomes the browser tab's:
+        # the canvas holds no text, so a person with a screen reader, and the browser tests,
+        # read the step there.
+        sub = "" if position.substep is None else f" · sub-step {position.substep + 1}"
+        title = f"kvviz {self.session.title or 'session'} · step {position.step} of {self.main_screen.last_step}{sub}"
+        self._driver.write(f"\x1b]2;{''.join(c for c in title if c.isprintable())}\x07")
 
     @property
     def main_screen(self) -> TimelineScreen:
