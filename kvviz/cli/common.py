@@ -296,6 +296,10 @@ def show(session, step: int | None, print_only: bool, demo: str | None = None) -
     launch_ui(session, step, demo=demo)
 
 
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
+"""The driver textual-serve names in ``TEXTUAL_DRIVER`` for the app processes it starts."""
+
+
 def require_terminal() -> None:
     """Bad input unless stdin and stdout are both terminals: the UI needs both.
 
@@ -304,6 +308,8 @@ def require_terminal() -> None:
     the report for ``diff``/``trace``), a trace's text would be thousands of frames, and a
     redirect should not quietly change what a command produces. The message names the flag.
     """
+    if os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER:
+        return  # served (kvviz serve): the pipes carry textual-serve's packets; a browser is the terminal
     closed = [name for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)) if not _isatty(stream)]
     if not closed:
         return
