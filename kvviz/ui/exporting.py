@@ -7,7 +7,7 @@ was edited) at the step its main screen shows. No file is overwritten unasked: a
 gets ``-2``, ``-3``, ... (:mod:`kvviz.ui.saving`), a typed name that exists is replaced only
 when confirmed. Pictures are taken without the toasts of earlier exports. Served in a browser
 (``kvviz serve``), each is offered to the browser as a download instead: a served app writes
-nothing on the server's disk (:meth:`ExportActions.offer_download`).
+nothing on the server's disk (:func:`offer_download`).
 """
 
 from __future__ import annotations
@@ -61,18 +61,12 @@ class ExportActions:
         if self.is_web:  # one download: a browser lets one key press open one, not three
             from ..export import render_export
 
-            return [self.offer_download(paths[".json"], render_export(self.session, self.step, ".json"))]
+            return [offer_download(self, paths[".json"], render_export(self.session, self.step, ".json"))]
         next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
         write_export(self.session, self.step, paths[".json"])
         write_export(self.session, self.step, paths[".md"])
         write_text_atomic(paths[".svg"], self.views_svg())
         return list(paths.values())
-
-    def offer_download(self, path: Path, text: str) -> Path:
-        """Served in a browser: hand ``text`` to it as a download named ``path.name`` (Textual's
-        ``deliver_text``; textual-serve streams it to the tab) and return that name."""
-        self.deliver_text(io.StringIO(text), save_filename=path.name)
-        return Path(path.name)
 
     def without_notifications(self, then: Callable[[], None]) -> None:
         """Hide the toasts, call ``then`` once the screen was drawn without them, show them
@@ -121,7 +115,7 @@ class ExportActions:
         def shoot() -> None:
             target = folder / name
             if self.is_web:
-                offered = self.offer_download(target, self.views_svg())
+                offered = offer_download(self, target, self.views_svg())
                 self.notify(str(offered), title="Offered the screenshot", timeout=8)
                 return
             try:
@@ -155,7 +149,7 @@ class ExportActions:
 
         path = self.script_path(path)
         if self.is_web:
-            return self.offer_download(path, session_script(self.session))
+            return offer_download(self, path, session_script(self.session))
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, session_script(self.session))
         return path
@@ -190,6 +184,20 @@ class ExportActions:
             default = SCRIPT_NAME
         self.push_screen(PromptScreen("Save the script as", default, check=write,
                                       help="enter writes the .kvs file · escape cancels"))
+
+
+def offer_download(app, path: Path, text: str) -> Path:
+    """Served in a browser: hand ``text`` to it as a download named ``path.name`` (Textual's
+    ``deliver_text``; textual-serve streams it to the tab) and return that name. ValueError,
+    nothing offered, past :data:`~kvviz.limits.MAX_BUNDLE_BYTES` (what ``kvviz open`` reads)."""
+    from ..limits import MAX_BUNDLE_BYTES
+
+    size = len(text.encode("utf-8"))
+    if size > MAX_BUNDLE_BYTES:
+        raise ValueError(f"{path.name}: {size:,} bytes, more than the {MAX_BUNDLE_BYTES:,} a download may hold; "
+                         "nothing was offered")
+    app.deliver_text(io.StringIO(text), save_filename=path.name)
+    return Path(path.name)
 
 
 MAX_NAME_BYTES = 255
