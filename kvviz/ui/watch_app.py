@@ -36,6 +36,7 @@ from textual.widgets import Footer, Static
 
 from ..model.designs.events import DESIGN
 from ..model.view import literal
+from .exporting import offer_download
 from .saving import free_stem, slug
 from .screens.prompt_screen import PromptScreen, step_number_problem
 from .stepping import StepActions
@@ -403,6 +404,11 @@ class WatchApp(StepActions, App[None]):
         from ..export.watch_bundle import write_watch_export
 
         paths = self.export_paths()
+        if self.is_web:  # served (kvviz serve): one download, as the main app's e offers
+            from ..export.watch_bundle import dumps_watch_bundle, make_watch_bundle
+
+            bundle = dumps_watch_bundle(make_watch_bundle(self.timeline, self.step))
+            return [offer_download(self, paths[".json"], bundle)]
         paths[".json"].parent.mkdir(parents=True, exist_ok=True)
         for suffix in (".json", ".md"):
             write_watch_export(self.timeline, self.step, paths[suffix])
