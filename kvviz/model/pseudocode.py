@@ -6,7 +6,8 @@ The algorithms are data (:mod:`kvviz.model.designs.code`): each design carries i
 each line carrying an **anchor**, so sub-steps are mapped by anchor and an edit of the text
 cannot silently point a sub-step at the wrong line. A backend that reports its own calls
 brings its own code through the Backend Protocol. This module looks lines up in whichever
-code is in force, and holds the bug museum.
+code is in force, and builds the bug museum's exhibits from its catalogue
+(:mod:`kvviz.backends.bug_museum`: the bugs are other caches', so the model holds none).
 
 Algorithms of kvcore's designs (:data:`ALGORITHMS`): the trie's ``acquire``, ``publish``,
 ``extend`` (kvcore's one method for both trie and base), ``release`` and ``evict``; the base
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from types import MappingProxyType
 
+from ..backends import bug_museum
 from ..backends.registry import MUSEUM_PREFIXES
 from .designs import KVCORE_DESIGNS, design
 from .designs.code import Algorithm, Code, Line, block, parse
@@ -123,24 +125,8 @@ class Bug:
     description: str
 
 
-BUGS: Mapping[str, Bug] = {b.id: b for b in (
-    Bug("B1", "heap tie `TypeError` (shortfin seed, Windows)"),
-    Bug("B2", "parent stays in the leaf set after gaining a child (3.1.0)"),
-    Bug("B3", "a publish that creates nothing marks an interior node as leaf (3.1.0)"),
-    Bug("B4", "duplicate publish overwrites the child (3.1.0)"),
-    Bug("B4b", "second publisher keeps its reference on root (3.9.0)"),
-    Bug("B5", "reference leaks when allocation fails (3.1.0)"),
-    Bug("B6", "unpublished pages never return on release (3.1.0)"),
-    Bug("B7", "cache keeps the caller's token list (3.1.0)"),
-    Bug("B8", "non-monotonic publish (3.1.0)"),
-    Bug("B9", "lookup takes no reference (3.9.0)"),
-    Bug("B10", "zero-page allocation steals a reference (3.9.0)"),
-    Bug("B11", "releasing a stale handle after publish (3.9.0)"),
-    Bug("B12", "extend evicts the allocation's own page (3.1.0)"),
-    Bug("S1", "`evictable_size` double-counts shared pages (SGLang #35270)"),
-    Bug("S2", "node itself never locked (mini-sglang PR #52)"),
-)}
-"""Every bug of BUGS.md, by id."""
+BUGS: Mapping[str, Bug] = MappingProxyType({bug: Bug(bug, words) for bug, words in bug_museum.BUGS.items()})
+"""Every bug of BUGS.md, by id (the catalogue's, :data:`kvviz.backends.bug_museum.BUGS`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,57 +161,13 @@ def _variant(bug: str, algorithm: str, changes: Mapping[str, str | None]) -> Var
     return Variant(algorithm, ours, tuple(theirs), differ, differ, bug, BUGS[bug].description)
 
 
-# What each buggy cache did, on our lines. The sources: shortfin's seed and 3.1.0 as their
-# bug-museum demos narrate them, 3.9.0 as installed (the shortfin extra), mini-sglang's PR.
-VARIANTS: Mapping[str, Variant] = {v.bug: v for v in (
-    _variant("B1", "evict", {  # the seed (shark-ai de4d2fec3): TrieNode has no __lt__
-        "heap-key": "heap = [(n.access_time, n) for n in leaves]; heapify(heap)  # tie: TypeError",
-        "top": "_, victim = heappop(heap)        # (wall-clock time, node) pairs"}),
-    _variant("B2", "publish", {  # 3.1.0: create_child in the loop, leaves.add(cur_node) after it
-        "create": "child = Node(block, allocation.pages[i])  # ref 0: no ref of its own",
-        "link": "parent.children[block] = child   # parent stays in the leaf set",
-        "refs": "leaves.add(path[-1]); path[-1].ref += 1; old_end.ref -= 1  # the end only"}),
-    _variant("B3", "publish", {
-        "monotonic": "if full <= len(path): leaves.add(path[-1]); return  # has children"}),
-    _variant("B4", "publish", {
-        "look": "child = None                      # never looked up",
-        "link": "parent.children[block] = child    # replaces the node there"}),
-    _variant("B4b", "publish", {
-        "ref": "child.last_access = now           # no ref: it stays on the root",
-        "refs": "if a node was created: old_end.ref -= 1; new_end.ref += 1"}),
-    _variant("B5", "acquire", {
-        "hit": "node.ref += 1; hit = len(matched) * tokens_per_page  # before the check",
-        "fail": "raise CacheAllocationFailure      # node keeps that ref: leaked",
-        "ref": "n.hits += 1                       # (referenced before the check)"}),
-    _variant("B6", "release", {
-        "free": "pass                              # the tail is never given back"}),
-    _variant("B7", "extend", {
-        "copy": "# no copy: tokens is the caller's own list",
-        "prefix": "if len(tokens) == len(allocation.tokens): return  # same list: equal",
-        "store": "allocation.tokens = tokens        # the caller's list from now on"}),
-    _variant("B8", "publish", {
-        "monotonic": "if full <= allocation.published: allocation.published = full; return",
-        "loop": "for i in range(allocation.published, full):  # from the count moved back"}),
-    _variant("B9", "acquire", {  # 3.9.0: lookup, then allocate: acquire_free_pages, evict_pages, ref
-        "fits?": "if needed > free: evict_pages(needed - free)  # our match too: no ref yet",
-        "fail": "pages = acquire_free_pages(needed)  # can be the page just matched",
-        "count": None, "in-heap": None, "unheap": None, "swap": None, "uncandidate": None,
-        "ref": "pass                              # no ref here: allocate takes it later",
-        "return": "matched[-1].ref += 1; return allocation  # the ref, after the pages"}),
-    _variant("B10", "acquire", {
-        "ref": "if needed > 0: n.ref += 1         # 0 new pages: no ref taken"}),
-    _variant("S2", "acquire", {
-        "in-heap": "if n in heap and n is not matched[-1]:  # the last stays one",
-        "ref": "if n is not matched[-1]: n.ref += 1  # ancestors only"}),
-)}
-"""The buggy variant of every bug whose buggy code BUGS.md (with its demo) describes, by id."""
+VARIANTS: Mapping[str, Variant] = MappingProxyType(
+    {bug: _variant(bug, algorithm, changes) for bug, (algorithm, changes) in bug_museum.VARIANTS.items()})
+"""The buggy variant of every bug whose buggy code BUGS.md (with its demo) describes, by id
+(built from :data:`kvviz.backends.bug_museum.VARIANTS`: an anchor that names no line of ours
+fails here, at import)."""
 
-NO_VARIANT: Mapping[str, str] = {
-    "B11": "a stale handle released after publish: a misuse of shortfin's API, not a line of an algorithm "
-           "(and no demo)",
-    "B12": "BUGS.md gives only the effect; its cause is B2's reference counting (see bug-b2-parent-leaf)",
-    "S1": "BUGS.md names SGLang's evictable_size counter but not the code that updates it",
-}
+NO_VARIANT: Mapping[str, str] = bug_museum.NO_VARIANT
 """The bugs without a variant, and why."""
 
 _DEMO_BUG = re.compile(rf"^(?:{'|'.join(map(re.escape, MUSEUM_PREFIXES.values()))})([bs]\d+[a-z]?)-", re.IGNORECASE)
