@@ -7,84 +7,13 @@ O(log n) instead of a scan, and the heap is never rebuilt from all leaves (SGLan
 RadixCache does rebuild, at about 11 ms per evict call on a large tree).
 
 Keys are plain ints: the trie encodes its policy's key tuple (``(last_access, seq)`` for
-lru) with the packing functions below (every key it pushes goes through them), which order
-exactly like the tuples but compare faster.
+lru) with its policy's packing (:mod:`kvcore.policies`), which orders exactly like the
+tuples but compares faster.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-#: Bits reserved for ``seq`` in a packed key. 2**40 nodes will never exist in one process.
-SEQ_BITS = 40
-SEQ_MASK = (1 << SEQ_BITS) - 1
-
-
-def pack_key(last_access: int, seq: int) -> int:
-    """``(last_access, seq)`` as one int with the same order."""
-    return (last_access << SEQ_BITS) | seq
-
-
-def unpack_key(key: int) -> tuple[int, int]:
-    """Inverse of :func:`pack_key`."""
-    return key >> SEQ_BITS, key & SEQ_MASK
-
-
-#: Bits of ``last_access`` in a three-field key: a clock ticking once per operation stays
-#: below 2**64.
-CLOCK_BITS = 64
-_LEAD_SHIFT = SEQ_BITS + CLOCK_BITS  # where the leading field of a three-field key starts
-_CLOCK_MASK = (1 << CLOCK_BITS) - 1
-
-
-def pack3(lead: int, last_access: int, seq: int) -> int:
-    """``(lead, last_access, seq)`` as one int with the same order (``lead`` may be negative)."""
-    return (lead << _LEAD_SHIFT) | (last_access << SEQ_BITS) | seq
-
-
-def unpack3(key: int) -> tuple[int, int, int]:
-    """Inverse of :func:`pack3`."""
-    return key >> _LEAD_SHIFT, (key >> SEQ_BITS) & _CLOCK_MASK, key & SEQ_MASK
-
-
-# One packed key per eviction policy, read off a node (kvcore.policies maps names to them).
-# Each writes its packing out instead of calling pack_key/pack3: one Python call per key on
-# the trie's hot paths, as before policies existed.
-
-def lru_key(n) -> int:
-    """The packed lru key of node ``n`` (see kvcore.policies)."""
-    return (n.last_access << SEQ_BITS) | n.seq
-
-
-def fifo_key(n) -> int:
-    """The packed fifo key of node ``n`` (see kvcore.policies)."""
-    return n.seq
-
-
-def lfu_key(n) -> int:
-    """The packed lfu key of node ``n`` (see kvcore.policies)."""
-    return (n.hits << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
-
-
-def mru_key(n) -> int:
-    """The packed mru key of node ``n`` (see kvcore.policies)."""
-    return (-n.last_access << SEQ_BITS) | n.seq
-
-
-def filo_key(n) -> int:
-    """The packed filo key of node ``n`` (see kvcore.policies)."""
-    return -n.seq
-
-
-def slru_key(n) -> int:
-    """The packed slru key of node ``n`` (see kvcore.policies)."""
-    return ((n.hits >= 2) << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
-
-
-def priority_key(n) -> int:
-    """The packed priority key of node ``n`` (see kvcore.policies)."""
-    return (n.priority << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
-
 
 class IndexedHeap:
     """Min-heap of items with an ``hpos`` slot, keyed by ints. push/pop/remove O(log n)."""

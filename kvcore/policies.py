@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Eviction policies of the trie cache: each one a key per node, smallest evicted first.
 
-The seven policies are SGLang's (``--radix-eviction-policy``). Every key ends in ``seq``
-(creation order, unique), so the order is total and the same on every platform:
+The seven policies are SGLang's (``--radix-eviction-policy``), one :class:`Policy` row each
+in :data:`POLICY_TABLE`: the key's fields, the key as a tuple, the packed int the heap
+compares, and whether a parent touched at the same tick as its child is evicted after it
+without comparing keys. Every key ends in ``seq`` (creation order, unique), so the order is
+total and the same on every platform:
 
 ========== ======================================= ==========================================
 policy     key (tuple, as the views name it)       packed int (what the heap compares)
@@ -29,63 +32,132 @@ A node's key may change only while the node is referenced (see trie.py): candida
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from . import heap
-from .heap import pack3, pack_key, unpack3, unpack_key
+#: Bits reserved for ``seq`` in a packed key. 2**40 nodes will never exist in one process.
+SEQ_BITS = 40
+SEQ_MASK = (1 << SEQ_BITS) - 1
 
-#: The policies, default first.
-POLICIES = ("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")
+#: Bits of ``last_access`` in a three-field key: a clock ticking once per operation stays
+#: below 2**64.
+CLOCK_BITS = 64
+_LEAD_SHIFT = SEQ_BITS + CLOCK_BITS  # where the leading field of a three-field key starts
+_CLOCK_MASK = (1 << CLOCK_BITS) - 1
 
 #: Priorities are ints in ``0 <= priority < MAX_PRIORITY`` (keeps every key below the
 #: trie's sentinel ``1 << 200``).
 MAX_PRIORITY = 1 << 63
 
+
+def pack_key(last_access: int, seq: int) -> int:
+    """``(last_access, seq)`` as one int with the same order."""
+    return (last_access << SEQ_BITS) | seq
+
+
+def unpack_key(key: int) -> tuple[int, int]:
+    """Inverse of :func:`pack_key`."""
+    return key >> SEQ_BITS, key & SEQ_MASK
+
+
+def pack3(lead: int, last_access: int, seq: int) -> int:
+    """``(lead, last_access, seq)`` as one int with the same order (``lead`` may be negative)."""
+    return (lead << _LEAD_SHIFT) | (last_access << SEQ_BITS) | seq
+
+
+def unpack3(key: int) -> tuple[int, int, int]:
+    """Inverse of :func:`pack3`."""
+    return key >> _LEAD_SHIFT, (key >> SEQ_BITS) & _CLOCK_MASK, key & SEQ_MASK
+
+
+# The packed key of a live node, one function per policy. Each writes its packing out
+# instead of calling pack_key/pack3: one Python call per key on the trie's hot paths.
+
+def _lru_node_key(n) -> int:
+    return (n.last_access << SEQ_BITS) | n.seq
+
+
+def _fifo_node_key(n) -> int:
+    return n.seq
+
+
+def _lfu_node_key(n) -> int:
+    return (n.hits << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
+
+
+def _mru_node_key(n) -> int:
+    return (-n.last_access << SEQ_BITS) | n.seq
+
+
+def _filo_node_key(n) -> int:
+    return -n.seq
+
+
+def _slru_node_key(n) -> int:
+    return ((n.hits >= 2) << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
+
+
+def _priority_node_key(n) -> int:
+    return (n.priority << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One eviction policy: everything kvcore knows of it, in one row.
+
+    ``key(last_access, seq, hits, priority)`` is the key tuple (what views and events show,
+    its fields named by ``fields``); ``node_key(node)`` the same key packed into the int the
+    heap compares, read off a live node. ``parent_first``: a parent's key is below its
+    child's when both were touched at one tick (the parent's seq is smaller and nothing else
+    in the key differs), so the eviction loop may evict the parent next without comparing
+    keys; not lfu, slru or priority (a parent can have more hits or a higher priority than
+    its child) nor filo (``-seq``)."""
+
+    name: str
+    fields: tuple[str, ...]
+    key: Callable[[int, int, int, int], tuple[int, ...]]
+    node_key: Callable[[object], int]
+    parent_first: bool
+
+
+#: Every policy, default first (lru).
+POLICY_TABLE: dict[str, Policy] = {p.name: p for p in (
+    Policy("lru", ("last_access", "seq"), lambda last_access, seq, hits, priority: (last_access, seq),
+           _lru_node_key, True),
+    Policy("fifo", ("seq",), lambda last_access, seq, hits, priority: (seq,), _fifo_node_key, True),
+    Policy("lfu", ("hits", "last_access", "seq"), lambda last_access, seq, hits, priority: (hits, last_access, seq),
+           _lfu_node_key, False),
+    Policy("mru", ("-last_access", "seq"), lambda last_access, seq, hits, priority: (-last_access, seq),
+           _mru_node_key, True),
+    Policy("filo", ("-seq",), lambda last_access, seq, hits, priority: (-seq,), _filo_node_key, False),
+    Policy("slru", ("tier", "last_access", "seq"),
+           lambda last_access, seq, hits, priority: (0 if hits < 2 else 1, last_access, seq), _slru_node_key, False),
+    Policy("priority", ("priority", "last_access", "seq"),
+           lambda last_access, seq, hits, priority: (priority, last_access, seq), _priority_node_key, False),
+)}
+
+#: The policies' names, default first.
+POLICIES = tuple(POLICY_TABLE)
+
 #: The key's fields by name, per policy: what the heap view shows as the key's heading.
-KEY_FIELDS: dict[str, tuple[str, ...]] = {
-    "lru": ("last_access", "seq"),
-    "fifo": ("seq",),
-    "lfu": ("hits", "last_access", "seq"),
-    "mru": ("-last_access", "seq"),
-    "filo": ("-seq",),
-    "slru": ("tier", "last_access", "seq"),
-    "priority": ("priority", "last_access", "seq"),
-}
-
-#: Policies whose key of a parent is below its child's when both were touched at one tick
-#: (the parent's seq is smaller and nothing else in the key differs): the eviction loop
-#: may then evict the parent next without comparing keys. Not lfu, slru or priority (a
-#: parent can have more hits or a higher priority than its child) nor filo (``-seq``).
-SAME_TICK_PARENT_FIRST = frozenset({"lru", "fifo", "mru"})
+KEY_FIELDS: dict[str, tuple[str, ...]] = {name: p.fields for name, p in POLICY_TABLE.items()}
 
 
-def check_policy(policy: object) -> str:
-    """``policy`` if it names one of :data:`POLICIES`, else ValueError naming them."""
-    if type(policy) is not str or policy not in POLICIES:
+def check_policy(policy: object) -> Policy:
+    """The row of ``policy`` if it names one of :data:`POLICIES`, else ValueError naming them."""
+    row = POLICY_TABLE.get(policy) if type(policy) is str else None
+    if row is None:
         raise ValueError(f"unknown eviction policy {policy!r} (expected one of {', '.join(POLICIES)})")
-    return policy
+    return row
 
 
 def key_tuple(policy: str, last_access: int, seq: int, hits: int, priority: int) -> tuple[int, ...]:
     """The eviction key of a node with these fields under ``policy``, as a tuple."""
-    if policy == "lru":
-        return (last_access, seq)
-    if policy == "fifo":
-        return (seq,)
-    if policy == "lfu":
-        return (hits, last_access, seq)
-    if policy == "mru":
-        return (-last_access, seq)
-    if policy == "filo":
-        return (-seq,)
-    if policy == "slru":
-        return (0 if hits < 2 else 1, last_access, seq)
-    if policy == "priority":
-        return (priority, last_access, seq)
-    raise ValueError(f"unknown eviction policy {policy!r}")
+    return check_policy(policy).key(last_access, seq, hits, priority)
 
 
-def pack_tuple(policy: str, key: tuple[int, ...]) -> int:
-    """A key tuple of ``policy`` as the packed int the heap compares."""
+def pack_tuple(key: tuple[int, ...]) -> int:
+    """A key tuple (of any policy: its length says how it packs) as the packed int the heap
+    compares."""
     if len(key) == 1:
         return key[0]
     if len(key) == 2:
@@ -95,7 +167,7 @@ def pack_tuple(policy: str, key: tuple[int, ...]) -> int:
 
 def unpack(policy: str, packed: int) -> tuple[int, ...]:
     """Inverse of :func:`pack_tuple` (the invariant checker reads the heap's ints back)."""
-    width = len(KEY_FIELDS[policy])
+    width = len(check_policy(policy).fields)
     if width == 1:
         return (packed,)
     if width == 2:
@@ -106,8 +178,4 @@ def unpack(policy: str, packed: int) -> tuple[int, ...]:
 def node_key_function(policy: str) -> Callable[[object], int]:
     """The packed key of a live node (anything with ``last_access``, ``seq``, ``hits`` and
     ``priority``), one function per policy so the hot paths make one call and no branch."""
-    return _NODE_KEYS[check_policy(policy)]
-
-
-_NODE_KEYS = {"lru": heap.lru_key, "fifo": heap.fifo_key, "lfu": heap.lfu_key, "mru": heap.mru_key,
-              "filo": heap.filo_key, "slru": heap.slru_key, "priority": heap.priority_key}
+    return check_policy(policy).node_key

@@ -30,7 +30,7 @@ from .allocation import PageAllocation
 from .base import BasePagedAttentionCache, check_name, check_priority, exact_ints, not_a_sequence
 from .errors import InvalidConfiguration, InvalidOperation
 from .heap import IndexedHeap, WatchedHeap
-from .policies import SAME_TICK_PARENT_FIRST, check_policy, key_tuple, node_key_function, unpack
+from .policies import check_policy, key_tuple, unpack
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
 
@@ -84,13 +84,13 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
 
     def __init__(self, page_pool, tokens_per_page: int, policy: str = "lru"):
         try:
-            check_policy(policy)
+            row = check_policy(policy)
         except ValueError as e:
             raise InvalidConfiguration(str(e)) from None
         super().__init__(page_pool, tokens_per_page)
         self.policy = policy
-        self._key = node_key_function(policy)  # node -> packed key, one call
-        self._parent_first = policy in SAME_TICK_PARENT_FIRST
+        self._key = row.node_key  # node -> packed key, one call
+        self._parent_first = row.parent_first
         self._root = _Node(0, None, (), None, 0, 0)
         self._next_seq = 1
         self._heap = IndexedHeap()

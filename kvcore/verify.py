@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .heap import CLOCK_BITS, SEQ_BITS, SEQ_MASK
-from .policies import MAX_PRIORITY, POLICIES
+from .policies import CLOCK_BITS, MAX_PRIORITY, POLICIES, SEQ_BITS, SEQ_MASK
 from .pool import MAX_PAGE_COUNT
 from .snapshot import SCHEMA, Snapshot, untouched_free
 
 #: Exclusive upper bounds of the counters a restored cache goes on from. A packed heap key
-#: (kvcore/heap.py) holds ``last_access`` in 64 bits and ``seq`` in 40: a clock or next node
+#: (kvcore/policies.py) holds ``last_access`` in 64 bits and ``seq`` in 40: a clock or next node
 #: id at the edge of its field would make the next op's key overflow into the field above,
 #: and the cache would then refuse its own snapshot. Half of each field leaves a restored
 #: cache room for as many ops (2**63) and nodes (2**39) again as it can have had.
