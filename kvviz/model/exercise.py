@@ -426,6 +426,9 @@ def _find_victim(o: _Op) -> list[_Draft]:
                                                    "so it cannot be evicted"))
         choices = [(f"evict {_node_name(state, nid)} [{o.label(nodes[nid].tokens)}]", (nid,), mistake, why)
                    for nid, mistake, why in sorted(options)]
+        if len(choices) < 2:  # one node in the whole trie: the other choice is to find nothing
+            choices.append(("evict nothing: no node can go, the acquire fails", (), "nothing-evictable",
+                            f"node {e.node} is a leaf with ref 0: evictable, so the acquire fits"))
         prompt = (f"{o.op.text}: the pool is short of pages. Which node does the cache evict next? "
                   f"(policy {state.policy}: the smallest key among the leaves with ref 0)")
         drafts.append(_Draft(i, (i,), prompt, choices, (("policy", state.policy),)))
