@@ -17,7 +17,7 @@ import click
 
 from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.generate import LEVELS, generate
-from ..model.quiz import AnswerError, Question, Tally, feedback, questions, refusal
+from ..model.quiz import AnswerError, Question, Tally, feedback, questions, record, refusal, shown_candidates
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, at_cache_line, launch_ui, load_file_or_demo, make_session
 
@@ -30,24 +30,26 @@ NEXT_VICTIM_MARK = "  <- next victim"
 @click.option("--random", "random_", is_flag=True, help="Quiz on a freshly generated scenario (see --seed, --level).")
 @click.option("--seed", type=click.IntRange(0, MAX_NUMBER), default=0, show_default=True,
               help="Seed of the random scenario and of the questions: the same seed gives the same quiz.")
-@click.option("--level", type=click.Choice(tuple(LEVELS)), default="easy", show_default=True,
-              help="Difficulty of the random scenario: " + "; ".join(f"{k}: {v.summary}" for k, v in LEVELS.items()))
+@click.option("--level", type=click.Choice(tuple(LEVELS)), default=None,
+              help="With --random: the difficulty of the scenario (default easy): " + "; ".join(f"{k}: {v.summary}" for k, v in LEVELS.items()))
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="With --random: also write the generated scenario to this .kvs file.")
 @click.option("--plain", is_flag=True,
               help="Plain text on stdin/stdout (for scripts and screen readers) instead of the UI's practice panel.")
 @click.option("--json", "as_json", is_flag=True,
               help='Plain text, ending with one JSON object: {"score", "asked", "questions": [{"kind", "step", "question", '
-                   '"choices", "given", "correct_answer", "right"}, ...]}.')
+                   '"choices", "choice_mistakes", "given", "correct_answer", "correct_choice", "right", "mistake", "hints", '
+                   '"hints_seen", "why", "parted"}, ...]}.')
 @click.option("--no-state", is_flag=True, help="Do not print the cache's state before each question.")
-def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | None, plain: bool,
+def quiz(source: str | None, random_: bool, seed: int, level: str | None, save: str | None, plain: bool,
          as_json: bool, no_state: bool) -> None:
     """Practise: predict what the cache does at each interesting step, then see if you were right.
 
-    Each question comes with numbered choices; answer with a choice number or the answer
-    itself (a number, a page list such as `3 5`), `?` for a hint, a blank line to skip. The
-    quiz ends with the score; end of input ends it early. Without --plain (or --json) the UI
-    opens in practice mode: number keys answer, a types an answer, s skips, t hints.
+    Each question comes with lettered choices; answer with a choice letter or the answer
+    itself (a number, a page list such as `3 5`), `?` for a hint (again: a closer one), a
+    blank line to skip. A wrong answer says where it parted from the cache (the sub-step to
+    step into). The quiz ends with the score; end of input ends it early. Without --plain
+    (or --json) the UI opens in practice mode: the answer line takes the same answers.
     """
     session = _session(source, random_, seed, level, save)
     if not plain and not as_json:
@@ -60,8 +62,11 @@ def quiz(source: str | None, random_: bool, seed: int, level: str, save: str | N
     _run_plain(session, asked, seed, show_state=not no_state, as_json=as_json)
 
 
-def _session(source: str | None, random_: bool, seed: int, level: str, save: str | None):
+def _session(source: str | None, random_: bool, seed: int, level: str | None, save: str | None):
     """The session to quiz on: the named demo or file, or the generated scenario."""
+    if level is not None and not random_:
+        raise BadInput("--level sets the difficulty of a generated scenario: use it with --random")
+    level = level or "easy"
     if random_ and source is not None:
         raise BadInput(f"give a demo or file ({source!r}) or --random, not both")
     if save is not None and not random_:
@@ -116,19 +121,16 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
     stdin = sys.stdin  # click's test runner swaps it too
     title = session.title or "this scenario"
     click.echo(f"Quiz on {title}: {len(asked)} question{'s' if len(asked) != 1 else ''} (seed {seed}). "
-               "Answer with a choice number or the answer itself, `?` for a hint, a blank line to skip.")
+               "Answer with a choice letter or the answer itself, `?` for a hint (again: a closer one), a blank line "
+               "to skip.")
     tally = Tally()
     records = []
     for number, question in enumerate(asked, 1):
         state = None
         if show_state:
-            from ..export.text import frame_text
-
-            # The text export marks the heap's top "<- next victim": the answer the learner is
-            # to predict. The heap in array order stays (reading it is the skill).
-            state = frame_text(session.frame(question.step - 1), session).replace(NEXT_VICTIM_MARK, "")
+            state = _state(session, question, seed)
         _ask(question, number, len(asked), state)
-        ended, given, reply = _answer(question, stdin)
+        ended, given, reply, hints_seen = _answer(question, stdin)
         if ended:
             click.echo("\nEnd of input: the quiz ends here.")
             break
@@ -136,9 +138,11 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
         for line in feedback(question, reply):
             click.echo(line)
         click.echo(tally.line())
-        records.append({"kind": question.kind, "step": question.step, "question": question.text,
-                        "choices": [c.line() for c in question.choices], "given": given,
-                        "correct_answer": question.correct_line, "right": reply is not None and reply.right})
+        parted = question.divergence(reply.value) if reply is not None and not reply.right else None
+        if parted is not None and parted.substep is not None:
+            click.echo(f"Step into it: in the UI go to step {parted.step} (g), press i, then → to sub-step "
+                       f"{parted.substep + 1}.")
+        records.append(record(question, reply, given, hints_seen))
     click.echo(f"\nFinal score: {tally.right} of {tally.asked} right"
                + (f" ({len(asked) - tally.asked} not asked)." if tally.asked < len(asked) else "."))
     if as_json:
@@ -146,24 +150,42 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
                                "questions": records}))
 
 
+def _state(session, question: Question, seed: int) -> str:
+    """The state before ``question``'s step as text, without giving the answer away: the heap
+    in array order puts the next victim in slot 0 (and the text export marks it), so the
+    eviction candidates are listed with their keys in a shuffled order instead."""
+    from ..export.text import frame_text, heap_list
+
+    frame = session.frame(question.step - 1)
+    text = frame_text(frame, session)
+    heap = heap_list(frame, session).plain
+    candidates = shown_candidates(frame.snapshot, seed, question.step)
+    if candidates and heap:
+        text = text.replace(heap, candidates)
+    return text.replace(NEXT_VICTIM_MARK, "")
+
+
 def _answer(question: Question, stdin):
-    """Read lines until one is an answer or a skip: (ended, given, reply)."""
+    """Read lines until one is an answer or a skip: (ended, given, reply, hints seen)."""
+    hints = 0
     while True:
         click.echo("answer> ", nl=False)
         try:
             line = _read_line(stdin)
         except KeyboardInterrupt:  # Ctrl-C at the prompt: stop like end of input, with the score
             click.echo()
-            return True, None, None
+            return True, None, None, hints
         except (UnicodeDecodeError, ValueError) as exc:
             click.echo(f"Not an answer: {exc}.")
             _show(question)
             continue
         if line is None:
-            return True, None, None
+            return True, None, None, hints
         text = line.strip()
         if text.lower() in HINT_WORDS:
-            click.echo(f"Hint: {question.hint}")
+            level = min(hints, len(question.hints) - 1)
+            hints = min(hints + 1, len(question.hints))
+            click.echo(f"Hint {level + 1} of {len(question.hints)}: {question.hints[level]}")
             continue
         try:
             reply = question.read(text)
@@ -171,7 +193,7 @@ def _answer(question: Question, stdin):
             click.echo(f"Not an answer: {exc}.")
             _show(question)
             continue
-        return False, (text or None), reply
+        return False, (text or None), reply, hints
 
 
 def _read_line(stdin) -> str | None:

@@ -15,24 +15,38 @@ from dataclasses import dataclass
 
 from ..limits import MAX_QUIZ_STEPS
 from ..model.narrate import count
-from ..model.quiz import AnswerError, Question, Reply, Tally, feedback, questions, refusal
+from ..model.quiz import AnswerError, Divergence, Question, Reply, Tally, feedback, questions, refusal
 from .stepping import Position
 
-PRACTICE_KEYS = "0-9 choose · a type an answer · s skip · t hint · p leave practice"
-"""The panel's key line (the bindings are the main screen's)."""
+HINT_WORDS = ("?", "hint")
+"""Answer lines that ask for the next hint instead (as in ``kvviz quiz --plain``)."""
+
+PRACTICE_KEYS = ("type a letter or the answer, enter · ? enter: a hint · blank enter: skip · "
+                 "esc back to the views (a type · s skip · t hint · p leave practice)")
+"""The panel's key line while a question is asked (the bindings are the main screen's)."""
+
+REVEALED_KEYS = "f step into the sub-step where your answer parted from the cache"
+"""The panel's key line after a wrong answer that parted at a sub-step."""
 
 
 @dataclass(frozen=True)
 class PracticeView:
     """What the question panel shows: the question being asked (or the one just revealed),
-    its feedback once answered, whether the hint is shown, the score, and a status line."""
+    its feedback once answered, the hints shown so far (each more telling), the score, a
+    status line, and where a wrong answer parted from the cache (``f`` steps into it)."""
 
     question: Question | None
     feedback: tuple[str, ...]
-    hint: bool
+    hints: tuple[str, ...]
     score: str
     status: str
     asking: bool
+    parted: Divergence | None = None
+
+    @property
+    def hint(self) -> bool:
+        """Whether a hint is shown."""
+        return bool(self.hints)
 
 
 class Practice:
@@ -50,7 +64,12 @@ class Practice:
         self.tally = Tally()
         self.pending: Question | None = None  # asked, not answered yet: the view shows step - 1
         self.revealed: Question | None = None  # answered just now: its feedback shows
-        self.hint_shown = False
+        self.hints_shown = 0
+
+    @property
+    def hint_shown(self) -> bool:
+        """Whether the pending question's first hint is shown."""
+        return self.hints_shown > 0
 
     def renewed(self, session, revision: int) -> "Practice":
         """This run on a changed timeline: fresh questions, the score kept, and an answer
@@ -74,7 +93,7 @@ class Practice:
         """Start asking ``question`` (the app shows the step before it)."""
         self.pending = question
         self.revealed = None
-        self.hint_shown = False
+        self.hints_shown = 0
 
     def answer(self, line: str) -> Reply | None:
         """Grade an answer line to the pending question and record it; a blank line skips.
@@ -105,18 +124,33 @@ class Practice:
             self.pending = None
         if self.revealed is not None and step != self.revealed.step:
             self.revealed = None
-        self.hint_shown = self.hint_shown and self.pending is not None
+        if self.pending is None:
+            self.hints_shown = 0
+
+    def more_hint(self) -> None:
+        """Show one more of the pending question's hints (the rule, where to look, the numbers)."""
+        if self.pending is not None:
+            self.hints_shown = min(self.hints_shown + 1, len(self.pending.hints))
+
+    def parted(self) -> Divergence | None:
+        """Where the revealed question's wrong answer parted from the cache (None otherwise)."""
+        if self.revealed is None:
+            return None
+        reply = self.answered.get(self.revealed.step)
+        if reply is None or reply.right:
+            return None
+        return self.revealed.divergence(reply.value)
 
     def view(self, step: int) -> PracticeView:
         """The panel's frozen value at ``step``."""
         score = self.tally.line()
         if self.pending is not None:
-            return PracticeView(self.pending, (), self.hint_shown, score,
+            return PracticeView(self.pending, (), self.pending.hints[:self.hints_shown], score,
                                 f"Before step {self.pending.step}: predict, then see.", True)
         if self.revealed is not None:
             reply = self.answered[self.revealed.step]
-            return PracticeView(self.revealed, feedback(self.revealed, reply), False, score,
-                                f"Step {self.revealed.step} revealed.", False)
+            return PracticeView(self.revealed, feedback(self.revealed, reply), (), score,
+                                f"Step {self.revealed.step} revealed.", False, self.parted())
         later = [s for s in sorted(self.by_step) if s > step and s not in self.answered]
         status = (f"{count(len(later), 'question')} ahead; the next before step {later[0]} (→ steps on)."
                   if later else
@@ -161,6 +195,9 @@ class PracticeActions:
         practice = self._current_practice()
         if practice is None or practice.pending is None:
             return
+        if line.strip().lower() in HINT_WORDS:
+            self.action_hint()
+            return
         step = practice.pending.step
         try:
             practice.answer(line)
@@ -174,9 +211,9 @@ class PracticeActions:
         if self.question_panel.input.has_focus:
             self.structure.focus()
 
-    def action_answer_choice(self, digit: str) -> None:
-        """A number key: that choice (a number question's choices are numbered by their values)."""
-        self.answer_question(digit)
+    def action_answer_choice(self, label: str) -> None:
+        """Answer with choice ``label`` (a letter), as if typed in the answer line."""
+        self.answer_question(label)
 
     def action_type_answer(self) -> None:
         """Put the cursor in the answer line."""
@@ -192,9 +229,18 @@ class PracticeActions:
         self._reveal(step)
 
     def action_hint(self) -> None:
-        """Show the question's hint."""
+        """Show the question's next hint (the rule, then where to look, then this state's numbers)."""
         practice = self._current_practice()
         if practice is None or practice.pending is None:
             return
-        practice.hint_shown = True
+        practice.more_hint()
         self.mutate_reactive(type(self).practice)
+
+    def action_step_to_parting(self) -> None:
+        """After a wrong answer: move the timeline into the op, at the sub-step where the answer
+        parted from the cache (the whole step when it parted before any sub-step)."""
+        practice = self._current_practice()
+        parted = practice.parted() if practice is not None else None
+        if parted is None:
+            return
+        self.position = Position(parted.step, parted.substep)

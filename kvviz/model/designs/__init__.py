@@ -158,7 +158,8 @@ class Design:
       know everything); ``missing``: ``{view: line}``, the one line a view that needs such a
       fact shows instead of inventing it.
     - ``quiz``: whether the practice questions apply; ``quiz_refusal``: the line that says
-      why not, when they do not.
+      why not, when they do not; ``questions``: the names of the question kinds the design
+      brings (:data:`kvviz.model.quiz.KINDS` holds each kind's entry), in table order.
 
     What a kvcore design also says (defaults fit a design that has none of it):
 
@@ -188,6 +189,7 @@ class Design:
     missing: Mapping[str, str] = field(default_factory=dict)
     quiz: bool = True
     quiz_refusal: str = ""
+    questions: tuple[str, ...] = ()
     tree: bool = False
     shares: bool = True
     lazy: bool = False

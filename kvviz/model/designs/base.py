@@ -84,6 +84,7 @@ DESIGN = Design(
     code=CODE,
     narrate=narrate_clauses,
     stops=STOPS,
+    questions=("base_free", "base_table", "base_fail"),
 )
 """The base design."""
 

@@ -281,10 +281,7 @@ DESIGN = Design(
     stops=STOPS,
     rows="blocks",
     cache_options=frozenset({"recompute_last_token"}),
-    quiz=False,
-    quiz_refusal=("the quiz asks about trie and base caches; a hash cache (vLLM's design) is not quizzed yet: step "
-                  "through it with `kvviz demo` or `kvviz run`, or beside the trie with `kvviz compare FILE "
-                  "--left hash --right trie`"),
+    questions=("queue_drop", "hash_hits", "hash_table"),
 )
 """The hash design."""
 

@@ -567,6 +567,8 @@ DESIGN = Design(
     events=EVENT_WORDS,
     clauses=CLAUSES,
     tree=True,
+    questions=("victim", "victims", "hits", "block_table", "ref", "fail", "free", "evictable", "next_swap",
+               "new_candidates", "dedup_blocks"),
     views=("trie", "heap"),
     code=CODE,
     narrate=narrate_clauses,

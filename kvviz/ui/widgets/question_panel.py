@@ -1,6 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The question panel of practice mode: the question asked before a step, its numbered
-choices, the hint, then the feedback (right or wrong, the answer, why) and the score.
+"""The question panel of practice mode: the question asked before a step, its lettered
+choices, the hints asked for, then the feedback (right or wrong, the answer, where a wrong
+answer parted from the cache, why) and the score.
+
+While a question is asked the answer line has the focus: a choice letter, or the answer
+typed in full (``10``, ``3 5``, ``none``), then enter; ``?`` enter shows the next hint, a
+blank line skips, escape goes back to the views.
 
 It draws the frozen :class:`~kvviz.ui.practice.PracticeView` the app hands it, and posts
 :class:`QuestionPanel.AnswerTyped` when a typed answer is entered; the app grades it.
@@ -16,7 +21,7 @@ from textual.widgets import Input, Static
 
 from ...limits import MAX_ANSWER_CHARS
 from ...model.view import literal
-from ..practice import PRACTICE_KEYS, PracticeView
+from ..practice import PRACTICE_KEYS, REVEALED_KEYS, PracticeView
 
 
 def practice_markup(view: PracticeView) -> str:
@@ -27,8 +32,9 @@ def practice_markup(view: PracticeView) -> str:
         lines.append(f"[b $accent]{literal(question.spec.title)}[/]  {literal(question.text)}")
         if view.asking:
             lines.extend(f"  [b]{choice.label})[/b] {literal(choice.text)}" for choice in question.choices)
-            if view.hint:  # instead of the key line, which the footer repeats: the answer line stays in sight
-                lines.append(f"[$kv-touched]Hint: {literal(question.hint)}[/]")
+            if view.hints:  # instead of the key line, which the footer repeats: the answer line stays in sight
+                lines.extend(f"[$kv-touched]Hint {i} of {len(question.hints)}: {literal(hint)}[/]"
+                             for i, hint in enumerate(view.hints, 1))
             else:
                 lines.append(f"[$kv-muted]{literal(PRACTICE_KEYS)}[/]")
         else:
@@ -39,6 +45,8 @@ def practice_markup(view: PracticeView) -> str:
                     lines.append(f"[{style}]{literal(line)}[/]")
                 else:
                     lines.append(literal(line))
+            if view.parted is not None and view.parted.substep is not None:
+                lines.append(f"[$kv-muted]{literal(REVEALED_KEYS)}[/]")
     return "\n".join(lines)
 
 
@@ -64,7 +72,7 @@ class QuestionPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id="question-text")
-        yield AnswerInput(placeholder="a: type 4, 3 5, none · enter", id="answer",
+        yield AnswerInput(placeholder="a letter, or the answer: 4, 3 5, none · ? hint · enter", id="answer",
                           max_length=MAX_ANSWER_CHARS)
 
     def show(self, view: PracticeView) -> None:
@@ -74,6 +82,8 @@ class QuestionPanel(Vertical):
         answer.display = view.asking
         if not view.asking:
             answer.value = ""
+        elif self.is_attached and not answer.has_focus:
+            answer.focus()  # letters are the screen's keys elsewhere: the answer is typed here
 
     @property
     def input(self) -> AnswerInput:
@@ -82,4 +92,7 @@ class QuestionPanel(Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.post_message(self.AnswerTyped(event.value))
+        text = event.value
+        if text.strip().lower() in ("?", "hint"):
+            event.input.value = ""  # a hint asked for: the line is free for the answer
+        self.post_message(self.AnswerTyped(text))

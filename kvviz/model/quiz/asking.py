@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which questions are asked: the one table of kinds, the kinds a design brings, one question
+per interesting step (a demo's lesson first), and the state shown before a question without
+giving its answer away."""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from ..designs import design, design_of
+from ..policy_words import key_fields, key_value
+from .base_kinds import BASE_KINDS
+from .core import Question, QuestionKind, StepView, build
+from .hash_kinds import HASH_KINDS
+from .substep_kinds import SUBSTEP_KINDS
+from .trie_kinds import TRIE_KINDS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session import Session
+
+KINDS: dict[str, QuestionKind] = {k.name: k for k in (*TRIE_KINDS, *SUBSTEP_KINDS, *BASE_KINDS, *HASH_KINDS)}
+"""Every question kind, by name: the one table this package is built around. A design lists
+the names of its kinds (:attr:`kvviz.model.designs.Design.questions`)."""
+
+
+def kinds_of(snapshot) -> list[QuestionKind]:
+    """The question kinds of ``snapshot``'s design, in its order (none when the quiz does not apply)."""
+    entry = design_of(snapshot)
+    return [KINDS[name] for name in entry.questions] if entry.quiz else []
+
+
+def step_views(session: "Session", last: int | None = None):
+    """Every step of ``session`` (up to step ``last``) as a :class:`StepView`."""
+    before = session.frame(0)
+    end = len(session) if last is None else min(len(session), last + 1)
+    for index in range(1, end):
+        after = session.frame(index)
+        yield StepView(session, index, before, after)
+        before = after
+
+
+def questions_at(view: StepView, rng: random.Random) -> list[Question]:
+    """Every question that makes sense at one step, one per kind of the cache's design that
+    applies (none when the design has no questions: see :func:`refusal`)."""
+    out = []
+    for spec in kinds_of(view.snap0):
+        if spec.applies(view):
+            question = build(spec, view, rng)
+            if question is not None:
+                out.append(question)
+    return out
+
+
+def refusal(session: "Session") -> str | None:
+    """Why the quiz asks nothing about ``session``, in one line (None when it asks): the
+    design's :attr:`~kvviz.model.designs.Design.quiz_refusal` when it brings no questions."""
+    entry = design(session.config.kind)
+    if entry.quiz and entry.questions:
+        return None
+    return entry.quiz_refusal or f"the {entry.name} design brings no practice questions"
+
+
+@lru_cache(maxsize=1)
+def _demo_titles() -> dict[str, str]:
+    from ...demos import demo_names, load_demo
+
+    return {load_demo(name).title: name for name in demo_names()}
+
+
+def lesson_of(session: "Session") -> str | None:
+    """The demo ``session`` runs (its lesson), found by its title; None for any other script."""
+    return _demo_titles().get(session.title) if session.title else None
+
+
+def questions(session: "Session", seed: int = 0, last: int | None = None,
+              lesson: str | None = None) -> list[Question]:
+    """One question at each interesting step of ``session`` (up to step ``last``), chosen and
+    shuffled by ``seed``. A lesson (a demo's name; default: :func:`lesson_of`) asks the kinds
+    that lesson teaches wherever they apply (the victim at ``lru``'s eviction steps).
+
+    The same session and seed give the same questions; the session is only read."""
+    lesson = lesson_of(session) if lesson is None else lesson
+    rng = random.Random(f"kvviz-quiz/questions/{seed}")
+    out: list[Question] = []
+    for view in step_views(session, last):
+        options = questions_at(view, rng)
+        taught = [q for q in options if lesson in q.spec.lesson]
+        if taught:
+            options = taught
+        elif out and len(options) > 1:
+            # Variety: not the same kind twice in a row when the step offers another.
+            options = [q for q in options if q.kind != out[-1].kind] or options
+        if options:
+            out.append(rng.choices(options, [q.spec.weight for q in options])[0])
+    return out
+
+
+def shown_candidates(snapshot, seed: int, step: int) -> str:
+    """The eviction candidates of ``snapshot`` with their keys, in a shuffled order (seeded by
+    ``seed`` and ``step``): what the quiz shows instead of the heap, whose array order puts
+    the next victim first. Empty for a design without a heap."""
+    if not design_of(snapshot).tree:
+        return ""
+    nodes = [snapshot.node(n) for n in snapshot.heap]
+    random.Random(f"kvviz-quiz/candidates/{seed}/{step}").shuffle(nodes)
+    if not nodes:
+        return "Eviction candidates: none (no unreferenced leaves)."
+    listed = "\n".join(f"  node {n.id} page {n.page} key {key_value(snapshot.node_key(n))}" for n in nodes)
+    return f"Eviction candidates (childless, ref 0), in no particular order, key {key_fields(snapshot)}:\n{listed}"
