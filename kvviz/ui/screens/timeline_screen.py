@@ -94,7 +94,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         Binding("escape", "escape", "Step out / clear selection", show=False),
         Binding("p", "toggle_practice", "practice"),
         Binding("z", "toggle_compact", "Compact page grid", show=False),  # from every view, not only the grid
-        *(Binding(str(d), f"answer_choice('{d}')", f"Answer {d}", show=False) for d in range(10)),
+        Binding("f", "step_to_parting", "where it parted"),
         Binding("a", "type_answer", "type answer"),
         Binding("s", "skip_question", "skip"),
         Binding("t", "hint", "hint"),
@@ -257,7 +257,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         practice = self._current_practice()
         if practice is not None:
             if practice.pending is not None and target > self.step:
-                self.notify("Answer the question first (a number key, a to type, s to skip).", timeout=4)
+                self.notify("Answer the question first (type a letter or the answer, enter; s to skip).", timeout=4)
                 return
             question = practice.first_unanswered(self.step, target) if target > self.step else None
             if question is not None:
@@ -392,7 +392,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         # question is asked, the step before it shows on purpose: say that instead.
         if self.practice is not None and self.practice.pending is not None:
             self.command_bar.set_hint(f"practice: step {self.practice.pending.step} shows once you answer "
-                                      "(a number key, a to type, s to skip, t for a hint)")
+                                      "(type a letter or the answer, enter; s to skip, t for a hint)")
             return
         if self.substep is not None and not self.playing:
             self.command_bar.set_hint(f"inside step {self.step}'s op: → ← move by sub-step, ] [ by notable ones, "
@@ -461,6 +461,9 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
             return self.has_buggy_code() == (action == "toggle_buggy")
         if action in ("answer_choice", "type_answer", "skip_question", "hint"):
             return asking
+        if action == "step_to_parting":  # a wrong answer revealed, parted at a sub-step
+            parted = self.practice.parted() if self.practice is not None and not asking else None
+            return parted is not None and parted.substep is not None
         if action == "step_into":  # not while a question is asked: the footer shows its keys then
             return self.substep is None and not asking
         if action == "step_out":
