@@ -155,8 +155,9 @@ class Backend(Protocol):
 
     Capabilities (read-only; a class attribute is enough):
 
-    ``name``, ``version``
-        What the backend is, for reports and bundles (``"kvcore"``, ``"0.1.0"``).
+    ``name``, ``version``, ``cache_name``
+        What the backend is, for reports and bundles (``"kvcore"``, ``"0.1.0"``), and the
+        class of the cache it drives, as reports name it (``"TriePagedAttentionCache"``).
     ``can_restore``
         True when the factory can build this backend from a snapshot. The session then keeps
         a snapshot every K frames and rebuilds any frame from the nearest; when False it
@@ -189,6 +190,8 @@ class Backend(Protocol):
     def name(self) -> str: ...
     @property
     def version(self) -> str: ...
+    @property
+    def cache_name(self) -> str: ...
     @property
     def can_restore(self) -> bool: ...
     @property

@@ -53,6 +53,11 @@ class KvcoreBackend:
         snapshot holds state, not rules: ``recompute_last_token`` comes from the config."""
         return cls(kvcore.restore(snapshot, verify=verify, recompute_last_token=recompute_last_token))
 
+    @property
+    def cache_name(self) -> str:
+        """The class of the cache driven (``TriePagedAttentionCache``, ...), for reports."""
+        return type(self.cache).__name__
+
     def live_names(self) -> list[str]:
         """Names of live allocations, in creation order."""
         return [a.label for a in sorted(self.cache.allocations.values(), key=lambda a: a.id)]

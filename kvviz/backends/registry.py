@@ -13,10 +13,18 @@ from types import MappingProxyType
 from . import BackendError, BackendFactory, BackendUnavailable
 from .kvcore_backend import kvcore_backend
 
-__all__ = ["BACKENDS", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "BackendError", "BackendUnavailable", "make_backend_factory"]
+__all__ = ["BACKENDS", "DIFF_BACKEND", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "REFERENCE_BACKEND", "BackendError",
+           "BackendUnavailable", "make_backend_factory"]
 
 BACKENDS = ("kvcore", "shortfin")
 """The names ``make_backend_factory`` knows (``--backend``'s choices)."""
+
+REFERENCE_BACKEND = "kvcore"
+"""The backend the others are checked against: kvcore's caches are the spec, with no known
+issues (``kvviz diff``'s left side)."""
+
+DIFF_BACKEND = "shortfin"
+"""The backend ``kvviz diff`` runs against :data:`REFERENCE_BACKEND`, its trie against kvcore's."""
 
 MUSEUM_PREFIXES = MappingProxyType({"kvcore": "bug-", "shortfin": "shortfin-"})
 """The bug museum's demo names, by the backend an exhibit runs on: real cache bugs replayed on

@@ -206,6 +206,7 @@ class ShortfinBackend:
 
     name = "shortfin"
     version = SHORTFIN_VERSION
+    cache_name = "TriePagedAttentionCache"  # shortfin's class, whatever subclass a test plants
     can_restore = False  # shortfin's trie has no way in but its own ops
     observes = OBSERVED_EVENTS
     substeps = "calls"  # what the reader can see: the state between shortfin's calls
