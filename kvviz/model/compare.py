@@ -4,8 +4,8 @@
 A configuration is a :class:`SideSpec`: a cache kind (trie, hash or base), the trie's eviction
 policy and the backend that runs it. ``kvviz compare`` puts any two side by side
 (:func:`run_compare`: ``trie:lru`` against ``trie:lfu``, the trie against the hash design);
-``kvviz diff`` is the special case of kvcore's trie against shortfin's, the same config on
-both (:func:`run_diff`).
+``kvviz diff`` is the special case of the reference backend's trie against another
+backend's, the same config on both (:func:`run_diff`: kvcore's against shortfin's).
 
 Both runs are ordinary :class:`~kvviz.model.session.Session` s, so every frame of either
 side can be viewed, exported or put side by side (``kvviz diff --ui``, ``kvviz compare``).
@@ -24,10 +24,11 @@ The first step whose observations differ is the :class:`Divergence`. Each side a
 running :class:`Counters` (hit tokens, pages computed and reused, evictions, failed ops), so
 two policies can be told apart by what they save, not only by where they first differ.
 
-The shortfin backend recognises known departures from kvcore while it runs
+A foreign backend recognises its known departures from the reference while it runs
 (:attr:`kvviz.backends.Backend.known_issues`); those seen up to the divergence are
-its likely explanation. A divergence with none is unexplained: a new behaviour of shortfin,
-or a bug of ours.
+its likely explanation. A divergence with none is unexplained: a new behaviour of that
+cache, or a bug of ours. The report's words about the foreign side (its name, version,
+cache class and known issues) come from its backend.
 
 Narration and expect lines were written for the script's header (its kind and policy). A
 side runs them as :class:`~kvviz.model.session.ScopedScript` says for ``kvviz run
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
 
-from ..backends.registry import BACKENDS, BackendError, make_backend_factory
+from ..backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, BackendError, make_backend_factory
 from .designs import design, design_of
 from .free_queue import free_page_count, queue_text
 from .words import count
@@ -186,18 +187,18 @@ evicts by its free queue, so a policy on them would be a setting that does nothi
 @dataclass(frozen=True)
 class SideSpec:
     """One side's configuration: ``kind``, ``policy`` (``lru`` for kinds without one) and the
-    ``backend`` that runs it (``kvcore`` or ``shortfin``, :data:`~kvviz.backends.registry.BACKENDS`)."""
+    ``backend`` that runs it (a name of :data:`~kvviz.backends.registry.BACKENDS`)."""
 
     kind: str
     policy: str = "lru"
-    backend: str = "kvcore"
+    backend: str = REFERENCE_BACKEND
 
     @property
     def label(self) -> str:
         """``trie:lru``, ``base``, ``hash``; prefixed with the backend when it is not kvcore
         (``shortfin trie:lru``)."""
         text = f"{self.kind}:{self.policy}" if self.kind in POLICY_KINDS else self.kind
-        return text if self.backend == "kvcore" else f"{self.backend} {text}"
+        return text if self.backend == REFERENCE_BACKEND else f"{self.backend} {text}"
 
     def config(self, header: CacheConfig) -> CacheConfig:
         """The header's pool and page size with this side's kind and policy."""
@@ -208,7 +209,7 @@ class SideSpec:
         return {"kind": self.kind, "policy": self.policy, "backend": self.backend, "label": self.label}
 
 
-def parse_side(text: str, header: CacheConfig, backend: str = "kvcore") -> SideSpec:
+def parse_side(text: str, header: CacheConfig, backend: str = REFERENCE_BACKEND) -> SideSpec:
     """``KIND[:POLICY]`` (``trie:lfu``, ``base``, ``hash``) as a :class:`SideSpec` on ``backend``.
 
     A trie without a policy evicts by the header's policy when the header is a trie too (the
@@ -285,7 +286,7 @@ class Counters:
 
 @dataclass
 class Side:
-    """One side of a run: its key (``left``/``right``, or ``kvcore``/``shortfin`` for a diff:
+    """One side of a run: its key (``left``/``right``, or for a diff its backend's name:
     widget ids and JSON), the ``name`` reports use, its column ``title``, its spec and session,
     and per frame its backend's findings and its :class:`Counters`."""
 
@@ -365,16 +366,6 @@ class Divergence:
     findings: tuple = ()  # both sides' findings of steps 1..step, in order
 
     @property
-    def kvcore(self) -> Observation:
-        """``kvviz diff``'s name for the left side."""
-        return self.left
-
-    @property
-    def shortfin(self) -> Observation:
-        """``kvviz diff``'s name for the right side."""
-        return self.right
-
-    @property
     def known(self) -> tuple[str, ...]:
         """Codes of the known issues seen up to this step, in order of first appearance."""
         return tuple(dict.fromkeys(f.code for f in self.findings))
@@ -420,21 +411,28 @@ class CompareRun:
 
 
 class DiffRun(CompareRun):
-    """A ``kvviz diff`` run: kvcore's trie on the left, shortfin's on the right."""
+    """A ``kvviz diff`` run: the reference backend's trie on the left, a foreign backend's on
+    the right (each side keyed and named by its backend)."""
 
     @property
-    def kvcore(self) -> Session:
-        """The kvcore session (left)."""
+    def reference(self) -> Session:
+        """The reference session (left: :data:`~kvviz.backends.registry.REFERENCE_BACKEND`)."""
         return self.left.session
 
     @property
-    def shortfin(self) -> Session:
-        """The shortfin session (right)."""
+    def foreign(self) -> Session:
+        """The foreign backend's session (right)."""
         return self.right.session
 
     @property
+    def backend(self):
+        """The foreign side's backend: its name, version, cache class and known issues word
+        the report (the Backend Protocol)."""
+        return self.right.session.backend
+
+    @property
     def findings(self) -> tuple[tuple, ...]:
-        """shortfin's findings per frame index; frame 0 has none."""
+        """The foreign backend's findings per frame index; frame 0 has none."""
         return tuple(self.right.findings)
 
 
@@ -460,27 +458,33 @@ def run_compare(scenario: Scenario, left: SideSpec, right: SideSpec) -> CompareR
 
     Sides are named by their labels in reports (``left``/``right`` when both labels are the
     same). Raises :class:`~kvviz.backends.BackendError` for a configuration its backend cannot
-    run (shortfin's :class:`~kvviz.backends.BackendUnavailable` when it is not installed).
+    run (:class:`~kvviz.backends.BackendUnavailable` when its packages are not installed).
     """
     same = left.label == right.label
     return _run(scenario, [(key, key if same else spec.label, f"{key} · {spec.label}", spec)
                            for key, spec in (("left", left), ("right", right))])
 
 
-def run_diff(scenario: Scenario) -> DiffRun:
-    """Run ``scenario`` on kvcore's trie and on shortfin's, step by step, and compare them.
+def run_diff(scenario: Scenario, backend: str = DIFF_BACKEND) -> DiffRun:
+    """Run ``scenario`` on the reference backend's trie and on ``backend``'s, step by step, and
+    compare them. Each side is keyed and named by its backend's name; the right one's title
+    is its name and version.
 
-    Raises :class:`DiffError` for a base-cache scenario (shortfin's cache is a trie),
-    :class:`~kvviz.backends.BackendUnavailable` when shortfin is not installed and
-    :class:`~kvviz.backends.BackendError` for another config shortfin cannot run.
+    Raises :class:`DiffError` for a scenario whose cache is not a trie (a diff compares tries),
+    :class:`~kvviz.backends.BackendUnavailable` when ``backend``'s packages are not installed
+    and :class:`~kvviz.backends.BackendError` for another config it cannot run.
     """
-    if not design(scenario.config.kind).tree:  # the other side's cache is a trie
-        raise DiffError(f"a diff compares kvcore's trie cache with shortfin's; this scenario runs a "
+    if backend == REFERENCE_BACKEND:  # both sides would be one backend, under one key
+        raise DiffError(f"a diff compares {REFERENCE_BACKEND} with another backend, not with itself "
+                        f"(expected one of: {', '.join(b for b in BACKENDS if b != REFERENCE_BACKEND)})")
+    if not design(scenario.config.kind).tree:
+        raise DiffError(f"a diff compares {REFERENCE_BACKEND}'s trie cache with {backend}'s; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
     policy = scenario.config.policy
-    run = _run(scenario, [("kvcore", "kvcore", "kvcore trie", SideSpec("trie", policy, "kvcore")),
-                          ("shortfin", "shortfin", "shortfin", SideSpec("trie", policy, "shortfin"))], DiffRun, "diff")
-    run.right.title = f"shortfin {run.shortfin.backend.version}"
+    run = _run(scenario, [(name, name, title, SideSpec("trie", policy, name))
+                          for name, title in ((REFERENCE_BACKEND, f"{REFERENCE_BACKEND} trie"), (backend, backend))],
+               DiffRun, "diff")
+    run.right.title = f"{run.backend.name} {run.backend.version}"
     return run
 
 
@@ -595,31 +599,31 @@ def divergence_summary(run: CompareRun, step: int) -> list[str]:
 
 
 def format_report(run: DiffRun) -> str:
-    """The plain-text report ``kvviz diff`` prints."""
-    backend = run.shortfin.backend  # its version and known issues come with it (the Backend Protocol)
-    known_issues, version = backend.known_issues, backend.version
+    """The plain-text report ``kvviz diff`` prints; the foreign side's words (its name,
+    version, cache class, known issues) are its backend's."""
+    backend = run.backend
+    known_issues, version, foreign = backend.known_issues, backend.version, backend.name
     scenario = run.scenario
     name = scenario.path or scenario.title or "scenario"
     steps = len(scenario.steps)
-    head = f"{name}: kvcore trie vs {backend.name} {version} TriePagedAttentionCache, {steps} steps"
+    head = f"{name}: {run.left.title} vs {foreign} {version} {backend.cache_name}, {steps} steps"
     d = run.divergence
     if d is None:
         lines = [head, "no divergence: outcomes, free pages, cached blocks and block tables agree at every step"]
         seen = run.findings_until(steps)
         if seen:
-            lines.append("shortfin showed known issues that did not change what is compared here:")
+            lines.append(f"{foreign} showed known issues that did not change what is compared here:")
             lines += [f"  step {i}: {f.code}: {f.message}" for i, fs in enumerate(run.findings) for f in fs]
         return "\n".join(lines) + "\n"
     where = f" (line {d.line})" if d.line else ""
     lines = [head, f"first divergence at step {d.step}{where}: {d.op_text}",
              f"steps 0..{d.step - 1} agree" if d.step > 1 else "step 0 agrees", "", "what differs:"]
     lines += ["  " + x for x in divergence_summary(run, d.step)]
-    kv_frame, sf_frame = run.frames(d.step)
-    lines += ["", f"kvcore at step {d.step}:"] + ["  " + x for x in state_lines(kv_frame, run.kvcore)]
-    lines += ["", f"shortfin at step {d.step}:"] + ["  " + x for x in state_lines(sf_frame, run.shortfin)]
+    for side, frame in zip(run.sides, run.frames(d.step)):
+        lines += ["", f"{side.name} at step {d.step}:"] + ["  " + x for x in state_lines(frame, side.session)]
     lines.append("")
     if d.findings:
-        lines.append("known shortfin issues seen up to this step (the likely explanation):")
+        lines.append(f"known {foreign} issues seen up to this step (the likely explanation):")
         for i, fs in enumerate(run.findings[:d.step + 1]):
             for f in fs:
                 issue = known_issues[f.code]
@@ -627,33 +631,36 @@ def format_report(run: DiffRun) -> str:
         for code in d.known:
             lines.append(f"  {code}: {known_issues[code].title}")
     else:
-        lines.append("no known shortfin issue explains this divergence: a new finding (or a bug in kvviz)")
+        lines.append(f"no known {foreign} issue explains this divergence: a new finding (or a bug in kvviz)")
     return "\n".join(lines) + "\n"
 
 
 def report_dict(run: DiffRun) -> dict:
-    """The JSON report ``kvviz diff --json`` prints."""
-    backend = run.shortfin.backend
+    """The JSON report ``kvviz diff --json`` prints (schema ``kvviz.diff/1``).
+
+    Keys named by a backend are its name: ``<foreign>_version`` is the foreign backend's
+    version (``shortfin_version``), and ``divergence`` holds each side under its key (its
+    backend's name: ``kvcore``, ``shortfin``) with its observation, snapshot and violations.
+    """
+    backend = run.backend
     known_issues = backend.known_issues
     d = run.divergence
     out = {
         "schema": "kvviz.diff/1",
         "scenario": run.scenario.path or run.scenario.title,
-        "shortfin_version": backend.version,
+        f"{backend.name}_version": backend.version,
         "steps": len(run.scenario.steps),
         "findings": [{"step": i, "code": f.code, "kind": known_issues[f.code].kind, "message": f.message}
                      for i, fs in enumerate(run.findings) for f in fs],
         "divergence": None,
     }
     if d is not None:
-        kv_frame, sf_frame = run.frames(d.step)
         out["divergence"] = {
             "step": d.step, "line": d.line, "op": d.op_text, "fields": list(d.fields), "known": list(d.known),
             "explained": d.explained,
-            "kvcore": {"observation": d.kvcore.to_dict(), "snapshot": kv_frame.snapshot.to_dict(),
-                       "violations": [v.to_dict() for v in kv_frame.violations]},
-            "shortfin": {"observation": d.shortfin.to_dict(), "snapshot": sf_frame.snapshot.to_dict(),
-                         "violations": [v.to_dict() for v in sf_frame.violations]},
+            **{side.key: {"observation": observation.to_dict(), "snapshot": frame.snapshot.to_dict(),
+                          "violations": [v.to_dict() for v in frame.violations]}
+               for side, observation, frame in zip(run.sides, (d.left, d.right), run.frames(d.step))},
         }
     return out
 

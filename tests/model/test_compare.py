@@ -5,13 +5,17 @@ kvviz/cli/compare_command.py). kvcore on both sides: no optional backend needed.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvviz.backends.kvcore_backend import KvcoreBackend
 from kvviz.cli import cli
+from kvviz.model import compare
 from kvviz.demos import demo_path
 from kvviz.model.compare import (
     COMPARE_KINDS,
@@ -349,3 +353,96 @@ def test_a_misspelt_policy_gets_a_did_you_mean():
         parse_side("hsah", TRIE_LRU)
     result = CliRunner().invoke(cli, ["compare", "lru", "--right", "trie:lruu", "--print"])
     assert result.exit_code == 2 and "did you mean lru?" in result.stderr
+
+
+# -- kvviz diff against a backend of the test's own: its words are its backend's ---------------
+
+
+@dataclass(frozen=True)
+class ToyIssue:
+    code: str
+    kind: str
+    title: str
+    source: str
+
+
+class ToyBackend(KvcoreBackend):
+    """kvcore's trie under another name, one page short when ``short``, which reports one
+    finding on its first op: a foreign backend that is not shortfin."""
+
+    name = "toy"
+    version = "0.1"
+    cache_name = "ToyCache"
+    known_issues = {"T1": ToyIssue("T1", "defect", "the toy's pool is one page short", "TOY.md T1")}
+
+    def __init__(self, cache):
+        super().__init__(cache)
+        self._findings: list = []
+        self._ops = 0
+
+    def apply(self, op):
+        super().apply(op)
+        self._ops += 1
+        if self._ops == 1:
+            self._findings.append(SimpleNamespace(code="T1", message="a page went missing", issue=self.known_issues["T1"]))
+
+    def take_findings(self) -> tuple:
+        found, self._findings = tuple(self._findings), []
+        return found
+
+
+def toy_factory(short: bool):
+    def factory(config, snapshot):
+        if snapshot is not None:
+            return ToyBackend.from_snapshot(snapshot, verify=False)
+        return ToyBackend.fresh(config.kind, config.pages - short, config.tokens_per_page, config.policy)
+    return factory
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """Let the registry's factory lookup (as compare uses it) know the toy backend too."""
+    real = compare.make_backend_factory
+    made = {"toy": toy_factory(True), "toy-whole": toy_factory(False)}
+    monkeypatch.setattr(compare, "make_backend_factory", lambda name: made.get(name) or real(name))
+
+
+TOY_SCRIPT = "cache trie pages=2 tokens_per_page=2\nacquire a 1 2\nrelease a\n"
+
+
+def test_a_diff_against_any_backend_keys_names_and_words_each_side_by_its_backend(toy):
+    run = compare.run_diff(parse_scenario(TOY_SCRIPT, path="toy.kvs"), "toy")
+    assert [(s.key, s.name, s.title) for s in run.sides] == [("kvcore", "kvcore", "kvcore trie"),
+                                                             ("toy", "toy", "toy 0.1")]
+    assert run.backend.name == "toy" and run.reference is run.left.session and run.foreign is run.right.session
+    text = compare.format_report(run)
+    lines = text.splitlines()
+    assert lines[:2] == ["toy.kvs: kvcore trie vs toy 0.1 ToyCache, 2 steps",
+                         "first divergence at step 1 (line 2): acquire a 1 2"]
+    assert "  free pages: kvcore 1, toy 0" in lines and "kvcore at step 1:" in lines and "toy at step 1:" in lines
+    assert lines[-3:] == ["known toy issues seen up to this step (the likely explanation):",
+                          "  step 1: T1 (defect, TOY.md T1): a page went missing",
+                          "  T1: the toy's pool is one page short"]
+    report = compare.report_dict(run)
+    assert report["toy_version"] == "0.1" and sorted(report["divergence"]) == [
+        "explained", "fields", "known", "kvcore", "line", "op", "step", "toy"]
+    assert report["divergence"]["toy"]["observation"]["free"] == 0
+    assert "shortfin" not in text + json.dumps(report)
+
+
+def test_a_diff_that_agrees_lists_the_backends_findings_in_its_words(toy):
+    run = compare.run_diff(parse_scenario(TOY_SCRIPT, path="toy.kvs"), "toy-whole")
+    assert run.divergence is None
+    assert compare.format_report(run).splitlines()[1:] == [
+        "no divergence: outcomes, free pages, cached blocks and block tables agree at every step",
+        "toy showed known issues that did not change what is compared here:",
+        "  step 1: T1: a page went missing"]
+
+
+def test_a_diff_of_the_reference_with_itself_or_of_a_cache_that_is_no_trie_is_refused_in_one_line(toy):
+    with pytest.raises(DiffError, match=r"^a diff compares kvcore with another backend, not with itself "
+                                        r"\(expected one of: shortfin\)$"):
+        compare.run_diff(parse_scenario(TOY_SCRIPT), "kvcore")
+    with pytest.raises(DiffError, match=r"^a diff compares kvcore's trie cache with toy's; this scenario runs a "
+                                        r"'base' cache"):
+        compare.run_diff(parse_scenario(TOY_SCRIPT.replace("trie", "base")), "toy")

@@ -58,25 +58,25 @@ def test_diff_finds_the_first_divergence_of_each_bug_demo_and_names_the_bug(name
 
 def test_b4b_diverges_first_on_free_pages_because_shortfin_defers_the_duplicate():
     d = run_diff(demo("shortfin-b4b-root-ref")).divergence
-    assert (d.kvcore.free, d.shortfin.free) == (1, 0)
+    assert (d.left.free, d.right.free) == (1, 0)
     assert d.known == ("D1", "B4b")
     # Structurally the block tables agree: X and Y share the cached block's page.
-    assert d.kvcore.block_tables == d.shortfin.block_tables == (
+    assert d.left.block_tables == d.right.block_tables == (
         ("X", ((0, (1, 2, 3, 4)), (1, None))), ("Y", ((0, (1, 2, 3, 4)), (2, None))))
 
 
 def test_b9_shows_one_page_twice_in_shortfins_block_table():
     d = run_diff(demo("shortfin-b9-lookup-no-ref")).divergence
-    assert (d.kvcore.outcome, d.shortfin.outcome) == ("CacheAllocationFailure", "ok")
-    assert dict(d.shortfin.block_tables)["R"] == ((1, None), (1, None))  # the same page twice, no node
-    assert "R" not in dict(d.kvcore.block_tables)
+    assert (d.left.outcome, d.right.outcome) == ("CacheAllocationFailure", "ok")
+    assert dict(d.right.block_tables)["R"] == ((1, None), (1, None))  # the same page twice, no node
+    assert "R" not in dict(d.left.block_tables)
 
 
 def test_b10_hands_the_owners_page_to_a_stranger_on_shortfin():
     d = run_diff(demo("shortfin-b10-zero-page-ref")).divergence
-    shortfin = dict(d.shortfin.block_tables)
+    shortfin = dict(d.right.block_tables)
     assert shortfin["owner"][0][0] in {alias for alias, _ in shortfin["X"]}  # owner's page is X's too
-    assert dict(d.kvcore.block_tables)["owner"] == ((0, (1, 2, 3, 4)),)
+    assert dict(d.left.block_tables)["owner"] == ((0, (1, 2, 3, 4)),)
 
 
 # -- shortfin's own suite, re-expressed as scenarios: both caches agree ---------------------
@@ -152,16 +152,16 @@ def test_diff_finds_no_divergence_on_shortfins_own_suite(name):
 
 def test_the_suite_scenarios_do_what_shortfins_tests_check():
     lru = run_diff(parse_scenario(lru_eviction(POOL // 2)))
-    frames = [lru.shortfin.frame(i) for i in range(len(lru))]
+    frames = [lru.foreign.frame(i) for i in range(len(lru))]
     new = next(f for f in frames if f.op is not None and f.op.text.startswith("acquire new"))
     assert len(new.diff.nodes_evicted) == 1  # the least recently used released sequence
-    evicted = lru.shortfin.frame(new.index - 1).snapshot.node(new.diff.nodes_evicted[0])
+    evicted = lru.foreign.frame(new.index - 1).snapshot.node(new.diff.nodes_evicted[0])
     assert evicted.tokens == tuple(range(500, 500 + P))
     rechecks = [f for f in frames if f.op is not None and f.op.name.startswith("recheck") and f.op.kind == "acquire"]
     assert [f.snapshot.allocation_named(f.op.name).hit_tokens for f in rechecks] == [P] * 5
     refs = run_diff(parse_scenario(reference_counting(5)))
-    failed = [i for i in range(len(refs)) if refs.shortfin.frame(i).failed]
-    assert [refs.shortfin.frame(i).op.name for i in failed] == ["new"]
+    failed = [i for i in range(len(refs)) if refs.foreign.frame(i).failed]
+    assert [refs.foreign.frame(i).op.name for i in failed] == ["new"]
 
 
 # -- observations, reports, the command -----------------------------------------------------

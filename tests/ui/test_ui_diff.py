@@ -48,8 +48,8 @@ async def test_opens_at_the_divergence_with_both_outcomes(b9_run):
         kv_frames, kv_outcome = column(app, "kvcore")
         sf_frames, sf_outcome = column(app, "shortfin")
         assert kv_frames == sf_frames == (5, 5, 5, 5)
-        assert app.widget("kvcore", "trie").view.frame is b9_run.kvcore.frame(5)
-        assert app.widget("shortfin", "trie").view.frame is b9_run.shortfin.frame(5)
+        assert app.widget("kvcore", "trie").view.frame is b9_run.reference.frame(5)
+        assert app.widget("shortfin", "trie").view.frame is b9_run.foreign.frame(5)
         assert "FAILED (CacheAllocationFailure)" in kv_outcome  # kvcore refuses R
         assert sf_outcome.startswith("ok") and "violation" in sf_outcome  # shortfin succeeds, wrongly
         assert app.query_one("#kvcore-side").border_title == "kvcore trie"
@@ -103,7 +103,7 @@ async def test_a_selection_lands_in_the_column_whose_view_made_it(b9_run):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         trie = app.widget("kvcore", "trie")
-        node = b9_run.kvcore.frame(app.step).snapshot.nodes[-1].id
+        node = b9_run.reference.frame(app.step).snapshot.nodes[-1].id
         message = TrieView.NodeSelected(trie, node)
         assert message.control is trie
         trie.post_message(message)
