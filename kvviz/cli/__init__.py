@@ -21,6 +21,7 @@ from .scenario_commands import check, demo, export, help_, open_, run
 from .compare_command import compare
 from .diff_command import diff
 from .quiz_command import quiz
+from .serve_command import serve
 from .practice_command import practice
 from .trace_command import trace
 from .watch_command import watch
@@ -84,7 +85,7 @@ def cli() -> None:
     """kvviz: see inside the KV cache of an LLM server, step by step."""
 
 
-for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz, watch, practice):
+for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz, watch, practice, serve):
     cli.add_command(_command)
 
 
