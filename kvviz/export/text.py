@@ -251,8 +251,6 @@ class PageGrid:
     and referenced, ``E`` evictable; ``+`` taken, ``-`` freed, ``!`` evicted in this step.
     As many columns as the console width allows."""
 
-    CELL = 9  # "123:abc+" plus a space
-
     def __init__(self, frame: "Frame"):
         self.frame = frame
 
