@@ -29,7 +29,7 @@ from ..backends.registry import make_backend_factory
 from .scenario import Scenario
 from .session import Frame, ScopedScript, Session
 
-__all__ = ["Failure", "FailureIdentity", "MODES", "RunVerdict", "divergence_failure", "first_failure",
+__all__ = ["Failure", "FailureIdentity", "MODES", "RunVerdict", "divergence_failure", "failure_substep", "first_failure",
            "frame_failures", "unexpected_full", "mode_label"]
 
 SOURCES = {
@@ -164,12 +164,13 @@ class RunVerdict:
     steps_run: int
 
 
-def first_failure(scenario: Scenario, mode: str, *, stop_early: bool = True,
-                  backend_factory: Callable | None = None) -> RunVerdict:
+def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | None = None,
+                  sources: tuple[str, ...] | None = None) -> RunVerdict:
     """Run ``scenario`` in ``mode`` (a backend's name, or :data:`DIFF`) and find its first failure.
 
-    On one backend the run stops at the first failing step (``stop_early``): nothing after it
-    changes which failure is first. Raises :class:`~kvviz.backends.BackendError` (and its
+    On one backend the run stops at the first failing step: nothing after it changes which
+    failure is first. ``sources`` keeps only failures of those sources (``("violation",)``:
+    the first invariant violation, whatever expect lines fail before it); a crash always counts. Raises :class:`~kvviz.backends.BackendError` (and its
     ``BackendUnavailable``) when the backend cannot run the scenario, and
     :class:`~kvviz.model.compare.DiffError` for a diff of a cache that is not a trie.
     ``backend_factory`` replaces the mode's (a test's planted kvcore).
@@ -194,7 +195,8 @@ def first_failure(scenario: Scenario, mode: str, *, stop_early: bool = True,
                                       index + 1, step.op.line, step.op.text,
                                       f"the cache crashed: {type(exc).__name__}: {exc}"), index + 1)
         seen += [f.code for f in backend.take_findings()]
-        failures = frame_failures(frame, known_cause(seen, issues))
+        failures = [f for f in frame_failures(frame, known_cause(seen, issues))
+                    if sources is None or f.identity.source in sources]
         if failures:
             return RunVerdict(failures[0], index + 1)
     return RunVerdict(None, len(scenario.steps))
@@ -203,3 +205,39 @@ def first_failure(scenario: Scenario, mode: str, *, stop_early: bool = True,
 def mode_label(mode: str) -> str:
     """How reports name a mode: ``on kvcore``, ``on shortfin``, ``kvcore vs shortfin``."""
     return "kvcore vs shortfin (diff)" if mode == DIFF else f"on {mode}"
+
+
+NOTABLE_SUBSTEPS = ("fail", "refused", "evict", "pop", "dedup", "free", "take")
+"""Sub-step kinds where a failure with no state to check is first seen, most telling first:
+a refusal, the victim, an adopted page, pages that move."""
+
+
+def failure_substep(session: Session, failure: Failure) -> int | None:
+    """The first sub-step of ``failure``'s op at which it shows, for a bug report that points
+    at the moment (the bad swap, the wrong victim); None when the step has no sub-steps.
+
+    A violation shows at the first sub-step whose state the backend's checker (its whole-state
+    check) finds breaking the same invariant; an error, a crash or a divergence at the first
+    sub-step of the most telling kind of :data:`NOTABLE_SUBSTEPS` (a divergence whose frame
+    breaks an invariant on this side, as a violation does); else at the op's last sub-step."""
+    if failure.step < 1 or failure.step >= len(session):
+        return None
+    subs = session.substeps(failure.step)
+    if not len(subs):
+        return None
+    number = None
+    if failure.identity.source == "violation":
+        number = int(failure.identity.detail)
+    elif failure.identity.source == "divergence":
+        violations = session.frame(failure.step).violations
+        number = violations[0].invariant if violations else None
+    if number is not None:
+        check = getattr(session.backend, "check_full", session.backend.check)
+        for k in range(len(subs)):
+            if any(v.invariant == number for v in check(subs.state(k))):
+                return k
+    kinds = [s.kind for s in subs]
+    for kind in NOTABLE_SUBSTEPS:
+        if kind in kinds:
+            return kinds.index(kind)
+    return len(subs) - 1
