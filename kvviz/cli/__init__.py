@@ -20,8 +20,10 @@ from .common import BadInput
 from .scenario_commands import check, demo, export, help_, open_, run
 from .compare_command import compare
 from .diff_command import diff
+from .fuzz_command import fuzz
 from .quiz_command import quiz
 from .serve_command import serve
+from .shrink_command import shrink
 from .practice_command import practice
 from .trace_command import trace
 from .watch_command import watch
@@ -86,6 +88,8 @@ def cli() -> None:
 
 
 for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz, watch, practice, serve):
+    cli.add_command(_command)
+for _command in (shrink, fuzz):  # a failure cut to a minimal report; random scenarios until one fails
     cli.add_command(_command)
 
 
