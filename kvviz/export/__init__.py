@@ -17,8 +17,11 @@ FORMATS = (".json", ".md", ".txt", ".svg")
 
 
 def write_export(session, step: int, output: str | os.PathLike, *, render_svg=None,
-                 inputs: Iterable[str | os.PathLike] = ()) -> None:
-    """Write step ``step`` of ``session`` to ``output`` in the format its suffix names.
+                 inputs: Iterable[str | os.PathLike] = (), substep: int | None = None) -> None:
+    """Write step ``step`` of ``session`` to ``output`` in the format its suffix names, at
+    sub-step ``substep`` of its op when given (the bundle records it, the Markdown's summary
+    and the SVG's title say it; :class:`~kvviz.export.bundle.SubstepError` when the op has no
+    such sub-step).
 
     ``inputs`` are the files the session was read from: an output that is one of them (also
     through a symlink or a hard link) is refused before any work. Raises ValueError for an
@@ -35,26 +38,28 @@ def write_export(session, step: int, output: str | os.PathLike, *, render_svg=No
     if suffix == ".json":
         from .bundle import write_bundle
 
-        write_bundle(session, step, output, inputs=inputs)  # streamed: a bundle may be tens of MB
+        write_bundle(session, step, output, inputs=inputs, substep=substep)  # streamed: may be tens of MB
         return
-    text = render_export(session, step, suffix, render_svg=render_svg)
+    text = render_export(session, step, suffix, render_svg=render_svg, substep=substep)
     write_text_atomic(output, text, inputs=inputs)
 
 
-def render_export(session, step: int, suffix: str, *, render_svg=None) -> str:
-    """The export's text for ``suffix``; ``.svg`` needs ``render_svg(session, step)``."""
-    from .bundle import dumps_bundle, make_bundle, session_script, summary
+def render_export(session, step: int, suffix: str, *, render_svg=None, substep: int | None = None) -> str:
+    """The export's text for ``suffix``; ``.svg`` needs ``render_svg(session, step)`` (with a
+    ``substep``, ``render_svg(session, step, substep)``)."""
+    from .bundle import dumps_bundle, make_bundle, session_script, substep_claim, summary
     from .markdown import frame_markdown
     from .text import frame_text
 
     frame = session.frame(step)
+    substep_claim(session, step, substep)  # a sub-step the op does not have is refused in every format
     if suffix == ".json":
-        return dumps_bundle(make_bundle(session, step))
+        return dumps_bundle(make_bundle(session, step, substep))
     if suffix == ".md":
-        return frame_markdown(frame, session, session_script(session), summary(frame, session))
+        return frame_markdown(frame, session, session_script(session), summary(frame, session, substep))
     if suffix == ".txt":
         return frame_text(frame, session)
     if render_svg is None:
         raise ValueError("an SVG export is a picture of the UI: it is written by `kvviz export` or the "
                          "app's `e` key; use .json, .md or .txt here")
-    return render_svg(session, step)
+    return render_svg(session, step) if substep is None else render_svg(session, step, substep)

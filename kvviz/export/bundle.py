@@ -42,11 +42,11 @@ from ..model.session import Frame, Session
 from .atomic import OutputTooLarge, open_atomic
 from .jsontext import iter_json, iter_json_blocks
 
-SCHEMA = "kvviz.bundle/2"
+SCHEMA = "kvviz.bundle/3"
 #: Older schemas this kvviz still opens, each verified in every field it records.
-#: ``kvviz.bundle/1`` has no ``expects`` nor ``expect_count``: its expects are replayed and
-#: shown, not compared.
-OLDER_SCHEMAS = ("kvviz.bundle/1",)
+#: ``kvviz.bundle/2`` has no ``substep`` (it points at a step only); ``kvviz.bundle/1`` has no
+#: ``expects`` nor ``expect_count`` either: its expects are replayed and shown, not compared.
+OLDER_SCHEMAS = ("kvviz.bundle/2", "kvviz.bundle/1")
 #: Scripts with more steps than this open lazily (see open_bundle).
 LAZY_ABOVE = 2_000
 #: Longest version string a bundle may record (a version is shown, never parsed).
@@ -71,6 +71,8 @@ class OpenedBundle:
     divergence: str | None
     data: dict
     notes: tuple[str, ...] = ()
+    substep: int | None = None
+    """The sub-step of the step's op the bundle points at (0-based), or None: the step itself."""
 
 
 # -- the shape of a bundle --------------------------------------------------------------------
@@ -95,11 +97,32 @@ SHAPE_V1: dict[str, Any] = {
     "violations": [_VIOLATION],
     "summary": str,
 }
-SHAPE = {**SHAPE_V1, "expects": [{"expect": str, "ok": bool}], "expect_count": int}
-SHAPES = {SCHEMA: SHAPE, "kvviz.bundle/1": SHAPE_V1}
+SHAPE_V2 = {**SHAPE_V1, "expects": [{"expect": str, "ok": bool}], "expect_count": int}
+#: ``substep``: the moment inside the step's op a report points at: its index (0-based), its
+#: kind and how many sub-steps the op has (both derived by the replay, so an edited index that
+#: names another moment diverges), or null for the step itself.
+SHAPE = {**SHAPE_V2, "substep": (None, {"index": int, "kind": str, "count": int})}
+SHAPES = {SCHEMA: SHAPE, "kvviz.bundle/2": SHAPE_V2, "kvviz.bundle/1": SHAPE_V1}
 
 #: The recorded values a replay derives, in the order a divergence names them.
-CLAIMS = ("config", "title", "steps", "op", "error", "violations", "expects", "expect_count", "summary")
+CLAIMS = ("config", "title", "steps", "op", "error", "violations", "expects", "expect_count", "substep", "summary")
+
+
+class SubstepError(ValueError):
+    """A sub-step that the step's op does not have (or a step without an op)."""
+
+
+def substep_claim(session: Session, step: int, substep: int | None) -> dict | None:
+    """The bundle's ``substep`` value for sub-step ``substep`` of ``step``'s op (None: none).
+    Raises :class:`SubstepError` naming the op's sub-steps when it has no such sub-step."""
+    if substep is None:
+        return None
+    if step == 0:
+        raise SubstepError("step 0 is the initial state: it has no op, so no sub-steps (give a step from 1)")
+    subs = session.substeps(step)
+    if not 0 <= substep < len(subs):
+        raise SubstepError(f"sub-step {substep} does not exist: step {step}'s op has sub-steps 0..{len(subs) - 1}")
+    return {"index": substep, "kind": subs[substep].kind, "count": len(subs)}
 
 
 def session_script(session: Session) -> str:
@@ -109,8 +132,9 @@ def session_script(session: Session) -> str:
     return format_scenario(scenario)
 
 
-def summary(frame: Frame, session: Session) -> str:
-    """One paragraph for a human: where, what, and what is wrong."""
+def summary(frame: Frame, session: Session, substep: int | None = None) -> str:
+    """One paragraph for a human: where, what, and what is wrong (and the moment inside the
+    op, ``substep``, when the report points at one)."""
     backend = getattr(session.backend, "name", "kvcore")
     version = getattr(session.backend, "version", "")
     cache = "kvcore " + session.config.kind if backend == "kvcore" else f"{backend} {version}".strip()
@@ -118,6 +142,11 @@ def summary(frame: Frame, session: Session) -> str:
              f"({cache} cache, {session.config.pages} pages × {session.config.tokens_per_page} tokens)."]
     if frame.op is not None:
         parts.append(f"Op: `{frame.op.text}`" + (f", which failed: {frame.error.message}." if frame.error else "."))
+    if substep is not None and frame.op is not None:
+        subs = session.substeps(frame.index)
+        if 0 <= substep < len(subs):
+            parts.append(f"At sub-step {substep + 1} of {len(subs)} ({subs[substep].kind}): "
+                         f"{subs[substep].sentence.rstrip('.')}.")
     if frame.violations:
         parts.append(f"{len(frame.violations)} invariant violation(s); first: {frame.violations[0]}.")
     else:
@@ -150,8 +179,9 @@ def expect_count(session: Session) -> int:
     return sum(len(step.expects) for step in session.steps)
 
 
-def claims(session: Session, step: int, schema: str = SCHEMA) -> dict:
-    """The bundle's values a replay of its script derives (see :data:`CLAIMS`)."""
+def claims(session: Session, step: int, schema: str = SCHEMA, substep: int | None = None) -> dict:
+    """The bundle's values a replay of its script derives (see :data:`CLAIMS`), pointing at
+    ``substep`` of the step's op (None: the step)."""
     frame = session.frame(step)
     derived = {
         "config": {"kind": session.config.kind, "pages": session.config.pages,
@@ -161,16 +191,18 @@ def claims(session: Session, step: int, schema: str = SCHEMA) -> dict:
         "op": frame.op.text if frame.op is not None else None,
         "error": None if frame.error is None else {"kind": frame.error.kind, "message": frame.error.message},
         "violations": [v.to_dict() for v in frame.violations],
-        "summary": summary(frame, session),
+        "summary": summary(frame, session, substep),
     }
     if "expects" in SHAPES[schema]:
         derived["expects"] = expect_results(frame)
         derived["expect_count"] = expect_count(session)
+    if "substep" in SHAPES[schema]:
+        derived["substep"] = substep_claim(session, step, substep)
     return derived
 
 
-def make_bundle(session: Session, step: int) -> dict:
-    """The bundle dict for ``step`` of ``session``."""
+def make_bundle(session: Session, step: int, substep: int | None = None) -> dict:
+    """The bundle dict for ``step`` of ``session`` (at sub-step ``substep`` of its op, if given)."""
     frame = session.frame(step)
     return {
         "schema": SCHEMA,
@@ -180,7 +212,7 @@ def make_bundle(session: Session, step: int) -> dict:
         "step": step,
         "digests": [snapshot.digest() for snapshot in session.snapshots()],
         "snapshot": frame.snapshot.to_dict(),
-        **claims(session, step),
+        **claims(session, step, substep=substep),
     }
 
 
@@ -222,13 +254,14 @@ def bundle_size_floor(session: Session, step: int | None = None) -> int:
 
 
 def write_bundle(session: Session, step: int, output: str | os.PathLike, *,
-                 inputs: Iterable[str | os.PathLike] = ()) -> None:
+                 inputs: Iterable[str | os.PathLike] = (), substep: int | None = None) -> None:
     """Write step ``step``'s bundle to ``output``, streamed and capped at what ``open`` accepts.
 
     Raises :class:`BundleTooLarge` (a ValueError) before any work when the bundle is bound to
     be too large, or when streaming passes the limit (the partial file is removed); ValueError
-    when ``output`` is one of ``inputs`` or the script would not open again; OSError when the
-    file cannot be written.
+    when ``output`` is one of ``inputs`` or the script would not open again, and
+    :class:`SubstepError` (a ValueError) for a ``substep`` the op does not have; OSError when
+    the file cannot be written.
     """
     limit = MAX_BUNDLE_BYTES
     contents = f"{len(session) - 1:,} steps, {session.config.pages:,} pages"
@@ -242,7 +275,7 @@ def write_bundle(session: Session, step: int, output: str | os.PathLike, *,
             f"{output}: the bundle of step {step} would take at least {floor:,} bytes ({contents}), more than "
             f"the {limit:,} bytes `kvviz open` accepts; nothing was written. Export a .md or .txt report "
             f"instead, or a smaller scenario")
-    bundle = make_bundle(session, step)
+    bundle = make_bundle(session, step, substep)
     _check_reopens(bundle["script"], session, output)
     with open_atomic(output, inputs=inputs, max_bytes=limit) as write:
         try:
@@ -458,7 +491,8 @@ def open_bundle(path: str | Path, **session_kwargs) -> OpenedBundle:
     notes = _version_notes(data, session)
     if divergence is not None and notes:
         divergence = f"{divergence} ({'; '.join(notes)})"
-    return OpenedBundle(session, step, divergence, data, notes)
+    recorded = data.get("substep")
+    return OpenedBundle(session, step, divergence, data, notes, recorded["index"] if recorded else None)
 
 
 def _divergence(data: dict, session: Session, step: int, bundled: Snapshot, schema: str) -> str | None:
@@ -471,7 +505,11 @@ def _divergence(data: dict, session: Session, step: int, bundled: Snapshot, sche
             return f"step {i} diverges: replay gives digest {actual[:12]}…, bundle recorded {expected[:12]}…"
     if session.frame(step).snapshot != bundled:
         return f"the bundled snapshot differs from the replayed state at step {step} (edited bundle?)"
-    derived = claims(session, step, schema)
+    recorded = data.get("substep")
+    try:
+        derived = claims(session, step, schema, recorded["index"] if recorded else None)
+    except SubstepError as exc:
+        return f"the bundle points at a moment its replay does not have: {exc}"
     wrong = [key for key in CLAIMS if key in derived and derived[key] != data[key]]
     if data["backend"]["name"] == "kvcore" and data["backend"]["version"] != data["versions"]["kvcore"]:
         wrong.append("backend.version")  # kvcore's version, recorded twice
