@@ -278,22 +278,27 @@ def failed_checks_line(session, failed_steps: list[int]) -> str:
     return f"check failed: {' and '.join(what)} ({where})"
 
 
-def show(session, step: int | None, print_only: bool, demo: str | None = None) -> None:
+def show(session, step: int | None, print_only: bool, demo: str | None = None, substep: int | None = None) -> None:
     """Print the session (``--print``) or open it in the UI at ``step``; ``demo`` names the
-    demo or file it came from (a bug-museum demo's buggy code is shown beside ours).
+    demo or file it came from (a bug-museum demo's buggy code is shown beside ours);
+    ``substep`` (0-based) opens the UI inside the step's op there, or prints that sub-step's
+    line under the step.
 
     Printed, a failed expect or invariant is a failed check, as in ``kvviz check``: a line on
     stderr at the end and exit code 1.
     """
     if print_only:
         failed = print_session(session, step)
+        if substep is not None and step:
+            sub = session.substeps(step)[substep]
+            click.echo(f"sub-step {substep + 1}/{len(session.substeps(step))} {sub.kind}: {sub.sentence}")
         if failed:
             sys.stdout.flush()  # the verdict comes after the steps it sums up, even on a shared tty
             click.echo(f"kvviz: {failed_checks_line(session, failed)}", err=True)
             sys.exit(1)
         return
     check_step(session, step)
-    launch_ui(session, step, demo=demo)
+    launch_ui(session, step, demo=demo, substep=substep)
 
 
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
@@ -335,14 +340,15 @@ def _isatty(stream) -> bool:
 
 
 def launch_ui(session, step: int | None = None, *, practice_seed: int | None = None,
-              demo: str | None = None) -> None:
+              demo: str | None = None, substep: int | None = None) -> None:
     """Open ``session`` in the terminal UI at ``step``: the only place a command starts the app.
     With ``practice_seed``, in practice mode asking that seed's questions; ``demo``: the demo
     name or file path it came from (the code pane's buggy variant, ``b``)."""
     from ..ui.app import make_app
 
     practice = {} if practice_seed is None else {"practice": True, "practice_seed": practice_seed}
-    _run_app(make_app(session, step, demo=demo, **practice))
+    inside = {} if substep is None else {"substep": substep}  # a bundle that points inside an op
+    _run_app(make_app(session, step, demo=demo, **practice, **inside))
 
 
 def launch_diff_ui(run, step: int | None = None) -> None:
@@ -361,11 +367,12 @@ def launch_watch_ui(timeline, *, subscriber=None, step: int | None = None) -> No
     _run_app(make_watch_app(timeline, subscriber=subscriber, step=step))
 
 
-def render_svg(session, step: int) -> str:
-    """The UI's screenshot at ``step`` as SVG text (what ``export -o x.svg`` writes)."""
+def render_svg(session, step: int, substep: int | None = None) -> str:
+    """The UI's screenshot at ``step`` (inside its op at ``substep``) as SVG text (what
+    ``export -o x.svg`` writes)."""
     from ..ui.screenshot import screenshot_svg
 
-    return screenshot_svg(session, step)
+    return screenshot_svg(session, step) if substep is None else screenshot_svg(session, step, substep=substep)
 
 
 def _run_app(app) -> None:
