@@ -46,7 +46,7 @@ class KvvizApp(ExportActions, App[None]):
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
                  theme: str | None = None, animations: bool = True, cursor_blink: bool = True,
                  practice: bool = False, practice_seed: int = 0, demo: str | None = None,
-                 play_timer: bool = True):
+                 play_timer: bool = True, substep: int | None = None):
         super().__init__()
         set_up_appearance(self, theme, animations)
         self.session = session
@@ -55,6 +55,7 @@ class KvvizApp(ExportActions, App[None]):
         self.edited = False  # ops were applied here: exports take names of their own
         self.demo = demo  # the demo's name (a bug-museum demo has buggy code to show beside ours)
         self.start_step = step
+        self.start_substep = substep  # a bug-report bundle that points inside the step's op
         self.start_practice = practice
         self.practice_seed = practice_seed
         self._screen_options = dict(start_step=step, start_practice=practice, practice_seed=practice_seed,
@@ -70,6 +71,8 @@ class KvvizApp(ExportActions, App[None]):
         # The app is ready (for a test's pilot, a screenshot's) once its screen is: composed,
         # and showing the start step. Textual's pilot waits on the same event.
         await self.main_screen._mounted_event.wait()
+        if self.start_substep is not None:
+            self.main_screen.show_substep(self.main_screen.step, self.start_substep)
         if self.is_web:
             self.watch(self.main_screen, "position", self._title_the_terminal)
 
@@ -229,6 +232,8 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
     mode), ``practice_seed`` (which questions: the same seed asks the same ones) and
     ``demo`` (the demo's name or file, e.g. ``bug-b5-ref-leak``: a bug-museum demo can show
     its buggy pseudo-code beside ours), ``play_timer`` (False: playing starts no timer, the
-    caller ticks with ``play_tick()``; tests use it so no wall clock drives them).
+    caller ticks with ``play_tick()``; tests use it so no wall clock drives them), ``substep``
+    (0-based: open inside the step's op, at that sub-step, as ``kvviz open`` does for a bundle
+    that points at one).
     """
     return KvvizApp(session, step, **opts)
