@@ -10,13 +10,17 @@ from ..model.session import Session
 from .app import make_app
 
 
-def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40)) -> str:
-    """SVG of the UI at ``step``, rendered headless at ``size`` (columns, rows)."""
+def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40), substep: int | None = None) -> str:
+    """SVG of the UI at ``step``, rendered headless at ``size`` (columns, rows); inside the
+    step's op at ``substep`` (0-based), titled with it, when given."""
 
     async def shoot() -> str:
-        app = make_app(session, step, animations=False, cursor_blink=False)
+        inside = {} if substep is None else {"substep": substep}
+        app = make_app(session, step, animations=False, cursor_blink=False, **inside)
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
+            if substep is not None:
+                return app.views_svg()  # "step 5 · sub-step 3/7 pop", as the app's own export titles it
             return app.export_screenshot(title=f"kvviz · {session.title or 'session'} · step {step}")
 
     return _run(shoot())
