@@ -42,7 +42,9 @@ class ExportActions:
 
         folder = self.export_dir or Path.cwd()
         edited = f"-edited-{edit_tag(session_script(self.session))}" if self.edited else ""
-        stem = free_stem(folder, f"kvviz-{slug(self.session.title)}{edited}-step{self.step}", self.EXPORT_SUFFIXES)
+        inside = "" if self.substep is None else f"-sub{self.substep + 1}"  # exported from inside an op
+        stem = free_stem(folder, f"kvviz-{slug(self.session.title)}{edited}-step{self.step}{inside}",
+                         self.EXPORT_SUFFIXES)
         return {suffix: folder / f"{stem}{suffix}" for suffix in self.EXPORT_SUFFIXES}
 
     def views_svg(self) -> str:
@@ -61,10 +63,11 @@ class ExportActions:
         if self.is_web:  # one download: a browser lets one key press open one, not three
             from ..export import render_export
 
-            return [offer_download(self, paths[".json"], render_export(self.session, self.step, ".json"))]
+            return [offer_download(self, paths[".json"], render_export(self.session, self.step, ".json",
+                                                                       substep=self.substep))]
         next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
-        write_export(self.session, self.step, paths[".json"])
-        write_export(self.session, self.step, paths[".md"])
+        write_export(self.session, self.step, paths[".json"], substep=self.substep)  # the moment, not only the step
+        write_export(self.session, self.step, paths[".md"], substep=self.substep)
         write_text_atomic(paths[".svg"], self.views_svg())
         return list(paths.values())
 
