@@ -322,11 +322,14 @@ def _unchecked_note(scenario, session) -> str:
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--step", type=int, default=None, help="Step to export (default: the last).")
+@click.option("--substep", type=click.IntRange(1, None), default=None,
+              help="Point at this moment inside the step's op: sub-step K of N, counted from 1 as the UI "
+                   "shows it (\"sub-step 4/7 pop\"). The bundle records it and `kvviz open` returns to it.")
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Output file; the format comes from the suffix: .json bundle, .md, .txt, .svg.")
 @kind_option
 @backend_option
-def export(file: str, step: int | None, output: str, kind: str | None, backend: str) -> None:
+def export(file: str, step: int | None, substep: int | None, output: str, kind: str | None, backend: str) -> None:
     """Export a step of a scenario (or a demo name) as a bundle, Markdown, text or SVG."""
     from ..export import write_export
 
@@ -338,12 +341,23 @@ def export(file: str, step: int | None, output: str, kind: str | None, backend: 
     check_step(session, step)
     try:
         # The scenario is an input: `export s.md -o s.md` must not replace it with its report.
-        write_export(session, step, Path(output), render_svg=render_svg, inputs=[scenario.path or file])
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+        write_export(session, step, Path(output), render_svg=render_svg, inputs=[scenario.path or file],
+                     substep=None if substep is None else substep - 1)
+    except ValueError as exc:  # a sub-step the op does not have is one (its message counts from 0)
+        raise BadInput(_from_one(str(exc)) if substep is not None else str(exc)) from None
     except OSError as exc:  # no such folder, no permission, disk full
         raise BadInput(f"{output}: cannot write the export ({exc.strerror or exc})") from None
-    click.echo(f"wrote {output} (step {step})")
+    click.echo(f"wrote {output} (step {step}" + (f", sub-step {substep})" if substep is not None else ")"))
+
+
+def _from_one(message: str) -> str:
+    """A sub-step message of the export code (0-based) in the CLI's numbering (from 1)."""
+    import re
+
+    def shifted(match) -> str:
+        return f"{match[1]}{int(match[2]) + 1}" + (f"..{int(match[3]) + 1}" if match[3] else "")
+
+    return re.sub(r"(sub-step |sub-steps )(\d+)(?:\.\.(\d+))?", shifted, message)
 
 
 @click.command(name="open")
@@ -374,7 +388,7 @@ def open_(bundle: str, print_only: bool) -> None:
         click.echo(f"replayed {plural(len(opened.session) - 1, 'step')}: every digest matches", err=True)
         for note in opened.notes:  # e.g. another kvviz version recorded it: worth knowing, not a failure
             click.echo(f"kvviz: note: {note}", err=True)
-    show(opened.session, opened.step, print_only)
+    show(opened.session, opened.step, print_only, substep=opened.substep)  # the moment the report points at
     if opened.divergence:
         sys.exit(1)
 
