@@ -25,6 +25,7 @@ from .quiz_command import quiz
 from .serve_command import serve
 from .shrink_command import shrink
 from .practice_command import practice
+from .progress_command import progress
 from .trace_command import trace
 from .watch_command import watch
 
@@ -87,7 +88,8 @@ def cli() -> None:
     """kvviz: see inside the KV cache of an LLM server, step by step."""
 
 
-for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz, watch, practice, serve):
+for _command in (demo, run, check, export, open_, help_, diff, compare, trace, quiz, watch, practice, serve,
+                 progress):
     cli.add_command(_command)
 for _command in (shrink, fuzz):  # a failure cut to a minimal report; random scenarios until one fails
     cli.add_command(_command)

@@ -63,8 +63,9 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
         from .progress_command import next_round
 
         round_ = next_round()
-        source, random_, seed, level, policy, design, kinds = (
-            round_.demo, round_.random, round_.seed, round_.level, round_.policy, round_.design, round_.kinds)
+        source, random_, seed, level, policy, design, kinds, max_moves = (
+            round_.demo, round_.random, round_.seed, round_.level, round_.policy, round_.design, round_.kinds,
+            round_.max_moves)
         click.echo(f"Next up: {round_.title}")
     else:
         round_ = None
@@ -73,6 +74,8 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
         raise BadInput(f"step {step} does not exist: the scenario has ops 1..{len(session) - 1}")
     exercise = build_exercise(session, seed=seed, steps=None if step is None else [step], kinds=kinds or None,
                               max_moves=max_moves)
+    if not exercise.moves and round_ is not None:  # a scenario without the lesson's kinds: every kind
+        exercise = build_exercise(session, seed=seed, max_moves=max_moves)
     if not exercise.moves:
         raise BadInput(f"no moves to play in {exercise.title}" + (f" of kind {', '.join(kinds)}" if kinds else "")
                        + (f" at step {step}" if step is not None else ""))

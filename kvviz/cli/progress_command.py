@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``kvviz progress``: the course's progress file, shown or reset (issue 23).
+
+The file lives under the user's data directory (:func:`kvviz.model.course.progress_path`:
+``$XDG_DATA_HOME/kvviz/progress.json`` or ``~/.local/share/kvviz/progress.json``), never the
+working directory; it is written atomically, and a file that is not a progress file is one
+line of bad input and is left as it is (only ``--reset``, asked for by name, replaces it).
+``kvviz practice --next`` plays and records the rounds (:func:`next_round`, :func:`record_round`).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..model.course import (MAX_PROGRESS_BYTES, Progress, ProgressError, Round, next_round as course_next,
+                            next_up_line, parse_progress, progress_path, progress_text, record, summary_lines)
+from .common import BadInput
+
+
+def load() -> Progress:
+    """The progress file's progress (empty when there is none); bad input, naming the file and
+    leaving it untouched, when it is not a progress file."""
+    path = progress_path()
+    try:
+        if not path.exists():
+            return Progress()
+        if not path.is_file():
+            raise BadInput(f"{path}: is not a regular file (expected the kvviz progress file)")
+        if path.stat().st_size > MAX_PROGRESS_BYTES:
+            raise BadInput(f"{path}: the progress file is larger than {MAX_PROGRESS_BYTES:,} bytes; it was left as "
+                           "it is (`kvviz progress --reset` starts again)")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        text = "\0"
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the progress file: {exc.strerror or exc}") from None
+    try:
+        return parse_progress(text)
+    except ProgressError as exc:
+        raise BadInput(f"{path}: not a kvviz progress file ({exc}); it was left as it is: fix it, or "
+                       "`kvviz progress --reset` to start again") from None
+
+
+def save(progress: Progress) -> None:
+    """Write the progress file atomically (its folder made if needed)."""
+    from ..export.atomic import write_text_atomic
+
+    path = progress_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, progress_text(progress))
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{path}: cannot write the progress file: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def next_round() -> Round:
+    """The course's next round, from the progress file; bad input when the course is done."""
+    round_ = course_next(load())
+    if round_ is None:
+        raise BadInput("every lesson is mastered: nothing is next up (`kvviz progress` shows it)")
+    return round_
+
+
+def record_round(round_: Round, play) -> list[str]:
+    """Record a played round in the progress file; the lines to say after it."""
+    progress = load()  # read again: the file is the truth, not what was read before the round
+    played = len(play.results)
+    after = record(progress, round_, played, play.right, play.misses_by_kind())
+    save(after)
+    result = after.rounds[-1]
+    verdict = "passed" if result.passed else "not passed yet"
+    return [f"Recorded in {progress_path()}: {round_.stage} of {round_.lesson}, {play.right} of {played} right "
+            f"first time: {verdict}.", next_up_line(after)]
+
+
+def listing_next_up() -> str | None:
+    """The demo listing's "next up" line; a progress file that cannot be read says so in it
+    (the listing itself never fails on it)."""
+    try:
+        return next_up_line(load())
+    except BadInput as exc:
+        return f"Next up: unknown ({exc.format_message()})"
+
+
+@click.command()
+@click.option("--reset", is_flag=True, help="Clear the progress: every lesson starts again.")
+def progress(reset: bool) -> None:
+    """Your progress through the course: each lesson's stages (its demo, then random scenarios),
+    mastery, the missed move kinds to review, and what is next up (`kvviz practice --next`)."""
+    path = progress_path()
+    if reset:
+        existed = path.exists()
+        save(Progress())
+        click.echo(f"Progress cleared ({path})." if existed else f"No progress yet; started an empty one ({path}).")
+        return
+    state = load()
+    click.echo(f"Progress file: {path}" + ("" if path.exists() else " (none yet)"))
+    for line in summary_lines(state):
+        click.echo(line)
