@@ -68,6 +68,10 @@ def _list_demos() -> None:
             except ScenarioError as exc:  # a broken demo must not hide the others
                 title = f"(broken: {exc})"
             click.echo(f"  {demo_name:<{width}}  {title}")
+    if lessons:  # where the learner is in the course (kvviz progress)
+        from .progress_command import listing_next_up
+
+        click.echo(listing_next_up())
 
 
 @click.command()
