@@ -52,9 +52,16 @@ counted before the first line: 976 states at 2,048 pages, where a state is ~165 
 (806 of them: 135 MB in 9.3 s CPU), or 250,000 on a demo's 8 pages. One op evicting 492 of
 2,048 pages has 5,765 sub-steps: ``--json --substeps`` without ``--states`` prints them (2.5 MB)."""
 MAX_STEP_STATE_PAGES = 2_000_000
-"""Step snapshots x the cache's pages one ``kvviz run --json`` writes (every step line carries
-its snapshot), checked before the first line: 976 steps at 2,048 pages, or 2 of a 1,000,000-page
-pool (35 MB of JSON per step there); ``--step N`` prints one."""
+"""Whole step snapshots x the cache's pages one ``kvviz run --json --snapshots`` (every step
+line carrying its whole state) or ``--json --step N`` writes, checked before the first line:
+976 steps at 2,048 pages, or 2 of a 1,000,000-page pool (35 MB of JSON per step there)."""
+MAX_TIMELINE_JSON_ITEMS = 50_000_000
+"""JSON values (numbers, strings) the states of one ``kvviz run --json`` may hold: the first
+state whole, then each step's changes. Counted from the scenario before the first line, as
+an upper bound of what each op can change (``timeline_json.state_items_bound``: its
+allocation's tokens, and per page it holds or takes a page row, a node row, one eviction and a
+heap sift). About 10 bytes a value: 500 MB at most. The 600-step Mooncake slice (5,537 pages)
+is bounded at 1.8 million and writes 0.1 million; a 1,000,000-page pool's first state is 6."""
 
 # -- exports and bundles ------------------------------------------------------------------
 

@@ -83,23 +83,30 @@ def _list_demos() -> None:
               help="With --print or --json: every op's sub-steps too, under it (kind, sentence, pseudo-code lines).")
 @click.option("--states", is_flag=True,
               help="With --json --substeps: each sub-step's state too (bounded: MAX_SUBSTEP_STATE_PAGES).")
+@click.option("--snapshots", is_flag=True,
+              help="With --json: every step's state whole, not its changes from the step before "
+                   "(bounded: MAX_STEP_STATE_PAGES).")
 @click.option("--step", type=int, default=None, help="Show only this step (0 = initial state).")
 @kind_option
 @backend_option
-def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool, step: int | None,
-        kind: str | None, backend: str) -> None:
+def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool, snapshots: bool,
+        step: int | None, kind: str | None, backend: str) -> None:
     """Open a scenario file (or a demo name); --print or --json print it instead.
 
     `--json` is the machine interface: JSON lines, one object per step (and per sub-step with
-    `--substeps`); `kvviz help json` documents every field. Exit 1 when a printed step failed
-    an expect or an invariant, 2 for bad input.
+    `--substeps`), the first state whole and each later one as its changes (`--snapshots`:
+    every one whole); `kvviz help json` documents every field. Exit 1 when a printed step
+    failed an expect or an invariant, 2 for bad input.
     """
-    _check_run_flags(print_only, as_json, substeps, states)
+    _check_run_flags(print_only, as_json, substeps, states, snapshots)
     scenario = load_file_or_demo(file)
-    if as_json:
-        # Lazy: frames are built as their lines are written, one at a time.
+    if as_json and (step is not None or states):
+        # Lazy: the ops run first (a step to pick, sub-step states to count before the first
+        # line), then frames are built as their lines are written, one at a time.
         session = make_session(scenario, kind, backend, lazy=True)
-        _print_json(session, step, backend, substeps, states)
+        _print_json(session, step, backend, substeps, states, snapshots)
+    elif as_json:
+        _stream_json(scenario, kind, backend, substeps, snapshots)
     elif substeps:
         _print_with_substeps(make_session(scenario, kind, backend), step)
     elif print_only and step is None:
@@ -110,8 +117,10 @@ def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool
         show(make_session(scenario, kind, backend), step, print_only, demo=file)
 
 
-def _check_run_flags(print_only: bool, as_json: bool, substeps: bool, states: bool) -> None:
+def _check_run_flags(print_only: bool, as_json: bool, substeps: bool, states: bool, snapshots: bool) -> None:
     """Bad input for flags that cannot go together, before any work."""
+    if snapshots and not as_json:
+        raise BadInput("--snapshots needs --json (it writes each step's state whole in its JSON object)")
     if print_only and as_json:
         raise BadInput("--print and --json exclude each other: give one of them")
     if substeps and not (print_only or as_json):
@@ -177,34 +186,85 @@ def _lines_text(lines: tuple[int, ...]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _print_json(session, step: int | None, backend: str, substeps: bool, states: bool) -> None:
-    """``--json``: the header line, then the steps' (and sub-steps') lines, written as built."""
+def _print_json(session, step: int | None, backend: str, substeps: bool, states: bool, snapshots: bool) -> None:
+    """``--json`` of a session whose ops have run (lazily): the header line, then the steps'
+    (and sub-steps') lines, written as built."""
     from ..model.timeline_json import header_record, json_line, timeline_lines
 
     steps = _printed_steps(session, step)
-    _check_step_budget(session, steps, step)
+    if step is not None or snapshots:
+        _check_snapshot_budget(session.config, len(steps))
+    else:
+        _check_items_budget(session.config, session.steps)
     if states:
         _check_state_budget(session, steps, step)
     out = sys.stdout
-    out.write(json_line(header_record(session, backend=backend, step=step, substeps=substeps, states=states)) + "\n")
-    for line in timeline_lines(session, steps, substeps=substeps, states=states):
+    out.write(json_line(header_record(session, backend=backend, step=step, substeps=substeps, states=states,
+                                      snapshots=snapshots)) + "\n")
+    for line in timeline_lines(session, steps, substeps=substeps, states=states, snapshots=snapshots):
         out.write(line + "\n")
     # Each frame was built for its line, so its summary knows its checks' results by now.
     summaries = session.summaries
     _verdict(session, [i for i in steps if summaries[i].violations or summaries[i].expect_failures])
 
 
-def _check_step_budget(session, steps, step: int | None) -> None:
-    """Bad input, before the first line, when the step lines' snapshots would hold more than
-    :data:`~kvviz.limits.MAX_STEP_STATE_PAGES` (steps x the cache's pages): a step line
-    carries its whole snapshot (35 MB at a million pages)."""
-    pages = max(session.config.pages, 1)
+def _stream_json(scenario, kind: str | None, backend: str, substeps: bool, snapshots: bool) -> None:
+    """``--json`` of every step, each line written as the session applies its op (the frame
+    is built once, and the cache's account of what the op changed is fresh: the changes
+    cost what changed). Bounded before the session starts."""
+    from ..model.timeline_json import TimelineWriter, header_record, json_line
+
+    steps = len(scenario.steps) + 1
+    if snapshots:
+        _check_snapshot_budget(scenario.config, steps)
+    else:
+        _check_items_budget(scenario.config, scenario.steps)
+    out = sys.stdout
+    failed: list[int] = []
+    writers: list[TimelineWriter] = []
+
+    def start(session) -> None:
+        out.write(json_line(header_record(session, backend=backend, step=None, substeps=substeps, states=False,
+                                          snapshots=snapshots, steps=steps - 1)) + "\n")
+        writers.append(TimelineWriter(session, substeps=substeps, snapshots=snapshots))
+        write(session.frame(0))
+
+    def write(frame) -> None:
+        for line in writers[0].lines(frame):
+            out.write(line + "\n")
+        if frame.violations or frame.expect_failures:
+            failed.append(frame.index)
+
+    session = make_session(scenario, kind, backend, on_frame=write, on_start=start)
+    _verdict(session, failed)
+
+
+def _check_snapshot_budget(config, snapshots: int) -> None:
+    """Bad input, before the first line, when ``snapshots`` whole states would hold more than
+    :data:`~kvviz.limits.MAX_STEP_STATE_PAGES` (snapshots x the cache's pages): a whole
+    state lists every page (35 MB at a million pages)."""
+    pages = max(config.pages, 1)
     allowed = limits.MAX_STEP_STATE_PAGES // pages
-    if len(steps) > allowed:
-        fix = "pick one step with --step N" + (f" (at most {allowed:,} steps fit)" if allowed > 1 else "")
-        raise BadInput(f"--json would write {len(steps):,} step snapshots of {plural(pages, 'page')}, but "
-                       f"MAX_STEP_STATE_PAGES ({limits.MAX_STEP_STATE_PAGES:,} snapshots x pages) allows "
+    if snapshots > allowed:
+        fix = ("drop --snapshots (later steps are then written as their changes), or pick one step with --step N"
+               + (f" (at most {allowed:,} steps fit)" if allowed > 1 else ""))
+        raise BadInput(f"--json --snapshots would write {snapshots:,} step snapshots of {plural(pages, 'page')}, "
+                       f"but MAX_STEP_STATE_PAGES ({limits.MAX_STEP_STATE_PAGES:,} snapshots x pages) allows "
                        f"{allowed:,}: {fix}")
+
+
+def _check_items_budget(config, steps) -> None:
+    """Bad input, before the first line, when the states ``--json`` writes (the first whole,
+    then each op's changes) could hold more than :data:`~kvviz.limits.MAX_TIMELINE_JSON_ITEMS`
+    values, by :func:`~kvviz.model.timeline_json.state_items_bound` of the scenario."""
+    from ..model.timeline_json import state_items_bound
+
+    bound = state_items_bound(config, [s.op for s in steps])
+    if bound > limits.MAX_TIMELINE_JSON_ITEMS:
+        raise BadInput(f"--json could write up to {bound:,} values of state for {plural(len(steps), 'op')} on "
+                       f"{plural(config.pages, 'page')}, but MAX_TIMELINE_JSON_ITEMS "
+                       f"({limits.MAX_TIMELINE_JSON_ITEMS:,}) allows fewer: run a shorter excerpt, or pick "
+                       f"one step with --step N")
 
 
 def _check_state_budget(session, steps, step: int | None) -> None:

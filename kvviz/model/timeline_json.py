@@ -6,19 +6,23 @@ followed (with sub-steps) by one ``substep`` object per sub-step of its op.
 :data:`JSON_HELP` documents every field (``kvviz help json`` prints it; a test holds it to
 the keys the objects really have).
 
+A step costs what its op changed (schema ``kvviz.timeline/2``): the first step line printed
+carries its state whole (``snapshot``), every later one only its ``changes`` from the line
+before (:mod:`kvviz.model.state_changes`), and each its state's ``digest``, so a reader can
+rebuild and verify every state (:func:`read_states`). ``--snapshots`` writes every state
+whole, as schema 1 did.
+
 Each line is canonical JSON: sorted keys, no whitespace, ASCII only, the same text as
 ``json.dumps(obj, sort_keys=True, separators=(",", ":"))`` (a test holds it to that), so two
-runs of one scenario print the same bytes. Snapshots are spliced in as
-:meth:`kvcore.Snapshot.to_json` text, that same canonical form, which re-encodes only the
-rows that changed since the last snapshot encoded, instead of being encoded again here.
+runs of one scenario print the same bytes. States are spliced in as text already encoded
+(:meth:`kvcore.Snapshot.to_json`, the changes), never encoded twice.
 
-Lines are produced one at a time (:func:`timeline_lines`): the frames of a long trace slice
-are built as they are written, never gathered into one list.
+Lines are produced one at a time (:func:`timeline_lines`, :class:`TimelineWriter`): the
+frames of a long trace slice are written as they are built, never gathered into one list.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
@@ -29,35 +33,45 @@ from kvcore.events import event_to_dict
 
 from ..backends import Call
 from ..backends.registry import BACKENDS
-from ..limits import MAX_STEP_STATE_PAGES
+from ..limits import MAX_STEP_STATE_PAGES, MAX_TIMELINE_JSON_ITEMS
+from .state_changes import FORMAT as CHANGES_FORMAT
+from .state_changes import StateReader, StateWriter
 from .substeps import SUBSTEP_KINDS, SubStep
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .scenario import CacheConfig, Op
     from .session import Frame, Session
     from .substeps import OpSubSteps
 
-SCHEMA = "kvviz.timeline/1"
-"""The ``schema`` of the header object; bumped when a field changes meaning or goes away."""
+SCHEMA = "kvviz.timeline/2"
+"""The ``schema`` of the header object; bumped when a field changes meaning or goes away
+(2: a step's state is its ``changes`` from the step line before, after the first)."""
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode  # Snapshot.to_json's own settings
 
 
-def json_line(fields: dict[str, Any], snapshots: dict[str, Snapshot | None] | None = None) -> str:
+def json_line(fields: dict[str, Any], snapshots: dict[str, Snapshot | None] | None = None,
+              texts: dict[str, str | None] | None = None) -> str:
     """One canonical line: ``fields`` with each of ``snapshots`` (None: ``null``) added as
-    its ``to_dict()``, keys sorted at every level, without encoding a snapshot twice."""
-    snapshots = snapshots or {}
+    its ``to_dict()`` and each of ``texts`` (canonical JSON already, None: ``null``) as it
+    is, keys sorted at every level, without encoding a snapshot twice."""
     parts = {key: _encode(value) for key, value in fields.items()}
-    for key, snap in snapshots.items():
+    for key, snap in (snapshots or {}).items():
         parts[key] = "null" if snap is None else snap.to_json()
+    for key, text in (texts or {}).items():
+        parts[key] = "null" if text is None else text
     return "{" + ",".join(f"{_encode(key)}:{parts[key]}" for key in sorted(parts)) + "}"
 
 
-def header_record(session: "Session", *, backend: str, step: int | None, substeps: bool, states: bool) -> dict:
-    """The ``run`` object: what ran and what the lines after it hold."""
+def header_record(session: "Session", *, backend: str, step: int | None, substeps: bool, states: bool,
+                  snapshots: bool = False, steps: int | None = None) -> dict:
+    """The ``run`` object: what ran and what the lines after it hold. ``steps``: the
+    scenario's ops, when the session is still running them."""
     config = session.config
     return {"type": "run", "schema": SCHEMA, "title": session.title, "kind": config.kind, "policy": config.policy,
             "pages": config.pages, "tokens_per_page": config.tokens_per_page, "backend": backend,
-            "steps": len(session) - 1, "step": step, "substeps": substeps, "states": states}
+            "steps": len(session) - 1 if steps is None else steps, "step": step, "substeps": substeps,
+            "states": states, "changes": None if snapshots or step is not None else CHANGES_FORMAT}
 
 
 def _op_dict(op) -> dict | None:
@@ -68,10 +82,12 @@ def _op_dict(op) -> dict | None:
             "priority": op.priority}
 
 
-def step_line(frame: "Frame", subs: "OpSubSteps | None" = None) -> str:
-    """The ``step`` object of ``frame`` (with ``subs``, the summary of its sub-steps)."""
-    snap = frame.snapshot
-    text = snap.to_json()  # once: the digest is the sha256 of this very text
+def step_line(frame: "Frame", subs: "OpSubSteps | None" = None, writer: StateWriter | None = None, *,
+              whole: bool = False) -> str:
+    """The ``step`` object of ``frame`` (with ``subs``, the summary of its sub-steps). Its
+    state is written by ``writer`` (the run's: its changes from the state it wrote last, or
+    whole with ``whole`` or on its first line); without one, whole."""
+    snapshot, changes, digest = (writer or StateWriter()).write(frame.snapshot, whole=whole)
     fields = {
         "type": "step", "step": frame.index, "op": _op_dict(frame.op),
         "error": None if frame.error is None else {"kind": frame.error.kind, "message": frame.error.message},
@@ -79,10 +95,10 @@ def step_line(frame: "Frame", subs: "OpSubSteps | None" = None) -> str:
         "violations": [v.to_dict() for v in frame.violations],
         "expects": [{"text": r.expect.text, "line": r.expect.line, "kind": r.expect.kind, "ok": r.ok,
                      "message": r.message} for r in frame.expects],
-        "digest": hashlib.sha256(text.encode()).hexdigest(),
+        "digest": digest,
         "substeps": None if subs is None else {"count": len(subs), "source": subs.source, "note": subs.note},
     }
-    return json_line(fields, {"snapshot": snap})
+    return json_line(fields, texts={"snapshot": snapshot, "changes": changes})
 
 
 def event_dict(event: object) -> dict | None:
@@ -110,21 +126,90 @@ def substep_line(step: int, sub: SubStep, state: Snapshot | None) -> str:
     return json_line(fields, {"state": state})
 
 
-def timeline_lines(session: "Session", steps: Iterable[int], *, substeps: bool = False,
-                   states: bool = False) -> Iterator[str]:
-    """The ``step`` line of each of ``steps`` (frame indices, in the order given), each
-    followed with ``substeps`` by its op's ``substep`` lines (with ``states``, each with the
-    state after it). Built one frame at a time, as the lines are taken."""
-    for i in steps:
-        frame = session.frame(i)
-        subs = session.substeps(i) if substeps and i >= 1 else None
-        yield step_line(frame, subs)
+class TimelineWriter:
+    """The ``step`` (and ``substep``) lines of one run, a frame at a time, in order: the
+    first state whole, each later one as its changes (``snapshots``: every state whole)."""
+
+    def __init__(self, session: "Session", *, substeps: bool = False, states: bool = False,
+                 snapshots: bool = False):
+        self.session = session
+        self.substeps, self.states, self.snapshots = substeps, states, snapshots
+        self._writer = StateWriter()
+
+    def lines(self, frame: "Frame") -> Iterator[str]:
+        """``frame``'s step line, then (with sub-steps) its op's sub-step lines."""
+        i = frame.index
+        subs = self.session.substeps(i) if self.substeps and i >= 1 else None
+        yield step_line(frame, subs, self._writer, whole=self.snapshots)
         if subs is None:
-            continue
+            return
         for k, sub in enumerate(subs):
             # state(k) builds a window of states around k on first asking; in order, each
             # window is built once.
-            yield substep_line(i, sub, subs.state(k) if states else None)
+            yield substep_line(i, sub, subs.state(k) if self.states else None)
+
+
+def timeline_lines(session: "Session", steps: Iterable[int], *, substeps: bool = False,
+                   states: bool = False, snapshots: bool = False) -> Iterator[str]:
+    """The ``step`` line of each of ``steps`` (frame indices, in the order given), each
+    followed with ``substeps`` by its op's ``substep`` lines (with ``states``, each with the
+    state after it). Built one frame at a time, as the lines are taken; the first state is
+    whole, each later one its changes from the one before (every one whole with ``snapshots``)."""
+    writer = TimelineWriter(session, substeps=substeps, states=states, snapshots=snapshots)
+    for i in steps:
+        yield from writer.lines(session.frame(i))
+
+
+def read_states(lines: Iterable[str | dict]) -> Iterator[tuple[dict, Snapshot]]:
+    """Each ``step`` object of a ``kvviz run --json`` output (lines or parsed objects) with
+    its state rebuilt (:class:`~kvviz.model.state_changes.StateReader`), in order. Raises
+    ValueError when a rebuilt state's digest is not the line's: the reader and the writer
+    disagree, or the text was changed."""
+    import hashlib
+
+    reader = StateReader()
+    for line in lines:
+        obj = json.loads(line) if isinstance(line, str) else line
+        if obj.get("type") != "step":
+            continue
+        state = reader.whole(obj["snapshot"]) if obj.get("snapshot") is not None else reader.apply(obj["changes"])
+        snap = Snapshot.from_dict(state)
+        if hashlib.sha256(snap.to_json().encode()).hexdigest() != obj["digest"]:
+            raise ValueError(f"step {obj['step']}: the rebuilt state's digest is not the line's {obj['digest']}")
+        yield obj, snap
+
+
+def state_items_bound(config: "CacheConfig", ops: Iterable["Op"]) -> int:
+    """An upper bound, from the scenario alone (before any op runs), on the JSON values
+    (numbers, strings, nulls) the states of ``kvviz run --json`` hold: the first state whole,
+    then each op's changes. What one op can change: its allocation's row (its tokens and
+    pages), the rows of the pages and nodes it holds or takes, one eviction per page it takes
+    (a page row, a node gone), and for each such node a heap sift (an edit per level) and a
+    free-list entry. A hash cache's eviction can flip every cached block's reachability, so
+    there an op taking pages counts every block row of the pool. Checked against
+    :data:`~kvviz.limits.MAX_TIMELINE_JSON_ITEMS`; a test holds real output under it."""
+    pages, tpp = max(config.pages, 1), config.tokens_per_page
+    levels = pages.bit_length() + 1  # a heap sift moves one slot per level
+    node_row = 9 + tpp
+    per_page = 5 + node_row + 1 + 4 * levels  # page row, node row, free entry, heap edits
+    total = 6 * pages + 64  # the first state: every page's row and the free list
+    held: dict[str | None, tuple[int, int]] = {}  # allocation -> (tokens, extra)
+    for op in ops:
+        tokens, extra = held.get(op.name, (0, 0))
+        given = 0 if op.tokens is None else len(op.tokens)
+        if op.kind == "acquire":
+            tokens, extra = given, op.extra
+        elif op.kind == "extend":
+            tokens, extra = (tokens + given if op.append else max(tokens, given)), max(extra, op.extra)
+        elif op.kind == "publish":
+            tokens = max(tokens, given)
+        held[op.name] = (tokens, extra)
+        spans = -(-(tokens + extra) // tpp)
+        takes = op.kind in ("acquire", "extend")
+        total += 32 + 2 * given + tokens + spans + spans * per_page * (2 if takes else 1)
+        if op.kind != "release" and config.kind == "hash":  # evicting or caching a parent
+            total += pages * (6 + tpp)
+    return total
 
 
 def _kinds_table() -> str:
@@ -142,9 +227,16 @@ the same bytes. The first line is the `run` header; then one `step` object per s
 is the initial state), in order; with --substeps each step's object is followed by one
 `substep` object per sub-step of its op; with --states each sub-step carries the state after
 it (bounded: see MAX_SUBSTEP_STATE_PAGES in the README's Limits). --step N prints only step N
-(and its sub-steps). Every step line carries its whole snapshot, so the steps x the cache's
-pages are bounded too, before the first line: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,};
-e.g. 2 steps of a 1,000,000-page pool, 976 of 2,048 pages); use --step N beyond that.
+(and its sub-steps).
+
+A step costs what its op changed: the first step object carries its state whole
+(`snapshot`), every later one only its `changes` from the step object before it, and each
+the `digest` of its state, so a reader rebuilds every state and checks it (Python:
+kvviz.model.timeline_json.read_states). The values of state written are bounded before the
+first line by MAX_TIMELINE_JSON_ITEMS ({MAX_TIMELINE_JSON_ITEMS:,}), counted from what each op
+can change. --snapshots writes every state whole instead; then the steps x the cache's pages
+are bounded: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,}; e.g. 2 steps of a
+1,000,000-page pool, 976 of 2,048 pages), as for --step N.
 --json excludes --print. Exit codes as --print: 1 when a printed step failed an expect or an
 invariant (one line on stderr after the JSON), 2 for bad input.
 
@@ -161,6 +253,9 @@ invariant (one line on stderr after the JSON), 2 for bad input.
   step             the one step printed (--step N), or null for all of them
   substeps         true when `substep` objects follow their step's object
   states           true when sub-step objects carry their `state`
+  changes          "{CHANGES_FORMAT}": after the first, step objects carry their state's
+                   `changes` (the format's version); null: every step carries its `snapshot`
+                   (--snapshots, --step N)
 
 `step` (one per step)
   type             "step"
@@ -190,10 +285,24 @@ invariant (one line on stderr after the JSON), 2 for bad input.
     kind           the expect kind (free, cached, hit, ...: `kvviz help scenarios`)
     ok             true when it held
     message        what was expected and what was found
-  digest           sha256 of the snapshot's canonical JSON (Snapshot.digest(); bundles and
+  digest           sha256 of the state's canonical JSON (Snapshot.digest(); bundles and
                    `kvviz open` verify the same digests)
-  snapshot         the state after the step, Snapshot.to_dict() (schema kvcore.snapshot/1):
-                   kvcore.Snapshot.from_dict(obj["snapshot"]) gives it back exactly
+  snapshot         the state after the step whole, Snapshot.to_dict() (schema
+                   kvcore.snapshot/1): kvcore.Snapshot.from_dict(obj["snapshot"]) gives it
+                   back exactly; on the first step object (and on every one with --snapshots
+                   or --step N), else null
+  changes          null where `snapshot` is given; else the state as the changes from the
+                   state of the step object before (apply them to it, in the order below):
+    clock, next_seq, next_allocation_id, stats   the new values of those snapshot fields
+    pages          the page rows that changed, whole ([page, state, owner, node, ref]):
+                   each replaces the row of its page
+    nodes, allocations, blocks   the rows new or changed, whole (blocks: a hash cache's
+                   only): a known id's row is replaced in place, a new id's row goes after
+                   every row kept (ids only grow)
+    nodes_gone, allocations_gone, blocks_gone   the ids of the rows that left
+    free, heap     edits of those lists, [start, delete, [items]], applied in order as
+                   list[start:start+delete] = items (start counts in the list edited so far)
+                   The other snapshot fields never change within a run.
   substeps         null without --substeps and at step 0; else a summary of the op's sub-steps:
     count          how many `substep` objects follow
     source         "events" (kvcore: every move it made) or "calls" (a foreign cache,

@@ -25,7 +25,7 @@ from kvviz.cli import cli
 from kvviz.demos import load_demo
 from kvviz.model.session import Session
 from kvviz.model.substeps import SUBSTEP_KINDS
-from kvviz.model.timeline_json import JSON_HELP, SCHEMA
+from kvviz.model.timeline_json import JSON_HELP, SCHEMA, read_states
 
 DEMOS = ["lru", "eviction-cascade"]
 
@@ -207,19 +207,27 @@ def json_objects(result) -> list[dict]:
     return objects
 
 
+def states_of(objects) -> dict[int, Snapshot]:
+    """Each step object's state, rebuilt from the first whole one and the changes after it."""
+    return {obj["step"]: snap for obj, snap in read_states(objects)}
+
+
 @pytest.mark.parametrize("name", DEMOS)
-def test_json_has_a_header_then_one_object_per_step_whose_snapshot_round_trips(name):
+def test_json_has_a_header_then_one_object_per_step_whose_state_round_trips(name):
     result = kvviz("run", name, "--json")
     assert result.exit_code == 0, result.stderr
     header, *steps = json_objects(result)
     session = session_of(name)
-    assert header["type"] == "run" and header["schema"] == SCHEMA
+    assert header["type"] == "run" and header["schema"] == SCHEMA and header["changes"] == "changes/1"
     assert (header["steps"], header["pages"], header["kind"]) == (len(session) - 1, session.config.pages, "trie")
     assert [s["step"] for s in steps] == list(range(len(session)))
+    states = states_of(steps)
     for obj in steps:
         frame = session.frame(obj["step"])
         assert obj["type"] == "step"
-        assert Snapshot.from_dict(obj["snapshot"]) == frame.snapshot
+        # The first state whole, every later one as its changes.
+        assert (obj["snapshot"] is None) == (obj["step"] > 0) and (obj["changes"] is None) == (obj["step"] == 0)
+        assert states[obj["step"]] == frame.snapshot
         assert obj["digest"] == frame.snapshot.digest()
         assert obj["narration"] == frame.narration and obj["explanation"] == frame.explanation
         assert obj["error"] is None and obj["violations"] == [] and obj["substeps"] is None
@@ -235,9 +243,13 @@ def test_json_of_failures_carries_the_error_the_failed_expect_and_exits_1(troubl
     result = kvviz("run", str(trouble), "--json")
     assert result.exit_code == 1
     assert result.stderr.startswith("kvviz: check failed: 1 expect failed") and result.stderr.count("\n") == 1
-    steps = {o["step"]: o for o in json_objects(result) if o["type"] == "step"}
+    objects = json_objects(result)
+    steps = {o["step"]: o for o in objects if o["type"] == "step"}
+    states = states_of(objects)
     assert steps[3]["error"]["kind"] == "CacheAllocationFailure"
-    assert steps[3]["snapshot"] == steps[2]["snapshot"]  # a failed op changes nothing
+    assert states[3] == states[2] and steps[3]["digest"] == steps[2]["digest"]  # a failed op changes nothing
+    assert all(steps[3]["changes"][rows] == [] for rows in ("pages", "nodes", "nodes_gone", "allocations",
+                                                             "allocations_gone", "free", "heap"))
     assert [e["ok"] for e in steps[3]["expects"]] == [False]
     assert steps[4]["error"]["kind"] == "InvalidOperation" and "'r2'" in steps[4]["error"]["message"]
 
@@ -259,6 +271,7 @@ def test_json_substeps_follow_their_step_and_match_the_sessions_substeps(name):
         assert obj["type"] == "substep" and obj["step"] == step["step"]
         seen[step["step"]].append(obj)
     steps = {o["step"]: o for o in objects if o["type"] == "step"}
+    states = states_of(objects)
     assert seen[0] == [] and steps[0]["substeps"] is None
     for i in range(1, len(session)):
         subs = session.substeps(i)
@@ -272,9 +285,8 @@ def test_json_substeps_follow_their_step_and_match_the_sessions_substeps(name):
                                   "slots": list(sub.focus.slots), "allocation": sub.focus.allocation}
             assert event_from_dict(o["event"]) == sub.event
             assert Snapshot.from_dict(o["state"]) == subs.state(sub.index)
-        # The last sub-step ends where the step does: the step's own snapshot.
-        assert got[-1]["state"] == steps[i]["snapshot"]
-        assert Snapshot.from_dict(got[-1]["state"]) == session.frame(i).snapshot
+        # The last sub-step ends where the step does: the step's own state.
+        assert Snapshot.from_dict(got[-1]["state"]) == states[i] == session.frame(i).snapshot
 
 
 def test_json_substeps_without_states_have_a_null_state():
@@ -320,14 +332,18 @@ def test_timeline_lines_build_each_frame_only_when_its_line_is_taken(monkeypatch
 def test_json_lines_are_written_as_they_come_not_gathered_first(monkeypatch):
     import kvviz.model.timeline_json as timeline_json
 
-    def two_then_fail(session, steps, **flags):
-        yield '{"type":"step","step":0}'
-        yield '{"type":"step","step":1}'
-        raise RuntimeError("the third line is never built")
-    monkeypatch.setattr(timeline_json, "timeline_lines", two_then_fail)
+    def fail_at_step_2(self, frame):
+        if frame.index == 2:
+            raise RuntimeError("the third line is never built")
+        yield f'{{"type":"step","step":{frame.index}}}'
+    monkeypatch.setattr(timeline_json.TimelineWriter, "lines", fail_at_step_2)
+    applied = []
+    real = Session.apply
+    monkeypatch.setattr(Session, "apply", lambda self, *a, **k: applied.append(1) or real(self, *a, **k))
     result = CliRunner().invoke(cli, ["run", "lru", "--json"], prog_name="kvviz")
     assert isinstance(result.exception, RuntimeError)
     assert result.stdout.splitlines()[1:] == ['{"type":"step","step":0}', '{"type":"step","step":1}']
+    assert len(applied) == 2  # written as the session applies each op: op 3 never ran
 
 
 def test_every_field_the_json_has_is_documented_in_help_json(trouble):
@@ -337,7 +353,9 @@ def test_every_field_the_json_has_is_documented_in_help_json(trouble):
         if isinstance(value, dict):
             for key, inner in value.items():
                 keys.add(key)
-                if key not in ("snapshot", "state", "event"):  # documented by reference
+                if key == "changes" and isinstance(inner, dict):
+                    keys.update(inner)  # its rows are the snapshot's, documented by reference
+                elif key not in ("snapshot", "state", "event"):  # documented by reference
                     collect(inner)
         elif isinstance(value, list):
             for inner in value:
