@@ -624,7 +624,7 @@ def test_run_json_refuses_step_snapshots_beyond_the_limit_before_writing_a_line(
     path.write_text(HUGE_POOL)
     tracemalloc.start()
     try:
-        result = CliRunner().invoke(cli, ["run", str(path), "--json"], catch_exceptions=True)
+        result = CliRunner().invoke(cli, ["run", str(path), "--json", "--snapshots"], catch_exceptions=True)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -642,11 +642,11 @@ def test_run_json_writes_step_snapshots_up_to_the_limit_and_refuses_one_more(tmp
     path = tmp_path / "s.kvs"
     path.write_text("cache trie pages=8 tokens_per_page=4\nacquire a 1..8\npublish a\nrelease a\n")  # 4 steps
     monkeypatch.setattr(limits, "MAX_STEP_STATE_PAGES", 32)  # 4 snapshots x 8 pages
-    at_limit = kvviz("run", str(path), "--json")
+    at_limit = kvviz("run", str(path), "--json", "--snapshots")
     assert at_limit.exit_code == 0
     assert len(at_limit.stdout.splitlines()) == 5  # the run header, then 4 steps
     monkeypatch.setattr(limits, "MAX_STEP_STATE_PAGES", 31)
-    refused = CliRunner().invoke(cli, ["run", str(path), "--json"], catch_exceptions=True)
+    refused = CliRunner().invoke(cli, ["run", str(path), "--json", "--snapshots"], catch_exceptions=True)
     assert refused.exit_code == 2 and refused.stdout == ""
     one = CliRunner().invoke(cli, ["run", str(path), "--json", "--step", "2"], catch_exceptions=True)
     assert one.exit_code == 0 and len(one.stdout.splitlines()) == 2
