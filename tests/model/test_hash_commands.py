@@ -143,10 +143,11 @@ def test_run_json_round_trips_every_snapshot(script, session):
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.output.splitlines()]
     assert lines[0]["kind"] == "hash" and lines[0]["steps"] == len(session) - 1
-    steps = [line for line in lines if line.get("type") == "step"] or lines[1:]
-    assert len(steps) == len(session)
-    for i, line in enumerate(steps):
-        snap = Snapshot.from_dict(line["snapshot"])
+    from kvviz.model.timeline_json import read_states
+
+    states = list(read_states(lines))  # the first state whole, then each step's changes
+    assert len(states) == len(session)
+    for i, (line, snap) in enumerate(states):
         assert snap == session.frame(i).snapshot and snap.digest() == line["digest"]
 
 
