@@ -17,6 +17,7 @@ from kvviz.backends.registry import make_backend_factory  # noqa: E402
 from kvviz.cli import cli  # noqa: E402
 from kvviz.demos import load_demo  # noqa: E402
 from kvviz.model.session import Session  # noqa: E402
+from kvviz.model.timeline_json import read_states  # noqa: E402
 
 SHORTFIN_CALLS = {"lookup", "allocate", "publish_pages_for_tokens", "release_pages", "free_allocated_pages", "record"}
 
@@ -39,6 +40,7 @@ def test_shortfin_json_substeps_are_calls_ending_at_each_steps_snapshot():
     assert header["backend"] == "shortfin"
     session = shortfin_session("lru")
     steps = {o["step"]: o for o in objects if o["type"] == "step"}
+    states = {o["step"]: snap for o, snap in read_states(objects)}  # the first whole, then changes
     assert sorted(steps) == list(range(len(session)))
     for i in range(1, len(session)):
         subs = [o for o in objects if o["type"] == "substep" and o["step"] == i]
@@ -47,8 +49,7 @@ def test_shortfin_json_substeps_are_calls_ending_at_each_steps_snapshot():
         for o in subs:
             assert o["kind"] == "call"
             assert o["event"]["type"] == "Call" and o["event"]["method"] in SHORTFIN_CALLS
-        assert subs[-1]["state"] == steps[i]["snapshot"]
-        assert Snapshot.from_dict(steps[i]["snapshot"]) == session.frame(i).snapshot
+        assert Snapshot.from_dict(subs[-1]["state"]) == states[i] == session.frame(i).snapshot
     first_acquire = [o["event"]["method"] for o in objects if o["type"] == "substep" and o["step"] == 1]
     assert first_acquire[0] == "lookup"  # shortfin's acquire starts by looking the tokens up
 
