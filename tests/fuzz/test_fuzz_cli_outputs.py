@@ -89,7 +89,9 @@ def test_run_json_refuses_before_its_first_line_or_stays_within_its_step_limit(p
         with tempfile.TemporaryDirectory() as name, memory_cap(HEADROOM), alarm(SECONDS):
             path = Path(name) / "s.kvs"
             path.write_text(script)
-            args = ["run", str(path), "--json"] + ([] if step is None else ["--step", str(step)])
+            # --snapshots: every state whole, as --step N writes its one (the changes form has its
+            # own bound, tests/model/test_run_json_changes.py).
+            args = ["run", str(path), "--json", "--snapshots"] + ([] if step is None else ["--step", str(step)])
             result = CliRunner().invoke(cli, args, catch_exceptions=True)
     finally:
         limits.MAX_STEP_STATE_PAGES = saved
