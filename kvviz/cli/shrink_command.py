@@ -198,5 +198,8 @@ def write_failure_bundle(scenario, mode: str, failure, path: str, inputs) -> str
         raise BadInput(str(exc)) from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot write the bundle ({exc.strerror or exc})") from None
-    where = f"step {failure.step}" + (f", sub-step {substep}" if substep is not None else "")
+    where = f"step {failure.step}"
+    if substep is not None:  # counted from 1, as the UI and `kvviz export --substep` count
+        subs = session.substeps(failure.step)
+        where += f", sub-step {substep + 1}/{len(subs)} {subs[substep].kind}"
     return f"wrote {path} ({where})"
