@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
+from ..backends.registry import REFERENCE_BACKEND
 from ..model.compare import FIELD_NAMES, CompareRun, Counters, divergence_summary
 from .stepping import StepActions
 from .themes import set_up_appearance, variable_defaults
@@ -270,7 +271,7 @@ class DiffApp(StepActions, App[None]):
         step = self.step
         findings = [(i, f) for i, fs in enumerate(side.findings[:step + 1]) for f in fs]
         if not findings:
-            looks = side.spec.backend != "kvcore"  # kvcore is the reference: it has no known departures
+            looks = side.spec.backend != REFERENCE_BACKEND  # the reference has no known departures
             return [f"[$kv-muted]No known {literal(side.name)} issue seen so far explains this.[/]"] \
                 if differs and looks else []
         lines = [f"[b]Known {literal(side.title)} issues seen up to step {step}:[/b]"]
