@@ -463,7 +463,11 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             return self._evict_narrated(count, allocation_id)
         # The same steps as _evict_narrated with the heap's pop and replace_top inlined
         # (one Python call per batch instead of four per page); the state machine test
-        # drives both against the reference model.
+        # drives both against the reference model. The two inlined sifts below are the
+        # copies of IndexedHeap._sift_down that stay, for a measured reason: calling
+        # heap.replace_top / heap.pop here instead costs 24% more work per evicted page
+        # (bench_core's bytecodes per page: 505.6 -> 628.1 at 1,000 leaves, 772.3 -> 936.4
+        # at 100,000) and 6.6% more per request of a 20,000-page lifecycle (2,924 -> 3,117).
         #
         # Most evictions cascade up a chain: the victim's parent becomes a candidate with
         # the victim's last_access and a smaller seq, so it is the new minimum. While that
@@ -533,7 +537,9 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
                     child = 2 * child + 1
             else:
                 # IndexedHeap.pop(): move the last entry into the root's hole Floyd's way
-                # (walk the hole down taking the smaller child, then sift the entry up).
+                # (walk the hole down taking the smaller child, then sift the entry up): the
+                # entry came from the bottom, so it rarely climbs far, and one comparison per
+                # level beats two. With distinct keys it leaves the array a plain sift does.
                 key = keys.pop()
                 item = items.pop()
                 n -= 1
