@@ -22,7 +22,9 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
   ``(b"", b"", seq -1, b"")`` either way.
 - ``replay_repeat`` (default 1): each buffered batch is answered this many times (duplicates);
   ``replay_reversed`` (default false): answered newest first (a reader must put them in order);
-  ``replay_delay`` (default 0): seconds the ROUTER waits before answering (a slow server).
+  ``replay_after`` (an envelope, default none): a request in the other envelope is held
+  unanswered until a request in this one has come (a slow server, without a clock: its
+  answer to the first envelope arrives only after the subscriber tried the second).
 - a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq),
   ``{"skip": N}`` (the next N take their seqs and go into the replay buffer, unsent: a gap),
   ``{"restart": true}`` (seq back to 0, buffer emptied, as a restarted server),
@@ -109,7 +111,8 @@ class RankPublisher:
         self.replay_topic = bool(script.get("replay_topic", True))
         self.replay_repeat = int(script.get("replay_repeat", 1))
         self.replay_reversed = bool(script.get("replay_reversed", False))
-        self.replay_delay = float(script.get("replay_delay", 0.0))
+        self.replay_after = script.get("replay_after")
+        self.held: list[tuple[bytes, list[bytes], str]] = []  # requests waiting for replay_after
         self.seq = 0
         self.buffer: deque[tuple[int, bytes, bytes]] = deque(maxlen=REPLAY_BUFFER)
         self.subscribed = False
@@ -155,19 +158,28 @@ class RankPublisher:
             else:
                 report["requests"]["malformed"] += 1
                 continue
-            if self.replay not in ("both", envelope):
-                report["requests"]["ignored"] += 1
+            if self.replay_after is not None and envelope != self.replay_after:
+                self.held.append((identity, request, envelope))  # the injected fault: a slow server
                 continue
-            report["requests"][envelope] += 1
-            time.sleep(self.replay_delay)  # the injected fault: a slow server
-            start = int.from_bytes(request[-1], "big")
-            answer = [entry for entry in self.buffer if entry[0] >= start]
-            for seq, topic, payload in reversed(answer) if self.replay_reversed else answer:
-                head = [identity, b"", topic] if self.replay_topic else [identity, b""]
-                for _ in range(self.replay_repeat):
-                    self.router.send_multipart([*head, seq.to_bytes(8, "big"), payload])
-                    report["replayed"] += 1
-            self.router.send_multipart([identity, b"", b"", END_OF_REPLAY, b""])
+            self._answer(identity, request, envelope, report)
+            held, self.held = self.held, []
+            for waiting in held:  # the request they waited for came: now the slow answers
+                self._answer(*waiting, report)
+
+    def _answer(self, identity: bytes, request: list[bytes], envelope: str, report: dict) -> None:
+        """Answers one replay request (or counts it ignored, in an envelope not served)."""
+        if self.replay not in ("both", envelope):
+            report["requests"]["ignored"] += 1
+            return
+        report["requests"][envelope] += 1
+        start = int.from_bytes(request[-1], "big")
+        answer = [entry for entry in self.buffer if entry[0] >= start]
+        for seq, topic, payload in reversed(answer) if self.replay_reversed else answer:
+            head = [identity, b"", topic] if self.replay_topic else [identity, b""]
+            for _ in range(self.replay_repeat):
+                self.router.send_multipart([*head, seq.to_bytes(8, "big"), payload])
+                report["replayed"] += 1
+        self.router.send_multipart([identity, b"", b"", END_OF_REPLAY, b""])
 
     def close(self) -> None:
         self.xpub.close(linger=0)
