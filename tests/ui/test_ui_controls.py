@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 from kvviz.ui.screens.help_screen import KEYS, HelpScreen
 from kvviz.ui.screens.prompt_screen import PromptScreen
 
@@ -207,14 +209,35 @@ async def test_escape_clears_the_selection(app_on, small):
         assert not app.view.highlight
 
 
+async def _until(pilot, condition, what: str, bound_s: float = 30.0) -> None:
+    """Let the app run until ``condition()`` holds; fail after ``bound_s`` seconds (a bound on
+    a loaded machine, not a synchronisation: the loop ends as soon as the condition holds)."""
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        assert time.monotonic() < deadline, f"still not {what} after {bound_s:.0f} s"
+        await pilot.pause(0.01)
+
+
+def _palette_lists(app, text: str) -> bool:
+    """True when the open command palette's list shows a hit containing ``text``."""
+    from textual.command import CommandList, CommandPalette
+
+    screen = app.screen
+    if not isinstance(screen, CommandPalette):
+        return False
+    hits = screen.query_one(CommandList)
+    return any(text in str(hits.get_option_at_index(i).prompt) for i in range(hits.option_count))
+
+
 async def test_ctrl_p_palette_jumps_to_a_typed_step(app_on, small):
     app = app_on(small)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+p")
         await pilot.press("7")
-        await pilot.pause(0.3)
+        # The palette searches in a worker: enter acts once the hit is listed.
+        await _until(pilot, lambda: _palette_lists(app, "Jump to step 7"), "listing the jump to step 7")
         await pilot.press("enter")
-        await pilot.pause()
+        await _until(pilot, lambda: app.step == 7, "at step 7")
         assert app.step == 7
 
 
