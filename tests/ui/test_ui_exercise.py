@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The exercise mode (``kvviz practice DEMO``): one Pilot test per move kind (a wrong choice
+shows its mistake and stays, the right one shows what kvcore did and goes on), fix, the
+score, what the views show at a move, and the bindings and a click."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.demos import load_demo
+from kvviz.model.exercise import MOVE_KINDS, build_exercise
+from kvviz.model.session import Session
+from kvviz.ui.screens.exercise_screen import make_exercise_app
+from kvviz.ui.widgets.cache_column import CacheColumn
+from kvviz.ui.widgets.move_panel import MovePanel
+
+SIZE = (140, 42)
+WHERE = {"stop": "lru", "take": "lru", "victim": "lru", "swap": "lru", "dedup": "dedup", "drop": "hash-vs-trie"}
+
+
+def _app(kind: str | None = None, demo: str = "lru", steps=None):
+    session = Session.from_scenario(load_demo(WHERE.get(kind, demo)))
+    exercise = build_exercise(session, seed=2, kinds=[kind] if kind else None, steps=steps, max_moves=6)
+    return make_exercise_app(session, exercise, animations=False)
+
+
+def _text(app, selector: str) -> str:
+    return str(app.screen_.query_one(selector).render())
+
+
+@pytest.mark.parametrize("kind", sorted(MOVE_KINDS))
+async def test_each_move_kind_grades_a_wrong_then_the_right_choice(kind):
+    app = _app(kind)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        move = screen.play.move
+        assert move.kind == kind
+        assert MOVE_KINDS[kind].title in _text(app, "#move-prompt")
+        wrong = next(c for c in move.choices if not c.right)
+        screen.action_choose(wrong.letter)
+        await pilot.pause()
+        assert screen.play.move is move and screen.play.missed == wrong.letter
+        assert wrong.mistake in _text(app, "#move-feedback")
+        screen.action_choose(move.answer.letter)
+        await pilot.pause()
+        assert screen.play.position == 1 and screen.play.right == 0 and len(screen.play.results) == 1
+        assert "Right now" in _text(app, "#move-feedback")
+        if move.said:
+            assert move.said[0][:30] in _text(app, "#move-said").replace("\n", " ")
+
+
+async def test_fix_applies_the_caches_move_counts_the_miss_and_the_header_keeps_the_score():
+    app = _app("take")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        first = screen.play.move
+        screen.action_fix()
+        await pilot.pause()
+        assert screen.play.position == 1 and screen.play.results[0].fixed
+        assert f"Fixed: {first.answer.letter})" in _text(app, "#move-feedback")
+        screen.action_choose(screen.play.move.answer.letter)
+        await pilot.pause()
+        assert "Score: 1 of 2 moves right first time" in _text(app, "#exercise-header")
+
+
+async def test_a_victim_move_hides_the_heap_and_a_swap_move_shows_it():
+    app = _app(None, steps=[28])
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        column = screen.query_one(CacheColumn)
+        while screen.play.move.kind != "victim":
+            screen.action_choose(screen.play.move.answer.letter)
+        await pilot.pause()
+        assert not column.order.display
+        screen.action_choose(screen.play.move.answer.letter)
+        await pilot.pause()
+        assert screen.play.move.kind == "swap" and column.order.display
+        assert column.structure.display
+
+
+async def test_the_last_move_ends_the_exercise_with_the_final_score():
+    app = _app("dedup")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        for _ in range(len(screen.exercise.moves)):
+            screen.action_choose(screen.play.move.answer.letter)
+        await pilot.pause()
+        assert screen.play.done and "Final score" in _text(app, "#move-feedback")
+        assert "The exercise is over" in _text(app, "#move-prompt")
+
+
+async def test_letter_x_and_question_mark_keys_are_bound():
+    app = _app("victim")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        await pilot.press("question_mark")
+        assert "Hint:" in _text(app, "#move-feedback")
+        move = screen.play.move
+        wrong = next(c for c in move.choices if not c.right)
+        await pilot.press(wrong.letter)
+        assert screen.play.missed == wrong.letter
+        await pilot.press("x")
+        assert screen.play.position == 1 and screen.play.results[0].fixed
+        await pilot.press(screen.play.move.answer.letter)
+        assert screen.play.position == 2
+
+
+async def test_clicking_a_choice_in_the_list_answers_the_move():
+    app = _app("stop")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        choices = screen.query_one(MovePanel).choices
+        move = screen.play.move
+        index = next(i for i, c in enumerate(move.choices) if c.right)
+        region = choices.content_region
+        await pilot.click(choices, offset=(region.x - choices.region.x + 2, region.y - choices.region.y + index))
+        await pilot.pause()
+        assert screen.play.position == 1 and screen.play.right == 1
