@@ -61,6 +61,10 @@ class Frame:
     violations: tuple[Violation, ...]
     error: OpError | None
     expects: tuple[ExpectResult, ...] = ()
+    # The state before the op (frame ``index - 1``'s snapshot), kept by the run that built
+    # this frame: the views' ghost rows and a step-in need it, and rebuilding frame
+    # ``index - 1`` for it after a jump restored a keyframe a second time.
+    before: Snapshot | None = field(default=None, compare=False, repr=False)
 
     @property
     def narration(self) -> str:
@@ -301,6 +305,14 @@ class Session:
                                                  len(frame.violations), len(frame.expect_failures))
         return frame
 
+    def snapshot_before(self, index: int) -> Snapshot:
+        """The state before frame ``index``'s op (frame ``index - 1``'s snapshot), from the
+        run that built frame ``index`` when it kept it: no second rebuild after a jump."""
+        frame = self.frame(index)
+        if frame.before is not None:
+            return frame.before
+        return self.frame(frame.index - 1).snapshot
+
     def snapshots(self) -> Iterator[Snapshot]:
         """Every frame's snapshot, in order, from one quiet replay on a backend of its own:
         no narration, diffs, checks or frame cache, and the session's cursor is untouched.
@@ -389,8 +401,8 @@ class Session:
         if cached is not None:
             self._substeps.move_to_end(index)
             return cached
-        before = self.frame(index - 1).snapshot
         frame = self.frame(index)
+        before = self.snapshot_before(index)
         step = self.steps[index - 1]
         if self.backend.can_restore:
             def start():
@@ -448,11 +460,11 @@ class Session:
                               (error.kind, error.message) if error else None, self.label_tokens,
                               units=self.units)
         frame = Frame(index, op, events, after, diff_snapshots(before, after), step.narration, explanation,
-                      tuple(violations), error)
+                      tuple(violations), error, before=before)
         if step.expects:
             results = tuple(evaluate(x, frame) for x in step.expects)
             frame = Frame(index, op, events, after, frame.diff, step.narration, explanation,
-                          tuple(violations), error, results)
+                          tuple(violations), error, results, before=before)
         return frame
 
     def _rebuild(self, index: int) -> Frame:

@@ -188,6 +188,27 @@ def test_frames_of_lazily_appended_ops_equal_the_frames_of_applied_ops():
     assert lazy.last == applied.last
 
 
+def test_the_state_before_a_jumped_to_frame_comes_from_the_same_rebuild_and_equals_the_frame_before():
+    steps = random_steps(13, 60)
+    recorded = replayed(steps, cached_frames=10_000)
+    restores = []
+
+    def counting(config, snapshot):
+        restores.append(snapshot is not None)
+        return kvcore_backend(config, snapshot)
+
+    lazy = Session(CacheConfig("trie", 10, 2), title="random", description="random ops", keyframe_every=8,
+                   cached_frames=4, backend_factory=counting)
+    for op, narration, expects in steps:
+        lazy.append(op, narration, expects)
+    for index in (50, 21, 37, 3, 60):
+        restores.clear()
+        before = lazy.snapshot_before(index)
+        assert before == recorded.frame(index - 1).snapshot, index
+        assert lazy.frame(index) == recorded.frame(index), index
+        assert restores.count(True) <= 1, f"frame {index} and the state before it took {restores.count(True)} restores"
+
+
 def test_a_session_keeps_only_its_cache_of_frames_and_every_kth_snapshot():
     session = replayed(random_steps(3, 40), keyframe_every=8, cached_frames=4)
     assert len(session._frames) == 4

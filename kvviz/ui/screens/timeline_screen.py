@@ -343,7 +343,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         frame = session.frame(self.step)
         previous = None
         if self.step > 0 and needs_previous(frame):
-            previous = session.frame(self.step - 1).snapshot
+            previous = session.snapshot_before(self.step)
         highlight = highlight_for(self.selection, frame.snapshot)
         view = FrameView(frame, self.labels(), highlight, violation_marks(frame), previous, self.selection,
                          self.revision, self.last_step)
