@@ -197,11 +197,19 @@ class LineView(LineCanvas, can_focus=True):
         (and is clamped here); rows that fit scroll nowhere.
         """
         styles = self.styles
-        quiet = (self.is_mounted and styles.scrollbar_size_vertical == 0
-                 and not (styles.height is not None and styles.height.is_auto))
+        fixed = self.is_mounted and not (styles.height is not None and styles.height.is_auto)
+        quiet = fixed and styles.scrollbar_size_vertical == 0
         if not quiet:
-            if size != self.virtual_size:
-                self.virtual_size = size
+            if size == self.virtual_size:
+                return
+            if fixed and size.width == self.virtual_size.width and self._same_scrollbar(size):
+                # A view with a scrollbar (the narration) whose bar neither comes nor goes:
+                # only the bar's thumb and the scroll range follow the rows, no layout (a
+                # layout refresh was four fifths of a step's time).
+                self.set_reactive(LineView.virtual_size, size)
+                self._scroll_update(size)
+                return
+            self.virtual_size = size
             return
         size = Size(size.width, max(size.height, self.scrollable_content_region.height))
         old = self.virtual_size
@@ -214,6 +222,14 @@ class LineView(LineCanvas, can_focus=True):
         room = max(0, size.height - self.scrollable_content_region.height)
         if self.scroll_offset.y > room:
             self.scroll_to(y=room, animate=False, immediate=True, force=True)
+
+    def _same_scrollbar(self, size: Size) -> bool:
+        """True when rows of ``size`` show the vertical scrollbar exactly when the rows now
+        shown do (Textual's rule for ``overflow-y: auto``; other overflows never change it)."""
+        if self.styles.overflow_y != "auto":
+            return True
+        height = self.container_size.height
+        return (size.height > height) == (self.virtual_size.height > height) == self.show_vertical_scrollbar
 
     def _width(self) -> int:
         return self.layout_width()
