@@ -3,6 +3,7 @@
 
 Run:  python benchmarks/bench_ui.py            (about a minute)
       python benchmarks/bench_ui.py --quick    (fewer samples)
+      python benchmarks/bench_ui.py --profile  (cProfile of each timed loop: where the time goes)
 
 Figures:
 
@@ -31,7 +32,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
 import os
+import pstats
 import platform
 import random
 import statistics
@@ -103,15 +107,38 @@ def _painted_signal(app) -> asyncio.Event:
     return painted
 
 
+PROFILER: cProfile.Profile | None = None
+"""Set by ``--profile``: every timed span runs under it (the figures are then slower)."""
+
+
 async def _timed(painted: asyncio.Event, action, wall: list[float], cpu: list[float]) -> None:
     """Call ``action`` and add the milliseconds until the next composed frame to ``wall``
     (and this process's CPU time over that span to ``cpu``)."""
     painted.clear()
+    if PROFILER is not None:
+        PROFILER.enable()
     begin, begin_cpu = time.perf_counter(), time.process_time()
     action()
     await asyncio.wait_for(painted.wait(), 30)
     wall.append((time.perf_counter() - begin) * 1000)
     cpu.append((time.process_time() - begin_cpu) * 1000)
+    if PROFILER is not None:
+        PROFILER.disable()
+
+
+def print_profile(title: str, lines: int = 25) -> None:
+    """The profile gathered since the last call, by own time then by cumulative time, and a
+    fresh profiler for the next loop (``--profile`` only)."""
+    global PROFILER
+    if PROFILER is None:
+        return
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(PROFILER, stream=out).sort_stats(order).print_stats(lines)
+        text = out.getvalue()
+        print(f"--- profile of {title}, by {order} ---")
+        print(text[text.find("   ncalls"):].rstrip())
+    PROFILER = cProfile.Profile()
 
 
 async def time_steps(session: Session, start: int, steps: int) -> tuple[list[float], list[float]]:
@@ -236,7 +263,11 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=None, help="startups to time (default 7, quick 3)")
     parser.add_argument("--substeps", type=int, default=None, help="sub-steps to time, twice (default 100, quick 30)")
     parser.add_argument("--only-substeps", action="store_true", help="time the sub-steps only")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of each timed loop")
     args = parser.parse_args()
+    if args.profile:
+        global PROFILER
+        PROFILER = cProfile.Profile()
     steps = args.steps or (40 if args.quick else 200)
     starts = args.starts or (3 if args.quick else 7)
     substeps = args.substeps or (30 if args.quick else 100)
@@ -252,6 +283,7 @@ def main() -> int:
     print(f"session: {len(session) - 1} ops, {PAGES} pages, trie of {len(snap.nodes) - 1} nodes at step {reached} "
           f"(built in {built:.1f} s)")
     wall, cpu = asyncio.run(time_steps(session, reached, steps))
+    print_profile("the steps forward")
     last = session.frame(reached + steps).snapshot
     step_ms = statistics.median(wall)
     print(f"step forward: median {step_ms:.1f} ms wall (p90 {statistics.quantiles(wall, n=10)[-1]:.1f}), "
@@ -278,6 +310,7 @@ def report_substeps(steps: int) -> float:
     print(f"sub-step session: {PAGES} pages in {SUBSTEP_CHAINS} cached chains of {SUBSTEP_CHAIN_PAGES}, then "
           f"`{frame.op.text}`: {len(frame.evictions)} pages evicted (built in {built:.1f} s)")
     times = asyncio.run(time_substeps(session, steps))
+    print_profile("the step into the op and the sub-steps")
     profile = substep_profile(session, min(steps, 64))
     start, middle = statistics.median(times["start"]), statistics.median(times["middle"])
     worse = max(start, middle)
