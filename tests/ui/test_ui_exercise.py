@@ -116,3 +116,49 @@ async def test_clicking_a_choice_in_the_list_answers_the_move():
         await pilot.click(choices, offset=(region.x - choices.region.x + 2, region.y - choices.region.y + index))
         await pilot.pause()
         assert screen.play.position == 1 and screen.play.right == 1
+
+
+def _row_of(view, text: str) -> int:
+    """The screen row of ``view`` whose drawn line contains ``text``."""
+    for y in range(view.content_region.height):
+        if text in "".join(segment.text for segment in view.render_line(y)):
+            return y
+    raise AssertionError(f"{text!r} is not drawn in {view}")
+
+
+async def test_clicking_the_victim_in_the_trie_view_answers_the_victim_move():
+    app = _app("victim")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        move = screen.play.move
+        victim = move.state.node(move.answer.value[0])
+        trie = screen.query_one(CacheColumn).structure
+        label = " ".join(map(str, victim.tokens))
+        row = _row_of(trie, label)
+        await pilot.click(trie, offset=(trie.content_region.x - trie.region.x + 8,
+                                        trie.content_region.y - trie.region.y + row))
+        await pilot.pause()
+        assert screen.play.position == 1 and screen.play.right == 1
+
+
+async def test_clicking_a_node_no_choice_names_says_so_and_changes_nothing():
+    app = _app("victim")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        screen.answer_node(999)
+        await pilot.pause()
+        assert screen.play.position == 0 and screen.play.missed is None
+        assert "none of this move's choices" in _text(app, "#move-feedback")
+
+
+async def test_a_swap_is_answered_in_the_heap_by_the_entry_to_swap_with():
+    app = _app("swap")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen_
+        move = screen.play.move
+        slot = move.info("slot")
+        right = move.answer.value
+        other = slot if right == () else (right[0] if right[1] == slot else right[1])
+        screen.answer_node(move.state.heap[other], in_heap=True)
+        await pilot.pause()
+        assert screen.play.right == 1

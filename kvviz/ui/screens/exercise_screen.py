@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -31,6 +32,8 @@ from ...model.view import FrameView, Highlight, TokenLabels, substep_frame
 from ..panes import panes_for
 from ..themes import set_up_appearance, variable_defaults
 from ..widgets.cache_column import CacheColumn
+from ..widgets.heap_view import HeapView
+from ..widgets.trie_view import TrieView
 from ..widgets.move_panel import MovePanel
 
 CHOICE_KEYS = LETTERS[:8]
@@ -160,6 +163,35 @@ class ExerciseScreen(Screen):
 
     def on_move_panel_choice_made(self, message: MovePanel.ChoiceMade) -> None:
         self.action_choose(message.letter)
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a node of the trie or the heap (the view has put its cursor there)
+        answers the move that names it: a victim, a node to adopt, the slot to swap with."""
+        widget = event.widget
+        if isinstance(widget, (TrieView, HeapView)) and isinstance(widget.cursor, int):
+            self.answer_node(widget.cursor, in_heap=isinstance(widget, HeapView))
+
+    def answer_node(self, node: int, *, in_heap: bool = False) -> None:
+        """Answer the current move with ``node``: the victim, the node a dedup adopts, or (in
+        the heap) the entry the sifting one swaps with (itself: the sift stops)."""
+        play = self.play
+        if play is None or play.move is None:
+            return
+        move = play.move
+        value = None
+        if move.kind == "victim":
+            value = (node,)
+        elif move.kind == "dedup":
+            value = ("adopt", node)
+        elif move.kind == "swap" and in_heap and node in move.state.heap:
+            slot, other = move.info("slot"), move.state.heap.index(node)
+            value = () if other == slot else (min(slot, other), max(slot, other))
+        choice = next((c for c in move.choices if c.value == value), None)
+        if choice is None:
+            self.feedback = (f"node {node} is none of this move's choices", None, ())
+            self.play = play
+            return
+        self.action_choose(choice.letter)
 
 
 class ExerciseApp(App[None]):
