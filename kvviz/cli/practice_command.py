@@ -18,6 +18,7 @@ import sys
 import click
 
 from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER
+from ..model.course import CONCEPTS
 from ..model.exercise import MOVE_KINDS, Play, build_exercise, state_lines
 from ..model.generate import LEVELS, generate
 from ..model.scenario import ScenarioError, parse_scenario
@@ -49,7 +50,8 @@ MAX_PRACTICE_MOVES = 2_000
 @click.option("--plain", is_flag=True, help="Plain text on stdin/stdout (scripts, screen readers) instead of the UI.")
 @click.option("--json", "as_json", is_flag=True,
               help='Plain text, ending with one JSON object: {"score", "moves": [{"kind", "step", "substep", '
-                   '"prompt", "choices", "given", "answer", "right", "fixed", "mistake"}, ...]}.')
+                   '"prompt", "choices", "given", "answer", "right", "fixed", "mistake", "why"}, ...]}: "why" is the '
+                   'first choice given\'s.')
 def practice(source, random_, seed, level, policy, design, kinds, step, max_moves, next_up, plain, as_json) -> None:
     """Play the cache: make each move of an op (the walk's stop, pages taken, the victim,
     heap swaps, dedup, a hash queue's drop) and see each graded.
@@ -69,6 +71,9 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
         click.echo(f"Next up: {round_.title}")
     else:
         round_ = None
+        if not kinds and not random_ and source in CONCEPTS:  # a lesson's demo practises what it teaches
+            kinds = CONCEPTS[source].kinds
+            click.echo(f"Lesson {source}: its moves are {', '.join(kinds)} (--move KIND for others).")
     session = _session(source, random_, seed, level, policy, design)
     if step is not None and step >= len(session):
         raise BadInput(f"step {step} does not exist: the scenario has ops 1..{len(session) - 1}")
@@ -169,8 +174,7 @@ def _run_plain(session, exercise, *, as_json: bool) -> Play:
             text = line.strip()
             if text.lower() in HINT_WORDS:
                 kind = MOVE_KINDS[move.kind]
-                click.echo(f"Hint: this move is {kind.title}; it is graded by the sub-steps {', '.join(sorted(kind.grades))}. "
-                           f"Look at: {', '.join(kind.looks)}.")
+                click.echo(f"Hint ({kind.title}): {kind.rule}. Look at the {', '.join(kind.looks)} above.")
                 continue
             if text.lower() in FIX_WORDS:
                 play, verdict = play.fix()
@@ -187,13 +191,15 @@ def _run_plain(session, exercise, *, as_json: bool) -> Play:
             if verdict.right:
                 break
         result = play.results[-1]
+        first = next((c for c in move.choices if c.letter == result.first), None)
         for sentence in move.said:
             click.echo(f"  kvcore: {sentence}")
         click.echo(play.score_line())
         records.append({"kind": move.kind, "step": move.step, "substep": move.anchor, "prompt": move.prompt,
                         "choices": [f"{c.letter}) {c.text}" for c in move.choices], "given": result.first,
                         "answer": f"{move.answer.letter}) {move.answer.text}", "right": result.right,
-                        "fixed": result.fixed, "mistake": result.mistake})
+                        "fixed": result.fixed, "mistake": result.mistake,
+                        "why": first.why if first is not None else move.answer.why})
     _final(play, exercise, records, as_json)
     return play
 
@@ -205,8 +211,8 @@ def _show(move) -> None:
 
 
 def _final(play: Play, exercise, records: list, as_json: bool) -> None:
-    click.echo(f"\nFinal {play.score_line().lower()}" + (
-        f" ({len(exercise.moves) - len(play.results)} not played)." if len(play.results) < len(exercise.moves) else "."))
+    left = len(exercise.moves) - len(play.results)
+    click.echo(f"\nFinal {play.score_line().lower()}" + (f" ({left} not played)." if left else "."))
     misses = play.misses_by_kind()
     if misses:
         click.echo("Missed: " + ", ".join(f"{MOVE_KINDS[k].title} x{n}" for k, n in misses.items()))

@@ -244,7 +244,8 @@ def progress_text(progress: Progress) -> str:
     rounds = [{"lesson": r.lesson, "stage": r.stage, "seed": r.seed, "moves": r.moves, "right": r.right,
                "misses": dict(r.misses), **({"review": r.review} if r.review else {})} for r in progress.rounds]
     body = ",\n    ".join(json.dumps(r, sort_keys=True) for r in rounds)
-    reviews = {k: {"interval": REVIEW_INTERVALS[i], "step": i, "due": d} for k, (i, d) in sorted(progress.reviews.items())}
+    reviews = {k: {"interval": REVIEW_INTERVALS[i], "step": i, "due": d}
+               for k, (i, d) in sorted(progress.reviews.items())}
     return (f'{{\n  "schema": "{SCHEMA}",\n  "rounds": [' + (f"\n    {body}\n  " if rounds else "") + "],\n"
             f'  "reviews": {json.dumps(reviews, sort_keys=True)}\n}}\n')
 

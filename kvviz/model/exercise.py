@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
-from kvcore import events as ev
 
 from .designs import Design, design_of
 from .words import Labeler, count, default_labeler, key_text
@@ -144,13 +143,15 @@ class MoveKind:
     """One kind of move: its ``name``, a ``title`` ("the walk's stop"), the sub-step kinds
     whose events are its model answer (``grades``: what a design's event table must produce
     for the move to apply), what the learner is to look at (``looks``: state sections, see
-    :func:`state_lines`), and ``find``: ``(_Op) -> [move drafts]``."""
+    :func:`state_lines`), ``find``: ``(_Op) -> [move drafts]``, and the ``rule`` a hint
+    states."""
 
     name: str
     title: str
     grades: frozenset[str]
     looks: tuple[str, ...]
     find: Callable[["_Op"], list["_Draft"]]
+    rule: str = ""
 
 
 @dataclass
@@ -589,12 +590,24 @@ def _find_dedup(o: _Op) -> list[_Draft]:
 
 
 MOVE_KINDS: dict[str, MoveKind] = {m.name: m for m in (
-    MoveKind("stop", "the walk's stop", frozenset({"walk", "stop", "match"}), ("structure",), _find_stop),
-    MoveKind("take", "pages from the free list", frozenset({"take"}), ("free", "allocations"), _find_take),
-    MoveKind("drop", "the free queue's drop", frozenset({"drop"}), ("free",), _find_drop),
-    MoveKind("victim", "the victim", frozenset({"pop"}), ("structure",), _find_victim),
-    MoveKind("swap", "a heap swap", frozenset({"swap"}), ("heap",), _find_swap),
-    MoveKind("dedup", "dedup or create", frozenset({"dedup", "create"}), ("structure",), _find_dedup),
+    MoveKind("stop", "the walk's stop", frozenset({"walk", "stop", "match"}), ("structure",), _find_stop,
+             "from the root, follow the op's full blocks while a cached entry holds the next one (a trie: a child "
+             "of the last node matched; a hash cache: the block's chained key); the base cache shares nothing"),
+    MoveKind("take", "pages from the free list", frozenset({"take"}), ("free", "allocations"), _find_take,
+             "it needs ceil((tokens - tokens matched + extra) / tokens_per_page) pages (extend: for all its tokens, "
+             "less the pages it holds); they come from the free list's front, in its order, as many as there are"),
+    MoveKind("drop", "the free queue's drop", frozenset({"drop"}), ("free",), _find_drop,
+             "of the pages taken from the free queue's head, each that still caches a block loses it now (lazy "
+             "eviction); a page that caches nothing drops nothing"),
+    MoveKind("victim", "the victim", frozenset({"pop"}), ("structure",), _find_victim,
+             "the victim is the node with the smallest key among the leaves (no children) with ref 0; the policy "
+             "says what the key is"),
+    MoveKind("swap", "a heap swap", frozenset({"swap"}), ("heap",), _find_swap,
+             "a sift down swaps the entry with its smaller child while that child's key is smaller; a sift up "
+             "swaps it with its parent while its own key is smaller; when neither holds, the sift stops"),
+    MoveKind("dedup", "dedup or create", frozenset({"dedup", "create"}), ("structure",), _find_dedup,
+             "the block goes under the node of the block before it; a child there holding exactly its tokens is "
+             "adopted (its page shared, the own page freed), else a new node holds the own page"),
 )}
 """Every move kind, in the order moves at one sub-step are asked (a hash take before its drop)."""
 

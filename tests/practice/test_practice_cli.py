@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from kvviz.cli import cli
 from kvviz.cli.practice_command import _session
 from kvviz.model.course import Progress, next_round, progress_path
-from kvviz.model.exercise import build_exercise
+from kvviz.model.exercise import MOVE_KINDS, build_exercise
 
 
 def kvviz(*args: str, input: str = ""):
@@ -27,9 +27,10 @@ def _moves(source, random_=False, seed=0, level=None, policy=None, design=None, 
 
 
 def test_right_letters_score_every_move_and_json_records_each_one():
-    moves = _moves("lru", steps=[29])
+    moves = _moves("lru", steps=[29], kinds=["victim", "swap"])  # the lesson's kinds
     answers = "".join(f"{m.answer.letter}\n" for m in moves)
     result = kvviz("practice", "lru", "--step", "29", "--json", input=answers)
+    assert "Lesson lru: its moves are victim, swap" in result.stdout
     assert result.exit_code == 0
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["score"] == data["played"] == data["total"] == len(moves)
@@ -39,18 +40,18 @@ def test_right_letters_score_every_move_and_json_records_each_one():
 
 
 def test_a_wrong_move_says_why_and_fix_applies_the_right_one_counting_the_miss():
-    moves = _moves("lru", steps=[28])
+    moves = _moves("lru", steps=[28], kinds=list(MOVE_KINDS))
     first = moves[0]
     wrong = next(c for c in first.choices if not c.right)
     answers = f"{wrong.letter}\nfix\n" + "".join(f"{m.answer.letter}\n" for m in moves[1:])
-    result = kvviz("practice", "lru", "--step", "28", "--json", input=answers)
+    result = kvviz("practice", "lru", "--step", "28", *(f"--move={k}" for k in MOVE_KINDS), "--json", input=answers)
     assert result.exit_code == 0
     assert f"Not so ({wrong.mistake}): {wrong.why}" in result.stdout
     assert "Fixed: " in result.stdout
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["score"] == len(moves) - 1
     assert data["moves"][0] == {**data["moves"][0], "right": False, "fixed": True, "mistake": wrong.mistake,
-                                "given": wrong.letter}
+                                "given": wrong.letter, "why": wrong.why}
 
 
 def test_typed_values_are_read_and_end_of_input_ends_with_the_score():

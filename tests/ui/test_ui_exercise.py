@@ -94,7 +94,7 @@ async def test_letter_x_and_question_mark_keys_are_bound():
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen_
         await pilot.press("question_mark")
-        assert "Hint:" in _text(app, "#move-feedback")
+        assert "Hint (the victim): the victim is the node with the smallest key" in _text(app, "#move-feedback")
         move = screen.play.move
         wrong = next(c for c in move.choices if not c.right)
         await pilot.press(wrong.letter)

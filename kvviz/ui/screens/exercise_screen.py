@@ -149,13 +149,12 @@ class ExerciseScreen(Screen):
         self.play = after
 
     def action_hint(self) -> None:
-        """Say what the move is graded by and where to look."""
+        """State the rule the move follows."""
         play = self.play
         if play is None or play.move is None:
             return
         kind = MOVE_KINDS[play.move.kind]
-        self.feedback = (f"Hint: {kind.title}, graded by kvcore's {', '.join(sorted(kind.grades))} sub-steps; "
-                         f"look at the {', '.join(kind.looks)}.", None, ())
+        self.feedback = (f"Hint ({kind.title}): {kind.rule}.", None, ())
         self.play = play
 
     def action_quit(self) -> None:
