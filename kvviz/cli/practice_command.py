@@ -24,7 +24,7 @@ from ..model.generate import LEVELS, generate
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, load_file_or_demo, make_session
 
-FIX_WORDS = ("fix", "f")
+FIX_WORDS = ("fix", "x")  # x as in the UI; never a choice letter (at most a-h)
 HINT_WORDS = ("?", "hint")
 DESIGNS = ("trie", "base", "hash")
 MAX_PRACTICE_MOVES = 2_000
@@ -57,7 +57,7 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
     heap swaps, dedup, a hash queue's drop) and see each graded.
 
     Answer with a choice's letter or the value itself (`2`, `3 5`, `[0] [1]`, `node 4`, `stop`,
-    `none`); `fix` applies the cache's move (counted as a miss); `?` says what to look at.
+    `none`); `fix` (or `x`) applies the cache's move (counted as a miss); `?` states the rule.
     """
     if next_up:
         if source is not None or random_:
@@ -143,7 +143,7 @@ def _run_plain(session, exercise, *, as_json: bool) -> Play:
     stdin = sys.stdin  # click's test runner swaps it too
     label = session.label_tokens
     click.echo(f"Practice on {exercise.title}: {len(exercise.moves)} moves (seed {exercise.seed}). Answer with a "
-               "letter or the value itself; `fix` applies the cache's move (a miss); `?` says what to look at.")
+               "letter or the value itself; `fix` (or `x`) applies the cache's move (a miss); `?` states the rule.")
     play = Play(exercise)
     records = []
     current_step = None

@@ -118,3 +118,12 @@ def test_a_corrupt_progress_file_is_one_line_and_left_as_it_is_until_reset(data_
     reset = kvviz("progress", "--reset")
     assert reset.exit_code == 0 and "cleared" in reset.stdout
     assert "0 rounds played" in kvviz("progress").stdout
+
+
+def test_f_is_a_choice_letter_and_x_is_fix_in_plain_text_too():
+    moves = _moves("lru", steps=[29], kinds=["victim"])
+    first = moves[0]
+    assert len(first.choices) >= 6 and not first.choices[5].right  # choice f exists, and is wrong
+    result = kvviz("practice", "lru", "--step", "29", "--move", "victim", "--json", input="f\nx\n")
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert data["moves"][0]["given"] == "f" and data["moves"][0]["fixed"]
