@@ -30,6 +30,7 @@ within a run; a state where they would, or whose rows a backend reordered, is wr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from bisect import bisect_left
@@ -40,7 +41,7 @@ from typing import Any
 
 from kvcore import Snapshot
 # The snapshot format's own row encoders: the texts kept here are the rows to_json writes.
-from kvcore.snapshot import _allocation_row, _block_row, _node_row, _page_row
+from kvcore.snapshot import FreePages, QueuedPages, _allocation_row, _block_row, _node_row, _page_row
 
 FORMAT = "changes/1"
 """The version of the ``changes`` object (within ``kvviz.timeline/2``)."""
@@ -185,6 +186,69 @@ def _slot_edits(om: tuple, nm: tuple, at: int, budget: int) -> list | None:
     if len(om) != len(nm):
         edits.append([at + k, len(om) - k, list(nm[k:])])
     return edits
+
+
+def free_list_edits(old: Sequence[int], new: Sequence[int]) -> list[list]:
+    """:func:`list_edits` of two free lists, read from what a big pool's lazy lists store:
+    the pages never handed out are a run (``untouched_from ..``) that only shrinks from its
+    front, so only the pages listed around it are compared (O(pages used), not O(pool))."""
+    if isinstance(old, FreePages) and isinstance(new, FreePages) and old.page_count == new.page_count \
+            and new.untouched_from >= old.untouched_from:
+        taken = new.untouched_from - old.untouched_from  # the run comes first
+        edits = [[0, taken, []]] if taken else []
+        return edits + _shifted(list_edits(old.returned, new.returned), new.page_count - new.untouched_from)
+    if isinstance(old, QueuedPages) and isinstance(new, QueuedPages) and old.page_count == new.page_count \
+            and new.untouched_from >= old.untouched_from:
+        edits = list_edits(old.head, new.head)  # head, then the run, then the tail
+        taken = new.untouched_from - old.untouched_from
+        if taken:
+            edits.append([len(new.head), taken, []])
+        return edits + _shifted(list_edits(old.tail, new.tail), len(new.head) + new.page_count - new.untouched_from)
+    return list_edits(old, new)
+
+
+def _shifted(edits: list[list], by: int) -> list[list]:
+    for edit in edits:
+        edit[0] += by
+    return edits
+
+
+def free_list_text(free: Sequence[int]) -> str:
+    """``free`` as canonical JSON; a lazy list's run of untouched pages is cut from one text of
+    the whole pool's page numbers, made once, not written number by number at every step."""
+    if isinstance(free, FreePages):
+        parts = [_run_text(free.untouched_from, free.page_count), _ints(free.returned)[1:-1]]
+    elif isinstance(free, QueuedPages):
+        parts = [_ints(free.head)[1:-1], _run_text(free.untouched_from, free.page_count), _ints(free.tail)[1:-1]]
+    else:
+        return _ints(free)
+    return "[" + ",".join(p for p in parts if p) + "]"
+
+
+_RUNS: dict[int, str] = {}  # page_count -> "0,1,...,page_count-1"
+
+
+def _run_text(start: int, stop: int) -> str:
+    """``",".join(map(str, range(start, stop)))``, cut from the text of ``range(stop)``."""
+    if start >= stop:
+        return ""
+    whole = _RUNS.get(stop)
+    if whole is None:
+        if len(_RUNS) > 4:
+            _RUNS.clear()
+        whole = _RUNS[stop] = ",".join(map(str, range(stop)))
+    return whole[_offset(start):]
+
+
+def _offset(n: int) -> int:
+    """Where number ``n`` starts in ``",".join(map(str, range(N)))``: each number before it
+    takes its digits and a comma."""
+    offset, low, digits = 0, 0, 1
+    while low < n:
+        high = min(n, 10 ** digits)
+        offset += (high - low) * (digits + 1)
+        low, digits = high, digits + 1
+    return offset
 
 
 # -- keyed rows ----------------------------------------------------------------------------------
@@ -378,7 +442,7 @@ class StateWriter:
             if found is None:
                 return None
             out[table.name], out[table.gone_key] = found
-        out["free"] = list_edits(last.free, snap.free)
+        out["free"] = free_list_edits(last.free, snap.free)
         out["heap"] = list_edits(last.heap, snap.heap)
         return _encode(out)
 
@@ -386,10 +450,11 @@ class StateWriter:
         """``snap.to_json()``, from the kept row texts: the digest's text. The free list and
         the heap are lists of ints, joined in C (the JSON encoder takes several times longer)."""
         tables = {t.name: t.text() for t in self._tables}
-        fields = snap._fields(self._pages.text(), tables["nodes"], tables["allocations"])
-        fields["pages"], fields["nodes"], fields["allocations"] = (
-            _Raw(fields["pages"]), _Raw(fields["nodes"]), _Raw(fields["allocations"]))
-        fields["free"], fields["heap"] = _Raw(_ints(fields["free"])), _Raw(_ints(fields["heap"]))
+        # The snapshot's own field list, without its long lists (a 100,000-page pool's free
+        # list read page by page took most of a step): those are the texts kept here.
+        bare = dataclasses.replace(snap, free=(), heap=(), blocks=())
+        fields = bare._fields(_Raw(self._pages.text()), _Raw(tables["nodes"]), _Raw(tables["allocations"]))
+        fields["free"], fields["heap"] = _Raw(free_list_text(snap.free)), _Raw(_ints(snap.heap))
         if "blocks" in tables:
             fields["blocks"] = _Raw(tables["blocks"])
         return "{" + ",".join(f"{_encode(k)}:{v.text if type(v) is _Raw else _encode(v)}"

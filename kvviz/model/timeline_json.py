@@ -160,11 +160,13 @@ def timeline_lines(session: "Session", steps: Iterable[int], *, substeps: bool =
         yield from writer.lines(session.frame(i))
 
 
-def read_states(lines: Iterable[str | dict]) -> Iterator[tuple[dict, Snapshot]]:
+def read_states(lines: Iterable[str | dict], *, snapshots: bool = True) -> Iterator[tuple[dict, Any]]:
     """Each ``step`` object of a ``kvviz run --json`` output (lines or parsed objects) with
-    its state rebuilt (:class:`~kvviz.model.state_changes.StateReader`), in order. Raises
-    ValueError when a rebuilt state's digest is not the line's: the reader and the writer
-    disagree, or the text was changed."""
+    its state rebuilt (:class:`~kvviz.model.state_changes.StateReader`), in order: a
+    :class:`kvcore.Snapshot`, or with ``snapshots=False`` the ``Snapshot.to_dict()``-shaped
+    dict (no validation pass: a big pool's states come faster). Raises ValueError when a
+    rebuilt state's digest is not the line's: the reader and the writer disagree, or the
+    text was changed."""
     import hashlib
 
     reader = StateReader()
@@ -173,10 +175,9 @@ def read_states(lines: Iterable[str | dict]) -> Iterator[tuple[dict, Snapshot]]:
         if obj.get("type") != "step":
             continue
         state = reader.whole(obj["snapshot"]) if obj.get("snapshot") is not None else reader.apply(obj["changes"])
-        snap = Snapshot.from_dict(state)
-        if hashlib.sha256(snap.to_json().encode()).hexdigest() != obj["digest"]:
+        if hashlib.sha256(_encode(state).encode()).hexdigest() != obj["digest"]:  # the canonical text
             raise ValueError(f"step {obj['step']}: the rebuilt state's digest is not the line's {obj['digest']}")
-        yield obj, snap
+        yield obj, Snapshot.from_dict(state) if snapshots else state
 
 
 def state_items_bound(config: "CacheConfig", ops: Iterable["Op"]) -> int:
