@@ -334,19 +334,19 @@ def why_short_match(session: "Session", frame_index: int, name: str, units: Unit
         return Answer(title, tuple(lines + _hash_match_lines(session, step, tokens, k, tpp)), step,
                       tuple(matched.pages), tuple(matched.nodes))
     if k == full:
-        rest = len(tokens) - full * tpp
-        if rest:
-            last = "The last token fills" if rest == 1 else f"The last {rest:,} tokens fill"
-            lines.append(f"{last} only part of a page; partial pages are never shared.")
+        # The stop clause already says a partial last page is never shared: said once.
         return Answer(title, tuple(lines), step, tuple(matched.pages), tuple(matched.nodes))
     block = tuple(tokens[k * tpp:(k + 1) * tpp])
     where = "the root" if parent == 0 else f"node {parent}"
     index = session.why_index
-    earlier = [(node, s) for node, s in index.created.get((parent, block), []) if s < step]
+    earlier = _created_after_prefix(index, tokens, k, tpp, step)
     if earlier:
-        node, created = earlier[-1]
+        node, created, old_parent = earlier[-1]
+        under = where if old_parent == parent else (
+            "the root" if old_parent == 0 else f"node {old_parent} (an earlier node for this same prefix, evicted "
+                                               "since)")
         evicted = index.node_evicted_at.get(node)
-        lines.append(f"Block {k} [{label(block)}] was cached as node {node} under {where} at step {created} "
+        lines.append(f"Block {k} [{label(block)}] was cached as node {node} under {under} at step {created} "
                      f"(`{_op_text(session, created)}`).")
         if evicted is not None and evicted < step:
             lines.append(f"It was evicted at step {evicted} (`{_op_text(session, evicted)}`): it was "
@@ -364,6 +364,27 @@ def why_short_match(session: "Session", frame_index: int, name: str, units: Unit
     lines.append(f"Block {k} [{label(block)}] was never seen after this prefix: no earlier request published it "
                  f"under {where}.")
     return Answer(title, tuple(lines), step, tuple(matched.pages), tuple(matched.nodes))
+
+
+def _created_after_prefix(index, tokens, k: int, tpp: int, step: int) -> list[tuple[int, int, int]]:
+    """Every node created before ``step`` for block ``k`` of ``tokens`` after the same token
+    path (its first ``k`` blocks), as (node, step created, parent), oldest first. Keyed by
+    tokens, not by the parent's id: a prefix node evicted and created again has a new id, and
+    the block cached under the old one was still seen after this prefix. O(nodes created)."""
+    parent_of = {node: (parent, block) for (parent, block), made in index.created.items() for node, _ in made}
+
+    def spells(node: int, blocks: int) -> bool:  # node's token path is the first ``blocks`` blocks
+        while blocks > 0:
+            entry = parent_of.get(node)
+            if entry is None or entry[1] != tuple(tokens[(blocks - 1) * tpp:blocks * tpp]):
+                return False
+            node, blocks = entry[0], blocks - 1
+        return node == 0
+
+    block = tuple(tokens[k * tpp:(k + 1) * tpp])
+    found = [(node, made, parent) for (parent, b), nodes in index.created.items() if b == block
+             for node, made in nodes if made < step and spells(parent, k)]
+    return sorted(found, key=lambda x: (x[1], x[0]))
 
 
 def _hash_match_lines(session: "Session", step: int, tokens, k: int, tpp: int) -> list[str]:

@@ -266,6 +266,10 @@ class QuestionKind:
     weight: int = 1
     lesson: frozenset[str] = frozenset()
 
+    def hint(self, view: StepView) -> str:
+        """The first of the graduated hints at ``view`` (the rule)."""
+        return self.hints(view)[0]
+
 
 def pages_text(value) -> str:
     """``3 5`` (``none`` for no pages)."""

@@ -71,7 +71,7 @@ def _drop_hints(view: StepView) -> tuple[str, str, str]:
 
 DROP = QuestionKind(
     "queue_drop", "the first block dropped", "number", "page",
-    applies=lambda v: not v.tree and v.ok and v.op.kind in ("acquire", "extend") and bool(_drops(v)),
+    applies=lambda v: not v.tree and v.ok and v.op.kind == "acquire" and bool(_drops(v)),
     ask=lambda v: (f"{v.text()} It takes pages from the free queue's head. Which page's cached block is dropped "
                    "first?"),
     answer=lambda v: _drops(v)[0].page,

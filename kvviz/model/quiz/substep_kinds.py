@@ -54,9 +54,17 @@ def _swap_answer(view: StepView) -> int:
     return swap.other if swap is not None else _pop(view)[1].moved
 
 
+def _parent_takes_top(view: StepView) -> bool:
+    """Whether the popped node's parent, left childless with ref 0, takes slot 0 itself
+    (kvcore replaces the top instead of moving the last slot up and pushing the parent)."""
+    heap = heap_before_pop(view)
+    return _pop(view)[1].moved not in heap
+
+
 def _children_after_pop(view: StepView) -> list[int]:
     heap = heap_before_pop(view)
-    after = (heap[-1],) + heap[1:-1]  # the last slot moves to the top
+    moved = _pop(view)[1].moved
+    after = (moved,) + heap[1:] if _parent_takes_top(view) else (heap[-1],) + heap[1:-1]
     return [after[i] for i in (1, 2) if i < len(after)]
 
 
@@ -69,19 +77,23 @@ def _swap_distractors(view: StepView, answer: Value) -> list[Mistake]:
         larger = max(kids, key=lambda n: snap.node_key(snap.node(n)))
         out.append(Mistake(larger, "the child with the larger key: a sift-down swaps with the smaller child, so "
                                    "the smaller key rises", "wrong-child"))
-    out.append(Mistake(moved, "no swap: the moved node's key is larger than a child's, so it sinks",
-                       "no-swap"))
+    out.append(Mistake(moved, "no swap: it stays only when no child has a smaller key", "no-swap"))
     popped = _pop(view)[1].node
-    out.append(Mistake(popped, "the popped node: it has left the heap; the node moved from the last slot sifts "
-                               "down from slot 0", "parent-slot"))
+    out.append(Mistake(popped, "the popped node: it has left the heap; the node now in slot 0 sifts down",
+                       "parent-slot"))
     return out
 
 
 def _swap_ask(view: StepView) -> str:
     _, pop = _pop(view)
-    return (f"{view.text()} The cache pops node {pop.node} (the smallest key) and moves node {pop.moved} from the "
-            f"heap's last slot to slot 0. Which node does node {pop.moved} swap with first (node {pop.moved} "
-            "itself if it stays)?")
+    snap = view.substeps().state(_pop(view)[0] - 1) if _pop(view)[0] else view.snap0
+    heap = " ".join(f"[{i}] node {n} {key_value(snap.node_key(snap.node(n)))}"
+                    for i, n in enumerate(heap_before_pop(view)[:7]))
+    how = (f"its parent node {pop.moved}, now childless with ref 0, takes slot 0" if _parent_takes_top(view)
+           else f"node {pop.moved} moves from the heap's last slot to slot 0")
+    return (f"{view.text()} The heap before the first eviction: {heap}. The cache pops node {pop.node} (the "
+            f"smallest key) and {how}. Which node does node {pop.moved} swap with first (node {pop.moved} itself if "
+            "it stays)?")
 
 
 def _swap_hints(view: StepView) -> tuple[str, str, str]:

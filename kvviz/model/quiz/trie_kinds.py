@@ -163,7 +163,7 @@ def _victim_hints(view: StepView) -> tuple[str, str, str]:
             f"{key_fields(snap)}.{own}",
             f"Look at the nodes with ref 0 and no children in the trie, and compare their keys "
             f"{key_fields(snap)}; the {count(snap.free_count, 'free page')} are used up first.",
-            f"The candidates now: {listed or 'none'}. The smallest key goes first.")
+            f"The candidates now, by node id: {listed or 'none'}. The smallest key goes first.")
 
 
 def _victim_diverge(view: StepView, value: Value) -> Divergence | None:
@@ -233,12 +233,12 @@ def _victims_distractors(view: StepView, answer: Value) -> list[Mistake]:
 def _victims_hints(view: StepView) -> tuple[str, str, str]:
     snap = view.snap0
     protected = protected_by(view)
-    candidates = sorted((snap.node(x) for x in snap.heap if x not in protected), key=snap.node_key)
+    candidates = sorted((snap.node(x) for x in snap.heap if x not in protected), key=lambda x: x.id)
     listed = "; ".join(f"node {x.id} page {x.page} key {key_value(snap.node_key(x))}" for x in candidates[:8])
     return (f"Each eviction pops the smallest key {key_fields(snap)} among childless ref-0 nodes; when a node's "
             "last child is evicted and it has ref 0, it becomes a candidate too.",
             "Find the candidates now, pop the smallest, then check whether its parent became childless with ref 0.",
-            f"Candidates before the first eviction, smallest key first: {listed or 'none'}.")
+            f"Candidates before the first eviction, by node id: {listed or 'none'}.")
 
 
 def _victims_diverge(view: StepView, value: Value) -> Divergence | None:
