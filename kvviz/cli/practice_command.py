@@ -59,6 +59,7 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
     Answer with a choice's letter or the value itself (`2`, `3 5`, `[0] [1]`, `node 4`, `stop`,
     `none`); `fix` (or `x`) applies the cache's move (counted as a miss); `?` states the rule.
     """
+    lesson_kinds = ()
     if next_up:
         if source is not None or random_:
             raise BadInput("--next plays the course's next-up round: give no DEMO and no --random")
@@ -72,18 +73,24 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
     else:
         round_ = None
         if not kinds and not random_ and source in CONCEPTS:  # a lesson's demo practises what it teaches
-            kinds = CONCEPTS[source].kinds
-            click.echo(f"Lesson {source}: its moves are {', '.join(kinds)} (--move KIND for others).")
+            lesson_kinds = CONCEPTS[source].kinds
     session = _session(source, random_, seed, level, policy, design)
     if step is not None and step >= len(session):
         raise BadInput(f"step {step} does not exist: the scenario has ops 1..{len(session) - 1}")
-    exercise = build_exercise(session, seed=seed, steps=None if step is None else [step], kinds=kinds or None,
-                              max_moves=max_moves)
+    steps = None if step is None else [step]
+    exercise = None
+    if lesson_kinds:
+        exercise = build_exercise(session, seed=seed, steps=steps, kinds=lesson_kinds, max_moves=max_moves)
+        if exercise.moves:
+            click.echo(f"Lesson {source}: its moves are {', '.join(lesson_kinds)} (--move KIND for others).")
+    if not (exercise and exercise.moves):
+        exercise = build_exercise(session, seed=seed, steps=steps, kinds=kinds or None, max_moves=max_moves)
     if not exercise.moves and round_ is not None:  # a scenario without the lesson's kinds: every kind
         exercise = build_exercise(session, seed=seed, max_moves=max_moves)
     if not exercise.moves:
         raise BadInput(f"no moves to play in {exercise.title}" + (f" of kind {', '.join(kinds)}" if kinds else "")
-                       + (f" at step {step}" if step is not None else ""))
+                       + (f" at step {step}" if step is not None else "")
+                       + (": try another --seed or --level" if random_ else ""))
     if not plain and not as_json:
         from .common import require_terminal, settle_heap
         from ..ui.screens.exercise_screen import make_exercise_app
@@ -125,17 +132,19 @@ def _session(source, random_: bool, seed: int, level: str | None, policy: str | 
 
 
 def _on(scenario, design: str | None, policy: str | None):
-    """The session of ``scenario`` on ``design`` and ``policy`` (None: the script's own)."""
+    """The session of ``scenario`` on ``design`` and ``policy`` (None: the script's own); a
+    design other than the script's runs as ``kvviz demo NAME --base`` does (expects and
+    narration scoped to the kind it was written for)."""
     from dataclasses import replace
 
     config = scenario.config
     kind = design or config.kind
     if policy is not None and kind != "trie":
         raise BadInput(f"--policy {policy}: this scenario runs on a {kind} cache, which has no eviction policy")
-    new = replace(config, kind=kind, policy=policy or (config.policy if kind == "trie" else "lru"))
-    if new != config:
-        scenario = replace(scenario, config=new)
-    return make_session(scenario, None)
+    wanted = policy or (config.policy if kind == "trie" else "lru")  # base and hash evict by lru only
+    if wanted != config.policy:
+        scenario = replace(scenario, config=replace(config, policy=wanted))
+    return make_session(scenario, kind if kind != config.kind else None)
 
 
 def _run_plain(session, exercise, *, as_json: bool) -> Play:
