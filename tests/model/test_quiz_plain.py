@@ -35,9 +35,9 @@ def test_right_answers_get_the_full_score():
     assert f"Final score: {len(asked)} of {len(asked)} right." in out
 
 
-def test_right_choice_numbers_get_the_full_score_too():
+def test_right_choice_letters_get_the_full_score_too():
     asked = _expected("lru", seed=3)
-    lines = [str(next(c.label for c in q.choices if c.mistake is None)) for q in asked]
+    lines = [q.correct_choice.label for q in asked]
     _, report = _run(["lru", "--seed", "3", "--no-state"], "\n".join(lines) + "\n")
     assert report["score"] == len(asked)
 
@@ -69,10 +69,13 @@ def test_a_blank_line_skips_and_a_skip_is_not_right():
     asked = _expected("dedup")
     answers = "\n" + "".join(q.correct_line + "\n" for q in asked[1:])
     out, report = _run(["dedup", "--no-state"], answers)
-    assert report["questions"][0] == {
+    first = report["questions"][0]
+    assert {k: first[k] for k in ("kind", "step", "question", "choices", "given", "correct_answer", "right",
+                                  "mistake", "hints", "why")} == {
         "kind": asked[0].kind, "step": asked[0].step, "question": asked[0].text,
         "choices": [c.line() for c in asked[0].choices], "given": None,
-        "correct_answer": asked[0].correct_line, "right": False}
+        "correct_answer": asked[0].correct_line, "right": False, "mistake": None,
+        "hints": list(asked[0].hints), "why": asked[0].why}
     assert report["score"] == len(asked) - 1 and "Skipped." in out
 
 
@@ -85,17 +88,31 @@ def test_end_of_input_ends_cleanly_with_the_score_so_far():
     assert empty["asked"] == 0 and empty["questions"] == []
 
 
-def test_a_hint_does_not_use_up_the_question():
+def test_hints_are_graduated_and_do_not_use_up_the_question():
     asked = _expected("dedup")
-    out, report = _run(["dedup", "--no-state"], "?\n" + "".join(q.correct_line + "\n" for q in asked))
-    assert f"Hint: {asked[0].hint}" in out and report["score"] == len(asked)
+    out, report = _run(["dedup", "--no-state"], "?\n?\nhint\n?\n" + "".join(q.correct_line + "\n" for q in asked))
+    for level, hint in enumerate(asked[0].hints, 1):
+        assert f"Hint {level} of 3: {hint}" in out
+    assert out.count("Hint 3 of 3:") == 2  # the last hint again, never an error
+    assert report["score"] == len(asked) and report["questions"][0]["hints_seen"] == 3
+
+
+def test_the_json_carries_the_mistake_tag_of_the_choice_given_the_hints_and_the_why():
+    asked = _expected("lru")
+    wrong = [next(c for c in q.choices if c.mistake) for q in asked]
+    _, report = _run(["lru", "--no-state"], "".join(f"{c.label}\n" for c in wrong))
+    for q, c, r in zip(asked, wrong, report["questions"]):
+        assert r["mistake"] == c.tag and r["given"] == c.label and r["why"] == q.why
+        assert r["hints"] == list(q.hints) and r["choice_mistakes"][c.label] == c.tag
+        assert r["parted"] is None or r["parted"]["step"] == q.step
 
 
 def test_the_json_object_comes_last_and_has_the_promised_shape():
-    _, report = _run(["dedup"], "1\n" * 40)
+    _, report = _run(["dedup"], "a\n" * 40)
     assert {"score", "questions"} <= set(report)
     for q in report["questions"]:
-        assert set(q) == {"kind", "step", "question", "choices", "given", "correct_answer", "right"}
+        assert set(q) == {"kind", "step", "question", "choices", "choice_mistakes", "given", "correct_answer",
+                          "correct_choice", "right", "mistake", "hints", "hints_seen", "why", "parted"}
         assert isinstance(q["right"], bool) and isinstance(q["choices"], list)
 
 
@@ -122,11 +139,13 @@ def test_a_random_quiz_is_the_quiz_of_the_generated_scenario(tmp_path):
     (["lru", "--random"], "not both"),
     (["lru", "--save", "x.kvs"], "use it with --random"),
     (["no-such-demo-xyz"], "no demo named"),
+    (["lru", "--level", "hard"], "--level sets the difficulty of a generated scenario: use it with --random"),
 ])
 def test_bad_invocations_are_one_line_and_exit_2(args, message):
     result = CliRunner().invoke(quiz, args, input="")
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
 
 
 def test_help_says_the_ui_is_the_default_and_plain_gives_text():
@@ -165,6 +184,22 @@ def test_the_state_shown_does_not_give_the_next_victim_away():
     assert marked  # the text export does mark the heap's top ...
     out, _ = _run(["lru"], "\n" * 40)
     assert "State before the step:" in out and "<- next victim" not in out  # ... the quiz does not
+    assert "array order" not in out and "in no particular order" in out  # nor the heap in array order
+
+
+def test_a_wrong_answer_offers_to_step_into_the_sub_step_where_it_parted():
+    # kvviz quiz --random --seed 0 --level medium --plain --no-state: the cascade question at step 13
+    asked = questions(Session.from_scenario(parse_scenario(generate(0, "medium"))), 0)
+    lines = []
+    for q in asked:
+        wrong = next((c for c in q.choices if c.tag == "cascade-early"), None)
+        lines.append(wrong.label if wrong else q.correct_line)
+    out, report = _run(["--random", "--seed", "0", "--level", "medium", "--no-state"], "\n".join(lines) + "\n")
+    parted = [r["parted"] for r in report["questions"] if r["mistake"] == "cascade-early"]
+    assert parted, "no cascade question in this quiz"
+    assert "Where it parted: your eviction 1 was page" in out
+    assert f"Step into it: in the UI go to step {parted[0]['step']} (g), press i, then → to sub-step " \
+           f"{parted[0]['substep'] + 1}." in out
 
 
 def test_an_answer_line_may_be_as_long_as_the_limit_and_no_longer():
@@ -217,14 +252,11 @@ def test_without_a_terminal_the_quiz_says_to_use_plain(monkeypatch):
     assert result.output.strip().endswith("add --plain to be asked in plain text")
 
 
-def test_the_quiz_refuses_a_hash_scenario_in_one_line_before_asking_anything():
-    from click.testing import CliRunner
+def test_a_hash_scenario_is_quizzed_with_the_hash_caches_own_kinds():
+    from kvviz.model.designs import design
 
-    from kvviz.cli import cli
-    from kvviz.demos import demo_path
-
-    result = CliRunner().invoke(cli, ["quiz", str(demo_path("hash-vs-trie")), "--plain"], input="")
-    assert result.exit_code == 2
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and "hash cache" in lines[0] and "kvviz compare" in lines[0], result.stderr
-    assert "right" not in result.stdout
+    asked = _expected("hash-vs-trie")
+    assert asked and {q.kind for q in asked} <= set(design("hash").questions)
+    out, report = _run(["hash-vs-trie", "--no-state"], "".join(q.correct_line + "\n" for q in asked))
+    assert report["score"] == len(asked)
+    assert "heap" not in out and "trie" not in " ".join(q.why for q in asked)
