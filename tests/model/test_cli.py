@@ -488,11 +488,9 @@ def test_diff_of_a_hash_scenario_names_the_kind_on_its_cache_line():
     assert_located_at(in_process("diff", "hash-vs-trie"), path, "hash")
 
 
-def test_quiz_of_a_hash_scenario_names_its_cache_line():
-    from kvviz.demos import demo_path
-
-    path = str(demo_path("hash-vs-trie"))
-    assert_located_at(in_process("quiz", "hash-vs-trie", "--plain"), path, "hash")
+def test_quiz_of_a_hash_scenario_asks_the_hash_caches_questions():
+    result = in_process("quiz", "hash-vs-trie", "--plain", "--no-state")  # issue 23: no longer refused
+    assert result.exit_code == 0 and "Question 1 of" in result.output
 
 
 @pytest.mark.parametrize("command", [["check", "--backend", "shortfin"], ["run", "--print", "--backend", "shortfin"],

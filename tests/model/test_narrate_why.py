@@ -243,7 +243,8 @@ def test_why_short_match_for_a_partial_last_page_says_partial_pages_are_never_sh
     session = session_of("acquire a 1..4\npublish a\nacquire b 1..6\n")
     answer = why_short_match(session, 3, "b")
     assert answer.title == "Why did b match 1 of 1 full page? (step 3)"
-    assert "The last 2 tokens fill only part of a page; partial pages are never shared." in answer.lines
+    assert answer.lines == ("`acquire b 1..6` matched 4 of 6 tokens: the full page matched; the last 2 tokens fill "
+                            "a partial page, never shared.",)  # said once (it was said twice)
 
 
 def test_why_short_match_for_a_failed_acquire_says_it_changed_nothing():
