@@ -116,7 +116,7 @@ class ExerciseScreen(Screen):
                               subs[max(0, move.anchor - 1)])
         slot = move.info("slot")
         focus = Highlight(slots=frozenset({slot})) if slot is not None else Highlight()
-        view = FrameView(frame, self.labels, focus, last_step=len(self.session) - 1)
+        view = FrameView(frame, self.labels, last_step=len(self.session) - 1, focus=focus)
         column = self.query_one(CacheColumn)
         column.show(view, rebuild=True, units=self.session.units)
         column.order.display = move.kind != "victim"
