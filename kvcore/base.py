@@ -89,25 +89,35 @@ def _describe_tokens(tokens: tuple, limit: int = 8) -> str:
     return f"[{shown}{' ...' if len(tokens) > limit else ''}]"
 
 
-class BasePagedAttentionCache:
-    """Each allocation gets its own pages; nothing is shared or cached after release.
+def claimed(page_pool: PagePool, tokens_per_page: int) -> PagePool:
+    """``page_pool``, claimed for a new cache of ``tokens_per_page`` (checked first):
+    InvalidConfiguration for a bad page size, or a pool another cache uses or one with pages
+    missing (:meth:`PagePool.claim`)."""
+    if type(tokens_per_page) is not int or tokens_per_page < 1:
+        raise InvalidConfiguration(f"tokens_per_page must be a positive integer, got {reprlib.repr(tokens_per_page)}")
+    if isinstance(page_pool, PagePool):
+        page_pool.claim()  # one cache per pool, every page free: invariant 1 from birth
+    return page_pool
 
-    acquire takes ``ceil((len(tokens) + extra_token_slots) / tokens_per_page)`` pages from
-    the pool, publish validates its arguments and does nothing else, release frees every
-    page. Every successful operation advances the logical ``clock`` by one.
+
+class CacheCore:
+    """What every cache design shares, whatever it takes its pages from: validation, the
+    allocations and their ids, the clock, events and watching, stats, the refusal of a bad
+    request, and restore. Not a cache by itself.
+
+    A design builds its own page source (the base and trie caches a :class:`PagePool`, the
+    hash cache a :class:`~kvcore.freequeue.FreeBlockQueue`) and hands it over: this class
+    reads only ``available_page_count()`` and ``total_page_count()`` of it. A design
+    supplies acquire, publish, release, snapshot and the restore hooks.
     """
 
     kind = "base"
-    #: The eviction policy (:data:`kvcore.policies.POLICIES`). The base cache never evicts;
-    #: its snapshots say "lru", the default.
+    #: The eviction policy (:data:`kvcore.policies.POLICIES`). Only the trie evicts by one;
+    #: the others' snapshots say "lru", the default.
     policy = "lru"
 
-    def __init__(self, page_pool: PagePool, tokens_per_page: int):
-        if type(tokens_per_page) is not int or tokens_per_page < 1:
-            raise InvalidConfiguration(f"tokens_per_page must be a positive integer, got {reprlib.repr(tokens_per_page)}")
-        if isinstance(page_pool, PagePool):
-            page_pool.claim()  # one cache per pool, every page free: invariant 1 from birth
-        self._pool = page_pool
+    def __init__(self, pages, tokens_per_page: int):
+        self._pool = pages
         self.tokens_per_page = tokens_per_page
         self.clock = 0
         self.allocations: dict[int, PageAllocation] = {}
@@ -125,8 +135,8 @@ class BasePagedAttentionCache:
     # -- public API ----------------------------------------------------------------------
 
     @property
-    def page_pool(self) -> PagePool:
-        """The pool this cache takes pages from."""
+    def page_pool(self):
+        """Where this cache takes pages from (the hash cache: its free queue)."""
         return self._pool
 
     def record_events(self, on: bool = True) -> None:
@@ -155,6 +165,187 @@ class BasePagedAttentionCache:
         taken = tuple(events)
         events.clear()  # in place: a watched cache's list keeps its callback
         return taken
+
+    def check_invariants(self) -> list:
+        """DESIGN's invariants on the current state; [] when healthy. O(state), off the hot path."""
+        from .invariants import check_snapshot
+
+        # Read from the live structures, not the kept rows: a change no operation noted shows.
+        return check_snapshot(self._live_snapshot()) + self._check_live_structures()
+
+    @classmethod
+    def restore(cls, snapshot: Snapshot, *, verify: bool = True, **options):
+        """A new live cache (own pages, same allocation ids) that behaves like the snapshotted one.
+
+        ``verify`` (the default) guarantees the restored cache's snapshot equals
+        ``snapshot``, or raises InvalidOperation saying why not (see :mod:`kvcore.verify`):
+        impossible fields, broken invariants, or a difference once restored. Pass False
+        only for snapshots this library made itself. ``options`` are the design's
+        constructor options a snapshot does not hold (the hash cache's
+        ``recompute_last_token``): a snapshot holds state, not rules.
+        """
+        from .verify import first_difference, why_not_restorable
+
+        if verify:
+            why = why_not_restorable(snapshot, cls.kind)
+            if why is not None:
+                raise InvalidOperation(f"cannot restore the snapshot: {why}")
+        elif snapshot.kind != cls.kind:
+            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
+        cache = cls._for_restore(snapshot, **options)
+        cache.clock = snapshot.clock
+        cache._next_allocation_id = snapshot.next_allocation_id
+        s = snapshot.stats
+        cache._lookups, cache._lookup_tokens, cache._hit_tokens = s.lookups, s.lookup_tokens, s.hit_tokens
+        cache._evictions, cache._dedups = s.evictions, s.dedups
+        cache._restore_structure(snapshot)
+        cache._seed_info_cache(snapshot)
+        if verify:
+            why = first_difference(snapshot, cache.snapshot())
+            if why is not None:
+                raise InvalidOperation(f"cannot restore the snapshot: {why}")
+        return cache
+
+    # -- hooks a design supplies ----------------------------------------------------------
+
+    @classmethod
+    def _for_restore(cls, snapshot: Snapshot, **options) -> "CacheCore":  # pragma: no cover - each design's
+        """An empty cache configured like ``snapshot``, its pages as the snapshot's free list says."""
+        raise NotImplementedError
+
+    def _restore_structure(self, snapshot: Snapshot) -> None:  # pragma: no cover - each design's
+        """Rebuild the design's structures and the allocations from ``snapshot``."""
+        raise NotImplementedError
+
+    def _seed_info_cache(self, snapshot: Snapshot) -> None:
+        """Reuse the snapshot's rows for the restored cache's snapshots (a design that keeps rows)."""
+
+    def _live_snapshot(self) -> Snapshot:
+        """The snapshot read from the live structures, for :meth:`check_invariants`."""
+        return self.snapshot()
+
+    def _evictable_count(self) -> int:
+        return 0
+
+    def _check_live_structures(self) -> list:
+        return []
+
+    # -- shared machinery ---------------------------------------------------------------
+
+    def _extend(self, allocation: PageAllocation, tokens: Iterable[int], extra_token_slots: int) -> None:
+        self._check_live(allocation, "extend")
+        self._check_extra(extra_token_slots, "extend")
+        tokens = int_tokens(tokens, f"extend {allocation.label}")
+        old = allocation._tokens
+        if len(tokens) < len(old) or tokens[: len(old)] != old:
+            raise InvalidOperation(
+                f"extend {allocation.label}: the new tokens must start with the allocation's "
+                f"{len(old)} tokens {_describe_tokens(old)}, got {len(tokens)} tokens {_describe_tokens(tokens)}")
+        needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page) - len(allocation._pages)
+        free = self._pool.available_page_count()
+        if needed > free:
+            evictable = self._evictable_count()
+            if needed > free + evictable:
+                if self._watched:
+                    self._events.append(ev.Failed("extend", allocation.id, needed, free, evictable, 0))
+                raise self._failure(
+                    f"cannot extend {allocation.label} to {len(tokens)} tokens + {extra_token_slots} extra slots",
+                    needed, free, evictable)
+        events = self._events
+        if events is not None:  # before the tick: at each event the state is as it says
+            events.append(ev.OpStarted("extend", allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
+        self.clock += 1
+        allocation._tokens = tokens
+        if self._watched:
+            events.append(ev.Ticked("extend", allocation.id, self.clock))
+        if needed > 0:
+            self._grow(allocation, needed)
+
+    def _tick(self, op: str, allocation: PageAllocation) -> list | None:
+        """Start ``op`` (it cannot fail any more) and advance the clock: its OpStarted before
+        the tick, a watched cache's Ticked after it. The event list (None when not recording).
+        The hash cache's publish and release call it; the base cache's inline it."""
+        events = self._events
+        if events is not None:
+            events.append(ev.OpStarted(op, allocation.id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(allocation.id)
+        self.clock += 1
+        if self._watched:
+            events.append(ev.Ticked(op, allocation.id, self.clock))
+        return events
+
+    def _publish_tokens(self, allocation: PageAllocation, tokens: Iterable[int] | None,
+                        publish_incomplete_page: bool) -> tuple[int, ...]:
+        """Validate a publish; on success store longer tokens and return the tokens to publish."""
+        self._check_live(allocation, "publish")
+        if publish_incomplete_page:
+            raise InvalidOperation(
+                f"publish {allocation.label}: publish_incomplete_page=True is not supported; "
+                "only full pages are shared (a partial page would be matched as if complete)")
+        own = allocation._tokens
+        if tokens is None:
+            return own
+        tokens = int_tokens(tokens, f"publish {allocation.label}")
+        common = min(len(tokens), len(own))
+        if tokens[:common] != own[:common]:
+            first = next(i for i in range(common) if tokens[i] != own[i])
+            raise InvalidOperation(
+                f"publish {allocation.label}: tokens disagree with the allocation's at position {first} "
+                f"(allocation has {own[first]}, publish has {tokens[first]})")
+        if len(tokens) > len(own):
+            capacity = len(allocation._pages) * self.tokens_per_page
+            if len(tokens) > capacity:
+                raise InvalidOperation(
+                    f"publish {allocation.label}: {len(tokens)} tokens do not fit in its "
+                    f"{len(allocation._pages)} pages ({capacity} slots); extend it first")
+            allocation._tokens = tokens
+        return tokens
+
+    def _retire(self, allocation: PageAllocation) -> None:
+        allocation.released = True
+        allocation._pages = []
+        allocation._nodes = []
+        del self.allocations[allocation.id]
+
+    def _check_live(self, allocation: PageAllocation, op: str) -> None:
+        if allocation.released:
+            raise InvalidOperation(f"{op} {allocation.label}: the allocation was released; it holds nothing")
+        if self.allocations.get(allocation.id) is not allocation:
+            raise InvalidOperation(f"{op} {allocation.label}: the allocation does not belong to this cache")
+
+    @staticmethod
+    def _check_extra(extra_token_slots: int, op: str) -> None:
+        if not isinstance(extra_token_slots, int) or isinstance(extra_token_slots, bool) or extra_token_slots < 0:
+            raise InvalidOperation(f"{op}: extra_token_slots must be a non-negative integer, got {extra_token_slots!r}")
+
+    def _failure(self, what: str, needed: int, free: int, evictable: int,
+                 matched: int = 0) -> CacheAllocationFailure:
+        """The error for a request that does not fit; ``matched`` counts unreferenced pages
+        the request itself matched (protected for it, so not evictable for it)."""
+        held = self._pool.total_page_count() - free - evictable
+        note = (f" ({matched} of them only because this request matched them: it cannot evict its own prefix)"
+                if matched else "")
+        return CacheAllocationFailure(
+            f"{what}: need {needed} page{'s' if needed != 1 else ''}: {free} free, {evictable} evictable, "
+            f"{held} held by live allocations{note}",
+            needed=needed, free=free, evictable=evictable, held=held)
+
+
+class BasePagedAttentionCache(CacheCore):
+    """Each allocation gets its own pages; nothing is shared or cached after release.
+
+    acquire takes ``ceil((len(tokens) + extra_token_slots) / tokens_per_page)`` pages from
+    the pool, publish validates its arguments and does nothing else, release frees every
+    page. Every successful operation advances the logical ``clock`` by one.
+    """
+
+    kind = "base"
+
+    def __init__(self, page_pool: PagePool, tokens_per_page: int):
+        super().__init__(claimed(page_pool, tokens_per_page), tokens_per_page)
 
     def acquire_pages_for_tokens(self, tokens: Iterable[int], extra_token_slots: int = 0, *,
                                  name: str | None = None, priority: int = 0) -> PageAllocation:
@@ -274,53 +465,13 @@ class BasePagedAttentionCache:
             owned_cache.clear()
         return nodes, allocations
 
-    def check_invariants(self) -> list:
-        """DESIGN's six invariants on the current state; [] when healthy. O(state), off the hot path."""
-        from .invariants import check_snapshot
-
-        # Read from the live structures, not the kept rows: a change no operation noted shows.
-        own = type(self).snapshot is BasePagedAttentionCache.snapshot  # (the hash cache has its own)
-        return check_snapshot(self._snapshot_from_live() if own else self.snapshot()) + self._check_live_structures()
-
     @classmethod
-    def restore(cls, snapshot: Snapshot, *, verify: bool = True) -> "BasePagedAttentionCache":
-        """A new live cache (own pool, same allocation ids) that behaves like the snapshotted one.
-
-        ``verify`` (the default) guarantees the restored cache's snapshot equals
-        ``snapshot``, or raises InvalidOperation saying why not (see :mod:`kvcore.verify`):
-        impossible fields, broken invariants, or a difference once restored. Pass False
-        only for snapshots this library made itself.
-        """
-        from .invariants import check_snapshot
-        from .verify import first_difference, refusal
-
-        if verify:
-            why = refusal(snapshot, cls.kind)
-            if why is None:
-                violations = check_snapshot(snapshot)
-                why = f"inconsistent: {violations[0]}" if violations else None
-            if why is not None:
-                raise InvalidOperation(f"cannot restore the snapshot: {why}")
-        elif snapshot.kind != cls.kind:
-            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
-        cache = cls._for_restore(PagePool.restored(snapshot.page_count, snapshot.free), snapshot)
-        cache.clock = snapshot.clock
-        cache._next_allocation_id = snapshot.next_allocation_id
-        s = snapshot.stats
-        cache._lookups, cache._lookup_tokens, cache._hit_tokens = s.lookups, s.lookup_tokens, s.hit_tokens
-        cache._evictions, cache._dedups = s.evictions, s.dedups
-        cache._restore_structure(snapshot)
-        cache._seed_info_cache(snapshot)
-        if verify:
-            why = first_difference(snapshot, cache.snapshot())
-            if why is not None:
-                raise InvalidOperation(f"cannot restore the snapshot: {why}")
-        return cache
-
-    @classmethod
-    def _for_restore(cls, pool: PagePool, snapshot: Snapshot) -> "BasePagedAttentionCache":
+    def _for_restore(cls, snapshot: Snapshot) -> "BasePagedAttentionCache":
         """An empty cache configured like ``snapshot`` (the trie adds its policy)."""
-        return cls(pool, snapshot.tokens_per_page)
+        return cls(PagePool.restored(snapshot.page_count, snapshot.free), snapshot.tokens_per_page)
+
+    def _live_snapshot(self) -> Snapshot:
+        return self._snapshot_from_live()
 
     def _seed_info_cache(self, snapshot: Snapshot) -> None:
         """Reuse the snapshot's rows for the restored cache's own snapshots (cheap, shared)."""
@@ -339,7 +490,7 @@ class BasePagedAttentionCache:
                  if info.state == OWNED and info.node is None and info.ref == 0}
         self._info_cache = {"node": nodes, "owned": owned}
 
-    # -- hooks the trie cache overrides -------------------------------------------------
+    # -- hooks the trie cache overrides, and the operations on a PagePool ------------------
 
     def _node_infos(self, cache: dict) -> list[tuple[NodeInfo, PageInfo | None]]:
         return []
@@ -350,14 +501,8 @@ class BasePagedAttentionCache:
     def _next_seq_value(self) -> int:
         return 1
 
-    def _evictable_count(self) -> int:
-        return 0
-
     def _evict(self, count: int, allocation_id: int) -> list[int]:  # pragma: no cover - base never evicts
         raise AssertionError("the base cache has nothing to evict")
-
-    def _check_live_structures(self) -> list:
-        return []
 
     def _restore_structure(self, snapshot: Snapshot) -> None:
         for a in snapshot.allocations:
@@ -395,53 +540,6 @@ class BasePagedAttentionCache:
         if events is not None:
             events.append(ev.Released(allocation.id))
 
-    # -- shared machinery ---------------------------------------------------------------
-
-    def _extend(self, allocation: PageAllocation, tokens: Iterable[int], extra_token_slots: int) -> None:
-        self._check_live(allocation, "extend")
-        self._check_extra(extra_token_slots, "extend")
-        tokens = int_tokens(tokens, f"extend {allocation.label}")
-        old = allocation._tokens
-        if len(tokens) < len(old) or tokens[: len(old)] != old:
-            raise InvalidOperation(
-                f"extend {allocation.label}: the new tokens must start with the allocation's "
-                f"{len(old)} tokens {_describe_tokens(old)}, got {len(tokens)} tokens {_describe_tokens(tokens)}")
-        needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page) - len(allocation._pages)
-        free = self._pool.available_page_count()
-        if needed > free:
-            evictable = self._evictable_count()
-            if needed > free + evictable:
-                if self._watched:
-                    self._events.append(ev.Failed("extend", allocation.id, needed, free, evictable, 0))
-                raise self._failure(
-                    f"cannot extend {allocation.label} to {len(tokens)} tokens + {extra_token_slots} extra slots",
-                    needed, free, evictable)
-        events = self._events
-        if events is not None:  # before the tick: at each event the state is as it says
-            events.append(ev.OpStarted("extend", allocation.id, self.clock + 1))
-            if self._rows is not None:
-                self._rows.op(allocation.id)
-        self.clock += 1
-        allocation._tokens = tokens
-        if self._watched:
-            events.append(ev.Ticked("extend", allocation.id, self.clock))
-        if needed > 0:
-            self._grow(allocation, needed)
-
-    def _tick(self, op: str, allocation: PageAllocation) -> list | None:
-        """Start ``op`` (it cannot fail any more) and advance the clock: its OpStarted before
-        the tick, a watched cache's Ticked after it. The event list (None when not recording).
-        The hash cache's publish and release call it; the base cache's inline it."""
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted(op, allocation.id, self.clock + 1))
-            if self._rows is not None:
-                self._rows.op(allocation.id)
-        self.clock += 1
-        if self._watched:
-            events.append(ev.Ticked(op, allocation.id, self.clock))
-        return events
-
     def _grow(self, allocation: PageAllocation, needed: int) -> None:
         """Append ``needed`` pages: free ones first, then evicted ones. Availability was checked."""
         pool = self._pool
@@ -452,62 +550,6 @@ class BasePagedAttentionCache:
             self._events.append(ev.PagesTaken(allocation.id, tuple(taken)))
         if needed > take:
             allocation._pages += self._evict(needed - take, allocation.id)  # narrated: appends itself
-
-    def _publish_tokens(self, allocation: PageAllocation, tokens: Iterable[int] | None,
-                        publish_incomplete_page: bool) -> tuple[int, ...]:
-        """Validate a publish; on success store longer tokens and return the tokens to publish."""
-        self._check_live(allocation, "publish")
-        if publish_incomplete_page:
-            raise InvalidOperation(
-                f"publish {allocation.label}: publish_incomplete_page=True is not supported; "
-                "only full pages are shared (a partial page would be matched as if complete)")
-        own = allocation._tokens
-        if tokens is None:
-            return own
-        tokens = int_tokens(tokens, f"publish {allocation.label}")
-        common = min(len(tokens), len(own))
-        if tokens[:common] != own[:common]:
-            first = next(i for i in range(common) if tokens[i] != own[i])
-            raise InvalidOperation(
-                f"publish {allocation.label}: tokens disagree with the allocation's at position {first} "
-                f"(allocation has {own[first]}, publish has {tokens[first]})")
-        if len(tokens) > len(own):
-            capacity = len(allocation._pages) * self.tokens_per_page
-            if len(tokens) > capacity:
-                raise InvalidOperation(
-                    f"publish {allocation.label}: {len(tokens)} tokens do not fit in its "
-                    f"{len(allocation._pages)} pages ({capacity} slots); extend it first")
-            allocation._tokens = tokens
-        return tokens
-
-    def _retire(self, allocation: PageAllocation) -> None:
-        allocation.released = True
-        allocation._pages = []
-        allocation._nodes = []
-        del self.allocations[allocation.id]
-
-    def _check_live(self, allocation: PageAllocation, op: str) -> None:
-        if allocation.released:
-            raise InvalidOperation(f"{op} {allocation.label}: the allocation was released; it holds nothing")
-        if self.allocations.get(allocation.id) is not allocation:
-            raise InvalidOperation(f"{op} {allocation.label}: the allocation does not belong to this cache")
-
-    @staticmethod
-    def _check_extra(extra_token_slots: int, op: str) -> None:
-        if not isinstance(extra_token_slots, int) or isinstance(extra_token_slots, bool) or extra_token_slots < 0:
-            raise InvalidOperation(f"{op}: extra_token_slots must be a non-negative integer, got {extra_token_slots!r}")
-
-    def _failure(self, what: str, needed: int, free: int, evictable: int,
-                 matched: int = 0) -> CacheAllocationFailure:
-        """The error for a request that does not fit; ``matched`` counts unreferenced pages
-        the request itself matched (protected for it, so not evictable for it)."""
-        held = self._pool.total_page_count() - free - evictable
-        note = (f" ({matched} of them only because this request matched them: it cannot evict its own prefix)"
-                if matched else "")
-        return CacheAllocationFailure(
-            f"{what}: need {needed} page{'s' if needed != 1 else ''}: {free} free, {evictable} evictable, "
-            f"{held} held by live allocations{note}",
-            needed=needed, free=free, evictable=evictable, held=held)
 
 
 class _Rows:

@@ -238,55 +238,8 @@ class Failed:
     protected: int
 
 
-FINE_EVENTS: tuple[type, ...] = (Walked, HeapPushed, HeapPopped, HeapRemoved, HeapSwapped, Failed, Ticked)
-"""The event classes a cache reports only while watched."""
-
-Event = (
-    OpStarted | Matched | RefTaken | RefDropped | Touched | CandidateAdded | CandidateRemoved
-    | PagesTaken | Evicted | NodeCreated | Deduplicated | PagesFreed | Released
-    | Walked | HeapPushed | HeapPopped | HeapRemoved | HeapSwapped | Failed | Ticked
-)
-
-EVENT_TYPES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (OpStarted, Matched, RefTaken, RefDropped, Touched, CandidateAdded, CandidateRemoved,
-                PagesTaken, Evicted, NodeCreated, Deduplicated, PagesFreed, Released) + FINE_EVENTS
-}
-
-
-def event_to_dict(event: Event) -> dict:
-    """A JSON-able dict with a ``type`` field naming the event class."""
-    d = asdict(event)
-    d["type"] = type(event).__name__
-    return d
-
-
-def event_from_dict(d: dict) -> Event:
-    """Inverse of :func:`event_to_dict`; lists become tuples."""
-    cls = EVENT_TYPES[d["type"]]
-    kwargs = {}
-    for f in fields(cls):
-        v = d[f.name]
-        kwargs[f.name] = tuple(v) if isinstance(v, list) else v
-    return cls(**kwargs)
-
-
-class Tap(list):
-    """The event list of a watched cache: every append also goes to ``callback`` at once."""
-
-    __slots__ = ("callback",)
-
-    def __init__(self, callback) -> None:
-        super().__init__()
-        self.callback = callback
-
-    def append(self, event) -> None:
-        list.append(self, event)
-        self.callback(event)
-
-
 # -- the hash-block cache's events (kvcore.hashblock: vLLM's BlockStored, BlockRemoved and its
-# free-queue moves). Appended as one block; registered in EVENT_TYPES below.
+# free-queue moves).
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,4 +296,52 @@ class PagesQueued:
 HASH_EVENTS: tuple[type, ...] = (BlockCached, BlockEvicted, PageUnqueued, PagesQueued)
 """The event classes only the hash-block cache reports."""
 
-EVENT_TYPES.update({cls.__name__: cls for cls in HASH_EVENTS})
+
+FINE_EVENTS: tuple[type, ...] = (Walked, HeapPushed, HeapPopped, HeapRemoved, HeapSwapped, Failed, Ticked)
+"""The event classes a cache reports only while watched."""
+
+Event = (
+    OpStarted | Matched | RefTaken | RefDropped | Touched | CandidateAdded | CandidateRemoved
+    | PagesTaken | Evicted | NodeCreated | Deduplicated | PagesFreed | Released
+    | Walked | HeapPushed | HeapPopped | HeapRemoved | HeapSwapped | Failed | Ticked
+    | BlockCached | BlockEvicted | PageUnqueued | PagesQueued
+)
+"""Any event a kvcore cache reports: every class of :data:`EVENT_TYPES`."""
+
+EVENT_TYPES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (OpStarted, Matched, RefTaken, RefDropped, Touched, CandidateAdded, CandidateRemoved,
+                PagesTaken, Evicted, NodeCreated, Deduplicated, PagesFreed, Released) + FINE_EVENTS + HASH_EVENTS
+}
+"""Every event class by name (what :func:`event_from_dict` reads back)."""
+
+
+def event_to_dict(event: Event) -> dict:
+    """A JSON-able dict with a ``type`` field naming the event class."""
+    d = asdict(event)
+    d["type"] = type(event).__name__
+    return d
+
+
+def event_from_dict(d: dict) -> Event:
+    """Inverse of :func:`event_to_dict`; lists become tuples."""
+    cls = EVENT_TYPES[d["type"]]
+    kwargs = {}
+    for f in fields(cls):
+        v = d[f.name]
+        kwargs[f.name] = tuple(v) if isinstance(v, list) else v
+    return cls(**kwargs)
+
+
+class Tap(list):
+    """The event list of a watched cache: every append also goes to ``callback`` at once."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback) -> None:
+        super().__init__()
+        self.callback = callback
+
+    def append(self, event) -> None:
+        list.append(self, event)
+        self.callback(event)

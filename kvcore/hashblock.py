@@ -56,11 +56,9 @@ from collections.abc import Iterable
 
 from . import events as ev
 from .allocation import PageAllocation
-from .base import _EXPLICIT_PAGES, BasePagedAttentionCache, check_name, check_priority, int_tokens
+from .base import _EXPLICIT_PAGES, CacheCore, check_name, check_priority, claimed, int_tokens
 from .blockkey import chain_keys, key_text
 from .errors import InvalidConfiguration, InvalidOperation
-# Also importable from here, where they were defined until they joined kvcore.events.
-from .events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued  # noqa: F401
 from .freequeue import FreeBlockQueue
 from .pool import PagePool
 from .snapshot import (CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, PageTable, QueuedPages, Snapshot, Stats,
@@ -79,26 +77,28 @@ class _Block:
         self.page = page
 
 
-class HashBlockPagedAttentionCache(BasePagedAttentionCache):
+class HashBlockPagedAttentionCache(CacheCore):
     """vLLM's prefix cache: full blocks in a flat map of chained keys, one free queue of
     ref-0 pages that is the LRU order, lazy eviction (see the module docstring).
 
-    Same API as the trie. ``page_pool`` is the free queue (its ``available_page_count`` is
-    the queued pages holding no cached block); the pool given is read once, for its size and
-    free order, and not used afterwards.
+    Same API as the trie. The cache owns a free queue in place of a page pool, as vLLM's
+    ``BlockPool`` owns its ``FreeKVCacheBlockQueue``: the pool given is claimed and read once,
+    for its size and free order, and not used afterwards. ``page_pool`` is the free queue (its
+    ``available_page_count`` is the queued pages holding no cached block). ``restore`` takes
+    ``recompute_last_token`` as the constructor does (a snapshot holds state, not rules).
     """
 
     kind = "hash"
 
     def __init__(self, page_pool: PagePool, tokens_per_page: int, *, recompute_last_token: bool = False):
-        super().__init__(page_pool, tokens_per_page)
+        page_pool = claimed(page_pool, tokens_per_page)
         if type(recompute_last_token) is not bool:
             raise InvalidConfiguration(f"recompute_last_token must be True or False, not {recompute_last_token!r}")
+        free = page_pool.free_pages()  # its untouched run, then the pages it got back
+        super().__init__(FreeBlockQueue(page_pool.total_page_count(), free.untouched_from, (),
+                                        ((p, False) for p in free.returned)), tokens_per_page)
         #: vLLM's rule: a hit covers at most ``len(tokens) - 1`` tokens (the module doc).
         self.recompute_last_token = recompute_last_token
-        free = page_pool.free_pages()  # its untouched run, then the pages it got back
-        self._pool = FreeBlockQueue(page_pool.total_page_count(), free.untouched_from, (),
-                                    ((p, False) for p in free.returned))
         self._refs: dict[int, int] = {}  # page -> ref, for pages with ref > 0
         self._blocks: dict[int, _Block] = {}  # page -> the cached block it holds
         self._by_key: dict[bytes, list[_Block]] = {}  # key -> its blocks, first cached first
@@ -347,7 +347,7 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
                 head.reverse()
                 for page in head:
                     del refs[page]
-            # BasePagedAttentionCache._retire, inlined.
+            # CacheCore._retire, inlined.
             allocation.released = True
             allocation._pages = []
             allocation._nodes = []
@@ -452,37 +452,11 @@ class HashBlockPagedAttentionCache(BasePagedAttentionCache):
         return {k for k, ok in settled.items() if ok}
 
     @classmethod
-    def restore(cls, snapshot: Snapshot, *, verify: bool = True,
-                recompute_last_token: bool = False) -> "HashBlockPagedAttentionCache":
-        """A new live cache (own free queue, same allocation ids) that behaves like the
-        snapshotted one; ``verify`` as in :meth:`BasePagedAttentionCache.restore`. A snapshot
-        holds state, not rules: ``recompute_last_token`` is the restored cache's (as in the
-        constructor), whatever the snapshotted cache's was.
-
-        Not the base's: that one rebuilds a :class:`PagePool` from the free list, and a free
-        queue with pages ahead of its untouched run would be listed page by page there (all
-        10**12 of a trace replay's pool). Here the queue is rebuilt in O(pages used).
-        """
-        from .verify import first_difference, why_not_restorable
-
-        if verify:
-            why = why_not_restorable(snapshot, cls.kind)
-            if why is not None:
-                raise InvalidOperation(f"cannot restore the snapshot: {why}")
-        elif snapshot.kind != cls.kind:
-            raise InvalidOperation(f"cannot restore a {snapshot.kind} snapshot as a {cls.kind} cache")
-        cache = cls(PagePool(0), snapshot.tokens_per_page, recompute_last_token=recompute_last_token)
-        cache.clock = snapshot.clock
-        cache._next_allocation_id = snapshot.next_allocation_id
-        s = snapshot.stats
-        cache._lookups, cache._lookup_tokens, cache._hit_tokens = s.lookups, s.lookup_tokens, s.hit_tokens
-        cache._evictions, cache._dedups = s.evictions, s.dedups
-        cache._restore_structure(snapshot)
-        if verify:
-            why = first_difference(snapshot, cache.snapshot())
-            if why is not None:
-                raise InvalidOperation(f"cannot restore the snapshot: {why}")
-        return cache
+    def _for_restore(cls, snapshot: Snapshot, *, recompute_last_token: bool = False) -> "HashBlockPagedAttentionCache":
+        # An empty queue: _restore_structure rebuilds it from the snapshot's free list in
+        # O(pages used), where a PagePool would list a free queue with pages ahead of its
+        # untouched run page by page (all 10**12 of a trace replay's pool).
+        return cls(PagePool(0), snapshot.tokens_per_page, recompute_last_token=recompute_last_token)
 
     def _restore_structure(self, snapshot: Snapshot) -> None:
         for info in snapshot.blocks:

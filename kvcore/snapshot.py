@@ -519,7 +519,7 @@ class Snapshot:
                       "hit_tokens": self.stats.hit_tokens, "evictions": self.stats.evictions,
                       "dedups": self.stats.dedups},
         }
-        if self.kind == "hash":  # only there: trie and base snapshots serialise as before
+        if self.kind == "hash":  # only there: trie and base snapshots have no blocks field
             d["blocks"] = [_block_row(b) for b in self.blocks]
         return d
 
@@ -641,9 +641,9 @@ def _page_row(p: PageInfo) -> list:
     return [p.page, p.state, p.owner, p.node, p.ref]
 
 
-# Rows written before policies existed have seven fields and no allocation priority; the
-# fields policies added are written only when not 0, so such snapshots read back and
-# serialise byte for byte as before, and the schema stays kvcore.snapshot/1.
+# A node row has seven fields, then hits and priority only when either is not 0 (an
+# allocation row likewise its priority): a snapshot that never used a policy's fields writes
+# the short rows, and both forms read back under one schema, kvcore.snapshot/1.
 
 def _node_row(n: NodeInfo) -> list:
     row = [n.id, n.parent, list(n.tokens), n.page, n.ref, n.last_access, n.seq]

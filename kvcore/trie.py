@@ -31,6 +31,7 @@ from .base import BasePagedAttentionCache, check_name, check_priority, exact_int
 from .errors import InvalidConfiguration, InvalidOperation
 from .heap import IndexedHeap, WatchedHeap
 from .policies import check_policy, key_tuple, unpack
+from .pool import PagePool
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
 
@@ -705,8 +706,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         return out
 
     @classmethod
-    def _for_restore(cls, pool, snapshot: Snapshot) -> "TriePagedAttentionCache":
-        return cls(pool, snapshot.tokens_per_page, snapshot.policy)
+    def _for_restore(cls, snapshot: Snapshot) -> "TriePagedAttentionCache":
+        return cls(PagePool.restored(snapshot.page_count, snapshot.free), snapshot.tokens_per_page, snapshot.policy)
 
     def _heap_ids(self) -> tuple[int, ...]:
         return tuple(map(_seq_of, self._heap.items()))

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Eviction keys: ``(last_access, seq)`` packed into one int by one helper (issue 10: the
-packing was written out five times while ``heap.pack_key`` sat unused)."""
+"""Eviction keys: ``(last_access, seq)`` packed into one int by one helper, in the module
+of the policy table."""
 
 from __future__ import annotations
 
