@@ -150,3 +150,18 @@ def test_kinds_and_max_moves_limit_the_exercise():
     assert 3 <= len(short.moves) < len(build_exercise(session).moves)
     with pytest.raises(KeyError, match="no move kind"):
         build_exercise(session, kinds=["teleport"])
+
+
+def test_a_new_design_gets_the_move_kinds_its_own_event_table_produces():
+    from kvcore import events as ev
+
+    from kvviz.model.designs import Design, EventWords, Nouns, register, unregister
+
+    toy = Design(name="toy-practice", title="a toy cache", clauses={},
+                 nouns=Nouns("slot", "slots", "array", "dropped", "free queue", "op"),
+                 events={ev.PagesTaken: EventWords("take", "took"), ev.Matched: EventWords("match", "matched")})
+    register(toy)
+    try:
+        assert move_kinds_of(toy) == ("stop", "take")
+    finally:
+        unregister("toy-practice")
