@@ -357,6 +357,12 @@ def _find_take(o: _Op) -> list[_Draft]:
 # -- the hash queue's drop ----------------------------------------------------------------------
 
 
+def _drop_text(pages: tuple[int, ...]) -> str:
+    if not pages:
+        return "no block drops"
+    return f"drop the block{'s' if len(pages) != 1 else ''} of {_pages(pages)}"
+
+
 def _find_drop(o: _Op) -> list[_Draft]:
     drafts = []
     for i in o.indices("take"):
@@ -371,7 +377,7 @@ def _find_drop(o: _Op) -> list[_Draft]:
         right_why = ("; ".join([f"page {p} still caches block {b}: the block leaves as the page is taken "
                                 f"(lazy eviction)" for p, b in blocks.items()]
                                + ([f"{_pages(kept)} cache{'s' if len(kept) == 1 else ''} nothing"] if kept else [])))
-        options = [(f"drop the blocks of {_pages(dropped)}" if dropped else "no block drops", dropped, None, right_why)]
+        options = [(_drop_text(dropped), dropped, None, right_why)]
         wrong = [
             ((), "free-means-empty", "a page in the free queue may still cache its block (vLLM evicts lazily): "
                                      + right_why),
@@ -384,10 +390,9 @@ def _find_drop(o: _Op) -> list[_Draft]:
             if value in seen:
                 continue
             seen.add(value)
-            options.append((f"drop the blocks of {_pages(value)}" if value else "no block drops", value, mistake,
-                            reason))
-        prompt = (f"{o.op.text}: {_pages(taken)} leave the free queue's head. Which of them drop a cached block "
-                  "as they are taken?")
+            options.append((_drop_text(value), value, mistake, reason))
+        prompt = (f"{o.op.text}: {_pages(taken)} {'leaves' if len(taken) == 1 else 'leave'} the free queue's head. "
+                  f"Which of {'it' if len(taken) == 1 else 'them'} drop a cached block as taken?")
         drafts.append(_Draft(anchor, tuple(range(anchor, i)), prompt, options, (("taken", taken),)))
     return drafts
 
