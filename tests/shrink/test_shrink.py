@@ -132,3 +132,4 @@ def test_the_shrinker_works_on_the_other_designs(kind):
     result = shrink(scenario, "kvcore")
     assert result.identity.source == "expect" and f"cache {kind}" in result.text
     assert result.after.ops <= 2
+
