@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Practice mode in the UI: the question panel before each interesting step, answers by
-number key or typed, skip, hint, score, no re-asking, and a timeline that asking never changes."""
+"""Practice mode in the UI: the question panel before each interesting step, answers typed
+in the answer line (a choice letter or the answer itself), skip, graduated hints, score, no
+re-asking, stepping into where a wrong answer parted, and a timeline that asking never changes."""
 
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ def _export(session):
 
 
 def _wrong_line(question):
-    return next(str(c.label) for c in question.choices if c.value != question.answer)
+    return next(c.label for c in question.choices if c.value != question.answer)
 
 
 def _right_line(question):
-    return next(str(c.label) for c in question.choices if c.value == question.answer)
+    return question.correct_choice.label
 
 
 def _panel_text(app) -> str:
@@ -45,17 +46,18 @@ async def test_p_and_the_palette_entry_switch_practice_on_and_off(app_on, lru):
     assert "Toggle practice mode" in names
 
 
-async def test_practice_on_a_hash_cache_says_why_not_and_stays_off(app_on):
+async def test_practice_on_a_hash_cache_asks_the_hash_caches_own_questions(app_on):
     from kvviz.demos import load_demo
+    from kvviz.model.designs import design
     from kvviz.model.session import Session
 
     app = app_on(Session.from_scenario(load_demo("hash-vs-trie")))
     async with app.run_test(size=SIZE) as pilot:
         app.action_toggle_practice()
         await pilot.pause()
-        assert app.practice is None and not app.question_panel.display
-        notes = [str(n.message) for n in app._notifications]
-        assert any("hash cache" in n for n in notes), notes
+        assert app.practice is not None and app.question_panel.display
+        kinds = {q.kind for q in app.practice.by_step.values()}
+        assert kinds and kinds <= set(design("hash").questions)
 
 
 async def test_stepping_onto_a_question_asks_first_and_shows_the_step_before(app_on, lru):
@@ -78,13 +80,14 @@ async def test_stepping_onto_a_question_asks_first_and_shows_the_step_before(app
     assert _export(lru) == before  # asking never changed the timeline
 
 
-async def test_a_number_key_answers_and_reveals_with_feedback_and_score(app_on, lru):
+async def test_a_letter_typed_in_the_answer_line_answers_and_reveals_with_feedback_and_score(app_on, lru):
     first = questions(lru, 0)[0]
     app = app_on(lru, first.step - 1, practice=True)
     async with app.run_test(size=SIZE) as pilot:
         app.action_next_step()
         await pilot.pause()
-        await pilot.press(_right_line(first))  # the binding, for real
+        assert app.question_panel.input.has_focus  # asked: the answer line takes the keys
+        await pilot.press(_right_line(first), "enter")  # the keys, for real
         await pilot.pause()
         assert app.step == first.step and app.practice.pending is None
         assert app.practice.tally.right == 1 and app.practice.tally.asked == 1
@@ -105,7 +108,8 @@ async def test_a_wrong_answer_says_so_and_gives_the_answer(app_on, lru):
         assert app.step == first.step
         assert app.practice.tally.right == 0 and app.practice.tally.asked == 1
         text = " ".join(_panel_text(app).split())
-        assert "Wrong" in text and first.correct_line in text and "Why:" in text
+        assert "Wrong" in text and f"{first.correct_choice.label}) {first.correct_choice.text}" in text
+        assert "Why:" in text
 
 
 async def test_a_typed_answer_is_graded_and_garbage_asks_again(app_on, lru):
@@ -113,6 +117,9 @@ async def test_a_typed_answer_is_graded_and_garbage_asks_again(app_on, lru):
     app = app_on(lru, first.step - 1, practice=True)
     async with app.run_test(size=SIZE) as pilot:
         app.action_next_step()
+        await pilot.pause()
+        await pilot.press("escape")  # back to the views; a puts the cursor in the answer line again
+        assert not app.question_panel.input.has_focus
         await pilot.press("a")
         assert app.question_panel.input.has_focus
         await pilot.press(*"banana", "enter")
@@ -125,29 +132,39 @@ async def test_a_typed_answer_is_graded_and_garbage_asks_again(app_on, lru):
         assert not app.question_panel.input.has_focus
 
 
-async def test_skip_reveals_and_counts_as_asked_not_right(app_on, lru):
+@pytest.mark.parametrize("keys", [("enter",), ("escape", "s")])
+async def test_skip_reveals_and_counts_as_asked_not_right(app_on, lru, keys):
     first = questions(lru, 0)[0]
     app = app_on(lru, first.step - 1, practice=True)
     async with app.run_test(size=SIZE) as pilot:
         app.action_next_step()
-        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press(*keys)  # a blank answer line, or s from the views
         await pilot.pause()
         assert app.step == first.step
         assert (app.practice.tally.right, app.practice.tally.asked, app.practice.tally.streak) == (0, 1, 0)
         assert "Skipped" in _panel_text(app)
 
 
-async def test_hint_shows_the_questions_hint(app_on, lru):
+async def test_hints_come_one_at_a_time_from_the_rule_to_the_numbers(app_on, lru):
     first = questions(lru, 0)[0]
     app = app_on(lru, first.step - 1, practice=True)
     async with app.run_test(size=SIZE) as pilot:
         app.action_next_step()
         await pilot.pause()
-        assert "Hint:" not in _panel_text(app)
-        await pilot.press("t")
+        assert "Hint 1" not in _panel_text(app)
+        await pilot.press("question_mark", "enter")  # ? in the answer line
         await pilot.pause()
-        assert "Hint:" in _panel_text(app)
-        assert " ".join(first.hint.split())[:25] in " ".join(_panel_text(app).split())
+        assert "Hint 1 of 3:" in _panel_text(app) and "Hint 2" not in _panel_text(app)
+        assert app.question_panel.input.value == "" and app.practice.pending == first
+        await pilot.press("escape", "t")  # t from the views
+        await pilot.pause()
+        text = " ".join(_panel_text(app).split())
+        assert "Hint 2 of 3:" in text and " ".join(first.hints[1].split())[:25] in text
+        app.action_hint()
+        app.action_hint()  # past the last: it stays
+        await pilot.pause()
+        assert "Hint 3 of 3:" in _panel_text(app) and app.practice.tally.asked == 0
 
 
 async def test_stepping_back_never_asks_an_answered_question_again(app_on, lru):
@@ -272,4 +289,50 @@ async def test_the_hint_takes_the_key_lines_place(app_on, lru):
         assert PRACTICE_KEYS[:20] in _panel_text(app)
         app.action_hint()
         await pilot.pause()
-        assert "Hint:" in _panel_text(app) and PRACTICE_KEYS[:20] not in _panel_text(app)
+        assert "Hint 1 of 3:" in _panel_text(app) and PRACTICE_KEYS[:20] not in _panel_text(app)
+
+
+async def test_a_choice_of_ten_or_more_is_typed_in_full_and_one_digit_never_answers_at_once(app_on):
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+
+    # 12 pages free before the release of r's 2 unpublished pages: the choices are 12 and up.
+    session = Session.from_scenario(parse_scenario(
+        "cache trie pages=16 tokens_per_page=4\nacquire r 1..8\nrelease r\n"))
+    asked = questions(session, 0)
+    (question,) = [q for q in asked if q.kind == "free"]
+    assert question.answer >= 10 and all(c.value >= 10 for c in question.choices)
+    app = app_on(session, question.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.practice.pending == question  # "1" alone is not scored at once
+        await pilot.press(*str(question.answer)[1:], "enter")
+        await pilot.pause()
+        assert app.practice.tally.right == 1 and app.step == question.step
+
+
+async def test_f_steps_into_the_sub_step_where_a_wrong_answer_parted(app_on):
+    from kvviz.model.generate import generate
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+
+    # kvviz quiz --random --seed 0 --level medium: the cascade question at step 13
+    session = Session.from_scenario(parse_scenario(generate(0, "medium")))
+    (question,) = [q for q in questions(session, 0) if q.step == 13]
+    wrong = next(c for c in question.choices if c.mistake)
+    parted = question.divergence(wrong.value)
+    assert parted is not None and parted.substep is not None
+    app = app_on(session, question.step - 1, practice=True, practice_seed=0)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        assert not app.check_action("step_to_parting", ())  # nothing parted yet
+        app.answer_question(wrong.label)
+        await pilot.pause()
+        assert "f step into the sub-step" in _panel_text(app)
+        await pilot.press("f")
+        await pilot.pause()
+        assert (app.step, app.substep) == (parted.step, parted.substep)

@@ -83,7 +83,9 @@ class QuestionPanel(Vertical):
         if not view.asking:
             answer.value = ""
         elif self.is_attached and not answer.has_focus:
-            answer.focus()  # letters are the screen's keys elsewhere: the answer is typed here
+            # At once, not queued: an answer given right after asking must find the focus
+            # here to hand it back to the views. Letters are the screen's keys elsewhere.
+            self.screen.set_focus(answer)
 
     @property
     def input(self) -> AnswerInput:
