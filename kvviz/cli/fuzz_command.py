@@ -29,13 +29,15 @@ MAX_OPS = 10_000
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Write each new class's minimal scenario and bundle here (DIR/<class>.kvs, .json); "
                    "existing files are never overwritten.")
+@click.option("--kind", type=click.Choice(("trie", "base", "hash")), default="trie", show_default=True,
+              help="The cache design (shortfin and --diff: trie only).")
 @click.option("--policy", type=click.Choice(("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")),
               default="lru", show_default=True, help="The trie's eviction policy (shortfin: lru only).")
 @click.option("--no-shrink", is_flag=True, help="Count the classes only; do not shrink them.")
 @click.option("--max-seconds", type=float, default=300.0, show_default=True,
               help="Time budget for the whole session: stop and report what was found so far.")
-def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, out_dir: str | None, policy: str,
-         no_shrink: bool, max_seconds: float) -> None:
+def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, out_dir: str | None, kind: str,
+         policy: str, no_shrink: bool, max_seconds: float) -> None:
     """Run random scenarios until they fail; shrink each new failure class.
 
     Scenarios are drawn as the differential test draws them (small pools, two colliding token
@@ -50,13 +52,15 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
 
     mode = chosen_mode(backend, diff_mode)
     check_seconds(max_seconds)
+    if kind != "trie" and policy != "lru":
+        raise BadInput(f"--policy {policy}: the {kind} cache takes lru only (it has no eviction policy to choose)")
     if out_dir is not None:
         folder = Path(out_dir)
         if folder.exists() and not folder.is_dir():
             raise BadInput(f"--out {out_dir}: is not a folder")
     progress = Progress("fuzzing")
     try:
-        report = run_fuzz(mode, seed=seed, runs=runs, ops=ops, shrink_new=not no_shrink, policy=policy,
+        report = run_fuzz(mode, seed=seed, runs=runs, ops=ops, shrink_new=not no_shrink, policy=policy, kind=kind,
                           out_of_time=deadline(max_seconds),
                           on_run=lambda run: progress(f"run {run + 1:,} of {runs:,}"))
     except (DiffError, BackendError) as exc:

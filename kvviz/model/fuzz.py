@@ -125,8 +125,9 @@ class FuzzReport:
 def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new: bool = True,
          shrink_budget: ShrinkBudget = ShrinkBudget(max_runs=3_000), backend_factory: Callable | None = None,
          out_of_time: Callable[[], bool] | None = None, on_class: Callable[[FuzzClass], None] | None = None,
-         on_run: Callable[[int], None] | None = None, policy: str = "lru") -> FuzzReport:
-    """Run ``runs`` random scenarios of ``ops`` ops in ``mode`` (a backend's name or ``diff``);
+         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = "trie") -> FuzzReport:
+    """Run ``runs`` random scenarios of ``ops`` ops on a ``kind`` cache evicting by ``policy``
+    in ``mode`` (a backend's name or ``diff``);
     shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it.
     ``out_of_time`` (the caller's clock) ends the session early; the report says so."""
     report = FuzzReport(mode, seed, ops)
@@ -134,7 +135,7 @@ def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new
         if out_of_time is not None and out_of_time():
             report.stopped = f"stopped early: the time budget ran out after {run:,} of {runs:,} runs"
             break
-        scenario = random_scenario(run_rng(seed, run), ops, policy=policy,
+        scenario = random_scenario(run_rng(seed, run), ops, kind=kind, policy=policy,
                                    title=f"kvviz fuzz --seed {seed}, run {run}")
         verdict = first_failure(scenario, mode, backend_factory=backend_factory)
         report.runs += 1

@@ -69,6 +69,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
         (["shrink", str(tmp_path / "base.kvs")], "no such file"),
         (["fuzz", "--diff", "--backend", "shortfin"], "exclude each other"),
         (["fuzz", "--out", str(scenario)], "is a file"),
+        (["fuzz", "--kind", "hash", "--policy", "lfu"], "the hash cache takes lru only"),
+        (["fuzz", "--backend", "shortfin", "--policy", "lfu", "--runs", "2"], "evicts by LRU only"),
     ):
         code, stdout, stderr = kvviz(*args)
         assert code == 2 and stderr.count("\n") == 1 and words in stderr, (args, stderr)

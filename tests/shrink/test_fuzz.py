@@ -101,3 +101,9 @@ def test_fuzz_finds_a_bug_planted_in_a_copy_of_kvcore(tmp_path):
         scenario = parse_scenario(text)
         assert len(scenario.steps) <= 8, text
         assert first_failure(scenario, "kvcore").failure is None  # the real kvcore is fine
+
+
+@pytest.mark.parametrize("kind", ["base", "hash"])
+def test_fuzz_on_kvcores_other_designs_finds_nothing(kind):
+    report = fuzz("kvcore", seed=2, runs=25, kind=kind)
+    assert report.passed == 25 and not report.classes
