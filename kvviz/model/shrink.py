@@ -297,6 +297,9 @@ class _Shrinker:
             raise _OutOfBudget("the time budget ran out")
         self.runs += 1
         candidate = replace(self.scenario, config=config, steps=steps)
+        if not self.strict_names and not _parses(candidate):  # the parser's rule, where ours is too simple
+            self.memo[key] = False
+            return False
         try:
             verdict = first_failure(candidate, self.mode, backend_factory=self.backend_factory,
                                     sources=self.sources)
@@ -365,6 +368,18 @@ class _Shrinker:
         if renamed != steps and self.fails(config, renamed):
             return config, renamed
         return config, steps
+
+
+def _parses(scenario: Scenario) -> bool:
+    """Whether the canonical text of ``scenario`` parses (names live where used, as the parser
+    decides it, scope tags included)."""
+    from .scenario import ScenarioError
+
+    try:
+        parse_scenario(format_scenario(scenario))
+    except ScenarioError:
+        return False
+    return True
 
 
 def _lower_values(value: int, floor: int = 0) -> list[int]:

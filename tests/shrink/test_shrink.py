@@ -133,3 +133,12 @@ def test_the_shrinker_works_on_the_other_designs(kind):
     assert result.identity.source == "expect" and f"cache {kind}" in result.text
     assert result.after.ops <= 2
 
+
+
+def test_a_script_whose_liveness_only_the_parser_can_judge_still_shrinks_to_text_that_parses():
+    # A tagged `expect fail` covering every kind frees the name again (the parser's rule).
+    scenario = parse_scenario("cache trie pages=1 tokens_per_page=1\nacquire a 1 2 3\n[trie base hash] expect fail alloc\n"
+                              "acquire a 1\nacquire b 2\nexpect free 3\n")
+    result = shrink(scenario, "kvcore")
+    assert parse_scenario(result.text).steps == result.minimal.steps
+    assert result.identity.detail == "free" and result.after.ops == 1
