@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from .common import BadInput
 
@@ -139,11 +140,14 @@ def _checked_params(words: tuple[str, ...]) -> dict:
         params = dict(ctx.params)
         for param in command.params:
             if (not param.expose_value  # e.g. --trie: it sets an exposed value (kind), checked there
-                    or param.name in SERVED_OPTIONS[name] or params.get(param.name) == param.get_default(ctx)):
+                    or param.name in SERVED_OPTIONS[name]
+                    or ctx.get_parameter_source(param.name) in (None, ParameterSource.DEFAULT)):
                 continue
-            flag = param.opts[-1] if param.opts else param.name
-            raise BadInput(f"kvviz serve {name}: {flag} is not served: a served app opens the UI and writes "
-                           "nothing on the server (its exports are downloads)")
+            if isinstance(param, click.Argument):  # watch's ENDPOINT: a live stream
+                raise BadInput(f"kvviz serve {name}: {param.human_readable_name} is not served: serve takes "
+                               "watch --replay-file F (a recording)")
+            raise BadInput(f"kvviz serve {name}: {param.opts[-1]} is not served: a served app opens the UI and "
+                           "writes nothing on the server (its exports are downloads)")
     return params
 
 
