@@ -182,6 +182,7 @@ class PracticeActions:
         first, and reveals the step only after an answer or a skip."""
         if self.practice is not None:
             self.practice = None
+            self.set_class(False, "-order-hidden")  # the panel that hid the heap is gone
             return
         why_not = refusal(self.session)
         if why_not is not None:  # no question kind is true of this cache: say so, stay put

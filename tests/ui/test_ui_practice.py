@@ -336,3 +336,17 @@ async def test_f_steps_into_the_sub_step_where_a_wrong_answer_parted(app_on):
         await pilot.press("f")
         await pilot.pause()
         assert (app.step, app.substep) == (parted.step, parted.substep)
+
+
+async def test_the_heap_is_hidden_while_a_victim_question_is_asked(app_on, lru):
+    victim = next(q for q in questions(lru, 0) if q.kind == "victim")
+    app = app_on(lru, victim.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.heap.visible
+        app.action_next_step()
+        await pilot.pause()
+        assert app.practice.pending == victim and app.screen.has_class("-order-hidden") and not app.heap.visible
+        assert "The heap is hidden until you answer" in _panel_text(app)
+        app.answer_question(victim.correct_choice.label)
+        await pilot.pause()
+        assert not app.screen.has_class("-order-hidden") and app.heap.visible

@@ -247,7 +247,9 @@ class QuestionKind:
     sentence; ``diverge(view, value)``: where a wrong value parts from the cache
     (a :class:`Divergence`, or None); ``weight``: how much more often than a weight-1 kind
     it is picked where both apply; ``lesson``: the demo lessons it is the point of (a
-    demo's quiz asks it wherever it applies there).
+    demo's quiz asks it wherever it applies there); ``hides_order(view)``: whether the
+    eviction order in array form (the heap, whose top is the next victim) would give the
+    answer away, so views hide it while the question is asked.
     """
 
     name: str
@@ -265,6 +267,7 @@ class QuestionKind:
     diverge: Callable[[StepView, Value], Divergence | None] = lambda view, value: None
     weight: int = 1
     lesson: frozenset[str] = frozenset()
+    hides_order: Callable[[StepView], bool] = lambda view: False
 
     def hint(self, view: StepView) -> str:
         """The first of the graduated hints at ``view`` (the rule)."""
@@ -341,6 +344,11 @@ class Question:
     def hint(self) -> str:
         """The first hint (the rule)."""
         return self.hints[0]
+
+    @property
+    def hides_order(self) -> bool:
+        """Whether the heap in array order would give this question's answer away."""
+        return self.view is not None and self.spec.hides_order(self.view)
 
     @property
     def correct_line(self) -> str:

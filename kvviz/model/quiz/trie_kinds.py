@@ -188,6 +188,7 @@ VICTIM = QuestionKind(
     hints=_victim_hints,
     why=_victim_why,
     diverge=_victim_diverge,
+    hides_order=lambda v: True,
     weight=3,
     lesson=frozenset({"lru", "policies", "lfu", "fifo", "mru", "filo", "slru", "priority"}),
 )
@@ -272,6 +273,7 @@ VICTIMS = QuestionKind(
                       + (" (a parent left childless joined the heap on the way)."
                          if any(e.parent_became_candidate is not None for e in v.victims[:len(x) - 1]) else ".")),
     diverge=_victims_diverge,
+    hides_order=lambda v: True,
     weight=3,
     lesson=frozenset({"eviction-cascade"}),
 )
@@ -506,6 +508,7 @@ TABLE = QuestionKind(
     hints=_table_hints,
     why=_table_why,
     diverge=_table_diverge,
+    hides_order=lambda v: bool(v.victims),
     weight=2,
 )
 

@@ -32,6 +32,8 @@ def practice_markup(view: PracticeView) -> str:
         lines.append(f"[b $accent]{literal(question.spec.title)}[/]  {literal(question.text)}")
         if view.asking:
             lines.extend(f"  [b]{choice.label})[/b] {literal(choice.text)}" for choice in question.choices)
+            if question.hides_order:
+                lines.append("[$kv-muted]The heap is hidden until you answer: its top is the next victim.[/]")
             if view.hints:  # instead of the key line, which the footer repeats: the answer line stays in sight
                 lines.extend(f"[$kv-touched]Hint {i} of {len(question.hints)}: {literal(hint)}[/]"
                              for i, hint in enumerate(view.hints, 1))
@@ -78,6 +80,8 @@ class QuestionPanel(Vertical):
     def show(self, view: PracticeView) -> None:
         """Draw ``view``; the answer line shows only while a question is asked."""
         self.query_one("#question-text", Static).update(practice_markup(view))
+        if self.is_attached:  # the heap's array order would give an eviction question away
+            self.screen.set_class(view.asking and view.question.hides_order, "-order-hidden")
         answer = self.query_one("#answer", AnswerInput)
         answer.display = view.asking
         if not view.asking:
