@@ -122,7 +122,6 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     check_seconds(max_seconds)
     scenario = load_file_or_demo(file)
     inputs = [scenario.path or file]
-    targets = [p for p in (output, bundle_path) if p is not None]
     _check_outputs(output, bundle_path, inputs)
     progress = Progress("shrinking")
     start_ops = len(scenario.steps)
@@ -142,7 +141,7 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     click.echo("")
     for line in report_lines(result):
         click.echo(f"# {line}")
-    written = _write(result, output, bundle_path, inputs, targets)
+    written = _write(result, output, bundle_path, inputs)
     for line in written:
         click.echo(f"# {line}")
     sys.exit(1)
@@ -166,7 +165,7 @@ def _check_outputs(output: str | None, bundle_path: str | None, inputs) -> None:
             raise BadInput(str(exc)) from None
 
 
-def _write(result, output: str | None, bundle_path: str | None, inputs, targets) -> list[str]:
+def _write(result, output: str | None, bundle_path: str | None, inputs) -> list[str]:
     """Write the -o scenario and the --bundle; the lines saying what was written."""
     from ..export.atomic import write_text_atomic
 

@@ -34,12 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from .failure import DIFF, Failure, FailureIdentity, first_failure, mode_label
-from .scenario import Op, Scenario, Step, format_op, format_scenario, parse_scenario
+from .scenario import Op, Scenario, Step, format_expect, format_op, format_scenario, parse_scenario
 from .scenario.values import DEFAULT_CACHE_CONFIG
 from .vocab import Vocabulary
 
-__all__ = ["NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "ddmin", "rename_allocations",
-           "scenario_size", "shrink", "well_formed"]
+__all__ = ["DIFF", "NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "ddmin", "rename_allocations",
+           "report_lines", "scenario_size", "shrink", "well_formed"]
 
 NAMES = "abcdefghijklmnopqrstuvwxyz"
 
@@ -69,7 +69,7 @@ class ScenarioSize:
     tokens_per_page: int
 
     def text(self) -> str:
-        """``12 ops, 40 tokens (11 pages of tokens), pool 4 x 4``."""
+        """``12 ops, 40 tokens (11 pages of tokens), pool of 4 pages x 4 tokens``."""
         return (f"{self.ops} op{'s' if self.ops != 1 else ''}, {self.tokens} token{'s' if self.tokens != 1 else ''} "
                 f"({self.token_pages} page{'s' if self.token_pages != 1 else ''} of tokens), pool of "
                 f"{self.pool_pages} page{'s' if self.pool_pages != 1 else ''} x {self.tokens_per_page} "
@@ -188,8 +188,6 @@ def rename_allocations(steps: Sequence[Step]) -> tuple[Step, ...]:
 
 
 def _expect_text(expect) -> str:
-    from .scenario import format_expect
-
     return format_expect(expect)
 
 
@@ -486,5 +484,3 @@ def report_lines(result: ShrinkResult) -> list[str]:
         lines.append(result.stopped)
     return lines
 
-
-__all__ += ["DIFF", "report_lines"]
