@@ -301,8 +301,10 @@ def _need_words(o: _Op, state: Snapshot, n_taken: int) -> str:
         alloc = state.allocation_named(o.op.name)
         held = len(alloc.pages) if alloc is not None else 0
         length = len(o.tokens())
-        need = math.ceil((length + o.op.extra) / tpp) - held
+        need = max(0, math.ceil((length + o.op.extra) / tpp) - held)
         rule = f"ceil(({length} tokens + {o.op.extra} extra) / {tpp}) - {held} held = {count(need, 'page')}"
+        if need == 0:
+            rule = f"no new page: its {count(held, 'page')} hold {length} tokens + {o.op.extra} extra"
     free = len(state.free)
     if o.design.lazy:
         return f"it needs {rule}, all from the free queue's head"
@@ -319,20 +321,30 @@ def _pages(pages: Sequence[int]) -> str:
 
 
 def _find_take(o: _Op) -> list[_Draft]:
+    """A move per take, and one where an acquire or extend that fits takes nothing from a
+    non-empty free list (the match covers it, or its pages had room): so "some pages" is
+    never the answer for free."""
     drafts = []
-    for i in o.indices("take"):
-        e = o.events[i]
-        anchor = o.run_before(i, ("drop",))
+    spots = [(o.run_before(i, ("drop",)), (i,), tuple(o.events[i].pages)) for i in o.indices("take")]
+    if (not spots and o.op.kind in ("acquire", "extend") and "start" in o.kinds
+            and not set(o.kinds) & {"fail", "refused"}):
+        later = o.indices("pop", "drop")
+        anchor = later[0] if later else len(o.kinds)
+        if o.state(anchor).free:
+            spots.append((anchor, (), ()))
+    for anchor, covers, right in spots:
         state = o.state(anchor)
         free = state.free
-        n = len(e.pages)
-        right = tuple(e.pages)
+        n = len(right)
         need = _need_words(o, state, n)
         where = _free_word(o)
-        options: list[tuple[str, tuple, str | None, str]] = [
-            (f"take {_pages(right)}", right, None, f"{need}; pages come from {where}, in its order: {_pages(right)}")]
+        if right:
+            why = f"{need}; pages come from {where}, in its order: {_pages(right)}"
+        else:
+            why = f"{need}: nothing comes from {where}"
+        options: list[tuple[str, tuple, str | None, str]] = [(f"take {_pages(right)}", right, None, why)]
         wrong = [
-            (tuple(free[-n:]), "from-the-back", f"pages are handed out from {where}, not the other end"),
+            (tuple(free[-n:]) if n else None, "from-the-back", f"pages are handed out from {where}, not the other end"),
             (tuple(free[:n + 1]), "one-too-many", f"one page too many: {need}"),
             (tuple(free[:n - 1]) if n > 1 else None, "one-too-few", f"one page too few: {need}"),
             (tuple(sorted(free))[:n], "lowest-numbers",
@@ -347,10 +359,9 @@ def _find_take(o: _Op) -> list[_Draft]:
                 continue
             seen.add(value)
             options.append((f"take {_pages(value)}", value, mistake, reason))
-        alloc = o.op.name
-        prompt = (f"{o.op.text}: which pages does {alloc} take from {where}, in block-table order? "
+        prompt = (f"{o.op.text}: which pages does {o.op.name} take from {where}, in block-table order? "
                   f"({_pages(free) if free else 'nothing'} {'is' if len(free) == 1 else 'are'} there now)")
-        drafts.append(_Draft(anchor, (i,), prompt, options[:5], (("free", tuple(free)),)))
+        drafts.append(_Draft(anchor, covers, prompt, options[:5], (("free", tuple(free)),)))
     return drafts
 
 

@@ -20,8 +20,9 @@ never from kvviz's events or sentences:
   block i's tokens is adopted, else a node is created.
 
 It also counts what kvcore did (its own events) against the moves asked: one victim move per
-eviction, one swap move per swap, one take (and on a hash cache one drop) move per take, one
-adopt answer per dedup, one stop move per acquire that walked.
+eviction, one swap move per swap, one take (and on a hash cache one drop) move per take and
+one take move (answer: nothing) per acquire or extend that fit without taking from a
+non-empty free list, one adopt answer per dedup, one stop move per acquire that walked.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _need(session, step: int, state, matched: int) -> int:
         return math.ceil((len(op.tokens) - matched * tpp + op.extra) / tpp)
     after = session.frame(step).snapshot.allocation_named(op.name)
     held = next(a for a in state.allocations if a.name == op.name)
-    return math.ceil((len(after.tokens) + op.extra) / tpp) - len(held.pages)
+    return max(0, math.ceil((len(after.tokens) + op.extra) / tpp) - len(held.pages))
 
 
 def expected(move, session, before) -> tuple:
@@ -202,7 +203,10 @@ def _counts(step: int, moves, events, session) -> list[str]:
     differ("victim", asked["victim"], kinds[ev.HeapPopped])
     differ("swap (a swap answer)", sum(1 for m in moves if m.kind == "swap" and m.answer.value != ()),
            kinds[ev.HeapSwapped])
-    differ("take", asked["take"], kinds[ev.PagesTaken])
+    fits = op.kind in ("acquire", "extend") and kinds[ev.OpStarted] and not kinds[ev.Failed]
+    # nothing taken: the free list then ends the op as it stood when the take would have come
+    nothing_taken = fits and not kinds[ev.PagesTaken] and bool(session.frame(step).snapshot.free)
+    differ("take", asked["take"], kinds[ev.PagesTaken] + nothing_taken)
     if design == "hash":
         differ("drop", asked["drop"], kinds[ev.PagesTaken])
     differ("dedup (an adopt answer)", sum(1 for m in moves if m.kind == "dedup" and m.answer.value != ("create",)),
