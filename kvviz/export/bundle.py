@@ -345,7 +345,7 @@ def load_bundle(path: str | Path) -> dict:
     if not isinstance(schema, str) or schema not in SHAPES:
         shown = _shown(schema)
         raise BundleError(f"{path}: schema is {shown}, expected {SCHEMA!r} (not a kvviz bundle, or another "
-                          f"version; this kvviz opens {', '.join(map(repr, SHAPES))})")
+                          f"version; this kvviz opens {_schema_list()})")
     problem = _shape_problem(data, SHAPES[schema], "")
     if problem:
         raise BundleError(f"{path}: {problem}")
@@ -357,6 +357,12 @@ def load_bundle(path: str | Path) -> dict:
 
 
 _TYPE_NAMES = {str: "str", int: "int", bool: "bool", dict: "dict", list: "list", type(None): "null"}
+
+
+def _schema_list() -> str:
+    """The schemas this kvviz opens, short (an error line must stay one line): ``kvviz.bundle/3, /2, /1``."""
+    head, *older = SHAPES
+    return ", ".join([head] + [name[name.index("/"):] for name in older])
 
 
 def _shape_problem(value: Any, shape: Any, where: str) -> str | None:
