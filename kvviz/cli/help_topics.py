@@ -72,8 +72,13 @@ def _quiz() -> str:
         "",
         "Question kinds:",
     ]
-    lines += [f"  {kind.title:<{width}}  answer: a {kind.form} of {kind.noun}s" if kind.form != "number"
-              else f"  {kind.title:<{width}}  answer: a number ({kind.noun}s)" for kind in KINDS.values()]
+    from ..model.designs import KVCORE_DESIGNS, design
+
+    for name in KVCORE_DESIGNS:  # each design brings its own kinds
+        lines.append(f" the {name} cache:")
+        lines += [f"  {kind.title:<{width}}  answer: a {kind.form} of {kind.noun}s" if kind.form != "number"
+                  else f"  {kind.title:<{width}}  answer: a number ({kind.noun}s)"
+                  for kind in (KINDS[k] for k in design(name).questions)]
     return "\n".join(lines) + "\n"
 
 
