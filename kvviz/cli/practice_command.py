@@ -41,7 +41,7 @@ MAX_PRACTICE_MOVES = 2_000
               help="Run on this eviction policy (trie only).")
 @click.option("--design", type=click.Choice(DESIGNS), default=None, help="Run on this cache design.")
 @click.option("--move", "kinds", multiple=True, type=click.Choice(tuple(MOVE_KINDS)),
-              help="Only moves of this kind (repeatable; default all).")
+              help="Only moves of this kind (repeatable; default: a lesson demo's own kinds, else all).")
 @click.option("--step", type=click.IntRange(1, MAX_NUMBER), default=None, help="Only the op of this step.")
 @click.option("--max-moves", type=click.IntRange(1, MAX_PRACTICE_MOVES), default=40, show_default=True,
               help="Stop after the op that reaches this many moves.")
