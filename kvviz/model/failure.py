@@ -207,7 +207,7 @@ def mode_label(mode: str) -> str:
     return "kvcore vs shortfin (diff)" if mode == DIFF else f"on {mode}"
 
 
-NOTABLE_SUBSTEPS = ("fail", "refused", "evict", "pop", "dedup", "free", "take")
+NOTABLE_SUBSTEPS = ("fail", "refused", "pop", "evict", "dedup", "free", "take")
 """Sub-step kinds where a failure with no state to check is first seen, most telling first:
 a refusal, the victim, an adopted page, pages that move."""
 
@@ -222,7 +222,10 @@ def failure_substep(session: Session, failure: Failure) -> int | None:
     breaks an invariant on this side, as a violation does); else at the op's last sub-step."""
     if failure.step < 1 or failure.step >= len(session):
         return None
-    subs = session.substeps(failure.step)
+    try:
+        subs = session.substeps(failure.step)
+    except RuntimeError:  # a broken cache that does not redo its own op alike: point at the step
+        return None
     if not len(subs):
         return None
     number = None
