@@ -104,3 +104,17 @@ def test_the_bundle_points_at_the_first_substep_whose_state_breaks_the_same_inva
     error = Failure(FailureIdentity("error", "InvalidOperation on publish"), 1, 2, "publish a", "")
     assert failure_substep(session, error) == 2
     assert failure_substep(_Session(["start"], 0, frames=1), error) is None  # no step 1: no moment
+
+
+def test_compare_and_diff_fail_at_their_first_divergence_with_one_identity():
+    from kvviz.demos import load_demo
+    from kvviz.model.compare import SideSpec, run_compare
+    from kvviz.model.failure import divergence_failure
+
+    policies = load_demo("policies")
+    run = run_compare(policies, SideSpec("trie", "lru"), SideSpec("trie", "lfu"))
+    failure = divergence_failure(run)
+    assert failure.step == run.divergence.step and failure.identity.source == "divergence"
+    assert failure.identity.detail == run.divergence.fields[0] and failure.identity.cause == ""
+    same = run_compare(policies, SideSpec("trie", "lru"), SideSpec("trie", "lru"))
+    assert divergence_failure(same) is None
