@@ -166,8 +166,9 @@ class _Draft:
 class _Op:
     """One op's sub-steps with what the finders need: the op, the design, kvcore's states."""
 
-    def __init__(self, step: int, op, subs, label: Labeler):
+    def __init__(self, step: int, op, subs, label: Labeler, recompute_last_token: bool = False):
         self.step = step
+        self.recompute_last_token = recompute_last_token  # vLLM's cap: a hit stops before the last token
         self.op = op
         self.subs = subs
         self.before: Snapshot = subs.before
@@ -248,8 +249,17 @@ def _find_stop(o: _Op) -> list[_Draft]:
     def parent_of(k: int) -> str:
         return "the root" if k == 0 else holder(k - 1)
 
+    # vLLM's recompute_last_token: the prompt's last token is always computed, so a hit
+    # covers at most the full blocks before it
+    cap = (len(tokens) - 1) // o.tpp if o.recompute_last_token else full
+    capped = o.recompute_last_token and answer == cap < full
+
     def why(k: int) -> tuple[str | None, str]:
         stop_block = f"block {answer} [{o.label(o.block(answer, tokens))}]" if answer < full else ""
+        if capped and k >= answer:
+            rule = (f"recompute_last_token: the prompt's last token is always computed, so a hit covers at most "
+                    f"{count(cap, 'block')} before it")
+            return (None, rule) if k == answer else ("past-the-cap", rule)
         if not shares:
             if k == answer:
                 return None, "the base cache shares nothing: no block is ever found, the match is 0 blocks"
@@ -673,7 +683,7 @@ def build_exercise(session, *, seed: int = 0, steps: Iterable[int] | None = None
             break
         frame = session.frame(step)
         subs = session.substeps(step)
-        o = _Op(step, frame.op, subs, session.label_tokens)
+        o = _Op(step, frame.op, subs, session.label_tokens, session.config.recompute_last_token)
         drafts = []
         for order, name in enumerate(usable):
             for draft in MOVE_KINDS[name].find(o):

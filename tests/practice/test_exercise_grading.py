@@ -165,3 +165,19 @@ def test_a_new_design_gets_the_move_kinds_its_own_event_table_produces():
         assert move_kinds_of(toy) == ("stop", "take")
     finally:
         unregister("toy-practice")
+
+
+def test_a_hash_cache_with_recompute_last_token_caps_the_walk_before_the_last_token():
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+
+    from .oracle import problems as oracle_problems
+
+    text = ("cache hash pages=6 tokens_per_page=2 recompute_last_token=yes\n"
+            "acquire a 1 2 3 4\npublish a\nrelease a\nacquire b 1 2 3 4\n")
+    session = Session.from_scenario(parse_scenario(text, "<capped>"))
+    exercise = build_exercise(session)
+    stop = [m for m in exercise.moves if m.kind == "stop" and m.step == 4][0]
+    assert stop.answer.value == (1,) and "recompute_last_token" in stop.answer.why
+    assert any(c.mistake == "past-the-cap" for c in stop.choices)
+    assert oracle_problems(exercise, session) == []
