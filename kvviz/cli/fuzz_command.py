@@ -17,7 +17,9 @@ from .common import BadInput
 from .shrink_command import Progress, chosen_mode, check_seconds, deadline, mode_options, write_failure_bundle
 
 MAX_RUNS = 1_000_000
+"""The most ``--runs`` accepted: a bound checked before any work."""
 MAX_OPS = 10_000
+"""The most ``--ops`` per scenario accepted."""
 
 
 @click.command()

@@ -21,6 +21,8 @@ MAX_SECONDS = 24 * 3600
 """The longest ``--max-seconds`` accepted (a day): a bound, not a promise."""
 
 KEEP_SOURCES = ("violation", "expect", "error", "divergence", "crash")
+"""``--keep``'s choices: :data:`kvviz.model.failure.SOURCES`, written out so that ``kvviz -h`` does not
+import the session (a test holds the two equal)."""
 
 
 def mode_options(f):
@@ -63,6 +65,7 @@ class Progress:
         self.last = ""
 
     def __call__(self, text: str) -> None:
+        """Show ``text`` as the status (when it changed)."""
         if not self.shown or text == self.last:
             return
         self.last = text
@@ -70,6 +73,7 @@ class Progress:
         sys.stderr.flush()
 
     def done(self) -> None:
+        """Clear the status line, before the command prints its output."""
         if self.shown and self.last:
             sys.stderr.write("\r\x1b[2K")
             sys.stderr.flush()

@@ -29,6 +29,9 @@ from .shrink import ShrinkBudget, ShrinkResult, shrink
 
 __all__ = ["FuzzClass", "FuzzReport", "fuzz", "random_scenario"]
 
+# The differential test's vocabulary: four names (so allocations overlap), a tiny alphabet and
+# two stems every request starts with a prefix of (so full pages collide), acquires drawn twice
+# as often as each other op (so the pool fills).
 NAMES = ("a", "b", "c", "d")
 ALPHABET = (1, 2, 3, 5)
 STEMS = ((1, 2, 3, 5) * 3, (1, 2, 1, 2) * 3)

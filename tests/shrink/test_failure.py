@@ -118,3 +118,10 @@ def test_compare_and_diff_fail_at_their_first_divergence_with_one_identity():
     assert failure.identity.detail == run.divergence.fields[0] and failure.identity.cause == ""
     same = run_compare(policies, SideSpec("trie", "lru"), SideSpec("trie", "lru"))
     assert divergence_failure(same) is None
+
+
+def test_shrinks_keep_choices_are_the_failure_sources():
+    from kvviz.cli.shrink_command import KEEP_SOURCES
+    from kvviz.model.failure import SOURCES
+
+    assert KEEP_SOURCES == tuple(SOURCES)
