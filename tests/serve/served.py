@@ -87,6 +87,14 @@ def command_line(pid: int) -> list[str]:
     return [part.decode() for part in raw.split(b"\0") if part]
 
 
+def _end_with_the_test_run() -> None:
+    """In the server's process, before exec: SIGTERM it should pytest itself die (killed by
+    a timeout, say), when no ``finally`` runs; the server then ends its apps as on Ctrl+C."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -136,7 +144,8 @@ def served(*args: str, cwd: Path, max_sessions: int | None = None):
         command += ["--max-sessions", str(max_sessions)]
     with output.open("w") as sink:
         process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=sink,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=_end_with_the_test_run)
     server = None
     try:
         def address():
