@@ -9,10 +9,10 @@ at its step: :func:`frame_failures`, in the order ``kvviz check`` lists them. A 
 sides (``kvviz diff``, ``kvviz compare``) fails at its first divergence: :func:`divergence_failure`.
 
 A failure's :class:`FailureIdentity` is what "the same failure" means while shrinking: its
-``source`` (violation, expect, error, divergence), a ``detail`` (the invariant's number, the
-expect's kind, the error's kind and the op's, the first field that differs) and its ``cause``:
-the first known issue of the backend (shortfin's B9, SF1, ...) seen at or before it, the latest
-defect before differences by design. Step numbers, page numbers and names are not part of it, so a
+``source`` (:data:`SOURCES`: violation, expect, error, divergence, crash), a ``detail`` (the
+invariant's number, the expect's kind, the error's kind and the op's, the first field that
+differs) and its ``cause``: the known issue of the backend (shortfin's B9, SF1, ...) seen last
+at or before it, a defect before a difference by design (:func:`known_cause`). Step numbers, page numbers and names are not part of it, so a
 scenario cut to three ops that breaks invariant 2 after shortfin's B4b fails as the 300-op one
 did; one that breaks invariant 1 instead, or the same invariant with no known issue seen, does
 not. :attr:`FailureIdentity.failure_class` is the coarser name ``kvviz fuzz`` counts by (the
@@ -25,12 +25,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..backends.registry import make_backend_factory
+from ..backends.registry import BACKENDS, make_backend_factory
 from .scenario import Scenario
 from .session import Frame, ScopedScript, Session
 
-__all__ = ["Failure", "FailureIdentity", "MODES", "RunVerdict", "divergence_failure", "failure_substep", "first_failure",
-           "frame_failures", "unexpected_full", "mode_label"]
+__all__ = ["DIFF", "MODES", "NOTABLE_SUBSTEPS", "SOURCES", "Failure", "FailureIdentity", "RunVerdict",
+           "divergence_failure", "failure_substep", "first_failure", "frame_failures", "known_cause", "mode_label",
+           "unexpected_full"]
 
 SOURCES = {
     "violation": "an invariant violation",
@@ -49,13 +50,7 @@ DIFF = "diff"
 backend's name (``kvcore``, ``shortfin``): one run, checked as ``kvviz check`` checks."""
 
 
-def _modes() -> tuple[str, ...]:
-    from ..backends.registry import BACKENDS
-
-    return (*BACKENDS, DIFF)
-
-
-MODES = _modes()
+MODES = (*BACKENDS, DIFF)
 """What a scenario can be run on to fail: each backend alone, or ``diff``."""
 
 
