@@ -390,6 +390,10 @@ def mistake_value(view, q, tag):
             return free + len(mine.pages)
         if tag == "release-unshared":
             return q.answer + sum(1 for p in mine.pages[:mine.published] if refs(s0, s0.node_for_page(p)) == 1)
+        if tag == "release-candidates":
+            kid = kids(s0)
+            return q.answer + sum(1 for p in mine.pages[:mine.published]
+                                  if refs(s0, s0.node_for_page(p)) == 1 and kid[s0.node_for_page(p).id] == 0)
         if tag == "evicted-stay":
             return q.answer + sum(1 for n in s0.nodes if n.parent is not None and s1.node(n.id) is None)
         if tag == "both-copies":

@@ -188,18 +188,19 @@ def test_the_state_shown_does_not_give_the_next_victim_away():
 
 
 def test_a_wrong_answer_offers_to_step_into_the_sub_step_where_it_parted():
-    # kvviz quiz --random --seed 0 --level medium --plain --no-state: the cascade question at step 13
+    # kvviz quiz --random --seed 0 --level medium --plain --no-state, every answer wrong
     asked = questions(Session.from_scenario(parse_scenario(generate(0, "medium"))), 0)
-    lines = []
-    for q in asked:
-        wrong = next((c for c in q.choices if c.tag == "cascade-early"), None)
-        lines.append(wrong.label if wrong else q.correct_line)
-    out, report = _run(["--random", "--seed", "0", "--level", "medium", "--no-state"], "\n".join(lines) + "\n")
-    parted = [r["parted"] for r in report["questions"] if r["mistake"] == "cascade-early"]
-    assert parted, "no cascade question in this quiz"
-    assert "Where it parted: your eviction 1 was page" in out
-    assert f"Step into it: in the UI go to step {parted[0]['step']} (g), press i, then → to sub-step " \
-           f"{parted[0]['substep'] + 1}." in out
+    wrong = [next(c for c in q.choices if c.mistake) for q in asked]
+    out, report = _run(["--random", "--seed", "0", "--level", "medium", "--no-state"],
+                       "".join(f"{c.label}\n" for c in wrong))
+    parted = [(q, q.divergence(c.value)) for q, c in zip(asked, wrong)]
+    inside = [(q, p) for q, p in parted if p is not None and p.substep is not None]
+    assert inside, "no wrong answer parted inside an op"
+    for q, p in inside:
+        assert f"Where it parted: {p.sentence}" in out
+        assert f"Step into it: in the UI go to step {p.step} (g), press i, then → to sub-step {p.substep + 1}." in out
+    assert [r["parted"] and r["parted"]["substep"] for r in report["questions"]] == \
+        [p and p.substep for _, p in parted]
 
 
 def test_an_answer_line_may_be_as_long_as_the_limit_and_no_longer():

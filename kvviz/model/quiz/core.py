@@ -64,6 +64,7 @@ MISTAKES: dict[str, str] = {
     "unchanged": "expects the op to leave the number unchanged",
     "release-all": "frees published pages at release (they stay cached)",
     "release-unshared": "frees the published pages nobody else uses at release",
+    "release-candidates": "frees the pages that become eviction candidates at release",
     "hits-taken": "takes the hit pages from the free list too",
     "evicted-stay": "leaves evicted pages on the free list",
     "both-copies": "frees both copies at a dedup publish",

@@ -588,7 +588,7 @@ REF = QuestionKind(
                       f"{count(x, 'live allocation')} after the op, so its ref is {x}"
                       f" (it was {v.snap0.node(ref_node(v)).ref})."),
     diverge=_ref_diverge,
-    lesson=frozenset({"refcount", "dedup"}),
+    lesson=frozenset({"refcount"}),
 )
 
 
@@ -695,6 +695,11 @@ def _free_distractors(view: StepView, answer: Value) -> list[Mistake]:
         alone = sum(1 for p in mine.pages[:mine.published] if snap.node_for_page(p).ref == 1)
         out.append(Mistake(answer + alone, "release frees the pages nobody else uses: unreferenced pages stay "
                                            "cached, evictable, until a request needs the room", "release-unshared"))
+        kids = {n.id: len(snap.children(n.id)) for n in snap.nodes}
+        leaves = sum(1 for p in mine.pages[:mine.published] if snap.node_for_page(p).ref == 1
+                     and not kids[snap.node_for_page(p).id])
+        out.append(Mistake(answer + leaves, "release frees the pages that become eviction candidates: a candidate "
+                                            "stays cached until an acquire needs its page", "release-candidates"))
     if op.kind in ("acquire", "extend"):
         r = room(view)
         if op.kind == "acquire" and view.matched and view.matched.matched_tokens:
