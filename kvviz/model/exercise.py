@@ -451,8 +451,8 @@ def _find_victim(o: _Op) -> list[_Draft]:
         for node in sorted(held, key=key)[:1]:
             options.append((node.id, "referenced", f"node {node.id} has ref {node.ref}: a live allocation uses it, "
                                                    "so it cannot be evicted"))
-        choices = [(f"evict {_node_name(state, nid)} [{o.label(nodes[nid].tokens)}]", (nid,), mistake, why)
-                   for nid, mistake, why in sorted(options)]
+        choices = [(f"evict {_node_name(state, nid)} [{o.label(nodes[nid].tokens)}] key {key_text(key(nodes[nid]))}",
+                    (nid,), mistake, why) for nid, mistake, why in sorted(options)]
         if len(choices) < 2:  # one node in the whole trie: the other choice is to find nothing
             choices.append(("evict nothing: no node can go, the acquire fails", (), "nothing-evictable",
                             f"node {e.node} is a leaf with ref 0: evictable, so the acquire fits"))
