@@ -167,6 +167,22 @@ class OpSubSteps(Sequence):
         self._capture(first, last)
         return self._states[k]
 
+    def prefetch(self, k: int) -> bool:
+        """Build the states the next few moves from sub-step ``k`` will ask for, if some are
+        missing: the next window (half a window ahead is missing), else the one before (half
+        a window back is). The UI calls this when idle after drawing sub-step ``k``, so a
+        step into a new window does not pay for its run of the op. True when it built some."""
+        n, states = len(self.steps), self._states
+        ahead = [i for i in range(k + 1, min(n, k + 1 + STATE_WINDOW // 2)) if i not in states]
+        if ahead:
+            self._capture(ahead[0], min(n - 1, ahead[0] + STATE_WINDOW - 1))
+            return True
+        behind = [i for i in range(max(0, k - STATE_WINDOW // 2), k) if i not in states]
+        if behind:
+            self._capture(max(0, behind[-1] - STATE_WINDOW + 1), behind[-1])
+            return True
+        return False
+
     def _capture(self, first: int, last: int) -> None:
         """Run the op again on a fresh copy and keep the states after sub-steps first..last."""
         backend = self._start()
@@ -208,6 +224,8 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     """
     backend = start()
     source = backend.substeps
+    # The states of the first window are taken in this run (a step into an op shows its first
+    # sub-step): a second run of the op for them would restore the cache again.
     code = backend.pseudocode  # a backend's own (its calls), or None: the design's
     cache_kind = before.kind
     events: list = []
@@ -216,7 +234,7 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     def on_event(event) -> None:
         if _folded(event):
             return
-        if source == "calls":  # few and costly to reach again: keep every state now
+        if source == "calls" or len(events) < STATE_WINDOW:  # calls: few and costly to reach again
             states[len(events)] = backend.snapshot()
         events.append(event)
     backend.watch(on_event)

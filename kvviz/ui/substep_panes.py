@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from textual.containers import Horizontal
+
 from ..model import pseudocode
 from ..model.view import (NO_HIGHLIGHT, FrameView, SubStepView, code_views, focus_highlight, highlight_for, nearby,
                           needs_previous, substep_frame)
@@ -22,7 +24,7 @@ CODE_BESIDE_WIDTH = 100
 class SubStepPanes:
     """The sub-step view and the code panes for the main screen, which provides
     ``session``, ``demo``, ``position`` (``step``, ``substep``), ``selection``, ``size``, the
-    reactive ``show_code`` and ``show_buggy``, ``code``, ``code_buggy`` and ``_title``."""
+    reactive ``show_code`` and ``show_buggy``, ``code``, ``code_buggy``, ``_title`` and ``_widget``."""
 
     def _substep_view(self, whole: FrameView) -> FrameView:
         """The view of sub-step ``self.substep`` of the op shown: kvcore's state after it,
@@ -39,6 +41,15 @@ class SubStepPanes:
             whole, frame=frame, previous=before if needs_previous(frame) else None,
             highlight=highlight_for(self.selection, state), violations=NO_HIGHLIGHT, substep=sub,
             focus=focus_highlight(step.focus, state, before))
+
+    def prefetch_substep_states(self) -> None:
+        """Once the sub-step drawn is on screen: build the states of the window the next moves
+        will reach (:meth:`~kvviz.model.substeps.OpSubSteps.prefetch`), so that stepping into
+        it does not pay a run of the op (the hitch every 16 sub-steps). Only caches: what any
+        sub-step shows is the same with it or without."""
+        if self.substep is None:
+            return
+        self.session.substeps(self.step).prefetch(self.substep)
 
     @property
     def code_visible(self) -> bool:
@@ -58,7 +69,7 @@ class SubStepPanes:
         buggy = visible and view.substep is not None and view.substep.buggy is not None
         self.code.display = visible
         self.code_buggy.display = buggy
-        self.set_class(visible, "-code")
+        self._widget("bottom", Horizontal).set_class(visible, "-code")  # the bottom row's class: see app.tcss
         if visible:
             code = view.substep.code if view.substep is not None else None
             title = code.title if code is not None else "Pseudo-code"

@@ -531,3 +531,69 @@ def test_a_watched_cache_ends_every_op_where_an_unwatched_one_does(ops, policy, 
         assert plain.snapshot() == seen.snapshot()
         assert seen.check_invariants() == []
     assert all(not isinstance(e, ev.FINE_EVENTS) for e in seen.take_events()) or watched
+
+
+# -- states built ahead: the building run's first window, and the prefetch -------------------
+
+
+def _evicting_session() -> Session:
+    """A full pool of cached chains, then one acquire that evicts many of them: an op with
+    far more sub-steps than one window of states."""
+    from kvviz.model.scenario import CacheConfig
+
+    session = Session(CacheConfig("trie", 64, 2), check=False)
+    for c in range(16):
+        tokens = tuple(range(c * 8, (c + 1) * 8))
+        for kind in ("acquire", "publish", "release"):
+            session.apply(Op(kind, f"c{c}", tokens if kind == "acquire" else None, text=f"{kind} c{c}"))
+    session.apply(Op("acquire", "big", tuple(range(1000, 1000 + 2 * 40)), text="acquire big"))
+    return session
+
+
+def _counting_starts(subs):
+    """Wrap ``subs``' start() (a restore and a run of the op per call) to count its calls."""
+    calls = []
+    start = subs._start
+
+    def counted():
+        calls.append(1)
+        return start()
+    subs._start = counted
+    return calls
+
+
+def test_the_first_window_of_states_comes_from_the_run_that_built_the_substeps_and_equals_a_fresh_runs():
+    from kvviz.model.substeps import STATE_WINDOW, OpSubSteps
+
+    session = _evicting_session()
+    subs = session.substeps(len(session) - 1)
+    assert len(subs) > 4 * STATE_WINDOW
+    calls = _counting_starts(subs)
+    first = [subs.state(k) for k in range(STATE_WINDOW)]
+    assert calls == [], "a step into the op must not run it again for its first sub-steps' states"
+    fresh = OpSubSteps(subs.frame_index, subs.op, subs.before, subs.after, subs.steps, subs.source, subs.note,
+                       subs._start)
+    assert first == [fresh.state(k) for k in range(STATE_WINDOW)]
+
+
+def test_prefetch_builds_the_window_ahead_so_the_next_moves_run_nothing_and_see_the_same_states():
+    from kvviz.model.substeps import STATE_WINDOW, OpSubSteps
+
+    session = _evicting_session()
+    subs = session.substeps(len(session) - 1)
+    plain = OpSubSteps(subs.frame_index, subs.op, subs.before, subs.after, subs.steps, subs.source, subs.note,
+                       subs._start)
+    calls = _counting_starts(subs)
+    for k in range(3 * STATE_WINDOW):
+        subs.prefetch(k)  # what the UI does once sub-step k is on screen
+        moved = len(calls)
+        assert subs.state(k + 1) == plain.state(k + 1), k
+        assert len(calls) == moved, f"sub-step {k + 1} ran the op again after the prefetch at {k}"
+    assert 0 < len(calls) <= 3, "one run per window ahead"
+    back = OpSubSteps(subs.frame_index, subs.op, subs.before, subs.after, subs.steps, subs.source, subs.note,
+                      subs._start)
+    middle = len(back) // 2
+    back.state(middle)  # the window around it: middle - 8 .. middle + 7
+    assert back.prefetch(middle - 4) is True, "stepping back: the window before is missing"
+    assert all(back._states.get(k) == plain.state(k) for k in range(middle - 12, middle + 8))
+    assert back.prefetch(middle - 4) is False, "nothing missing any more around it"

@@ -351,6 +351,8 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
             view = dataclasses.replace(view, why=answer_for(session, view))
         if self.substep is not None:
             view = self._substep_view(view)
+            if rebuild:
+                self.call_after_refresh(self.prefetch_substep_states)
         self.view = view
         self.column.show(view, rebuild, session.units)
         self._title(self.narration, "Narration · sub-steps" if view.substep is not None else "Narration · events")
