@@ -197,6 +197,25 @@ class AllocationTable(LineView):
             spans.append(("⚠", style("allocation-table--violation")))
         return spans
 
+    def line_signature(self, index: int) -> Hashable | None:
+        # What render_row reads for this line: an eviction's sub-steps move the focus from
+        # page to page of one long block table, which redraws the two lines holding them.
+        if index >= len(self._rows):
+            return ("blank",)
+        row = self._rows[index]
+        line = row.data
+        view = self.view
+        marks = (self._on_cursor(row), row.item is not None and bool(view.focus) and self.is_focus(row),
+                 row.item is not None and self.is_linked(row.item), view.revision)
+        if not isinstance(line, AllocationLine):
+            return (line, marks)
+        info, diff = line.allocation, view.frame.diff
+        linked, focus, broken = view.highlight.pages, view.focus.pages, view.violations.pages
+        cells = tuple((self._cell_text(info, i), info.pages[i] in linked, info.pages[i] in focus,
+                       info.pages[i] in broken) for i in line.cells)
+        return (line, cells, info.id in diff.allocations_added, info.id in diff.allocations_changed,
+                info.id in view.violations.allocations, marks)
+
     def is_linked(self, item: Hashable) -> bool:
         return self.view is not None and item in self.view.highlight.allocations
 

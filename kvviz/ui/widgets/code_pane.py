@@ -11,6 +11,8 @@ variant (``variant="buggy"``), side by side.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from ...model.view import CodeView, FrameView
 from .line_view import LineView, Row, Span
 
@@ -77,16 +79,33 @@ class CodePane(LineView):
                 ("≠" if differs else " ", style("code-pane--differs")),
                 (f" {code.lines[number - 1]}", text_style)]
 
+    def line_signature(self, index: int) -> Hashable | None:
+        # A line looks like its text and whether it is lit or differs: a sub-step that lights
+        # the next line of the same algorithm redraws two lines, not the pane.
+        if index >= len(self._rows):
+            return ("blank",)
+        row = self._rows[index]
+        code = self.code
+        if row.data == "empty" or code is None:
+            return ("empty", self.view is not None and self.view.substep is not None)
+        number = row.data
+        return (number, len(code.lines), code.lines[number - 1], number in code.current, number in code.differs)
+
     def show(self, view: FrameView, rebuild: bool = True) -> None:
         """Render ``view``'s code with its current line(s) in sight (nothing is redrawn when
         the code and its lit lines are those already shown: most sub-steps of a long op)."""
         old = self.code
         had_substep = self.view is not None and self.view.substep is not None
-        self.view = view
+        previous, self.view = self.view, view
         code = self.code
         if self._rows and code == old and had_substep == (view.substep is not None):
             return
-        self._rebuild()
+        self.view = previous
+        shown = self._shown_signatures() if self._rows else None
+        self.view = view
+        self._rebuild(repaint=shown is None)
+        if shown is not None:
+            self._repaint_changed(shown)  # everything, if the lines below scroll
         if code is None or not code.current:
             self.scroll_home(animate=False, immediate=True)
             return

@@ -147,6 +147,27 @@ class HeapView(LineView):
             spans.append((" ⚠", style("heap-view--violation")))
         return spans
 
+    def line_signature(self, index: int) -> Hashable | None:
+        # What render_row reads: a sift's swap redraws its two slots' lines, not the heap.
+        if index >= len(self._rows):
+            return ("blank",)
+        row = self._rows[index]
+        line = row.data
+        view = self.view
+        kind = view.substep.step.kind if view.substep is not None else None
+        marks = (self._on_cursor(row), bool(view.focus) and self.is_focus(row),
+                 row.item is not None and self.is_linked(row.item), view.revision)
+        if not isinstance(line, HeapLine):
+            return (line, view.snapshot.kind, view.snapshot.policy, marks)
+        diff = view.frame.diff
+        if line.index is None:
+            return (line, view.previous_node(line.node), view.previous.policy if view.previous else None, kind,
+                    line.node in diff.nodes_evicted, marks)
+        node = view.node(line.node)
+        violated = node is not None and (line.node in view.violations.nodes or node.page in view.violations.pages)
+        return (line, node, view.snapshot.policy, line.node in diff.heap_added, line.node in diff.heap_moved,
+                kind if line.index in view.focus.slots else None, violated, marks)
+
     def is_linked(self, item: Hashable) -> bool:
         return self.view is not None and item in self.view.highlight.nodes
 

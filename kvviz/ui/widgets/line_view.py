@@ -123,13 +123,24 @@ class LineView(LineCanvas, can_focus=True):
         (None: repaint everything). Only these are rendered again."""
         return None
 
+    def line_signature(self, index: int) -> Hashable | None:
+        """Everything line ``index`` of the current rows looks like, as a value (None: not
+        known). A view that gives one has, after its rows are built again, only the lines on
+        screen whose signature changed rendered again: a step that evicts one node redraws
+        that node's line and the lines below it, not the screen."""
+        return None
+
     # -- state in ------------------------------------------------------------------------
 
     def show(self, view: FrameView, rebuild: bool = True) -> None:
         """Render ``view``. ``rebuild=False`` when only the highlight changed."""
-        old, self.view = self.view, view
+        old = self.view
+        shown = self._shown_signatures() if rebuild and self._rows and old is not None else None
+        self.view = view
         if not self._rows or (rebuild and not self.keeps_rows(old, view)):
-            self._rebuild()
+            self._rebuild(repaint=shown is None)
+            if shown is not None:
+                self._repaint_changed(shown)
         else:
             dirty = self.dirty_rows(old, view) if rebuild and old is not None else None
             if dirty is None:
@@ -171,7 +182,48 @@ class LineView(LineCanvas, can_focus=True):
         """Render only ``rows`` again (Textual keeps every other line it has)."""
         self.repaint_lines(rows)
 
-    def _rebuild(self) -> None:
+    def _shown_signatures(self) -> tuple[int, int, list] | None:
+        """(top row, width, the signature of each line on screen), or None when this view
+        gives none (:meth:`line_signature`)."""
+        if type(self).line_signature is LineView.line_signature:
+            return None
+        top = self.scroll_offset.y
+        height = self.scrollable_content_region.height
+        return top, self.line_width, [self.line_signature(i) for i in range(top, top + height)]
+
+    def _repaint_changed(self, shown: tuple[int, int, list]) -> None:
+        """After the rows were built again: render only the lines on screen whose signature
+        differs from ``shown`` (what was on screen before); everything when it scrolled."""
+        top, width, before = shown
+        if top != self.scroll_offset.y or width != self.line_width:
+            self.restyle()
+            return
+        changed = {top + i for i, old in enumerate(before)
+                   if old is None or self.line_signature(top + i) != old}
+        height = self.scrollable_content_region.height
+        changed.update(range(top + len(before), top + height))
+        for line in changed:  # the strips are kept: they are filed by signature (render_line)
+            self.refresh_line(line)
+
+    def render_line(self, y: int) -> Strip:
+        # A view with line signatures files its strips by what they show, not by row index:
+        # a line that moved down by one row (a node evicted above it) is not drawn again.
+        if type(self).line_signature is LineView.line_signature:
+            return super().render_line(y)
+        index = y + self.scroll_offset.y
+        signature = self.line_signature(index)
+        if signature is None:
+            return super().render_line(y)
+        width = self.line_width
+        key = ("signed", width, signature)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._strips[key] = self.render_strip(index, width)
+        return strip
+
+    def _rebuild(self, repaint: bool = True) -> None:
+        """Build the rows again; ``repaint``: render every line again (else the caller
+        says which lines changed, and the strips, filed by signature, stay)."""
         width = self._width()
         self._built_width = width
         self._rows = self.build_rows(self.view, width) if self.view is not None else []
@@ -184,7 +236,8 @@ class LineView(LineCanvas, can_focus=True):
                 self._item_pos[row.item] = len(self._items)
                 self._items.append(row.item)
         self._set_virtual_size(Size(width, len(self._rows)))
-        self.restyle()
+        if repaint:
+            self.restyle()
 
     def _set_virtual_size(self, size: Size) -> None:
         """Set the virtual size; quietly in a view without a scrollbar and not sized by its

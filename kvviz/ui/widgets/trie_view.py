@@ -92,6 +92,7 @@ class TrieView(LineView):
         self._touched: frozenset[int] = frozenset()
         self._ref_changes: dict[int, tuple[int, int]] = {}
         self._node_row: dict[int, int] = {}
+        self._counted: tuple | None = None  # (snapshot, its counts) for the root line
 
     # -- building rows -------------------------------------------------------------------
 
@@ -178,8 +179,7 @@ class TrieView(LineView):
             return [(f"{view.snapshot.kind} cache: no trie, nothing is shared", style("line-view--muted"))]
         snap = view.snapshot
         if row.data == "root":
-            nodes = len(snap.nodes) - 1
-            referenced = sum(1 for n in snap.nodes if n.parent is not None and n.ref)
+            nodes, referenced = self._counts(view)
             return [("root", style("trie-view--cached")),
                     (f"  {nodes} node{'s' if nodes != 1 else ''}: {referenced} referenced, "
                      f"{nodes - referenced} evictable",
@@ -258,6 +258,37 @@ class TrieView(LineView):
         if violated:
             spans.append((" ⚠ violation", style("trie-view--violation")))
         return spans
+
+    def line_signature(self, index: int) -> Hashable | None:
+        # What render_row and render_strip read for this line: the line's layout, its nodes'
+        # rows (shared by consecutive snapshots, so equal rows compare at once), the step's
+        # marks on them, the violation, the sub-step's focus, the selection and the cursor.
+        view = self.view
+        if view is None or index >= len(self._rows):
+            return ("blank",)
+        row = self._rows[index]
+        line = row.data
+        marks = (self._on_cursor(row), bool(view.focus) and self.is_focus(row),
+                 row.item is not None and self.is_linked(row.item), view.revision)
+        if not isinstance(line, TrieLine):  # the root's counts, or the base cache's note
+            return (line, view.snapshot.kind, self._counts(view), marks)
+        lookup = view.previous_node if line.ghost else view.node
+        nodes = tuple(lookup(n) for n in line.chain)
+        added, touched, ref_changes = self._added, self._touched, self._ref_changes
+        violations = view.violations
+        violated = bool(violations) and (any(n in violations.nodes for n in line.chain)
+                                         or any(node is not None and node.page in violations.pages for node in nodes))
+        return (line, nodes, tuple((n in added, n in touched, ref_changes.get(n)) for n in line.chain), violated,
+                marks)
+
+    def _counts(self, view: FrameView) -> tuple[int, int]:
+        """(nodes, referenced nodes) of ``view``'s trie, counted once per view."""
+        cached = self._counted
+        if cached is None or cached[0] is not view.snapshot:
+            snap = view.snapshot
+            cached = self._counted = (snap, (len(snap.nodes) - 1,
+                                             sum(1 for n in snap.nodes if n.parent is not None and n.ref)))
+        return cached[1]
 
     def is_linked(self, item: Hashable) -> bool:
         return self.view is not None and item in self.view.highlight.nodes
