@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..backends.registry import BACKENDS, make_backend_factory
+from ..backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, make_backend_factory
 from .scenario import Scenario
 from .session import Frame, ScopedScript, Session
 
@@ -199,7 +199,7 @@ def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | 
 
 def mode_label(mode: str) -> str:
     """How reports name a mode: ``on kvcore``, ``on shortfin``, ``kvcore vs shortfin``."""
-    return "kvcore vs shortfin (diff)" if mode == DIFF else f"on {mode}"
+    return f"{REFERENCE_BACKEND} vs {DIFF_BACKEND} (diff)" if mode == DIFF else f"on {mode}"
 
 
 NOTABLE_SUBSTEPS = ("fail", "refused", "pop", "evict", "dedup", "free", "take")
