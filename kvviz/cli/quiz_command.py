@@ -11,17 +11,21 @@ the score at the end, and with ``--json`` one JSON object after everything else.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
 
 from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
+from ..model.designs import design_of
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions, record, refusal, shown_candidates
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, at_cache_line, launch_ui, load_file_or_demo, make_session
 
 HINT_WORDS = ("?", "hint")
+_NEXT_EVICTED = re.compile(r";\s+next\s+evicted:\s+block\s+\d+\s+on\s+page\s+\d+,\s+when\s+an\s+acquire\s+takes\s+that"
+                           r"\s+far")
 NEXT_VICTIM_MARK = "  <- next victim"
 
 
@@ -153,15 +157,22 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
 def _state(session, question: Question, seed: int) -> str:
     """The state before ``question``'s step as text, without giving the answer away: the heap
     in array order puts the next victim in slot 0 (and the text export marks it), so the
-    eviction candidates are listed with their keys in a shuffled order instead."""
+    eviction candidates are listed with their keys in a shuffled order instead; a hash cache's
+    queue line names the next block evicted, so that clause goes; and a demo's story, which
+    often tells what comes next, is left out."""
+    from dataclasses import replace
+
     from ..export.text import frame_text, heap_list
 
-    frame = session.frame(question.step - 1)
+    frame = replace(session.frame(question.step - 1), story="")
     text = frame_text(frame, session)
+    snap = frame.snapshot
     heap = heap_list(frame, session).plain
-    candidates = shown_candidates(frame.snapshot, seed, question.step)
+    candidates = shown_candidates(snap, seed, question.step)
     if candidates and heap:
         text = text.replace(heap, candidates)
+    elif design_of(snap).lazy:  # the clause may wrap: matched across line breaks
+        text = _NEXT_EVICTED.sub("", text)
     return text.replace(NEXT_VICTIM_MARK, "")
 
 

@@ -261,3 +261,11 @@ def test_a_hash_scenario_is_quizzed_with_the_hash_caches_own_kinds():
     out, report = _run(["hash-vs-trie", "--no-state"], "".join(q.correct_line + "\n" for q in asked))
     assert report["score"] == len(asked)
     assert "heap" not in out and "trie" not in " ".join(q.why for q in asked)
+
+
+def test_the_state_shown_leaves_out_the_demos_story_and_the_hash_queues_next_eviction():
+    out, _ = _run(["lru"], "\n" * 40)
+    assert "The heap's top is s1's node 2" not in out  # the lru demo's story says who goes next
+    out, _ = _run(["hash-vs-trie"], "\n" * 40)
+    assert "State before the step:" in out and "free queue (head first" in out
+    assert "next evicted" not in out and "The next block to go" not in out
