@@ -253,11 +253,17 @@ def _print_step(console, session, frame, *, rule: bool, legends: bool, failed: l
                 total: int | None = None) -> None:
     """One step's text (after a rule, in a whole timeline); its index joins ``failed`` when
     one of its checks failed."""
-    from ..export.text import frame_renderable
+    from ..export.text import frame_renderable, plain_rule, plain_text, writes_plain
 
-    if rule:
-        console.rule()
-    console.print(frame_renderable(frame, session, legends=legends, total=total))
+    renderable = frame_renderable(frame, session, legends=legends, total=total)
+    if writes_plain(console):
+        # No colour (a pipe, a file): the same text as strings, written at once; Rich's
+        # pipeline was most of a 2,048-page step (benchmarks/bench_print.py).
+        console.file.write((plain_rule(console) if rule else "") + plain_text(console, renderable))
+    else:
+        if rule:
+            console.rule()
+        console.print(renderable)
     if frame.expect_failures or frame.violations:
         failed.append(frame.index)
 

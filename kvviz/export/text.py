@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import io
 import re
+import weakref
+from bisect import bisect_left
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console, Group
 from rich.segment import Segment
 from rich.style import Style
@@ -60,17 +64,22 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
         return Text(design.clause("no_structure"), style="dim")
     diff = frame.diff
     added, touched = set(diff.nodes_added), set(diff.nodes_touched)
-    root = Tree(Text("root", style="bold"))
+    # Branches as (label, style, children): plain text needs no Rich object per node, and
+    # TreeLines makes the Rich tree only when Rich draws it.
+    root: tuple = ("root", "bold", [])
     # Pre-order with an explicit stack (a chain of thousands of pages must not recurse):
     # children pushed last-first so the first-created child is drawn first.
-    stack = [(child, root) for child in reversed(snap.children(0))]
     shown = 0
     show_key = not words_for(snap).lru  # lru's key is t<last_access> and the order of creation
+    vocab = session.vocab
+    labels = _token_labels(vocab)
+    children_of = _children_index(snap)
+    stack = [(child, root) for child in reversed(children_of.get(0, ()))]
     while stack:
         node_id, parent = stack.pop()
         shown += 1
         if shown > MAX_TREE_NODES:
-            root.add(Text(f"... {len(snap.nodes) - 1 - MAX_TREE_NODES} more nodes", style="dim"))
+            root[2].append((f"... {len(snap.nodes) - 1 - MAX_TREE_NODES} more nodes", "dim", []))
             break
         n = snap.node(node_id)
         mark = " +new" if node_id in added else " *touched" if node_id in touched else ""
@@ -78,19 +87,89 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
         style = "green" if node_id in added else "blue" if node_id in touched else (
             "cyan" if n.ref else "magenta")
         key = f" key {key_text(snap, n)}" if show_key else ""
-        label = Text(f"[{session.vocab.label_tokens(n.tokens, limit=MAX_LABEL_TOKENS)}] page {n.page} "
-                     f"ref {n.ref} t{n.last_access}{key} ({state}){mark}", style=style)
-        branch = parent.add(label)
-        stack.extend((child, branch) for child in reversed(snap.children(node_id)))
+        tokens = labels.get(n.tokens)
+        if tokens is None:
+            tokens = labels[n.tokens] = vocab.label_tokens(n.tokens, limit=MAX_LABEL_TOKENS)
+        branch = (f"[{tokens}] page {n.page} ref {n.ref} t{n.last_access}{key} ({state}){mark}", style, [])
+        parent[2].append(branch)
+        kids = children_of.get(node_id)
+        if kids:
+            stack.extend((child, branch) for child in reversed(kids))
     evictions = frame.evictions
     if evictions:
         for e in evictions:
-            root.add(Text(f"x evicted node {e.node} [{session.vocab.label_tokens(e.tokens, limit=MAX_LABEL_TOKENS)}] "
-                          f"page {e.page} (key {key_phrase(snap, e.key)})", style="red"))
+            root[2].append((f"x evicted node {e.node} [{vocab.label_tokens(e.tokens, limit=MAX_LABEL_TOKENS)}] "
+                            f"page {e.page} (key {key_phrase(snap, e.key)})", "red", []))
     elif diff.nodes_evicted:  # a backend without events: the diff still knows
-        root.add(Text(f"x evicted nodes {', '.join(map(str, diff.nodes_evicted))} "
-                      f"(pages {', '.join(map(str, diff.pages_evicted))})", style="red"))
-    return TreeLines(root)
+        root[2].append((f"x evicted nodes {', '.join(map(str, diff.nodes_evicted))} "
+                        f"(pages {', '.join(map(str, diff.pages_evicted))})", "red", []))
+    return TreeLines(branches=root)
+
+
+def _rich_tree(branches: tuple) -> Tree:
+    """The Rich tree of ``(label, style, children)`` branches (iterative: chains run deep)."""
+    text, style, children = branches
+    root = Tree(Text(text, style=style))
+    stack = [(child, root) for child in reversed(children)]
+    while stack:
+        (text, style, children), parent = stack.pop()
+        branch = parent.add(Text(text, style=style))
+        stack.extend((child, branch) for child in reversed(children))
+    return root
+
+
+def _token_labels(vocab) -> dict[tuple[int, ...], str]:
+    """``tokens -> vocab.label_tokens(tokens, limit=MAX_LABEL_TOKENS)`` kept for ``vocab``: a
+    trie's nodes keep their tokens, and a printed timeline labels each at every step."""
+    # A vocabulary only learns spellings (the UI's command bar may teach it one): the labels
+    # kept are those of the spellings it had, dropped once it has more.
+    learned = len(vocab._spellings)
+    kept = _TOKEN_LABELS.get(vocab)
+    if kept is None or kept[0] != learned or len(kept[1]) >= _MAX_WRAPPED:
+        kept = _TOKEN_LABELS[vocab] = (learned, {})
+    return kept[1]
+
+
+def _children_index(snap) -> dict[int, list[int]]:
+    """Node id -> its children's ids in creation order, as ``snap.children`` lists them. When
+    ``snap`` follows the snapshot indexed last (the cache's account of what changed), the
+    index is that one's with the nodes gone and new moved: the structure changes by the
+    nodes an op created or evicted, not by the trie's size. Treat as read-only."""
+    memo = _LAST_CHILDREN
+    changes = snap._changes
+    last = memo.get("snapshot")
+    before = last() if last is not None else None
+    if changes is None or before is None or changes.before() is not before:
+        index: dict[int, list[int]] = {}
+        for n in snap.nodes:
+            if n.parent is not None:
+                index.setdefault(n.parent, []).append(n.id)
+    else:
+        index = dict(memo["index"])  # lists copied when changed: the last index stays right
+        for node_id in changes.nodes:
+            old, new = _node_by_id(before.nodes, node_id), _node_by_id(snap.nodes, node_id)
+            if (old is None) == (new is None) and (old is None or old.parent == new.parent):
+                continue
+            if old is not None and old.parent is not None:
+                index[old.parent] = [c for c in index.get(old.parent, ()) if c != node_id]
+            if new is not None and new.parent is not None:
+                index[new.parent] = [*index.get(new.parent, ()), node_id]  # ids grow: created last
+    _LAST_CHILDREN.update(snapshot=weakref.ref(snap), index=index)
+    return index
+
+
+_LAST_CHILDREN: dict = {}
+
+
+def _node_by_id(nodes, node_id: int):
+    i = bisect_left(nodes, node_id, key=_node_id)
+    return nodes[i] if i < len(nodes) and nodes[i].id == node_id else None
+
+
+_node_id = attrgetter("id")
+
+
+_TOKEN_LABELS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class TreeLines:
@@ -105,8 +184,18 @@ class TreeLines:
     GUIDE_WIDTH = 4
     MIN_WIDTH = 8  # narrower label columns go through Rich (its edge cases are its own)
 
-    def __init__(self, tree: Tree):
-        self.tree = tree
+    def __init__(self, tree: Tree | None = None, *, branches: tuple | None = None):
+        """``tree``: a Rich tree; or ``branches``, ``(label, style, children)`` nested, the
+        tree made from them when first needed (plain text never needs it)."""
+        self._tree = tree
+        self.branches = branches
+
+    @property
+    def tree(self) -> Tree:
+        """The Rich tree drawn."""
+        if self._tree is None:
+            self._tree = _rich_tree(self.branches)
+        return self._tree
 
     def __rich_console__(self, console, options):
         tree = self.tree
@@ -159,6 +248,24 @@ def _single_cells(text: str) -> bool:
 
 
 def _wrapped(text: str, width: int) -> list[str]:
+    """:func:`_wrap` memoised: a trie's labels come back at every step, and wrapping them was
+    most of a printed step once Rich was out of the way."""
+    if len(text) <= width:
+        return [text]  # no word passes the edge: one line, as it is
+    key = (text, width)
+    pieces = _WRAPPED.get(key)
+    if pieces is None:
+        if len(_WRAPPED) >= _MAX_WRAPPED:
+            _WRAPPED.clear()
+        pieces = _WRAPPED[key] = tuple(_wrap(text, width))
+    return list(pieces)
+
+
+_WRAPPED: dict[tuple[str, int], tuple[str, ...]] = {}
+_MAX_WRAPPED = 1 << 16
+
+
+def _wrap(text: str, width: int) -> list[str]:
     """``text`` (single-cell characters) wrapped into lines of at most ``width``, as Rich's
     ``Text.wrap`` wraps it: ``rich._wrap.divide_line`` (words keep their trailing spaces,
     a word longer than a line is folded), then each line's trailing spaces past ``width`` cut."""
@@ -275,14 +382,40 @@ class PageGrid:
 
     def rows(self) -> list[tuple[str, str]]:
         """Each drawn page's cell as ``(text, state)``, pool order: :meth:`cells` without a
-        Rich object per cell (a 2,048-page grid printed at every step of a long timeline)."""
+        Rich object per cell (a 2,048-page grid printed at every step of a long timeline).
+
+        When the frame's snapshot follows the one drawn last (the cache's account of what
+        changed, :class:`kvcore.snapshot.SnapshotChanges`), only the cells of the pages it
+        changed and of the pages marked then or now are made again (a test holds them to
+        the cells made whole)."""
         snap = self.frame.snapshot
         diff = self.frame.diff
         taken, freed, evicted = set(diff.pages_taken), set(diff.pages_freed), set(diff.pages_evicted)
+        marked = taken | freed | evicted
+        memo = _LAST_GRID
+        changes = snap._changes
+        last = memo.get("snapshot")
+        if changes is not None and last is not None and changes.before() is last() is not None \
+                and memo["page_count"] == snap.page_count:
+            out = list(memo["rows"])
+            pages = {p for p in (*changes.pages, *memo["marked"], *marked) if p < len(out)}
+        else:
+            out = [None] * min(len(snap.pages), MAX_GRID_PAGES)
+            pages = range(len(out))
+        if pages:
+            cell = self._cell_maker(snap, taken, freed, evicted)
+            page_rows = snap.pages
+            for p in pages:
+                out[p] = cell(page_rows[p])
+        _LAST_GRID.update(snapshot=weakref.ref(snap), rows=out, marked=marked, page_count=snap.page_count)
+        return out
+
+    @staticmethod
+    def _cell_maker(snap, taken: set, freed: set, evicted: set):
         alloc_names = {a.id: a.label for a in snap.allocations}
         digits = len(str(max(snap.page_count - 1, 0)))
-        out = []
-        for info in snap.pages[:MAX_GRID_PAGES]:
+
+        def cell(info) -> tuple[str, str]:
             page = info.page
             if info.state == "cached":
                 state = "cached" if info.ref else "evictable"
@@ -292,8 +425,29 @@ class PageGrid:
             else:
                 state, body = "free", "."
             mark = "!" if page in evicted else "+" if page in taken else "-" if page in freed else " "
-            out.append((f"{page:>{digits}}:{body:<3}{mark}", state))
-        return out
+            return f"{page:>{digits}}:{body:<3}{mark}", state
+        return cell
+
+    @staticmethod
+    def _columns(cells: list[tuple[str, str]], max_width: int) -> tuple[int, list[int]]:
+        """How many cells a row holds at ``max_width``, and each column's width."""
+        lengths = [len(text) for text, _ in cells]
+        width = max(lengths, default=1) + 1
+        columns = max(1, min(32, max_width // width))
+        # the table has as many columns as its first row; each as wide as its widest cell
+        widths = [max(lengths[c::columns]) for c in range(min(columns, len(cells)))]
+        return columns, widths
+
+    def layout(self, cells: list[tuple[str, str]], max_width: int) -> list[str]:
+        """The lines :meth:`__rich_console__` draws, as text: cells left-aligned in their
+        column, one space between columns, a short last row padded with empty cells."""
+        columns, widths = self._columns(cells, max_width)
+        texts = [text for text, _ in cells]
+        texts += [""] * (-len(texts) % columns if len(texts) > columns else 0)
+        lines = []
+        for start in range(0, len(texts), columns):
+            lines.append(" ".join([t.ljust(w) for t, w in zip(texts[start:start + columns], widths)]))
+        return lines
 
     def __rich_console__(self, console, options):
         # The lines a ``Table.grid(padding=(0, 1))`` of the cells draws (each column as wide
@@ -301,11 +455,7 @@ class PageGrid:
         # row padded out), built as strings with one segment per run of equally styled
         # text: Rich measuring and wrapping 2,048 Text cells cost ~40 ms a step.
         cells = self.rows()
-        width = max((len(text) for text, _ in cells), default=1) + 1
-        columns = max(1, min(32, options.max_width // width))
-        widths = [0] * min(columns, len(cells))  # the table has as many columns as its first row
-        for i, (text, _) in enumerate(cells):
-            widths[i % columns] = max(widths[i % columns], len(text))
+        columns, widths = self._columns(cells, options.max_width)
         styles = {state: console.get_style(STATE_STYLE.get(state, "red")) for state in {s for _, s in cells}}
         line = Segment.line()
         for start in range(0, len(cells), columns):
@@ -334,6 +484,9 @@ class PageGrid:
         hidden = len(self.frame.snapshot.pages) - len(cells)
         if hidden > 0:
             yield Text(f"... {hidden} more pages", style="dim")
+
+
+_LAST_GRID: dict = {}  # the grid drawn last: its snapshot (weakly), cells, marked pages, pool size
 
 
 def page_grid(frame: "Frame") -> PageGrid:
@@ -440,6 +593,173 @@ def frame_renderable(frame: "Frame", session: "Session", legends: bool = True, t
         parts.append(Text(f"{r.expect.text or 'expect'}: {r.message}",
                           style="green" if r.ok else "bold red"))
     return Group(*parts)
+
+
+# -- plain text, without Rich's pipeline -------------------------------------------------------
+#
+# ``run --print`` of 1,000 steps x 2,048 pages spent most of its time in Rich measuring,
+# wrapping and cropping segments it then wrote without any style (stdout a pipe or a file).
+# When a console writes no colour, the same text is built here as strings: each Text wrapped
+# as Rich wraps it (``_wrapped``), the trie and the grid as their renderables draw them. A
+# part this does not know (the allocations table), or text it cannot wrap the same way (wide
+# characters, tabs), is rendered by Rich itself, so the output never differs (a test holds
+# every demo's every step to Rich's text).
+
+
+def writes_plain(console) -> bool:
+    """True when ``console`` writes no styles at all (no colour system: not a terminal), in
+    UTF-8, so :func:`plain_text` gives exactly what ``console.print`` would write."""
+    options = console.options
+    return (console.color_system is None and not options.ascii_only and not options.legacy_windows
+            and options.justify is None and not console.soft_wrap)
+
+
+def plain_rule(console) -> str:
+    """What ``console.rule()`` writes (no title): a line of ``─`` as wide as the console."""
+    return "─" * console.width + "\n"
+
+
+def plain_text(console, renderable) -> str:
+    """What ``console.print(renderable)`` writes on a console that :func:`writes_plain`."""
+    width = console.width
+    parts = renderable.renderables if isinstance(renderable, Group) else [renderable]
+    out = []
+    for part in parts:
+        lines = None
+        if isinstance(part, Text):
+            lines = _text_lines(part, width)
+        elif isinstance(part, TreeLines):
+            lines = _tree_lines(console, part)
+        elif isinstance(part, PageGrid):
+            lines = _grid_lines(part, width)
+        if lines is None:
+            with console.capture() as capture:
+                console.print(part)
+            out.append(capture.get())
+        else:
+            out.append("\n".join(lines) + "\n")
+    return "".join(out)
+
+
+def _text_lines(text: Text, width: int) -> list[str] | None:
+    """A Text's lines as Rich prints it at ``width`` (styles dropped), or None when Rich
+    might wrap it otherwise."""
+    if (width < TreeLines.MIN_WIDTH or text.end != "\n" or text.justify not in (None, "default")
+            or text.overflow not in (None, "fold") or text.no_wrap):
+        return None
+    lines = []
+    for line in text.plain.split("\n"):
+        if not _single_cells(line):
+            return None
+        lines.extend(_wrapped(line, width))
+    return lines
+
+
+def _tree_lines(console, part: "TreeLines") -> list[str] | None:
+    """The lines :class:`TreeLines` draws on ``console``: a label it wraps itself is wrapped
+    here the same way; one it hands to Rich (a narrow column deep in a long chain, wide
+    characters) is handed to Rich here too, and its line cropped to the console as ``print``
+    crops it."""
+    if part.branches is not None:
+        root = part.branches
+        label_of = _plain_branch
+    else:
+        tree = part.tree
+        if tree.hide_root or _needs_rich(tree, console):
+            return None
+        root = tree
+        label_of = _rich_branch
+    options = console.options
+    space, cont, fork, end = Tree.TREE_GUIDES[0]
+    full = options.max_width
+    lines: list[str] = []
+    stack = [(root, 0, "", "")]
+    while stack:
+        node, depth, first, rest = stack.pop()
+        found = label_of(node)
+        if found is None:
+            return None
+        text, children = found
+        width = full - TreeLines.GUIDE_WIDTH * depth
+        pieces = _plain_pieces(text, width)
+        if pieces is not None:
+            for number, piece in enumerate(pieces):
+                lines.append((first if number == 0 else rest) + piece)
+        else:
+            for number, piece in enumerate(_rich_lines(console, text, width)):
+                line = (first if number == 0 else rest) + piece
+                lines.append(line if cell_len(line) <= full else set_cell_size(line, full))
+        if children:
+            last = len(children) - 1
+            stack.extend((child, depth + 1, rest + (end if i == last else fork), rest + (space if i == last else cont))
+                         for i, child in reversed(list(enumerate(children))))
+    return lines
+
+
+def _plain_pieces(text: str, width: int) -> tuple[str, ...] | None:
+    """``text`` wrapped at ``width`` as TreeLines wraps a label itself, or None where it hands
+    the label to Rich (narrow, wide characters); memoised with the answer."""
+    key = (text, width)
+    pieces = _PIECES.get(key, False)
+    if pieces is False:
+        if len(_PIECES) >= _MAX_WRAPPED:
+            _PIECES.clear()
+        ok = width >= TreeLines.MIN_WIDTH and _single_cells(text)
+        pieces = _PIECES[key] = tuple(_wrapped(text, width)) if ok else None
+    return pieces
+
+
+_PIECES: dict[tuple[str, int], tuple[str, ...] | None] = {}
+
+
+def _plain_branch(branch: tuple) -> tuple[str, list]:
+    return branch[0], branch[2]
+
+
+def _rich_branch(node: Tree) -> tuple[str, list] | None:
+    """A Rich tree node's label text and children, or None when its label is not a Text of
+    the defaults (TreeLines' Rich path would draw it otherwise)."""
+    label = node.label
+    if (not isinstance(label, Text) or label.end != "\n" or label.justify not in (None, "default")
+            or label.overflow not in (None, "fold") or label.no_wrap or "\n" in label.plain):
+        return None
+    return label.plain, (node.children if node.expanded else [])
+
+
+def _rich_lines(console, text: str, width: int) -> tuple[str, ...]:
+    """The lines Rich renders ``Text(text)`` into at ``width`` (TreeLines' Rich path), as
+    text; memoised, since deep labels come back at every step."""
+    key = (text, width)
+    lines = _RICH_LINES.get(key)
+    if lines is None:
+        if len(_RICH_LINES) >= _MAX_WRAPPED:
+            _RICH_LINES.clear()
+        rendered = console.render_lines(Text(text), console.options.update(width=width, highlight=False, height=None),
+                                        pad=False)
+        lines = _RICH_LINES[key] = tuple("".join(segment.text for segment in line) for line in rendered)
+    return lines
+
+
+_RICH_LINES: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def _needs_rich(tree: Tree, console) -> bool:
+    """True where :class:`TreeLines` itself hands the whole tree to Rich."""
+    guide_style = console.get_style(tree.guide_style, default="") or Style.null()
+    return bool(tree.hide_root or guide_style.bold or guide_style.underline2)
+
+
+def _grid_lines(grid: "PageGrid", width: int) -> list[str] | None:
+    """The lines :class:`PageGrid` draws at ``width``."""
+    cells = grid.rows()
+    lines = grid.layout(cells, width)
+    hidden = len(grid.frame.snapshot.pages) - len(cells)
+    if hidden > 0:
+        more = _text_lines(Text(f"... {hidden} more pages"), width)
+        if more is None:
+            return None
+        lines.extend(more)
+    return lines
 
 
 def frame_text(frame: "Frame", session: "Session", width: int = 100) -> str:
