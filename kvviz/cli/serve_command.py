@@ -64,7 +64,7 @@ def serve(target: tuple[str, ...], host: str, port: int, max_sessions: int) -> N
         raise BadInput(SERVE_EXTRA_MISSING) from None
     from importlib.metadata import version
 
-    named = served_command(target)
+    named = served_command(target, click.get_current_context().find_root().command)
     pages = demo_pages()
     home = None
     if named is not None:
@@ -98,9 +98,10 @@ def serve(target: tuple[str, ...], host: str, port: int, max_sessions: int) -> N
         raise BadInput(f"cannot listen on {host}:{port}: {reason}; try another --port or --host") from None
 
 
-def served_command(target: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+def served_command(target: tuple[str, ...], group: click.Group) -> tuple[tuple[str, ...], str] | None:
     """The kvviz command line ``target`` names (its words after ``kvviz``) and a title for
-    it, checked by that command's own options; None for no target. Bad input otherwise."""
+    it, checked by that command's own options in ``group`` (the ``kvviz`` group); None for
+    no target. Bad input otherwise."""
     if not target:
         return None
     first, rest = target[0], list(target[1:])
@@ -116,7 +117,7 @@ def served_command(target: tuple[str, ...]) -> tuple[tuple[str, ...], str] | Non
         else:
             raise BadInput(f"{first}: neither a demo (`kvviz demo --list` lists them) nor a file; "
                            "kvviz serve takes DEMO, FILE, quiz ... or watch --replay-file F")
-    params = _checked_params(words)
+    params = _checked_params(words, group)
     if words[0] == "watch":
         if params.get("replay_file") is None:
             raise BadInput("kvviz serve watch takes a recording (watch --replay-file F); a live endpoint is "
@@ -128,13 +129,11 @@ def served_command(target: tuple[str, ...]) -> tuple[tuple[str, ...], str] | Non
     return tuple(words), title
 
 
-def _checked_params(words: tuple[str, ...]) -> dict:
+def _checked_params(words: tuple[str, ...], group: click.Group) -> dict:
     """Parse ``kvviz WORDS`` with that command's options (a usage error is this one's) and
     refuse any option outside :data:`SERVED_OPTIONS`."""
-    from . import cli
-
     name, args = words[0], list(words[1:])
-    command = cli.commands[name]
+    command = group.commands[name]
     parent = click.get_current_context(silent=True)
     with command.make_context(name, args, parent=parent, resilient_parsing=False) as ctx:
         params = dict(ctx.params)

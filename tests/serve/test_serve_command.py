@@ -77,14 +77,14 @@ def test_a_host_beyond_this_machine_is_warned_about(tmp_path):
 def test_the_served_command_is_the_targets_own_command_line(tmp_path):
     scenario = tmp_path / "mine.kvs"
     scenario.write_text("cache trie pages=4 tokens_per_page=2\nacquire r1 1 2\n")
-    assert served_command(("lru",))[0] == ("demo", "lru")
-    assert served_command((str(scenario),)) == (("run", str(scenario.resolve())), "mine.kvs")
-    assert served_command(("quiz", "lru", "--seed", "3"))[0] == ("quiz", "lru", "--seed", "3")
+    assert served_command(("lru",), cli)[0] == ("demo", "lru")
+    assert served_command((str(scenario),), cli) == (("run", str(scenario.resolve())), "mine.kvs")
+    assert served_command(("quiz", "lru", "--seed", "3"), cli)[0] == ("quiz", "lru", "--seed", "3")
     recording = tmp_path / "r.jsonl"
     recording.write_text("")
-    words, title = served_command(("watch", "--replay-file", str(recording)))
+    words, title = served_command(("watch", "--replay-file", str(recording)), cli)
     assert words == ("watch", "--replay-file", str(recording.resolve())) and title == "watch r.jsonl"
-    assert served_command(()) is None
+    assert served_command((), cli) is None
 
 
 def test_every_demo_has_a_page_running_exactly_that_demo():
