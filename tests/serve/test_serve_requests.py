@@ -194,3 +194,32 @@ def test_a_killed_server_takes_its_apps_with_it(tmp_path):
 
         app = asyncio.run(scenario())
         poll(lambda: not group_members(app), GONE_SECONDS, "the app of a SIGKILLed server gone")
+
+
+def test_with_no_target_the_landing_page_is_home_and_no_app_page_exists(tmp_path):
+    with served(cwd=tmp_path) as server:
+        with urllib.request.urlopen(server.url + "/", timeout=30) as response:
+            home = response.read().decode()
+        assert 'href="/demo/lru"' in home and "Lessons" in home and 'id="served"' not in home
+        assert status_of(server.url + "/app") == 404
+        assert first_frame(ws_url(server, "/demo/refcount/ws")) > 0
+
+
+def test_a_served_scenario_file_runs_that_file_and_its_landing_page_links_it(tmp_path):
+    scenario = tmp_path / "story.kvs"
+    scenario.write_text("cache trie pages=4 tokens_per_page=2\n> A tiny story.\nacquire r1 1 2 3\n")
+    with served(str(scenario), cwd=tmp_path) as server:
+        with urllib.request.urlopen(server.url + "/demos", timeout=30) as response:
+            assert 'id="served" href="/app"' in response.read().decode()
+        before = server.apps()
+
+        async def scenario_session():
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(ws_url(server, "/app/ws")) as socket:
+                    async with asyncio.timeout(START_SECONDS):
+                        while (await socket.receive()).type != aiohttp.WSMsgType.BINARY:
+                            pass
+                    return server.new_app(before)
+
+        app = asyncio.run(scenario_session())
+        assert command_line(app) == [sys.executable, "-m", "kvviz", "run", str(scenario.resolve())]
