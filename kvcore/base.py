@@ -29,9 +29,13 @@ from .snapshot import (
 )
 
 #: Pools up to this many pages get plain tuples for their page table and free list in
-#: snapshots (what the UI indexes page by page); larger ones get lazy sequences that cost
-#: memory for the pages used only (a trace replay's pool can have 10**12 pages).
-_EXPLICIT_PAGES = 1 << 16
+#: snapshots (what the UI indexes page by page: a 2,048-page pool is the UI's benchmark);
+#: larger ones get lazy sequences that cost memory for the pages used only (a trace
+#: replay's pool can have 10**12 pages). Kept low so a step's snapshot costs what it
+#: changed: with 1 << 16 here, a 10,000-page session paid a 10,000-row tuple per step
+#: (bench_check's curve: 0.65 / 1.29 / 1.01 ms per step at 1k / 10k / 100k pages, against
+#: 0.63 / 0.77 / 0.67 with 1 << 12, in one run at load 7).
+_EXPLICIT_PAGES = 1 << 12
 
 
 def pages_for(slots: int, tokens_per_page: int) -> int:
@@ -570,7 +574,7 @@ class _Rows:
     """
 
     __slots__ = ("clock", "ops", "nodes", "node_pages", "pages", "allocations", "page_node", "page_owner", "owned",
-                 "dirty_nodes", "dirty_allocations", "last", "untouched_rows")
+                 "dirty_nodes", "dirty_allocations", "last", "untouched_rows", "page_numbers")
 
     def __init__(self, cache: BasePagedAttentionCache, snap: Snapshot):
         self.clock = snap.clock
@@ -588,7 +592,8 @@ class _Rows:
         self.dirty_nodes: dict = {}
         self.dirty_allocations: set[int] = set()
         self.last = weakref.ref(snap)
-        self.untouched_rows: tuple[int, tuple[PageInfo, ...]] | None = None
+        self.untouched_rows: tuple[tuple[int, int], tuple[PageInfo, ...], tuple[int, ...]] | None = None
+        self.page_numbers: tuple[int, ...] | None = None
 
     def op(self, allocation_id: int) -> None:
         """An operation on ``allocation_id`` is starting (it cannot fail any more)."""
@@ -691,12 +696,19 @@ class _Rows:
             owned.clear()
         if page_count <= _EXPLICIT_PAGES:
             untouched = self.untouched_rows
-            if untouched is None or untouched[0] != len(pages):
+            if untouched is None or untouched[0] != (len(pages), free.untouched_from):
                 if page_count:
                     free_row(page_count - 1)
-                untouched = self.untouched_rows = (len(pages), tuple(_FREE_ROWS[len(pages):page_count]))
+                # The rows and the free run of the pages never handed out, kept until the
+                # pool hands one out: a step then copies them (C) but builds none of them.
+                numbers = self.page_numbers
+                if numbers is None:  # every page's int, made once: slices of it make no int
+                    numbers = self.page_numbers = tuple(range(page_count))
+                untouched = self.untouched_rows = ((len(pages), free.untouched_from),
+                                                   tuple(_FREE_ROWS[len(pages):page_count]),
+                                                   numbers[free.untouched_from:])
             table = tuple(pages) + untouched[1]
-            free = tuple(range(free.untouched_from, page_count)) + free.returned
+            free = untouched[2] + free.returned
         else:
             table = PageTable(tuple(pages), page_count)
         snap = Snapshot(

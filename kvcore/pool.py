@@ -15,11 +15,6 @@ from .snapshot import FreePages
 #: most this many untouched pages in memory beyond the pages used.
 _CHUNK = 4096
 
-#: A fresh pool up to this many pages lists them all at once (2 MB of list, as the pool
-#: always did): taking them later costs no int creation, which a cache of that size would
-#: feel (the lifecycle benchmark's 200,000-page pool). Larger pools go a chunk at a time.
-_EAGER = 1 << 18
-
 #: Pools have fewer pages than this. Page numbers and counts then fit a C ``ssize_t``
 #: (``len()``, ``range`` and slices of the lazy free list raise OverflowError above it).
 MAX_PAGE_COUNT = 1 << 63
@@ -59,7 +54,9 @@ class PagePool:
         self._free: list[int] = []
         self._head = 0
         if free_order is None:
-            untouched, returned = (page_count, list(range(page_count))) if page_count <= _EAGER else (0, [])
+            # Every page untouched, whatever the size: listing them would make each snapshot
+            # (free_pages, the page table) cost the pool's size instead of the pages used.
+            untouched, returned = 0, []
         elif isinstance(free_order, FreePages) and free_order.page_count == page_count:
             untouched, returned = free_order.untouched_from, list(free_order.returned)
             _check_free_order(returned, untouched)

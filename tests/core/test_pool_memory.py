@@ -159,3 +159,72 @@ def test_a_snapshot_of_a_huge_pool_hashes_without_walking_every_page():
     with_free_tail = PageTable(snap.pages.rows + (PageInfo(len(snap.pages.rows), "free"),), HUGE)
     assert with_free_tail == snap.pages and hash(with_free_tail) == hash(snap.pages)
     assert hash(snap) == hash(cache.snapshot())
+
+
+# -- a step costs what it changed, not the pool's size (issue 21) ---------------------------
+# Counted in bytes allocated, never in seconds: the same ops on pools of 1k, 10k and 100k
+# pages must allocate about the same per step (a snapshot that listed the pool's pages, or a
+# pool that listed its untouched pages, allocates in proportion to the pool and fails here).
+
+CURVE_POOLS = (1_000, 10_000, 100_000)
+
+
+def _curve_ops(cache) -> list:
+    """The same 60 steps on any pool of 1,000 pages or more: requests sharing prefixes, some
+    held, on at most 400 pages (each step an acquire, publish or release)."""
+    steps = []
+    held = []
+    for i in range(20):
+        tokens = [i % 4, 1, 2, 3] + [1000 + i] * 12  # 16 tokens: 4 pages of 4, one shared prefix page
+        steps.append(lambda tokens=tokens: held.append(cache.acquire_pages_for_tokens(tokens, 8)))
+        steps.append(lambda: held[-1].publish_pages_for_tokens())
+        steps.append(lambda i=i: held.pop(0).release_pages() if i % 2 else None)
+    return steps
+
+
+def _largest_step_allocation(page_count: int) -> int:
+    """The most bytes one step (the op, its snapshot, the incremental check) allocates at
+    its peak, with the cache recording events as kvviz's sessions do. The first step is left
+    out: it makes the pool's first chunk of page numbers (``kvcore.pool._CHUNK``, about
+    150 KB on any pool of 4,096 pages or more, once per chunk)."""
+    from kvcore.invariants import IncrementalChecker
+
+    cache = TriePagedAttentionCache(PagePool(page_count), 4)
+    cache.record_events(True)
+    checker = IncrementalChecker()
+    assert checker.check(cache.snapshot()) == []
+    largest = 0
+    tracemalloc.start()
+    try:
+        for number, step in enumerate(_curve_ops(cache)):
+            tracemalloc.reset_peak()
+            before, _ = tracemalloc.get_traced_memory()
+            step()
+            cache.take_events()
+            violations = checker.check(cache.snapshot())
+            _, peak = tracemalloc.get_traced_memory()
+            assert violations == []
+            if number:
+                largest = max(largest, peak - before)
+    finally:
+        tracemalloc.stop()
+    return largest
+
+
+def test_a_step_allocates_the_same_on_a_pool_of_1k_10k_or_100k_pages():
+    small, middle, large = map(_largest_step_allocation, CURVE_POOLS)
+    assert small > 1000  # the measure sees a step's work
+    # A 1k pool's snapshot lists its 1,000 pages (plain tuples, 8 KB each); a listed 10k or
+    # 100k pool would allocate 80 KB or 800 KB more per step.
+    assert middle <= small + 16 * 1024, (small, middle)
+    assert large <= small + 16 * 1024, (small, large)
+
+
+@pytest.mark.parametrize("page_count", [1_000, 100_000, HUGE])
+def test_a_fresh_pool_lists_none_of_its_pages(page_count):
+    pool = PagePool(page_count)
+    free = pool.free_pages()
+    assert (free.untouched_from, free.returned) == (0, ())
+    assert pool.take(3) == [0, 1, 2]
+    pool.give([1])
+    assert pool.free_pages().untouched_from == 3 and pool.free_pages().returned == (1,)
