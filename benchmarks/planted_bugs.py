@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TRIE_MACHINE = "tests/core/test_stateful.py::TestTrieCacheAgainstModel"
 HASH_MACHINE = "tests/core/test_hash_stateful.py::TestHashCacheMachine"
+EVICTION_ORDER_TEST = ("tests/core/test_eviction_paths.py::"
+                       "test_batch_eviction_takes_the_smaller_child_however_the_heap_was_filled")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,9 @@ BUGS = (
         "                    if keys[child + 1] >> 40 < keys[child] >> 40:\n"
         "                        child += 1\n"
         "                    keys[pos] = keys[child]\n",
-        (TRIE_MACHINE,),
+        # The state machine finds it in about 95% of CI runs; the deterministic test (every
+        # release order of five fifo or filo leaves) in every run, in about a second.
+        (EVICTION_ORDER_TEST, TRIE_MACHINE),
     ),
     PlantedBug(
         "cascade_parent",
@@ -226,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             out = run_bug(bug, args.profile, seed, args.timeout, args.shrink)
             label = "random" if seed is None else seed
             if out.caught:
-                print(f"  seed {label}: CAUGHT after {out.passing_before} passing examples "
-                      f"({out.generate_seconds} s generating, {out.wall_seconds:.0f} s wall in all)"
+                how = ("at once (a test with no Hypothesis examples)" if out.passing_before is None else
+                       f"after {out.passing_before} passing examples ({out.generate_seconds} s generating)")
+                print(f"  seed {label}: CAUGHT {how}, {out.wall_seconds:.0f} s wall in all,"
                       f" by {out.failed_test}\n      {out.first_error}", flush=True)
             else:
                 missed += 1

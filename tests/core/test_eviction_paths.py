@@ -180,3 +180,32 @@ def test_spare_nodes_do_not_keep_evicted_chains_alive():
     assert nodes_alive() - before == 1 + len(cache._spare)  # the root and the spares: the rest is gone
     assert all(n.parent is None for n in cache._spare)
     held.release_pages()
+
+
+def _leaves_released_in(order: tuple[int, ...], policy: str) -> TriePagedAttentionCache:
+    """A full pool of one-page leaves under the root (leaf i: tokens [100 + i], seq i + 1,
+    page i), released in ``order``: the heap's array is what those pushes leave."""
+    cache = TriePagedAttentionCache(PagePool(len(order)), 1, policy)
+    held = [cache.acquire_pages_for_tokens([100 + i]) for i in range(len(order))]
+    for allocation in held:
+        allocation.publish_pages_for_tokens()
+    for i in order:
+        held[i].release_pages()
+    return cache
+
+
+@pytest.mark.parametrize("policy", ["fifo", "filo"])
+def test_batch_eviction_takes_the_smaller_child_however_the_heap_was_filled(policy):
+    """Under fifo and filo every key is seq alone, so the inlined pop's choice between two
+    children rests on seq: every release order of five leaves, every batch size, evicts the
+    leaves in key order and leaves a heap whose every parent is below its children. (A pop
+    that compared the keys above seq only would tie there and take the left child.)"""
+    from itertools import permutations
+
+    for order in permutations(range(5)):
+        for count in range(1, 5):
+            cache = _leaves_released_in(order, policy)
+            expected = sorted(range(5), reverse=policy == "filo")[:count]  # page i holds seq i + 1
+            taken = cache.acquire_pages_for_tokens(list(range(count)))
+            assert list(taken.pages) == expected, (order, count)
+            assert cache.check_invariants() == [], (order, count)
