@@ -238,6 +238,24 @@ def test_a_fifo_free_list_and_a_heap_sift_cost_what_moved(size, taken, given_bac
     assert sum(3 + len(e[2]) for e in edits) <= 8 * min(taken, size // 2) + 3
 
 
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(20, 400), picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
+       insert=st.booleans())
+def test_a_few_pages_leaving_or_joining_a_queue_anywhere_cost_what_moved(size, picks, insert):
+    # A hash cache's free queue: matched pages leave it from anywhere, released ones join it.
+    queue = list(range(size))
+    changed = list(queue)
+    if insert:
+        for k, pick in enumerate(picks):
+            changed.insert(pick % (len(changed) + 1), 10_000 + k)
+    else:
+        for pick in sorted({p % size for p in picks}, reverse=True):
+            del changed[pick]
+    edits = list_edits(queue, changed)
+    assert apply_list_edits(list(queue), edits) == changed
+    assert sum(3 + len(e[2]) for e in edits) <= 4 * len(picks) + 3
+
+
 # -- the limit ----------------------------------------------------------------------------------
 
 
