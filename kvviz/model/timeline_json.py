@@ -233,11 +233,11 @@ it (bounded: see MAX_SUBSTEP_STATE_PAGES in the README's Limits). --step N print
 A step costs what its op changed: the first step object carries its state whole
 (`snapshot`), every later one only its `changes` from the step object before it, and each
 the `digest` of its state, so a reader rebuilds every state and checks it (Python:
-kvviz.model.timeline_json.read_states). The values of state written are bounded before the
-first line by MAX_TIMELINE_JSON_ITEMS ({MAX_TIMELINE_JSON_ITEMS:,}), counted from what each op
-can change. --snapshots writes every state whole instead; then the steps x the cache's pages
-are bounded: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,}; e.g. 2 steps of a
-1,000,000-page pool, 976 of 2,048 pages), as for --step N.
+kvviz.model.timeline_json.read_states). The values of state written are bounded before
+the first line, counted from what each op can change: at most MAX_TIMELINE_JSON_ITEMS
+({MAX_TIMELINE_JSON_ITEMS:,}). --snapshots writes every state whole instead; then the steps x
+the cache's pages are bounded: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,}; e.g. 2
+steps of a 1,000,000-page pool, 976 of 2,048 pages), as for --step N.
 --json excludes --print. Exit codes as --print: 1 when a printed step failed an expect or an
 invariant (one line on stderr after the JSON), 2 for bad input.
 
@@ -303,7 +303,7 @@ invariant (one line on stderr after the JSON), 2 for bad input.
     nodes_gone, allocations_gone, blocks_gone   the ids of the rows that left
     free, heap     edits of those lists, [start, delete, [items]], applied in order as
                    list[start:start+delete] = items (start counts in the list edited so far)
-                   The other snapshot fields never change within a run.
+                   (the other snapshot fields never change within a run)
   substeps         null without --substeps and at step 0; else a summary of the op's sub-steps:
     count          how many `substep` objects follow
     source         "events" (kvcore: every move it made) or "calls" (a foreign cache,
