@@ -17,6 +17,7 @@ prints a reproduction blob for every failure so it can be replayed with ``@repro
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
@@ -41,3 +42,11 @@ def pytest_configure(config) -> None:
         os.environ["HYPOTHESIS_PROFILE"] = "soak"
         os.environ.setdefault("KVVIZ_FUZZ_SCALE", SOAK_FUZZ_SCALE)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _private_data_directory(tmp_path_factory, monkeypatch):
+    """Every test gets its own empty user data directory (``XDG_DATA_HOME``): the course's
+    progress file (kvviz/model/course.py) is read by ``kvviz demo --list`` and written by
+    ``kvviz practice``, and no test may read or write the real home's. Subprocesses inherit it."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
