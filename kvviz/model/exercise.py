@@ -835,7 +835,8 @@ def state_lines(move: Move, label: Labeler = default_labeler) -> list[str]:
 
 
 def _structure_lines(snap: Snapshot, label: Labeler) -> list[str]:
-    if snap.kind == "hash":
+    entry = design_of(snap)
+    if entry.rows == "blocks":  # a hash table of blocks (the hash design)
         if not snap.blocks:
             return ["Cached blocks: none"]
         out = ["Cached blocks (block: page, parent block, tokens):"]
@@ -843,7 +844,7 @@ def _structure_lines(snap: Snapshot, label: Labeler) -> list[str]:
             out.append(f"  block {b.id}: page {b.page}, parent {b.parent if b.parent is not None else '-'}, "
                        f"[{label(b.tokens)}]" + ("" if b.reachable else " (unreachable)"))
         return out
-    if snap.kind == "base":
+    if not entry.shares:  # the base cache: nothing is cached between requests
         return ["The base cache: no trie, nothing cached to match."]
     nodes = [n for n in snap.nodes if n.id]
     if not nodes:
@@ -857,7 +858,7 @@ def _structure_lines(snap: Snapshot, label: Labeler) -> list[str]:
 
 
 def _free_lines(snap: Snapshot) -> list[str]:
-    if snap.kind == "hash":
+    if design_of(snap).lazy:  # a free queue whose pages may still cache a block
         cells = [f"{p}{'*' if snap.pages[p].state == 'cached' else ''}" for p in snap.free]
         return [f"Free queue (head first; * still caches a block): {' '.join(cells) if cells else 'empty'}"]
     return [f"Free list (front first): {' '.join(map(str, snap.free)) if snap.free else 'empty'}"]
