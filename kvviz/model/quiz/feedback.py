@@ -32,7 +32,8 @@ def feedback(question: Question, reply: Reply | None) -> tuple[str, ...]:
 def record(question: Question, reply: Reply | None, given: str | None, hints_seen: int = 0) -> dict:
     """One question's entry in the quiz's JSON: what was asked and answered, whether it was
     right, the mistake tag of the choice given (a teacher's view of misconceptions), the hints
-    (and how many the learner read), the why, and where a wrong answer parted from the cache."""
+    (and how many the learner read), the why, and where a wrong answer parted from the cache
+    (``substep`` 0-based into the op's sub-steps, which the UI numbers from 1; None: the step)."""
     parted = question.divergence(reply.value) if reply is not None and not reply.right else None
     return {
         "kind": question.kind, "step": question.step, "question": question.text,
