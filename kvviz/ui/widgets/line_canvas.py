@@ -131,6 +131,12 @@ class LineCanvas(ScrollView):
         (e.g. whether the cursor is on it). Part of the cache key."""
         return None
 
+    def content_key(self, index: int) -> Hashable | None:
+        """Everything line ``index`` shows, as a value, when the subclass can say it (None:
+        not known). Such lines are filed by it instead of by index, width and
+        :meth:`line_key`: a line that moved (a row removed above it) is not drawn again."""
+        return None
+
     def styles_changed(self) -> None:
         """Called after the theme or the CSS changed (the caches are already empty)."""
 
@@ -149,7 +155,8 @@ class LineCanvas(ScrollView):
     def render_line(self, y: int) -> Strip:
         index = y + self.scroll_offset.y
         width = self.line_width
-        key = (index, width, self.line_key(index))
+        content = self.content_key(index)
+        key = (index, width, self.line_key(index)) if content is None else ("content", width, content)
         strip = self._strips.get(key)
         if strip is None:
             strip = self._strips[key] = self.render_strip(index, width)

@@ -205,21 +205,10 @@ class LineView(LineCanvas, can_focus=True):
         for line in changed:  # the strips are kept: they are filed by signature (render_line)
             self.refresh_line(line)
 
-    def render_line(self, y: int) -> Strip:
-        # A view with line signatures files its strips by what they show, not by row index:
-        # a line that moved down by one row (a node evicted above it) is not drawn again.
-        if type(self).line_signature is LineView.line_signature:
-            return super().render_line(y)
-        index = y + self.scroll_offset.y
-        signature = self.line_signature(index)
-        if signature is None:
-            return super().render_line(y)
-        width = self.line_width
-        key = ("signed", width, signature)
-        strip = self._strips.get(key)
-        if strip is None:
-            strip = self._strips[key] = self.render_strip(index, width)
-        return strip
+    def content_key(self, index: int) -> Hashable | None:
+        # Strips are filed by signature, so a line moved down by a row (a node evicted above
+        # it) is a cache hit.
+        return self.line_signature(index)
 
     def _rebuild(self, repaint: bool = True) -> None:
         """Build the rows again; ``repaint``: render every line again (else the caller
