@@ -32,10 +32,12 @@ from .snapshot import (
 #: snapshots (what the UI indexes page by page: a 2,048-page pool is the UI's benchmark);
 #: larger ones get lazy sequences that cost memory for the pages used only (a trace
 #: replay's pool can have 10**12 pages). Kept low so a step's snapshot costs what it
-#: changed: with 1 << 16 here, a 10,000-page session paid a 10,000-row tuple per step
-#: (bench_check's curve: 0.65 / 1.29 / 1.01 ms per step at 1k / 10k / 100k pages, against
-#: 0.63 / 0.77 / 0.67 with 1 << 12, in one run at load 7).
-_EXPLICIT_PAGES = 1 << 12
+#: changed: with 1 << 16 here, a 10,000-page session paid two 10,000-entry tuples per step
+#: (bench_check's curve, one run at load 7: 0.65 / 1.29 / 1.01 ms per step at 1k / 10k /
+#: 100k pages, against 0.63 / 0.77 / 0.67 with lazy sequences from 4,096 pages). Not lower
+#: than 8,192: exporting an 8,000-page session from lazy sequences peaked at 6.06 times the
+#: bundle's size, over the 6 that tests/model/test_export.py allows.
+_EXPLICIT_PAGES = 1 << 13
 
 
 def pages_for(slots: int, tokens_per_page: int) -> int:
