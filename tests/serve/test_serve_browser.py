@@ -195,3 +195,25 @@ def test_past_the_session_cap_a_page_says_so_and_a_closed_tab_frees_a_place(cont
         poll(lambda: not group_members(app), GONE_SECONDS, "the first tab's app gone")
         open_app(second, f"{server.url}/")  # the place is free again
         assert server.process.poll() is None
+
+
+def test_ctrl_s_offers_the_script_as_a_download(context, lru_server, tmp_path):
+    # (A typed name such as /etc/passwd only names the download: tests/serve/test_served_exports.py.)
+    page = context.new_page()
+    downloads = []
+    page.on("download", lambda download: downloads.append(download))
+    context.on("page", lambda opened: opened.on("download", lambda download: downloads.append(download)))
+    open_app(page, f"{lru_server.url}/")
+    page.evaluate("window.kvvizStream.recent = ''")
+    page.keyboard.press("Control+s")
+    page.wait_for_function("window.kvvizStream.recent.includes('Save the script as')", timeout=STEP_MS)
+    page.keyboard.press("Enter")  # the name offered
+    poll_in_browser(page, lambda: downloads, 30, "a download after ctrl+s")
+    script = tmp_path / "script.kvs"
+    downloads[0].save_as(script)
+    assert downloads[0].suggested_filename == "kvviz-session.kvs"
+    assert "\ncache trie" in script.read_text() and "acquire s0" in script.read_text()
+    checked = subprocess.run([sys.executable, "-m", "kvviz", "check", str(script)], capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0, checked.stderr
+    assert list(lru_server.output.parent.glob("*.kvs")) == []
