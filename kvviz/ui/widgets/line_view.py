@@ -202,7 +202,7 @@ class LineView(LineCanvas, can_focus=True):
                    if old is None or self.line_signature(top + i) != old}
         height = self.scrollable_content_region.height
         changed.update(range(top + len(before), top + height))
-        for line in changed:  # the strips are kept: they are filed by signature (render_line)
+        for line in changed:  # the strips are kept: they are filed by signature (content_key)
             self.refresh_line(line)
 
     def content_key(self, index: int) -> Hashable | None:
@@ -247,7 +247,7 @@ class LineView(LineCanvas, can_focus=True):
             if fixed and size.width == self.virtual_size.width and self._same_scrollbar(size):
                 # A view with a scrollbar (the narration) whose bar neither comes nor goes:
                 # only the bar's thumb and the scroll range follow the rows, no layout (a
-                # layout refresh was four fifths of a step's time).
+                # layout refresh was four fifths of a step in the profile of bench_ui.py).
                 self.set_reactive(LineView.virtual_size, size)
                 self._scroll_update(size)
                 return
