@@ -43,6 +43,8 @@ from kvcore import Snapshot
 # The snapshot format's own row encoders: the texts kept here are the rows to_json writes.
 from kvcore.snapshot import FreePages, QueuedPages, _allocation_row, _block_row, _node_row, _page_row
 
+from .designs import design_of
+
 FORMAT = "changes/1"
 """The version of the ``changes`` object (within ``kvviz.timeline/2``)."""
 
@@ -422,7 +424,7 @@ class StateWriter:
 
     @staticmethod
     def _table_specs(snap: Snapshot):
-        return TABLES + ((BLOCKS,) if snap.kind == "hash" else ())
+        return TABLES + ((BLOCKS,) if design_of(snap).rows == "blocks" else ())  # the hash design's rows
 
     def _changes(self, last: Snapshot, snap: Snapshot) -> str | None:
         if any(getattr(last, f) != getattr(snap, f) for f in FIXED):
