@@ -309,6 +309,8 @@ class Session:
         """The state before frame ``index``'s op (frame ``index - 1``'s snapshot), from the
         run that built frame ``index`` when it kept it: no second rebuild after a jump."""
         frame = self.frame(index)
+        if frame.index == 0:
+            raise IndexError("frame 0 is the initial state: no op led to it, nothing came before")
         if frame.before is not None:
             return frame.before
         return self.frame(frame.index - 1).snapshot

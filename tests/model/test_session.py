@@ -207,6 +207,8 @@ def test_the_state_before_a_jumped_to_frame_comes_from_the_same_rebuild_and_equa
         assert before == recorded.frame(index - 1).snapshot, index
         assert lazy.frame(index) == recorded.frame(index), index
         assert restores.count(True) <= 1, f"frame {index} and the state before it took {restores.count(True)} restores"
+    with pytest.raises(IndexError, match="initial state"):
+        lazy.snapshot_before(0)
 
 
 def test_a_session_keeps_only_its_cache_of_frames_and_every_kth_snapshot():
