@@ -25,6 +25,8 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (PURE, ("textual", "click", "kvviz.ui", "kvviz.cli")),
     (("kvviz.backends",), ("kvviz.model.session",)),
     (("kvviz.ui",), ("kvviz.cli",)),
+    # kvviz serve runs the app in the processes it starts: it never loads the UI or the CLI.
+    (("kvviz.serve",), ("kvviz.ui", "kvviz.cli", "textual.app", "click")),
     (("kvcore",), ("kvviz", "rich", "textual", "click")),
 )
 
@@ -107,6 +109,8 @@ def test_every_module_keeps_to_its_layer():
     ("kvcore/trie.py", "def f():\n    import numpy\n", "numpy"),
     ("kvcore/trie.py", "import heapq\nfrom .heap import x\n", None),
     ("kvviz/export/__init__.py", "from .bundle import x\nfrom ..ui import screenshot\n", "kvviz.ui"),
+    ("kvviz/serve/server.py", "def f():\n    from ..ui.app import make_app\n", "kvviz.ui.app"),
+    ("kvviz/serve/server.py", "from textual_serve.server import Server\n", None),  # textual-serve is its engine
 ])
 def test_the_checker_catches_an_edge_even_inside_a_function(tmp_path, module, source, edge):
     path = tmp_path / module
