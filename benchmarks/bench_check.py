@@ -8,9 +8,10 @@ Run:  python benchmarks/bench_check.py                 (about a minute on an idl
    the Mooncake conversation trace: 600 steps on 5,537 pages), in a temporary folder.
 2. CPU seconds (user + system, of the child process) of ``kvviz check`` on it, of
    ``kvviz check --full`` (every step's invariants checked whole: the oracle), of
-   ``kvviz run --json`` (refused, exit 2, when the slice's step snapshots x pages exceed
-   kvviz.limits.MAX_STEP_STATE_PAGES: then of ``run --json --step LAST`` and of ``run --json``
-   on the longest prefix of the slice the bound lets through).
+   ``kvviz run --json`` (schema kvviz.timeline/2: the first state whole, then each step's
+   changes; ``benchmarks/bench_run_json.py`` measures it alone; should it be refused, exit 2,
+   the script falls back to ``run --json --step LAST`` and ``run --json`` on the longest
+   prefix of the slice the bound lets through).
 3. The curve: the same ops (the slice's first ``--curve-steps`` steps) on pools of 1k, 10k and
    100k pages, each step applied to a kvviz session (snapshot, incremental check, diff,
    narration, expects): CPU milliseconds per step, and the 100k / 1k ratio (flat: near 1).
