@@ -36,6 +36,8 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
   the payload alone, or seq and payload, or a fourth frame after the payload, instead of
   three frames) and ``"seq_bytes": N`` (the seq frame's width, instead of 8).
 
+Once every socket is bound it prints ``{"bound": true}`` (a starter waits for that line: a port
+taken between choosing it and binding it is then a retry, not a test that hears nothing).
 After the steps the process serves replays until its stdin closes or ``--deadline`` seconds
 have passed since it started, then prints one JSON line (what it sent, skipped, and which
 replay requests it answered or ignored) and exits: 0, or 3 when no subscriber came in time.
@@ -269,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         RankPublisher(context, r, local_port(args.pub), local_port(args.router), script)
         for r in range(args.ranks)
     ]
+    print(json.dumps({"bound": True}), flush=True)  # every socket bound: the starter may connect
     waiting = zmq.Poller()
     for r in ranks:
         waiting.register(r.xpub, zmq.POLLIN)

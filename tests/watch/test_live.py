@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -66,6 +67,17 @@ def free_base_port(count: int = 1) -> int:
     raise AssertionError("no run of free ports on 127.0.0.1")
 
 
+BIND_TRIES = 5
+"""Fresh ports tried when another test took a chosen port before the publisher bound it."""
+
+
+def bound(proc: subprocess.Popen) -> bool:
+    """Waits (bounded) for the publisher's ``{"bound": true}`` line; False when it exited first."""
+    ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+    line = proc.stdout.readline() if ready else b""
+    return json.loads(line or b"{}").get("bound", False)
+
+
 class Publisher:
     """One publisher process and its endpoints."""
 
@@ -85,17 +97,22 @@ def publisher(tmp_path):
     started: list[subprocess.Popen] = []
 
     def start(script: dict, ranks: int = 1) -> Publisher:
-        pub_port, router_port = free_base_port(ranks), free_base_port(ranks)
         path = tmp_path / f"script-{len(started)}.json"
         path.write_text(json.dumps(script))
-        pub, router = f"tcp://127.0.0.1:{pub_port}", f"tcp://127.0.0.1:{router_port}"
-        proc = subprocess.Popen(
-            [sys.executable, str(PUBLISHER), "--pub", pub, "--router", router, "--recording", str(RECORDING),
-             "--script", str(path), "--ranks", str(ranks), "--deadline", str(DEADLINE_S)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        started.append(proc)
-        return Publisher(proc, pub, router)
+        for _ in range(BIND_TRIES):
+            pub_port, router_port = free_base_port(ranks), free_base_port(ranks)
+            pub, router = f"tcp://127.0.0.1:{pub_port}", f"tcp://127.0.0.1:{router_port}"
+            proc = subprocess.Popen(
+                [sys.executable, str(PUBLISHER), "--pub", pub, "--router", router, "--recording", str(RECORDING),
+                 "--script", str(path), "--ranks", str(ranks), "--deadline", str(DEADLINE_S)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+            started.append(proc)
+            if bound(proc):
+                return Publisher(proc, pub, router)
+            err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
+            assert "Address already in use" in err, f"the publisher did not bind within {DEADLINE_S} s: {err}"
+        raise AssertionError(f"no free ports for the publisher in {BIND_TRIES} tries")
 
     try:
         yield start
