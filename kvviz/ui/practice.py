@@ -6,16 +6,19 @@ The questions, their grading, feedback and the tally are the model's
 question is being asked, which were answered (so stepping back and forward again never asks
 twice) and the score. Asking reads the session's frames: it never applies an op, so the
 timeline is never changed by asking. :class:`PracticeView` is the frozen value the question
-panel draws; :class:`PracticeActions` are the main screen's keys for it.
+panel draws; :class:`PracticeActions` are the main screen's keys for it. While a question is
+asked, :func:`withheld` keeps the narration and the why panel from telling its answer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..limits import MAX_QUIZ_STEPS
 from ..model.narrate import count
 from ..model.quiz import AnswerError, Divergence, Question, Reply, Tally, feedback, questions, refusal
+from ..model.view import FrameView
+from ..model.why import Answer
 from .stepping import Position
 
 HINT_WORDS = ("?", "hint")
@@ -27,6 +30,27 @@ PRACTICE_KEYS = ("type a letter or the answer, enter · ? enter: a hint · blank
 
 REVEALED_KEYS = "f step into the sub-step where your answer parted from the cache"
 """The panel's key line after a wrong answer that parted at a sub-step."""
+
+WITHHELD_STORY = ("(The story is withheld while the question is asked: it often tells what comes next. "
+                  "It shows again once you answer or skip.)")
+"""The narration's line in place of the shown step's story while a question is asked."""
+
+WITHHELD_WHY = Answer("Why? · withheld while the question is asked",
+                      ("Its answers about this state would tell the question's.",
+                       "It answers again once you answer or skip."))
+"""The why panel's answer while a question is asked."""
+
+
+def withheld(view: FrameView) -> FrameView:
+    """``view`` without what gives a pending question's answer away: a demo's story (the
+    ``lru`` demo's names the line of candidates, oldest first, before its victim question, as
+    ``kvviz quiz`` leaves it out) becomes a neutral line, and a why-answer ("it is evictable
+    and the next victim") the panel's neutral one. The step's own facts (its op, the generated
+    explanation of what it did, its events) stay: they are about the step before the question."""
+    frame = view.frame
+    if frame.story:
+        frame = replace(frame, story=WITHHELD_STORY)
+    return replace(view, frame=frame, why=None if view.why is None else WITHHELD_WHY)
 
 
 @dataclass(frozen=True)
@@ -173,6 +197,12 @@ class PracticeActions:
             self.set_reactive(type(self).practice, practice.renewed(self.session, self.revision))
         return self.practice
 
+    def without_giveaways(self, view: FrameView) -> FrameView:
+        """``view`` as the narration and why panel draw it: while a question is asked,
+        :func:`withheld`; otherwise as it is."""
+        practice = self.practice
+        return withheld(view) if practice is not None and practice.pending is not None else view
+
     def practice_asks_first(self) -> bool:
         """True in practice mode, where a step forward onto a question asks it first."""
         return self._current_practice() is not None
@@ -181,8 +211,11 @@ class PracticeActions:
         """Practice mode on or off: on, each step forward onto a step with a question asks it
         first, and reveals the step only after an answer or a skip."""
         if self.practice is not None:
+            asking = self.practice.pending is not None
             self.practice = None
             self.set_class(False, "-order-hidden")  # the panel that hid the heap is gone
+            if asking:  # the story and the why withheld for the question come back
+                self.position = self.position
             return
         why_not = refusal(self.session)
         if why_not is not None:  # no question kind is true of this cache: say so, stay put

@@ -350,3 +350,57 @@ async def test_the_heap_is_hidden_while_a_victim_question_is_asked(app_on, lru):
         app.answer_question(victim.correct_choice.label)
         await pilot.pause()
         assert not app.screen.has_class("-order-hidden") and app.heap.visible
+
+
+def _line_of_candidates_question(session):
+    """The ``lru`` demo's victim question whose step before it tells the line of candidates,
+    oldest first: its first in line is the answer's page's sequence."""
+    return next(q for q in questions(session, 0) if q.kind == "victim"
+                and "oldest first" in session.frame(q.step - 1).story)
+
+
+async def test_the_story_and_the_why_are_withheld_while_a_question_is_asked(app_on, lru):
+    from kvviz.model.view import PAGE, Selection
+    from kvviz.ui.practice import WITHHELD_STORY, WITHHELD_WHY
+
+    victim = _line_of_candidates_question(lru)
+    story = lru.frame(victim.step - 1).story
+    line = story[story.index("oldest first"):].split(".")[0]  # "oldest first: s2 (7), s4 (13), ..."
+    page = victim.answer  # the victim's page
+    app = app_on(lru, victim.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_toggle_why()
+        app.select(Selection(PAGE, page))
+        await pilot.pause()
+        assert line in app.narration.text  # not asking yet: the story shows
+        assert "next victim" in app.why.text  # and the why names the answer
+        app.action_next_step()
+        await pilot.pause()
+        assert app.practice.pending == victim and app.step == victim.step - 1
+        assert line not in app.narration.text and " ".join(WITHHELD_STORY.split()[:4]) in app.narration.text
+        assert "next victim" not in app.why.text and app.why.text.startswith(WITHHELD_WHY.title)
+        app.action_toggle_why()
+        app.action_toggle_why()  # shown again while asking: still withheld
+        await pilot.pause()
+        assert "next victim" not in app.why.text
+        app.answer_question(victim.correct_choice.label)
+        await pilot.pause()
+        assert app.step == victim.step
+        assert lru.frame(victim.step).story.split(".")[0] in app.narration.text  # the revealed step's story
+        assert not app.why.text.startswith(WITHHELD_WHY.title)
+        app.action_previous_step()  # back to the step the question was asked at: its story is back
+        await pilot.pause()
+        assert line in app.narration.text and "next victim" in app.why.text
+
+
+async def test_leaving_practice_while_asking_shows_the_story_again(app_on, lru):
+    victim = _line_of_candidates_question(lru)
+    app = app_on(lru, victim.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        assert app.practice.pending == victim
+        assert "oldest first" not in app.narration.text
+        app.action_toggle_practice()
+        await pilot.pause()
+        assert app.practice is None and "oldest first" in app.narration.text

@@ -310,7 +310,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
     def watch_show_why(self, shown: bool) -> None:
         self.why.display = shown
         if shown and self.view is not None:
-            self.view = dataclasses.replace(self.view, why=answer_for(self.session, self.view))
+            self.view = self.without_giveaways(dataclasses.replace(self.view, why=answer_for(self.session, self.view)))
             self.why.show(self.view)
 
     def watch_playing(self, playing: bool) -> None:
@@ -349,6 +349,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
                          self.revision, self.last_step)
         if self.show_why:  # the whole step's question, stepped in or not
             view = dataclasses.replace(view, why=answer_for(session, view))
+        view = self.without_giveaways(view)  # a question asked: no story, no why telling its answer
         if self.substep is not None:
             view = self._substep_view(view)
             if rebuild:
