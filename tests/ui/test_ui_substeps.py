@@ -293,6 +293,23 @@ async def test_the_two_heap_slots_of_a_sift_swap_are_in_focus_and_tagged(app_on,
         assert len(focused) == 2
 
 
+async def test_mid_sift_the_top_of_the_heap_is_called_the_next_victim_only_when_its_key_is_smallest(app_on, lru):
+    """After a pop the last entry sits at slot 0 until the sift moves it down: it is not the
+    next victim then, and the heap view must not say so (a learner would read it as the answer)."""
+    swap = first(lru, 28, "swap")
+    state = lru.substeps(28).state(swap - 1)  # just before the first swap: slot 0 is out of order
+    keys = [state.node_key(state.node(n)) for n in state.heap]
+    assert keys[0] != min(keys), "the workload no longer has an out-of-order top mid-sift"
+    app = app_on(lru, step=28)
+    async with app.run_test(size=SIZE):
+        app.show_substep(28, swap - 1)
+        assert not any("next victim" in r for r in rows(app.heap)[1:])
+        app.show_substep(28, len(lru.substeps(28)) - 1)  # the sift is over
+        assert any(r.lstrip().startswith("[0]") and "next victim" in r for r in rows(app.heap))
+        app.show_substep(28, None)  # stepped out: the whole step's heap, in order
+        assert any(r.lstrip().startswith("[0]") and "next victim" in r for r in rows(app.heap))
+
+
 async def test_the_page_leaving_the_free_list_is_in_focus_in_the_pool(app_on):
     session = demo("eviction-cascade")
     take = first(session, CASCADE, "take")

@@ -86,6 +86,7 @@ class HeapView(LineView):
         if not design_of(snap).shares:  # nothing cached, nothing to evict (the base cache)
             return [Row(None, "base")]
         heap = snap.heap
+        self._top_is_next = self._top_is_smallest(view)
         rows: list[Row] = [Row(None, "header")]
         if not heap:
             rows.append(Row(None, "empty"))
@@ -101,6 +102,19 @@ class HeapView(LineView):
             for node in view.frame.diff.heap_removed:
                 rows.append(Row(node, HeapLine(None, node, 0)))
         return rows
+
+    _top_is_next = True
+
+    @staticmethod
+    def _top_is_smallest(view: FrameView) -> bool:
+        """Whether slot 0 holds the smallest key, so "next victim" is true of it. Between whole
+        steps the heap is always in order; inside an op, mid-sift (after a pop moved the last
+        entry to the top, or while a pushed entry climbs) the top may not be the smallest yet."""
+        snap = view.snapshot
+        if view.substep is None or not snap.heap:
+            return True
+        keys = [snap.node_key(node) for node in map(snap.node, snap.heap) if node is not None]
+        return len(keys) == len(snap.heap) and keys[0] == min(keys)
 
     def render_row(self, row: Row, width: int) -> list[Span]:
         style = self.style_of
@@ -127,7 +141,7 @@ class HeapView(LineView):
             entry_style = "heap-view--new"
         elif line.node in diff.heap_moved:
             entry_style = "heap-view--moved"
-        elif line.index == 0:
+        elif line.index == 0 and self._top_is_next:
             entry_style = "heap-view--victim"
         else:
             entry_style = "heap-view--entry"
@@ -141,7 +155,7 @@ class HeapView(LineView):
             tag = SLOT_TAGS.get(view.substep.step.kind)
             if tag:
                 spans.append((tag, style("heap-view--slot")))
-        if line.index == 0:
+        if line.index == 0 and self._top_is_next:
             spans.append((" ← next victim", style("heap-view--victim")))
         if node is not None and (line.node in view.violations.nodes or node.page in view.violations.pages):
             spans.append((" ⚠", style("heap-view--violation")))
@@ -166,7 +180,8 @@ class HeapView(LineView):
         node = view.node(line.node)
         violated = node is not None and (line.node in view.violations.nodes or node.page in view.violations.pages)
         return (line, node, view.snapshot.policy, line.node in diff.heap_added, line.node in diff.heap_moved,
-                kind if line.index in view.focus.slots else None, violated, marks)
+                kind if line.index in view.focus.slots else None, violated, line.index == 0 and self._top_is_next,
+                marks)
 
     def is_linked(self, item: Hashable) -> bool:
         return self.view is not None and item in self.view.highlight.nodes
