@@ -31,6 +31,7 @@ from .playing import SPEEDS  # noqa: F401 - the app's names
 from .saving import slug  # noqa: F401 - the app's names
 from .screens.branch_screen import BranchScreen
 from .screens.timeline_screen import TimelineScreen
+from .terminal_title import step_title, title_the_terminal
 from .themes import set_up_appearance, variable_defaults
 from .widgets.command_bar import CommandBar
 from .widgets.palette import KvvizCommands
@@ -77,12 +78,9 @@ class KvvizApp(ExportActions, App[None]):
             self.watch(self.main_screen, "position", self._title_the_terminal)
 
     def _title_the_terminal(self, position) -> None:
-        # Served (kvviz serve), the terminal's title (xterm's OSC 2) becomes the browser tab's:
-        # the canvas holds no text, so a person with a screen reader, and the browser tests,
-        # read the step there.
-        sub = "" if position.substep is None else f" · sub-step {position.substep + 1}"
-        title = f"kvviz {self.session.title or 'session'} · step {position.step} of {self.main_screen.last_step}{sub}"
-        self._driver.write(f"\x1b]2;{''.join(c for c in title if c.isprintable())}\x07")
+        # Served (kvviz serve), the terminal's title becomes the browser tab's (terminal_title).
+        title_the_terminal(self, step_title(self.session.title or "session", position.step,
+                                            self.main_screen.last_step, position.substep))
 
     @property
     def main_screen(self) -> TimelineScreen:

@@ -40,13 +40,14 @@ from .exporting import offer_download
 from .saving import free_stem, slug
 from .screens.prompt_screen import PromptScreen, step_number_problem
 from .stepping import StepActions
+from .terminal_title import step_title, title_the_terminal
 from .themes import set_up_appearance, variable_defaults
 from .watch_view import StreamTotals, WatchView, sparkline_samples, step_summary
 from .widgets.forest_view import LEGEND as FOREST_LEGEND
 from .widgets.forest_view import ForestView
 from .widgets.medium_bars import MediumBars
 from .widgets.timeline_bar import TimelineBar
-from .widgets.watch_header import WatchHeader
+from .widgets.watch_header import WatchHeader, source_label
 from .widgets.watch_narration import WatchNarration
 from .widgets.watch_timeline_bar import WatchTimelineBar
 
@@ -154,6 +155,7 @@ class WatchApp(StepActions, App[None]):
         self.totals_at: list[StreamTotals] = []
         self.peak_at: list[int] = []
         self._titles: dict[str, str] = {}
+        self._terminal_title = ""  # served: the title last written (terminal_title)
         self._poll_timer = None
         self.backlog = 0  # messages the subscriber holds that the timeline has not taken yet
         self._drain_scheduled = False
@@ -326,6 +328,18 @@ class WatchApp(StepActions, App[None]):
         else:
             self.forest.show(view, rebuild=False)
         self.why_line.update(Content(f"why: {view.why}" if view.why else WHY_HINT))
+        self._title_the_terminal(view)
+
+    def _title_the_terminal(self, view: WatchView) -> None:
+        # Served (kvviz serve), the terminal's title becomes the browser tab's, as the main
+        # app's (terminal_title): written only when it changes, since each batch redraws.
+        if not self.is_web:
+            return
+        name = f"watch {source_label(view.source)}" if view.source else "watch"  # the header's source
+        title = step_title(name, view.step, view.last_step, state="live" if view.following else "paused")
+        if title != self._terminal_title:
+            self._terminal_title = title
+            title_the_terminal(self, title)
 
     def _title(self, widget, title: str) -> None:
         # Setting a border title repaints the whole widget: only when it changes.
