@@ -391,11 +391,42 @@ class SnapshotChanges:
 class Snapshot:
     """Complete state of a cache at one moment (see DESIGN.md, "Snapshot").
 
-    ``pages`` has one row per page of the pool and ``free`` lists the free pages in
-    hand-out order: tuples, or for pools above 65,536 pages a :class:`PageTable` and a
-    :class:`FreePages` that store what the pool used and make the rest when read (equal to
-    the tuples, and serialised the same). ``to_dict``/``to_json`` write every row: their
-    size is the pool's, so bound ``page_count`` before serialising a huge pool.
+    One format for every design: each field means the same kind of thing on all three,
+    and a field a design has no use for is empty (``()``), never left out or renamed.
+
+    ====================  ==============================  ==============================  ==============================
+    field                 ``trie`` (shortfin's)           ``base`` (no sharing)           ``hash`` (vLLM's)
+    ====================  ==============================  ==============================  ==============================
+    ``pages[i].state``    ``free``, ``owned`` (an         ``free`` or ``owned``; never    ``free`` (queued, no block),
+                          allocation's unpublished tail)  ``cached``                      ``owned`` or ``cached``; a
+                          or ``cached`` (held by a node)                                  cached page with ref 0 is
+                                                                                          queued too
+    ``pages[i].node``     the trie node holding it        None                            the id of the block it caches
+                                                                                          (:class:`BlockInfo`)
+    ``pages[i].ref``      the node's ref count (0 on      0                               the page's own count, vLLM's
+                          free and owned pages)                                           ``ref_cnt`` (owned: 1)
+    ``free``              the free list, hand-out order:  the free list, as the trie's    the free queue, head (taken
+                          free pages only                                                 next) first: free pages and
+                                                                                          cached ref-0 pages
+    ``nodes``             the trie's nodes (root: id 0)   ``()``                          ``()``
+    ``heap``              the eviction candidates         ``()``                          ``()`` (the free queue is its
+                          (ref-0 leaf node ids), heap                                     eviction order)
+                          array order
+    ``blocks``            ``()``                          ``()``                          the cached blocks, by id (not
+                                                                                          serialised for the others)
+    ``next_seq``          the next node id                1                               the next block id
+    ====================  ==============================  ==============================  ==============================
+
+    ``pages[i].owner`` (the allocation of an owned page), ``allocations``, ``stats``, ``clock``
+    and the sizes mean the same on every design.
+
+    Read the free pages through :attr:`free_count` and :meth:`free_position` rather than
+    walking ``free``: ``pages`` has one row per page of the pool and ``free`` is a tuple,
+    or for pools above 8,192 pages (``kvcore.base._EXPLICIT_PAGES``) a :class:`PageTable`
+    and a :class:`FreePages` (trie, base) or :class:`QueuedPages` (hash) that store what the
+    pool used and make the rest when read (equal to the tuples, and serialised the same).
+    ``to_dict``/``to_json`` write every row: their size is the pool's, so bound
+    ``page_count`` before serialising a huge pool.
     """
 
     kind: str
@@ -420,7 +451,7 @@ class Snapshot:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def _lookup(self, part: str) -> dict:
+    def _lookup(self, part: str) -> Any:
         """One lookup table of this snapshot, built on first use: each costs a pass over
         its rows, so a name lookup (every ``expect`` line) does not pay for the trie's."""
         index = self._index
@@ -467,8 +498,27 @@ class Snapshot:
 
     @property
     def free_count(self) -> int:
-        """Pages on the free list."""
+        """Pages in ``free``: a trie's or base cache's free pages; a hash cache's whole free
+        queue, so its cached ref-0 pages count too (they are evictable, not free). O(1)."""
         return len(self.free)
+
+    def free_position(self, page: int) -> int | None:
+        """``page``'s place in ``free``, 0 for the head (the page handed out next): the free
+        list's or free queue's numbering every view and sentence uses (the pool's ``q0``);
+        None when the page is not in it. Equal to ``tuple(free).index(page)``, but O(1) after
+        one pass over the pages ``free`` stores explicitly: a lazy free list's run of
+        never-used pages is counted, never listed."""
+        if type(page) is not int:
+            page = operator.index(page)
+        for offset, part in self._lookup("free_position"):
+            if isinstance(part, range):
+                if page in part:
+                    return offset + page - part.start
+            else:
+                found = part.get(page)
+                if found is not None:
+                    return offset + found
+        return None
 
     @property
     def cached_count(self) -> int:
@@ -615,8 +665,32 @@ def _children(snap: Snapshot) -> dict[int, list[int]]:
     return children
 
 
+def _free_places(snap: Snapshot) -> tuple[tuple[int, range | dict[int, int]], ...]:
+    """``free`` as its parts in order, each with the place of its first page: a run of
+    never-used pages as a range, the explicit pages as ``{page: index in the part}`` (the
+    first index, as ``tuple.index`` finds it, should a broken cache list a page twice)."""
+    free = snap.free
+    if isinstance(free, FreePages):
+        parts: tuple = (range(free.untouched_from, free.page_count), free.returned)
+    elif isinstance(free, QueuedPages):
+        parts = (free.head, range(free.untouched_from, free.page_count), free.tail)
+    else:
+        parts = (free,)
+    out = []
+    offset = 0
+    for part in parts:
+        if part:
+            length = len(part)  # a part's pages, repeats included (its dict has fewer keys then)
+            if not isinstance(part, range):  # reversed: the first index of a page is written last
+                part = dict(zip(reversed(part), range(length - 1, -1, -1)))
+            out.append((offset, part))
+            offset += length
+    return tuple(out)
+
+
 #: How each of :meth:`Snapshot._lookup`'s tables is built.
 _LOOKUPS = {
+    "free_position": _free_places,
     "node": lambda snap: {n.id: n for n in snap.nodes},
     "alloc": lambda snap: {a.id: a for a in snap.allocations},
     "name": lambda snap: {a.name: a for a in snap.allocations if a.name is not None},
