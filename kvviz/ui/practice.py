@@ -36,7 +36,7 @@ WITHHELD_STORY = ("(The story is withheld while the question is asked: it often 
 """The narration's line in place of the shown step's story while a question is asked."""
 
 WITHHELD_WHY = Answer("Why? · withheld while the question is asked",
-                      ("Its answers about this state would tell the question's.",
+                      ("What it says about this step can tell the question's answer.",
                        "It answers again once you answer or skip."))
 """The why panel's answer while a question is asked."""
 
