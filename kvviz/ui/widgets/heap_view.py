@@ -109,9 +109,11 @@ class HeapView(LineView):
     def _top_is_smallest(view: FrameView) -> bool:
         """Whether slot 0 holds the smallest key, so "next victim" is true of it. Between whole
         steps the heap is always in order; inside an op, mid-sift (after a pop moved the last
-        entry to the top, or while a pushed entry climbs) the top may not be the smallest yet."""
+        entry to the top, or while a pushed entry climbs) the top may not be the smallest yet.
+        Checked on every view (0.2 ms at 384 entries): a practice move's view is a state inside
+        an op without being a sub-step view."""
         snap = view.snapshot
-        if view.substep is None or not snap.heap:
+        if not snap.heap:
             return True
         keys = [snap.node_key(node) for node in map(snap.node, snap.heap) if node is not None]
         return len(keys) == len(snap.heap) and keys[0] == min(keys)
