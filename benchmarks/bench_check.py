@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+TRACE = ROOT.parent / "shared" / "data" / "mooncake" / "conversation_trace.jsonl"  # ../shared beside the checkout
 POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
 

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,29 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+from bench_check import TRACE, child_cpu, with_pool  # noqa: E402  (the same slice, measured the same way)
+
 POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
-
-
-def child_cpu(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
-    """CPU seconds (user + system) of ``python -m kvviz ARGS`` and its exit code."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "kvviz", *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
-                          cwd=ROOT, timeout=1800)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.returncode
-
-
-def with_pool(text: str, pages: int) -> str:
-    """The scenario ``text`` with its cache header's pool set to ``pages``."""
-    out = []
-    for line in text.splitlines():
-        if line.startswith("cache "):
-            line = " ".join(f"pages={pages}" if w.startswith("pages=") else w for w in line.split())
-        out.append(line)
-    return "\n".join(out) + "\n"
 
 
 def per_step(text: str) -> tuple[float, float]:
