@@ -510,14 +510,16 @@ class Snapshot:
         never-used pages is counted, never listed."""
         if type(page) is not int:
             page = operator.index(page)
-        for offset, part in self._lookup("free_position"):
-            if isinstance(part, range):
-                if page in part:
-                    return offset + page - part.start
-            else:
-                found = part.get(page)
-                if found is not None:
-                    return offset + found
+        index = self._index  # _lookup inlined: the page pool asks once per cell it draws
+        table = index.get("free_position") if index is not None else None
+        if table is None:
+            table = self._lookup("free_position")
+        places, run_start, run = table
+        found = places.get(page)
+        if found is not None:
+            return found
+        if page in run:
+            return run_start + page - run.start
         return None
 
     @property
@@ -665,27 +667,29 @@ def _children(snap: Snapshot) -> dict[int, list[int]]:
     return children
 
 
-def _free_places(snap: Snapshot) -> tuple[tuple[int, range | dict[int, int]], ...]:
-    """``free`` as its parts in order, each with the place of its first page: a run of
-    never-used pages as a range, the explicit pages as ``{page: index in the part}`` (the
-    first index, as ``tuple.index`` finds it, should a broken cache list a page twice)."""
+def _free_places(snap: Snapshot) -> tuple[dict[int, int], int, range]:
+    """:meth:`Snapshot.free_position`'s table: ``(places, run_start, run)``, the explicit
+    pages' places (``{page: place}``) and the run of never-used pages ``free`` implies, whose
+    first page stands at ``run_start``. A page gets its first place, as ``tuple.index``
+    finds it, should a broken cache list a page twice (so a page listed after the run, and
+    in it, is left to the run)."""
     free = snap.free
     if isinstance(free, FreePages):
-        parts: tuple = (range(free.untouched_from, free.page_count), free.returned)
+        before, run, after = (), range(free.untouched_from, free.page_count), free.returned
     elif isinstance(free, QueuedPages):
-        parts = (free.head, range(free.untouched_from, free.page_count), free.tail)
+        before, run, after = free.head, range(free.untouched_from, free.page_count), free.tail
     else:
-        parts = (free,)
-    out = []
-    offset = 0
-    for part in parts:
-        if part:
-            length = len(part)  # a part's pages, repeats included (its dict has fewer keys then)
-            if not isinstance(part, range):  # reversed: the first index of a page is written last
-                part = dict(zip(reversed(part), range(length - 1, -1, -1)))
-            out.append((offset, part))
-            offset += length
-    return tuple(out)
+        before, run, after = free, range(0), ()
+    # reversed: of a page listed twice, the first place is written last
+    places = dict(zip(reversed(before), range(len(before) - 1, -1, -1)))
+    if after:
+        offset = len(before) + len(run)
+        later = dict(zip(reversed(after), range(offset + len(after) - 1, offset - 1, -1)))
+        if run:
+            later = {page: place for page, place in later.items() if page not in run}
+        later.update(places)
+        places = later
+    return places, len(before), run
 
 
 #: How each of :meth:`Snapshot._lookup`'s tables is built.

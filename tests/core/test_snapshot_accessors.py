@@ -147,6 +147,13 @@ def test_a_plain_free_tuple_numbers_from_0_at_the_head_and_a_repeated_page_at_it
     assert dataclasses.replace(snap, free=()).free_position(0) is None
 
 
+@pytest.mark.parametrize("free", [FreePages(10, 12, (11, 2)), QueuedPages((11,), 10, 13, (12, 3)),
+                                  QueuedPages((4, 4), 10, 10, (4, 5))])
+def test_a_page_a_broken_lazy_free_list_lists_twice_gets_its_first_place(free):
+    snap = dataclasses.replace(kvcore.make_cache("hash", 20, 1).snapshot(), free=free)
+    assert [snap.free_position(p) for p in range(20)] == [naive_position(snap, p) for p in range(20)]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_free_position_in_a_pool_of_10_to_the_12_pages_never_walks_its_never_used_run(kind):
     # Walking the run (tuple(free).index) would take hours and terabytes: reaching the
