@@ -26,7 +26,7 @@ from rich.tree import Tree
 from kvcore.events import BlockEvicted
 
 from ..model.designs import design_of
-from ..model.free_queue import free_page_count, next_victim, place_text, queue_position, queue_text
+from ..model.free_queue import free_page_count, next_victim, place_text, queue_text
 from ..model.policy_words import key_fields, key_phrase, key_value, words_for
 from ..model.view import heap_name, key_text
 
@@ -312,7 +312,7 @@ def block_lines(snap, limit: int = MAX_TREE_NODES) -> list[tuple[object, str, st
     for b in snap.blocks[:limit]:
         ref = snap.pages[b.page].ref
         parent = "root" if b.parent is None else b.parent[:KEY_DIGITS]
-        where = "" if ref else f", queued {place_text(queue_position(snap, b.page), len(snap.free))}"
+        where = "" if ref else f", queued {place_text(snap.free_position(b.page), snap.free_count)}"
         copy = "" if first_copy[b.key] == b.page else f", a duplicate: lookups use page {first_copy[b.key]}"
         state = "evictable" if not ref else "cached"
         reach = ""

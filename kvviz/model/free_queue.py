@@ -19,7 +19,7 @@ from kvcore import BlockInfo, QueuedPages, Snapshot
 
 from .designs import design_of
 
-__all__ = ["QUEUE_SHOWN", "free_page_count", "next_victim", "place_text", "queue_position", "queue_text", "queued_runs",
+__all__ = ["QUEUE_SHOWN", "free_page_count", "next_victim", "place_text", "queue_text", "queued_runs",
            "unreachable_blocks"]
 
 QUEUE_SHOWN = 48
@@ -55,28 +55,9 @@ def next_victim(snapshot: Snapshot) -> BlockInfo | None:
     return None
 
 
-def queue_position(snapshot: Snapshot, page: int) -> int | None:
-    """``page``'s place in the free queue (or free list), 0 for the head (the next taken),
-    as the page pool numbers it (``q0``); None if it is not there."""
-    free = snapshot.free
-    if isinstance(free, QueuedPages):
-        if page in free.head:
-            return free.head.index(page)
-        run = free.page_count - free.untouched_from
-        if free.untouched_from <= page < free.page_count:
-            return len(free.head) + page - free.untouched_from
-        if page in free.tail:
-            return len(free.head) + run + free.tail.index(page)
-        return None
-    try:
-        return tuple(free).index(page)
-    except ValueError:
-        return None
-
-
 def place_text(position: int, length: int) -> str:
     """A place in a queue of ``length`` pages as every sentence says it, in the page pool's
-    numbering: "q0 (the head) of 8", "q2 of 8"."""
+    numbering (``Snapshot.free_position``): "q0 (the head) of 8", "q2 of 8"."""
     return f"q{position:,}{' (the head)' if position == 0 else ''} of {length:,}"
 
 

@@ -56,39 +56,23 @@ class QueueOrder:
     """Where each page stands in a hash snapshot's free queue: :meth:`position` is 0 for the
     head (taken next), None for a page not in the queue (referenced).
 
-    Built in O(pages stored): a snapshot's lazy queue (:class:`~kvcore.snapshot.QueuedPages`)
-    keeps its run of never-used pages as a range, and so does this.
+    The snapshot's own numbering (:meth:`kvcore.Snapshot.free_position`, O(pages stored):
+    a lazy queue's run of never-used pages is counted, never listed), read for a hash
+    snapshot only.
     """
 
-    __slots__ = ("_explicit", "_run_start", "_run_pages", "_length")
+    __slots__ = ("_snapshot",)
 
     def __init__(self, snapshot) -> None:
         require_hash(snapshot)
-        free = snapshot.free
-        if isinstance(free, QueuedPages):
-            head, untouched_from, tail = free.queue_parts()
-            run = range(untouched_from, free.page_count)
-            self._explicit = {page: i for i, page in enumerate(head)}
-            offset = len(head) + len(run)
-            self._explicit.update((page, offset + i) for i, page in enumerate(tail))
-            self._run_start, self._run_pages = len(head), run
-        else:
-            self._explicit = {page: i for i, page in enumerate(free)}
-            self._run_start, self._run_pages = 0, range(0)
-        self._length = len(free)
+        self._snapshot = snapshot
 
     def position(self, page: int) -> int | None:
         """``page``'s place in the queue (0: the head, taken next), or None if not queued."""
-        found = self._explicit.get(page)
-        if found is not None:
-            return found
-        run = self._run_pages
-        if page in run:
-            return self._run_start + page - run.start
-        return None
+        return self._snapshot.free_position(page)
 
     def __len__(self) -> int:
-        return self._length
+        return self._snapshot.free_count
 
     def place_label(self, page: int) -> str | None:
         """``page``'s place as a page cell shows it in four characters: "q0" (the head) to
@@ -163,7 +147,7 @@ def free_queue_title(snapshot) -> str:
     """The free-queue pane's title, saying what it counts: the queued pages, and how many
     of them still cache a block (evictable): "Free queue · 8 pages · 6 cached"."""
     require_hash(snapshot)
-    return f"Free queue · {count(len(snapshot.free), 'page')} · {snapshot.evictable_count:,} cached"
+    return f"Free queue · {count(snapshot.free_count, 'page')} · {snapshot.evictable_count:,} cached"
 
 
 # -- the cached blocks, by chain ------------------------------------------------------------

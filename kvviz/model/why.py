@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 
 from kvcore import events as ev
 from kvcore.events import BlockEvicted
-from kvcore.snapshot import FreePages
 
 from .designs import design_of
 from .designs.trie import match_stop
-from .free_queue import next_victim, place_text, queue_position, queue_text
+from .free_queue import next_victim, place_text, queue_text
 from .words import TOKENS, Units, count
 from .policy_words import key_phrase, key_value, words_for
 
@@ -76,9 +75,9 @@ def page_status(session: "Session", frame_index: int, page: int) -> Answer:
         return Answer(title, tuple(_hash_page_lines(snap, page, at, label)), None, (page,),
                       (info.node,) if info.node is not None else ())
     if info.state == "free":
-        place = _free_place(snap.free, page)
+        place = snap.free_position(page) + 1  # said 1-based: "number 1 of 8"
         return Answer(title, (f"It is free {at}: no node or allocation holds it. It is number {place:,} of "
-                              f"{len(snap.free):,} in the free list; acquires take free pages from the front.",),
+                              f"{snap.free_count:,} in the free list; acquires take free pages from the front.",),
                       None, (page,))
     if info.state == "owned":
         owner = snap.allocation(info.owner)
@@ -121,9 +120,9 @@ def _hash_page_lines(snap, page: int, at: str, label) -> list[str]:
     queue), owned, or holding a cached block (referenced, or queued and evicted lazily when
     taken; a duplicate; unreachable)."""
     info = snap.pages[page]
-    queued = len(snap.free)
+    queued = snap.free_count
     if info.state == "free":
-        return [f"It is free {at}: no block, no owner. It is {place_text(queue_position(snap, page), queued)} "
+        return [f"It is free {at}: no block, no owner. It is {place_text(snap.free_position(page), queued)} "
                 "in the free queue; acquires take pages from the queue's head, q0."]
     if info.state == "owned":
         owner = snap.allocation(info.owner)
@@ -148,7 +147,7 @@ def _hash_page_lines(snap, page: int, at: str, label) -> list[str]:
         lines.append(f"It is protected: ref {info.ref}, in the block tables of {_listed(holders)}. A referenced "
                      f"page is never reused; it joins the free queue's tail when {who} released.")
         return lines
-    place = queue_position(snap, page)
+    place = snap.free_position(page)
     victim = next_victim(snap)
     lines.append(f"It is evictable: ref 0, {place_text(place, queued)} in the free queue. Its block stays "
                  "matchable until an acquire takes the page from the queue's head; then the block leaves the cache "
@@ -157,17 +156,6 @@ def _hash_page_lines(snap, page: int, at: str, label) -> list[str]:
         lines.append(f"It is the next block to go: {count(place, 'page')} ahead of it in the queue "
                      "hold no cached block.")
     return lines
-
-
-def _free_place(free, page: int) -> int:
-    """1-based position of ``page`` in the free list, O(pages returned): a pool of 10^12
-    pages keeps its never-used run as a range, which ``free.index`` would walk."""
-    if isinstance(free, FreePages):
-        untouched = free.page_count - free.untouched_from
-        if free.untouched_from <= page < free.page_count:
-            return page - free.untouched_from + 1
-        return untouched + free.returned.index(page) + 1
-    return free.index(page) + 1
 
 
 def _interior_lines(snap, node) -> list[str]:

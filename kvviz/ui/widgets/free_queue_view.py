@@ -76,7 +76,7 @@ class FreeQueueView(LineView):
             return [Row(None, "not-hash")]
         self._marks = block_marks(view.frame.events)
         entries = queue_entries(snap)
-        self._last_position = len(snap.free) - 1
+        self._last_position = snap.free_count - 1
         rows = [Row(None, "header")]
         rows += [Row(entry.page, entry) for entry in entries]
         if not entries:
