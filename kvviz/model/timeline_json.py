@@ -327,10 +327,10 @@ invariant (one line on stderr after the JSON), 2 for bad input.
     allocation     the allocation's name, or null
   event            what kvcore reported, kvcore.events.event_to_dict(): `type` names the
                    event class (OpStarted, Walked, HeapPopped, HeapSwapped, Evicted, ...) and
-                   the other fields are the event's; on shortfin {{"type": "Call", "method",
-                   "what"}}: the call (lookup, allocate, publish_pages_for_tokens, release_pages,
-                   free_allocated_pages, or record: kvviz's adapter's own bookkeeping); null
-                   for an op refused before anything happened
+                   the other fields are the event's; from a backend observed between its
+                   calls (source "calls") {{"type": "Call", "method", "what"}}: the method
+                   called, in that backend's own names, and what it was asked; null for an op
+                   refused before anything happened
   state            with --states, the state right after this sub-step as kvcore held it,
                    Snapshot.to_dict(); the last sub-step's state is the step's snapshot.
                    null without --states
