@@ -250,7 +250,7 @@ def bundle_size_floor(session: Session, step: int | None = None) -> int:
     snap = session.frame(step).snapshot
     lists = [n.tokens for n in snap.nodes] + [x for a in snap.allocations for x in (a.tokens, a.pages)]
     listed = sum(len(values) * _LISTED_INDENT + _digits(values) for values in lists)
-    return floor + len(snap.free) * 9 + listed
+    return floor + snap.free_count * 9 + listed
 
 
 def write_bundle(session: Session, step: int, output: str | os.PathLike, *,

@@ -167,7 +167,7 @@ def observe(frame: Frame) -> Observation:
         tables.append((a.label, tuple(entries)))
     # The hash design's free queue also holds its ref-0 cached blocks (evicted lazily, when the
     # page is taken): compare pages that hold nothing, which is what a trie's free pages are.
-    empty = snap.free_count - (snap.evictable_count if snap.blocks else 0)
+    empty = free_page_count(snap)
     return Observation("ok" if frame.error is None else frame.error.kind, empty,
                        tuple(sorted(b.path for b in blocks if b.reachable)), tuple(tables),
                        tuple(sorted(b.path for b in blocks if not b.reachable)))

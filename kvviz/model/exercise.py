@@ -315,7 +315,7 @@ def _need_words(o: _Op, state: Snapshot, n_taken: int) -> str:
         rule = f"ceil(({length} tokens + {o.op.extra} extra) / {tpp}) - {held} held = {count(need, 'page')}"
         if need == 0:
             rule = f"no new page: its {count(held, 'page')} hold {length} tokens + {o.op.extra} extra"
-    free = len(state.free)
+    free = state.free_count
     if o.design.lazy:
         return f"it needs {rule}, all from the free queue's head"
     more = "" if need <= free else f"; only {free} are free, so {need - free} more come from eviction"

@@ -438,10 +438,10 @@ def _table_distractors(view: StepView, answer: Value) -> list[Mistake]:
                                "(and used) first", "largest-key"))
     if op.kind == "acquire" and view.matched and view.matched.matched_tokens:
         fresh = len(answer)
-        if len(snap.free) >= fresh:
+        if snap.free_count >= fresh:
             out.append(Mistake(tuple(snap.free[:fresh]), "copying the hit pages: a hit reuses the cached pages",
                                "copied-hits"))
-    if new >= 1 and len(snap.free) > new and not view.victims:
+    if new >= 1 and snap.free_count > new and not view.victims:
         out.append(Mistake(answer[:kept] + tuple(snap.free[:new + 1]),
                            "a page too many: extra slots and tokens are counted together, rounded up once",
                            "page-too-many"))
