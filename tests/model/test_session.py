@@ -172,6 +172,39 @@ def test_frames_rebuilt_from_keyframes_equal_the_frames_recorded_when_the_ops_ra
         assert got == want
 
 
+@pytest.mark.parametrize("pages", [10, 4096])  # plain tuples, and a PageTable above _EXPLICIT_PAGES
+def test_a_cache_restored_unverified_makes_the_same_snapshots_as_the_cache_it_was_restored_from(pages):
+    # A keyframe restore (verify=False) starts its snapshots from the keyframe's rows instead
+    # of walking the trie: every later snapshot must still equal the original cache's, and
+    # the one a walk of the live structures makes.
+    steps = random_steps(23, 150)
+    original = KvcoreBackend.fresh("trie", pages, 2)
+    for op, _, _ in steps[:60]:
+        try:
+            original.apply(op)
+        except kvcore.KVCacheError:
+            pass
+    original.take_events()
+    previous = original.snapshot()
+    restored = KvcoreBackend.from_snapshot(previous, verify=False)
+    for op, _, _ in steps[60:]:
+        outcomes = []
+        for backend in (original, restored):
+            try:
+                backend.apply(op)
+                outcomes.append(None)
+            except kvcore.KVCacheError as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1], op.text
+        assert restored.take_events() == original.take_events(), op.text
+        snap = restored.snapshot()
+        assert snap == original.snapshot(), op.text
+        assert snap == restored.cache._snapshot_from_live(), op.text
+        assert snap._changes is not None and snap._changes.before() is previous  # made from the kept rows
+        previous = snap
+    assert restored.check_full(restored.snapshot()) == []
+
+
 def test_frames_of_lazily_appended_ops_equal_the_frames_of_applied_ops():
     steps = random_steps(17, 80)
     applied = replayed(steps, cached_frames=10_000)
