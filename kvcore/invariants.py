@@ -657,6 +657,14 @@ class IncrementalChecker:
                 return []
         return self.check_full(snap)
 
+    def trust(self, snap: Snapshot) -> None:
+        """Take ``snap`` as healthy without checking it: a snapshot an earlier check of the
+        same timeline found healthy (kvviz's keyframes, restored for a jump), so the next
+        :meth:`check` costs what changed since it instead of a full check. A snapshot that
+        is not healthy makes later verdicts wrong: the caller vouches for it."""
+        if snap.kind in ("trie", "base"):
+            self._index, self._last = _Index(snap), snap
+
     def check_full(self, snap: Snapshot) -> list[Violation]:
         """:func:`check_snapshot` on ``snap``; the next :meth:`check` starts from it."""
         self.full_checks += 1

@@ -110,6 +110,11 @@ class KvcoreBackend:
         the whole snapshot (:class:`kvcore.invariants.IncrementalChecker`; same verdict)."""
         return self._checker.check(snapshot)
 
+    def checked_healthy(self, snapshot: Snapshot) -> None:
+        """``snapshot`` (this cache's state now) was found healthy by an earlier check of the
+        same timeline: the next :meth:`check` re-checks only what changed since it."""
+        self._checker.trust(snapshot)
+
     def check_full(self, snapshot: Snapshot) -> list[Violation]:
         """kvcore's invariant checker on the whole of ``snapshot`` (``kvviz check --full``)."""
         return check_snapshot(snapshot)

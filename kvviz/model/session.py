@@ -227,6 +227,10 @@ class Session:
         self.steps: list[Step] = []
         self.summaries: list[FrameSummary] = []
         self._keyframes: dict[int, Snapshot] = {}
+        # Keyframes a check of this timeline found healthy: a jump restoring one tells the
+        # restored backend (when it can take it), whose check of the jumped-to frame then
+        # costs what the replayed ops changed, not a full check of ~10,000 nodes.
+        self._healthy_keyframes: set[int] = set()
         self._frames: OrderedDict[int, Frame] = OrderedDict()
         self._cursor: tuple[int, Backend] | None = None  # (frame index, backend in that state)
         self._substeps: OrderedDict[int, OpSubSteps] = OrderedDict()  # the last few ops stepped into
@@ -236,6 +240,8 @@ class Session:
                       narrate("", None, None, (), None, snapshot, None, self.label_tokens),
                       tuple(self._violations(snapshot)), None)
         self._keyframes[0] = snapshot
+        if self._check and not first.violations:
+            self._healthy_keyframes.add(0)
         self._remember(first)
         self.summaries.append(FrameSummary(0, "start", False, 0, len(first.violations), 0))
         self._last = first
@@ -346,6 +352,8 @@ class Session:
         if index % self._keyframe_every == 0 and self.backend.can_restore:
             # A backend that cannot restore a snapshot (a foreign cache) replays from frame 0.
             self._keyframes[index] = frame.snapshot
+            if self._check and not frame.violations:
+                self._healthy_keyframes.add(index)
         self.summaries.append(FrameSummary(index, op.text, frame.failed, len(frame.evictions),
                                            len(frame.violations), len(frame.expect_failures)))
         self._remember(frame)
@@ -368,10 +376,18 @@ class Session:
         events = self.backend.take_events()
         self.why_index.record(index, events)
         self.steps.append(step)
+        violations = 0
         if index % self._keyframe_every == 0 and self.backend.can_restore:
-            self._keyframes[index] = self.backend.snapshot()
+            snapshot = self._keyframes[index] = self.backend.snapshot()
+            if self._check and hasattr(self.backend, "checked_healthy"):
+                # Checked now, from the keyframe before (kvcore's check costs the rows the
+                # K ops changed: ~0.1 s over 3,000 trace steps), so that a jump can trust it.
+                found = self._violations(snapshot)
+                violations = len(found)
+                if not found:
+                    self._healthy_keyframes.add(index)
         self.summaries.append(FrameSummary(index, op.text, failed, sum(isinstance(e, EVICTION_EVENTS) for e in events),
-                                           0, 0))
+                                           violations, 0))
         self._last = None
 
     def truncate(self, keep: int) -> None:
@@ -383,6 +399,7 @@ class Session:
         del self.steps[keep:]
         del self.summaries[keep + 1:]
         self._keyframes = {i: b for i, b in self._keyframes.items() if i <= keep}
+        self._healthy_keyframes = {i for i in self._healthy_keyframes if i <= keep}
         for i in [i for i in self._frames if i > keep]:
             del self._frames[i]
         self._cursor = None
@@ -483,6 +500,9 @@ class Session:
             start = max(i for i in self._keyframes if i < index)
             snapshot = self._keyframes[start]
             backend = self._factory(self.config, snapshot if start > 0 else None)
+            trust = getattr(backend, "checked_healthy", None)  # kvcore's: a foreign check starts afresh
+            if trust is not None and start > 0 and start in self._healthy_keyframes and not self._full_check:
+                trust(snapshot)
         self._cursor = None  # the backend is about to move; re-armed below
         self._replay(backend, start + 1, index - 1)
         cached = self._frames.get(index - 1)

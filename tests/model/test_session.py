@@ -205,6 +205,48 @@ def test_a_cache_restored_unverified_makes_the_same_snapshots_as_the_cache_it_wa
     assert restored.check_full(restored.snapshot()) == []
 
 
+POISON_TICK = 40
+
+
+class PoisonedAtTick(KvcoreBackend):
+    """kvcore with a planted bug: the op that ticks the clock to POISON_TICK adds one to the
+    ref of the oldest node on a live path (and notes it, so every later snapshot shows it,
+    restored keyframes included). Deterministic, so rebuilt frames are the recorded ones."""
+
+    def apply(self, op):
+        before = self.cache.clock
+        super().apply(op)
+        if before < POISON_TICK <= self.cache.clock:
+            node = min((n for n in self.cache._iter_nodes() if n.parent is not None and n.ref > 0),
+                       key=lambda n: n.seq)
+            node.ref += 1
+            if self.cache._rows is not None:
+                self.cache._rows.touch([node])
+
+
+def poisoned_backend(config, snapshot):
+    return PoisonedAtTick(kvcore_backend(config, snapshot).cache)
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["applied", "lazy"])
+def test_every_jumped_to_frame_has_the_full_checks_violations_before_and_after_a_planted_bug(lazy):
+    # A jump trusts a keyframe an earlier check found healthy and re-checks only the replayed
+    # ops' changes: the full check stays the oracle, on healthy frames and broken ones.
+    session = Session(CacheConfig("trie", 10, 2), backend_factory=poisoned_backend, keyframe_every=3,
+                      cached_frames=2)
+    for op, narration, expects in random_steps(11, 120):
+        (session.append if lazy else session.apply)(op, narration, expects)
+    n = len(session)
+    broken = 0
+    for index in random.Random(3).sample(range(n), n) + list(reversed(range(n))):
+        frame = session.frame(index)
+        assert list(frame.violations) == kvcore.check_snapshot(frame.snapshot), index
+        broken += bool(frame.violations)
+    assert 0 < broken < 2 * n  # healthy frames before the bug, broken ones after it
+    keyframes = sorted(session._keyframes)
+    assert 0 < len(session._healthy_keyframes) < len(keyframes)  # trusted only while healthy
+
+
 def test_frames_of_lazily_appended_ops_equal_the_frames_of_applied_ops():
     steps = random_steps(17, 80)
     applied = replayed(steps, cached_frames=10_000)
