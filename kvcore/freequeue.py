@@ -103,29 +103,7 @@ class FreeBlockQueue:
 
     def popleft_n(self, count: int) -> list[int]:
         """Take ``count`` pages from the head (the caller checked there are enough)."""
-        out: list[int] = []
-        front = self._front
-        cached = 0
-        while count and front:
-            page, flag = front.popitem(last=False)
-            out.append(page)
-            cached += flag
-            count -= 1
-        if count:
-            untouched = self._untouched
-            k = min(count, self._page_count - untouched)
-            if k:
-                out += range(untouched, untouched + k)
-                self._untouched = untouched + k
-                count -= k
-            back = self._back
-            while count:
-                page, flag = back.popitem(last=False)
-                out.append(page)
-                cached += flag
-                count -= 1
-        self._cached -= cached
-        return out
+        return self.take_n(count)[0]
 
     def take_n(self, count: int) -> tuple[list[int], list[int]]:
         """:meth:`popleft_n`, also saying which of the pages taken held a cached block
