@@ -6,6 +6,8 @@ pages in ≤ 15 s").
 Run:  python benchmarks/bench_print.py              (writes the scenario to a temp folder)
       python benchmarks/bench_print.py --steps 300  (a shorter run)
       python benchmarks/bench_print.py --write s.kvs (only write the scenario, then stop)
+      python benchmarks/bench_print.py --slice      (issue 21's other row: ``kvviz run SLICE
+                                                    --print --step 600`` of the Mooncake slice)
 
 The workload: ``cache trie pages=2048 tokens_per_page=16``; requests share one of 24 prompts
 (2..12 pages) and add 4..24 pages of their own; each is acquired, published and released (three
@@ -76,11 +78,45 @@ def measure(path: Path) -> dict:
     return {"wall": wall, "first": first, "bytes": size, "rc": rc, "stderr": err}
 
 
+def print_slice_step(first: int, step: int) -> int:
+    """Issue 21's row "``kvviz run s.kvs --print --step 600`` on the same slice" (31 s then): the
+    slice made as ``benchmarks/bench_check.py`` makes it (``kvviz trace TRACE --first N
+    --to-kvs``), then one ``run --print --step`` of it in a child process, its CPU and wall
+    seconds and the bytes printed."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_check import TRACE, child_cpu
+
+    if not TRACE.is_file():
+        sys.exit(f"bench_print: {TRACE}: no such file (../shared beside the checkout)")
+    with tempfile.TemporaryDirectory() as folder:
+        slice_path = Path(folder) / "slice.kvs"
+        _, code = child_cpu(["trace", str(TRACE), "--first", str(first), "--to-kvs", str(slice_path)])
+        if code:
+            sys.exit(f"bench_print: kvviz trace exited {code}")
+        out_path = Path(folder) / "out.txt"
+        load_before = os.getloadavg()
+        start = time.perf_counter()
+        with out_path.open("wb") as out:
+            cpu, code = child_cpu(["run", str(slice_path), "--print", "--step", str(step)], stdout=out)
+        wall = time.perf_counter() - start
+        size = out_path.stat().st_size
+        load_after = os.getloadavg()
+    print(f"kvviz run SLICE --print --step {step}: {TRACE.name} --first {first}")
+    print(f"  CPU {cpu:.2f} s, wall {wall:.2f} s, {size / 1e3:.1f} kB printed, exit {code}")
+    print(f"  load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)")
+    return 0 if code in (0, 1) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--write", type=Path, help="write the scenario here and stop")
+    parser.add_argument("--slice", action="store_true",
+                        help="time `kvviz run SLICE --print --step 600` of the Mooncake slice instead")
+    parser.add_argument("--first", type=int, default=200, help="with --slice: requests in the slice (600 steps)")
     args = parser.parse_args()
+    if args.slice:
+        return print_slice_step(args.first, 3 * args.first)
     text = scenario_text(args.steps)
     if args.write:
         args.write.write_text(text, encoding="utf-8")
