@@ -135,7 +135,7 @@ MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS.
 
 TOPICS: dict[str, Topic] = {
     "scenarios": Topic("the scenario language (.kvs files, the command bar, expect lines)", _scenarios),
-    "json": Topic("the fields of kvviz run --json (kvviz.timeline/2)", _json),
+    "json": Topic("the fields of kvviz run --json (kvviz.timeline/3)", _json),
     "keys": Topic("the keys of the UI", _keys),
     "quiz": Topic("kvviz quiz: how questions are asked and answered, the question kinds", _quiz),
     "compare": Topic("kvviz compare: two cache configurations side by side, what counts as a difference",

@@ -226,7 +226,7 @@ def _stream_json(scenario, kind: str | None, backend: str, substeps: bool, snaps
     def start(session) -> None:
         out.write(json_line(header_record(session, backend=backend, step=None, substeps=substeps, states=False,
                                           snapshots=snapshots, steps=steps - 1)) + "\n")
-        writers.append(TimelineWriter(session, substeps=substeps, snapshots=snapshots))
+        writers.append(TimelineWriter(session, substeps=substeps, snapshots=snapshots, last=steps - 1))
         write(session.frame(0))
 
     def write(frame) -> None:

@@ -1,18 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 """A step's state written as what changed since the step before, and read back.
 
-``kvviz run --json`` (schema ``kvviz.timeline/2``) writes its first state whole
+``kvviz run --json`` (schema ``kvviz.timeline/3``) writes its first state whole
 (:meth:`kvcore.Snapshot.to_dict`) and every later one as a ``changes`` object: the rows that
 are not the previous state's, the ids of the rows gone, and edits of the two ordered lists
 (``free``, ``heap``). A step then costs what its op changed, not the pool: a 600-step trace
 slice of 5,537 pages is up to 332 KB per whole state, about 2.5 KB per step line after the first.
 
+Each state also gets its :meth:`kvcore.Snapshot.state_digest`, a set digest of its rows,
+fields and list neighbours (AdHash, :class:`kvcore.snapshot.StateDigest`), which a step
+updates from what it changed: the element of each row, field, free-list neighbour pair and
+heap slot gone is taken out, each new one put in, two hashes per element changed and
+never a pass over the pool. (sha256 of the whole canonical JSON, :meth:`kvcore.Snapshot.digest`,
+costs the whole state: it is written where the state is, on the first and last lines.)
+
 :class:`StateWriter` computes the changes (from the rows the cache says changed,
 :class:`kvcore.snapshot.SnapshotChanges`, when it says so; else by comparing the two
-snapshots) and each state's digest, the sha256 of its canonical JSON, from per-row texts it
-keeps up to date, so the whole text is joined in C, never re-encoded. :class:`StateReader`
-applies changes back; a test rebuilds every step of the demos and a trace slice with it and
-holds each to the session's own snapshot and digest (the oracle).
+snapshots) and keeps the digest with them. :class:`StateReader` applies changes back and
+keeps its own digest the same way; tests rebuild every step of the demos, random scenarios
+and a trace slice with it and hold each state and digest to the session's own snapshot and
+the full computation (the oracle).
 
 The ``changes`` object (every key present; ``kvviz help json`` documents them):
 
@@ -30,23 +37,25 @@ within a run; a state where they would, or whose rows a backend reordered, is wr
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter, ne
 from typing import Any
 
 from kvcore import Snapshot
-# The snapshot format's own row encoders: the texts kept here are the rows to_json writes.
-from kvcore.snapshot import FreePages, QueuedPages, _allocation_row, _block_row, _node_row, _page_row
+# The snapshot format's own row encoders and state-digest elements: one definition each.
+from kvcore.snapshot import (FreePages, PageTable, QueuedPages, StateDigest, _allocation_row, _block_row, _node_row,
+                             _page_row, field_element, free_elements, free_pair_element, ids_increase, page_element,
+                             placed_element, row_element, untouched_free)
 
 from .designs import design_of
 
 FORMAT = "changes/1"
-"""The version of the ``changes`` object (within ``kvviz.timeline/2``)."""
+"""The version of the ``changes`` object (within ``kvviz.timeline/3``, as in /2)."""
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode  # Snapshot.to_json's settings
 
@@ -215,53 +224,6 @@ def _shifted(edits: list[list], by: int) -> list[list]:
     return edits
 
 
-def free_list_parts(free: Sequence[int]) -> list[bytes]:
-    """``free`` as canonical JSON, in encoded pieces; a lazy list's run of untouched pages is
-    cut from one text of the whole pool's page numbers, made once, not written number by
-    number at every step."""
-    if isinstance(free, FreePages):
-        parts = [_run_text(free.untouched_from, free.page_count), _ints(free.returned)[1:-1].encode()]
-    elif isinstance(free, QueuedPages):
-        parts = [_ints(free.head)[1:-1].encode(), _run_text(free.untouched_from, free.page_count),
-                 _ints(free.tail)[1:-1].encode()]
-    else:
-        return [_ints(free).encode()]
-    out = [b"["]
-    for part in parts:
-        if part:
-            if len(out) > 1:
-                out.append(b",")
-            out.append(part)
-    out.append(b"]")
-    return out
-
-
-_RUNS: dict[int, bytes] = {}  # page_count -> b"0,1,...,page_count-1"
-
-
-def _run_text(start: int, stop: int) -> bytes:
-    """``",".join(map(str, range(start, stop)))`` encoded, cut from the text of ``range(stop)``."""
-    if start >= stop:
-        return b""
-    whole = _RUNS.get(stop)
-    if whole is None:
-        if len(_RUNS) > 4:
-            _RUNS.clear()
-        whole = _RUNS[stop] = ",".join(map(str, range(stop))).encode()
-    return whole[_offset(start):]
-
-
-def _offset(n: int) -> int:
-    """Where number ``n`` starts in ``",".join(map(str, range(N)))``: each number before it
-    takes its digits and a comma."""
-    offset, low, digits = 0, 0, 1
-    while low < n:
-        high = min(n, 10 ** digits)
-        offset += (high - low) * (digits + 1)
-        low, digits = high, digits + 1
-    return offset
-
-
 # -- keyed rows ----------------------------------------------------------------------------------
 
 
@@ -271,92 +233,22 @@ def _by_id(rows: Sequence, row_id: int):
     return rows[i] if i < len(rows) and rows[i].id == row_id else None
 
 
-class RowTexts:
-    """Row texts by a growing int key (a page number, a row id), in key order, kept in
-    chunks of 256 keys, each joined again only when one of its rows changed: the text of a
-    whole table then costs the rows changed plus a join of the chunks, not a join of every
-    row (5,537 pages: 0.7 ms a state, most of writing a step)."""
-
-    __slots__ = ("_chunks", "_joined", "_count")
-    SHIFT = 8
-
-    def __init__(self, items: Iterable[tuple[int, str]] = ()):
-        self._chunks: dict[int, dict[int, str]] = {}
-        self._joined: dict[int, bytes] = {}
-        self._count = 0
-        for key, text in items:
-            self[key] = text
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __contains__(self, key: int) -> bool:
-        chunk = self._chunks.get(key >> self.SHIFT)
-        return chunk is not None and key in chunk
-
-    def last_key(self) -> int | None:
-        """The largest key held (keys are kept in order), or None."""
-        for chunk in reversed(self._chunks.values()):
-            if chunk:
-                return next(reversed(chunk))
-        return None
-
-    def __setitem__(self, key: int, text: str) -> None:
-        c = key >> self.SHIFT
-        chunk = self._chunks.get(c)
-        if chunk is None:
-            chunk = self._chunks[c] = {}  # a later chunk than every other: keys grow
-        if key not in chunk:
-            self._count += 1
-        chunk[key] = text
-        self._joined.pop(c, None)
-
-    def pop(self, key: int) -> str | None:
-        """Forget ``key``'s row; its text, or None when it had none."""
-        c = key >> self.SHIFT
-        chunk = self._chunks.get(c)
-        text = None if chunk is None else chunk.pop(key, None)
-        if text is not None:
-            self._count -= 1
-            self._joined.pop(c, None)
-        return text
-
-    def parts(self) -> list[bytes]:
-        """``[row,row,...]``, the rows' texts in key order as one JSON list, in pieces (the
-        chunks' texts, ASCII, kept encoded): hashed piece by piece, never joined whole."""
-        joined = self._joined
-        parts = [b"["]
-        for c, chunk in self._chunks.items():
-            if chunk:
-                text = joined.get(c)
-                if text is None:
-                    text = joined[c] = ",".join(chunk.values()).encode()
-                if len(parts) > 1:
-                    parts.append(b",")
-                parts.append(text)
-        parts.append(b"]")
-        return parts
-
-
 class _Table:
-    """One keyed row table of the last state written: each row's text by id, in order."""
+    """One keyed row table (nodes, allocations, blocks): its rows' changes from one state to
+    the next, written as JSON texts, and the state digest's elements they remove and add."""
 
-    __slots__ = ("name", "encode", "gone_key", "texts", "by_id")
+    __slots__ = ("name", "encode", "gone_key")
 
-    def __init__(self, name: str, encode, gone_key: str, rows: Sequence):
+    def __init__(self, name: str, encode, gone_key: str):
         self.name, self.encode, self.gone_key = name, encode, gone_key
-        self.by_id = _sorted_ids(rows)  # else every later state is written whole
-        self.texts = RowTexts((r.id, _encode(encode(r))) for r in rows) if self.by_id else RowTexts()
 
-    def parts(self) -> list[bytes]:
-        return self.texts.parts()
-
-    def changes(self, old: Sequence, new: Sequence, ids: Sequence[int] | None) -> tuple[list, list] | None:
-        """(rows new or changed, ids gone) from ``old`` to ``new``, the texts updated; None
-        when ``new`` does not list its rows by id (a foreign backend may not): write the state
-        whole. ``ids``: the ids the cache says changed (sorted), or None to compare every row."""
-        if not self.by_id:
-            return None
+    def changes(self, old: Sequence, new: Sequence, ids: Sequence[int] | None,
+                digest: StateDigest | None) -> tuple[list[str], list[int]] | None:
+        """(texts of the rows new or changed, ids gone) from ``old`` to ``new`` (``old`` listed
+        by increasing id), each row's element moved in ``digest`` (None: a table the digest
+        does not read); None when ``new`` is not ``old`` with rows replaced in place, gone, or
+        appended after every row kept: write the state whole. ``ids``: the ids the cache says
+        changed (sorted), or None to compare every row."""
         if ids is None:
             if old == new:  # shared rows compare by identity, in C
                 return [], []
@@ -364,27 +256,33 @@ class _Table:
                 return None
             before = {r.id: r for r in old}
             ids = sorted({r.id for r in new if before.get(r.id) is not r} | (before.keys() - {r.id for r in new}))
-        texts = self.texts
-        rows, gone = [], []
-        for row_id in ids:
-            row = _by_id(new, row_id)
+        found = [(row_id, _by_id(old, row_id), _by_id(new, row_id)) for row_id in ids]
+        gone = [row_id for row_id, was, row in found if row is None and was is not None]
+        kept = len(old) - len(gone)
+        gone_ids = set(gone)
+        top = next((r.id for r in reversed(old) if r.id not in gone_ids), None)  # the last row kept
+        texts = []
+        encode, name = self.encode, self.name
+        for row_id, was, row in found:
             if row is None:
-                if texts.pop(row_id) is not None:
-                    gone.append(row_id)
+                if was is not None and digest is not None:
+                    digest.remove(row_element(name, _encode(encode(was))))
                 continue
-            if row_id not in texts:
-                last = texts.last_key()
-                if last is not None and row_id < last:
+            if was is None:
+                if top is not None and row_id < top:
                     return None  # a new id below a kept one: not appended in order
-            elif row == _by_id(old, row_id):
+                top, kept = row_id, kept + 1
+            elif row == was:
                 continue
-            encoded = self.encode(row)
-            texts[row_id] = _encode(encoded)  # in place when known, else appended: ids grow
-            rows.append(encoded)
-        if len(texts) != len(new):
+            text = _encode(encode(row))
+            if digest is not None:
+                if was is not None:
+                    digest.remove(row_element(name, _encode(encode(was))))
+                digest.add(row_element(name, text))
+            texts.append(text)
+        if kept != len(new):
             return None
-        return rows, gone
-
+        return texts, gone
 
 def _sorted_ids(rows: Sequence) -> bool:
     """True when ``rows`` are listed by increasing id (kvcore's order)."""
@@ -392,127 +290,253 @@ def _sorted_ids(rows: Sequence) -> bool:
     return all(map(int.__lt__, ids, ids[1:]))
 
 
+# -- the state digest's list elements ----------------------------------------------------------
+
+
+def _edit_spans(edits: list, old_length: int, new_length: int) -> list[tuple[int, int, int, int]] | None:
+    """Each of :func:`list_edits`' edits as ``(old_start, old_stop, new_start, new_stop)``:
+    the items it removed from the old list and the ones it put in the new; None when the
+    edits are not in increasing order within both lists (list_edits never writes such; a
+    changed line may)."""
+    spans = []
+    shift = end = 0
+    for start, delete, items in edits:
+        if type(start) is not int or type(delete) is not int or start < end or delete < 0:
+            return None
+        old_start = start - shift
+        if old_start < 0 or old_start + delete > old_length:
+            return None
+        spans.append((old_start, old_start + delete, start, start + len(items)))
+        shift += len(items) - delete
+        end = start + len(items)
+    if old_length + shift != new_length:
+        return None
+    return spans
+
+
+class _PageCounts:
+    """How many times each page is in a free list, followed from the list's edits, so a step
+    knows in O(its edits) whether every page is listed once (the digest then reads the list
+    as neighbour pairs, :func:`kvcore.snapshot.free_elements`). A lazy list's run of pages
+    never handed out is counted, never listed: a page the counts do not hold is in the list
+    once if it was in the first list's run, else not."""
+
+    __slots__ = ("_counts", "_run", "repeated")
+
+    def __init__(self, free: Sequence[int]):
+        explicit, self._run = untouched_free(free)
+        self._counts: dict[int, int] = {}
+        self.repeated: set[int] = set()  # pages listed more than once
+        for page in explicit:
+            self.give(page)
+
+    def _count(self, page: int) -> int:
+        count = self._counts.get(page)
+        return count if count is not None else int(page in self._run)
+
+    def give(self, page: int) -> None:
+        """``page`` joined the list (once more)."""
+        count = self._counts[page] = self._count(page) + 1
+        if count > 1:
+            self.repeated.add(page)
+
+    def take(self, page: int) -> None:
+        """``page`` left the list (once)."""
+        count = self._counts[page] = self._count(page) - 1
+        if count < 2:
+            self.repeated.discard(page)
+
+
+def follow_free_list(digest: StateDigest, counts: _PageCounts, old: Sequence[int], new: Sequence[int],
+                     edits: list) -> _PageCounts:
+    """Move the free list's elements in ``digest`` from ``old`` to ``new`` (``edits``, from
+    :func:`list_edits`, turn one into the other): the neighbour pairs around each edit, as
+    long as every page is listed once before and after; else every element of both lists
+    (only a broken cache lists a page twice). ``counts`` follows the list (returned: a fresh
+    one when the edits could not be followed)."""
+    spans = _edit_spans(edits, len(old), len(new))
+    repeated = bool(counts.repeated)
+    if spans is None:
+        counts = _PageCounts(new)
+    else:
+        for old_start, old_stop, new_start, new_stop in spans:
+            for page in old[old_start:old_stop]:
+                counts.take(page)
+            for page in new[new_start:new_stop]:
+                counts.give(page)
+    if spans is None or repeated or counts.repeated:
+        for element in free_elements(old):
+            digest.remove(element)
+        for element in free_elements(new):
+            digest.add(element)
+        return counts
+    # Pair j is (list[j-1], list[j]), the head's and the tail's sides None: an edit of items
+    # start..stop-1 breaks (or makes) pairs start..stop; every other pair is kept, shifted.
+    broken, made = set(), set()
+    for old_start, old_stop, new_start, new_stop in spans:
+        broken.update(range(old_start, old_stop + 1))
+        made.update(range(new_start, new_stop + 1))
+    n, m = len(old), len(new)
+    for j in sorted(broken):
+        digest.remove(free_pair_element(old[j - 1] if j else None, old[j] if j < n else None))
+    for j in sorted(made):
+        digest.add(free_pair_element(new[j - 1] if j else None, new[j] if j < m else None))
+    return counts
+
+
+def follow_heap(digest: StateDigest, old: Sequence[int], new: Sequence[int], edits: list) -> None:
+    """Move the heap's elements (one per position) in ``digest`` from ``old`` to ``new``: the
+    positions ``edits`` wrote, and those after an edit that changed the length (shifted); a
+    sift's slot edits change no length."""
+    spans = _edit_spans(edits, len(old), len(new))
+    if spans is None:
+        gone, made = range(len(old)), range(len(new))
+    else:
+        gone, made = [], []
+        shift = old_end = new_end = 0
+        for old_start, old_stop, new_start, new_stop in spans:
+            if shift:  # the items between the last edit and this one moved
+                gone += range(old_end, old_start)
+                made += range(new_end, new_start)
+            gone += range(old_start, old_stop)
+            made += range(new_start, new_stop)
+            shift, old_end, new_end = new_stop - old_stop, old_stop, new_stop
+        if shift:
+            gone += range(old_end, len(old))
+            made += range(new_end, len(new))
+    for i in gone:
+        digest.remove(placed_element("heap", i, _encode(old[i])))
+    for i in made:
+        digest.add(placed_element("heap", i, _encode(new[i])))
+
+
 # -- the writer ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenState:
+    """One state as a step line carries it: ``snapshot`` (the state whole, canonical JSON)
+    or ``changes`` (from the state written before it), the other None; ``state_digest``
+    (:meth:`kvcore.Snapshot.state_digest`, kept up to date from the changes) always;
+    ``digest`` (:meth:`kvcore.Snapshot.digest`, sha256 of the whole canonical JSON: O(the
+    state)) where the state is written whole or the digest was asked for, else None."""
+
+    snapshot: str | None
+    changes: str | None
+    state_digest: str
+    digest: str | None
 
 
 class StateWriter:
     """Writes one run's states in order: the first whole, each later one as its changes from
-    the one before (:meth:`write`), each with its digest (sha256 of its canonical JSON, what
-    :meth:`kvcore.Snapshot.digest` returns)."""
+    the one before (:meth:`write`), each with its state digest, updated from the rows,
+    fields and list items the step changed (two hashes per element changed, never a pass
+    over the pool)."""
 
     def __init__(self) -> None:
         self._last: Snapshot | None = None
-        self._pages = RowTexts()
+        self._digest = StateDigest()
+        self._free_counts = _PageCounts(())
         self._tables: list[_Table] = []
+        self._keyed = False  # the last state's tables list their rows by id: changes can say them
 
-    def write(self, snap: Snapshot, *, whole: bool = False) -> tuple[str | None, str | None, str]:
-        """``(snapshot text, changes text, digest)`` of ``snap``: one of the texts is None.
-        ``whole`` writes it whole (the first state; ``--snapshots``)."""
+    @property
+    def digest_work(self) -> StateDigest:
+        """The state digest's accumulator, whose ``hashed`` and ``hashed_bytes`` count the
+        elements and bytes hashed since the writer started (work, for tests and benchmarks)."""
+        return self._digest
+
+    def write(self, snap: Snapshot, *, whole: bool = False, digest: bool = False) -> WrittenState:
+        """``snap`` as a step line carries it (:class:`WrittenState`). ``whole`` writes it
+        whole (the first state always is; ``--snapshots``); ``digest`` adds its
+        :meth:`~kvcore.Snapshot.digest` (O(the state), as a whole state's text is)."""
         last = self._last
-        changes = None if whole or last is None else self._changes(last, snap)
+        changes = None if last is None else self._changes(last, snap)
         if changes is None:
-            text = snap.to_json()
             self._start(snap)
-            self._last = snap
-            return text, None, hashlib.sha256(text.encode()).hexdigest()
         self._last = snap
-        return None, changes, self._digest(snap)
+        state_digest = self._digest.hexdigest()
+        if whole or changes is None:
+            text = snap.to_json()
+            return WrittenState(text, None, state_digest, hashlib.sha256(text.encode()).hexdigest())
+        return WrittenState(None, changes, state_digest, snap.digest() if digest else None)
 
     def _start(self, snap: Snapshot) -> None:
-        self._pages = RowTexts((i, _encode(_page_row(p))) for i, p in enumerate(snap.pages))
-        self._tables = [_Table(name, encode, gone, getattr(snap, name)) for name, encode, gone in self._table_specs(snap)]
+        """Take ``snap`` as the state written last, its digest computed whole (the oracle)."""
+        done = self._digest
+        self._digest = StateDigest.of_state(snap.to_dict())
+        self._digest.hashed += done.hashed
+        self._digest.hashed_bytes += done.hashed_bytes
+        self._free_counts = _PageCounts(snap.free)
+        self._tables = [_Table(*spec) for spec in self._table_specs(snap)]
+        self._keyed = all(_sorted_ids(getattr(snap, t.name)) for t in self._tables)  # else every state is whole
 
     @staticmethod
     def _table_specs(snap: Snapshot):
         return TABLES + ((BLOCKS,) if design_of(snap).rows == "blocks" else ())  # the hash design's rows
 
     def _changes(self, last: Snapshot, snap: Snapshot) -> str | None:
-        if any(getattr(last, f) != getattr(snap, f) for f in FIXED):
+        """``snap``'s changes from ``last`` as canonical JSON, the digest moved with them; None
+        when they cannot be said (the state is then written whole and its digest made anew)."""
+        if not self._keyed or any(getattr(last, f) != getattr(snap, f) for f in FIXED):
             return None
         told = snap._changes
         told = told if told is not None and told.before() is last else None  # the cache's own account
-        out: dict[str, Any] = {
-            "clock": snap.clock, "next_seq": snap.next_seq, "next_allocation_id": snap.next_allocation_id,
-            "stats": {"lookups": snap.stats.lookups, "lookup_tokens": snap.stats.lookup_tokens,
-                      "hit_tokens": snap.stats.hit_tokens, "evictions": snap.stats.evictions,
-                      "dedups": snap.stats.dedups},
-        }
-        pages = self._pages
+        digest = self._digest
+        out: dict[str, str] = {}
+        for name, old, new in (("clock", last.clock, snap.clock), ("next_seq", last.next_seq, snap.next_seq),
+                               ("next_allocation_id", last.next_allocation_id, snap.next_allocation_id),
+                               ("stats", _stats_row(last.stats), _stats_row(snap.stats))):
+            text = out[name] = _encode(new)
+            if old != new:
+                digest.remove(field_element(name, _encode(old)))
+                digest.add(field_element(name, text))
         old_pages, new_pages = last.pages, snap.pages
-        if told is not None:
-            changed = told.pages
-        elif type(old_pages) is tuple and type(new_pages) is tuple:
-            changed = list(compress(range(len(new_pages)), map(ne, old_pages, new_pages)))
-        else:
-            changed = [i for i, (a, b) in enumerate(zip(old_pages, new_pages)) if a is not b and a != b]
         rows = []
-        for p in changed:
-            row = _page_row(new_pages[p])
-            pages[p] = _encode(row)
-            rows.append(row)
-        out["pages"] = rows
+        for p in (told.pages if told is not None else _changed_pages(old_pages, new_pages)):
+            text = _encode(_page_row(new_pages[p]))
+            was = _encode(_page_row(old_pages[p]))
+            if was != text:
+                digest.remove(page_element(p, was))
+                digest.add(page_element(p, text))
+            rows.append(text)
+        out["pages"] = "[" + ",".join(rows) + "]"
+        hashed = snap.kind == "hash"  # as to_dict, the digest reads blocks on a hash snapshot only
         for table in self._tables:
             ids = None if told is None or table.name == "blocks" else getattr(told, table.name)
-            found = table.changes(getattr(last, table.name), getattr(snap, table.name), ids)
+            found = table.changes(getattr(last, table.name), getattr(snap, table.name), ids,
+                                  digest if hashed or table.name != "blocks" else None)
             if found is None:
                 return None
-            out[table.name], out[table.gone_key] = found
-        out["free"] = free_list_edits(last.free, snap.free)
-        out["heap"] = list_edits(last.heap, snap.heap)
-        return _encode(out)
-
-    def _digest(self, snap: Snapshot) -> str:
-        """``snap.digest()``, the sha256 of ``snap.to_json()``, hashed from the kept row texts
-        piece by piece: the whole text is never built (at 100,000 pages, 3.3 MB a step)."""
-        # The snapshot's own field list, without its long lists (a 100,000-page pool's free
-        # list read page by page took most of a step): those are the texts kept here.
-        bare = dataclasses.replace(snap, free=(), heap=(), blocks=())
-        tables = {t.name: _Raw(t.parts()) for t in self._tables}
-        fields = bare._fields(_Raw(self._pages.parts()), tables["nodes"], tables["allocations"])
-        fields["free"] = _Raw(free_list_parts(snap.free))
-        fields["heap"] = _Raw([_ints(snap.heap).encode()])
-        if "blocks" in tables:
-            fields["blocks"] = tables["blocks"]
-        digest = hashlib.sha256()
-        update = digest.update
-        opening = b"{"
-        for key, value in sorted(fields.items()):
-            update(opening + _encode(key).encode() + b":")
-            opening = b","
-            if type(value) is _Raw:
-                for part in value.parts:
-                    update(part)
-            else:
-                update(_encode(value).encode())
-        update(b"}")
-        return digest.hexdigest()
+            texts, gone = found
+            out[table.name] = "[" + ",".join(texts) + "]"
+            out[table.gone_key] = _encode(gone)
+        edits = free_list_edits(last.free, snap.free)
+        if edits:
+            self._free_counts = follow_free_list(digest, self._free_counts, last.free, snap.free, edits)
+        out["free"] = _encode(edits)
+        edits = list_edits(last.heap, snap.heap)
+        if edits:
+            follow_heap(digest, last.heap, snap.heap, edits)
+        out["heap"] = _encode(edits)
+        return "{" + ",".join(f'"{key}":{out[key]}' for key in sorted(out)) + "}"
 
 
-def _ints(values: list) -> str:
-    """A list of ints as canonical JSON (what the encoder writes for exact ints), from texts
-    made once per number: a 5,000-page free list joins in a third of the time."""
-    texts = _INT_TEXTS
-    top = max(values, default=-1)
-    if top >= len(texts):
-        if top >= _MAX_INT_TEXTS or min(values) < 0:
-            return "[" + ",".join(map(int.__repr__, values)) + "]"
-        texts.extend(map(str, range(len(texts), top + 1)))
-    return "[" + ",".join(map(texts.__getitem__, values)) + "]"
+def _stats_row(stats) -> dict[str, int]:
+    """``stats`` as :meth:`kvcore.Snapshot.to_dict` writes it."""
+    return {"lookups": stats.lookups, "lookup_tokens": stats.lookup_tokens, "hit_tokens": stats.hit_tokens,
+            "evictions": stats.evictions, "dedups": stats.dedups}
 
 
-_INT_TEXTS: list[str] = []
-_MAX_INT_TEXTS = 1 << 22  # 4 million numbers' texts at most (about 200 MB would be 30 million)
-
-
-class _Raw:
-    """A field's canonical JSON already made, in encoded pieces."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: list[bytes]):
-        self.parts = parts
-
-
+def _changed_pages(old: Sequence, new: Sequence) -> list[int]:
+    """The pages whose rows differ, without the cache's account: a lazy page table's pages
+    never handed out are compared by what it stores (O(pages used), not O(pool))."""
+    if isinstance(old, PageTable) and isinstance(new, PageTable) and old.page_count == new.page_count:
+        used = max(len(old.rows), len(new.rows))
+        return [p for p in range(used) if old[p] is not new[p] and old[p] != new[p]]
+    if type(old) is tuple and type(new) is tuple:
+        return list(compress(range(len(new)), map(ne, old, new)))  # compared in C
+    return [i for i, (a, b) in enumerate(zip(old, new)) if a is not b and a != b]
 
 
 # -- the reader ----------------------------------------------------------------------------------
@@ -521,11 +545,21 @@ class _Raw:
 class StateReader:
     """Rebuilds a run's states from its JSON: :meth:`whole` for a ``snapshot``, :meth:`apply`
     for a ``changes`` object; :meth:`state` is the current state as ``Snapshot.to_dict()``
-    gives it (``kvcore.Snapshot.from_dict`` takes it)."""
+    gives it (``kvcore.Snapshot.from_dict`` takes it), :attr:`state_digest` its digest, kept
+    up to date from each ``changes`` object as the writer keeps it (the reader's own account,
+    to hold against the line's)."""
 
     def __init__(self) -> None:
         self._state: dict[str, Any] | None = None
         self._tables: dict[str, dict[int, Any]] = {}
+        self._digest = StateDigest()
+        self._free_counts = _PageCounts(())
+        self._in_id_order = True  # every table's ids increase: the digest reads its rows by id
+
+    @property
+    def state_digest(self) -> str:
+        """The current state's :meth:`kvcore.Snapshot.state_digest`."""
+        return self._digest.hexdigest()
 
     def whole(self, snapshot: dict) -> dict:
         """Start again from a whole state (a ``snapshot`` object)."""
@@ -534,28 +568,60 @@ class StateReader:
         self._tables = {}
         for name, _, _ in TABLES + (BLOCKS,):
             if name in snapshot:
-                self._tables[name] = {(row["id"] if isinstance(row, dict) else row[0]): row for row in snapshot[name]}
-        return self.state()
+                self._tables[name] = {_row_id(row): row for row in snapshot[name]}
+        state = self.state()
+        self._digest = StateDigest.of_state(state)
+        self._free_counts = _PageCounts(state["free"])
+        self._in_id_order = all(ids_increase(state[name]) for name in self._tables)
+        return state
 
     def apply(self, changes: dict) -> dict:
-        """Apply a ``changes`` object to the current state (ValueError before any state)."""
+        """Apply a ``changes`` object to the current state, its digest moved with it
+        (ValueError before any state)."""
         state = self._state
         if state is None:
             raise ValueError("a `changes` object before any whole `snapshot`: the first state is written whole")
+        digest = self._digest
         for key in ("clock", "next_seq", "next_allocation_id", "stats"):
+            was, text = _encode(state[key]), _encode(changes[key])
+            if was != text:
+                digest.remove(field_element(key, was))
+                digest.add(field_element(key, text))
             state[key] = changes[key]
         pages = state["pages"]
         for row in changes["pages"]:
-            pages[row[0]] = row
+            p = row[0]
+            digest.remove(page_element(p, _encode(pages[p])))
+            pages[p] = row
+            digest.add(page_element(p, _encode(row)))
         for name, table in self._tables.items():
+            counted = name != "blocks" or state["kind"] == "hash"  # as to_dict and the digest
             gone_key = next(g for n, _, g in TABLES + (BLOCKS,) if n == name)
             for row_id in changes[gone_key]:
-                del table[row_id]
+                was = table.pop(row_id)
+                if counted:
+                    digest.remove(row_element(name, _encode(was)))
             for row in changes[name]:
-                table[row["id"] if isinstance(row, dict) else row[0]] = row
-        state["free"] = apply_list_edits(list(state["free"]), changes["free"])
-        state["heap"] = apply_list_edits(list(state["heap"]), changes["heap"])
-        return self.state()
+                row_id = _row_id(row)
+                was = table.get(row_id)
+                if was is not None:
+                    if counted:
+                        digest.remove(row_element(name, _encode(was)))
+                elif table and not (type(row_id) is int and row_id > next(reversed(table))):
+                    self._in_id_order = False  # appended below a kept id: the digest reads it by place
+                table[row_id] = row
+                if counted:
+                    digest.add(row_element(name, _encode(row)))
+        free = apply_list_edits(list(state["free"]), changes["free"])
+        self._free_counts = follow_free_list(digest, self._free_counts, state["free"], free, changes["free"])
+        state["free"] = free
+        heap = apply_list_edits(list(state["heap"]), changes["heap"])
+        follow_heap(digest, state["heap"], heap, changes["heap"])
+        state["heap"] = heap
+        out = self.state()
+        if not self._in_id_order:  # only a changed line gets here: the whole state's digest
+            self._digest = StateDigest.of_state(out)
+        return out
 
     def state(self) -> dict:
         """The current state, ``Snapshot.to_dict()``-shaped (a fresh dict; rows shared)."""
@@ -564,3 +630,7 @@ class StateReader:
         for name, table in self._tables.items():
             out[name] = list(table.values())
         return out
+
+
+def _row_id(row: Any) -> Any:
+    return row["id"] if isinstance(row, dict) else row[0]

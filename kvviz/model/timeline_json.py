@@ -6,11 +6,15 @@ followed (with sub-steps) by one ``substep`` object per sub-step of its op.
 :data:`JSON_HELP` documents every field (``kvviz help json`` prints it; a test holds it to
 the keys the objects really have).
 
-A step costs what its op changed (schema ``kvviz.timeline/2``): the first step line printed
+A step costs what its op changed (schema ``kvviz.timeline/3``): the first step line printed
 carries its state whole (``snapshot``), every later one only its ``changes`` from the line
-before (:mod:`kvviz.model.state_changes`), and each its state's ``digest``, so a reader can
-rebuild and verify every state (:func:`read_states`). ``--snapshots`` writes every state
-whole, as schema 1 did.
+before (:mod:`kvviz.model.state_changes`), and each its state's ``state_digest``
+(:meth:`kvcore.Snapshot.state_digest`, a set digest kept up to date from the changes), so a
+reader can rebuild and verify every state (:func:`read_states`) at the cost of what changed.
+The first and the last step lines (and any carrying a ``snapshot``) also carry ``digest``,
+:meth:`kvcore.Snapshot.digest` (sha256 of the whole canonical JSON, what bundles record),
+which costs the whole state. ``--snapshots`` writes every state whole, as schema 1 did.
+Schema 2 (every line's ``digest``, no ``state_digest``) is still read.
 
 Each line is canonical JSON: sorted keys, no whitespace, ASCII only, the same text as
 ``json.dumps(obj, sort_keys=True, separators=(",", ":"))`` (a test holds it to that), so two
@@ -23,12 +27,14 @@ frames of a long trace slice are written as they are built, never gathered into 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from kvcore import Snapshot
+from kvcore.snapshot import STATE_DIGEST_SCHEME
 from kvcore.events import event_to_dict
 
 from ..backends import Call
@@ -43,9 +49,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .session import Frame, Session
     from .substeps import OpSubSteps
 
-SCHEMA = "kvviz.timeline/2"
+SCHEMA = "kvviz.timeline/3"
 """The ``schema`` of the header object; bumped when a field changes meaning or goes away
-(2: a step's state is its ``changes`` from the step line before, after the first)."""
+(2: a step's state is its ``changes`` from the step line before, after the first; 3: every
+step's ``state_digest``, its ``digest`` only on the first and last lines and whole states)."""
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode  # Snapshot.to_json's own settings
 
@@ -83,11 +90,12 @@ def _op_dict(op) -> dict | None:
 
 
 def step_line(frame: "Frame", subs: "OpSubSteps | None" = None, writer: StateWriter | None = None, *,
-              whole: bool = False) -> str:
+              whole: bool = False, digest: bool = False) -> str:
     """The ``step`` object of ``frame`` (with ``subs``, the summary of its sub-steps). Its
     state is written by ``writer`` (the run's: its changes from the state it wrote last, or
-    whole with ``whole`` or on its first line); without one, whole."""
-    snapshot, changes, digest = (writer or StateWriter()).write(frame.snapshot, whole=whole)
+    whole with ``whole`` or on its first line); without one, whole. ``digest``: carry the
+    state's ``digest`` even when written as changes (the last line)."""
+    written = (writer or StateWriter()).write(frame.snapshot, whole=whole, digest=digest)
     fields = {
         "type": "step", "step": frame.index, "op": _op_dict(frame.op),
         "error": None if frame.error is None else {"kind": frame.error.kind, "message": frame.error.message},
@@ -95,10 +103,10 @@ def step_line(frame: "Frame", subs: "OpSubSteps | None" = None, writer: StateWri
         "violations": [v.to_dict() for v in frame.violations],
         "expects": [{"text": r.expect.text, "line": r.expect.line, "kind": r.expect.kind, "ok": r.ok,
                      "message": r.message} for r in frame.expects],
-        "digest": digest,
+        "digest": written.digest, "state_digest": written.state_digest,
         "substeps": None if subs is None else {"count": len(subs), "source": subs.source, "note": subs.note},
     }
-    return json_line(fields, texts={"snapshot": snapshot, "changes": changes})
+    return json_line(fields, texts={"snapshot": written.snapshot, "changes": written.changes})
 
 
 def event_dict(event: object) -> dict | None:
@@ -128,19 +136,22 @@ def substep_line(step: int, sub: SubStep, state: Snapshot | None) -> str:
 
 class TimelineWriter:
     """The ``step`` (and ``substep``) lines of one run, a frame at a time, in order: the
-    first state whole, each later one as its changes (``snapshots``: every state whole)."""
+    first state whole, each later one as its changes (``snapshots``: every state whole).
+    ``last``: the index of the last step to be written, whose line carries its ``digest``
+    too (None: not known, only whole states carry it)."""
 
     def __init__(self, session: "Session", *, substeps: bool = False, states: bool = False,
-                 snapshots: bool = False):
+                 snapshots: bool = False, last: int | None = None):
         self.session = session
         self.substeps, self.states, self.snapshots = substeps, states, snapshots
+        self.last = last
         self._writer = StateWriter()
 
     def lines(self, frame: "Frame") -> Iterator[str]:
         """``frame``'s step line, then (with sub-steps) its op's sub-step lines."""
         i = frame.index
         subs = self.session.substeps(i) if self.substeps and i >= 1 else None
-        yield step_line(frame, subs, self._writer, whole=self.snapshots)
+        yield step_line(frame, subs, self._writer, whole=self.snapshots, digest=i == self.last)
         if subs is None:
             return
         for k, sub in enumerate(subs):
@@ -154,8 +165,11 @@ def timeline_lines(session: "Session", steps: Iterable[int], *, substeps: bool =
     """The ``step`` line of each of ``steps`` (frame indices, in the order given), each
     followed with ``substeps`` by its op's ``substep`` lines (with ``states``, each with the
     state after it). Built one frame at a time, as the lines are taken; the first state is
-    whole, each later one its changes from the one before (every one whole with ``snapshots``)."""
-    writer = TimelineWriter(session, substeps=substeps, states=states, snapshots=snapshots)
+    whole, each later one its changes from the one before (every one whole with ``snapshots``);
+    the last one carries its ``digest``."""
+    steps = list(steps)
+    writer = TimelineWriter(session, substeps=substeps, states=states, snapshots=snapshots,
+                            last=steps[-1] if steps else None)
     for i in steps:
         yield from writer.lines(session.frame(i))
 
@@ -164,19 +178,39 @@ def read_states(lines: Iterable[str | dict], *, snapshots: bool = True) -> Itera
     """Each ``step`` object of a ``kvviz run --json`` output (lines or parsed objects) with
     its state rebuilt (:class:`~kvviz.model.state_changes.StateReader`), in order: a
     :class:`kvcore.Snapshot`, or with ``snapshots=False`` the ``Snapshot.to_dict()``-shaped
-    dict (no validation pass: a big pool's states come faster). Raises ValueError when a
-    rebuilt state's digest is not the line's: the reader and the writer disagree, or the
-    text was changed."""
-    import hashlib
+    dict (no validation pass: a big pool's states come faster).
 
+    Each rebuilt state is verified: a ``kvviz.timeline/3`` line's ``state_digest`` against
+    the reader's own, kept up to date from the changes as the writer keeps it (O(what
+    changed) a step), and its ``digest``, where given, against the sha256 of the rebuilt
+    state's canonical JSON (O(the state): the first and last lines); a ``kvviz.timeline/2``
+    line (no ``state_digest``) by its ``digest``, every line. Raises ValueError, one line
+    naming the step, when a line's changes do not apply or a digest is not the line's: the
+    text was changed, or the reader and the writer disagree."""
     reader = StateReader()
     for line in lines:
         obj = json.loads(line) if isinstance(line, str) else line
         if obj.get("type") != "step":
             continue
-        state = reader.whole(obj["snapshot"]) if obj.get("snapshot") is not None else reader.apply(obj["changes"])
-        if hashlib.sha256(_encode(state).encode()).hexdigest() != obj["digest"]:  # the canonical text
-            raise ValueError(f"step {obj['step']}: the rebuilt state's digest is not the line's {obj['digest']}")
+        step = obj.get("step")
+        try:
+            state = reader.whole(obj["snapshot"]) if obj.get("snapshot") is not None else reader.apply(obj["changes"])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
+            raise ValueError(f"step {step}: its state does not rebuild from the line ({type(error).__name__}: "
+                             f"{error})") from None
+        if "state_digest" in obj:  # kvviz.timeline/3
+            if reader.state_digest != obj["state_digest"]:
+                raise ValueError(f"step {step}: the rebuilt state's state_digest {reader.state_digest} is not the "
+                                 f"line's {obj['state_digest']}: the line was changed, or the reader and the writer "
+                                 f"disagree")
+            check = obj.get("digest") is not None
+        else:  # kvviz.timeline/2: every line's digest
+            check = True
+        if check:
+            digest = hashlib.sha256(_encode(state).encode()).hexdigest()  # the canonical text
+            if digest != obj.get("digest"):
+                raise ValueError(f"step {step}: the rebuilt state's digest {digest} is not the line's "
+                                 f"{obj.get('digest')}: the line was changed, or the reader and the writer disagree")
         yield obj, Snapshot.from_dict(state) if snapshots else state
 
 
@@ -232,12 +266,15 @@ it (bounded: see MAX_SUBSTEP_STATE_PAGES in the README's Limits). --step N print
 
 A step costs what its op changed: the first step object carries its state whole
 (`snapshot`), every later one only its `changes` from the step object before it, and each
-the `digest` of its state, so a reader rebuilds every state and checks it (Python:
-kvviz.model.timeline_json.read_states). The values of state written are bounded before
-the first line, counted from what each op can change: at most MAX_TIMELINE_JSON_ITEMS
-({MAX_TIMELINE_JSON_ITEMS:,}). --snapshots writes every state whole instead; then the steps x
-the cache's pages are bounded: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,}; e.g. 2
-steps of a 1,000,000-page pool, 976 of 2,048 pages), as for --step N.
+its `state_digest`, which a writer and a reader keep up to date from the changes, so a
+reader rebuilds every state and checks it at the cost of what changed (Python:
+kvviz.model.timeline_json.read_states, which still reads kvviz.timeline/2). The first and
+the last step objects also carry `digest`, the sha256 of the whole state that bundles
+record. The values of state written are bounded before the first line, counted from what
+each op can change: at most MAX_TIMELINE_JSON_ITEMS ({MAX_TIMELINE_JSON_ITEMS:,}).
+--snapshots writes every state whole instead; then the steps x the cache's pages are
+bounded: at most MAX_STEP_STATE_PAGES ({MAX_STEP_STATE_PAGES:,}; e.g. 2 steps of a
+1,000,000-page pool, 976 of 2,048 pages), as for --step N.
 --json excludes --print. Exit codes as --print: 1 when a printed step failed an expect or an
 invariant (one line on stderr after the JSON), 2 for bad input.
 
@@ -287,7 +324,24 @@ invariant (one line on stderr after the JSON), 2 for bad input.
     ok             true when it held
     message        what was expected and what was found
   digest           sha256 of the state's canonical JSON (Snapshot.digest(); bundles and
-                   `kvviz open` verify the same digests)
+                   `kvviz open` verify the same digests): on the first and the last step
+                   objects and on every one carrying its `snapshot`, else null (it costs the
+                   whole state)
+  state_digest     the state's set digest (kvcore's Snapshot.state_digest(), scheme
+                   {STATE_DIGEST_SCHEME}), on every step object: each of the state's
+                   elements, a canonical JSON array, is hashed to a 2048-bit number
+                   H(e) = shake_256("{STATE_DIGEST_SCHEME}\\n" + e), 256 bytes big-endian;
+                   their sum modulo 2**2048 is the accumulator; state_digest is the hex
+                   sha256 of "{STATE_DIGEST_SCHEME}\\n" + its 256 bytes big-endian. The
+                   elements: ["field",NAME,VALUE] for schema, kind, policy, tokens_per_page,
+                   page_count, clock, next_seq, next_allocation_id, stats;
+                   ["pages",I,ROW] for each page row (I its index); ["nodes",ROW],
+                   ["allocations",ROW] and (hash) ["blocks",ROW] for each row, or
+                   ["nodes-at",I,ROW] (...) for each row of a table whose ids do not
+                   increase; ["free",A,B] for each pair of neighbours in
+                   [null] + free + [null] when no page is listed twice, else
+                   ["free-at",I,PAGE] for each; ["heap",I,NODE] for each heap slot. A step
+                   takes out the elements its changes removed and puts in the new ones
   snapshot         the state after the step whole, Snapshot.to_dict() (schema
                    kvcore.snapshot/1): kvcore.Snapshot.from_dict(obj["snapshot"]) gives it
                    back exactly; on the first step object (and on every one with --snapshots

@@ -148,7 +148,7 @@ def test_run_json_round_trips_every_snapshot(script, session):
     states = list(read_states(lines))  # the first state whole, then each step's changes
     assert len(states) == len(session)
     for i, (line, snap) in enumerate(states):
-        assert snap == session.frame(i).snapshot and snap.digest() == line["digest"]
+        assert snap == session.frame(i).snapshot and snap.state_digest() == line["state_digest"]
 
 
 def test_run_substeps_replays_each_hash_op_to_its_next_frame(script, session):
