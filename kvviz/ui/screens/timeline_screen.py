@@ -129,6 +129,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         self._summaries_revision = -1
         self._widgets: dict[str, object] = {}
         self._titles: dict[str, str] = {}
+        self._after_paint: list = []  # callbacks waiting for the next frame (call_after_paint)
         # True once the user moved back from a later step (and until the end is reached
         # again): only then does the command bar warn that an op typed here branches. A
         # timeline opened at step 0, or jumped forward, was never stepped back.
@@ -353,7 +354,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         if self.substep is not None:
             view = self._substep_view(view)
             if rebuild:
-                self.call_after_refresh(self.prefetch_substep_states)
+                self.call_after_paint(self.prefetch_substep_states)
         self.view = view
         self.column.show(view, rebuild, session.units)
         self._title(self.narration, "Narration · sub-steps" if view.substep is not None else "Narration · events")
@@ -365,6 +366,27 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         if self.show_why:
             self.why.show(view)
         self._show_timeline()
+
+    def call_after_paint(self, callback) -> None:
+        """Run ``callback`` (once, however often asked) after the next frame this screen
+        sends to the terminal: work a person should not wait for, such as building the next
+        window of sub-step states (:meth:`prefetch_substep_states`).
+
+        Why not Textual's ``call_after_refresh``: its callbacks run when the screen is next
+        idle, and the views' repaint requests reach the screen after that (each view posts
+        its own from its own message loop), so the callback ran before the frame: a window of
+        states built every 16 sub-steps, 60-150 ms, inside the wait for the sub-step."""
+        if callback not in self._after_paint:
+            self._after_paint.append(callback)
+
+    def _compositor_refresh(self) -> None:
+        # Textual's one place where a frame of this screen goes to the terminal (a step's
+        # repaint and a layout's alike): what waited for it runs next, between messages.
+        super()._compositor_refresh()
+        if self._after_paint:
+            waiting, self._after_paint = self._after_paint, []
+            for callback in waiting:
+                self.call_next(callback)
 
     def labels(self) -> TokenLabels:
         """A frozen copy of the session's vocabulary, taken again whenever the timeline
