@@ -15,6 +15,7 @@ Deadlines are off: timings on a shared 2-core CI machine are noise, not bugs. ``
 prints a reproduction blob for every failure so it can be replayed with ``@reproduce_failure``.
 """
 
+import gc
 import os
 
 import pytest
@@ -42,6 +43,19 @@ def pytest_configure(config) -> None:
         os.environ["HYPOTHESIS_PROFILE"] = "soak"
         os.environ.setdefault("KVVIZ_FUZZ_SCALE", SOAK_FUZZ_SCALE)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_finish(session) -> None:
+    """Move what collection built (every test module, its imports, the items) out of the
+    cyclic collector's sight before the first test runs.
+
+    Those ~190k objects live until the process ends, yet every full collection walked them:
+    each ``gc.collect()`` the code under test makes (a sweep frees each replay's trie with
+    one, 36 in a sweep with ``--replay-all``) and each automatic full pass. Measured on the
+    one-pass and policy sweep tests (collected with the whole suite, ``-n 0``): 80 s of test
+    time before, 15 s after. The objects the tests make are collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
