@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,8 @@ def rows(curves):
 
 
 def counting_replays(monkeypatch) -> list:
-    """Count the replays a sweep runs in this process (workers=1), each still replayed."""
+    """Count the replays a sweep runs in this process (workers=1), each still replayed
+    (``monkeypatch``: a pytest MonkeyPatch, undone when it is)."""
     calls = []
     real = replay_module.replay
 
@@ -65,11 +66,34 @@ def conversation():
     return read_trace(CONVERSATION, first=400).requests
 
 
-@needs_data
-def test_every_one_pass_row_is_the_replay_of_its_capacity_figure_for_figure(conversation):
+@dataclass(frozen=True)
+class Sweeps:
+    """The default sweep of the conversation slice and its ``--replay-all`` sweep, with the
+    replays each ran."""
+
+    default: tuple
+    replayed: tuple
+    default_replays: tuple[ReplayConfig, ...]
+    replayed_replays: tuple[ReplayConfig, ...]
+
+
+@pytest.fixture(scope="module")
+def conversation_sweeps(conversation) -> Sweeps:
+    """Both sweeps run once for the tests that read them (the replays, counted, run as ever):
+    two tests ran the same 54 replays each."""
     capacities = sweep_capacities()
-    default = sweep_choices(conversation, CHOICES, capacities, workers=1)
-    replayed = sweep_choices(conversation, CHOICES, capacities, workers=1, replay_all=True)
+    with pytest.MonkeyPatch.context() as patch:
+        calls = counting_replays(patch)
+        default = sweep_choices(conversation, CHOICES, capacities, workers=1)
+        default_replays = tuple(calls)
+        calls.clear()
+        replayed = sweep_choices(conversation, CHOICES, capacities, workers=1, replay_all=True)
+        return Sweeps(default, replayed, default_replays, tuple(calls))
+
+
+@needs_data
+def test_every_one_pass_row_is_the_replay_of_its_capacity_figure_for_figure(conversation, conversation_sweeps):
+    default, replayed = conversation_sweeps.default, conversation_sweeps.replayed
     largest = max(len(r.hash_ids) for r in conversation)
     one_pass_rows = evicting = 0
     for (config, fast), (same_config, slow) in zip(rows(default), rows(replayed), strict=True):
@@ -87,16 +111,14 @@ def test_every_one_pass_row_is_the_replay_of_its_capacity_figure_for_figure(conv
 
 
 @needs_data
-def test_the_default_sweep_skips_the_replays_the_curve_stands_for(conversation, monkeypatch):
+def test_the_default_sweep_skips_the_replays_the_curve_stands_for(conversation, conversation_sweeps):
     capacities = sweep_capacities()
-    calls = counting_replays(monkeypatch)
-    sweep_choices(conversation, CHOICES, capacities, workers=1)
+    calls = conversation_sweeps.default_replays
     # lfu's 12 rows, and trie lru's and hash's 3 below the largest request: 18 of 36.
     assert len(calls) == sweep_replay_count(conversation, CHOICES, capacities) == 12 + 3 + 3
     assert {(c.cache, c.policy) for c in calls if c.capacity_tokens is None} == {("trie", "lfu")}
     assert all(c.policy == "lfu" or c.capacity_tokens < 236 * 512 for c in calls)
-    calls.clear()
-    sweep_choices(conversation, CHOICES, capacities, workers=1, replay_all=True)
+    calls = conversation_sweeps.replayed_replays
     assert len(calls) == sweep_replay_count(conversation, CHOICES, capacities, replay_all=True) == 3 * 12
 
 
