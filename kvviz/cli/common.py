@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -354,7 +355,10 @@ def launch_ui(session, step: int | None = None, *, practice_seed: int | None = N
 
     practice = {} if practice_seed is None else {"practice": True, "practice_seed": practice_seed}
     inside = {} if substep is None else {"substep": substep}  # a bundle that points inside an op
-    _run_app(make_app(session, step, demo=demo, **practice, **inside))
+    # The heap is settled once the first frame is painted and the session's idle work done:
+    # the collection (~0.1 s on a 3,000-step trace) is then not in the time to the first frame,
+    # nor are the UI's own objects left for the collector to walk during the first jumps.
+    _run_app(make_app(session, step, demo=demo, after_idle_work=settle_heap, **practice, **inside))
 
 
 def launch_diff_ui(run, step: int | None = None) -> None:
@@ -382,20 +386,53 @@ def render_svg(session, step: int, substep: int | None = None) -> str:
 
 
 def _run_app(app) -> None:
+    """Run ``app`` on the terminal, on a settled heap: settled now, or, for an app that calls
+    :func:`settle_heap` itself once its first frame is painted (KvvizApp's
+    ``after_idle_work``), with the collector paused until then."""
     require_terminal()  # every UI starts here: demo, run, open, diff --ui, trace --ui, watch
-    settle_heap()
-    app.run()
+    if getattr(app, "after_idle_work", None) is None:
+        settle_heap()
+        app.run()
+        return
+    with collector_paused():
+        app.run()
+
+
+@contextmanager
+def collector_paused():
+    """Build without the cyclic garbage collector (``trace --ui``'s replay, scenario and
+    lazy session): its automatic passes walked every row built so far, again and again, a
+    quarter of the CPU time of opening a 3,000-step trace (benchmarks/bench_trace_ui.py).
+    What is built is bounded by the caller (1,000 requests by default); the cycles left
+    behind (the conversion's replayed cache) are freed by :func:`settle_heap`'s collection."""
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def settle_heap() -> None:
-    """Move everything built so far (the timeline's keyframes, ops, summaries) out of the
-    cyclic garbage collector's sight before the UI starts.
+    """Move everything built so far (the timeline's keyframes, ops, summaries, the UI's
+    widgets) out of the cyclic garbage collector's sight, once, as the UI starts.
 
     A long timeline holds hundreds of thousands of immutable rows; a full collection walking
     them paused scrubbing for 0.4-0.9 s (benchmarks/bench_timeline.py). The process shows one
-    session until it exits, so these objects would never be collected anyway.
+    session until it exits, so these objects would never be collected anyway. The collector
+    runs from here on, also when the building was done with it paused
+    (:func:`collector_paused`), and its full passes come ten times less often than Python's
+    default: with the frozen heap out of its count, one came in most ``trace --ui`` jumps,
+    each walking the frames and the cache rebuilt since (benchmarks/bench_trace_ui.py). What
+    they free is little: a rebuild's cache is freed by reference counting
+    (:meth:`kvviz.backends.kvcore_backend.KvcoreBackend.discard`).
     """
     import gc
 
     gc.collect()
     gc.freeze()
+    gc.set_threshold(700, 10, 100)  # Python's default is (700, 10, 10)
+    gc.enable()

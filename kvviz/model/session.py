@@ -15,7 +15,7 @@ is what ``restore`` is for). Replays are exact because the caches are determinis
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -85,6 +85,15 @@ class Frame:
     def expect_failures(self) -> tuple[ExpectResult, ...]:
         """Expect lines of this step that did not hold."""
         return tuple(r for r in self.expects if not r.ok)
+
+
+@dataclass(frozen=True, slots=True)
+class IdleProgress:
+    """What one call of :meth:`Session.idle_work` did: ``left``, the keyframes still to
+    check; ``marked``, the frames whose summary it changed (new markers for the timeline)."""
+
+    left: int
+    marked: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +240,11 @@ class Session:
         # restored backend (when it can take it), whose check of the jumped-to frame then
         # costs what the replayed ops changed, not a full check of ~10,000 nodes.
         self._healthy_keyframes: set[int] = set()
+        # Keyframes appended lazily and not checked yet, in order: the first paint does not
+        # wait for them. :meth:`idle_work` checks them a few at a time, and a jump checks
+        # the ones up to the keyframe it restores first; either way in order, on the session's
+        # backend, from the keyframe checked before (so each costs what its ops changed).
+        self._unchecked_keyframes: deque[int] = deque()
         self._frames: OrderedDict[int, Frame] = OrderedDict()
         self._cursor: tuple[int, Backend] | None = None  # (frame index, backend in that state)
         self._substeps: OrderedDict[int, OpSubSteps] = OrderedDict()  # the last few ops stepped into
@@ -240,6 +254,7 @@ class Session:
                       narrate("", None, None, (), None, snapshot, None, self.label_tokens),
                       tuple(self._violations(snapshot)), None)
         self._keyframes[0] = snapshot
+        self._initial_violations = first.violations  # frame 0 rebuilt: the same state, the same verdict
         if self._check and not first.violations:
             self._healthy_keyframes.add(0)
         self._remember(first)
@@ -347,6 +362,9 @@ class Session:
         """Apply ``op`` at the end of the timeline and record its frame (also when it fails)."""
         index = len(self.summaries)
         step = Step(op, narration, tuple(expects))
+        # The backend's checker is about to see the new state: first the keyframes it has not
+        # checked yet, in order, so that its check of this frame starts from the last of them.
+        self._check_keyframes(index)
         frame = self._run(self.backend, self.last.snapshot, step, index, record=True)
         self.steps.append(step)
         if index % self._keyframe_every == 0 and self.backend.can_restore:
@@ -365,6 +383,10 @@ class Session:
 
         Only the op's outcome and evictions are recorded now (for the timeline's markers);
         snapshot, diff, narration, invariant checks and expects come with :meth:`frame`.
+        Every ``keyframe_every`` ops a keyframe snapshot is kept; on a backend that can trust
+        a checked keyframe (``checked_healthy``), its invariant check waits for
+        :meth:`idle_work` or the first jump that restores it, and its marker on the timeline
+        comes with that check.
         """
         index = len(self.summaries)
         step = Step(op, narration, tuple(expects))
@@ -376,19 +398,53 @@ class Session:
         events = self.backend.take_events()
         self.why_index.record(index, events)
         self.steps.append(step)
-        violations = 0
         if index % self._keyframe_every == 0 and self.backend.can_restore:
-            snapshot = self._keyframes[index] = self.backend.snapshot()
+            self._keyframes[index] = self.backend.snapshot()
             if self._check and hasattr(self.backend, "checked_healthy"):
-                # Checked now, from the keyframe before (kvcore's check costs the rows the
+                # Checked later, from the keyframe before (kvcore's check costs the rows the
                 # K ops changed: ~0.1 s over 3,000 trace steps), so that a jump can trust it.
-                found = self._violations(snapshot)
-                violations = len(found)
-                if not found:
-                    self._healthy_keyframes.add(index)
+                self._unchecked_keyframes.append(index)
         self.summaries.append(FrameSummary(index, op.text, failed, sum(isinstance(e, EVICTION_EVENTS) for e in events),
-                                           violations, 0))
+                                           0, 0))
         self._last = None
+
+    @property
+    def deferred_checks(self) -> int:
+        """Keyframes appended lazily whose invariant check has not run yet (see :meth:`idle_work`)."""
+        return len(self._unchecked_keyframes)
+
+    def idle_work(self, keyframes: int = 8) -> "IdleProgress":
+        """Check up to ``keyframes`` of the lazily appended keyframes not checked yet (oldest
+        first): what the UI calls when it has nothing else to do, until ``left`` is 0.
+
+        The verdicts do not depend on when (or whether) this runs: a jump checks the
+        keyframes up to the one it restores itself, in the same order, and a frame's own
+        violations always come from checking that frame. ``marked`` lists the keyframes whose
+        summary changed (violations found): the timeline has new markers to draw."""
+        if not self._unchecked_keyframes:
+            return IdleProgress(0, ())
+        last = self._unchecked_keyframes[min(keyframes, len(self._unchecked_keyframes)) - 1]
+        marked = self._check_keyframes(last) if keyframes > 0 else ()
+        return IdleProgress(len(self._unchecked_keyframes), marked)
+
+    def _check_keyframes(self, through: int) -> tuple[int, ...]:
+        """Check the unchecked keyframes up to frame ``through``, in order, on the session's
+        backend (its checker re-checks what changed since the keyframe before); returns the
+        keyframes whose summary changed."""
+        pending = self._unchecked_keyframes
+        marked = []
+        while pending and pending[0] <= through:
+            index = pending.popleft()
+            found = self._violations(self._keyframes[index])
+            if not found:
+                self._healthy_keyframes.add(index)
+                continue
+            summary = self.summaries[index]
+            if summary.violations != len(found):
+                self.summaries[index] = FrameSummary(index, summary.op_text, summary.failed, summary.evictions,
+                                                     len(found), summary.expect_failures)
+                marked.append(index)
+        return tuple(marked)
 
     def truncate(self, keep: int) -> None:
         """Drop every frame after ``keep`` (branching from an earlier step); the live cache
@@ -396,12 +452,16 @@ class Session:
         if not 0 <= keep < len(self.summaries):
             raise IndexError(f"cannot truncate to frame {keep}: the timeline has frames 0..{len(self.summaries) - 1}")
         frame = self.frame(keep)
+        self._check_keyframes(keep)  # on this backend's checker, before it is replaced
+        self._unchecked_keyframes.clear()  # the rest are dropped with their frames
         del self.steps[keep:]
         del self.summaries[keep + 1:]
         self._keyframes = {i: b for i, b in self._keyframes.items() if i <= keep}
         self._healthy_keyframes = {i for i in self._healthy_keyframes if i <= keep}
         for i in [i for i in self._frames if i > keep]:
             del self._frames[i]
+        if self._cursor is not None:
+            self._discard(self._cursor[1])
         self._cursor = None
         self._substeps.clear()
         if self.backend.can_restore:
@@ -491,16 +551,20 @@ class Session:
             snapshot = self._keyframes[0]
             return Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), self.description,
                          narrate("", None, None, (), None, snapshot, None, self.label_tokens),
-                         tuple(self._violations(snapshot)), None)
+                         self._initial_violations, None)
         cursor = self._cursor
         if cursor is not None and cursor[0] < index <= cursor[0] + self._keyframe_every:
             # Stepping forward: continue the backend left by the last rebuild, no restore.
             start, backend = cursor
         else:
+            if cursor is not None:
+                self._discard(cursor[1])  # the jump leaves it behind
             start = max(i for i in self._keyframes if i < index)
             snapshot = self._keyframes[start]
             backend = self._factory(self.config, snapshot if start > 0 else None)
             trust = getattr(backend, "checked_healthy", None)  # kvcore's: a foreign check starts afresh
+            if trust is not None and start > 0 and not self._full_check:
+                self._check_keyframes(start)  # a jump before idle_work got this far checks them now
             if trust is not None and start > 0 and start in self._healthy_keyframes and not self._full_check:
                 trust(snapshot)
         self._cursor = None  # the backend is about to move; re-armed below
@@ -510,6 +574,14 @@ class Session:
         frame = self._run(backend, before, self.steps[index - 1], index, record=False)
         self._cursor = (index, backend)
         return frame
+
+    @staticmethod
+    def _discard(backend: Backend) -> None:
+        """Let go of a rebuild's backend: one that can (kvcore's ``discard``) breaks its
+        reference cycles, so that it is freed now and not by the collector during a later jump."""
+        discard = getattr(backend, "discard", None)
+        if discard is not None:
+            discard()
 
     def _replayed_backend(self, upto: int):
         """A fresh backend with the ops of frames 1..upto applied (for backends without restore)."""

@@ -16,6 +16,7 @@ screenshot export (:func:`kvviz.ui.screenshot.screenshot_svg`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import on
@@ -47,7 +48,8 @@ class KvvizApp(ExportActions, App[None]):
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
                  theme: str | None = None, animations: bool = True, cursor_blink: bool = True,
                  practice: bool = False, practice_seed: int = 0, demo: str | None = None,
-                 play_timer: bool = True, substep: int | None = None):
+                 play_timer: bool = True, substep: int | None = None,
+                 after_idle_work: Callable[[], None] | None = None):
         super().__init__()
         set_up_appearance(self, theme, animations)
         self.session = session
@@ -61,6 +63,7 @@ class KvvizApp(ExportActions, App[None]):
         self.practice_seed = practice_seed
         self._screen_options = dict(start_step=step, start_practice=practice, practice_seed=practice_seed,
                                     play_timer=play_timer, cursor_blink=cursor_blink)
+        self.after_idle_work = after_idle_work  # called once, when the first idle work is done
 
     def get_default_screen(self) -> TimelineScreen:
         # Kept (as posting keeps its MainScreen): a palette entry or a test may read the
@@ -76,6 +79,25 @@ class KvvizApp(ExportActions, App[None]):
             self.main_screen.show_substep(self.main_screen.step, self.start_substep)
         if self.is_web:
             self.watch(self.main_screen, "position", self._title_the_terminal)
+
+    def on_ready(self) -> None:
+        # The first frame is on screen (Textual's Ready): what the session left for later
+        # (a lazily built timeline's keyframe checks) runs now, between messages.
+        self.work_while_idle()
+
+    def work_while_idle(self) -> None:
+        """One bounded piece of the session's deferred work (:meth:`Session.idle_work`), then
+        the next after the screen refreshes, until none is left. Keys pressed meanwhile are
+        handled between the pieces; the checks' verdicts never depend on when they ran."""
+        progress = self.session.idle_work()
+        if progress.marked:  # violations found: new markers on the timeline bar
+            self.revision += 1
+            self.main_screen._show_timeline()
+        if progress.left:
+            self.call_after_refresh(self.work_while_idle)
+        elif self.after_idle_work is not None:
+            hook, self.after_idle_work = self.after_idle_work, None
+            hook()
 
     def _title_the_terminal(self, position) -> None:
         # Served (kvviz serve), the terminal's title becomes the browser tab's (terminal_title).
@@ -232,6 +254,7 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
     its buggy pseudo-code beside ours), ``play_timer`` (False: playing starts no timer, the
     caller ticks with ``play_tick()``; tests use it so no wall clock drives them), ``substep``
     (0-based: open inside the step's op, at that sub-step, as ``kvviz open`` does for a bundle
-    that points at one).
+    that points at one), ``after_idle_work`` (called once, when the first frame is painted and
+    the session's deferred work is done: the CLI settles the process's heap there).
     """
     return KvvizApp(session, step, **opts)

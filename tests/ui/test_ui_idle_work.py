@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The app's idle work (issue 21): a lazily built timeline's keyframe checks run after the
+first paint, a bounded piece at a time (:meth:`KvvizApp.work_while_idle`), their violations
+reach the timeline bar, and the hook the CLI settles the heap in is called once, when they
+are done. Driven by calling the method, never by waiting for the idle chain."""
+
+from __future__ import annotations
+
+import kvcore
+from kvviz.backends.kvcore_backend import KvcoreBackend, kvcore_backend
+from kvviz.model.scenario import CacheConfig, parse_command
+from kvviz.model.session import Session
+
+SIZE = (120, 40)
+PLANTED_AT_TICK = 30
+
+
+class RefBumpedAtTick(KvcoreBackend):
+    """kvcore with a planted bug: the op that ticks the clock past PLANTED_AT_TICK adds one
+    to the ref of the oldest node, which no request holds then: every later keyframe is broken."""
+
+    def apply(self, op):
+        before = self.cache.clock
+        super().apply(op)
+        if before < PLANTED_AT_TICK <= self.cache.clock:
+            node = min((n for n in self.cache._iter_nodes() if n.parent is not None), key=lambda n: n.seq)
+            node.ref += 1
+            if self.cache._rows is not None:
+                self.cache._rows.touch([node])
+
+
+def planted_backend(config, snapshot):
+    return RefBumpedAtTick(kvcore_backend(config, snapshot).cache)
+
+
+def lazy_planted_session() -> Session:
+    """60 ops of requests that share a prefix, appended lazily (as ``trace --ui`` builds)."""
+    session = Session(CacheConfig("trie", 12, 2), backend_factory=planted_backend, keyframe_every=4)
+    for i in range(20):
+        for text in (f"acquire r{i} 1 2 3 4 {5 + i % 3} {6 + i % 5}", f"publish r{i}", f"release r{i}"):
+            session.append(parse_command(text, live_names=None))
+    return session
+
+
+def drain(app, bound: int = 200) -> int:
+    """Call the idle work until the session has none left (at most ``bound`` calls)."""
+    calls = 0
+    while app.session.deferred_checks and calls < bound:
+        app.work_while_idle()
+        calls += 1
+    assert app.session.deferred_checks == 0, f"still {app.session.deferred_checks} keyframes after {bound} calls"
+    return calls
+
+
+async def test_idle_work_puts_the_violations_of_the_checked_keyframes_on_the_timeline_bar(app_on):
+    session = lazy_planted_session()
+    broken = [i for i, snap in sorted(session._keyframes.items()) if kvcore.check_snapshot(snap)]
+    assert broken and session.deferred_checks  # the test needs both
+    app = app_on(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        drain(app)
+        await pilot.pause()
+        assert app.step == 0  # the bar is redrawn for the markers, not because the step moved
+        shown = app.timeline.timeline.summaries
+        assert [i for i, s in enumerate(shown) if i in session._keyframes and s.violations] == broken
+        assert all(shown[i].violations == len(kvcore.check_snapshot(session._keyframes[i])) for i in broken)
+
+
+async def test_a_jump_before_the_idle_work_ends_shows_the_full_checks_violations(app_on):
+    session = lazy_planted_session()
+    app = app_on(session)
+    async with app.run_test(size=SIZE) as pilot:
+        app.go_to(58)
+        await pilot.pause()
+        frame = session.frame(58)
+        assert list(frame.violations) == kvcore.check_snapshot(frame.snapshot) != []
+        assert app.view.frame.violations == frame.violations
+
+
+async def test_the_after_idle_work_hook_is_called_once_when_the_deferred_checks_are_done(app_on):
+    session = lazy_planted_session()
+    seen = []
+    app = app_on(session, after_idle_work=lambda: seen.append(session.deferred_checks))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        drain(app)
+        app.work_while_idle()
+        app.work_while_idle()
+        await pilot.pause()
+    assert seen == [0]
+
+
+async def test_a_timeline_with_nothing_deferred_calls_the_hook_after_the_first_paint(app_on, lru):
+    seen = []
+    app = app_on(lru, after_idle_work=lambda: seen.append(lru.deferred_checks))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.work_while_idle()
+    assert seen == [0]
