@@ -9,12 +9,13 @@ import weakref
 import pytest
 
 import kvcore
+import kvcore.events
 from kvcore import InvalidOperation, Violation
 from kvviz.backends import ALL_EVENTS, Backend, BackendError, BackendFactory, UnknownAllocation
 from kvviz.backends.kvcore_backend import KvcoreBackend, kvcore_backend
 from kvviz.model.expect import evaluate
 from kvviz.model.scenario import CacheConfig, Expect, Op, parse_command, parse_scenario
-from kvviz.model.session import Session
+from kvviz.model.session import Session, WhyIndex
 from kvviz.model.why import why_evicted, why_short_match
 
 SCRIPT = """\
@@ -405,6 +406,36 @@ def test_a_discarded_kvcore_backend_leaves_no_cycle_for_the_collector():
         gc.collect()
         if was_enabled:
             gc.enable()
+
+
+def test_the_why_index_reads_events_by_exact_class_so_no_event_class_may_extend_another():
+    # WhyIndex.record dispatches on type(e) (an isinstance chain cost ~40 ms of opening a
+    # 3,000-step trace): a subclass of an event it reads would go unrecorded.
+    classes = list(kvcore.events.EVENT_TYPES.values())
+    assert [c.__name__ for c in classes if any(base in classes for base in c.__mro__[1:])] == []
+
+
+def test_lazily_appended_ops_record_each_events_facts_and_evictions():
+    # The oracle reads every frame's events by isinstance, as the why index once did.
+    steps = random_steps(11, 120)
+    applied = replayed(steps, cached_frames=10_000)
+    expected = WhyIndex()
+    for frame in map(applied.frame, range(1, len(applied))):
+        for e in frame.events:
+            if isinstance(e, kvcore.events.NodeCreated):
+                expected.created.setdefault((e.parent, e.tokens), []).append((e.node, frame.index))
+                expected.node_created_at[e.node] = frame.index
+            elif isinstance(e, kvcore.events.Evicted):
+                expected.node_evicted_at[e.node] = frame.index
+                expected.page_evicted_at.setdefault(e.page, []).append(frame.index)
+            elif isinstance(e, kvcore.events.OpStarted) and e.op == "acquire":
+                expected.acquired_at[e.allocation] = frame.index
+    lazy = Session(CacheConfig("trie", 10, 2), title="random", description="random ops")
+    for op, narration, expects in steps:
+        lazy.append(op, narration, expects)
+    assert lazy.why_index == expected
+    assert [s.evictions for s in lazy.summaries] == [len(applied.frame(i).evictions) for i in range(len(applied))]
+    assert sum(s.evictions for s in lazy.summaries) > 10 and expected.node_evicted_at and expected.acquired_at
 
 
 def test_frames_of_lazily_appended_ops_equal_the_frames_of_applied_ops():
