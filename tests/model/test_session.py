@@ -15,7 +15,7 @@ from kvviz.backends import ALL_EVENTS, Backend, BackendError, BackendFactory, Un
 from kvviz.backends.kvcore_backend import KvcoreBackend, kvcore_backend
 from kvviz.model.expect import evaluate
 from kvviz.model.scenario import CacheConfig, Expect, Op, parse_command, parse_scenario
-from kvviz.model.session import Session, WhyIndex
+from kvviz.model.session import JUMP_CHECKS_AT_MOST, Session, WhyIndex
 from kvviz.model.why import why_evicted, why_short_match
 
 SCRIPT = """\
@@ -300,17 +300,31 @@ def test_deferred_keyframe_checks_give_the_verdicts_of_checks_made_as_the_ops_ra
     assert lazy._healthy_keyframes == applied._healthy_keyframes
 
 
-def test_a_jump_before_idle_work_checks_the_keyframes_up_to_the_one_it_restores():
+def test_a_jump_before_idle_work_checks_the_few_keyframes_left_up_to_the_one_it_restores():
     session = poisoned_lazy_session()
     oracle = full_check_verdicts(session)
-    frame = session.frame(100)  # restores keyframe 99: its check and every one before it ran now
-    assert list(frame.violations) == kvcore.check_snapshot(frame.snapshot)
-    assert frame.violations  # after the planted bug: the restored keyframe was not trusted
-    assert list(session._unchecked_keyframes) == [i for i in oracle if i > 99]
-    assert {i: session.summaries[i].violations for i in oracle if i <= 99} == {i: n for i, n in oracle.items() if i <= 99}
-    early = session.frame(10)  # healthy: keyframe 9 was found so and is trusted
+    early = session.frame(10)  # restores keyframe 9, healthy: checked now (with 3 and 6), and trusted
     assert list(early.violations) == kvcore.check_snapshot(early.snapshot) == []
-    assert 9 in session._healthy_keyframes
+    assert list(session._unchecked_keyframes) == [i for i in oracle if i > 9]
+    assert {3, 6, 9} <= session._healthy_keyframes
+    step = 3 * JUMP_CHECKS_AT_MOST
+    frame = session.frame(9 + step + 1)  # exactly JUMP_CHECKS_AT_MOST left up to its keyframe
+    assert list(frame.violations) == kvcore.check_snapshot(frame.snapshot)
+    assert list(session._unchecked_keyframes) == [i for i in oracle if i > 9 + step]
+    assert {i: session.summaries[i].violations for i in oracle if i <= 9 + step} == \
+        {i: n for i, n in oracle.items() if i <= 9 + step}
+
+
+def test_a_far_jump_before_idle_work_checks_its_frame_whole_and_leaves_the_keyframes_to_idle():
+    session = poisoned_lazy_session()
+    left = list(session._unchecked_keyframes)
+    assert len([i for i in left if i <= 120]) > JUMP_CHECKS_AT_MOST
+    for index in (121, 100, 2):  # broken, broken, healthy
+        frame = session.frame(index)
+        assert list(frame.violations) == kvcore.check_snapshot(frame.snapshot), index
+    assert session.frame(121).violations and not session.frame(2).violations
+    assert list(session._unchecked_keyframes) == left
+    assert session._healthy_keyframes == {0}  # nothing trusted that was not checked
 
 
 @pytest.mark.parametrize("seed", range(4))

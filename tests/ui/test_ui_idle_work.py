@@ -97,4 +97,5 @@ async def test_a_timeline_with_nothing_deferred_calls_the_hook_after_the_first_p
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         app.work_while_idle()
+        await pilot.pause()  # the hook runs after the next refresh
     assert seen == [0]
