@@ -34,14 +34,11 @@ import gc
 import hashlib
 import heapq
 import math
-import multiprocessing
 import os
 import stat
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
@@ -670,6 +667,11 @@ def _expected_cost(task: ReplayConfig | _LineTask) -> tuple:
 
 def _sweep_pooled(source: TraceSource, tasks, workers: int, request_count: int,
                   progress) -> tuple[ReplayResult | LruCurve, ...]:
+    # Imported here: only a sweep needs a process pool (``trace --ui`` opens without them).
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
     # spawn: a fresh interpreter per worker, whatever the caller's threads (a progress bar
     # draws from one) and on every platform; the workers import only kvviz.trace and kvcore.
     context = multiprocessing.get_context("spawn")
