@@ -416,6 +416,16 @@ def collector_paused():
             gc.enable()
 
 
+def freeze_heap() -> None:
+    """Move everything built so far out of the cyclic collector's sight, without a collection:
+    for a caller whose building left no garbage cycles (a collection would free nothing and
+    cost ~0.1 s on a 3,000-step trace). Objects frozen are still freed when no longer
+    referenced; only a cycle among them would be kept."""
+    import gc
+
+    gc.freeze()
+
+
 def settle_heap() -> None:
     """Move everything built so far (the timeline's keyframes, ops, summaries, the UI's
     widgets) out of the cyclic garbage collector's sight, once, as the UI starts.

@@ -60,7 +60,7 @@ from ..trace.replay import (
 )
 from ..trace.plot import Curve, choice_label, eviction_name, hit_rate_curves, hit_rate_plot, percent
 from ..trace.to_kvs import trace_to_scenario
-from .common import BadInput, collector_paused, launch_ui, require_terminal, stdout_console
+from .common import BadInput, collector_paused, freeze_heap, launch_ui, require_terminal, stdout_console
 
 __all__ = ["parse_capacity", "trace"]
 
@@ -551,12 +551,16 @@ def _open_in_ui(loaded: Trace, requests, config: ReplayConfig, *, default_capaci
         config = replace(config, capacity_tokens=ui_capacity(requests, config))
         note = ("The capacity is the UI's default, half the excerpt's distinct blocks (at least its largest "
                 "request), so that pages are evicted; --capacity-tokens sets another.")
-    with collector_paused():  # until the UI starts: settle_heap collects once, then runs it again
+    with collector_paused():  # until the app settles the heap, once its first frame is painted
         try:
             converted = trace_to_scenario(requests, config, source=loaded.name, note=note)
         except ValueError as error:
             _fail(f"cannot open {loaded.path} in the UI: {error}")
-        launch_ui(Session.from_scenario(converted.scenario, lazy=True, units=converted.units))
+        session = Session.from_scenario(converted.scenario, lazy=True, units=converted.units)
+        # What was built holds no garbage cycles (the conversion's replayed cache broke its
+        # own): frozen as it is, the collection when the app settles skips its ~270,000 objects.
+        freeze_heap()
+        launch_ui(session)
 
 
 def _report_skipped(loaded: Trace) -> None:

@@ -45,6 +45,7 @@ from typing import Literal
 import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
+from ..backends.kvcore_backend import break_cycles
 from ..limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
 from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 from .stack_distance import STACK_DESIGNS, LruCurve, lru_curve
@@ -318,6 +319,9 @@ def replay(
         # The hash design's free queue holds cached blocks too (eviction is lazy, when a page is
         # taken), so "pages missing beyond the free ones" undercounts: ask the cache itself.
         evicted = cache.snapshot().stats.evictions
+    # Freed now by reference counting, not left to the cyclic collector: a process that
+    # freezes its heap after converting a trace (trace --ui) would otherwise keep it for good.
+    break_cycles(cache)
     return ReplayResult(
         cache=config.cache,
         capacity_tokens=config.capacity_tokens,

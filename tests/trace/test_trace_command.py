@@ -345,6 +345,17 @@ def test_ui_builds_its_timeline_with_the_collector_paused_and_runs_it_again_afte
     assert gc.isenabled()
 
 
+def test_ui_freezes_what_it_built_before_the_app_starts(small, monkeypatch):
+    import kvviz.cli.trace_command
+
+    order = []
+    monkeypatch.setattr(kvviz.cli.trace_command, "freeze_heap", lambda: order.append("freeze"))
+    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: order.append(len(session)))
+    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    assert run(small, "--ui", "--first", "2").exit_code == 0
+    assert order == ["freeze", 7]  # the session of 6 ops was built before, and the app starts after
+
+
 def test_the_ui_shows_each_steps_op_and_expects_in_the_scenario_language(small, monkeypatch):
     import kvviz.cli.trace_command
 

@@ -124,6 +124,22 @@ def test_replay_restores_the_callers_garbage_collector_setting():
         gc.enable()
 
 
+@pytest.mark.parametrize("cache", ["trie", "base", "hash"])
+@pytest.mark.parametrize("concurrency", [False, True], ids=["sequential", "concurrent"])
+def test_a_replay_leaves_no_garbage_cycle_behind(cache, concurrency):
+    # trace --ui freezes the heap right after converting a trace, without a collection: a
+    # replayed cache left to the cyclic collector would be kept for good.
+    config = ReplayConfig(cache=cache, capacity_tokens=4 * 512, concurrency=concurrency)
+    gc.collect()
+    gc.disable()
+    try:
+        result = replay(HAND, config)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert result.requests == len(HAND)
+
+
 def test_sweep_capacities_are_half_decades_from_1e4_to_1e9():
     capacities = sweep_capacities()
     assert len(capacities) == 11
