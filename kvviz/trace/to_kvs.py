@@ -80,6 +80,7 @@ def _first_seen(requests: Sequence[TraceRequest]) -> dict[str, tuple[int, str | 
     children: dict[tuple[int, int], tuple[int, str]] = {}
     facts: dict[str, tuple[int, str | None]] = {}
     for request in requests:
+        name = request.name  # a property that formats the name: once per request, not per block
         node, owner, matched = 0, None, 0
         for hash_id in request.hash_ids:
             entry = children.get((node, hash_id))
@@ -88,9 +89,9 @@ def _first_seen(requests: Sequence[TraceRequest]) -> dict[str, tuple[int, str | 
             (node, owner), matched = entry, matched + 1
         for hash_id in request.hash_ids[matched:]:
             child = len(children) + 1
-            children[(node, hash_id)] = (child, request.name)
+            children[(node, hash_id)] = (child, name)
             node = child
-        facts[request.name] = (matched, owner)
+        facts[name] = (matched, owner)
     return facts
 
 
