@@ -30,7 +30,9 @@ from .refmodel_hash import HashModel, model_view, snapshot_view, view_difference
 from .test_stateful import ERROR_CLASSES, CacheMachine
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-EXAMPLES = {"dev": 200, "ci": 1_000, "soak": 100_000}.get(PROFILE, 1_000)
+# The ci budget: the planted hash bug (benchmarks/planted_bugs.py) fell after at most 42 passing
+# examples over seeds 0-12 (median 4); 400 is nearly ten times that.
+EXAMPLES = {"dev": 200, "ci": 400, "soak": 100_000}.get(PROFILE, 400)
 STEPS = {"soak": 50}.get(PROFILE, 25)
 
 
