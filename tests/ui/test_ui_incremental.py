@@ -67,3 +67,122 @@ async def test_the_next_window_of_substep_states_is_built_after_the_frame_that_s
             since_move = order[:index][::-1]
             before = since_move[:since_move.index("move")]
             assert "frame" in before, f"the prefetch at sub-step {entry[1]} ran before its frame: {order}"
+
+
+# -- what the terminal shows after incremental repaints = what a fresh app draws -------------
+
+
+class Terminal:
+    """A headless app's terminal: every update the app sends (a whole frame, or the changed
+    pieces of lines) written into a grid of cells, as a terminal would keep them."""
+
+    def __init__(self, app, size: tuple[int, int]):
+        from rich.segment import Segment
+
+        self.width, self.height = size
+        self.cells: list[list] = [[(" ", None)] * self.width for _ in range(self.height)]
+        self.frames = 0
+        console = app.console
+        original = app._display
+
+        def display(screen, update):
+            if update is not None and screen is app.screen:
+                self.frames += 1
+                self.write(update.__rich_console__(console, console.options))
+            return original(screen, update)
+
+        app._display = display
+        self._segment = Segment
+
+    def write(self, segments) -> None:
+        from rich.cells import cell_len
+        from rich.segment import ControlType
+
+        x = y = 0
+        for segment in segments:
+            if segment.control:
+                for code in segment.control:
+                    if code[0] == ControlType.CURSOR_MOVE_TO:
+                        x, y = code[1], code[2]
+                continue
+            if segment.text == "\n":
+                continue
+            for character in segment.text:
+                if 0 <= y < self.height and 0 <= x < self.width:
+                    self.cells[y][x] = (character, segment.style)
+                x += cell_len(character)
+
+    def lines(self) -> list[str]:
+        return ["".join(character for character, _ in row) for row in self.cells]
+
+    def differences(self, other: "Terminal") -> list[str]:
+        """The rows where the two terminals differ (text or style), said for a person."""
+        found = []
+        for y, (mine, theirs) in enumerate(zip(self.cells, other.cells)):
+            if mine != theirs:
+                columns = [x for x in range(self.width) if mine[x] != theirs[x]]
+                found.append(f"row {y} cols {columns[0]}-{columns[-1]}:\n  kept  {self.lines()[y]!r}\n"
+                             f"  fresh {other.lines()[y]!r}")
+        return found
+
+
+async def fresh_picture(app_on, session, app, size) -> Terminal:
+    """What a newly opened app shows at ``app``'s position, with its views scrolled as
+    ``app``'s are (a view's scroll offset is the history of the moves, not the state), and the
+    command bar's "stepped back" hint as ``app``'s (history too)."""
+    from kvviz.ui.widgets.line_canvas import LineCanvas
+
+    fresh = app_on(session, step=app.step, substep=app.substep)
+    terminal = Terminal(fresh, size)
+    async with fresh.run_test(size=size) as pilot:
+        await pilot.pause()
+        fresh.main_screen.stepped_back = app.main_screen.stepped_back
+        fresh.main_screen._show_hint()
+        for widget in app.screen.query(LineCanvas):
+            if widget.id is None:
+                continue
+            twin = fresh.screen.query_one(f"#{widget.id}", LineCanvas)
+            twin.scroll_to(x=widget.scroll_offset.x, y=widget.scroll_offset.y, animate=False, immediate=True,
+                           force=True)
+        await pilot.pause()
+        await pilot.pause()
+    return terminal
+
+
+async def test_after_random_steps_jumps_and_substeps_the_terminal_shows_what_a_fresh_app_draws(app_on):
+    import random
+
+    session = evicting_session()
+    session.apply(Op("publish", "big", None, text="publish big"))  # new nodes: marks that go next step
+    session.apply(Op("release", "big", None, text="release big"))  # ref changes
+    last = len(session) - 1
+    rng = random.Random(21)
+    app = app_on(session, step=last - 4)
+    terminal = Terminal(app, SIZE)
+    checked = 0
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        moves = ["next", "next", "into", *["next"] * 20, "back", "back", "jump_in", "next", "next", "out",
+                 "back", "into", "next", "go", "next", "into", *["next"] * 6, "jump_in", "back", "next",
+                 "last", "back", "back", "next", "next", "back", "into", "next", "out", "next"]
+        for number, move in enumerate(moves):
+            if move == "jump_in":
+                step = rng.randrange(max(1, last - 3), last + 1)
+                app.show_substep(step, rng.randrange(len(session.substeps(step))))
+            elif move == "go":
+                app.go_to(rng.randrange(last + 1))
+            elif move == "last":
+                app.go_to(last)
+            else:
+                {"next": app.action_next_step, "back": app.action_previous_step, "into": app.action_step_into,
+                 "out": app.action_step_out}[move]()
+            await pilot.pause()
+            await pilot.pause()
+            if number % 5 == 4 or number == len(moves) - 1:
+                fresh = await fresh_picture(app_on, session, app, SIZE)
+                problems = terminal.differences(fresh)
+                assert not problems, (f"after move {number} ({move}: step {app.step}, sub-step {app.substep}) "
+                                      "the terminal differs from a fresh app's:\n" + "\n".join(problems[:6]))
+                checked += 1
+    assert checked >= 8
+    assert terminal.frames > len(moves), "the moves were painted as updates"

@@ -19,6 +19,8 @@ from collections.abc import Hashable, Iterable
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
+from textual._ansi_theme import DEFAULT_TERMINAL_THEME
+from textual._styles_cache import StylesCache
 from textual.actions import SkipAction
 from textual.cache import LRUCache
 from textual.scroll_view import ScrollView
@@ -108,6 +110,61 @@ class StyleCache:
         self._base = None
 
 
+class StyledLines(StylesCache):
+    """Textual's cache of a widget's styled lines (its content inside the borders, padding
+    and tint), whose lines are also filed by what their content shows.
+
+    Textual files a widget's styled lines by their row on screen: a line that moved (a trie
+    node evicted above it, the sub-step list scrolled by one) is styled again, a fresh strip
+    whose line filter and compositor cuts are computed again too, about 50 us a line, and a
+    sub-step moves 20 to 30 of them. Here a content line whose canvas handed out the very
+    strip styled before (same cache key, same strip object: :meth:`LineCanvas.render_line`)
+    gets the styled strip kept for it. Everything else a styled line depends on (sizes,
+    colours, borders, padding, opacity, tint, hatch, the ANSI theme) is compared on every
+    render; when any of it changed, nothing kept is used. Borders and padding rows are
+    Textual's own path, untouched."""
+
+    KEPT = 512
+    """Styled lines kept (a few screens' worth, like the canvas's strips)."""
+
+    def __init__(self, canvas: "LineCanvas") -> None:
+        super().__init__()
+        self._canvas = canvas
+        self._styled: LRUCache[Hashable, tuple[Strip, Strip]] = LRUCache(self.KEPT)
+        self._look: tuple | None = None
+        self._theme: object = None
+
+    def render(self, styles, size, base_background, background, render_content_line, filters, border_title,
+               border_subtitle, content_size=None, padding=None, crop=None, opacity=1.0,
+               ansi_theme=DEFAULT_TERMINAL_THEME, native_ansi=False):
+        hatch = styles.hatch if styles.has_rule("hatch") else None
+        look = (size, content_size, padding, base_background, background, opacity, native_ansi, styles.border,
+                styles.outline, styles.text_opacity, styles.tint, hatch, styles.gutter)
+        if look != self._look or ansi_theme is not self._theme:
+            self._styled.clear()
+            self._look, self._theme = look, ansi_theme
+        return super().render(styles, size, base_background, background, render_content_line, filters, border_title,
+                              border_subtitle, content_size, padding, crop, opacity, ansi_theme, native_ansi)
+
+    def render_line(self, styles, y, size, content_size, padding, base_background, background, render_content_line,
+                    *rest):
+        gutter = styles.gutter
+        content_y = y - gutter.top
+        if content_y < 0 or y >= size.height - gutter.bottom or content_y >= content_size.height:
+            return super().render_line(styles, y, size, content_size, padding, base_background, background,
+                                       render_content_line, *rest)
+        content = render_content_line(content_y)
+        key = self._canvas._handed_out
+        kept = self._styled.get(key) if key is not None else None
+        if kept is not None and kept[0] is content:
+            return kept[1]
+        styled = super().render_line(styles, y, size, content_size, padding, base_background, background,
+                                     lambda _: content, *rest)
+        if key is not None:
+            self._styled[key] = (content, styled)
+        return styled
+
+
 class LineCanvas(ScrollView):
     """A Line-API widget with a strip cache, a style cache and a repaint on focus changes
     (see the module doc)."""
@@ -119,6 +176,8 @@ class LineCanvas(ScrollView):
         super().__init__(name=name, id=id, classes=classes)
         self._strips: LRUCache[tuple, Strip] = LRUCache(self.STRIP_CACHE_SIZE)
         self.style_of = StyleCache(self)
+        self._handed_out: tuple | None = None  # the cache key of the strip render_line returned last
+        self._styles_cache = StyledLines(self)  # Textual's, filing styled lines by content too
 
     # -- what subclasses provide ------------------------------------------------------------
 
@@ -160,21 +219,32 @@ class LineCanvas(ScrollView):
         strip = self._strips.get(key)
         if strip is None:
             strip = self._strips[key] = self.render_strip(index, width)
+        self._handed_out = key  # StyledLines keeps the styled line under the same key
         return strip
+
+    def keys_by_content(self) -> bool:
+        """True when every line has a :meth:`content_key` that says all it shows (but the
+        styles): its kept strips never go stale, only unused (the theme or CSS changing
+        forgets them all, :meth:`notify_style_update`)."""
+        return False
 
     def invalidate(self) -> None:
         """Forget every rendered line (without asking for a repaint)."""
         self._strips.clear()
 
     def restyle(self) -> None:
-        """Forget every rendered line and repaint the widget."""
-        self._strips.clear()
+        """Repaint the widget, every line drawn again (a canvas that keys by content keeps
+        its strips: a line whose key is unchanged looks the same, so it costs a lookup, and
+        its styled line is Textual's kept one, :class:`StyledLines`)."""
+        if not self.keys_by_content():
+            self._strips.clear()
         self.refresh()
 
     def repaint_lines(self, lines: Iterable[int]) -> None:
-        """Forget every rendered line, but repaint only ``lines`` (content indices) that are
-        on screen: Textual keeps the others as they were."""
-        self._strips.clear()
+        """Repaint only ``lines`` (content indices) that are on screen: Textual keeps the
+        others as they were (the strips are forgotten, unless keyed by content: restyle)."""
+        if not self.keys_by_content():
+            self._strips.clear()
         top = self.scroll_offset.y
         bottom = top + self.scrollable_content_region.height
         for line in lines:

@@ -205,6 +205,9 @@ class LineView(LineCanvas, can_focus=True):
         for line in changed:  # the strips are kept: they are filed by signature (content_key)
             self.refresh_line(line)
 
+    def keys_by_content(self) -> bool:
+        return type(self).line_signature is not LineView.line_signature
+
     def content_key(self, index: int) -> Hashable | None:
         # Strips are filed by signature, so a line moved down by a row (a node evicted above
         # it) is a cache hit.
@@ -412,11 +415,25 @@ class MarkupView(LineView):
     def render_row(self, row: Row, width: int) -> list[Span]:
         return [(segment.text, segment.style or Style()) for segment in row.data.render_segments() if segment.text]
 
+    def line_signature(self, index: int) -> Hashable | None:
+        # A line of text is its characters and their styles (Content compares text only):
+        # inside an op the sub-step list moves up a line per sub-step, and a moved line is
+        # not drawn again.
+        if index >= len(self._rows):
+            return ("blank",)
+        line = self._rows[index].data
+        return (line.plain, tuple(line.spans))
+
     def show(self, view: FrameView, rebuild: bool = True) -> None:
-        """Render ``view`` from the top."""
+        """Render ``view`` from the top (only the lines that differ from those shown are
+        drawn again)."""
+        top = self.scroll_offset.y == 0 and self.view is not None and self._rows
+        shown = self._shown_signatures() if top else None
         self.view = view
-        self._rebuild()
+        self._rebuild(repaint=shown is None)
         self.scroll_home(animate=False, immediate=True)
+        if shown is not None:
+            self._repaint_changed(shown)
 
     def action_page_up(self) -> None:
         """One screen up."""
