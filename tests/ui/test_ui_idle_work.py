@@ -99,3 +99,19 @@ async def test_a_timeline_with_nothing_deferred_calls_the_hook_after_the_first_p
         app.work_while_idle()
         await pilot.pause()  # the hook runs after the next refresh
     assert seen == [0]
+
+
+async def test_the_first_paint_starts_the_idle_work(app_on, monkeypatch):
+    # Textual's Ready (the first frame is on screen) is what starts it: polled, with a bound.
+    from kvviz.ui.app import KvvizApp
+
+    started = []
+    monkeypatch.setattr(KvvizApp, "work_while_idle", lambda app: started.append(app.session.deferred_checks))
+    session = lazy_planted_session()
+    app = app_on(session)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(50):
+            if started:
+                break
+            await pilot.pause()
+    assert started == [session.deferred_checks] and started[0] > 0  # called once, nothing done by anyone else
