@@ -443,11 +443,9 @@ class Session:
         keyframes up to the one it restores itself, in the same order, and a frame's own
         violations always come from checking that frame. ``marked`` lists the keyframes whose
         summary changed (violations found): the timeline has new markers to draw."""
-        if not self._unchecked_keyframes:
-            return IdleProgress(0, ())
-        last = self._unchecked_keyframes[min(keyframes, len(self._unchecked_keyframes)) - 1]
-        marked = self._check_keyframes(last) if keyframes > 0 else ()
-        return IdleProgress(len(self._unchecked_keyframes), marked)
+        pending = self._unchecked_keyframes
+        marked = self._check_keyframes(pending[min(keyframes, len(pending)) - 1]) if pending and keyframes > 0 else ()
+        return IdleProgress(len(pending), marked)
 
     def _check_keyframes(self, through: int) -> tuple[int, ...]:
         """Check the unchecked keyframes up to frame ``through``, in order, on the session's

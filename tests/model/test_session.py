@@ -284,6 +284,15 @@ def test_lazily_appended_keyframes_are_checked_by_idle_work_with_the_full_checks
     assert session.idle_work() == type(progress)(0, ())  # nothing left: nothing done
 
 
+def test_idle_work_checks_exactly_as_many_keyframes_as_it_is_given():
+    session = poisoned_lazy_session()
+    left = session.deferred_checks
+    assert session.idle_work(keyframes=0).left == left
+    assert session.idle_work(keyframes=-3).left == left
+    assert session.idle_work(keyframes=5).left == left - 5
+    assert session.idle_work(keyframes=10**6).left == 0
+
+
 def test_deferred_keyframe_checks_give_the_verdicts_of_checks_made_as_the_ops_ran():
     # Checked as the ops are applied (every frame, on the session's own backend) or later by
     # idle work: the same summary for every keyframe, the same keyframes trusted by jumps.
