@@ -403,8 +403,8 @@ def collector_paused():
     """Build without the cyclic garbage collector (``trace --ui``'s replay, scenario and
     lazy session): its automatic passes walked every row built so far, again and again, a
     quarter of the CPU time of opening a 3,000-step trace (benchmarks/bench_trace_ui.py).
-    What is built is bounded by the caller (1,000 requests by default); the cycles left
-    behind (the conversion's replayed cache) are freed by :func:`settle_heap`'s collection."""
+    What is built is bounded by the caller (1,000 requests by default); any garbage cycle
+    it leaves is freed by :func:`settle_heap`'s collection."""
     import gc
 
     was_enabled = gc.isenabled()
@@ -428,7 +428,8 @@ def freeze_heap() -> None:
 
 def settle_heap() -> None:
     """Move everything built so far (the timeline's keyframes, ops, summaries, the UI's
-    widgets) out of the cyclic garbage collector's sight, once, as the UI starts.
+    widgets) out of the cyclic garbage collector's sight, once: before the UI starts, or,
+    for kvviz's app, once its first frame is painted and its idle work done.
 
     A long timeline holds hundreds of thousands of immutable rows; a full collection walking
     them paused scrubbing for 0.4-0.9 s (benchmarks/bench_timeline.py). The process shows one
