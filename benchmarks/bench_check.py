@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """What checking a real trace slice costs, and whether a step's cost depends on the pool.
 
-Run:  python benchmarks/bench_check.py                 (about a minute on an idle machine)
+Run:  python benchmarks/bench_check.py                 (both designs: a few minutes on an idle machine)
+      python benchmarks/bench_check.py --design hash     (vLLM's hash blocks only; --design trie, the trie)
       python benchmarks/bench_check.py --trace PATH --first 200
 
-1. Makes the slice inside the script: ``kvviz trace TRACE --first N --to-kvs`` (200 requests of
-   the Mooncake conversation trace: 600 steps on 5,537 pages), in a temporary folder.
+For each design of ``--design`` (default ``trie,hash``: both, one after the other):
+
+1. Makes the slice inside the script: ``kvviz trace TRACE --first N --design D --to-kvs`` (200
+   requests of the Mooncake conversation trace: 600 steps on 5,537 pages; the same requests
+   on both designs, only the ``cache`` line differs), in a temporary folder.
 2. CPU seconds (user + system, of the child process) of ``kvviz check`` on it, of
    ``kvviz check --full`` (every step's invariants checked whole: the oracle), of
    ``kvviz run --json`` (schema kvviz.timeline/2: the first state whole, then each step's
@@ -74,20 +78,44 @@ def per_step_ms(text: str, steps: int) -> float:
     return 1000 * (time.process_time() - start) / len(ops)
 
 
+DESIGNS = ("trie", "hash")
+
+
+def designs(text: str) -> list[str]:
+    """``--design``'s value: designs separated by commas, each named once."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in DESIGNS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected {' or '.join(DESIGNS)} (comma-separated, each once), not {text!r}")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace (default {TRACE})")
     parser.add_argument("--first", type=int, default=200, help="requests in the slice (default 200: 600 steps)")
     parser.add_argument("--curve-steps", type=int, default=600, help="steps per point of the curve (default 600)")
+    parser.add_argument("--design", type=designs, default=list(DESIGNS),
+                        help="trie, hash or trie,hash (the default: both, one after the other)")
     args = parser.parse_args()
     if not args.trace.is_file():
         sys.exit(f"bench_check: {args.trace}: no such file (pass --trace)")
+    print(f"load average before: {os.getloadavg()}")
+    for design in args.design:
+        print()
+        print(f"== design {design} ==")
+        bench_design(args, design)
+    print(f"load average after: {os.getloadavg()}")
+
+
+def bench_design(args, design: str) -> None:
+    """Print one design's figures: the slice's check and run --json CPU, and the curve."""
     from kvviz import limits
 
-    print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         slice_path = Path(tmp) / "slice.kvs"
-        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--to-kvs", str(slice_path)])
+        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--design", design,
+                               "--to-kvs", str(slice_path)])
         if code:
             sys.exit(f"bench_check: kvviz trace exited {code}")
         text = slice_path.read_text()
@@ -95,7 +123,8 @@ def main() -> None:
 
         scenario = parse_scenario(text)
         steps, pages = len(scenario.steps), scenario.config.pages
-        print(f"slice: {args.trace.name} --first {args.first}: {steps} steps, {pages:,} pages (made in {cpu:.2f} s CPU)")
+        print(f"slice: {args.trace.name} --first {args.first} --design {design}: {steps} steps, {pages:,} pages "
+              f"(made in {cpu:.2f} s CPU)")
         print()
         print("CPU seconds (user + system of the kvviz process):")
         for label, cmd in (("kvviz check", ["check", str(slice_path)]),
@@ -132,7 +161,6 @@ def main() -> None:
             curve.append(ms)
             print(f"  {pool:>7,} pages  {ms:7.3f} ms per step")
         print(f"  100k / 1k: {curve[-1] / curve[0]:.2f}x (flat: about 1)")
-    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ O(p), release O(p); the free queue's operations are O(1) per page.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 
 from . import events as ev
@@ -61,8 +62,9 @@ from .blockkey import chain_keys, key_text
 from .errors import InvalidConfiguration, InvalidOperation
 from .freequeue import FreeBlockQueue
 from .pool import PagePool
-from .snapshot import (CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, PageTable, QueuedPages, Snapshot, Stats,
-                       free_row)
+from .snapshot import (_FREE_ROWS, CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, PageTable, QueuedPages, Snapshot,
+                       SnapshotChanges, Stats, free_row, touched_rows)
+
 
 class _Block:
     """One cached block; lives only inside the cache (snapshots copy it)."""
@@ -161,6 +163,8 @@ class HashBlockPagedAttentionCache(CacheCore):
         # before the clock ticks.
         if events is not None:
             events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
+            if self._rows is not None:
+                self._rows.op(self._next_allocation_id)
         self.clock += 1
         allocation_id = self._next_allocation_id
         self._next_allocation_id = allocation_id + 1
@@ -402,7 +406,38 @@ class HashBlockPagedAttentionCache(CacheCore):
     def snapshot(self) -> Snapshot:
         """The whole state as a frozen :class:`Snapshot`: ``free`` is the free queue, head
         first; ``blocks`` the cached blocks by id, each with its reachability; a page's ref
-        is its own count. O(pages used + blocks + allocation pages)."""
+        is its own count.
+
+        As the trie's: consecutive snapshots share their unchanged rows (the very objects)
+        and :attr:`Snapshot._changes` lists the new ones (its ``nodes`` are block ids: a hash
+        page row's ``node`` is a block id too). While the cache records events (kvviz's
+        sessions) each operation notes the allocation it worked on, and the next snapshot
+        re-reads only the pages of those allocations, the blocks cached or evicted on them
+        and the blocks whose reachability that changed: it costs what changed, plus copies
+        of row arrays in C. Otherwise it is read from the live structures, O(pages used +
+        blocks + allocation pages)."""
+        if self._watched:
+            # Mid-op (a watch callback): the kept rows know only finished ops. Read the live
+            # structures; the next snapshot starts afresh.
+            self._rows = None
+            return self._snapshot_from_live()
+        rows = self._rows
+        if rows is not None and rows.clock + rows.ops == self.clock:
+            snap = rows.advance(self)
+            if snap is not None:
+                return snap
+        snap = self._snapshot_from_live()
+        self._rows = _Rows(self, snap)
+        return snap
+
+    def _live_snapshot(self) -> Snapshot:
+        return self._snapshot_from_live()
+
+    def _keep_rows(self, snapshot: Snapshot) -> None:
+        self._rows = _Rows(self, snapshot)
+
+    def _snapshot_from_live(self) -> Snapshot:
+        """:meth:`snapshot` from the live structures, O(pages used + blocks + allocation pages)."""
         queue = self._pool
         page_count = queue.total_page_count()
         used = queue.untouched_from
@@ -506,3 +541,231 @@ class HashBlockPagedAttentionCache(CacheCore):
 def _allocation_info(a: PageAllocation) -> AllocationInfo:
     return AllocationInfo(a.id, a.name, a._tokens, tuple(a._pages), len(a._nodes), a.hit_tokens, a.released,
                           a.priority)
+
+
+class _Rows:
+    """The last snapshot's rows, kept while the cache records events, so the next snapshot
+    costs what the operations since changed (what :class:`kvcore.base._Rows` is to the trie).
+
+    An operation notes the allocation it works on (:meth:`op`, at its start, with the pages
+    the allocation held then: a release empties its block table). A page's row can change
+    only through an operation on an allocation that holds, held or takes it: acquire and
+    extend take pages (evicting their blocks), publish caches blocks on the allocation's
+    pages, release drops refs on them. So :meth:`advance` re-reads those pages, the blocks
+    cached or evicted on them, and the reachability those blocks change (kept per key:
+    a key's blocks are reachable when its parent's are, or it has no parent), and keeps
+    every other row. It gives up (None: the caller reads the live structures) at anything a
+    correct cache cannot produce."""
+
+    __slots__ = ("clock", "ops", "live", "pages", "blocks", "block_of", "allocations", "dirty", "stale",
+                 "reachable", "children", "next_seq", "last", "untouched_rows", "page_numbers")
+
+    def __init__(self, cache: HashBlockPagedAttentionCache, snap: Snapshot):
+        self.clock = snap.clock
+        self.ops = 0
+        self.live = cache.allocations  # the cache's own dict, the same object for its life
+        used = cache._pool.untouched_from
+        rows = touched_rows(snap.pages)
+        self.pages: list[PageInfo] = list(rows[:used])
+        if len(self.pages) < used:  # a lazy table's later rows are free by construction
+            free_row(used - 1)
+            self.pages.extend(_FREE_ROWS[len(self.pages):used])
+        self.blocks: dict[int, BlockInfo] = {b.id: b for b in snap.blocks}  # in id order, as snapshots list them
+        self.block_of: dict[int, _Block] = {b.seq: b for b in cache._blocks.values()}
+        self.allocations: dict[int, AllocationInfo] = {a.id: a for a in snap.allocations}
+        self.dirty: set[int] = set()  # allocations operated on since the last snapshot
+        self.stale: set[int] = set()  # pages they held when the operation started
+        #: Every cached key -> whether its blocks are reachable (as the snapshot says: it is
+        #: the live state's); parent key -> its cached child keys.
+        self.reachable: dict[bytes, bool] = {}
+        self.children: dict[bytes, set[bytes]] = {}
+        block_rows = self.blocks
+        for key, same in cache._by_key.items():
+            row = block_rows.get(same[0].seq)
+            self.reachable[key] = row is not None and row.reachable
+            parent = same[0].parent
+            if parent is not None:
+                self.children.setdefault(parent, set()).add(key)
+        self.next_seq = snap.next_seq
+        self.last = weakref.ref(snap)
+        self.untouched_rows: tuple[int, tuple[PageInfo, ...]] | None = None
+        self.page_numbers: tuple[int, ...] | None = None
+
+    def op(self, allocation_id: int) -> None:
+        """An operation on ``allocation_id`` is starting (it cannot fail any more)."""
+        self.ops += 1
+        self.dirty.add(allocation_id)
+        a = self.live.get(allocation_id)
+        if a is not None:  # (an acquire's allocation does not exist yet: its pages are read at the end)
+            self.stale.update(a._pages)
+
+    def advance(self, cache: HashBlockPagedAttentionCache) -> Snapshot | None:
+        """The cache's snapshot now, from the kept rows and what the operations noted; None
+        when the live structures say something the notes cannot account for."""
+        queue = cache._pool
+        pages = self.pages
+        used = queue.untouched_from
+        if used < len(pages):
+            return None  # pages went back to the never-used run: not something a queue does
+        if used > len(pages):
+            free_row(used - 1)
+            pages.extend(_FREE_ROWS[len(pages):used])
+        live, allocation_rows, stale = self.live, self.allocations, self.stale
+        owner: dict[int, int] = {}  # page -> the noted allocation whose unpublished tail holds it
+        for allocation_id in sorted(self.dirty):  # by id: a later owner wins, as in a snapshot from live
+            a = live.get(allocation_id)
+            if a is not None:
+                stale.update(a._pages)
+                for page in a._pages[len(a._nodes):]:
+                    owner[page] = allocation_id
+        refs, blocks_live = cache._refs, cache._blocks
+        block_rows, block_of = self.blocks, self.block_of
+        changed_pages: list[int] = []
+        gone: list[_Block] = []
+        new: list[_Block] = []
+        for page in sorted(stale):
+            if type(page) is not int or not 0 <= page < used:
+                return None
+            old = pages[page]
+            b = blocks_live.get(page)
+            ref = refs.get(page, 0)
+            if b is not None:
+                row = PageInfo(page, CACHED, None, b.seq, ref)
+            elif ref:
+                holder = owner.get(page)
+                if holder is None:
+                    return None  # referenced, uncached and in no noted allocation's tail
+                row = PageInfo(page, OWNED, holder, None, ref)
+            else:
+                row = free_row(page)
+            if old.node is not None and (b is None or b.seq != old.node):
+                gone_block = block_of.pop(old.node, None)
+                if gone_block is None:
+                    return None
+                gone.append(gone_block)
+            if b is not None and b.seq not in block_of:
+                if b.seq < self.next_seq:
+                    return None  # a block older than the last snapshot that it did not list
+                block_of[b.seq] = b
+                new.append(b)
+            if row != old:
+                pages[page] = row
+                changed_pages.append(page)
+        changed_blocks = {b.seq for b in gone}
+        for b in gone:
+            del block_rows[b.seq]
+        by_key = cache._by_key
+        flipped = self._settle([b for b in gone if b.key not in by_key], sorted(new, key=_seq_of))
+        reachable = self.reachable
+        for key in flipped:
+            flag = reachable.get(key)
+            for b in by_key.get(key, ()):
+                row = block_rows.get(b.seq)
+                if row is not None and row.reachable is not flag:
+                    block_rows[b.seq] = BlockInfo(row.id, row.page, row.key, row.parent, row.tokens, flag)
+                    changed_blocks.add(b.seq)
+        for b in sorted(new, key=_seq_of):  # the largest ids: appended in id order
+            block_rows[b.seq] = BlockInfo(b.seq, b.page, b.key.hex(), key_text(b.parent), b.tokens,
+                                          reachable[b.key])
+            changed_blocks.add(b.seq)
+        if len(block_rows) != len(blocks_live):
+            return None  # a block cached or evicted on a page no operation noted
+        changed_allocations = []
+        for allocation_id in sorted(self.dirty):  # new ids are the largest: appended in id order
+            a = live.get(allocation_id)
+            old = allocation_rows.get(allocation_id)
+            if a is None:
+                if old is not None:
+                    del allocation_rows[allocation_id]
+                    changed_allocations.append(allocation_id)
+                continue
+            info = _allocation_info(a)
+            if info != old:
+                allocation_rows[allocation_id] = info
+                changed_allocations.append(allocation_id)
+        if len(allocation_rows) != len(live):
+            return None
+        page_count = queue.total_page_count()
+        front, untouched_from, back = queue.parts()
+        if page_count <= _EXPLICIT_PAGES:
+            kept = self.untouched_rows
+            if kept is None or kept[0] != len(pages):
+                # The rows of the pages never handed out, kept until the queue hands one out.
+                if page_count:
+                    free_row(page_count - 1)
+                kept = self.untouched_rows = (len(pages), tuple(_FREE_ROWS[len(pages):page_count]))
+            numbers = self.page_numbers
+            if numbers is None:  # every page's int, made once: slices of it make no int
+                numbers = self.page_numbers = tuple(range(page_count))
+            table = tuple(pages) + kept[1]
+            free = front + numbers[untouched_from:] + back
+        else:
+            table = PageTable(tuple(pages), page_count)
+            free = QueuedPages(front, untouched_from, page_count, back)
+        snap = Snapshot(
+            kind=cache.kind, tokens_per_page=cache.tokens_per_page, page_count=page_count, clock=cache.clock,
+            next_seq=cache._next_seq, next_allocation_id=cache._next_allocation_id,
+            pages=table, free=free, nodes=(), allocations=tuple(allocation_rows.values()), heap=(),
+            stats=Stats(cache._lookups, cache._lookup_tokens, cache._hit_tokens, cache._evictions, cache._dedups),
+            policy=cache.policy, blocks=tuple(block_rows.values()),
+        )
+        object.__setattr__(snap, "_changes", SnapshotChanges(self.last, tuple(sorted(changed_blocks)),
+                                                             tuple(changed_pages), tuple(changed_allocations)))
+        self.last = weakref.ref(snap)
+        self.clock = cache.clock
+        self.ops = 0
+        self.next_seq = cache._next_seq
+        self.dirty.clear()
+        stale.clear()
+        return snap
+
+    def _settle(self, uncached: list[_Block], cached: list[_Block]) -> set[bytes]:
+        """Update reachability for the keys no longer cached (``uncached``: a block of each)
+        and the blocks newly cached (``cached``, by id); the keys whose reachability changed.
+        O(keys that change): below a key that becomes unreachable only the reachable
+        descendants are visited (an unreachable key's are unreachable already), below one
+        that becomes reachable only the unreachable ones."""
+        reachable, children = self.reachable, self.children
+        flipped: set[bytes] = set()
+        for b in uncached:
+            key = b.key
+            was = reachable.pop(key, None)
+            if was is None:
+                continue  # (two copies of one key evicted in one interval: the first settled it)
+            if b.parent is not None:
+                kids = children.get(b.parent)
+                if kids is not None:
+                    kids.discard(key)
+                    if not kids:
+                        del children[b.parent]
+            if was:
+                self._spread(key, False, flipped)
+        for b in cached:
+            key = b.key
+            if key not in reachable:
+                reachable[key] = False  # settled just below, once its parent is known
+                if b.parent is not None:
+                    children.setdefault(b.parent, set()).add(key)
+        for b in cached:
+            key = b.key
+            if not reachable[key] and (b.parent is None or reachable.get(b.parent)):
+                reachable[key] = True
+                flipped.add(key)
+                self._spread(key, True, flipped)
+        return flipped
+
+    def _spread(self, key: bytes, flag: bool, flipped: set[bytes]) -> None:
+        """Set ``flag`` on the cached descendants of ``key`` that do not have it yet (a
+        descendant that has it already has it below it too)."""
+        reachable, children = self.reachable, self.children
+        stack = [key]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if reachable.get(child, flag) is not flag:
+                    reachable[child] = flag
+                    flipped.add(child)
+                    stack.append(child)
+
+
+def _seq_of(b: _Block) -> int:
+    return b.seq

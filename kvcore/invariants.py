@@ -441,8 +441,12 @@ def check_hash_snapshot(snap: Snapshot) -> list[Violation]:
     return out
 
 
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
 def _is_key(text) -> bool:
-    return type(text) is str and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+    """64 lower-case hex digits (a set comparison in C: this runs once per block per check)."""
+    return type(text) is str and len(text) == 64 and _HEX_DIGITS.issuperset(text)
 
 
 def _check_blocks(snap, tpp, page_count, out) -> dict[int, object]:
@@ -638,7 +642,12 @@ class IncrementalChecker:
     health only: at the first doubt (a check that fails, a field a cache never changes, a
     previous snapshot with violations, another cache's snapshot) it runs the full check and
     returns its violations, so its verdict is the full check's at every step (the oracle in
-    tests/core/test_invariants_incremental.py). Hash-cache snapshots are checked in full.
+    tests/core/test_invariants_incremental.py).
+
+    Hash-cache snapshots get their own index (:class:`_HashIndex`: blocks by id and page,
+    each key's copies and child blocks, each page's ref, the key its holders' published
+    prefixes need there and the allocation whose tail holds it, the queued pages) and the
+    same contract (the oracle in tests/core/test_hash_incremental.py).
     """
 
     def __init__(self) -> None:
@@ -651,7 +660,7 @@ class IncrementalChecker:
         """Every violation in ``snap``, as :func:`check_snapshot` reports them."""
         index, last = self._index, self._last
         if index is not None and last is not None and _comparable(last, snap):
-            changes = _changes_since(last, snap, index)
+            changes = index.changes_since(last, snap)
             if changes is not None and index.advance(snap, *changes):
                 self._last = snap
                 return []
@@ -662,15 +671,17 @@ class IncrementalChecker:
         same timeline found healthy (kvviz's keyframes, restored for a jump), so the next
         :meth:`check` costs what changed since it instead of a full check. A snapshot that
         is not healthy makes later verdicts wrong: the caller vouches for it."""
-        if snap.kind in ("trie", "base"):
-            self._index, self._last = _Index(snap), snap
+        index = _INDEXES.get(snap.kind)
+        if index is not None:
+            self._index, self._last = index(snap), snap
 
     def check_full(self, snap: Snapshot) -> list[Violation]:
         """:func:`check_snapshot` on ``snap``; the next :meth:`check` starts from it."""
         self.full_checks += 1
         out = check_snapshot(snap)
-        if not out and snap.kind in ("trie", "base"):
-            self._index, self._last = _Index(snap), snap
+        index = _INDEXES.get(snap.kind)
+        if not out and index is not None:
+            self._index, self._last = index(snap), snap
         else:
             self._index = self._last = None
         return out
@@ -782,6 +793,10 @@ class _Index:
         self.free = set(self.explicit)
         self.heap = tuple(snap.heap)
         self.heap_pos = {node_id: i for i, node_id in enumerate(self.heap)}
+
+    def changes_since(self, last: Snapshot, snap: Snapshot):
+        """The rows of ``snap`` that changed since ``last`` (see :func:`_changes_since`)."""
+        return _changes_since(last, snap, self)
 
     def _walk(self, a, tpp: int) -> tuple[int, ...] | None:
         """``a``'s published path by the trie's keys, or None when it is not whole."""
@@ -999,3 +1014,295 @@ class _Index:
                     return False
         self.heap = tuple(new)
         return True
+
+
+class _HashIndex:
+    """What :class:`IncrementalChecker` knows of the last healthy hash snapshot it checked,
+    and what a changed row can break (so what :meth:`advance` re-checks), invariant by
+    invariant:
+
+    * 9, the blocks: a changed block's own fields (its id, a page of the pool, a full page
+      of ints, keys of 64 hex digits, its key the sha256 of its parent key and tokens, only
+      when one of those changed) and that no other block has its page or id.
+    * 10, the allocations: a changed allocation's fit, its block table, and its published
+      prefix, block by block: block i sits on page i, holds tokens i, and names block i-1's
+      key as its parent (block 0: none). With 9 that is the same as its key being the
+      chain's key, so no sha256 is needed, and a prefix kept from the last snapshot is not
+      walked again: each page a published prefix needs keeps the key it needs there
+      (re-checked with the page), and a page in an unpublished tail holds no block and has
+      no other holder.
+    * 7, 8 and 11, the free queue, the refs and the page table: every page a changed block,
+      allocation, row or queue entry names, before and after, and the pages leaving or
+      joining the never-used run: queued exactly when no live allocation holds it, its row
+      what its block, ref and holder say.
+    * 11, reachability, the one invariant that spans a chain: checked as a local rule, a
+      block is reachable exactly when it has no parent or its parent key is cached and
+      reachable. On keys that chain (9) and so cannot cycle, the rule holding at every
+      block makes every flag its whole chain's truth, by induction from block 0. A block's
+      rule can break only when its own row changes or its parent key's state (cached and
+      reachable) does: re-checked are the changed blocks, and the child blocks of every key
+      whose state changed (the index keeps each key's copies and child blocks). A copy
+      added or dropped, or a flag flipped, changes a key's state; an eviction deep in a
+      chain costs the blocks it makes unreachable, which are rows that changed.
+    """
+
+    def __init__(self, snap: Snapshot):
+        self.blocks = {b.id: b for b in snap.blocks}
+        self.block_at = {b.page: b for b in snap.blocks}
+        self.copies: dict[str, set[int]] = {}  # key -> the ids of the blocks cached under it
+        self.kids: dict[str, set[int]] = {}  # key -> the ids of the blocks naming it as parent
+        for b in snap.blocks:
+            self.copies.setdefault(b.key, set()).add(b.id)
+            if b.parent is not None:
+                self.kids.setdefault(b.parent, set()).add(b.id)
+        self.allocations = {a.id: a for a in snap.allocations}
+        self.chains: dict[int, tuple[str, ...]] = {}  # live allocation -> its published prefix's keys
+        self.refs: dict[int, int] = {}  # page -> live allocations holding it
+        self.need: dict[int, list] = {}  # page -> [the key published prefixes need there, how many]
+        self.tail: dict[int, int] = {}  # page -> the allocation whose unpublished tail holds it
+        for a in snap.allocations:
+            if a.released:
+                continue
+            chain = tuple(self.block_at[p].key for p in a.pages[:a.published])
+            self._add(a, chain)
+        explicit, self.run = untouched_free(snap.free)
+        self.queued = set(explicit)
+        self.next_seq = snap.next_seq
+
+    def changes_since(self, last: Snapshot, snap: Snapshot):
+        """``(blocks, pages, allocations)``: the changed rows of ``snap`` against ``last``
+        (block and allocation id -> the new row, or None when gone; the changed pages), from
+        the cache's own account when it names ``last``, else by identity; None when a
+        comparison would cost about what the full check does."""
+        changes = snap._changes
+        if changes is not None and changes.before() is last:  # a hash cache's nodes are block ids
+            blocks = {i: _row_by_id(snap.blocks, i) for i in changes.nodes}
+            allocations = {i: _row_by_id(snap.allocations, i) for i in changes.allocations}
+            return blocks, changes.pages, allocations
+        blocks = _changed_rows(self.blocks, snap.blocks)
+        allocations = _changed_rows(self.allocations, snap.allocations)
+        if blocks is None or allocations is None:
+            return None
+        old_rows, new_rows = touched_rows(last.pages), touched_rows(snap.pages)
+        common = min(len(old_rows), len(new_rows))
+        pages = list(compress(range(common), map(is_not, old_rows[:common], new_rows[:common])))
+        pages += range(common, max(len(old_rows), len(new_rows)))
+        if 2 * (len(blocks) + len(pages) + len(allocations)) > len(snap.blocks) + len(new_rows) + len(snap.allocations) + 64:
+            return None  # most rows are new: the full check costs the same
+        return blocks, pages, allocations
+
+    def _state(self, key) -> bool:
+        """Whether ``key`` is cached and reachable: what its child blocks' flags must say.
+        Any copy answers: copies of a key share its parent (9), and each copy's own rule is
+        checked, so a copy that disagrees fails its rule."""
+        copies = self.copies.get(key)
+        return bool(copies) and self.blocks[next(iter(copies))].reachable
+
+    def _add(self, a, chain: tuple[str, ...]) -> bool:
+        """Count live allocation ``a`` (its published prefix's keys ``chain``) in refs,
+        needs and tails; False when a page of its tail has another holder."""
+        refs, need, tail = self.refs, self.need, self.tail
+        for p in a.pages:
+            refs[p] = refs.get(p, 0) + 1
+        for p, key in zip(a.pages, chain):
+            entry = need.get(p)
+            if entry is None:
+                need[p] = [key, 1]
+            elif entry[0] != key:
+                return False  # two prefixes need two keys on one page
+            else:
+                entry[1] += 1
+        for p in a.pages[a.published:]:
+            if p in tail:
+                return False
+            tail[p] = a.id
+        self.chains[a.id] = chain
+        return True
+
+    def _drop(self, a) -> None:
+        """Take live allocation ``a`` (as the index counted it) out of refs, needs and tails."""
+        refs, need, tail = self.refs, self.need, self.tail
+        for p in a.pages:
+            if refs[p] == 1:
+                del refs[p]
+            else:
+                refs[p] -= 1
+        for p in a.pages[:a.published]:
+            entry = need[p]
+            if entry[1] == 1:
+                del need[p]
+            else:
+                entry[1] -= 1
+        for p in a.pages[a.published:]:
+            if tail.get(p) == a.id:
+                del tail[p]
+        del self.chains[a.id]
+
+    def advance(self, snap: Snapshot, changed_blocks: dict, changed_pages, changed_allocations: dict) -> bool:
+        """Update the index to ``snap``, which differs from the last snapshot in the rows
+        given; True when that proves ``snap`` healthy. False at the first doubt (the index is
+        then unusable: the caller checks in full and rebuilds it)."""
+        tpp, page_count, next_seq = snap.tokens_per_page, snap.page_count, snap.next_seq
+        if snap.nodes or snap.heap or len(snap.pages) != page_count or next_seq < self.next_seq:
+            return False
+        blocks, block_at, copies, kids = self.blocks, self.block_at, self.copies, self.kids
+        pages_to_check = set(changed_pages)
+        keys = set()  # the keys whose state (cached and reachable) may change
+        for block_id, b in changed_blocks.items():
+            if b is not None:
+                if (type(b.id) is not int or b.id != block_id or not 0 < block_id < next_seq
+                        or type(b.page) is not int or not 0 <= b.page < page_count
+                        or not isinstance(b.tokens, tuple) or len(b.tokens) != tpp
+                        or not all(type(t) is int for t in b.tokens)
+                        or (b.reachable is not True and b.reachable is not False)
+                        or not _is_key(b.key) or b.parent is not None and not _is_key(b.parent)):
+                    return False
+                keys.add(b.key)
+            old = blocks.get(block_id)
+            if old is not None:
+                keys.add(old.key)
+        before = {key: self._state(key) for key in keys}
+        # The old rows out, then the new ones in (a new block may take a gone one's page).
+        old_rows = {}
+        for block_id in changed_blocks:
+            old = blocks.pop(block_id, None)
+            if old is None:
+                continue
+            old_rows[block_id] = old
+            del block_at[old.page]
+            copies[old.key].discard(block_id)
+            if old.parent is not None:
+                siblings = kids[old.parent]
+                siblings.discard(block_id)
+                if not siblings:
+                    del kids[old.parent]
+            pages_to_check.add(old.page)
+        recheck = []  # blocks whose reachability rule may have broken
+        for block_id in sorted(changed_blocks):
+            b = changed_blocks[block_id]
+            if b is None:
+                continue
+            if b.page in block_at:
+                return False  # a page holds two blocks
+            old = old_rows.get(block_id)
+            if (old is None or (old.key, old.parent, old.tokens) != (b.key, b.parent, b.tokens)) and b.key != block_key(
+                    None if b.parent is None else bytes.fromhex(b.parent), b.tokens).hex():
+                return False
+            blocks[block_id] = b
+            block_at[b.page] = b
+            copies.setdefault(b.key, set()).add(block_id)
+            if b.parent is not None:
+                kids.setdefault(b.parent, set()).add(block_id)
+            pages_to_check.add(b.page)
+            recheck.append(b)
+        if len(blocks) != len(snap.blocks):
+            return False
+        for key in keys:
+            if not copies.get(key):
+                copies.pop(key, None)
+            if self._state(key) != before[key]:
+                recheck += (blocks[i] for i in kids.get(key, ()))
+        for b in recheck:
+            if b.reachable is not (b.parent is None or self._state(b.parent)):
+                return False
+        # Allocations: the old ones out, then the new ones in, each new published prefix walked.
+        allocations, chains = self.allocations, self.chains
+        old_allocations = {}
+        for allocation_id in sorted(changed_allocations):
+            old = allocations.pop(allocation_id, None)
+            if old is None:
+                continue
+            old_allocations[allocation_id] = (old, chains.get(allocation_id))
+            if not old.released:
+                self._drop(old)
+                pages_to_check.update(old.pages)
+        for allocation_id in sorted(changed_allocations):
+            a = changed_allocations[allocation_id]
+            if a is None:
+                continue
+            if a.id != allocation_id or type(a.published) is not int or not isinstance(a.pages, tuple):
+                return False
+            if a.released:
+                if a.pages or a.published:
+                    return False
+                allocations[allocation_id] = a
+                continue
+            pages, published, tokens = a.pages, a.published, a.tokens
+            if (not isinstance(tokens, tuple) or published < 0 or published > len(pages)
+                    or published * tpp > len(tokens) or len(pages) * tpp < len(tokens)):
+                return False
+            for p in pages:
+                if type(p) is not int or not 0 <= p < page_count:
+                    return False
+            if len(set(pages)) != len(pages):
+                return False
+            chain: list[str] = []
+            old, old_chain = old_allocations.get(allocation_id, (None, None))
+            if old is not None and old_chain is not None and old.published <= published:
+                kept = old.published
+                if pages[:kept] == old.pages[:kept] and tokens[:kept * tpp] == old.tokens[:kept * tpp]:
+                    chain = list(old_chain)  # still needed on each page: checked with the page
+            parent = chain[-1] if chain else None
+            for i in range(len(chain), published):
+                b = block_at.get(pages[i])
+                if b is None or b.parent != parent or b.tokens != tokens[i * tpp:(i + 1) * tpp]:
+                    return False
+                parent = b.key
+                chain.append(parent)
+            if not self._add(a, tuple(chain)):
+                return False
+            allocations[allocation_id] = a
+            pages_to_check.update(pages)
+        if len(allocations) != len(snap.allocations):
+            return False
+        # The free queue: its explicit entries compared as sets (in C), the run by its bounds.
+        explicit, run = untouched_free(snap.free)
+        old_run = self.run
+        if run.stop != old_run.stop and (run or old_run):
+            return False
+        if run.start != old_run.start and (run or old_run):
+            pages_to_check.update(range(min(run.start, old_run.start), max(run.start, old_run.start)))
+        try:
+            queued = set(explicit)
+        except TypeError:
+            return False  # an unhashable entry
+        if len(queued) != len(explicit):
+            return False  # a page listed twice
+        joined, left = queued - self.queued, self.queued - queued
+        for p in joined:
+            if type(p) is not int or not 0 <= p < page_count:
+                return False
+        pages_to_check |= joined
+        pages_to_check |= left
+        refs, need, tail, table = self.refs, self.need, self.tail, snap.pages
+        for p in pages_to_check:
+            if type(p) is not int or not 0 <= p < page_count:
+                return False
+            in_run = p in run
+            if in_run and p in queued:
+                return False
+            ref = refs.get(p, 0)
+            if (in_run or p in queued) == (ref > 0):
+                return False  # queued yet held, or held by none yet not queued
+            b = block_at.get(p)
+            entry = need.get(p)
+            if entry is not None and (b is None or b.key != entry[0]):
+                return False
+            holder = tail.get(p)
+            if b is not None:
+                if holder is not None:
+                    return False
+                row = (CACHED, None, b.id)
+            elif ref:
+                row = (OWNED, holder, None)
+            else:
+                row = (FREE, None, None)
+            info = table[p]
+            if info.page != p or info.ref != ref or (info.state, info.owner, info.node) != row:
+                return False
+        self.queued, self.run, self.next_seq = queued, run, next_seq
+        return True
+
+
+#: The index :class:`IncrementalChecker` keeps of a healthy snapshot, by kind.
+_INDEXES = {"trie": _Index, "base": _Index, "hash": _HashIndex}
