@@ -54,12 +54,55 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
     """The :class:`Diff` from ``before`` to ``after`` (everything is new when ``before`` is None)."""
     if before is None:
         return Diff(nodes_added=tuple(_cached(after)), allocations_added=tuple(a.id for a in after.allocations))
-    if design_of(after).rows == "blocks":
-        return _diff(before, after, *_block_changes(before, after))
     changes = after._changes
-    if changes is not None and changes.before() is before:
+    told = changes is not None and changes.before() is before
+    if design_of(after).rows == "blocks":
+        if told:
+            return _diff_of_block_changes(before, after, changes)
+        return _diff(before, after, *_block_changes(before, after))
+    if told:
         return _diff_of_changes(before, after, changes)
     return _diff(before, after, *_node_changes(before, after))
+
+
+def _diff_of_block_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
+    """:func:`_diff_of_changes` for a hash cache, whose account names block ids where a
+    trie's names node ids: blocks added and evicted, and the ref changes of kept blocks
+    (a block's ref is its page's, so they are among the changed pages). The same Diff as
+    ``_block_changes`` and a comparison of every row (tests/model/test_hash_diff_incremental.py)."""
+    added, evicted, evicted_pages = [], [], []
+    for block_id in changes.nodes:
+        old, new = _by_id(before.blocks, block_id), _by_id(after.blocks, block_id)
+        if new is None and old is not None:
+            evicted.append(block_id)
+            evicted_pages.append(old.page)
+        elif old is None and new is not None:
+            added.append(block_id)
+    taken, freed, refs = [], [], []
+    old_pages, new_pages = before.pages, after.pages
+    for p in changes.pages:
+        old, new = old_pages[p], new_pages[p]
+        if old.state == "free" and new.state != "free":
+            taken.append(p)
+        elif new.state == "free" and old.state != "free":
+            freed.append(p)
+        if new.node is not None and old.node == new.node and old.ref != new.ref:
+            refs.append((new.node, old.ref, new.ref))
+    taken = sorted(set(taken) | {p for p in evicted_pages if new_pages[p].state != "free"})
+    return Diff(
+        nodes_added=tuple(added),
+        nodes_evicted=tuple(evicted),
+        pages_taken=tuple(taken),
+        pages_freed=tuple(freed),
+        pages_evicted=tuple(sorted(evicted_pages)),
+        pages_changed=tuple(changes.pages),
+        ref_changes=tuple(sorted(refs)),
+        allocations_added=tuple(i for i in changes.allocations if _by_id(before.allocations, i) is None),
+        allocations_released=tuple(i for i in changes.allocations if _by_id(after.allocations, i) is None),
+        allocations_changed=tuple(i for i in changes.allocations
+                                  if (old := _by_id(before.allocations, i)) is not None
+                                  and (new := _by_id(after.allocations, i)) is not None and new != old),
+    )
 
 
 def _diff_of_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
