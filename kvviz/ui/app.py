@@ -97,7 +97,7 @@ class KvvizApp(ExportActions, App[None]):
             self.call_after_refresh(self.work_while_idle)
         elif self.after_idle_work is not None:
             hook, self.after_idle_work = self.after_idle_work, None
-            self.call_after_refresh(hook)  # a step asked for meanwhile is drawn first
+            self.call_after_refresh(hook)  # messages already waiting (a key pressed meanwhile) go first
 
     def _title_the_terminal(self, position) -> None:
         # Served (kvviz serve), the terminal's title becomes the browser tab's (terminal_title).
