@@ -561,6 +561,12 @@ class StateReader:
         """The current state's :meth:`kvcore.Snapshot.state_digest`."""
         return self._digest.hexdigest()
 
+    @property
+    def digest_work(self) -> StateDigest:
+        """The state digest's accumulator (its ``hashed`` counts the elements hashed since
+        the last whole state: work, for tests and benchmarks)."""
+        return self._digest
+
     def whole(self, snapshot: dict) -> dict:
         """Start again from a whole state (a ``snapshot`` object)."""
         self._state = dict(snapshot)
