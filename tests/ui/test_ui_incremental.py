@@ -186,3 +186,33 @@ async def test_after_random_steps_jumps_and_substeps_the_terminal_shows_what_a_f
                 checked += 1
     assert checked >= 8
     assert terminal.frames > len(moves), "the moves were painted as updates"
+
+
+async def test_inside_an_op_the_narration_wrapped_line_by_line_is_its_whole_text_wrapped(app_on):
+    # The narration parses and wraps each markup line once and keeps it; the oracle is the
+    # whole markup parsed and wrapped at once, as the panel did before.
+    from textual.content import Content
+
+    session = evicting_session()
+    last = len(session) - 1
+    wrapped = 0
+    for size in (SIZE, (44, 30)):  # wide, and narrow enough that sentences wrap
+        app = app_on(session, step=last)
+        async with app.run_test(size=size) as pilot:
+            app.action_step_into()
+            await pilot.pause()
+            narration = app.narration
+            for _ in range(30):
+                app.action_next_step()
+                await pilot.pause()
+                wrap = narration.scrollable_content_region.width + narration.scrollbar_size_vertical
+                height = narration.scrollable_content_region.height
+                whole = Content.from_markup(narration.markup(narration.view))
+                expected = whole.wrap(wrap)[:height]
+                got = [row.data for row in narration.rows]
+                assert [(line.plain, line.spans) for line in got[:len(expected)]] == \
+                    [(line.plain, line.spans) for line in expected], f"sub-step {app.substep} at {size}"
+                assert all(not line.plain for line in got[len(expected):])
+                assert narration.text == whole.plain
+                wrapped += len(whole.wrap(wrap)) > len(whole.plain.split("\n"))
+    assert wrapped, "some sentence wrapped"

@@ -108,8 +108,26 @@ class Narration(MarkupView):
         # its length does not change from one sub-step to the next (each change of a
         # scrolling view's height is a layout refresh of the whole screen) and no scrollbar
         # takes a column (one wrap, at the full width).
-        content = Content.from_markup(self.markup(view))
-        self.text = content.plain
+        # Each markup line is parsed and wrapped once (its tags open and close on it, so
+        # line by line is the whole text's wrap): a sub-step's list is last one's moved by
+        # a line, with three or four lines new.
+        wrap = max(1, width + self.scrollbar_size_vertical)
         height = max(1, self.scrollable_content_region.height)
-        lines = content.wrap(max(1, width + self.scrollbar_size_vertical))[:height]
+        kept = self._wrapped if self._wrapped_at == wrap else {}
+        fresh: dict[str, tuple[str, list[Content]]] = {}
+        plain, lines = [], []
+        for markup in self.markup(view).split("\n"):
+            found = fresh.get(markup) or kept.get(markup)
+            if found is None:
+                content = Content.from_markup(markup)
+                found = (content.plain, content.wrap(wrap))
+            fresh[markup] = found
+            plain.append(found[0])
+            lines.extend(found[1])
+        self._wrapped, self._wrapped_at = fresh, wrap
+        self.text = "\n".join(plain)
+        lines = lines[:height]
         return [Row(None, line) for line in lines] + [Row(None, BLANK)] * (height - len(lines))
+
+    _wrapped: dict = {}
+    _wrapped_at = 0
