@@ -447,6 +447,13 @@ class Session:
         marked = self._check_keyframes(pending[min(keyframes, len(pending)) - 1]) if pending and keyframes > 0 else ()
         return IdleProgress(len(pending), marked)
 
+    def finish_deferred_checks(self) -> tuple[int, ...]:
+        """Every deferred keyframe check, now (what a question about the whole timeline needs:
+        the first violation, the next interesting step); returns the keyframes whose summary
+        changed, as :meth:`idle_work` does. Nothing to do once idle work has finished."""
+        pending = self._unchecked_keyframes
+        return self._check_keyframes(pending[-1]) if pending else ()
+
     def _check_keyframes(self, through: int) -> tuple[int, ...]:
         """Check the unchecked keyframes up to frame ``through``, in order, on the session's
         backend (its checker re-checks what changed since the keyframe before); returns the

@@ -185,7 +185,7 @@ class TimelineSteps(SubStepMoves, StepActions):
             if not self.notable_substep(1):
                 self.notify("No later notable sub-step in this op (→ goes on into the next op).", timeout=4)
             return
-        summaries = self.session.summaries
+        summaries = self.checked_summaries()
         target = next((i for i in range(self.step + 1, len(summaries)) if summaries[i].interesting), None)
         if target is None:
             self.notify("No later eviction, failure or violation." + self._why_nothing_interesting(), timeout=5)
@@ -199,12 +199,21 @@ class TimelineSteps(SubStepMoves, StepActions):
             if not self.notable_substep(-1):
                 self.notify("No earlier notable sub-step in this op.", timeout=4)
             return
-        summaries = self.session.summaries
+        summaries = self.checked_summaries()
         target = next((i for i in range(self.step - 1, -1, -1) if summaries[i].interesting), None)
         if target is None:
             self.notify("No earlier eviction, failure or violation." + self._why_nothing_interesting(), timeout=5)
             return
         self.go_to(target)
+
+    def checked_summaries(self):
+        """The session's step summaries with every deferred keyframe check done, so that ] [
+        and v answer for the whole timeline also in the moment after a lazily built trace
+        opens, before idle work has checked its keyframes (once, about 0.4 s at 3,000 steps)."""
+        if self.session.deferred_checks and self.session.finish_deferred_checks():
+            self.app.revision += 1  # violations found: new markers on the timeline bar
+            self._show_timeline()
+        return self.session.summaries
 
     def _why_nothing_interesting(self) -> str:
         """Why ] and [ may find nothing at all: a pool that never fills never evicts."""
@@ -215,7 +224,7 @@ class TimelineSteps(SubStepMoves, StepActions):
 
     def first_violation(self) -> int | None:
         """The first step whose invariants fail, or None."""
-        return next((s.index for s in self.session.summaries if s.violations), None)
+        return next((s.index for s in self.checked_summaries() if s.violations), None)
 
     def action_first_violation(self) -> None:
         """Jump to the first step with an invariant violation."""

@@ -115,3 +115,27 @@ async def test_the_first_paint_starts_the_idle_work(app_on, monkeypatch):
                 break
             await pilot.pause()
     assert started == [session.deferred_checks] and started[0] > 0  # called once, nothing done by anyone else
+
+
+async def test_v_and_brackets_before_the_idle_work_ends_answer_for_the_whole_timeline(app_on, monkeypatch):
+    # The moment after a lazily built trace opens, before idle work has checked a keyframe:
+    # v must not say "no violations", and ] must stop where it stops once all are checked.
+    checked = lazy_planted_session()
+    checked.finish_deferred_checks()
+    first_broken = next(s.index for s in checked.summaries if s.violations)
+    first_interesting = next(s.index for s in checked.summaries[1:] if s.interesting)
+    for action, expected in (("first_violation", first_broken), ("next_interesting", first_interesting)):
+        session = lazy_planted_session()
+        app = app_on(session)
+        monkeypatch.setattr(type(app), "work_while_idle", lambda self: None)  # idle work never runs
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert session.deferred_checks, "the test needs keyframes still unchecked"
+            assert app.main_screen.check_action("first_violation", ()) is True
+            assert app.main_screen.check_action("no_violation", ()) is False
+            getattr(app.main_screen, f"action_{action}")()
+            await pilot.pause()
+            assert app.step == expected, action
+            assert session.deferred_checks == 0
+            shown = app.timeline.timeline.summaries
+            assert shown[first_broken].violations  # the marker is on the bar

@@ -481,7 +481,9 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         if action == "pause":
             return self.playing
         if action in ("first_violation", "no_violation"):
-            return any(s.violations for s in self.session.summaries) == (action == "first_violation")
+            # Keyframe checks still deferred: v may yet find one (first_violation finishes them).
+            maybe = self.session.deferred_checks > 0 or any(s.violations for s in self.session.summaries)
+            return maybe == (action == "first_violation")
         if action in ("toggle_buggy", "no_buggy_code"):
             return self.has_buggy_code() == (action == "toggle_buggy")
         if action in ("answer_choice", "type_answer", "skip_question", "hint"):
