@@ -679,6 +679,13 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
 
     # -- snapshot / restore -----------------------------------------------------------------
 
+    def dispose(self) -> None:
+        """:meth:`CacheCore.dispose`: every node lets go of its parent and children too."""
+        for node in list(self._iter_nodes()):
+            node.parent = None
+            node.children = {}
+        super().dispose()
+
     def _iter_nodes(self):
         stack = [self._root]
         while stack:

@@ -45,7 +45,6 @@ from typing import Literal
 import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
-from ..backends.kvcore_backend import break_cycles
 from ..limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
 from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 from .stack_distance import STACK_DESIGNS, LruCurve, lru_curve
@@ -321,7 +320,7 @@ def replay(
         evicted = cache.snapshot().stats.evictions
     # Freed now by reference counting, not left to the cyclic collector: a process that
     # freezes its heap after converting a trace (trace --ui) would otherwise keep it for good.
-    break_cycles(cache)
+    cache.dispose()
     return ReplayResult(
         cache=config.cache,
         capacity_tokens=config.capacity_tokens,
