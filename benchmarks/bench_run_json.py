@@ -10,13 +10,17 @@ Run:  python benchmarks/bench_run_json.py                  (about half a minute 
    --first N --to-kvs`` (200 requests of the Mooncake conversation trace: 600 steps on 5,537
    pages), in a temporary folder.
 2. CPU seconds (user + system, of the child process) of ``kvviz run SLICE --json`` (the first
-   state whole, each later one as its changes: schema kvviz.timeline/2), its exit code and the
+   state whole, each later one as its changes: schema kvviz.timeline/3), its exit code and the
    bytes it printed, against the 3 s target; and, for scale, what ``--json --snapshots``
    (every state whole) would print: 601 x the whole state's bytes, refused by
    MAX_STEP_STATE_PAGES on this slice.
 3. The curve: the slice's ops on pools of 1k, 10k and 100k pages, each step applied to a kvviz
    session and written as its JSON line (kvviz.model.timeline_json.TimelineWriter): CPU ms
-   per step, the JSON bytes per step after the first, and the 100k / 1k ratio (flat: near 1).
+   per step after the first line, the JSON bytes and the state-digest elements hashed per step
+   after the first, and the 100k / 1k ratio (flat: near 1). The first line (the initial
+   state whole, its sha256 digest and its state digest: O(the pool) by definition, once) is
+   timed apart. Then the same for reading the output back (read_states, every state rebuilt
+   and its state_digest verified, none handed out: ``states=False``).
 
 Prints ``os.getloadavg()`` before and after: the machine is shared, CPU time is what a busy
 machine disturbs least.
@@ -40,28 +44,44 @@ POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
 
 
-def per_step(text: str) -> tuple[float, float]:
-    """CPU ms per step of a session applying scenario ``text`` and writing each step's JSON
-    line as it goes, and the mean bytes of the lines after the first."""
+def per_step(text: str) -> dict[str, float]:
+    """A session applying scenario ``text`` and writing each step's JSON line as it goes
+    (as ``kvviz run --json`` streams them): CPU ms of the first line (the initial state and
+    the session's start), CPU ms per step after it, the mean bytes and state-digest elements
+    hashed per line after the first; then CPU ms per step of reading the lines back."""
     from kvviz.model.scenario import parse_scenario
     from kvviz.model.session import Session
-    from kvviz.model.timeline_json import TimelineWriter
+    from kvviz.model.timeline_json import TimelineWriter, read_states
 
     scenario = parse_scenario(text)
-    sizes: list[int] = []
+    lines: list[str] = []
     writers: list[TimelineWriter] = []
+    marks: list[float] = []
 
     def start(session) -> None:
-        writers.append(TimelineWriter(session))
-        sizes.extend(map(len, writers[0].lines(session.frame(0))))
+        writers.append(TimelineWriter(session, last=len(scenario.steps)))
+        lines.extend(writers[0].lines(session.frame(0)))
+        marks.append(time.process_time())
+        marks.append(writers[0]._writer.digest_work.hashed)
 
     def write(frame) -> None:
-        sizes.extend(map(len, writers[0].lines(frame)))
+        lines.extend(writers[0].lines(frame))
 
     begin = time.process_time()
     Session.from_scenario(scenario, on_start=start, on_frame=write)
-    ms = 1000 * (time.process_time() - begin) / len(scenario.steps)
-    return ms, sum(sizes[1:]) / max(len(sizes) - 1, 1)
+    end = time.process_time()
+    steps = len(scenario.steps)
+    hashed = writers[0]._writer.digest_work.hashed - marks[1]
+    reading = read_states(lines, states=False)  # every state rebuilt and verified, none handed out
+    begin_read = time.process_time()
+    next(reading)  # the first state whole: O(the pool), once
+    first_read = time.process_time()
+    for _ in reading:
+        pass
+    read = time.process_time() - first_read
+    return {"first": 1000 * (marks[0] - begin), "step": 1000 * (end - marks[0]) / steps,
+            "bytes": sum(map(len, lines[1:])) / max(len(lines) - 1, 1), "hashed": hashed / steps,
+            "first_read": 1000 * (first_read - begin_read), "read": 1000 * read / steps}
 
 
 def main() -> None:
@@ -101,10 +121,15 @@ def main() -> None:
         print(f"Per step, the slice's {steps} ops applied and written as JSON lines (in this process):")
         curve = []
         for pool in POOLS:
-            ms, mean = per_step(with_pool(text, pool))
-            curve.append(ms)
-            print(f"  {pool:>7,} pages  {ms:7.3f} ms CPU per step, {mean:8,.0f} bytes per line after the first")
-        print(f"  100k / 1k: {curve[-1] / curve[0]:.2f}x (flat: about 1)")
+            got = per_step(with_pool(text, pool))
+            curve.append(got)
+            print(f"  {pool:>7,} pages  {got['step']:7.3f} ms CPU per step after the first line, "
+                  f"{got['bytes']:8,.0f} bytes and {got['hashed']:5.1f} digest elements hashed per line; "
+                  f"first line {got['first']:7.1f} ms")
+            print(f"  {'':>7}        reading back: {got['read']:7.3f} ms CPU per step after the first line "
+                  f"(read_states, each state_digest verified); first line {got['first_read']:7.1f} ms")
+        print(f"  100k / 1k: {curve[-1]['step'] / curve[0]['step']:.2f}x per step written, "
+              f"{curve[-1]['read'] / curve[0]['read']:.2f}x per step read (flat: about 1)")
     print(f"load average after: {os.getloadavg()}")
 
 

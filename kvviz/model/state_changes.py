@@ -347,67 +347,108 @@ class _PageCounts:
             self.repeated.discard(page)
 
 
+class FreeListMove:
+    """One step of the free list's elements in a digest, in two halves so that a reader can
+    edit its list in place between them: made with the list before ``edits`` (the elements
+    the edits break are taken out), then :meth:`finish` with the list after (the new ones
+    put in). While every page is listed once, the elements are neighbour pairs and only the
+    pairs around each edit move; a list with a page twice (only a broken cache's) is read by
+    position, and then every element of both lists moves. ``counts`` follows the list."""
+
+    __slots__ = ("_digest", "_counts", "_spans", "_repeated")
+
+    def __init__(self, digest: StateDigest, counts: _PageCounts, edits: list, old: Sequence[int],
+                 new_length: int):
+        self._digest, self._counts = digest, counts
+        self._spans = spans = _edit_spans(edits, len(old), new_length)
+        self._repeated = bool(counts.repeated)
+        if spans is None or self._repeated:
+            for element in free_elements(old):
+                digest.remove(element)
+        else:
+            # Pair j is (list[j-1], list[j]), the head's and the tail's sides None: an edit
+            # of items start..stop-1 breaks (or makes) pairs start..stop; every other pair
+            # is kept, shifted.
+            n = len(old)
+            for j in sorted({j for start, stop, _, _ in spans for j in range(start, stop + 1)}):
+                digest.remove(free_pair_element(old[j - 1] if j else None, old[j] if j < n else None))
+        if spans is not None:
+            for start, stop, _, _ in spans:
+                for page in old[start:stop]:
+                    counts.take(page)
+
+    def finish(self, new: Sequence[int]) -> _PageCounts:
+        """Put in the elements of ``new``, the list after the edits; the page counts of it."""
+        digest, counts, spans = self._digest, self._counts, self._spans
+        if spans is None:
+            counts = _PageCounts(new)
+        else:
+            for _, _, start, stop in spans:
+                for page in new[start:stop]:
+                    counts.give(page)
+        if spans is None or self._repeated:
+            for element in free_elements(new):
+                digest.add(element)
+            return counts
+        m = len(new)
+        made = {j for _, _, start, stop in spans for j in range(start, stop + 1)}
+        if counts.repeated:  # a page listed twice now: from pairs to positions
+            for j in range(m + 1):
+                if j not in made:
+                    digest.remove(free_pair_element(new[j - 1] if j else None, new[j] if j < m else None))
+            for element in free_elements(new):
+                digest.add(element)
+            return counts
+        for j in sorted(made):
+            digest.add(free_pair_element(new[j - 1] if j else None, new[j] if j < m else None))
+        return counts
+
+
 def follow_free_list(digest: StateDigest, counts: _PageCounts, old: Sequence[int], new: Sequence[int],
                      edits: list) -> _PageCounts:
     """Move the free list's elements in ``digest`` from ``old`` to ``new`` (``edits``, from
-    :func:`list_edits`, turn one into the other): the neighbour pairs around each edit, as
-    long as every page is listed once before and after; else every element of both lists
-    (only a broken cache lists a page twice). ``counts`` follows the list (returned: a fresh
-    one when the edits could not be followed)."""
-    spans = _edit_spans(edits, len(old), len(new))
-    repeated = bool(counts.repeated)
-    if spans is None:
-        counts = _PageCounts(new)
-    else:
-        for old_start, old_stop, new_start, new_stop in spans:
-            for page in old[old_start:old_stop]:
-                counts.take(page)
-            for page in new[new_start:new_stop]:
-                counts.give(page)
-    if spans is None or repeated or counts.repeated:
-        for element in free_elements(old):
-            digest.remove(element)
-        for element in free_elements(new):
-            digest.add(element)
-        return counts
-    # Pair j is (list[j-1], list[j]), the head's and the tail's sides None: an edit of items
-    # start..stop-1 breaks (or makes) pairs start..stop; every other pair is kept, shifted.
-    broken, made = set(), set()
-    for old_start, old_stop, new_start, new_stop in spans:
-        broken.update(range(old_start, old_stop + 1))
-        made.update(range(new_start, new_stop + 1))
-    n, m = len(old), len(new)
-    for j in sorted(broken):
-        digest.remove(free_pair_element(old[j - 1] if j else None, old[j] if j < n else None))
-    for j in sorted(made):
-        digest.add(free_pair_element(new[j - 1] if j else None, new[j] if j < m else None))
-    return counts
+    :func:`list_edits`, turn one into the other): :class:`FreeListMove`, both halves."""
+    return FreeListMove(digest, counts, edits, old, len(new)).finish(new)
+
+
+class HeapMove:
+    """One step of the heap's elements (one per slot) in a digest, in two halves as
+    :class:`FreeListMove`: the slots ``edits`` wrote, and those after an edit that changed
+    the length (shifted); a sift's slot edits change no length."""
+
+    __slots__ = ("_digest", "_made")
+
+    def __init__(self, digest: StateDigest, edits: list, old: Sequence[int], new_length: int):
+        self._digest = digest
+        spans = _edit_spans(edits, len(old), new_length)
+        if spans is None:
+            gone, made = range(len(old)), range(new_length)
+        else:
+            gone, made = [], []
+            shift = old_end = new_end = 0
+            for old_start, old_stop, new_start, new_stop in spans:
+                if shift:  # the items between the last edit and this one moved
+                    gone += range(old_end, old_start)
+                    made += range(new_end, new_start)
+                gone += range(old_start, old_stop)
+                made += range(new_start, new_stop)
+                shift, old_end, new_end = new_stop - old_stop, old_stop, new_stop
+            if shift:
+                gone += range(old_end, len(old))
+                made += range(new_end, new_length)
+        for i in gone:
+            digest.remove(placed_element("heap", i, _encode(old[i])))
+        self._made = made
+
+    def finish(self, new: Sequence[int]) -> None:
+        """Put in the elements of the slots written in ``new``, the heap after the edits."""
+        for i in self._made:
+            self._digest.add(placed_element("heap", i, _encode(new[i])))
 
 
 def follow_heap(digest: StateDigest, old: Sequence[int], new: Sequence[int], edits: list) -> None:
-    """Move the heap's elements (one per position) in ``digest`` from ``old`` to ``new``: the
-    positions ``edits`` wrote, and those after an edit that changed the length (shifted); a
-    sift's slot edits change no length."""
-    spans = _edit_spans(edits, len(old), len(new))
-    if spans is None:
-        gone, made = range(len(old)), range(len(new))
-    else:
-        gone, made = [], []
-        shift = old_end = new_end = 0
-        for old_start, old_stop, new_start, new_stop in spans:
-            if shift:  # the items between the last edit and this one moved
-                gone += range(old_end, old_start)
-                made += range(new_end, new_start)
-            gone += range(old_start, old_stop)
-            made += range(new_start, new_stop)
-            shift, old_end, new_end = new_stop - old_stop, old_stop, new_stop
-        if shift:
-            gone += range(old_end, len(old))
-            made += range(new_end, len(new))
-    for i in gone:
-        digest.remove(placed_element("heap", i, _encode(old[i])))
-    for i in made:
-        digest.add(placed_element("heap", i, _encode(new[i])))
+    """Move the heap's elements in ``digest`` from ``old`` to ``new``: :class:`HeapMove`."""
+    HeapMove(digest, edits, old, len(new)).finish(new)
 
 
 # -- the writer ----------------------------------------------------------------------------------
@@ -544,7 +585,7 @@ def _changed_pages(old: Sequence, new: Sequence) -> list[int]:
 
 class StateReader:
     """Rebuilds a run's states from its JSON: :meth:`whole` for a ``snapshot``, :meth:`apply`
-    for a ``changes`` object; :meth:`state` is the current state as ``Snapshot.to_dict()``
+    for a ``changes`` object; :meth:`state` is (a copy of) the current state as ``Snapshot.to_dict()``
     gives it (``kvcore.Snapshot.from_dict`` takes it), :attr:`state_digest` its digest, kept
     up to date from each ``changes`` object as the writer keeps it (the reader's own account,
     to hold against the line's)."""
@@ -567,10 +608,11 @@ class StateReader:
         the last whole state: work, for tests and benchmarks)."""
         return self._digest
 
-    def whole(self, snapshot: dict) -> dict:
+    def whole(self, snapshot: dict) -> None:
         """Start again from a whole state (a ``snapshot`` object)."""
         self._state = dict(snapshot)
-        self._state["pages"] = list(snapshot["pages"])
+        for key in ("pages", "free", "heap"):
+            self._state[key] = list(snapshot[key])
         self._tables = {}
         for name, _, _ in TABLES + (BLOCKS,):
             if name in snapshot:
@@ -579,11 +621,10 @@ class StateReader:
         self._digest = StateDigest.of_state(state)
         self._free_counts = _PageCounts(state["free"])
         self._in_id_order = all(ids_increase(state[name]) for name in self._tables)
-        return state
 
-    def apply(self, changes: dict) -> dict:
-        """Apply a ``changes`` object to the current state, its digest moved with it
-        (ValueError before any state)."""
+    def apply(self, changes: dict) -> None:
+        """Apply a ``changes`` object to the current state, its digest moved with it, in
+        O(the changes) (ValueError before any state)."""
         state = self._state
         if state is None:
             raise ValueError("a `changes` object before any whole `snapshot`: the first state is written whole")
@@ -618,21 +659,26 @@ class StateReader:
                 table[row_id] = row
                 if counted:
                     digest.add(row_element(name, _encode(row)))
-        free = apply_list_edits(list(state["free"]), changes["free"])
-        self._free_counts = follow_free_list(digest, self._free_counts, state["free"], free, changes["free"])
-        state["free"] = free
-        heap = apply_list_edits(list(state["heap"]), changes["heap"])
-        follow_heap(digest, state["heap"], heap, changes["heap"])
-        state["heap"] = heap
-        out = self.state()
+        for key, move in (("free", FreeListMove), ("heap", HeapMove)):
+            items, edits = state[key], changes[key]
+            # The lists are edited in place: the digest's elements leave before, come after.
+            length = len(items) + sum(len(inserted) - delete for _, delete, inserted in edits)
+            started = move(digest, self._free_counts, edits, items, length) if key == "free" else \
+                move(digest, edits, items, length)
+            apply_list_edits(items, edits)
+            if key == "free":
+                self._free_counts = started.finish(items)
+            else:
+                started.finish(items)
         if not self._in_id_order:  # only a changed line gets here: the whole state's digest
-            self._digest = StateDigest.of_state(out)
-        return out
+            self._digest = StateDigest.of_state(self.state())
 
     def state(self) -> dict:
-        """The current state, ``Snapshot.to_dict()``-shaped (a fresh dict; rows shared)."""
+        """The current state, ``Snapshot.to_dict()``-shaped: a fresh dict of fresh lists (the
+        reader edits its own in place), rows shared. O(the state), in C."""
         out = dict(self._state)
-        out["pages"] = list(self._state["pages"])
+        for key in ("pages", "free", "heap"):
+            out[key] = list(self._state[key])
         for name, table in self._tables.items():
             out[name] = list(table.values())
         return out

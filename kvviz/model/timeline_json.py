@@ -174,11 +174,14 @@ def timeline_lines(session: "Session", steps: Iterable[int], *, substeps: bool =
         yield from writer.lines(session.frame(i))
 
 
-def read_states(lines: Iterable[str | dict], *, snapshots: bool = True) -> Iterator[tuple[dict, Any]]:
+def read_states(lines: Iterable[str | dict], *, snapshots: bool = True,
+                states: bool = True) -> Iterator[tuple[dict, Any]]:
     """Each ``step`` object of a ``kvviz run --json`` output (lines or parsed objects) with
     its state rebuilt (:class:`~kvviz.model.state_changes.StateReader`), in order: a
     :class:`kvcore.Snapshot`, or with ``snapshots=False`` the ``Snapshot.to_dict()``-shaped
-    dict (no validation pass: a big pool's states come faster).
+    dict (no validation pass: a big pool's states come faster), or with ``states=False``
+    None: every state is rebuilt and verified but not handed out, so a step costs what it
+    changed (a state handed out is a copy, O(the state) in C).
 
     Each rebuilt state is verified: a ``kvviz.timeline/3`` line's ``state_digest`` against
     the reader's own, kept up to date from the changes as the writer keeps it (O(what
@@ -194,7 +197,10 @@ def read_states(lines: Iterable[str | dict], *, snapshots: bool = True) -> Itera
             continue
         step = obj.get("step")
         try:
-            state = reader.whole(obj["snapshot"]) if obj.get("snapshot") is not None else reader.apply(obj["changes"])
+            if obj.get("snapshot") is not None:
+                reader.whole(obj["snapshot"])
+            else:
+                reader.apply(obj["changes"])
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
             raise ValueError(f"step {step}: its state does not rebuild from the line ({type(error).__name__}: "
                              f"{error})") from None
@@ -206,12 +212,13 @@ def read_states(lines: Iterable[str | dict], *, snapshots: bool = True) -> Itera
             check = obj.get("digest") is not None
         else:  # kvviz.timeline/2: every line's digest
             check = True
+        state = reader.state() if states or check else None
         if check:
             digest = hashlib.sha256(_encode(state).encode()).hexdigest()  # the canonical text
             if digest != obj.get("digest"):
                 raise ValueError(f"step {step}: the rebuilt state's digest {digest} is not the line's "
                                  f"{obj.get('digest')}: the line was changed, or the reader and the writer disagree")
-        yield obj, Snapshot.from_dict(state) if snapshots else state
+        yield obj, (Snapshot.from_dict(state) if snapshots else state) if states else None
 
 
 def state_items_bound(config: "CacheConfig", ops: Iterable["Op"]) -> int:

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import json
 import sys
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -231,9 +232,10 @@ def requests(pages: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def step_work(pages: int, *, trace: bool) -> list[tuple[int, int, int]]:
-    """For each step after the first: (elements hashed by the writer and the reader of its
-    line, bytes the writer hashed, Python lines the writer ran: with ``trace`` only)."""
+def step_work(pages: int, *, trace: str | None) -> list[tuple[int, int, int]]:
+    """For each step after the first, of the writer writing its line and the reader applying
+    it: (elements hashed, bytes the writer hashed, and with ``trace`` the Python lines run
+    (``"lines"``) or the peak bytes allocated (``"memory"``), else 0)."""
     from kvviz.model.state_changes import StateReader
 
     _, snaps = run_lines(requests(pages))
@@ -251,13 +253,18 @@ def step_work(pages: int, *, trace: bool) -> list[tuple[int, int, int]]:
         hashed, hashed_bytes = writer.digest_work.hashed, writer.digest_work.hashed_bytes
         read_hashed = reader.digest_work.hashed
         counted = 0
-        if trace:
+        if trace == "lines":
             sys.settrace(count)
+        elif trace == "memory":
+            tracemalloc.start()
         try:
             written = writer.write(snap)
+            reader.apply(json.loads(written.changes))
         finally:
             sys.settrace(None)
-        reader.apply(json.loads(written.changes))
+            if trace == "memory":
+                counted = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
         assert reader.state_digest == written.state_digest
         step = (writer.digest_work.hashed - hashed + reader.digest_work.hashed - read_hashed,
                 writer.digest_work.hashed_bytes - hashed_bytes, counted)
@@ -267,7 +274,7 @@ def step_work(pages: int, *, trace: bool) -> list[tuple[int, int, int]]:
 
 
 def test_a_steps_hashing_is_the_same_on_a_1k_and_a_100k_page_pool():
-    small, huge = step_work(1_000, trace=False), step_work(100_000, trace=False)
+    small, huge = step_work(1_000, trace=None), step_work(100_000, trace=None)
     assert len(small) == len(huge) > 100
     for i, ((h1, b1, _), (h2, b2, _)) in enumerate(zip(small, huge), 1):
         assert h1 == h2, i  # the same elements changed: as many hashed
@@ -276,9 +283,16 @@ def test_a_steps_hashing_is_the_same_on_a_1k_and_a_100k_page_pool():
 
 def test_a_steps_python_work_is_the_same_on_a_1k_and_a_100k_page_pool():
     # Lines run, not time: a loop over the pool in Python shows here however fast the machine.
-    small, huge = step_work(1_000, trace=True), step_work(100_000, trace=True)
+    small, huge = step_work(1_000, trace="lines"), step_work(100_000, trace="lines")
     lines_small, lines_huge = sum(w[2] for w in small), sum(w[2] for w in huge)
     assert lines_huge <= 1.25 * lines_small, (lines_small, lines_huge)
+
+
+def test_a_steps_memory_is_the_same_on_a_1k_and_a_100k_page_pool():
+    # Peak bytes allocated: a copy of a 100,000-page list (800 KB) shows here, even in C.
+    small, huge = step_work(1_000, trace="memory"), step_work(100_000, trace="memory")
+    peak_small, peak_huge = max(w[2] for w in small), max(w[2] for w in huge)
+    assert peak_huge <= 2 * peak_small + 64_000, (peak_small, peak_huge)
 
 
 # -- the list followers, on any lists -------------------------------------------------------------
