@@ -16,10 +16,11 @@ Run:  python benchmarks/bench_run_json.py                  (about half a minute 
    MAX_STEP_STATE_PAGES on this slice.
 3. The curve: the slice's ops on pools of 1k, 10k and 100k pages, each step applied to a kvviz
    session and written as its JSON line (kvviz.model.timeline_json.TimelineWriter): CPU ms
-   per step after the first line, the JSON bytes and the state-digest elements hashed per step
-   after the first, and the 100k / 1k ratio (flat: near 1). The first line (the initial
-   state whole, its sha256 digest and its state digest: O(the pool) by definition, once) is
-   timed apart. Then the same for reading the output back (read_states, every state rebuilt
+   per step between the first and the last lines, the JSON bytes and the state-digest
+   elements hashed per step after the first, and the 100k / 1k ratio (flat: near 1). The
+   first and the last lines are timed apart: they carry the whole state's sha256 digest (and
+   the first the state whole, and its state digest made from every row), O(the pool) by
+   definition, once each. Then the same for reading the output back (read_states, every state rebuilt
    and its state_digest verified, none handed out: ``states=False``).
 
 Prints ``os.getloadavg()`` before and after: the machine is shared, CPU time is what a busy
@@ -46,42 +47,46 @@ TARGET_CPU_SECONDS = 3.0
 
 def per_step(text: str) -> dict[str, float]:
     """A session applying scenario ``text`` and writing each step's JSON line as it goes
-    (as ``kvviz run --json`` streams them): CPU ms of the first line (the initial state and
-    the session's start), CPU ms per step after it, the mean bytes and state-digest elements
-    hashed per line after the first; then CPU ms per step of reading the lines back."""
+    (as ``kvviz run --json`` streams them), then the lines read back (``read_states``, every
+    state rebuilt and verified, none handed out). CPU ms per step between the first and the
+    last lines (``step``, ``read``); the first and last lines apart (``first``, ``last``,
+    ``first_read``, ``last_read``: the whole state, its sha256 digest, and on the first its
+    state digest, O(the pool) by definition); mean bytes and state-digest elements hashed per
+    line after the first."""
     from kvviz.model.scenario import parse_scenario
     from kvviz.model.session import Session
     from kvviz.model.timeline_json import TimelineWriter, read_states
 
     scenario = parse_scenario(text)
+    steps = len(scenario.steps)
     lines: list[str] = []
     writers: list[TimelineWriter] = []
-    marks: list[float] = []
-
-    def start(session) -> None:
-        writers.append(TimelineWriter(session, last=len(scenario.steps)))
-        lines.extend(writers[0].lines(session.frame(0)))
-        marks.append(time.process_time())
-        marks.append(writers[0]._writer.digest_work.hashed)
+    marks: list[float] = []  # CPU time after each line written
+    hashed: list[int] = []
 
     def write(frame) -> None:
+        if frame.index == steps:
+            marks.append(time.process_time())  # the last op applied, its line not yet written
         lines.extend(writers[0].lines(frame))
+        marks.append(time.process_time())
+        hashed.append(writers[0]._writer.digest_work.hashed)
+
+    def start(session) -> None:
+        writers.append(TimelineWriter(session, last=steps))
+        write(session.frame(0))
 
     begin = time.process_time()
     Session.from_scenario(scenario, on_start=start, on_frame=write)
-    end = time.process_time()
-    steps = len(scenario.steps)
-    hashed = writers[0]._writer.digest_work.hashed - marks[1]
-    reading = read_states(lines, states=False)  # every state rebuilt and verified, none handed out
-    begin_read = time.process_time()
-    next(reading)  # the first state whole: O(the pool), once
-    first_read = time.process_time()
+    reading = read_states(lines, states=False)
+    read = [time.process_time()]
     for _ in reading:
-        pass
-    read = time.process_time() - first_read
-    return {"first": 1000 * (marks[0] - begin), "step": 1000 * (end - marks[0]) / steps,
-            "bytes": sum(map(len, lines[1:])) / max(len(lines) - 1, 1), "hashed": hashed / steps,
-            "first_read": 1000 * (first_read - begin_read), "read": 1000 * read / steps}
+        read.append(time.process_time())
+    middle = steps - 1  # steps 1 .. steps-1 (the last op itself is timed with the middle ones)
+    return {"first": 1000 * (marks[0] - begin), "step": 1000 * (marks[-2] - marks[0]) / middle,
+            "last": 1000 * (marks[-1] - marks[-2]),
+            "bytes": sum(map(len, lines[1:])) / max(len(lines) - 1, 1), "hashed": (hashed[-1] - hashed[0]) / steps,
+            "first_read": 1000 * (read[1] - read[0]), "read": 1000 * (read[-2] - read[1]) / middle,
+            "last_read": 1000 * (read[-1] - read[-2])}
 
 
 def main() -> None:
@@ -123,11 +128,11 @@ def main() -> None:
         for pool in POOLS:
             got = per_step(with_pool(text, pool))
             curve.append(got)
-            print(f"  {pool:>7,} pages  {got['step']:7.3f} ms CPU per step after the first line, "
-                  f"{got['bytes']:8,.0f} bytes and {got['hashed']:5.1f} digest elements hashed per line; "
-                  f"first line {got['first']:7.1f} ms")
-            print(f"  {'':>7}        reading back: {got['read']:7.3f} ms CPU per step after the first line "
-                  f"(read_states, each state_digest verified); first line {got['first_read']:7.1f} ms")
+            print(f"  {pool:>7,} pages  written: {got['step']:6.3f} ms CPU per step, {got['bytes']:6,.0f} bytes and "
+                  f"{got['hashed']:5.1f} digest elements hashed per line; first line {got['first']:7.1f} ms, "
+                  f"last {got['last']:6.1f} ms")
+            print(f"  {'':>7}        read back: {got['read']:6.3f} ms CPU per step (read_states, each state_digest "
+                  f"verified); first line {got['first_read']:7.1f} ms, last {got['last_read']:6.1f} ms")
         print(f"  100k / 1k: {curve[-1]['step'] / curve[0]['step']:.2f}x per step written, "
               f"{curve[-1]['read'] / curve[0]['read']:.2f}x per step read (flat: about 1)")
     print(f"load average after: {os.getloadavg()}")

@@ -493,19 +493,19 @@ class StateWriter:
         :meth:`~kvcore.Snapshot.digest` (O(the state), as a whole state's text is)."""
         last = self._last
         changes = None if last is None else self._changes(last, snap)
+        text = snap.to_json() if whole or changes is None else None
         if changes is None:
-            self._start(snap)
+            self._start(snap)  # after to_json: the digest reads the row texts it made
         self._last = snap
         state_digest = self._digest.hexdigest()
-        if whole or changes is None:
-            text = snap.to_json()
+        if text is not None:
             return WrittenState(text, None, state_digest, hashlib.sha256(text.encode()).hexdigest())
         return WrittenState(None, changes, state_digest, snap.digest() if digest else None)
 
     def _start(self, snap: Snapshot) -> None:
         """Take ``snap`` as the state written last, its digest computed whole (the oracle)."""
         done = self._digest
-        self._digest = StateDigest.of_state(snap.to_dict())
+        self._digest = StateDigest.of_snapshot(snap)
         self._digest.hashed += done.hashed
         self._digest.hashed_bytes += done.hashed_bytes
         self._free_counts = _PageCounts(snap.free)

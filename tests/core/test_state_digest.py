@@ -168,3 +168,28 @@ def test_an_empty_free_list_has_one_element_between_head_and_tail():
     state = trie_state()
     state["free"] = []
     assert [e for e in state_elements(state) if e.startswith('["free')] == ['["free",null,null]']
+
+
+@pytest.mark.parametrize("kind", ["trie", "base", "hash"])
+def test_the_digest_made_from_a_snapshots_rows_is_the_one_made_from_its_dict(kind):
+    cache = kvcore.make_cache(kind, 10, 2)
+    a = cache.acquire_pages_for_tokens([1, 2, 3, 4, 5], name="a")
+    a.publish_pages_for_tokens()
+    a.release_pages()
+    cache.acquire_pages_for_tokens([1, 2, 7, 7], name="b")
+    snap = cache.snapshot()
+    expected = StateDigest.of_state(snap.to_dict()).hexdigest()
+    assert StateDigest.of_snapshot(snap).hexdigest() == expected  # rows encoded afresh
+    snap.to_json()
+    assert StateDigest.of_snapshot(snap).hexdigest() == expected  # rows to_json encoded, reused
+    import dataclasses
+
+    reordered = dataclasses.replace(snap, allocations=snap.allocations[::-1], free=snap.free + snap.free[:1])
+    assert StateDigest.of_snapshot(reordered).hexdigest() == StateDigest.of_state(reordered.to_dict()).hexdigest()
+
+
+def test_the_digest_made_from_a_huge_pools_lazy_rows_is_the_one_made_from_its_dict():
+    cache = kvcore.make_cache("trie", 70_000, 2)
+    cache.acquire_pages_for_tokens([1, 2, 3], name="a").release_pages()
+    snap = cache.snapshot()
+    assert StateDigest.of_snapshot(snap).hexdigest() == snap.state_digest()
