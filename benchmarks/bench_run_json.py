@@ -3,12 +3,15 @@
 the 600-step slice: <= 3 s CPU each, and the per-step cost flat from a 1k-page to a
 100k-page pool").
 
-Run:  python benchmarks/bench_run_json.py                  (about half a minute on an idle machine)
+Run:  python benchmarks/bench_run_json.py                  (both designs: about a minute on an idle machine)
+      python benchmarks/bench_run_json.py --design hash      (vLLM's hash blocks only; --design trie, the trie)
       python benchmarks/bench_run_json.py --trace PATH --first 200
 
+For each design of ``--design`` (default ``trie,hash``):
+
 1. Makes the slice inside the script, as benchmarks/bench_check.py does: ``kvviz trace TRACE
-   --first N --to-kvs`` (200 requests of the Mooncake conversation trace: 600 steps on 5,537
-   pages), in a temporary folder.
+   --first N --design D --to-kvs`` (200 requests of the Mooncake conversation trace: 600
+   steps on 5,537 pages), in a temporary folder.
 2. CPU seconds (user + system, of the child process) of ``kvviz run SLICE --json`` (the first
    state whole, each later one as its changes: schema kvviz.timeline/3), its exit code and the
    bytes it printed, against the 3 s target; and, for scale, what ``--json --snapshots``
@@ -18,10 +21,10 @@ Run:  python benchmarks/bench_run_json.py                  (about half a minute 
    session and written as its JSON line (kvviz.model.timeline_json.TimelineWriter): CPU ms
    per step between the first and the last lines, the JSON bytes and the state-digest
    elements hashed per step after the first, and the 100k / 1k ratio (flat: near 1). The
-   first and the last lines are timed apart: they carry the whole state's sha256 digest (and
-   the first the state whole, and its state digest made from every row), O(the pool) by
-   definition, once each. Then the same for reading the output back (read_states, every state rebuilt
-   and its state_digest verified, none handed out: ``states=False``).
+   first and the last lines are timed apart: they carry the whole state's sha256 digest
+   (and the first the state whole and its state digest made from every row), O(the pool)
+   by definition, once each. Then the same for reading the output back (read_states: every
+   state rebuilt and its state_digest verified, none handed out, ``states=False``).
 
 Prints ``os.getloadavg()`` before and after: the machine is shared, CPU time is what a busy
 machine disturbs least.
@@ -39,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from bench_check import TRACE, child_cpu, with_pool  # noqa: E402  (the same slice, measured the same way)
+from bench_check import DESIGNS, TRACE, child_cpu, designs, with_pool  # noqa: E402  (the same slice, measured the same way)
 
 POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
@@ -93,14 +96,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace (default {TRACE})")
     parser.add_argument("--first", type=int, default=200, help="requests in the slice (default 200: 600 steps)")
+    parser.add_argument("--design", type=designs, default=list(DESIGNS),
+                        help="trie, hash or trie,hash (the default: both, one after the other)")
     args = parser.parse_args()
     if not args.trace.is_file():
         sys.exit(f"bench_run_json: {args.trace}: no such file (pass --trace)")
 
     print(f"load average before: {os.getloadavg()}")
+    for design in args.design:
+        print()
+        print(f"== design {design} ==")
+        bench_design(args, design)
+    print(f"load average after: {os.getloadavg()}")
+
+
+def bench_design(args, design: str) -> None:
+    """Print one design's figures: the slice's run --json CPU and the curve."""
     with tempfile.TemporaryDirectory() as tmp:
         slice_path = Path(tmp) / "slice.kvs"
-        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--to-kvs", str(slice_path)])
+        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--design", design,
+                               "--to-kvs", str(slice_path)])
         if code:
             sys.exit(f"bench_run_json: kvviz trace exited {code}")
         text = slice_path.read_text()
@@ -108,8 +123,8 @@ def main() -> None:
 
         scenario = parse_scenario(text)
         steps, pages = len(scenario.steps), scenario.config.pages
-        print(f"slice: {args.trace.name} --first {args.first}: {steps} steps, {pages:,} pages (made in {cpu:.2f} s CPU)")
-        print()
+        print(f"slice: {args.trace.name} --first {args.first} --design {design}: {steps} steps, {pages:,} pages "
+              f"(made in {cpu:.2f} s CPU)")
         out_path = Path(tmp) / "run.jsonl"
         with out_path.open("wb") as out:
             cpu, code = child_cpu(["run", str(slice_path), "--json"], stdout=out)
@@ -122,7 +137,6 @@ def main() -> None:
             whole = len(next(lines))  # step 0: the one state written whole
         print(f"  every state whole (--snapshots) would print more than {(steps + 1) * whole / 1e6:.0f} MB "
               f"({steps + 1} x step 0's {whole / 1e3:.0f} KB)")
-        print()
         print(f"Per step, the slice's {steps} ops applied and written as JSON lines (in this process):")
         curve = []
         for pool in POOLS:
@@ -135,7 +149,6 @@ def main() -> None:
                   f"verified); first line {got['first_read']:7.1f} ms, last {got['last_read']:6.1f} ms")
         print(f"  100k / 1k: {curve[-1]['step'] / curve[0]['step']:.2f}x per step written, "
               f"{curve[-1]['read'] / curve[0]['read']:.2f}x per step read (flat: about 1)")
-    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
