@@ -216,3 +216,37 @@ async def test_inside_an_op_the_narration_wrapped_line_by_line_is_its_whole_text
                 assert narration.text == whole.plain
                 wrapped += len(whole.wrap(wrap)) > len(whole.plain.split("\n"))
     assert wrapped, "some sentence wrapped"
+
+
+async def test_the_trie_rows_kept_without_the_ghosts_are_the_rows_built_afresh(app_on):
+    # After an eviction's sub-step the trie's next rows are usually the same rows without the
+    # evicted node's ghost row; those are compared, row for row and node for row, with a new
+    # view's full build at every sub-step of an op that evicts 40 pages, and whole steps.
+    from kvviz.ui.widgets.trie_view import TrieView
+
+    session = evicting_session()
+    session.apply(Op("release", "big", None, text="release big"))
+    last = len(session) - 1
+    app = app_on(session, step=last - 1)
+    kept = 0
+    async with app.run_test(size=SIZE) as pilot:
+        trie = app.trie
+        original = trie._without_ghosts
+
+        def counting(view):
+            nonlocal kept
+            kept += 1
+            return original(view)
+        trie._without_ghosts = counting
+        app.action_step_into()
+        await pilot.pause()
+        moves = len(session.substeps(last - 1)) + 3
+        for _ in range(moves):
+            oracle = TrieView()
+            expected = oracle.build_rows(trie.view, trie._width())
+            assert [(row.item, row.data) for row in trie.rows] == [(row.item, row.data) for row in expected], (
+                f"step {app.step} sub-step {app.substep}")
+            assert trie._node_row == oracle._node_row
+            app.action_next_step()
+            await pilot.pause()
+    assert kept >= 20, f"the ghost rows went without a build only {kept} times"

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from ...model.view import FrameView, same_shape
+from ...model.view import FrameView, later_neighbour, same_shape
 from ...model.designs import design_of
 from .line_view import LineView, Row, SelectionMessage, Span
 
@@ -93,16 +93,62 @@ class TrieView(LineView):
         self._ref_changes: dict[int, tuple[int, int]] = {}
         self._node_row: dict[int, int] = {}
         self._counted: tuple | None = None  # (snapshot, its counts) for the root line
+        # The last full build's children lists (ghosts among them) and ghost rows: what
+        # _ghosts_only_go reads to tell that the next rows are these without the ghosts.
+        self._children: dict[int, list[int]] = {}
+        self._ghosts: frozenset[int] = frozenset()
+        self._drop_ghosts_for: FrameView | None = None
 
     # -- building rows -------------------------------------------------------------------
 
     def keeps_rows(self, old: FrameView | None, new: FrameView) -> bool:
         # Most steps only change refs and last access: the rows (ids and guides) still hold,
         # only the change marks must follow the new frame.
+        self._drop_ghosts_for = None
         if not same_shape(old, new):
+            if self._ghosts_only_go(old, new):
+                self._drop_ghosts_for = new  # build_rows: these rows without the ghost rows
             return False
         self._index_changes(new)
         return True
+
+    def _ghosts_only_go(self, old: FrameView | None, new: FrameView) -> bool:
+        """True when the rows of ``new`` are those built for ``old`` without their ghost rows:
+        the step after an eviction (a sub-step's ghost row goes at the next one), when it
+        adds and evicts no node and every evicted node's parent keeps no other child (a
+        ghost is its parent's last child, so a sibling's guide would change; and a parent
+        left with one child would join it in a compressed chain). Nothing folded."""
+        ghosts = self._ghosts
+        if not ghosts or self.folded or old is None or later_neighbour(old, new) is not new:
+            return False
+        diff = new.frame.diff
+        if diff.nodes_added or diff.nodes_evicted:
+            return False
+        children = self._children
+        for ghost in ghosts:
+            parent = old.previous_node(ghost).parent
+            if parent not in ghosts and any(child not in ghosts for child in children.get(parent, ())):
+                return False
+        return True
+
+    def _without_ghosts(self, view: FrameView) -> list[Row]:
+        """The current rows without their ghost rows (:meth:`_ghosts_only_go` said they are
+        ``view``'s), and the index of which row shows each node."""
+        ghosts = self._ghosts
+        rows = [row for row in self._rows if not (isinstance(row.data, TrieLine) and row.data.ghost)]
+        children = dict(self._children)
+        for ghost in ghosts:
+            children.pop(ghost, None)
+        for parent in {parent for parent, kids in children.items() if any(kid in ghosts for kid in kids)}:
+            children[parent] = [kid for kid in children[parent] if kid not in ghosts]
+        self._children, self._ghosts = children, frozenset()
+        self._index_changes(view)
+        self._node_row = node_row = {}
+        for index, row in enumerate(rows):
+            if isinstance(row.data, TrieLine):
+                for member in row.data.chain:
+                    node_row[member] = index
+        return rows
 
     def dirty_rows(self, old: FrameView, new: FrameView) -> set[int] | None:
         if old.highlight != new.highlight or old.violations != new.violations:
@@ -120,7 +166,12 @@ class TrieView(LineView):
         self._ref_changes = {node: (before, after) for node, before, after in diff.ref_changes}
 
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
+        if self._drop_ghosts_for is view:
+            self._drop_ghosts_for = None
+            return self._without_ghosts(view)
+        self._drop_ghosts_for = None
         snap = view.snapshot
+        self._children, self._ghosts = {}, frozenset()
         if not design_of(snap).shares:  # no sharing, no trie (the base cache)
             return [Row(None, "base")]
         ghosts: set[int] = set()
@@ -134,6 +185,7 @@ class TrieView(LineView):
                 if node is not None and node.parent is not None:
                     ghosts.add(node_id)
                     children.setdefault(node.parent, []).append(node_id)
+        self._children, self._ghosts = children, frozenset(ghosts)
         compress = self.compress if self.compress is not None else len(snap.nodes) - 1 > COMPRESS_ABOVE
         folded = self.folded
         sizes = _subtree_sizes(children, folded) if folded else {}
