@@ -543,8 +543,16 @@ class StateWriter:
             rows.append(text)
         out["pages"] = "[" + ",".join(rows) + "]"
         hashed = snap.kind == "hash"  # as to_dict, the digest reads blocks on a hash snapshot only
+        # The cache's account names the rows of its design's table in ``nodes``: on a design
+        # whose rows are blocks (the hash design's), block ids, and it has no nodes.
+        blocks = design_of(snap).rows == "blocks"
         for table in self._tables:
-            ids = None if told is None or table.name == "blocks" else getattr(told, table.name)
+            if told is None:
+                ids = None
+            elif table.name in ("nodes", "blocks") and blocks:
+                ids = told.nodes if table.name == "blocks" else ()
+            else:
+                ids = getattr(told, table.name)
             found = table.changes(getattr(last, table.name), getattr(snap, table.name), ids,
                                   digest if hashed or table.name != "blocks" else None)
             if found is None:
