@@ -12,7 +12,7 @@ For each design of ``--design`` (default ``trie,hash``: both, one after the othe
    on both designs, only the ``cache`` line differs), in a temporary folder.
 2. CPU seconds (user + system, of the child process) of ``kvviz check`` on it, of
    ``kvviz check --full`` (every step's invariants checked whole: the oracle), of
-   ``kvviz run --json`` (schema kvviz.timeline/2: the first state whole, then each step's
+   ``kvviz run --json`` (schema kvviz.timeline/3: the first state whole, then each step's
    changes; ``benchmarks/bench_run_json.py`` measures it alone; should it be refused, exit 2,
    the script falls back to ``run --json --step LAST`` and ``run --json`` on the longest
    prefix of the slice the bound lets through).
