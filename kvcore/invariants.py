@@ -716,18 +716,24 @@ def _changes_since(last: Snapshot, snap: Snapshot, index: "_Index"):
                 1 for i, n in nodes.items() if i in index.nodes):
             return None  # not what the account says: let the full check say what is wrong
         return nodes, changes.pages, allocations
-    # By identity: a row object the last snapshot did not have changed (or is new).
-    nodes = _changed_rows(index.nodes, snap.nodes)
-    allocations = _changed_rows(index.allocations, snap.allocations)
-    if nodes is None or allocations is None:
+    return _changed_by_identity(last, snap, index.nodes, snap.nodes, index.allocations)
+
+
+def _changed_by_identity(last: Snapshot, snap: Snapshot, kept: dict, rows, kept_allocations: dict):
+    """``(rows, pages, allocations)`` changed by identity: a row object the last snapshot did
+    not have changed (or is new), whatever the design calls its rows (a trie's nodes, a hash
+    cache's blocks); None when most rows are new (the full check costs the same then)."""
+    changed = _changed_rows(kept, rows)
+    allocations = _changed_rows(kept_allocations, snap.allocations)
+    if changed is None or allocations is None:
         return None
     old_rows, new_rows = touched_rows(last.pages), touched_rows(snap.pages)
     common = min(len(old_rows), len(new_rows))
     pages = list(compress(range(common), map(is_not, old_rows[:common], new_rows[:common])))
     pages += range(common, max(len(old_rows), len(new_rows)))
-    if 2 * (len(nodes) + len(pages) + len(allocations)) > len(snap.nodes) + len(new_rows) + len(snap.allocations) + 64:
+    if 2 * (len(changed) + len(pages) + len(allocations)) > len(rows) + len(new_rows) + len(snap.allocations) + 64:
         return None  # most rows are new: the full check costs the same
-    return nodes, pages, allocations
+    return changed, pages, allocations
 
 
 def _changed_rows(old: dict, rows) -> dict | None:
@@ -1079,17 +1085,7 @@ class _HashIndex:
             blocks = {i: _row_by_id(snap.blocks, i) for i in changes.nodes}
             allocations = {i: _row_by_id(snap.allocations, i) for i in changes.allocations}
             return blocks, changes.pages, allocations
-        blocks = _changed_rows(self.blocks, snap.blocks)
-        allocations = _changed_rows(self.allocations, snap.allocations)
-        if blocks is None or allocations is None:
-            return None
-        old_rows, new_rows = touched_rows(last.pages), touched_rows(snap.pages)
-        common = min(len(old_rows), len(new_rows))
-        pages = list(compress(range(common), map(is_not, old_rows[:common], new_rows[:common])))
-        pages += range(common, max(len(old_rows), len(new_rows)))
-        if 2 * (len(blocks) + len(pages) + len(allocations)) > len(snap.blocks) + len(new_rows) + len(snap.allocations) + 64:
-            return None  # most rows are new: the full check costs the same
-        return blocks, pages, allocations
+        return _changed_by_identity(last, snap, self.blocks, snap.blocks, self.allocations)
 
     def _state(self, key) -> bool:
         """Whether ``key`` is cached and reachable: what its child blocks' flags must say.
