@@ -65,6 +65,20 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
     return _diff(before, after, *_node_changes(before, after))
 
 
+def _pages_taken_and_freed(before: Snapshot, after: Snapshot, pages, evicted_pages) -> tuple[list, list]:
+    """Of the changed ``pages``: those taken from the free ones (and an evicted node's or
+    block's page that went straight to an allocation), sorted, and those freed."""
+    taken, freed = [], []
+    old_pages, new_pages = before.pages, after.pages
+    for p in pages:
+        old, new = old_pages[p], new_pages[p]
+        if old.state == "free" and new.state != "free":
+            taken.append(p)
+        elif new.state == "free" and old.state != "free":
+            freed.append(p)
+    return sorted(set(taken) | {p for p in evicted_pages if new_pages[p].state != "free"}), freed
+
+
 def _diff_of_block_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
     """:func:`_diff_of_changes` for a hash cache, whose account names block ids where a
     trie's names node ids: blocks added and evicted, and the ref changes of kept blocks
@@ -78,17 +92,10 @@ def _diff_of_block_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
             evicted_pages.append(old.page)
         elif old is None and new is not None:
             added.append(block_id)
-    taken, freed, refs = [], [], []
+    taken, freed = _pages_taken_and_freed(before, after, changes.pages, evicted_pages)
     old_pages, new_pages = before.pages, after.pages
-    for p in changes.pages:
-        old, new = old_pages[p], new_pages[p]
-        if old.state == "free" and new.state != "free":
-            taken.append(p)
-        elif new.state == "free" and old.state != "free":
-            freed.append(p)
-        if new.node is not None and old.node == new.node and old.ref != new.ref:
-            refs.append((new.node, old.ref, new.ref))
-    taken = sorted(set(taken) | {p for p in evicted_pages if new_pages[p].state != "free"})
+    refs = [(new.node, old.ref, new.ref) for old, new in ((old_pages[p], new_pages[p]) for p in changes.pages)
+            if new.node is not None and old.node == new.node and old.ref != new.ref]
     return Diff(
         nodes_added=tuple(added),
         nodes_evicted=tuple(evicted),
@@ -124,15 +131,7 @@ def _diff_of_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
                 touched.append(node_id)
             if new.ref != old.ref:
                 refs.append((node_id, old.ref, new.ref))
-    taken, freed = [], []
-    old_pages, new_pages = before.pages, after.pages
-    for p in changes.pages:
-        old, new = old_pages[p], new_pages[p]
-        if old.state == "free" and new.state != "free":
-            taken.append(p)
-        elif new.state == "free" and old.state != "free":
-            freed.append(p)
-    taken = sorted(set(taken) | {p for p in evicted_pages if new_pages[p].state != "free"})
+    taken, freed = _pages_taken_and_freed(before, after, changes.pages, evicted_pages)
     old_heap, new_heap = before.heap, after.heap
     common = min(len(old_heap), len(new_heap))
     slots = list(compress(range(common), map(ne, old_heap[:common], new_heap[:common])))
