@@ -31,7 +31,7 @@ from .expect import ExpectResult, evaluate
 from .narrate import TOKENS, Units, narrate
 from .scenario import CacheConfig, Expect, Op, Scenario, Step
 from .pseudocode import lines_for
-from .substeps import OpSubSteps
+from .substeps import STATE_WINDOW, OpSubSteps
 from .substeps import build as build_substeps
 from .vocab import Vocabulary
 
@@ -498,10 +498,11 @@ class Session:
         self._last = frame
         self.why_index = self.why_index.until(keep)
 
-    def substeps(self, index: int) -> OpSubSteps:
+    def substeps(self, index: int, *, states_at_once: int = STATE_WINDOW) -> OpSubSteps:
         """The sub-steps of frame ``index``'s op (the op from frame ``index - 1`` to it), each
         with kvcore's own state after it (:mod:`kvviz.model.substeps`). Built on first asking
-        and kept for the last few ops asked; states are built lazily, a window at a time."""
+        and kept for the last few ops asked; states are built lazily, a window at a time, the
+        first ``states_at_once`` of them while the sub-steps are listed (only on first asking)."""
         index = self._index(index, 1, "has no op (ops are frames 1..{last})")
         cached = self._substeps.get(index)
         if cached is not None:
@@ -517,7 +518,8 @@ class Session:
             def start():
                 return self._replayed_backend(index - 1)
         result = build_substeps(index, step.op, before, frame.snapshot, start, label=self.label_tokens,
-                                lines_for=lines_for, error=frame.error.message if frame.error else None)
+                                lines_for=lines_for, error=frame.error.message if frame.error else None,
+                                states_at_once=states_at_once)
         self._substeps[index] = result
         while len(self._substeps) > 4:
             self._substeps.popitem(last=False)

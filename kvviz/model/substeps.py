@@ -214,13 +214,15 @@ class OpSubSteps(Sequence):
 
 def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callable[[], object], *,
           label: Labeler = default_labeler, lines_for: LinesFor = _no_lines,
-          error: str | None = None) -> OpSubSteps:
+          error: str | None = None, states_at_once: int = STATE_WINDOW) -> OpSubSteps:
     """The sub-steps of ``op``, which led from ``before`` to ``after`` (frame ``frame_index``).
 
     ``start()`` must return a fresh backend in ``before``'s state each time it is called (it
     is run once here, and again per window of states); ``error`` is the op's error message
-    if it failed. Raises RuntimeError if the run does not end in ``after`` (a backend that
-    is not deterministic).
+    if it failed; ``states_at_once`` is how many of the first states this run keeps (a UI
+    stepping in shows only the first, and builds the rest of the window once it is drawn;
+    a writer of every state wants the whole window). Raises RuntimeError if the run does
+    not end in ``after`` (a backend that is not deterministic).
     """
     backend = start()
     source = backend.substeps
@@ -234,7 +236,7 @@ def build(frame_index: int, op, before: Snapshot, after: Snapshot, start: Callab
     def on_event(event) -> None:
         if _folded(event):
             return
-        if source == "calls" or len(events) < STATE_WINDOW:  # calls: few and costly to reach again
+        if source == "calls" or len(events) < states_at_once:  # calls: few and costly to reach again
             states[len(events)] = backend.snapshot()
         events.append(event)
     backend.watch(on_event)

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from ..model.designs import design_of
 from .screens.prompt_screen import PromptScreen, step_number_problem
 
+#: States the first run of an op's sub-steps keeps when the UI steps into it: the one the step
+#: in shows. The rest of the window is built once that frame is painted (the prefetch after
+#: paint), so a step into an op costs one snapshot, not a window of them (issue 21: step-in).
+UI_STATES_AT_ONCE = 1
+
 
 @dataclass(frozen=True)
 class Position:
@@ -168,7 +173,7 @@ class TimelineSteps(SubStepMoves, StepActions):
 
     def substeps_of(self, step: int):
         """The sub-steps of step ``step``'s op (built on first asking; see Session.substeps)."""
-        return self.session.substeps(step)
+        return self.session.substeps(step, states_at_once=UI_STATES_AT_ONCE)
 
     def enter_op(self, step: int) -> bool:
         # In practice mode a question may be waiting at that step: go there the way a step

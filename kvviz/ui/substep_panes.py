@@ -16,6 +16,7 @@ from textual.containers import Horizontal
 from ..model import pseudocode
 from ..model.view import (NO_HIGHLIGHT, FrameView, SubStepView, code_views, focus_highlight, highlight_for, nearby,
                           needs_previous, substep_frame)
+from .stepping import UI_STATES_AT_ONCE
 
 CODE_BESIDE_WIDTH = 100
 """Columns from which stepping into an op shows the pseudo-code beside the narration."""
@@ -29,7 +30,7 @@ class SubStepPanes:
     def _substep_view(self, whole: FrameView) -> FrameView:
         """The view of sub-step ``self.substep`` of the op shown: kvcore's state after it,
         marked with what it changed and what it moves (its focus)."""
-        subs = self.session.substeps(self.step)
+        subs = self.session.substeps(self.step, states_at_once=UI_STATES_AT_ONCE)
         index = self.substep
         step = subs[index]
         state, before = subs.state(index), subs.state(index - 1)

@@ -597,3 +597,23 @@ def test_prefetch_builds_the_window_ahead_so_the_next_moves_run_nothing_and_see_
     assert back.prefetch(middle - 4) is True, "stepping back: the window before is missing"
     assert all(back._states.get(k) == plain.state(k) for k in range(middle - 12, middle + 8))
     assert back.prefetch(middle - 4) is False, "nothing missing any more around it"
+
+
+def test_listing_the_substeps_with_one_state_at_once_keeps_one_and_the_rest_are_the_same_states():
+    # The UI's step-in (UI_STATES_AT_ONCE): the listing run keeps only the state it shows; the
+    # others are built on asking (or by the prefetch once drawn) and equal the whole window's.
+    from kvviz.model.substeps import STATE_WINDOW, OpSubSteps
+
+    session = _evicting_session()
+    last = len(session) - 1
+    whole = session.substeps(last)
+    lean = _evicting_session().substeps(last, states_at_once=1)  # a session of its own: not the cached listing
+    assert sorted(lean._states) == [0]
+    assert sorted(whole._states) == list(range(STATE_WINDOW))
+    calls = _counting_starts(lean)
+    assert lean.state(0) == whole.state(0) and calls == []
+    assert lean.prefetch(0) is True and len(calls) == 1  # one run for the rest of the window
+    assert [lean.state(k) for k in range(STATE_WINDOW + 1)] == [whole.state(k) for k in range(STATE_WINDOW + 1)]
+    fresh = OpSubSteps(whole.frame_index, whole.op, whole.before, whole.after, whole.steps, whole.source,
+                       whole.note, whole._start)
+    assert all(lean.state(k) == fresh.state(k) for k in range(0, len(lean), 7))

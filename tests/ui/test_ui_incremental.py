@@ -250,3 +250,33 @@ async def test_the_trie_rows_kept_without_the_ghosts_are_the_rows_built_afresh(a
             app.action_next_step()
             await pilot.pause()
     assert kept >= 20, f"the ghost rows went without a build only {kept} times"
+
+
+async def test_a_step_into_an_op_keeps_only_the_state_it_shows_and_prefetches_the_window_after_the_frame(
+        app_on, monkeypatch):
+    # Step-in's cost (issue 21: <= 100 ms) is one snapshot, not a window of them: the rest of
+    # the window is the prefetch's, after the frame.
+    from kvviz.model.substeps import OpSubSteps, STATE_WINDOW
+
+    session = evicting_session()
+    last = len(session) - 1
+    app = app_on(session, step=last)
+    prefetched: list = []
+    original = OpSubSteps.prefetch
+
+    def prefetch(self, k):
+        prefetched.append(sorted(self._states))
+        return original(self, k)
+
+    monkeypatch.setattr(OpSubSteps, "prefetch", prefetch)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_step_into()
+        await pilot.pause()
+        await pilot.pause()
+        assert app.substep == 0
+        assert prefetched and prefetched[0] == [0], "the step-in kept more than the state it shows"
+        subs = session.substeps(last)
+        assert set(range(1, STATE_WINDOW)) <= set(subs._states), "the prefetch after the frame built the window"
+        fresh = OpSubSteps(subs.frame_index, subs.op, subs.before, subs.after, subs.steps, subs.source, subs.note,
+                           subs._start)
+        assert all(subs.state(k) == fresh.state(k) for k in range(STATE_WINDOW))

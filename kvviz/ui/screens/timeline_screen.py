@@ -29,7 +29,7 @@ from ...model.view import (ALLOCATION, NODE, PAGE, FrameView, Selection, Timelin
 from ..panes import PANES
 from ..playing import DEFAULT_SPEED, SPEEDS, PlayActions
 from ..practice import Practice, PracticeActions
-from ..stepping import Position, TimelineSteps
+from ..stepping import UI_STATES_AT_ONCE, Position, TimelineSteps
 from ..substep_panes import SubStepPanes
 from ..widgets.allocation_table import AllocationTable
 from ..widgets.block_view import BlockView
@@ -248,7 +248,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         step = max(0, min(self.last_step, int(position.step)))
         sub = position.substep
         if sub is not None:
-            sub = min(sub, len(self.session.substeps(step)) - 1)
+            sub = min(sub, len(self.session.substeps(step, states_at_once=UI_STATES_AT_ONCE)) - 1)
         return Position(step, sub)
 
     def go_to(self, step: int) -> None:
