@@ -76,7 +76,8 @@ def trie_script(seed: int, pages: int, requests: int, kind: str = "trie") -> str
     return "\n".join(lines) + "\n"
 
 
-def assert_states_rebuild_the_sessions(path, text: str, *, as_dicts: bool = False) -> list[dict]:
+def assert_states_rebuild_the_sessions(path, text: str, *, as_dicts: bool = False,
+                                       oracle_every_step: bool = True) -> list[dict]:
     objects = run_json(path)
     session = Session.from_scenario(parse_scenario(text))
     # read_states also checks each rebuilt state against its line's state digest (and digest).
@@ -86,8 +87,11 @@ def assert_states_rebuild_the_sessions(path, text: str, *, as_dicts: bool = Fals
     for obj, state in rebuilt:
         frame = session.frame(obj["step"])
         assert state == (frame.snapshot.to_dict() if as_dicts else frame.snapshot), obj["step"]
-        # The oracle: kvcore's full computation, of the session's own snapshot.
-        assert obj["state_digest"] == frame.snapshot.state_digest(), obj["step"]
+        # The oracle: kvcore's full computation, of the session's own snapshot (about 1 s a
+        # state at 66,000 pages: there, the first, a middle and the last step; the reader has
+        # checked every step's digest from the changes against the writer's).
+        if oracle_every_step or obj["step"] in (0, last // 2, last):
+            assert obj["state_digest"] == frame.snapshot.state_digest(), obj["step"]
         # sha256 of the whole state on the first and the last line only (it costs the state).
         assert obj["digest"] == (frame.snapshot.digest() if obj["step"] in (0, last) else None), obj["step"]
     return objects
@@ -133,7 +137,7 @@ def test_a_pool_above_65536_pages_whose_lists_are_lazy_rebuilds_from_its_changes
     text = trie_script(9, 66_000, 2, kind)
     path = tmp_path / "big.kvs"
     path.write_text(text)
-    assert_states_rebuild_the_sessions(path, text, as_dicts=True)
+    assert_states_rebuild_the_sessions(path, text, as_dicts=True, oracle_every_step=False)
 
 
 def test_substeps_between_the_step_lines_leave_the_changes_right():
