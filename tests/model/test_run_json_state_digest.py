@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import sys
 import tracemalloc
@@ -232,13 +233,20 @@ def requests(pages: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=2)
+def requests_snapshots(pages: int) -> tuple[Snapshot, ...]:
+    """The snapshots of :func:`requests` on ``pages`` pages, made once for the three work tests
+    (snapshots are frozen: each test runs its own writer and reader over them)."""
+    return tuple(run_lines(requests(pages))[1])
+
+
 def step_work(pages: int, *, trace: str | None) -> list[tuple[int, int, int]]:
     """For each step after the first, of the writer writing its line and the reader applying
     it: (elements hashed, bytes the writer hashed, and with ``trace`` the Python lines run
     (``"lines"``) or the peak bytes allocated (``"memory"``), else 0)."""
     from kvviz.model.state_changes import StateReader
 
-    _, snaps = run_lines(requests(pages))
+    snaps = requests_snapshots(pages)
     writer, reader = StateWriter(), StateReader()
     reader.whole(json.loads(writer.write(snaps[0]).snapshot))
     work = []
