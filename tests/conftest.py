@@ -54,29 +54,6 @@ def pytest_configure(config) -> None:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-#: The longest tests (``--durations`` of fresh-clone runs: 7-30 s each), run first. Where they
-#: fell in collection order, one of them could start last on one worker while the other
-#: worker had nothing left: fresh-clone runs of one tree took 5:01 and 5:30. Run first, the
-#: short tests fill the end on both workers (worksteal).
-LONG_TESTS_FIRST = (
-    "tests/core/test_stateful.py::TestTrieCacheAgainstModel",
-    "tests/fuzz/test_fuzz_scenario.py::test_a_mutated_demo_parses_and_round_trips_or_reports_a_few_located_errors",
-    "tests/ui/test_ui_incremental.py::test_after_random_steps_jumps_and_substeps_the_terminal_shows_what_a_fresh_app_draws",
-    "tests/core/test_hash_stateful.py::TestHashCacheMachine",
-    "tests/core/test_stateful.py::TestBaseCacheAgainstModel",
-    "tests/ui/test_ui_incremental.py::test_the_trie_rows_kept_without_the_ghosts_are_the_rows_built_afresh",
-)
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """:data:`LONG_TESTS_FIRST` to the front, in that order; every other test keeps its place
-    (a stable sort: the same order on every worker, as xdist requires)."""
-    def rank(item) -> int:
-        return next((i for i, prefix in enumerate(LONG_TESTS_FIRST) if item.nodeid.startswith(prefix)),
-                    len(LONG_TESTS_FIRST))
-    items.sort(key=rank)
-
-
 def pytest_collection_finish(session) -> None:
     """Move what collection built (every test module, its imports, the items) out of the
     cyclic collector's sight before the first test runs.
