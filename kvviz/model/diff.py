@@ -65,6 +65,23 @@ def diff_snapshots(before: Snapshot | None, after: Snapshot) -> Diff:
     return _diff(before, after, *_node_changes(before, after))
 
 
+def _allocation_changes(before: Snapshot, after: Snapshot, ids) -> dict[str, tuple[int, ...]]:
+    """The Diff's allocation fields from the allocation ids a cache's account names: those
+    new, released (gone) and changed, in the account's (sorted) order."""
+    added, released, changed = [], [], []
+    for allocation_id in ids:
+        old, new = _by_id(before.allocations, allocation_id), _by_id(after.allocations, allocation_id)
+        if new is None:
+            if old is not None:
+                released.append(allocation_id)
+        elif old is None:
+            added.append(allocation_id)
+        elif new != old:
+            changed.append(allocation_id)
+    return {"allocations_added": tuple(added), "allocations_released": tuple(released),
+            "allocations_changed": tuple(changed)}
+
+
 def _pages_taken_and_freed(before: Snapshot, after: Snapshot, pages, evicted_pages) -> tuple[list, list]:
     """Of the changed ``pages``: those taken from the free ones (and an evicted node's or
     block's page that went straight to an allocation), sorted, and those freed."""
@@ -104,11 +121,7 @@ def _diff_of_block_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
         pages_evicted=tuple(sorted(evicted_pages)),
         pages_changed=tuple(changes.pages),
         ref_changes=tuple(sorted(refs)),
-        allocations_added=tuple(i for i in changes.allocations if _by_id(before.allocations, i) is None),
-        allocations_released=tuple(i for i in changes.allocations if _by_id(after.allocations, i) is None),
-        allocations_changed=tuple(i for i in changes.allocations
-                                  if (old := _by_id(before.allocations, i)) is not None
-                                  and (new := _by_id(after.allocations, i)) is not None and new != old),
+        **_allocation_changes(before, after, changes.allocations),
     )
 
 
@@ -138,16 +151,6 @@ def _diff_of_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
     slots += range(common, len(new_heap))
     old_set, new_set = set(old_heap), set(new_heap)
     moved = {new_heap[i] for i in slots if new_heap[i] in old_set}
-    allocations_added, released, changed = [], [], []
-    for allocation_id in changes.allocations:
-        old, new = _by_id(before.allocations, allocation_id), _by_id(after.allocations, allocation_id)
-        if new is None:
-            if old is not None:
-                released.append(allocation_id)
-        elif old is None:
-            allocations_added.append(allocation_id)
-        elif new != old:
-            changed.append(allocation_id)
     return Diff(
         nodes_added=tuple(added),
         nodes_touched=tuple(touched),
@@ -160,9 +163,7 @@ def _diff_of_changes(before: Snapshot, after: Snapshot, changes) -> Diff:
         heap_added=tuple(sorted(new_set - old_set)),
         heap_removed=tuple(sorted(old_set - new_set)),
         heap_moved=tuple(sorted(moved)),
-        allocations_added=tuple(allocations_added),
-        allocations_released=tuple(released),
-        allocations_changed=tuple(changed),
+        **_allocation_changes(before, after, changes.allocations),
     )
 
 
