@@ -53,6 +53,17 @@ def child_cpu(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.returncode
 
 
+def make_slice(trace: Path, first: int, design: str, folder: str | Path, bench: str) -> tuple[Path, float]:
+    """``kvviz trace TRACE --first N --design D --to-kvs FOLDER/slice.kvs`` (the slice every
+    bench of issue 21 measures): its path and the CPU seconds it took; exits naming ``bench``
+    if kvviz trace fails."""
+    slice_path = Path(folder) / "slice.kvs"
+    cpu, code = child_cpu(["trace", str(trace), "--first", str(first), "--design", design, "--to-kvs", str(slice_path)])
+    if code:
+        sys.exit(f"{bench}: kvviz trace exited {code}")
+    return slice_path, cpu
+
+
 def with_pool(text: str, pages: int) -> str:
     """The scenario ``text`` with its cache header's pool set to ``pages``."""
     out = []
@@ -113,11 +124,7 @@ def bench_design(args, design: str) -> None:
     from kvviz import limits
 
     with tempfile.TemporaryDirectory() as tmp:
-        slice_path = Path(tmp) / "slice.kvs"
-        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--design", design,
-                               "--to-kvs", str(slice_path)])
-        if code:
-            sys.exit(f"bench_check: kvviz trace exited {code}")
+        slice_path, cpu = make_slice(args.trace, args.first, design, tmp, "bench_check")
         text = slice_path.read_text()
         from kvviz.model.scenario import parse_scenario
 

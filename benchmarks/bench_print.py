@@ -84,15 +84,12 @@ def print_slice_step(first: int, step: int) -> int:
     --to-kvs``), then one ``run --print --step`` of it in a child process, its CPU and wall
     seconds and the bytes printed."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_check import TRACE, child_cpu
+    from bench_check import TRACE, child_cpu, make_slice
 
     if not TRACE.is_file():
         sys.exit(f"bench_print: {TRACE}: no such file (../shared beside the checkout)")
     with tempfile.TemporaryDirectory() as folder:
-        slice_path = Path(folder) / "slice.kvs"
-        _, code = child_cpu(["trace", str(TRACE), "--first", str(first), "--to-kvs", str(slice_path)])
-        if code:
-            sys.exit(f"bench_print: kvviz trace exited {code}")
+        slice_path, _ = make_slice(TRACE, first, "trie", folder, "bench_print")
         out_path = Path(folder) / "out.txt"
         load_before = os.getloadavg()
         start = time.perf_counter()

@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from bench_check import DESIGNS, TRACE, child_cpu, designs, with_pool  # noqa: E402  (the same slice, measured the same way)
+from bench_check import DESIGNS, TRACE, child_cpu, designs, make_slice, with_pool  # noqa: E402  (the same slice, measured the same way)
 
 POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
@@ -113,11 +113,7 @@ def main() -> None:
 def bench_design(args, design: str) -> None:
     """Print one design's figures: the slice's run --json CPU and the curve."""
     with tempfile.TemporaryDirectory() as tmp:
-        slice_path = Path(tmp) / "slice.kvs"
-        cpu, code = child_cpu(["trace", str(args.trace), "--first", str(args.first), "--design", design,
-                               "--to-kvs", str(slice_path)])
-        if code:
-            sys.exit(f"bench_run_json: kvviz trace exited {code}")
+        slice_path, cpu = make_slice(args.trace, args.first, design, tmp, "bench_run_json")
         text = slice_path.read_text()
         from kvviz.model.scenario import parse_scenario
 
