@@ -33,6 +33,7 @@ from kvviz.model.scenario import Op, parse_scenario
 from kvviz.model.session import Session
 from kvviz.model import pseudocode as pc
 from kvviz.model.substeps import SUBSTEP_KINDS
+from tests.model.sessions import evicting_session
 
 
 def _session(scenario, factory=kvcore_backend) -> Session:
@@ -536,20 +537,6 @@ def test_a_watched_cache_ends_every_op_where_an_unwatched_one_does(ops, policy, 
 # -- states built ahead: the building run's first window, and the prefetch -------------------
 
 
-def _evicting_session() -> Session:
-    """A full pool of cached chains, then one acquire that evicts many of them: an op with
-    far more sub-steps than one window of states."""
-    from kvviz.model.scenario import CacheConfig
-
-    session = Session(CacheConfig("trie", 64, 2), check=False)
-    for c in range(16):
-        tokens = tuple(range(c * 8, (c + 1) * 8))
-        for kind in ("acquire", "publish", "release"):
-            session.apply(Op(kind, f"c{c}", tokens if kind == "acquire" else None, text=f"{kind} c{c}"))
-    session.apply(Op("acquire", "big", tuple(range(1000, 1000 + 2 * 40)), text="acquire big"))
-    return session
-
-
 def _counting_starts(subs):
     """Wrap ``subs``' start() (a restore and a run of the op per call) to count its calls."""
     calls = []
@@ -565,7 +552,7 @@ def _counting_starts(subs):
 def test_the_first_window_of_states_comes_from_the_run_that_built_the_substeps_and_equals_a_fresh_runs():
     from kvviz.model.substeps import STATE_WINDOW, OpSubSteps
 
-    session = _evicting_session()
+    session = evicting_session()
     subs = session.substeps(len(session) - 1)
     assert len(subs) > 4 * STATE_WINDOW
     calls = _counting_starts(subs)
@@ -579,7 +566,7 @@ def test_the_first_window_of_states_comes_from_the_run_that_built_the_substeps_a
 def test_prefetch_builds_the_window_ahead_so_the_next_moves_run_nothing_and_see_the_same_states():
     from kvviz.model.substeps import STATE_WINDOW, OpSubSteps
 
-    session = _evicting_session()
+    session = evicting_session()
     subs = session.substeps(len(session) - 1)
     plain = OpSubSteps(subs.frame_index, subs.op, subs.before, subs.after, subs.steps, subs.source, subs.note,
                        subs._start)
@@ -604,10 +591,10 @@ def test_listing_the_substeps_with_one_state_at_once_keeps_one_and_the_rest_are_
     # others are built on asking (or by the prefetch once drawn) and equal the whole window's.
     from kvviz.model.substeps import STATE_WINDOW, OpSubSteps
 
-    session = _evicting_session()
+    session = evicting_session()
     last = len(session) - 1
     whole = session.substeps(last)
-    lean = _evicting_session().substeps(last, states_at_once=1)  # a session of its own: not the cached listing
+    lean = evicting_session().substeps(last, states_at_once=1)  # a session of its own: not the cached listing
     assert sorted(lean._states) == [0]
     assert sorted(whole._states) == list(range(STATE_WINDOW))
     calls = _counting_starts(lean)

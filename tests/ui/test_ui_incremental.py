@@ -8,22 +8,16 @@ No wall clock: the tests count what ran and in which order, and compare pictures
 
 from __future__ import annotations
 
-from kvviz.model.scenario import CacheConfig, Op
+from kvviz.model.scenario import Op
 from kvviz.model.session import Session
+from tests.model.sessions import evicting_session as shared_evicting_session
 
 SIZE = (120, 40)
 
 
 def evicting_session() -> Session:
-    """A full pool of cached chains, then one acquire that evicts many of them: an op with
-    far more sub-steps than one window of states (the shape of bench_ui.py's, smaller)."""
-    session = Session(CacheConfig("trie", 64, 2), title="evicting", check=False)
-    for c in range(16):
-        tokens = tuple(range(c * 8, (c + 1) * 8))
-        for kind in ("acquire", "publish", "release"):
-            session.apply(Op(kind, f"c{c}", tokens if kind == "acquire" else None, text=f"{kind} c{c}"))
-    session.apply(Op("acquire", "big", tuple(range(1000, 1000 + 2 * 40)), text="acquire big"))
-    return session
+    """The sub-step tests' evicting op (tests/model/sessions.py), titled for the screen."""
+    return shared_evicting_session(title="evicting")
 
 
 async def test_the_next_window_of_substep_states_is_built_after_the_frame_that_shows_the_substep(app_on,
