@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tracemalloc
 import weakref
 
 import pytest
@@ -28,6 +27,7 @@ from kvcore import HashBlockPagedAttentionCache, KVCacheError, PagePool, Snapsho
 from kvcore.blockkey import block_key
 from kvcore.invariants import IncrementalChecker
 from kvcore.snapshot import PageInfo, PageTable, QueuedPages, SnapshotChanges, touched_rows, untouched_free
+from tests.core.step_memory import largest_checked_step
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 EXAMPLES = {"dev": 40, "ci": 150, "soak": 10_000}.get(PROFILE, 150)
@@ -477,21 +477,7 @@ def _largest_step_allocation(page_count: int, warm_blocks: int = 0) -> int:
         steps.append(lambda tokens=tokens: held.append(cache.acquire_pages_for_tokens(tokens, 8)))
         steps.append(lambda: held[-1].publish_pages_for_tokens())
         steps.append(lambda i=i: held.pop(0).release_pages() if i % 2 else None)
-    largest = 0
-    tracemalloc.start()
-    try:
-        for number, step in enumerate(steps):
-            tracemalloc.reset_peak()
-            before, _ = tracemalloc.get_traced_memory()
-            step()
-            cache.take_events()
-            violations = checker.check(cache.snapshot())
-            _, peak = tracemalloc.get_traced_memory()
-            assert violations == []
-            if number:
-                largest = max(largest, peak - before)
-    finally:
-        tracemalloc.stop()
+    largest = largest_checked_step(cache, checker, steps)
     assert checker.full_checks == 1
     return largest
 

@@ -17,6 +17,7 @@ import kvcore
 import kvcore.pool
 from kvcore import PagePool, Snapshot, TriePagedAttentionCache
 from kvcore.snapshot import FreePages, PageInfo, PageTable
+from tests.core.step_memory import largest_checked_step
 
 HUGE = 10**12
 
@@ -193,22 +194,7 @@ def _largest_step_allocation(page_count: int) -> int:
     cache.record_events(True)
     checker = IncrementalChecker()
     assert checker.check(cache.snapshot()) == []
-    largest = 0
-    tracemalloc.start()
-    try:
-        for number, step in enumerate(_curve_ops(cache)):
-            tracemalloc.reset_peak()
-            before, _ = tracemalloc.get_traced_memory()
-            step()
-            cache.take_events()
-            violations = checker.check(cache.snapshot())
-            _, peak = tracemalloc.get_traced_memory()
-            assert violations == []
-            if number:
-                largest = max(largest, peak - before)
-    finally:
-        tracemalloc.stop()
-    return largest
+    return largest_checked_step(cache, checker, _curve_ops(cache))
 
 
 def test_a_step_allocates_the_same_on_a_pool_of_1k_10k_or_100k_pages():
