@@ -90,9 +90,8 @@ class KvvizApp(ExportActions, App[None]):
         the next after the screen refreshes, until none is left. Keys pressed meanwhile are
         handled between the pieces; the checks' verdicts never depend on when they ran."""
         progress = self.session.idle_work()
-        if progress.marked:  # violations found: new markers on the timeline bar
-            self.revision += 1
-            self.main_screen._show_timeline()
+        if progress.marked:
+            self.main_screen.show_new_markers()
         if progress.left:
             self.call_after_refresh(self.work_while_idle)
         elif self.after_idle_work is not None:

@@ -216,9 +216,14 @@ class TimelineSteps(SubStepMoves, StepActions):
         and v answer for the whole timeline also in the moment after a lazily built trace
         opens, before idle work has checked its keyframes (once, about 0.4 s at 3,000 steps)."""
         if self.session.deferred_checks and self.session.finish_deferred_checks():
-            self.app.revision += 1  # violations found: new markers on the timeline bar
-            self._show_timeline()
+            self.show_new_markers()
         return self.session.summaries
+
+    def show_new_markers(self) -> None:
+        """Deferred checks found violations: the timeline bar draws their markers (a new
+        revision of the timeline, the step shown unchanged)."""
+        self.app.revision += 1
+        self._show_timeline()
 
     def _why_nothing_interesting(self) -> str:
         """Why ] and [ may find nothing at all: a pool that never fills never evicts."""
