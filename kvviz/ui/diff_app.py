@@ -24,7 +24,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..backends.registry import REFERENCE_BACKEND
 from ..model.compare import FIELD_NAMES, CompareRun, Counters, divergence_summary
@@ -49,6 +49,7 @@ from .panes import panes_for
 from .widgets.block_view import BlockView
 from .widgets.free_queue_view import FreeQueueView
 from .widgets.heap_view import HeapView
+from .widgets.key_footer import KeyFooter
 from .widgets.page_grid import PageGrid
 from .widgets.trie_view import TrieView
 
@@ -128,7 +129,7 @@ class DiffApp(StepActions, App[None]):
                     yield CacheColumn((self.panes[side],), prefix=f"{side}-", id=f"{side}-column")
         with VerticalScroll(id="report-box"):
             yield Static(id="report")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         for side in self.run_.sides:

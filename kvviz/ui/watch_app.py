@@ -32,7 +32,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..model.designs.events import DESIGN
 from ..model.view import literal
@@ -45,6 +45,7 @@ from .themes import set_up_appearance, variable_defaults
 from .watch_view import StreamTotals, WatchView, sparkline_samples, step_summary
 from .widgets.forest_view import LEGEND as FOREST_LEGEND
 from .widgets.forest_view import ForestView
+from .widgets.key_footer import KeyFooter
 from .widgets.medium_bars import MediumBars
 from .widgets.timeline_bar import TimelineBar
 from .widgets.watch_header import WatchHeader, source_label
@@ -175,7 +176,7 @@ class WatchApp(StepActions, App[None]):
                 yield Static(NOT_CARRIED, id="not-carried")
                 yield WatchNarration(id="narration")
         yield Static(WHY_HINT, id="why")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.media.border_title = "Blocks per medium"

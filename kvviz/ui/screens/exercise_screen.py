@@ -25,7 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ...model.exercise import LETTERS, MOVE_KINDS, Exercise, Move, Play
 from ...model.view import FrameView, Highlight, TokenLabels, substep_frame
@@ -33,6 +33,7 @@ from ..panes import panes_for
 from ..themes import set_up_appearance, variable_defaults
 from ..widgets.cache_column import CacheColumn
 from ..widgets.heap_view import HeapView
+from ..widgets.key_footer import KeyFooter
 from ..widgets.trie_view import TrieView
 from ..widgets.move_panel import MovePanel
 
@@ -82,7 +83,7 @@ class ExerciseScreen(Screen):
             yield CacheColumn((self.panes,), prefix="exercise-", id="exercise-column")
             with Vertical(id="exercise-side"):
                 yield MovePanel(id="move-panel")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#exercise-side").border_title = "Your move"

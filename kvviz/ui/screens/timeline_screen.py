@@ -22,7 +22,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from ...model.view import (ALLOCATION, NODE, PAGE, FrameView, Selection, TimelineView, TokenLabels, answer_for,
                            highlight_for, needs_previous, violation_marks)
@@ -38,6 +37,7 @@ from ..widgets.code_pane import CodePane
 from ..widgets.command_bar import CommandBar
 from ..widgets.free_queue_view import FreeQueueView
 from ..widgets.heap_view import HeapView
+from ..widgets.key_footer import KeyFooter
 from ..widgets.line_view import LineView
 from ..widgets.narration import Narration
 from ..widgets.page_grid import PageGrid
@@ -179,7 +179,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
             yield CodePane("buggy", id="code-buggy")
             yield WhyPanel(id="why")
         yield CommandBar(self.current_live_names, id="command")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.narration.border_title = "Narration · events"
