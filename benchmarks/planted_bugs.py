@@ -121,7 +121,9 @@ BUGS = (
     ),
 )
 
-_PASSING = re.compile(r"during generate phase \(([\d.]+) seconds\):.*?(\d+) passing examples, (\d+) failing",
+# "... 338 passing examples, 1 failing ..." (Hypothesis 6.155), "... 338 passing, 1 failing, and
+# 20 invalid test cases" (6.170).
+_PASSING = re.compile(r"during generate phase \(([\d.]+) seconds\):.*?(\d+) passing(?: examples)?, (\d+) failing",
                       re.S)
 
 
