@@ -108,9 +108,14 @@ def main() -> None:
     parser.add_argument("--curve-steps", type=int, default=600, help="steps per point of the curve (default 600)")
     parser.add_argument("--design", type=designs, default=list(DESIGNS),
                         help="trie, hash or trie,hash (the default: both, one after the other)")
-    args = parser.parse_args()
+    run_each_design(parser.parse_args(), bench_design, "bench_check")
+
+
+def run_each_design(args, bench_design, bench: str) -> None:
+    """The benches' frame: refuse a missing trace, then each design's figures between the
+    load averages before and after."""
     if not args.trace.is_file():
-        sys.exit(f"bench_check: {args.trace}: no such file (pass --trace)")
+        sys.exit(f"{bench}: {args.trace}: no such file (pass --trace)")
     print(f"load average before: {os.getloadavg()}")
     for design in args.design:
         print()

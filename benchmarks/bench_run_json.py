@@ -33,7 +33,6 @@ machine disturbs least.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from bench_check import DESIGNS, TRACE, child_cpu, designs, make_slice, with_pool  # noqa: E402  (the same slice, measured the same way)
+from bench_check import DESIGNS, TRACE, child_cpu, designs, make_slice, run_each_design, with_pool  # noqa: E402  (the same slice, measured the same way)
 
 POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
@@ -98,16 +97,7 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=200, help="requests in the slice (default 200: 600 steps)")
     parser.add_argument("--design", type=designs, default=list(DESIGNS),
                         help="trie, hash or trie,hash (the default: both, one after the other)")
-    args = parser.parse_args()
-    if not args.trace.is_file():
-        sys.exit(f"bench_run_json: {args.trace}: no such file (pass --trace)")
-
-    print(f"load average before: {os.getloadavg()}")
-    for design in args.design:
-        print()
-        print(f"== design {design} ==")
-        bench_design(args, design)
-    print(f"load average after: {os.getloadavg()}")
+    run_each_design(parser.parse_args(), bench_design, "bench_run_json")
 
 
 def bench_design(args, design: str) -> None:
