@@ -10,10 +10,7 @@ sub-steps are checked in test_pseudocode_substeps.py.
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,7 @@ import pytest
 from kvviz.demos import demo_names
 from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.model import pseudocode as pc
+from tests.imported import foreign_modules_after
 
 TRIE_CODE = pc.code_for("trie")
 
@@ -248,10 +246,7 @@ def test_the_bug_descriptions_are_bugs_md_words():
 
 
 def _imported_by(module: str) -> set[str]:
-    code = f"import json, sys; import {module}; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    modules = {name.split(".")[0] for name in json.loads(out.stdout)}
-    return {m for m in modules - set(sys.stdlib_module_names) if not m.startswith("_")}
+    return foreign_modules_after(f"import {module}")
 
 
 def test_the_pseudocode_is_pure_data_needing_only_the_standard_library():

@@ -3,18 +3,7 @@
 (and be tested) without the terminal UI. Checked in a fresh interpreter, where sys.modules
 shows everything an import pulled in."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def top_level_modules_after(imports: str) -> set[str]:
-    code = f"import json, sys; {imports}; print(json.dumps(sorted(sys.modules)))"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    return {name.split(".")[0] for name in json.loads(result.stdout)}
+from tests.imported import foreign_modules_after, top_level_modules_after
 
 
 def test_the_model_exports_and_cli_do_not_import_textual():
@@ -24,10 +13,9 @@ def test_the_model_exports_and_cli_do_not_import_textual():
 
 
 def test_the_model_and_the_bundle_need_nothing_but_kvcore_and_the_standard_library():
-    modules = top_level_modules_after(
+    foreign = foreign_modules_after(
         "import kvviz.model.session, kvviz.model.why, kvviz.model.diff, kvviz.model.narrate, "
         "kvviz.model.expect, kvviz.export.bundle")
-    foreign = {m for m in modules - set(sys.stdlib_module_names) if not m.startswith("_")}
     assert foreign == {"kvviz", "kvcore"}
 
 
