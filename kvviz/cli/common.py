@@ -46,6 +46,45 @@ class BadInput(click.ClickException):
             click.echo(line, err=True)
 
 
+def sample_or_path(text: str | None, kind: str) -> str | None:
+    """The file ``text`` names: itself when it exists, else the shipped sample of ``kind``
+    (``"trace"``, ``"recording"``) so called, else ``text`` unchanged (the reader then says
+    "no such file" in its words; :func:`no_such_file_hint` adds the samples' names)."""
+    from ..samples import UnknownSample, resolve
+
+    if text is None:
+        return None
+    try:
+        return resolve(text, kind)
+    except UnknownSample:
+        return text
+
+
+def no_such_file_hint(kind: str) -> str:
+    """What to add to "no such file": the names of the samples of ``kind`` one could mean."""
+    from ..samples import sample_names
+
+    return f"or a {kind} sample: {', '.join(sample_names(kind))} (kvviz help samples)"
+
+
+class SampleOrPath(click.Path):
+    """An existing file, or the name of a shipped sample of ``kind`` (its installed path is
+    passed on): ``kvviz trace conversation``. A file of the sample's name wins."""
+
+    def __init__(self, kind: str, **kwargs) -> None:
+        super().__init__(exists=True, dir_okay=False, **kwargs)
+        self.kind = kind
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not os.path.lexists(value):
+            resolved = sample_or_path(value, self.kind)
+            if resolved == value:
+                self.fail(f"{value!r} does not exist (expected a {self.kind} file, {no_such_file_hint(self.kind)})",
+                          param, ctx)
+            value = resolved
+        return super().convert(value, param, ctx)
+
+
 def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
     """Bad input when ``path`` exists but is not a regular file (a folder, FIFO, device, socket).
 

@@ -40,6 +40,12 @@ def _watch() -> str:
     return WATCH_JSON_HELP
 
 
+def _samples() -> str:
+    from ..samples import samples_help
+
+    return samples_help()
+
+
 def _keys() -> str:
     from ..ui.practice import PRACTICE_KEYS
     from ..ui.screens.help_screen import KEYS
@@ -110,10 +116,13 @@ kvviz diff FILE is the special case kvcore's trie against shortfin's.
 _TRACE = """\
 kvviz trace: replay a Mooncake request trace (JSONL) through the KV cache
 
-  kvviz trace FILE [--capacity-tokens 3M] [--design trie|hash | --base] [--policy P]
+  kvviz trace FILE|SAMPLE [--capacity-tokens 3M] [--design trie|hash | --base] [--policy P]
   kvviz trace FILE --sweep [--design trie,hash] [--policy lru,lfu]   hit rate vs capacity
   kvviz trace FILE --first N --to-kvs OUT.kvs                       a scenario to step through
   kvviz trace FILE --first N --ui                                   the replay in the UI
+
+FILE is a Mooncake JSONL trace (gzip-compressed or not), or the name of a shipped sample:
+conversation or synthetic (kvviz help samples), e.g. kvviz trace conversation --sweep.
 
 Units: each hash id of a request is one block of --page-tokens tokens (512 in the
 Mooncake release) and one page of the cache; requests share pages as far as their hash
@@ -129,7 +138,7 @@ Prints requests, token hit rate, the trace's prefix-reuse ratio, pages evicted, 
 held and requests that failed to fit; --json prints the same as JSON. A bad line stops the
 read (exit 2) unless --on-error skip. A converted scenario carries the replay's expect
 lines, so kvviz check OUT.kvs verifies the cache still does what the replay measured.
-Limits (kvviz/limits.py, README "Limits"): MAX_TRACE_LINE_BYTES, MAX_TRACE_BLOCKS,
+Limits (kvviz/limits.py, docs/reference/limits.md): MAX_TRACE_LINE_BYTES, MAX_TRACE_BLOCKS,
 MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS.
 """
 
@@ -142,10 +151,11 @@ TOPICS: dict[str, Topic] = {
                      lambda: _COMPARE),
     "trace": Topic("kvviz trace: replaying Mooncake traces, units, designs, --sweep, --to-kvs", lambda: _TRACE),
     "watch": Topic("the fields of kvviz watch --json (kvviz.watch-summary/1)", _watch),
+    "samples": Topic("the traces and KV-event recordings shipped with kvviz, by name", _samples),
 }
 """Every topic of ``kvviz help``, in the order the list shows them."""
 
-ALIASES = {"scenario": "scenarios", "language": "scenarios", "key": "keys", "keyboard": "keys"}
+ALIASES = {"scenario": "scenarios", "language": "scenarios", "key": "keys", "keyboard": "keys", "sample": "samples", "data": "samples"}
 """Other names a topic answers to."""
 
 

@@ -461,7 +461,8 @@ def open_(bundle: str, print_only: bool) -> None:
 @click.argument("topic", required=False)
 def help_(topic: str | None) -> None:
     """Documentation topics (no TOPIC: list them): `kvviz help scenarios` (the language),
-    `kvviz help json` (the fields of `kvviz run --json`), keys, quiz, compare, trace."""
+    `kvviz help json` (the fields of `kvviz run --json`), keys, quiz, compare, trace, watch,
+    samples (the shipped traces and recordings)."""
     from .help_topics import ALIASES, TOPICS, topic_list
 
     if topic is None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from .common import BadInput
+from .common import BadInput, sample_or_path
 
 SERVE_EXTRA_MISSING = "kvviz serve needs the serve extra: pip install 'kvviz[serve]'"
 
@@ -122,7 +122,7 @@ def served_command(target: tuple[str, ...], group: click.Group) -> tuple[tuple[s
         if params.get("replay_file") is None:
             raise BadInput("kvviz serve watch takes a recording (watch --replay-file F); a live endpoint is "
                            "not served")
-        words = ("watch", *_absolute_after("--replay-file", words[1:]))
+        words = ("watch", *_absolute_after("--replay-file", words[1:], "recording"))
     title = {"demo": lambda: _demo_title(words[1]), "run": lambda: Path(words[1]).name,
              "quiz": lambda: "practice: " + " ".join(words[1:]) if len(words) > 1 else "practice",
              "watch": lambda: "watch " + Path(params["replay_file"]).name}[words[0]]()
@@ -150,16 +150,17 @@ def _checked_params(words: tuple[str, ...], group: click.Group) -> dict:
     return params
 
 
-def _absolute_after(flag: str, args: tuple[str, ...]) -> list[str]:
-    """``args`` with the path after ``flag`` (or in ``flag=PATH``) made absolute."""
+def _absolute_after(flag: str, args: tuple[str, ...], kind: str) -> list[str]:
+    """``args`` with the path after ``flag`` (or in ``flag=PATH``) made absolute; a sample's
+    name of ``kind`` becomes its installed file (the apps may start in another folder)."""
     out, take = [], False
     for arg in args:
         if take:
-            arg, take = str(Path(arg).resolve()), False
+            arg, take = str(Path(sample_or_path(arg, kind)).resolve()), False
         elif arg == flag:
             take = True
         elif arg.startswith(flag + "="):
-            arg = f"{flag}={Path(arg.split('=', 1)[1]).resolve()}"
+            arg = f"{flag}={Path(sample_or_path(arg.split('=', 1)[1], kind)).resolve()}"
         out.append(arg)
     return out
 

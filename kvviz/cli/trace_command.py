@@ -60,7 +60,15 @@ from ..trace.replay import (
 )
 from ..trace.plot import Curve, choice_label, eviction_name, hit_rate_curves, hit_rate_plot, percent
 from ..trace.to_kvs import trace_to_scenario
-from .common import BadInput, collector_paused, freeze_heap, launch_ui, require_terminal, stdout_console
+from .common import (
+    BadInput,
+    SampleOrPath,
+    collector_paused,
+    freeze_heap,
+    launch_ui,
+    require_terminal,
+    stdout_console,
+)
 
 __all__ = ["parse_capacity", "trace"]
 
@@ -336,7 +344,7 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 
 
 @click.command("trace")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=SampleOrPath("trace", path_type=Path))
 @click.option("--capacity-tokens", type=_CapacityType(), default="unlimited", show_default=True,
               help="Cache capacity in tokens (3000000, 3e6, 3M) or 'unlimited'. Pages = capacity // page tokens.")
 @click.option("--page-tokens", type=_AsciiIntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
@@ -379,9 +387,10 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
           on_error: str, do_sweep: bool, workers: int | None, replay_all: bool, as_json: bool, no_progress: bool,
           to_kvs: Path | None, ui: bool) -> None:
-    """Replay a Mooncake request trace (JSONL) through the KV cache.
+    """Replay a Mooncake request trace (JSONL, plain or gzip) through the KV cache.
 
-    Each hash id is one page of --page-tokens tokens; requests share pages as far as their
+    FILE is a trace file or a shipped sample's name: conversation, synthetic (`kvviz help
+    samples`), e.g. `kvviz trace conversation --sweep`. Each hash id is one page of --page-tokens tokens; requests share pages as far as their
     hash ids agree from the start. Prints requests, token hit rate, the trace's prefix-reuse
     ratio, pages evicted, peak pages held, requests that failed to fit, and the time taken.
     """

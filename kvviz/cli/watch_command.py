@@ -31,7 +31,15 @@ import click
 
 from .. import limits
 from ..backends.kv_events.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
-from .common import BadInput, launch_watch_ui, plural, refuse_special_file, require_terminal
+from .common import (
+    BadInput,
+    launch_watch_ui,
+    no_such_file_hint,
+    plural,
+    refuse_special_file,
+    require_terminal,
+    sample_or_path,
+)
 
 EXTRA_LINE = WATCH_EXTRA_MISSING
 """The one line ``kvviz watch`` prints when msgspec or pyzmq is missing."""
@@ -73,7 +81,8 @@ def require_watch_extra(live: bool) -> None:
 @click.option("--record", "record", type=click.Path(dir_okay=False), default=None,
               help="Write every message as received to this new file (the recordings' JSONL format; an existing one is refused, never overwritten).")
 @click.option("--replay-file", type=click.Path(dir_okay=False), default=None,
-              help="Watch a recording (JSONL: {topic, seq, payload}) instead of a live server.")
+              help="Watch a recording (JSONL: {topic, seq, payload}, plain or gzip) instead of a live server, "
+                   "or a shipped sample by name: vllm-conversation, sglang-conversation (`kvviz help samples`).")
 @click.option("--print", "print_only", is_flag=True, help="No UI: print a summary when the watch ends.")
 @click.option("--json", "as_json", is_flag=True,
               help="No UI: JSON lines, a summary at the end (fields: `kvviz help watch`).")
@@ -98,10 +107,10 @@ def require_watch_extra(live: bool) -> None:
                    "batch by batch, by block content. Exit 1 when they differ.")
 @click.option("--against-trace", "against_trace", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: as --against, with the scenario of the Mooncake trace's requests that "
-                   "made the recording, as ../shared/data/kv-events/README.md made vLLM's: request i is batch i, "
-                   "hash id h the tokens h*16..h*16+15, prompts scaled by 16/512, acquire-publish-release each, "
-                   "vLLM's 3,000 blocks (2,999 pages: one is its null block), the last token recomputed. "
-                   "E.g. --against-trace ../shared/data/mooncake/conversation_trace.jsonl")
+                   "made the recording, as the samples' README (kvviz/samples/kv-events/) made vLLM's: request i "
+                   "is batch i, hash id h the tokens h*16..h*16+15, prompts scaled by 16/512, "
+                   "acquire-publish-release each, vLLM's 3,000 blocks (2,999 pages: one is its null block), the "
+                   "last token recomputed. A trace file or a sample's name: --against-trace conversation")
 @click.option("--first", "first_requests", type=click.IntRange(1), default=None,
               help="With --against-trace: the trace's first N requests (default: one per message recorded).")
 @click.option("--tokens-per-page", type=click.IntRange(1, limits.MAX_TOKENS_PER_PAGE), default=None,
@@ -125,12 +134,14 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
     them say so.
 
     \b
-    Judge a server against kvcore on the requests that made a recording, e.g. the shared vLLM one:
-      kvviz watch --replay-file ../shared/data/kv-events/vllm-0.33.0-conversation-400.jsonl \\
-        --against-trace ../shared/data/mooncake/conversation_trace.jsonl
+    Judge a server against kvcore on the requests that made a recording, e.g. the shipped vLLM
+    one (samples by name: `kvviz help samples`):
+      kvviz watch --replay-file vllm-conversation --against-trace conversation
     (exit 0: they agree event for event; 1: the first difference is printed).
     """
     live = endpoint is not None
+    replay_file = sample_or_path(replay_file, "recording")  # a sample's name: its installed file
+    against_trace = sample_or_path(against_trace, "trace")
     _check_flags(endpoint, replay_file, locals())
     require_watch_extra(live)
     headless = print_only or as_json
@@ -223,7 +234,8 @@ def _read_recording(path: str):
 
     refuse_special_file(path, "a .jsonl recording")
     if not Path(path).is_file():
-        raise BadInput(f"{path}: no such file (expected a .jsonl recording of KV events)")
+        raise BadInput(f"{path}: no such file (expected a .jsonl recording of KV events, "
+                       f"{no_such_file_hint('recording')})")
     try:
         return read_recording(path, on_warning=lambda line: click.echo(line, err=True))
     except RecordingError as exc:
@@ -449,7 +461,7 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
 
     refuse_special_file(trace_file, "a Mooncake trace (.jsonl)")
     if not Path(trace_file).is_file():
-        raise BadInput(f"{trace_file}: no such file (expected a Mooncake trace, .jsonl)")
+        raise BadInput(f"{trace_file}: no such file (expected a Mooncake trace, .jsonl, {no_such_file_hint('trace')})")
     try:
         requests = read_trace(trace_file, first=first).requests
     except TraceFormatError as exc:  # TraceTooLarge is one too

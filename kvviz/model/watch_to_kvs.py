@@ -310,9 +310,9 @@ MOONCAKE_BLOCK_TOKENS = 512
 
 
 def scaled_prompt(hash_ids: Sequence[int], input_length: int, block_tokens: int = 16) -> tuple[int, ...]:
-    """A Mooncake request's prompt as the shared recordings spell it: hash id ``h`` is the
+    """A Mooncake request's prompt as the shipped recordings spell it: hash id ``h`` is the
     tokens ``h*B .. h*B+B-1``, and the length is scaled by ``B/512`` (Python's ``round``), at
-    least 1 and at most every block (``../shared/data/kv-events/README.md``)."""
+    least 1 and at most every block (``kvviz/samples/kv-events/README.md``)."""
     b = block_tokens
     count = min(len(hash_ids) * b, max(1, round(input_length * b / MOONCAKE_BLOCK_TOKENS)))
     return tuple(h * b + j for h in hash_ids for j in range(b))[:count]
@@ -320,7 +320,7 @@ def scaled_prompt(hash_ids: Sequence[int], input_length: int, block_tokens: int 
 
 def requests_scenario(requests: Sequence, *, block_tokens: int = 16, gpu_blocks: int = 3000,
                       recompute_last_token: bool = True, source: str = "a Mooncake trace") -> str:
-    """The canonical scenario of the requests that made the shared vLLM recording: each
+    """The canonical scenario of the requests that made the shipped vLLM recording: each
     request (``.hash_ids``, ``.input_length``: :class:`kvviz.trace.mooncake.TraceRequest`) as
     ``acquire / publish / release`` of :func:`scaled_prompt`, in order, on a hash cache of
     ``gpu_blocks - 1`` pages (vLLM's ``BlockPool`` keeps block 0 as its null block: it is
@@ -338,7 +338,7 @@ def requests_scenario(requests: Sequence, *, block_tokens: int = 16, gpu_blocks:
         steps.append(Step(Op("publish", name, None)))
         steps.append(Step(Op("release", name, None)))
     drafted = Scenario(
-        # The report names the trace already; the recipe is the shared recordings' (vLLM's and
+        # The report names the trace already; the recipe is the shipped recordings' (vLLM's and
         # SGLang's alike), so the title names neither.
         title=f"{len(steps) // 3:,} requests of the trace, each acquired, published and released in turn",
         description=(f"From {source}. Hash id h is the tokens h*{block_tokens}..h*{block_tokens}+{block_tokens - 1}, prompt lengths "

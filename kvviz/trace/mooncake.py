@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING, MAX_TRACE_SKIPS_LISTED
+from ..samples import open_data
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
@@ -261,7 +262,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
     ``MAX_TRACE_LINE_BYTES``, whose rest is read past in chunks and never held whole."""
     # Binary, so one line with bad UTF-8 is a bad line rather than a crash of the whole read.
     limit = MAX_TRACE_LINE_BYTES
-    with path.open("rb") as file:
+    with open_data(path) as file:  # gzip or plain
         number = 0
         while raw := file.readline(limit + 1):
             number += 1
@@ -280,7 +281,8 @@ def read_trace(
     on_error: OnError = "stop",
     first: int | None = None,
 ) -> Trace:
-    """Read and validate a Mooncake JSONL trace.
+    """Read and validate a Mooncake JSONL trace, plain or gzip-compressed (as the shipped
+    samples are: :mod:`kvviz.samples`).
 
     ``first`` stops after that many valid requests (the rest of the file is not read).
     ``on_error="stop"`` raises :class:`TraceFormatError` at the first bad line;

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PURE = ("kvviz.model", "kvviz.backends", "kvviz.trace", "kvviz.export", "kvviz.limits", "kvviz.demos")
+PURE = ("kvviz.model", "kvviz.backends", "kvviz.trace", "kvviz.export", "kvviz.limits", "kvviz.demos", "kvviz.samples")
 RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     # (importers, what they must not import)
     (PURE, ("textual", "click", "kvviz.ui", "kvviz.cli")),

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recordings of the KV-event stream: one JSON object per line, one line per message, in
-arrival order, exactly as received (``--record FILE`` writes them, ``--replay-file`` reads them)::
+arrival order (plain or gzip-compressed: the shipped samples are), exactly as received (``--record FILE`` writes them, ``--replay-file`` reads them)::
 
     {"topic": "kv", "seq": 17, "payload": "<base64 of the msgpack bytes>"}
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from kvviz.limits import MAX_RECORDING_BYTES, MAX_RECORDING_LINE_BYTES, MAX_RECORDING_MESSAGES
+from kvviz.samples import open_data
 
 _MAX_SEQ = (1 << 64) - 1  # the wire's seq is 8 bytes
 
@@ -78,7 +79,7 @@ def read_recording(path: str | os.PathLike,
         raise RecordingError(path, 0, 0, f"the recording has {size:,} bytes; the limit is {MAX_RECORDING_BYTES:,}")
     messages: list[Message] = []
     try:
-        with open(path, "rb") as stream:
+        with open_data(path) as stream:  # gzip or plain: the bounds count what it decompresses to
             for number, raw in enumerate(_bounded_lines(stream, path), start=1):
                 if not raw.strip():
                     continue
@@ -94,7 +95,7 @@ def read_recording(path: str | os.PathLike,
                         on_warning(f"{path}:{number}: the last line is cut off "
                                    "(a recording whose writer stopped mid-line): ignored")
     except OSError as error:
-        raise RecordingError(path, 0, 0, f"cannot read the recording: {error.strerror}") from None
+        raise RecordingError(path, 0, 0, f"cannot read the recording: {error.strerror or error}") from None
     return messages
 
 
