@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-TRACE = ROOT.parent / "shared" / "data" / "mooncake" / "conversation_trace.jsonl"  # ../shared beside the checkout
+TRACE = ROOT / "kvviz" / "samples" / "mooncake" / "conversation_trace.jsonl.gz"  # the shipped sample `conversation`
 POOLS = (1_000, 10_000, 100_000)
 TARGET_CPU_SECONDS = 3.0
 

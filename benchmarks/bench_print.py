@@ -87,7 +87,7 @@ def print_slice_step(first: int, step: int) -> int:
     from bench_check import TRACE, child_cpu, make_slice
 
     if not TRACE.is_file():
-        sys.exit(f"bench_print: {TRACE}: no such file (../shared beside the checkout)")
+        sys.exit(f"bench_print: {TRACE}: no such file (the shipped sample conversation)")
     with tempfile.TemporaryDirectory() as folder:
         slice_path, _ = make_slice(TRACE, first, "trie", folder, "bench_print")
         out_path = Path(folder) / "out.txt"

@@ -43,7 +43,7 @@ from kvviz.trace.mooncake import read_trace  # noqa: E402
 from kvviz.trace.replay import ReplayConfig, replay, sweep_capacities, sweep_workers  # noqa: E402
 from kvviz.trace.stack_distance import lru_curve  # noqa: E402
 
-DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "mooncake" / "conversation_trace.jsonl"
+DEFAULT_TRACE = ROOT / "kvviz" / "samples" / "mooncake" / "conversation_trace.jsonl.gz"  # the shipped sample `conversation`
 TARGET_RATIO = 0.6
 _TIME_CELL = re.compile(r"\b[0-9]+\.[0-9]{2} s\b")
 _ONE_PASS_NOTE = re.compile(r"\n *\* one-pass LRU curve, not replayed *")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from kvviz.trace.mooncake import read_trace  # noqa: E402
 from kvviz.trace.replay import ReplayConfig, replay  # noqa: E402
 
-DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "mooncake" / "conversation_trace.jsonl"
+DEFAULT_TRACE = ROOT / "kvviz" / "samples" / "mooncake" / "conversation_trace.jsonl.gz"  # the shipped sample `conversation`
 TARGET_SECONDS = 3.0
 
 

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT.parent / "shared" / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = ROOT / "kvviz" / "samples" / "mooncake" / "conversation_trace.jsonl.gz"  # the shipped sample `conversation`
 AT_ONCE = 2999  # jumped to as soon as the first frame is painted: before any idle work
 JUMPS = (2500, 1200, 2999, 40, 1700, 600)
 TARGET_OPEN_S = 2.0

@@ -173,7 +173,7 @@ class CacheCore:
         return taken
 
     def check_invariants(self) -> list:
-        """DESIGN's invariants on the current state; [] when healthy. O(state), off the hot path."""
+        """the invariants (docs/invariants.md) on the current state; [] when healthy. O(state), off the hot path."""
         from .invariants import check_snapshot
 
         # Read from the live structures, not the kept rows: a change no operation noted shows.

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""DESIGN's six invariants, checked on a :class:`Snapshot`.
+"""The eleven invariants (``docs/invariants.md``): 1-6 of the trie and base caches, 6-11 of
+the hash-block cache, checked on a :class:`Snapshot`.
 
 Working on snapshots (not live objects) means one checker serves kvcore's caches, restored
 bundles and adapters that read other caches' state into the same format. Off the hot path:
@@ -58,8 +59,8 @@ class Violation:
 
 
 def check_snapshot(snap: Snapshot) -> list[Violation]:
-    """Every violation of the six invariants in ``snap`` (of invariants 6-11 for a hash
-    cache's snapshot); [] when healthy."""
+    """Every violation of invariants 1-6 in ``snap`` (of invariants 6-11 for a hash cache's
+    snapshot); [] when healthy."""
     if snap.kind == "hash":
         return check_hash_snapshot(snap)
     out: list[Violation] = []

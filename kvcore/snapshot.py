@@ -391,7 +391,7 @@ class SnapshotChanges:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Complete state of a cache at one moment (see DESIGN.md, "Snapshot").
+    """Complete state of a cache at one moment (see docs/design.md, "Snapshot").
 
     One format for every design: each field means the same kind of thing on all three,
     and a field a design has no use for is empty (``()``), never left out or renamed.

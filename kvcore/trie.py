@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """TriePagedAttentionCache: pages shared by common prefixes, ref counts, policy eviction.
 
-Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:
+Semantics are docs/design.md's "Trie semantics". The parts a reader would ask about:
 
 * A node holds one full page. ``ref`` counts the live allocations whose published path
   contains the node, so a node with ref 0 has only ref-0 descendants and everything with
@@ -723,7 +723,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         return self._next_seq
 
     def _restore_structure(self, snapshot: Snapshot) -> None:
-        # What this cache assumes of seq beyond DESIGN's invariants (its own snapshots always
+        # What this cache assumes of seq beyond the invariants (docs/invariants.md) (its own snapshots always
         # hold it): seq is the node's id, grows from parent to child (creation order; eviction
         # relies on a parent's key being below its child's when they share a last_access),
         # and stays below next_seq (new nodes take the next ones).

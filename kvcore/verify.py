@@ -8,7 +8,7 @@ refused with the reason. Three steps, cheapest first:
    or above ``next_allocation_id``, two allocations with one id, a page table whose length
    is not ``page_count``, ...). Bounded by the snapshot's own size: nothing here allocates
    per page of ``page_count``, so ``page_count=2**40`` in a 1 KB snapshot is refused at once.
-2. DESIGN's invariants (:func:`kvcore.invariants.check_snapshot`).
+2. the invariants (docs/invariants.md) (:func:`kvcore.invariants.check_snapshot`).
 3. After the cache is built, :func:`first_difference` between the snapshot given and the
    restored cache's own: anything the first two steps missed (a base snapshot with trie
    nodes, a root numbered 5, rows out of order, ...) shows up as a difference.

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every size kvviz bounds, in one place: big enough for real traces, small enough that no
 input can exhaust memory or time. Each limit is checked before the work it bounds starts,
-and each is tested at its edge. The README's "Limits" section lists them.
+and each is tested at its edge. docs/reference/limits.md lists them (generated from this module).
 """
 
 from __future__ import annotations

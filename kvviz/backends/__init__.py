@@ -223,7 +223,7 @@ class Backend(Protocol):
         """Names of the live allocations, in creation order."""
 
     def check(self, snapshot: Snapshot) -> list[Violation]:
-        """DESIGN's invariant violations of ``snapshot`` (a state this backend produced), in
+        """the invariant violations (docs/invariants.md) of ``snapshot`` (a state this backend produced), in
         the backend's own terms ([] when healthy). kvcore: :func:`kvcore.check_snapshot`;
         shortfin counts one reference per allocation, on its deepest node."""
 

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The bug museum's catalogue: the bugs of BUGS.md (shortfin's, in its seed, 3.1.0 and 3.9.0;
+"""The bug museum's catalogue: the bugs of docs/bugs.md (shortfin's, in its seed, 3.1.0 and 3.9.0;
 SGLang's and mini-sglang's) and, for each whose buggy code is known, that code written as
 changes to the lines of kvcore's algorithms.
 
-Data only, as BUGS.md and the demos tell it: :mod:`kvviz.model.pseudocode` builds the buggy
+Data only, as docs/bugs.md and the demos tell it: :mod:`kvviz.model.pseudocode` builds the buggy
 variants the code pane shows beside ours from it (and checks every anchor names a line of
 ours), and :data:`~kvviz.backends.registry.MUSEUM_PREFIXES` names the demos that replay
 each bug. It lives with the backends, beside shortfin's known issues, because what it knows
@@ -34,7 +34,7 @@ BUGS: Mapping[str, str] = MappingProxyType({
     "S1": "`evictable_size` double-counts shared pages (SGLang #35270)",
     "S2": "node itself never locked (mini-sglang PR #52)",
 })
-"""Every bug of BUGS.md, by id: its one-line description (BUGS.md's words)."""
+"""Every bug of docs/bugs.md, by id: its one-line description (docs/bugs.md's words)."""
 
 # What each buggy cache did, on our lines. The sources: shortfin's seed and 3.1.0 as their
 # bug-museum demos narrate them, 3.9.0 as installed (the shortfin extra), mini-sglang's PR.
@@ -79,13 +79,13 @@ VARIANTS: Mapping[str, tuple[str, Mapping[str, str | None]]] = MappingProxyType(
         "in-heap": "if n in heap and n is not matched[-1]:  # the last stays one",
         "ref": "if n is not matched[-1]: n.ref += 1  # ancestors only"}),
 })
-"""Each bug whose buggy code BUGS.md (with its demo) describes, by id: the algorithm of ours it
+"""Each bug whose buggy code docs/bugs.md (with its demo) describes, by id: the algorithm of ours it
 changes and its changes, ``{anchor: the buggy line}`` (None: the buggy code has no such line)."""
 
 NO_VARIANT: Mapping[str, str] = MappingProxyType({
     "B11": "a stale handle released after publish: a misuse of shortfin's API, not a line of an algorithm "
            "(and no demo)",
-    "B12": "BUGS.md gives only the effect; its cause is B2's reference counting (see bug-b2-parent-leaf)",
-    "S1": "BUGS.md names SGLang's evictable_size counter but not the code that updates it",
+    "B12": "docs/bugs.md gives only the effect; its cause is B2's reference counting (see bug-b2-parent-leaf)",
+    "S1": "docs/bugs.md names SGLang's evictable_size counter but not the code that updates it",
 })
 """The bugs without a variant, and why."""

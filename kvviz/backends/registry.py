@@ -30,7 +30,7 @@ MUSEUM_PREFIXES = MappingProxyType({"kvcore": "bug-", "shortfin": "shortfin-"})
 """The bug museum's demo names, by the backend an exhibit runs on: real cache bugs replayed on
 kvcore (``bug-b4b-root-ref``), then the same bugs live on shortfin's own cache
 (``shortfin-b9-...``, which need ``--backend shortfin``). Each name is the prefix, the
-BUGS.md id, then what the bug is; the demos and the bug museum's code panes read it here."""
+docs/bugs.md id, then what the bug is; the demos and the bug museum's code panes read it here."""
 
 INSTALL_SHORTFIN = 'pip install -e ".[shortfin]"'
 """The command that installs the shortfin backend's packages (quoted in its error)."""

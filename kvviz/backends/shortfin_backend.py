@@ -40,7 +40,7 @@ returns 1, 2, 3, ...: distinct values, so eviction order never falls back to com
 nodes by ``id()``, and a replay gives the same states. The real module is restored after.
 
 **Findings.** While applying an op the backend recognises the known ways shortfin 3.9.0
-departs from kvcore (:data:`KNOWN_ISSUES`: defects from ``BUGS.md``, defects found here,
+departs from kvcore (:data:`KNOWN_ISSUES`: defects of the bug museum, ``docs/bugs.md``, defects found here,
 and differences by design) and reports them through :meth:`ShortfinBackend.take_findings`.
 """
 
@@ -88,25 +88,25 @@ class KnownIssue:
 
 KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
     KnownIssue("B4b", "defect", "a publish that adopts an already-cached block leaves the allocation's "
-               "reference where it was (on the root), not on the node it now uses", "BUGS.md B4b"),
+               "reference where it was (on the root), not on the node it now uses", "docs/bugs.md#b4b"),
     KnownIssue("B9", "defect", "lookup takes no reference, so allocate can evict the very node the lookup "
-               "matched and hand its page back: one page twice in a block table", "BUGS.md B9"),
+               "matched and hand its page back: one page twice in a block table", "docs/bugs.md#b9"),
     KnownIssue("B10", "defect", "an allocation whose tokens are all cached gets 0 new pages and takes no "
-               "reference; its release then drops someone else's", "BUGS.md B10"),
+               "reference; its release then drops someone else's", "docs/bugs.md#b10"),
     KnownIssue("SF1", "defect", "a failed allocate has already evicted what it could: the cache loses those "
-               "blocks although the request gets nothing", "found by kvviz diff (not in BUGS.md)"),
+               "blocks although the request gets nothing", "found by kvviz diff: docs/bugs.md#sf1"),
     KnownIssue("SF2", "defect", "allocate (extend) on an allocation whose block table ends with its last "
                "published page registers a second reference on that node; release drops one, so the node "
-               "stays referenced forever", "found by kvviz diff (not in BUGS.md)"),
+               "stays referenced forever", "found by kvviz diff: docs/bugs.md#sf2"),
     KnownIssue("SF3", "defect", "the root's dummy page 0 collides with a real page 0: extending an allocation "
                "that published nothing and ends on page 0 registers another reference on the root",
-               "DESIGN.md (root dummy page); found by kvviz diff"),
+               "found by kvviz diff: docs/bugs.md#sf3"),
     KnownIssue("D1", "design", "a deduplicated page returns to the pool at the next release_pages call (of "
-               "any allocation), not at the publish", "shortfin's _duplicated_pages"),
+               "any allocation), not at the publish", "shortfin's _duplicated_pages: docs/bugs.md#d1"),
     KnownIssue("D2", "design", "lookup refreshes the matched nodes' access_time even when the allocate "
-               "that follows fails", "lookup and allocate are separate calls"),
+               "that follows fails", "lookup and allocate are separate calls: docs/bugs.md#d2"),
     KnownIssue("D3", "design", "allocate sizes new pages by the tokens it is given alone, ignoring room left "
-               "in the allocation's last page", "shortfin's allocate"),
+               "in the allocation's last page", "shortfin's allocate: docs/bugs.md#d3"),
 )}
 
 

@@ -29,7 +29,7 @@ invariant checker work unchanged. How shortfin's state maps onto the format:
   row says ``owned`` by the allocation that gave it up, although its block table no longer
   lists it. A page that is nowhere at all is ``owned`` with owner ``None``: lost.
 
-:func:`check_shortfin_snapshot` checks DESIGN's invariants in shortfin's terms: kvcore
+:func:`check_shortfin_snapshot` checks the invariants (docs/invariants.md) in shortfin's terms: kvcore
 counts a reference on every node of an allocation's published path; shortfin keeps one
 reference per allocation, on the deepest node of that path (its ``last_cached_node``), and
 protects the ancestors by their having children.
@@ -209,7 +209,7 @@ def reference_holders(snap: Snapshot) -> dict[int, list[str]]:
 
 
 def check_shortfin_snapshot(snap: Snapshot) -> list[Violation]:
-    """DESIGN's invariants, in shortfin's terms, on a snapshot made by :func:`read_snapshot`.
+    """the invariants (docs/invariants.md), in shortfin's terms, on a snapshot made by :func:`read_snapshot`.
 
     * Invariant 2, shortfin's way: a node's ``ref_count`` is the number of live allocations
       whose published path ends at it (kvcore's whole-path counts do not apply: shortfin

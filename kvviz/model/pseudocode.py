@@ -17,9 +17,9 @@ cache's ``base``; the hash cache's ``hash``.
 acquire or an extend are in ``evict``, and the code's ``caller`` gives the op's line that
 called it (:meth:`kvviz.model.designs.code.Code.caller`: the pane switches algorithms like a
 call stack). :func:`buggy_variant` gives, for a
-bug-museum demo, the buggy code beside ours (:class:`Variant`): every bug of BUGS.md whose
+bug-museum demo, the buggy code beside ours (:class:`Variant`): every bug of docs/bugs.md whose
 buggy code it (with the demo's narration) describes has one; B11 (no demo; a stale handle
-is API misuse, not a line), B12 (BUGS.md gives its effect, whose cause is B2's reference
+is API misuse, not a line), B12 (docs/bugs.md gives its effect, whose cause is B2's reference
 counting) and S1 (SGLang's counter is named, its code is not) have none
 (:data:`NO_VARIANT` says why).
 
@@ -119,14 +119,14 @@ def lines_for(op_kind: str, substep_kind: str, *, cache_kind: str = "trie",
 
 @dataclass(frozen=True, slots=True)
 class Bug:
-    """A bug of BUGS.md: its ``id`` and its one-line ``description`` (BUGS.md's words)."""
+    """A bug of docs/bugs.md: its ``id`` and its one-line ``description`` (docs/bugs.md's words)."""
 
     id: str
     description: str
 
 
 BUGS: Mapping[str, Bug] = MappingProxyType({bug: Bug(bug, words) for bug, words in bug_museum.BUGS.items()})
-"""Every bug of BUGS.md, by id (the catalogue's, :data:`kvviz.backends.bug_museum.BUGS`)."""
+"""Every bug of docs/bugs.md, by id (the catalogue's, :data:`kvviz.backends.bug_museum.BUGS`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +163,7 @@ def _variant(bug: str, algorithm: str, changes: Mapping[str, str | None]) -> Var
 
 VARIANTS: Mapping[str, Variant] = MappingProxyType(
     {bug: _variant(bug, algorithm, changes) for bug, (algorithm, changes) in bug_museum.VARIANTS.items()})
-"""The buggy variant of every bug whose buggy code BUGS.md (with its demo) describes, by id
+"""The buggy variant of every bug whose buggy code docs/bugs.md (with its demo) describes, by id
 (built from :data:`kvviz.backends.bug_museum.VARIANTS`: an anchor that names no line of ours
 fails here, at import)."""
 
@@ -174,7 +174,7 @@ _DEMO_BUG = re.compile(rf"^(?:{'|'.join(map(re.escape, MUSEUM_PREFIXES.values())
 
 
 def demo_bug(demo_name: str) -> str | None:
-    """The BUGS.md id a bug-museum demo replays (``bug-b4b-root-ref`` -> ``"B4b"``; a demo
+    """The docs/bugs.md id a bug-museum demo replays (``bug-b4b-root-ref`` -> ``"B4b"``; a demo
     name under any of :data:`~kvviz.backends.registry.MUSEUM_PREFIXES`), or None for any other demo. Accepts a name, a file name or a
     path."""
     m = _DEMO_BUG.match(PurePath(demo_name).name)

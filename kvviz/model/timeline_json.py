@@ -268,7 +268,7 @@ One JSON object per line, keys sorted, no whitespace, ASCII only: the same scena
 the same bytes. The first line is the `run` header; then one `step` object per step (step 0
 is the initial state), in order; with --substeps each step's object is followed by one
 `substep` object per sub-step of its op; with --states each sub-step carries the state after
-it (bounded: see MAX_SUBSTEP_STATE_PAGES in the README's Limits). --step N prints only step N
+it (bounded: see MAX_SUBSTEP_STATE_PAGES in kvviz/limits.py). --step N prints only step N
 (and its sub-steps).
 
 A step costs what its op changed: the first step object carries its state whole
@@ -321,7 +321,8 @@ invariant (one line on stderr after the JSON), 2 for bad input.
                    the explanation
   explanation      kvviz's own sentence of what the op did
   violations       broken invariants after the step (healthy: []), each:
-    invariant      its number, 1..6 (DESIGN.md's invariants)
+    invariant      its number: 1..6 on a trie or base cache, 6..11 on a hash cache
+                   (kvcore/invariants.py NAMES; docs/invariants.md)
     message        what is wrong
     pages, nodes, allocations   the pages, nodes and allocation ids involved
   expects          the script's expect lines of this step that were checked, each:

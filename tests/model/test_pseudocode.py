@@ -196,7 +196,7 @@ def test_every_line_is_lit_by_some_substep_or_is_marked_structural():
 
 
 def _bugs_md() -> str | None:
-    for path in (ROOT.parent / "shared" / "BUGS.md", ROOT / "shared" / "BUGS.md"):
+    for path in (ROOT / "docs" / "bugs.md",):
         if path.is_file():
             return path.read_text()
     return None
@@ -239,7 +239,7 @@ def test_demo_names_map_to_bug_ids_however_they_are_spelled():
 def test_the_bug_descriptions_are_bugs_md_words():
     text = _bugs_md()
     if text is None:
-        pytest.skip("BUGS.md (the shared folder beside the checkout) is not here")
+        pytest.fail("docs/bugs.md is missing")
     rows = dict(re.findall(r"^\| (\w+) \| (.+?) \|", text, flags=re.M))
     rows.pop("id", None)
     assert {b: d.description for b, d in pc.BUGS.items()} == rows

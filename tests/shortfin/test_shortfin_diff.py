@@ -185,7 +185,7 @@ def test_diff_command_prints_both_states_at_the_divergence_and_exits_1():
     assert "success or failure: kvcore CacheAllocationFailure, shortfin ok" in out
     assert "kvcore at step 5:" in out and "shortfin at step 5:" in out
     assert "R: [1 (1)] published 1, 8 tokens" in out  # shortfin's real page numbers
-    assert "B9 (defect, BUGS.md B9)" in out
+    assert "B9 (defect, docs/bugs.md#b9)" in out
 
 
 def test_diff_command_accepts_a_demo_name_and_emits_json():
