@@ -13,11 +13,13 @@ MAX_SOURCE_BYTES = 5_000_000
 MAX_PAGES = 1_000_000
 """Pages of one cache (``cache trie pages=N``)."""
 MAX_TOKENS_PER_PAGE = 65_536
+"""A cache's ``tokens_per_page``."""
 MAX_TOKENS_PER_OP = 1_000_000
 """Tokens one op (or one ``expect`` list) may spell out, after ranges and words expand."""
 MAX_TOKENS_PER_SCENARIO = 10_000_000
 """Tokens a whole scenario may spell out: a 5 MB file of big ranges must not need 100 GB."""
 MAX_EXTRA = 1_000_000
+"""Extra token slots of one op (``extra=N``)."""
 MAX_NUMBER = 2**63 - 1
 """Largest token id, page or count: fits the int64 of exports and other tools."""
 MAX_SCENARIO_ERRORS = 20

@@ -429,12 +429,3 @@ def test_one_ops_states_are_bounded_too_and_then_the_hint_is_to_drop_states(monk
     without = kvviz("run", "eviction-cascade", "--json", "--substeps", "--step", "7")
     assert without.exit_code == 0
 
-
-def test_the_readme_documents_every_json_field_as_kvviz_help_json_prints_them():
-    """The README's field list is `kvviz help json` verbatim, so the docs cannot drift."""
-    from pathlib import Path
-
-    from kvviz.model.timeline_json import JSON_HELP
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert JSON_HELP.strip() in readme
