@@ -47,7 +47,7 @@ from kvviz.backends.kv_events.subscriber import DEFAULT_HWM, Subscriber  # noqa:
 from kvviz.model.watch import WatchTimeline  # noqa: E402
 
 PUBLISHER = ROOT / "tests" / "watch" / "publisher.py"
-DEFAULT_RECORDING = ROOT.parent / "shared" / "data" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
+DEFAULT_RECORDING = ROOT / "kvviz" / "samples" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl.gz"  # the shipped sample
 TARGET_EVENTS_PER_S = 20_000
 IDLE_S = 5.0
 """Seconds without a message, after the first, that end the count: the rest were dropped."""

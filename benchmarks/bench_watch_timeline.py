@@ -36,7 +36,7 @@ import msgspec
 from kvviz.backends.kv_events.recording import Message, read_recording
 from kvviz.model.watch import WatchTimeline
 
-VLLM = Path(__file__).resolve().parents[2] / "shared" / "data" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
+VLLM = Path(__file__).resolve().parents[1] / "kvviz" / "samples" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl.gz"  # the shipped sample
 
 
 def synthetic(batches: int) -> list[Message]:

@@ -35,8 +35,8 @@ from kvviz.trace.mooncake import read_trace  # noqa: E402
 from kvviz.trace.replay import ReplayConfig, replay  # noqa: E402
 from tests.trace.naive_replay import chain_reuse, naive_replay  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "mooncake"
-DEFAULT_TRACES = (DATA / "conversation_trace.jsonl", DATA / "synthetic_trace.jsonl")
+DATA = ROOT / "kvviz" / "samples" / "mooncake"  # the shipped samples
+DEFAULT_TRACES = (DATA / "conversation_trace.jsonl.gz", DATA / "synthetic_trace.jsonl.gz")
 CAPACITY_TOKENS = 3_000_000
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gzip
 import json
 import os
 import sys
@@ -77,9 +78,10 @@ GARBAGE = {
 
 def read_recording(path: Path) -> list[tuple[bytes, bytes]]:
     """``(topic, payload)`` of each line of a recording (``{"topic", "seq", "payload"}``), read
-    here with json and base64 alone so the test does not trust kvviz's own reader."""
+    here with json, base64 and gzip alone so the test does not trust kvviz's own reader."""
     messages = []
-    with path.open(encoding="utf-8") as lines:
+    opener = gzip.open if path.suffix == ".gz" else open  # the shipped samples are gzip
+    with opener(path, "rt", encoding="utf-8") as lines:
         for line in lines:
             if line.strip():
                 record = json.loads(line)
