@@ -195,13 +195,6 @@ def test_every_line_is_lit_by_some_substep_or_is_marked_structural():
 # -- the bug museum ---------------------------------------------------------------------------
 
 
-def _bugs_md() -> str | None:
-    for path in (ROOT / "docs" / "bugs.md",):
-        if path.is_file():
-            return path.read_text()
-    return None
-
-
 @pytest.mark.parametrize("bug", sorted(pc.VARIANTS))
 def test_each_buggy_variant_differs_from_ours_exactly_on_its_marked_lines(bug):
     v = pc.VARIANTS[bug]
@@ -236,10 +229,8 @@ def test_demo_names_map_to_bug_ids_however_they_are_spelled():
     assert pc.buggy_variant("bug-b12-extend-self") is None  # BUGS.md gives only its effect
 
 
-def test_the_bug_descriptions_are_bugs_md_words():
-    text = _bugs_md()
-    if text is None:
-        pytest.fail("docs/bugs.md is missing")
+def test_the_bug_descriptions_are_the_bug_museum_pages_words():
+    text = (ROOT / "docs" / "bugs.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| (\w+) \| (.+?) \|", text, flags=re.M))
     rows.pop("id", None)
     assert {b: d.description for b, d in pc.BUGS.items()} == rows
