@@ -112,3 +112,13 @@ def test_kvviz_serve_watch_runs_the_sample_file_whatever_folder_its_apps_start_i
     words, title = served_command(("watch", "--replay-file", "vllm-conversation"), cli)
     assert words == ("watch", "--replay-file", str(Path(resolve("vllm-conversation", "recording")).resolve()))
     assert title == "watch vllm-conversation"
+
+
+def test_kvviz_trace_on_a_cut_off_gzip_trace_is_one_line_of_bad_input(tmp_path):
+    from kvviz.samples import SAMPLES
+
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(SAMPLES[1].path.read_bytes()[:100_000])
+    result = invoke("trace", str(cut), "--no-progress")
+    assert result.exit_code == 2 and "not a whole gzip file" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
