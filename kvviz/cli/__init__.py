@@ -38,7 +38,7 @@ def _command_line_promises():
     one ``kvviz: error:`` line, exit 2. ``kvviz`` alone still prints the help.
 
     A closed stdout exits 0 quietly: in ``kvviz demo lru --print | head -1`` head has what it
-    wants and closes the pipe. That is not a failed check (exit 1 in the README), so exit 0
+    wants and closes the pipe. That is not a failed check (exit 1 in the docs), so exit 0
     without a word, as Unix tools do. Click turns EPIPE into exit 1 inside ``cli.main``,
     before ``main()`` could see it: hence here, around everything click runs.
     """

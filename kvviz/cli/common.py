@@ -103,7 +103,7 @@ def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
 
 def at_cache_line(scenario: Scenario, message: str, value: str | None = None) -> str:
     """``message`` located where ``scenario``'s ``cache`` line says what it is refused for:
-    ``PATH:LINE:COLUMN: message``, as a parse error is (the README promises the location on
+    ``PATH:LINE:COLUMN: message``, as a parse error is (the docs promise the location on
     every exit 2 about a file). The column is that of the line's word holding a value the
     message quotes (``policy=priority`` for ``a 'priority' policy``) or of ``value``, else of ``cache``; a
     scenario without a cache line (the default cache) is located at its first line."""
