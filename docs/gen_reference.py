@@ -31,7 +31,7 @@ def _escape(text: str) -> str:
     ``double backticks`` of the docstrings become Markdown's single ones)."""
     parts = re.sub(r"``(.+?)``", r"`\1`", text).split("`")
     for i in range(0, len(parts), 2):  # outside backticks
-        parts[i] = re.sub(r"([\\*_\[\]<>|#])", r"\\\1", parts[i])
+        parts[i] = re.sub(r"([\\*_\[\]>|#])", r"\\\1", parts[i]).replace("<", "&lt;")  # no \< in Markdown
     if len(parts) % 2 == 0:  # an unpaired backtick: keep it literal
         parts[-2] += "\\`" + parts.pop()
     return "`".join(parts)
