@@ -111,3 +111,14 @@ def test_the_site_builds_with_no_warning(tmp_path):
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
     assert "kvcore.TriePagedAttentionCache.acquire_pages_for_tokens" in \
         (tmp_path / "site" / "reference" / "kvcore" / "index.html").read_text(encoding="utf-8")
+
+
+def test_every_limit_says_what_it_bounds_so_its_generated_row_does():
+    from kvviz import limits
+
+    documented = generator()._documented_names(ROOT / "kvviz" / "limits.py", r"MAX_[A-Z_]+")
+    names = [n for n in vars(limits) if re.fullmatch(r"MAX_[A-Z_]+", n)]
+    assert sorted(name for _, name, _ in documented) == sorted(names)
+    assert [name for _, name, doc in documented if not doc] == []
+    page = (DOCS / "reference" / "limits.md").read_text(encoding="utf-8")
+    assert all(f"| `{name}` |" in page for name in names)
