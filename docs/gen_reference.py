@@ -60,7 +60,9 @@ def cli_page() -> str:
 
     from kvviz.cli import cli
 
-    root = click.Context(cli, info_name="kvviz", terminal_width=100, max_content_width=100)  # not the terminal's
+    # As the command line makes them (the group's context settings: -h and --help), at a width
+    # of our own rather than the terminal's.
+    root = cli.make_context("kvviz", [], resilient_parsing=True, terminal_width=100, max_content_width=100)
     lines = [HEADER.format(source="the click group kvviz.cli.cli"), "# Commands", "",
              "Every command and option of `kvviz`, as `kvviz COMMAND --help` prints them. "
              "Exit codes: 0 all good; 1 a check failed (an expect, an invariant, a diverging "
@@ -70,7 +72,7 @@ def cli_page() -> str:
     lines.append("")
     for name in cli.list_commands(root):
         command = cli.get_command(root, name)
-        ctx = click.Context(command, info_name=name, parent=root)
+        ctx = command.make_context(name, [], parent=root, resilient_parsing=True)
         lines += [f"## kvviz {name}", "", "```text", command.get_usage(ctx).strip(), "```", ""]
         lines += [block + "\n" for block in _help_blocks(command.help or "")]
         rows = [record for param in command.get_params(ctx)  # the Options of --help: no arguments
