@@ -5,7 +5,7 @@ The stream carries no request ids, hits or releases, so a server's stores and re
 be judged against a known input: the scenario of the requests that made the recording.
 :func:`against` runs that scenario on kvcore's hash-block cache (vLLM's design) and aligns the two
 streams batch by batch (batch *i*: message *i* of the recording, request *i*'s ops in the
-scenario) and block by block by **content**, the chain of token tuples from the root
+scenario, counted from 1: batch *i* is step *i* of ``kvviz watch``, where ``--step i`` and ``g`` go) and block by block by **content**, the chain of token tuples from the root
 (:class:`~kvviz.model.watch_to_kvs.BlockContents`), since every engine hashes differently.
 
 A scenario's batches: its ops are cut before each acquire that follows a release, so
@@ -50,6 +50,7 @@ class BatchDifference:
     not; ``order_only`` when both did the same things in another order."""
 
     batch: int
+    """The batch's step: 1 for the first message (``kvviz watch --step N`` shows batch N)."""
     seq: int | None
     stored_only_by_recording: tuple[str, ...] = ()
     stored_only_by_kvcore: tuple[str, ...] = ()
@@ -96,6 +97,8 @@ class AgainstReport:
     batches_agreeing: int
     """Batches compared (the shorter side's count) in which both sides did the same, in order."""
     differing_batches: tuple[int, ...]
+    """Their steps (1-based, as the UI numbers batches), as are ``cleared_batches`` and
+    ``undecodable_batches``."""
     stores_agreeing: int
     stores_only_by_recording: int
     stores_only_by_kvcore: int
@@ -309,9 +312,9 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
             if list(ours) == theirs:
                 agreeing += 1
             else:
-                differing.append(index)
+                differing.append(index + 1)  # the step: the UI's numbering
                 if first is None:
-                    first = _difference(index, recorded[index].seq, list(ours), theirs, contents)
+                    first = _difference(index + 1, recorded[index].seq, list(ours), theirs, contents)
             if recording_hits is not None:
                 hit = _inferred_hit(recorded[index], computed[index], contents, config.tokens_per_page)
                 recording_hits = None if hit is None else recording_hits + hit
@@ -326,7 +329,7 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
         removes_agreeing=removes[0], removes_only_by_recording=removes[1], removes_only_by_kvcore=removes[2],
         kvcore_hit_tokens=sum(batch.hit_tokens for batch in computed), recording_hit_tokens=recording_hits,
         first_difference=first, removed_unknown=sum(batch.unknown_removed for batch in recorded),
-        cleared_batches=tuple(batch.index for batch in recorded if batch.cleared),
-        undecodable_batches=tuple(batch.index for batch in recorded if batch.error is not None),
+        cleared_batches=tuple(batch.index + 1 for batch in recorded if batch.cleared),
+        undecodable_batches=tuple(batch.index + 1 for batch in recorded if batch.error is not None),
         failed_ops=failed, notes=tuple(notes),
     )
