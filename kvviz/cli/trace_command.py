@@ -166,7 +166,22 @@ def _capacity_label(result: ReplayResult) -> str:
     return f"{result.capacity_tokens:,}"
 
 
-def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Table:
+def _miss_rows(requests, result: ReplayResult) -> list[tuple[str, str, str]]:
+    """The summary's miss breakdown: the miss rate, then a row per class."""
+    from ..trace.misses import MISS_CLASSES
+
+    misses = None if requests is None else _misses(requests, result)
+    if misses is None:
+        return []
+    notes = {"compulsory": "first seen: no cache could hit", "capacity": "seen before, evicted or did not fit",
+             "diverged": "left a shared prefix inside this block", "below_floor": "prompt under one block",
+             "partial_tail": "after the last full block"}
+    rows = [("miss rate", percent(misses.miss_rate), f"{misses.missed_tokens:,} prompt tokens, as below")]
+    rows += [(f"  {name.replace('_', ' ')}", percent(misses.share(name)), notes[name]) for name in MISS_CLASSES]
+    return rows
+
+
+def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult, requests=None) -> Table:
     table = Table(title=f"Mooncake trace replay: {trace.name}", show_header=False, title_justify="left")
     table.add_column("measure", style="bold")
     table.add_column("value", justify="right")
@@ -193,10 +208,50 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
         ("peak pages held", f"{result.peak_pages_held:,}",
          f"{result.peak_live_requests:,} live request{'s' if result.peak_live_requests != 1 else ''} at most"),
         ("failed to fit", f"{result.failed_to_fit:,}", "not enough free + evictable pages"),
+        *_miss_rows(requests, result),
         ("wall time", f"{result.wall_seconds:.2f} s", f"{result.requests_per_second:,.0f} requests/s"),
     ]
     for row in rows:
         table.add_row(*row)
+    return table
+
+
+def _misses(requests, result: ReplayResult, known: dict | None = None):
+    """The miss breakdown of ``result`` (:mod:`kvviz.trace.misses`), or None for the base cache
+    (it shares nothing: its misses are not the trace's). ``known`` caches the trace's part."""
+    from ..trace.misses import miss_breakdown, trace_misses
+
+    if result.cache == "base":
+        return None
+    known = {} if known is None else known
+    key = (result.page_tokens, result.concurrency)
+    if key not in known:
+        known[key] = trace_misses(requests, result.page_tokens, by_arrival=result.concurrency)
+    return miss_breakdown(known[key], result.hit_tokens)
+
+
+def _with_misses(requests, result: ReplayResult, known: dict) -> dict:
+    """``result.to_dict()`` with its ``misses`` (null for the base cache)."""
+    misses = _misses(requests, result, known)
+    return {**result.to_dict(), "misses": None if misses is None else misses.to_dict()}
+
+
+def _misses_table(title: str, requests, results: Sequence[ReplayResult], known: dict) -> Table:
+    """Per capacity: the miss rate and the share of each class of missed tokens (they add up)."""
+    from ..trace.misses import MISS_CLASSES
+
+    table = Table(title=title, title_justify="left")
+    headers = {"compulsory": "compulsory", "capacity": "capacity", "diverged": "diverged", "below_floor": "floor",
+               "partial_tail": "tail"}
+    for name in ("tokens", "miss", *(headers[c] for c in MISS_CLASSES)):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.caption = ("shares of all prompt tokens, adding up to the miss rate; compulsory: first seen; capacity: "
+                     "seen before (evicted, or did not fit); diverged: left a shared prefix inside the block; "
+                     "floor: prompt under one block; tail: after the last full block")
+    for result in results:
+        misses = _misses(requests, result, known)
+        table.add_row(_capacity_label(result), percent(misses.miss_rate),
+                      *(percent(misses.share(name)) for name in MISS_CLASSES))
     return table
 
 
@@ -477,9 +532,10 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     with _progress(show_progress, len(requests), "replaying") as progress:
         result = replay(requests, config, progress=progress)
     if as_json:
-        click.echo(json.dumps({"trace": _trace_json(loaded, reuse), "result": result.to_dict()}, indent=2))
+        click.echo(json.dumps({"trace": _trace_json(loaded, reuse), "result": _with_misses(requests, result, {})},
+                              indent=2))
         return
-    console.print(_summary_table(loaded, reuse, result))
+    console.print(_summary_table(loaded, reuse, result, requests))
 
 
 def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[ReplayConfig], show_progress: bool,
@@ -502,14 +558,17 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
     with _progress(show_progress, total, "sweeping capacities") as progress:
         curves = sweep_choices(requests, configs, capacities, progress=progress, source=source, workers=workers,
                                lines=not as_json, replay_all=replay_all)
+    known: dict = {}  # the trace's capacity-free miss classes, once per page size and order
     if as_json:
         data = {"trace": _trace_json(loaded, reuse)}
         if len(curves) == 1:
-            data.update(sweep=[r.to_dict() for r in curves[0].results], unlimited=curves[0].unlimited.to_dict())
+            data.update(sweep=[_with_misses(requests, r, known) for r in curves[0].results],
+                        unlimited=_with_misses(requests, curves[0].unlimited, known))
         else:
             data["choices"] = [{"label": choice_label(c.unlimited), "design": c.config.cache,
-                                "policy": c.config.policy, "sweep": [r.to_dict() for r in c.results],
-                                "unlimited": c.unlimited.to_dict()} for c in curves]
+                                "policy": c.config.policy,
+                                "sweep": [_with_misses(requests, r, known) for r in c.results],
+                                "unlimited": _with_misses(requests, c.unlimited, known)} for c in curves]
         click.echo(json.dumps(data, indent=2))
         return
     if len(curves) == 1:
@@ -517,12 +576,23 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
         console.print()
         # Plain text through click: no Rich markup or wrapping may touch the plot.
         click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited, line=curves[0].line))
+        _print_misses(console, requests, curves, known)
         return
     # The title on a line of its own: as the table's title it wrapped into the narrow table.
     console.print(Text(_choices_title(loaded, curves), style="italic"), no_wrap=True, overflow="ellipsis")
     console.print(_choices_table(loaded, curves))
     console.print()
     click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited, c.line) for c in curves]))
+    _print_misses(console, requests, curves, known)
+
+
+def _print_misses(console, requests, curves, known: dict) -> None:
+    """A miss-breakdown table per choice of the sweep (none for the base cache)."""
+    for curve in curves:
+        if curve.unlimited.cache != "base":
+            console.print()
+            console.print(_misses_table(f"Why prompt tokens missed: {choice_label(curve.unlimited)}", requests,
+                                        (*curve.results, curve.unlimited), known))
 
 
 UI_DEFAULT_REQUESTS = 1000
