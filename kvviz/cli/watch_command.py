@@ -175,7 +175,7 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
         _against(messages, text, source, as_json)
         return
     if output is not None:
-        _export(messages, replay_file, export_step, output)
+        _export(messages, replay_file, export_step, output, tokenizer)
         return
     if to_kvs is not None and not headless:
         return
@@ -306,9 +306,13 @@ def _emitter(as_json: bool):
 
 
 def _finish(timeline, emit, every: int | None, since: int) -> None:
+    from ..model.watch_hot import hot_prefixes
+
     if every is not None and timeline.last_step > since:
         emit(timeline.progress(timeline.last_step, since), "progress")
-    emit(timeline.summary(), "summary")
+    summary = timeline.summary()
+    summary["hot_prefixes"] = [hot.to_dict() for hot in hot_prefixes(timeline.messages_until(timeline.last_step))]
+    emit(summary, "summary")
 
 
 # -- live ---------------------------------------------------------------------------------------
@@ -605,8 +609,9 @@ def _against(messages, text: str, source: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-def _export(messages, replay_file: str, step: int | None, output: str) -> None:
-    """``-o OUT.json|OUT.md``: a watch bundle or a Markdown report of ``step`` (default last)."""
+def _export(messages, replay_file: str, step: int | None, output: str, tokenizer=None) -> None:
+    """``-o OUT.json|OUT.md``: a watch bundle or a Markdown report of ``step`` (default last);
+    with ``tokenizer``, the report shows each block's text."""
     from ..export.watch_bundle import write_watch_export
     from ..model.watch import WatchTimeline
 
@@ -615,7 +620,13 @@ def _export(messages, replay_file: str, step: int | None, output: str) -> None:
     if step > timeline.last_step:
         raise BadInput(f"step {step} does not exist: the recording has steps 0..{timeline.last_step}")
     try:
-        write_watch_export(timeline, step, output, inputs=[replay_file])
+        if tokenizer is not None and Path(output).suffix.lower() == ".md":
+            from ..export.atomic import write_text_atomic
+            from ..export.watch_markdown import watch_markdown
+
+            write_text_atomic(output, watch_markdown(timeline, step, tokenizer.decode), inputs=[replay_file])
+        else:
+            write_watch_export(timeline, step, output, inputs=[replay_file])
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:

@@ -59,6 +59,11 @@ def summary_lines(summary: dict) -> list[str]:
                      f"then {restart['seq']}; the view was reset")
     for bad in s["undecodable_list"][:10]:
         lines.append(f"  undecodable at step {bad['step']:,} (seq {bad['seq']}): {bad['error']}")
+    for hot in s.get("hot_prefixes", ()):
+        last = hot["last_tokens"]
+        ending = f"[{last[0]} … {last[-1]}]" if len(last) > 2 else str(last)
+        lines.append(f"  hot prefix: {count(hot['hits'], 'hit')}, {count(hot['blocks'], 'block')}, "
+                     f"tokens 0..{hot['tokens'] - 1}, ending {ending}")
     lines.append(f"digest of the final forest: {s['digest']}")
     lines.append(f"(not shown: {UNKNOWABLE})")
     return lines
@@ -134,6 +139,11 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
   last_seq          the last message's seq (null when none)
   digest            sha256 of the final forest's canonical JSON (ForestState.digest(); watch
                     bundles and `kvviz open` verify the same digests)
+  hot_prefixes      the prefixes most built upon, hottest first (at most 5): each stored
+                    chain whose parent was cached hit its parent's whole path, one hit per
+                    block on it; a hot prefix ends where no child has as many hits. Each
+                    {{"hits", "blocks", "tokens", "last_tokens"}} (tokens from the root; the
+                    last block's token ids). A batch that stored nothing is not counted.
 
 `explain` (--explain REQUEST [--at STEP], the only line: {EXPLAIN_SCHEMA})
   The prompt's full blocks are matched by content (parent chain + token ids, as an engine's

@@ -133,3 +133,20 @@ async def test_the_insight_pane_explains_the_prompt_at_the_step_shown_and_the_ba
         assert text.startswith("hit (proven by the stream) at step 120")
         assert "this batch's request matched 1 cached block (16 tokens) and stored 169" in text
         assert "hot prefixes" in text and "359 hits: 1 block, tokens 0..15" in text
+
+
+async def test_the_forest_shows_each_blocks_text_beside_its_tokens(tmp_path):
+    pytest.importorskip("tokenizers", reason="the watch extra is not installed")
+    from tests.watch.tiny_tokenizer import write_recording, write_tokenizer
+
+    from kvviz.model.tokenizer_file import load_tokenizer
+
+    tokenizer_file, recording = tmp_path / "tokenizer.json", tmp_path / "r.jsonl"
+    write_tokenizer(tokenizer_file)
+    write_recording(recording)
+    timeline = WatchTimeline.from_messages(read_recording(recording))
+    app = make_watch_app(timeline, tokenizer=load_tokenizer(str(tokenizer_file)))
+    async with app.run_test(size=(120, 36)):
+        text = "\n".join(app.forest.row_text(i) for i in range(len(app.forest.rows)))
+        assert "'the cat sat on'" in text and "'the mat a red'" in text
+        assert app.search("mat a") == 1
