@@ -103,6 +103,10 @@ def require_watch_extra(live: bool) -> None:
                    "hash id h the tokens h*16..h*16+15, prompts scaled by 16/512, acquire-publish-release each, "
                    "vLLM's 3,000 blocks (2,999 pages: one is its null block), the last token recomputed. "
                    "E.g. --against-trace ../shared/data/mooncake/conversation_trace.jsonl")
+@click.option("--design", "design", type=click.Choice(["trie", "hash"]), default=None,
+              help="With --against-trace: compare with SGLang's radix cache of pages (trie: LRU leaves, "
+                   "--pages x --tokens-per-page tokens, default 3,000 x 16 = 48,000) or vLLM's hash blocks (hash). "
+                   "Default: chosen from the stream (signed block hashes: SGLang's publisher), and said.")
 @click.option("--first", "first_requests", type=click.IntRange(1), default=None,
               help="With --against-trace: the trace's first N requests (default: one per message recorded).")
 @click.option("--tokens-per-page", type=click.IntRange(1, limits.MAX_TOKENS_PER_PAGE), default=None,
@@ -128,7 +132,7 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
           max_seconds: float | None, step: int | None, export_step: int | None, output: str | None,
           to_kvs: str | None, against_file: str | None, against_trace: str | None, first_requests: int | None,
           tokens_per_page: int | None, pages: int | None, explain_request: str | None, explain_at: int | None,
-          tokenizer_path: str | None) -> None:
+          tokenizer_path: str | None, design: str | None) -> None:
     """Watch the KV-event stream of a vLLM/SGLang server, or a recording of one.
 
     ENDPOINT is the server's publisher, tcp://HOST:PORT (vLLM: --kv-events-config
@@ -171,8 +175,8 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
         _against(messages, _scenario_file(against_file), against_file, as_json)
         return
     if against_trace is not None:
-        text, source = _trace_scenario(against_trace, first_requests or len(messages), tokens_per_page, pages)
-        _against(messages, text, source, as_json)
+        _against_trace(messages, against_trace, first_requests or len(messages), tokens_per_page, pages, design,
+                       as_json)
         return
     if output is not None:
         _export(messages, replay_file, export_step, output, tokenizer)
@@ -228,6 +232,8 @@ def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> 
                                                or given["to_kvs"] is not None):
         raise BadInput("--against-trace aligns the recording with the trace's requests: it does not combine with "
                        "--against, -o or --to-kvs")
+    if given["design"] is not None and given["against_trace"] is None:
+        raise BadInput("--design chooses the cache --against-trace TRACE compares with: add it")
     if given["first_requests"] is not None and given["against_trace"] is None:
         raise BadInput("--first N counts the requests of --against-trace TRACE: add it")
     if given["explain_request"] is not None:
@@ -560,11 +566,38 @@ TRACE_PAGES = 2_999
 """``--against-trace``'s default pages: the recording server's 3,000 blocks less vLLM's null block."""
 
 
-def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
-                    pages: int | None) -> tuple[str, str]:
-    """The scenario of ``trace_file``'s first ``first`` requests as the recordings' recipe made
-    them (:func:`kvviz.model.watch_to_kvs.requests_scenario`), and the name to report it by."""
-    from ..model.watch_to_kvs import requests_scenario
+def _against_trace(messages, trace_file: str, first: int, tokens_per_page: int | None, pages: int | None,
+                   design: str | None, as_json: bool) -> None:
+    """``--against-trace``: the recording beside the trace's requests on the design ``--design``
+    names, or the one the stream suggests (and the report says which, and why)."""
+    from ..model.watch_radix import looks_like_sglang
+
+    if design is None:
+        sglang = looks_like_sglang(messages)
+        design = "trie" if sglang else "hash"
+        reason = (f"chosen from the stream: {sglang}; --design hash for vLLM's" if sglang else
+                  "chosen from the stream: no signed block hashes, so vLLM's publisher; --design trie for SGLang's")
+    else:
+        reason = f"--design {design}"
+    if design == "hash":
+        text, source = _trace_scenario(trace_file, first, tokens_per_page, pages)
+        _against(messages, text, source, as_json, reason)
+        return
+    from ..model.watch_radix import against_radix
+
+    page = tokens_per_page or TRACE_BLOCK_TOKENS
+    report = against_radix(messages, _trace_requests(trace_file, first), page_tokens=page,
+                           capacity_tokens=(pages or TRACE_RADIX_PAGES) * page, source=trace_file,
+                           design_reason=reason)
+    _tell(report, as_json)
+
+
+TRACE_RADIX_PAGES = 3_000
+"""``--against-trace --design trie``'s default pages: the SGLang recording's 48,000 tokens of 16."""
+
+
+def _trace_requests(trace_file: str, first: int):
+    """The first ``first`` requests of the Mooncake trace ``trace_file``; bad input in one line."""
     from ..trace.mooncake import TraceFormatError, read_trace
 
     refuse_special_file(trace_file, "a Mooncake trace (.jsonl)")
@@ -578,6 +611,16 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
         raise BadInput(f"{trace_file}: cannot read ({exc.strerror or exc})") from None
     if not requests:
         raise BadInput(f"{trace_file}: no requests (expected a Mooncake trace, .jsonl)")
+    return requests
+
+
+def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
+                    pages: int | None) -> tuple[str, str]:
+    """The scenario of ``trace_file``'s first ``first`` requests as the recordings' recipe made
+    them (:func:`kvviz.model.watch_to_kvs.requests_scenario`), and the name to report it by."""
+    from ..model.watch_to_kvs import requests_scenario
+
+    requests = _trace_requests(trace_file, first)
     try:
         text = requests_scenario(requests, block_tokens=tokens_per_page or TRACE_BLOCK_TOKENS,
                                  gpu_blocks=(pages or TRACE_PAGES) + 1, source=trace_file)
@@ -586,17 +629,26 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
     return text, trace_file
 
 
-def _against(messages, text: str, source: str, as_json: bool) -> None:
+def _against(messages, text: str, source: str, as_json: bool, design_reason: str = "") -> None:
+    import dataclasses
+
     against = _optional("watch_against", "against", "--against")
     from ..model.scenario import ScenarioError
 
     try:
         report = against(messages, text, source=source)
+        if design_reason:
+            report = dataclasses.replace(report, design_reason=design_reason)
     except ScenarioError as exc:  # every located problem, as `kvviz run` lists them
         first, *others = exc.report().split("\n")
         raise BadInput(first, tuple(others)) from None
     except ValueError as exc:  # a scenario that is not for a hash cache: one line
         raise BadInput(str(exc)) from None
+    _tell(report, as_json)
+
+
+def _tell(report, as_json: bool) -> None:
+    """An ``--against`` report, as JSON or lines; exit 1 when the two sides disagree."""
     if as_json:
         from ..model.watch_json import json_line
 

@@ -57,6 +57,8 @@ class BatchDifference:
     removed_only_by_recording: tuple[str, ...] = ()
     removed_only_by_kvcore: tuple[str, ...] = ()
     order_only: bool = False
+    other: str = "kvcore"
+    """What the recording was compared with, in the sentences (the ``*_by_kvcore`` fields are its)."""
 
     def sentences(self) -> list[str]:
         """The difference in words, one sentence per side and kind."""
@@ -65,10 +67,10 @@ class BatchDifference:
             return [f"{where}: both stored and removed the same blocks, in another order"]
         out = []
         for blocks, who, did, other in (
-            (self.stored_only_by_recording, "the recording", "stored", "kvcore"),
-            (self.stored_only_by_kvcore, "kvcore", "stored", "the recording"),
-            (self.removed_only_by_recording, "the recording", "removed", "kvcore"),
-            (self.removed_only_by_kvcore, "kvcore", "removed", "the recording"),
+            (self.stored_only_by_recording, "the recording", "stored", self.other),
+            (self.stored_only_by_kvcore, self.other, "stored", "the recording"),
+            (self.removed_only_by_recording, "the recording", "removed", self.other),
+            (self.removed_only_by_kvcore, self.other, "removed", "the recording"),
         ):
             if blocks:
                 out.append(f"{where}: {who} {did} what {other} did not: {'; '.join(blocks)}")
@@ -117,6 +119,11 @@ class AgainstReport:
     failed_ops: int = 0
     """Scenario ops kvcore refused (an acquire that did not fit, and the ops on its name)."""
     notes: tuple[str, ...] = field(default=())
+    design: str = "hash"
+    """The design the recording was compared with: ``hash`` (kvcore's hash cache, vLLM's) or
+    ``trie`` (a radix cache of pages with LRU leaf eviction, SGLang's)."""
+    design_reason: str = ""
+    """Why that design: ``--design``, or what in the stream chose it."""
 
     @property
     def agrees(self) -> bool:
@@ -132,16 +139,20 @@ class AgainstReport:
         scenario = self.source or "the scenario"
         if self.scenario_title:
             scenario += f" ({self.scenario_title})"
+        beside = ("kvcore's hash cache (vLLM's design)" if self.design == "hash" else
+                  "a radix cache of pages, LRU leaf eviction (SGLang's design)")
+        other = "kvcore" if self.design == "hash" else "the radix model"
         out = [
-            f"against {scenario}: the recording's {self.recording_batches:,} batches beside kvcore's hash cache, "
+            f"against {scenario}: the recording's {self.recording_batches:,} batches beside {beside}, "
             f"{count(self.pages, 'page')} of {count(self.tokens_per_page, 'token')}{rule}, "
             f"{self.scenario_batches:,} batches",
+            f"design: {self.design}" + (f" ({self.design_reason})" if self.design_reason else ""),
             f"batches agreeing event for event: {self.batches_agreeing:,} of {compared:,}",
             f"stores: {self.stores_agreeing:,} agree, {self.stores_only_by_recording:,} only in the recording, "
-            f"{self.stores_only_by_kvcore:,} only in kvcore",
+            f"{self.stores_only_by_kvcore:,} only in {other}",
             f"removes: {self.removes_agreeing:,} agree, {self.removes_only_by_recording:,} only in the recording, "
-            f"{self.removes_only_by_kvcore:,} only in kvcore",
-            f"hit tokens: kvcore {self.kvcore_hit_tokens:,}, the recording {hits} "
+            f"{self.removes_only_by_kvcore:,} only in {other}",
+            f"hit tokens: {other} {self.kvcore_hit_tokens:,}, the recording {hits} "
             "(inferred from where each batch's stored chain starts)",
         ]
         if self.first_difference is None:
@@ -179,7 +190,8 @@ class AgainstReport:
             "first_difference": None if self.first_difference is None else self.first_difference.to_dict(),
             "removed_unknown": self.removed_unknown, "cleared_batches": list(self.cleared_batches),
             "undecodable_batches": list(self.undecodable_batches), "failed_ops": self.failed_ops,
-            "agrees": self.agrees, "notes": list(self.notes),
+            "agrees": self.agrees, "notes": list(self.notes), "design": self.design,
+            "design_reason": self.design_reason,
         }
 
 
