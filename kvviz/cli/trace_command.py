@@ -390,8 +390,37 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 # -- the command ------------------------------------------------------------------------------
 
 
-@click.command("trace")
+def _tokenize(path: str | None):
+    """``--tokenizer PATH``'s encode, or None; one error line for a file that is not one."""
+    if path is None:
+        return None
+    from ..model.tokenizer_file import TokenizerError, load_tokenizer
+
+    try:
+        return load_tokenizer(path).encode
+    except TokenizerError as error:
+        _fail(str(error))
+
+
+TRACE_EPILOG = """\b
+Your own traffic: a JSONL of requests by their tokens (or text) instead of Mooncake's hash ids,
+one a line (timestamp and output_length optional; each full block of --page-tokens tokens
+becomes a hash id chained on the ones before it; a partial last block is never cached):
+  {"timestamp": 0, "tokens": [101, 7592, 2088, 102, 7592], "output_length": 12}
+  {"timestamp": 40, "text": "You are a helpful assistant. Translate: bonjour"}
+  kvviz trace my-traffic.jsonl --page-tokens 16 --tokenizer tokenizer.json --sweep
+("text" needs --tokenizer PATH, a tokenizer.json read with the tokenizers package, never
+downloaded.) Every replay and sweep row ends with why prompt tokens missed: compulsory (first
+seen), capacity (seen before, evicted), diverged (left a shared prefix inside a block), below
+the block floor, partial tail; the shares add up to the miss rate.
+"""
+
+
+@click.command("trace", epilog=TRACE_EPILOG)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
+              help="A tokenizer.json that cuts the 'text' of your own traffic's lines into token ids "
+                   "(see below; never downloaded).")
 @click.option("--capacity-tokens", type=_CapacityType(), default="unlimited", show_default=True,
               help="Cache capacity in tokens (3000000, 3e6, 3M) or 'unlimited'. Pages = capacity // page tokens.")
 @click.option("--page-tokens", type=_AsciiIntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
@@ -433,7 +462,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
           design_text: str, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
           on_error: str, do_sweep: bool, workers: int | None, replay_all: bool, as_json: bool, no_progress: bool,
-          to_kvs: Path | None, ui: bool) -> None:
+          to_kvs: Path | None, ui: bool, tokenizer_path: str | None) -> None:
     """Replay a Mooncake request trace (JSONL) through the KV cache.
 
     Each hash id is one page of --page-tokens tokens; requests share pages as far as their
@@ -458,7 +487,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         except ValueError as error:
             _fail(str(error))
     try:
-        loaded = read_trace(file, block_tokens=page_tokens, on_error=on_error, first=first)
+        loaded = read_trace(file, block_tokens=page_tokens, on_error=on_error, first=first,
+                            tokenize=_tokenize(tokenizer_path))
     except TraceTooLarge as error:
         _fail(str(error))
     except TraceFormatError as error:
@@ -520,7 +550,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
     console = stdout_console()
     if do_sweep:
-        source = TraceSource.of(file, requests, block_tokens=page_tokens, on_error=on_error, first=first)
+        source = TraceSource.of(file, requests, block_tokens=page_tokens, on_error=on_error, first=first,
+                                tokenizer=tokenizer_path)
         try:
             _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console, source, workers,
                          replay_all)
