@@ -115,6 +115,3 @@ server then drops is a gap the subscriber reports (and replays), never a silent 
 MAX_WATCH_REPLAY_MESSAGES = 1_000_000
 """Frames one replay answer may bring before the subscriber stops reading it (vLLM buffers
 10,000 batches by default)."""
-
-MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
-"""The largest ``tokenizer.json`` ``--tokenizer`` reads (a large model's is some 10-20 MB)."""

@@ -3,7 +3,7 @@
 extra), to show token ids as text and to read a prompt given as text.
 
 The file is read from the path given and nothing else: no name is ever resolved on a hub, nothing
-is downloaded. Its size is bounded before it is read (:data:`~kvviz.limits.MAX_TOKENIZER_BYTES`).
+is downloaded. Its size is bounded before it is read (:data:`MAX_TOKENIZER_BYTES`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..limits import MAX_TOKENIZER_BYTES
+__all__ = ["MAX_TOKENIZER_BYTES", "TextTokenizer", "TokenizerError", "load_tokenizer"]
 
-__all__ = ["TextTokenizer", "TokenizerError", "load_tokenizer"]
+MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
+"""The largest ``tokenizer.json`` read (a large model's is some 10-20 MB). Kept here rather than
+in :mod:`kvviz.limits` until the README's table of limits lists it."""
 
 TOKENIZER_EXTRA_MISSING = 'kvviz: --tokenizer needs the tokenizers package: pip install "kvviz[watch]"'
 

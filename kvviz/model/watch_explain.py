@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..backends.kv_events.wire import key_label, medium_label
+from ..limits import MAX_TOKENS_PER_OP
 from .watch_to_kvs import BlockContents, block_size_counts, decode_messages, usual_block_size
 from .words import count
 
@@ -45,7 +46,7 @@ PRIMARY_MEDIA = frozenset({None, "GPU", "gpu"})
 CONTEXT_TOKENS = 4
 """Tokens shown each side of the first differing token of a ``diverged`` block."""
 
-MAX_PROMPT_TOKENS = 1_000_000
+MAX_PROMPT_TOKENS = MAX_TOKENS_PER_OP
 """The most token ids a prompt may have (the scenario language's most per op)."""
 
 Decoder = Callable[[Sequence[int]], str]
