@@ -73,3 +73,28 @@ def test_the_sweep_prints_the_breakdown_and_its_json_adds_up(tmp_path):
     assert data["unlimited"]["misses"]["capacity"]["tokens"] == 0
     result = CliRunner().invoke(trace, [str(small), "--capacity-tokens", "1e5"])
     assert "miss rate" in result.output and "compulsory" in result.output
+
+
+# -- any trace: the classes add up, and nothing is a capacity miss when nothing is evicted ----------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+prompts = st.lists(st.lists(st.integers(0, 2), min_size=0, max_size=12), min_size=1, max_size=20)
+
+
+@given(prompts, st.sampled_from(["trie", "hash"]), st.sampled_from([None, 8, 24]))
+def test_the_classes_add_up_to_the_misses_and_capacity_is_zero_when_unlimited(prompts, design, capacity):
+    from kvviz.trace.traffic import traffic_request
+
+    interned: dict = {}
+    requests = []
+    for index, tokens in enumerate(prompts):
+        timestamp, length, output, ids = traffic_request({"tokens": tokens}, 2, interned)
+        requests.append(TraceRequest(index, index + 1, timestamp, length, output, ids))
+    result = replay(requests, ReplayConfig(capacity_tokens=capacity, cache=design, page_tokens=2))
+    misses = miss_breakdown(trace_misses(requests, 2), result.hit_tokens)
+    assert sum(getattr(misses, name) for name in MISS_CLASSES) == misses.missed_tokens
+    assert misses.capacity >= 0
+    if capacity is None:
+        assert misses.capacity == 0

@@ -71,3 +71,35 @@ def test_the_radix_model_evicts_the_least_recently_used_leaf_whole_and_never_the
     assert [kind for kind, _ in events] == ["removed", "removed", "stored"]
     removed = {contents.tokens(c) for kind, c in events if kind == "removed"}
     assert removed == {(5, 6), (7, 8)}
+
+
+# -- the radix model as a cache: properties --------------------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+PAGE = 2
+CAPACITY = 12
+prompts = st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=CAPACITY), min_size=1, max_size=25)
+
+
+@given(prompts)
+def test_the_radix_model_matches_what_it_cached_and_its_events_say_what_it_holds(requests):
+    contents = BlockContents()
+    model = RadixModel(page_tokens=PAGE, capacity_tokens=CAPACITY, contents=contents)
+    cached: dict[int, int] = {}  # content -> copies, from the events alone
+    model.take_events()
+    for tokens in requests:
+        pages, parent = [], None
+        for start in range(0, len(tokens) // PAGE * PAGE, PAGE):
+            parent = contents.block(parent, tuple(tokens[start:start + PAGE]))
+            pages.append(parent)
+        expected = 0
+        while expected < len(pages) and cached.get(pages[expected]):
+            expected += 1
+        assert model.request(tokens) == expected * PAGE  # the longest cached prefix, by content
+        for kind, content in model.take_events():
+            cached[content] = cached.get(content, 0) + (1 if kind == "stored" else -1)
+            assert cached[content] in (0, 1)  # stored once, removed once: never a copy
+        assert model.size == sum(cached.values()) * PAGE <= CAPACITY  # every prompt fits: size stays bounded
+        assert all(cached.get(page) for page in pages)  # the request's whole prompt is cached after it
