@@ -255,3 +255,40 @@ def test_the_command_refuses_a_bad_prompt_or_step_in_one_line(tmp_path):
     result = _watch("--replay-file", str(VLLM), "--explain", str(request), "--against", "x.kvs")
     assert result.exit_code == 2 and "does not combine with --against" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_live_watch_explains_the_prompt_at_the_last_batch_received_as_the_recording_does(tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    deadline = 60
+    pub, router = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"send": 130}]}))
+    request = tmp_path / "r119.json"
+    request.write_text(json.dumps(list(prompt_of(119))))
+    publisher = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "publisher.py"), "--pub", pub, "--router", router,
+         "--recording", str(VLLM), "--script", str(script), "--deadline", str(deadline)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        watch = subprocess.run(
+            [sys.executable, "-m", "kvviz", "watch", pub, "--topic", "kv", "--json", "--count", "130",
+             "--max-seconds", str(deadline - 10), "--explain", str(request)],
+            capture_output=True, text=True, timeout=deadline)
+    finally:
+        if publisher.poll() is None:
+            os.killpg(publisher.pid, signal.SIGKILL)
+        publisher.wait(timeout=deadline)
+    assert watch.returncode == 0, watch.stderr
+    summary, found = (json.loads(line) for line in watch.stdout.splitlines())
+    assert summary["type"] == "summary" and found["type"] == "explain"
+    assert found == explain(vllm_timeline(), prompt_of(119), 130).to_dict()
