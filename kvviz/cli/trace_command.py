@@ -604,17 +604,17 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
         return
     if len(curves) == 1:
         console.print(_sweep_table(loaded, curves[0].results, curves[0].unlimited))
+        _print_misses(console, requests, curves, known)
         console.print()
         # Plain text through click: no Rich markup or wrapping may touch the plot.
         click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited, line=curves[0].line))
-        _print_misses(console, requests, curves, known)
         return
     # The title on a line of its own: as the table's title it wrapped into the narrow table.
     console.print(Text(_choices_title(loaded, curves), style="italic"), no_wrap=True, overflow="ellipsis")
     console.print(_choices_table(loaded, curves))
+    _print_misses(console, requests, curves, known)
     console.print()
     click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited, c.line) for c in curves]))
-    _print_misses(console, requests, curves, known)
 
 
 def _print_misses(console, requests, curves, known: dict) -> None:
