@@ -354,7 +354,7 @@ class WatchApp(StepActions, App[None]):
 
         lines = []
         if self.prompt is not None:
-            lines += self.explanation(view.step).lines()[:2]
+            lines += self.explanation(view.step, view.following).lines()[:2]
         matched = batch_match(view.frame)
         if matched is not None:
             lines.append(matched.line())
@@ -365,10 +365,16 @@ class WatchApp(StepActions, App[None]):
             lines += [f"  {h.line(decode)}" for h in hot[:3]]
         return "\n".join(lines)
 
-    def explanation(self, step: int):
-        """``--explain``'s verdict at ``step`` (kept: a step's state never changes)."""
+    def explanation(self, step: int, following: bool = False):
+        """``--explain``'s verdict at ``step`` (kept: a step's state never changes). Following a
+        live stream, an earlier step's verdict (it names its step) stands until the stream has
+        grown by :func:`_worth_again`: each costs a pass over the messages."""
         from ..model.watch_explain import explain
 
+        if following and step not in self._explained and self._explained:
+            newest = max(self._explained)
+            if not _worth_again(newest, step):
+                return self._explained[newest]
         if step not in self._explained:
             decode = None if self.tokenizer is None else self.tokenizer.decode
             self._explained[step] = explain(self.timeline, self.prompt, step, decode=decode)
@@ -379,7 +385,7 @@ class WatchApp(StepActions, App[None]):
         from ..model.watch_hot import hot_prefixes
 
         last = self.timeline.last_step
-        if self._hot is None or self._hot[0] != last:
+        if self._hot is None or (self._hot[0] != last and (self.subscriber is None or _worth_again(self._hot[0], last))):
             self._hot = (last, hot_prefixes(self.timeline.messages_until(last)))
         return self._hot[1]
 
@@ -541,6 +547,12 @@ class WatchApp(StepActions, App[None]):
     def _step_clicked(self, message: TimelineBar.StepClicked) -> None:
         self.pause()
         self.go_to(message.step)
+
+
+def _worth_again(done: int, now: int) -> bool:
+    """Whether a pass over the messages made at step ``done`` is worth making again at ``now``:
+    after 64 more batches or an eighth more, so a live stream's passes cost O(messages) in all."""
+    return now - done >= max(64, done // 8)
 
 
 def make_watch_app(timeline, *, subscriber=None, step: int | None = None, animations: bool = False,

@@ -132,7 +132,9 @@ async def test_the_insight_pane_explains_the_prompt_at_the_step_shown_and_the_ba
         text = str(app.query_one("#insight").render())
         assert text.startswith("hit (proven by the stream) at step 120")
         assert "this batch's request matched 1 cached block (16 tokens) and stored 169" in text
-        assert "hot prefixes" in text and "359 hits: 1 block, tokens 0..15" in text
+        from kvviz.model.watch_hot import hot_prefixes
+
+        assert "hot prefixes (batches 1..400)" in text and hot_prefixes(messages())[0].line() in text
 
 
 async def test_the_forest_shows_each_blocks_text_beside_its_tokens(tmp_path):
@@ -150,3 +152,36 @@ async def test_the_forest_shows_each_blocks_text_beside_its_tokens(tmp_path):
         text = "\n".join(app.forest.row_text(i) for i in range(len(app.forest.rows)))
         assert "'the cat sat on'" in text and "'the mat a red'" in text
         assert app.search("mat a") == 1
+
+
+async def test_following_a_live_stream_does_not_explain_or_rank_again_on_every_batch(monkeypatch):
+    from ui_watch_fixtures import QuietSubscriber, received
+
+    import kvviz.model.watch_explain as explaining
+    import kvviz.model.watch_hot as hot
+
+    calls = {"explain": 0, "hot": 0}
+    real_explain, real_hot = explaining.explain, hot.hot_prefixes
+
+    def counted_explain(*args, **kwargs):
+        calls["explain"] += 1
+        return real_explain(*args, **kwargs)
+
+    def counted_hot(*args, **kwargs):
+        calls["hot"] += 1
+        return real_hot(*args, **kwargs)
+
+    monkeypatch.setattr(explaining, "explain", counted_explain)
+    monkeypatch.setattr(hot, "hot_prefixes", counted_hot)
+    app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=QuietSubscriber(), prompt=prompt_of(5))
+    async with app.run_test(size=SIZE) as pilot:
+        for message in messages()[:100]:
+            app.receive([received(message)])
+            await pilot.pause()
+        assert app.step == 100 and app.following
+        assert calls["explain"] <= 3 and calls["hot"] <= 3  # at the start, then after 64 more batches
+        text = str(app.query_one("#insight").render())
+        assert "at step 64" in text or "at step 65" in text  # the verdict shown names its step
+        app.action_previous_step()  # paused: the step shown is explained exactly
+        await pilot.pause()
+        assert "at step 99" in str(app.query_one("#insight").render())

@@ -292,3 +292,30 @@ def test_a_live_watch_explains_the_prompt_at_the_last_batch_received_as_the_reco
     summary, found = (json.loads(line) for line in watch.stdout.splitlines())
     assert summary["type"] == "summary" and found["type"] == "explain"
     assert found == explain(vllm_timeline(), prompt_of(119), 130).to_dict()
+
+
+def test_a_restart_before_the_step_makes_the_verdict_unknown():
+    timeline = WatchTimeline.from_messages([_message(0, [_stored([1], [5, 6])]), _message(1, []),
+                                            _message(0, [_stored([2], [7, 8])])])
+    found = explain(timeline, [5, 6]).to_dict()
+    assert (found["cause"], found["proven"]) == ("unknown", False)
+    assert found["incomplete"] == ["restart at step 3"]
+
+
+def test_the_json_summary_ranks_the_hot_prefixes():
+    result = _watch("--replay-file", str(VLLM), "--json")
+    summary = json.loads(result.output.splitlines()[-1])
+    # Every request of the excerpt starts with hash id 0 (tokens 0..15): each chain stored under a
+    # parent built on that first block, so it is hit once per chain with a parent.
+    import base64
+
+    under_a_parent = 0
+    with open(VLLM, encoding="utf-8") as lines:
+        for line in lines:
+            _ts, events, _rank = msgspec.msgpack.decode(base64.b64decode(json.loads(line)["payload"]))
+            under_a_parent += sum(1 for e in events if e["type"] == "BlockStored" and e["parent_block_hash"] is not None)
+    assert all(request["hash_ids"][0] == 0 for request in requests())
+    hottest = summary["hot_prefixes"][0]
+    assert hottest == {"hits": under_a_parent, "blocks": 1, "tokens": 16, "last_tokens": list(range(16))}
+    assert [h["hits"] for h in summary["hot_prefixes"]] == sorted((h["hits"] for h in summary["hot_prefixes"]),
+                                                                  reverse=True)
