@@ -85,7 +85,7 @@ def _parent(contents: BlockContents, content: int, parent_of: dict) -> int | Non
     """The parent content of a rooted block (None for a first block)."""
     if content in parent_of:
         return parent_of[content]
-    parent = contents._parent[content]  # noqa: SLF001 - the interned table, read only
+    parent = contents.parent(content)
     return None if parent is None or parent == ORPHAN else parent
 
 

@@ -87,6 +87,10 @@ class BlockContents:
         interned it (nothing is added)."""
         return self._ids.get((parent, tuple(tokens)))
 
+    def parent(self, content: int) -> int | None:
+        """The block's parent: None for a first block, :data:`ORPHAN` under ancestors never seen."""
+        return self._parent[content]
+
     def rooted(self, content: int) -> bool:
         """Whether the block's whole chain is known from the root."""
         return self._depth[content] > 0
