@@ -528,6 +528,12 @@ class ForestView(LineView):
             self._unfolded.add(first)
             self._rebuild()
 
+    def move_cursor(self, item: Hashable, post: bool = True) -> None:
+        """Put the cursor on block ``item``, unfolding the run that hides it."""
+        if item not in self._item_row:
+            self.unfold_to(item)
+        super().move_cursor(item, post)
+
     def search(self, query: str) -> int:
         """Find the blocks of the step shown that answer ``query`` (see :func:`matches`), in
         forest order; put the cursor on the first. Returns how many."""
@@ -546,7 +552,6 @@ class ForestView(LineView):
             return None
         self._hit = (self._hit + delta) % len(self._hits)
         item = self._hits[self._hit]
-        self.unfold_to(item)
         self.move_cursor(item)
         return item
 
