@@ -319,3 +319,10 @@ def test_the_json_summary_ranks_the_hot_prefixes():
     assert hottest == {"hits": under_a_parent, "blocks": 1, "tokens": 16, "last_tokens": list(range(16))}
     assert [h["hits"] for h in summary["hot_prefixes"]] == sorted((h["hits"] for h in summary["hot_prefixes"]),
                                                                   reverse=True)
+
+
+def test_a_publisher_whose_stores_carry_no_token_ids_leaves_the_cause_unknown():
+    timeline = WatchTimeline.from_messages([_message(0, [_stored([1, 2], [])])])
+    found = explain(timeline, [5, 6, 7, 8]).to_dict()
+    assert (found["cause"], found["proven"]) == ("unknown", False)
+    assert any("carry no token ids" in reason for reason in found["incomplete"])
