@@ -408,12 +408,17 @@ def launch_diff_ui(run, step: int | None = None) -> None:
     _run_app(make_diff_app(run, step))
 
 
-def launch_watch_ui(timeline, *, subscriber=None, step: int | None = None) -> None:
+def launch_watch_ui(timeline, *, subscriber=None, step: int | None = None, asked=None, tokenizer=None) -> None:
     """Open a watched KV-event stream (``kvviz watch``) in the terminal UI: a recording's
-    ``timeline`` at ``step``, or a live one fed by ``subscriber`` (started by the caller)."""
+    ``timeline`` at ``step``, or a live one fed by ``subscriber`` (started by the caller);
+    ``asked``: an ``--explain`` prompt (``.prompt``, ``.at``) to explain at the step shown;
+    ``tokenizer``: token ids shown as text."""
     from ..ui.watch_app import make_watch_app
 
-    _run_app(make_watch_app(timeline, subscriber=subscriber, step=step))
+    if asked is not None and step is None:
+        step = asked.at
+    prompt = None if asked is None else asked.prompt
+    _run_app(make_watch_app(timeline, subscriber=subscriber, step=step, prompt=prompt, tokenizer=tokenizer))
 
 
 def render_svg(session, step: int, substep: int | None = None) -> str:

@@ -174,7 +174,22 @@ def _capacity_label(result: ReplayResult) -> str:
     return f"{result.capacity_tokens:,}"
 
 
-def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Table:
+def _miss_rows(requests, result: ReplayResult) -> list[tuple[str, str, str]]:
+    """The summary's miss breakdown: the miss rate, then a row per class."""
+    from ..trace.misses import MISS_CLASSES
+
+    misses = None if requests is None else _misses(requests, result)
+    if misses is None:
+        return []
+    notes = {"compulsory": "first seen: no cache could hit", "capacity": "seen before, evicted or did not fit",
+             "diverged": "left a shared prefix inside this block", "below_floor": "prompt under one block",
+             "partial_tail": "after the last full block"}
+    rows = [("miss rate", percent(misses.miss_rate), f"{misses.missed_tokens:,} prompt tokens, as below")]
+    rows += [(f"  {name.replace('_', ' ')}", percent(misses.share(name)), notes[name]) for name in MISS_CLASSES]
+    return rows
+
+
+def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult, requests=None) -> Table:
     table = Table(title=f"Mooncake trace replay: {trace.name}", show_header=False, title_justify="left")
     table.add_column("measure", style="bold")
     table.add_column("value", justify="right")
@@ -201,10 +216,50 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult) -> Ta
         ("peak pages held", f"{result.peak_pages_held:,}",
          f"{result.peak_live_requests:,} live request{'s' if result.peak_live_requests != 1 else ''} at most"),
         ("failed to fit", f"{result.failed_to_fit:,}", "not enough free + evictable pages"),
+        *_miss_rows(requests, result),
         ("wall time", f"{result.wall_seconds:.2f} s", f"{result.requests_per_second:,.0f} requests/s"),
     ]
     for row in rows:
         table.add_row(*row)
+    return table
+
+
+def _misses(requests, result: ReplayResult, known: dict | None = None):
+    """The miss breakdown of ``result`` (:mod:`kvviz.trace.misses`), or None for the base cache
+    (it shares nothing: its misses are not the trace's). ``known`` caches the trace's part."""
+    from ..trace.misses import miss_breakdown, trace_misses
+
+    if result.cache == "base":
+        return None
+    known = {} if known is None else known
+    key = (result.page_tokens, result.concurrency)
+    if key not in known:
+        known[key] = trace_misses(requests, result.page_tokens, by_arrival=result.concurrency)
+    return miss_breakdown(known[key], result.hit_tokens)
+
+
+def _with_misses(requests, result: ReplayResult, known: dict) -> dict:
+    """``result.to_dict()`` with its ``misses`` (null for the base cache)."""
+    misses = _misses(requests, result, known)
+    return {**result.to_dict(), "misses": None if misses is None else misses.to_dict()}
+
+
+def _misses_table(title: str, requests, results: Sequence[ReplayResult], known: dict) -> Table:
+    """Per capacity: the miss rate and the share of each class of missed tokens (they add up)."""
+    from ..trace.misses import MISS_CLASSES
+
+    table = Table(title=title, title_justify="left")
+    headers = {"compulsory": "compulsory", "capacity": "capacity", "diverged": "diverged", "below_floor": "floor",
+               "partial_tail": "tail"}
+    for name in ("tokens", "miss", *(headers[c] for c in MISS_CLASSES)):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.caption = ("shares of all prompt tokens, adding up to the miss rate; compulsory: first seen; capacity: "
+                     "seen before (evicted, or did not fit); diverged: left a shared prefix inside the block; "
+                     "floor: prompt under one block; tail: after the last full block")
+    for result in results:
+        misses = _misses(requests, result, known)
+        table.add_row(_capacity_label(result), percent(misses.miss_rate),
+                      *(percent(misses.share(name)) for name in MISS_CLASSES))
     return table
 
 
@@ -343,8 +398,37 @@ def _progress(enabled: bool, total: int, description: str) -> Iterator[Callable[
 # -- the command ------------------------------------------------------------------------------
 
 
-@click.command("trace")
+def _tokenize(path: str | None):
+    """``--tokenizer PATH``'s encode, or None; one error line for a file that is not one."""
+    if path is None:
+        return None
+    from ..model.tokenizer_file import TokenizerError, load_tokenizer
+
+    try:
+        return load_tokenizer(path).encode
+    except TokenizerError as error:
+        _fail(str(error))
+
+
+TRACE_EPILOG = """\b
+Your own traffic: a JSONL of requests by their tokens (or text) instead of Mooncake's hash ids,
+one a line (timestamp and output_length optional; each full block of --page-tokens tokens
+becomes a hash id chained on the ones before it; a partial last block is never cached):
+  {"timestamp": 0, "tokens": [101, 7592, 2088, 102, 7592], "output_length": 12}
+  {"timestamp": 40, "text": "You are a helpful assistant. Translate: bonjour"}
+  kvviz trace my-traffic.jsonl --page-tokens 16 --tokenizer tokenizer.json --sweep
+("text" needs --tokenizer PATH, a tokenizer.json read with the tokenizers package, never
+downloaded.) Every replay and sweep row ends with why prompt tokens missed: compulsory (first
+seen), capacity (seen before, evicted), diverged (left a shared prefix inside a block), below
+the block floor, partial tail; the shares add up to the miss rate.
+"""
+
+
+@click.command("trace", epilog=TRACE_EPILOG)
 @click.argument("file", type=SampleOrPath("trace", path_type=Path))
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
+              help="A tokenizer.json that cuts the 'text' of your own traffic's lines into token ids "
+                   "(see below; never downloaded).")
 @click.option("--capacity-tokens", type=_CapacityType(), default="unlimited", show_default=True,
               help="Cache capacity in tokens (3000000, 3e6, 3M) or 'unlimited'. Pages = capacity // page tokens.")
 @click.option("--page-tokens", type=_AsciiIntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
@@ -386,7 +470,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
           design_text: str, with_output: bool,
           concurrency: bool, prefill_ms_per_token: float, decode_ms_per_token: float, first: int | None,
           on_error: str, do_sweep: bool, workers: int | None, replay_all: bool, as_json: bool, no_progress: bool,
-          to_kvs: Path | None, ui: bool) -> None:
+          to_kvs: Path | None, ui: bool, tokenizer_path: str | None) -> None:
     """Replay a Mooncake request trace (JSONL, plain or gzip) through the KV cache.
 
     FILE is a trace file or a shipped sample's name: conversation, synthetic (`kvviz help
@@ -412,7 +496,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         except ValueError as error:
             _fail(str(error))
     try:
-        loaded = read_trace(file, block_tokens=page_tokens, on_error=on_error, first=first)
+        loaded = read_trace(file, block_tokens=page_tokens, on_error=on_error, first=first,
+                            tokenize=_tokenize(tokenizer_path))
     except TraceTooLarge as error:
         _fail(str(error))
     except TraceFormatError as error:
@@ -474,7 +559,8 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
     console = stdout_console()
     if do_sweep:
-        source = TraceSource.of(file, requests, block_tokens=page_tokens, on_error=on_error, first=first)
+        source = TraceSource.of(file, requests, block_tokens=page_tokens, on_error=on_error, first=first,
+                                tokenizer=tokenizer_path)
         try:
             _print_sweep(loaded, reuse, requests, configs, show_progress, as_json, console, source, workers,
                          replay_all)
@@ -486,9 +572,10 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
     with _progress(show_progress, len(requests), "replaying") as progress:
         result = replay(requests, config, progress=progress)
     if as_json:
-        click.echo(json.dumps({"trace": _trace_json(loaded, reuse), "result": result.to_dict()}, indent=2))
+        click.echo(json.dumps({"trace": _trace_json(loaded, reuse), "result": _with_misses(requests, result, {})},
+                              indent=2))
         return
-    console.print(_summary_table(loaded, reuse, result))
+    console.print(_summary_table(loaded, reuse, result, requests))
 
 
 def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[ReplayConfig], show_progress: bool,
@@ -511,18 +598,22 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
     with _progress(show_progress, total, "sweeping capacities") as progress:
         curves = sweep_choices(requests, configs, capacities, progress=progress, source=source, workers=workers,
                                lines=not as_json, replay_all=replay_all)
+    known: dict = {}  # the trace's capacity-free miss classes, once per page size and order
     if as_json:
         data = {"trace": _trace_json(loaded, reuse)}
         if len(curves) == 1:
-            data.update(sweep=[r.to_dict() for r in curves[0].results], unlimited=curves[0].unlimited.to_dict())
+            data.update(sweep=[_with_misses(requests, r, known) for r in curves[0].results],
+                        unlimited=_with_misses(requests, curves[0].unlimited, known))
         else:
             data["choices"] = [{"label": choice_label(c.unlimited), "design": c.config.cache,
-                                "policy": c.config.policy, "sweep": [r.to_dict() for r in c.results],
-                                "unlimited": c.unlimited.to_dict()} for c in curves]
+                                "policy": c.config.policy,
+                                "sweep": [_with_misses(requests, r, known) for r in c.results],
+                                "unlimited": _with_misses(requests, c.unlimited, known)} for c in curves]
         click.echo(json.dumps(data, indent=2))
         return
     if len(curves) == 1:
         console.print(_sweep_table(loaded, curves[0].results, curves[0].unlimited))
+        _print_misses(console, requests, curves, known)
         console.print()
         # Plain text through click: no Rich markup or wrapping may touch the plot.
         click.echo(hit_rate_plot(curves[0].results, curves[0].unlimited, line=curves[0].line))
@@ -530,8 +621,18 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
     # The title on a line of its own: as the table's title it wrapped into the narrow table.
     console.print(Text(_choices_title(loaded, curves), style="italic"), no_wrap=True, overflow="ellipsis")
     console.print(_choices_table(loaded, curves))
+    _print_misses(console, requests, curves, known)
     console.print()
     click.echo(hit_rate_curves([Curve(choice_label(c.unlimited), c.results, c.unlimited, c.line) for c in curves]))
+
+
+def _print_misses(console, requests, curves, known: dict) -> None:
+    """A miss-breakdown table per choice of the sweep (none for the base cache)."""
+    for curve in curves:
+        if curve.unlimited.cache != "base":
+            console.print()
+            console.print(_misses_table(f"Why prompt tokens missed: {choice_label(curve.unlimited)}", requests,
+                                        (*curve.results, curve.unlimited), known))
 
 
 UI_DEFAULT_REQUESTS = 1000

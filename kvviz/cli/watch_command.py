@@ -10,6 +10,7 @@
       --against SCENARIO.kvs              kvcore's run of the scenario aligned with the stream
       --against-trace TRACE.jsonl [--first N]   the same, the scenario made from the Mooncake
                                           requests that made the recording (the recordings' recipe)
+      --explain REQUEST [--at STEP] [--tokenizer PATH]   why that prompt would hit or miss
 
 Exports live here rather than in ``kvviz export``: that command's input is a scenario, and a
 watch's is a stream, which only this command reads (live or recorded).
@@ -111,6 +112,10 @@ def require_watch_extra(live: bool) -> None:
                    "is batch i, hash id h the tokens h*16..h*16+15, prompts scaled by 16/512, "
                    "acquire-publish-release each, vLLM's 3,000 blocks (2,999 pages: one is its null block), the "
                    "last token recomputed. A trace file or a sample's name: --against-trace conversation")
+@click.option("--design", "design", type=click.Choice(["trie", "hash"]), default=None,
+              help="With --against-trace: compare with SGLang's radix cache of pages (trie: LRU leaves, "
+                   "--pages x --tokens-per-page tokens, default 3,000 x 16 = 48,000) or vLLM's hash blocks (hash). "
+                   "Default: chosen from the stream (signed block hashes: SGLang's publisher), and said.")
 @click.option("--first", "first_requests", type=click.IntRange(1), default=None,
               help="With --against-trace: the trace's first N requests (default: one per message recorded).")
 @click.option("--tokens-per-page", type=click.IntRange(1, limits.MAX_TOKENS_PER_PAGE), default=None,
@@ -120,11 +125,23 @@ def require_watch_extra(live: bool) -> None:
 @click.option("--pages", type=click.IntRange(1, limits.MAX_PAGES), default=None,
               help="With --to-kvs: the scenario's pages (default: enough that kvcore never evicts a stored block). "
                    "With --against-trace: kvcore's pages, the server's blocks less vLLM's null block (default 2,999).")
+@click.option("--explain", "explain_request", default=None, metavar="REQUEST",
+              help="Why would this prompt hit or miss? REQUEST is a file (or - for stdin) holding its token ids, "
+                   "a JSON array or whitespace-separated ints, or with --tokenizer its text. Its full blocks are "
+                   "matched by content at the state after --at STEP and the first miss is named: hit, below-block, "
+                   "first-seen, evicted, diverged, extra-keys, other-medium or unknown (fields: `kvviz help watch`). "
+                   "Headless with --print/--json (live: at the end), else beside the forest in the UI.")
+@click.option("--at", "explain_at", type=click.IntRange(0), default=None,
+              help="With --explain and --replay-file: the step whose state is asked (default: the last).")
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
+              help="A tokenizer.json (read with the tokenizers package, never downloaded): --explain REQUEST is "
+                   "text, and token ids are shown as text beside them.")
 def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | None, record: str | None,
           replay_file: str | None, print_only: bool, as_json: bool, every: int | None, count: int | None,
           max_seconds: float | None, step: int | None, export_step: int | None, output: str | None,
           to_kvs: str | None, against_file: str | None, against_trace: str | None, first_requests: int | None,
-          tokens_per_page: int | None, pages: int | None) -> None:
+          tokens_per_page: int | None, pages: int | None, explain_request: str | None, explain_at: int | None,
+          tokenizer_path: str | None, design: str | None) -> None:
     """Watch the KV-event stream of a vLLM/SGLang server, or a recording of one.
 
     ENDPOINT is the server's publisher, tcp://HOST:PORT (vLLM: --kv-events-config
@@ -138,6 +155,10 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
     one (samples by name: `kvviz help samples`):
       kvviz watch --replay-file vllm-conversation --against-trace conversation
     (exit 0: they agree event for event; 1: the first difference is printed).
+
+    \b
+    Why would request 120 of that trace miss before it ran (its token ids in r120.json)?
+      kvviz watch --replay-file vllm-conversation --explain r120.json --at 120 --json
     """
     live = endpoint is not None
     replay_file = sample_or_path(replay_file, "recording")  # a sample's name: its installed file
@@ -145,23 +166,30 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
     _check_flags(endpoint, replay_file, locals())
     require_watch_extra(live)
     headless = print_only or as_json
+    tokenizer = _tokenizer(tokenizer_path)
+    prompt = None if explain_request is None else _prompt(explain_request, tokenizer)
+    asked = None if prompt is None else _Asked(prompt, explain_at, tokenizer)
     if live:
         if not headless:
             require_terminal()  # before any socket: the refusal is the only line
-        _watch_live(endpoint, topic, ranks, replay_endpoint, record, headless, as_json, every, count, max_seconds)
+        _watch_live(endpoint, topic, ranks, replay_endpoint, record, headless, as_json, every, count, max_seconds,
+                    asked)
         return
     messages = _read_recording(replay_file)
+    if asked is not None and headless:
+        _explain_recording(messages, replay_file, asked, as_json)
+        return
     if to_kvs is not None:
         _write_scenario(messages, replay_file, to_kvs, tokens_per_page, pages)
     if against_file is not None:
         _against(messages, _scenario_file(against_file), against_file, as_json)
         return
     if against_trace is not None:
-        text, source = _trace_scenario(against_trace, first_requests or len(messages), tokens_per_page, pages)
-        _against(messages, text, source, as_json)
+        _against_trace(messages, against_trace, first_requests or len(messages), tokens_per_page, pages, design,
+                       as_json)
         return
     if output is not None:
-        _export(messages, replay_file, export_step, output)
+        _export(messages, replay_file, export_step, output, tokenizer)
         return
     if to_kvs is not None and not headless:
         return
@@ -175,7 +203,7 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
         timeline.add(message)
     if step is not None and step > timeline.last_step:
         raise BadInput(f"step {step} does not exist: the recording has steps 0..{timeline.last_step}")
-    launch_watch_ui(timeline, step=step)
+    launch_watch_ui(timeline, step=step, asked=asked, tokenizer=tokenizer)
 
 
 def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> None:
@@ -214,8 +242,22 @@ def _check_flags(endpoint: str | None, replay_file: str | None, given: dict) -> 
                                                or given["to_kvs"] is not None):
         raise BadInput("--against-trace aligns the recording with the trace's requests: it does not combine with "
                        "--against, -o or --to-kvs")
+    if given["design"] is not None and given["against_trace"] is None:
+        raise BadInput("--design chooses the cache --against-trace TRACE compares with: add it")
     if given["first_requests"] is not None and given["against_trace"] is None:
         raise BadInput("--first N counts the requests of --against-trace TRACE: add it")
+    if given["explain_request"] is not None:
+        others = [flag for flag, name in (("--against", "against_file"), ("--against-trace", "against_trace"),
+                                          ("-o", "output"), ("--to-kvs", "to_kvs"), ("--every", "every"))
+                  if given[name] is not None]
+        if others:
+            raise BadInput(f"--explain asks about one prompt: it does not combine with {', '.join(others)}")
+    if given["explain_at"] is not None and given["explain_request"] is None:
+        raise BadInput("--at STEP is the step --explain REQUEST asks about: add --explain")
+    if given["explain_at"] is not None and endpoint is not None:
+        raise BadInput("--at STEP needs --replay-file (a live --explain asks at the last step received)")
+    if given["explain_at"] is not None and given["step"] is not None:
+        raise BadInput("--at and --step both choose the step: give one (the UI opens at --at)")
     sizing = [flag for flag, name in (("--tokens-per-page", "tokens_per_page"), ("--pages", "pages"))
               if given[name] is not None]
     if sizing and given["to_kvs"] is None and given["against_trace"] is None:
@@ -281,9 +323,13 @@ def _emitter(as_json: bool):
 
 
 def _finish(timeline, emit, every: int | None, since: int) -> None:
+    from ..model.watch_hot import hot_prefixes
+
     if every is not None and timeline.last_step > since:
         emit(timeline.progress(timeline.last_step, since), "progress")
-    emit(timeline.summary(), "summary")
+    summary = timeline.summary()
+    summary["hot_prefixes"] = [hot.to_dict() for hot in hot_prefixes(timeline.messages_until(timeline.last_step))]
+    emit(summary, "summary")
 
 
 # -- live ---------------------------------------------------------------------------------------
@@ -328,7 +374,7 @@ def _recorder(record: str | None):
 
 def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | None, record: str | None,
                 headless: bool, as_json: bool, every: int | None, count: int | None,
-                max_seconds: float | None) -> None:
+                max_seconds: float | None, asked: "_Asked | None" = None) -> None:
     """Subscribe and follow: headless until --count/--max-seconds/Ctrl-C, or in the UI."""
     writer = _recorder(record)
     # The subscriber's thread writes the recording as each message arrives, so a watch that
@@ -348,8 +394,10 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
 
                 click.echo(f"kvviz: {nothing_arrived_line(subscriber.stats, subscriber.endpoints)}", err=True)
                 sys.exit(1)
+            if asked is not None:
+                _print_explanation(timeline, asked, as_json)
         else:
-            launch_watch_ui(timeline, subscriber=subscriber)
+            launch_watch_ui(timeline, subscriber=subscriber, asked=asked, tokenizer=asked and asked.tokenizer)
     finally:
         subscriber.stop()  # joins the thread: nothing writes the recording after this
         if writer is not None:
@@ -396,6 +444,83 @@ def _follow_headless(subscriber, timeline, as_json: bool, every: int | None, cou
         backlog.extend(drained)
         add_backlog()
     _finish(timeline, emit, every, since)
+
+
+# -- --explain --------------------------------------------------------------------------------
+
+
+class _Asked:
+    """What ``--explain`` asks: the prompt's token ids, the step (None: the last) and the tokenizer."""
+
+    def __init__(self, prompt: tuple[int, ...], at: int | None, tokenizer) -> None:
+        self.prompt, self.at, self.tokenizer = prompt, at, tokenizer
+
+
+def _tokenizer(path: str | None):
+    """The ``--tokenizer`` file loaded, or None; bad input in one line."""
+    if path is None:
+        return None
+    from ..model.tokenizer_file import TokenizerError, load_tokenizer
+
+    refuse_special_file(path, "a tokenizer.json")
+    try:
+        return load_tokenizer(path)
+    except TokenizerError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _prompt(request: str, tokenizer) -> tuple[int, ...]:
+    """The ``--explain`` prompt: from the file ``request`` (``-``: stdin), bounded before it is read."""
+    from ..model.watch_explain import PromptError, read_prompt
+
+    if request == "-":
+        data = sys.stdin.buffer.read(limits.MAX_SOURCE_BYTES + 1)
+        source = "<stdin>"
+    else:
+        refuse_special_file(request, "a prompt file (token ids, or text with --tokenizer)")
+        try:
+            size = Path(request).stat().st_size
+            if size > limits.MAX_SOURCE_BYTES:
+                raise BadInput(f"{request}: {size:,} bytes is more than a prompt may have "
+                               f"({limits.MAX_SOURCE_BYTES:,}, MAX_SOURCE_BYTES)")
+            data = Path(request).read_bytes()
+        except FileNotFoundError:
+            raise BadInput(f"{request}: no such file (expected a prompt: token ids, or text with --tokenizer)") from None
+        except OSError as exc:
+            raise BadInput(f"{request}: cannot read ({exc.strerror or exc})") from None
+        source = request
+    if len(data) > limits.MAX_SOURCE_BYTES:
+        raise BadInput(f"{source}: more than {limits.MAX_SOURCE_BYTES:,} bytes (MAX_SOURCE_BYTES)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{source}: not UTF-8 text at byte {exc.start}") from None
+    try:
+        return read_prompt(text, source, None if tokenizer is None else tokenizer.encode)
+    except PromptError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _explain_recording(messages, replay_file: str, asked: _Asked, as_json: bool) -> None:
+    from ..model.watch import WatchTimeline
+
+    timeline = WatchTimeline.from_messages(messages, source=replay_file)
+    if asked.at is not None and asked.at > timeline.last_step:
+        raise BadInput(f"step {asked.at} does not exist: the recording has steps 0..{timeline.last_step}")
+    _print_explanation(timeline, asked, as_json)
+
+
+def _print_explanation(timeline, asked: _Asked, as_json: bool) -> None:
+    from ..model.watch_explain import explain
+    from ..model.watch_json import json_line
+
+    decode = None if asked.tokenizer is None else asked.tokenizer.decode
+    found = explain(timeline, asked.prompt, asked.at, decode=decode)
+    if as_json:
+        click.echo(json_line(found.to_dict()))
+    else:
+        for line in found.lines():
+            click.echo(line)
 
 
 # -- what a recording becomes -------------------------------------------------------------------
@@ -452,11 +577,38 @@ TRACE_PAGES = 2_999
 """``--against-trace``'s default pages: the recording server's 3,000 blocks less vLLM's null block."""
 
 
-def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
-                    pages: int | None) -> tuple[str, str]:
-    """The scenario of ``trace_file``'s first ``first`` requests as the recordings' recipe made
-    them (:func:`kvviz.model.watch_to_kvs.requests_scenario`), and the name to report it by."""
-    from ..model.watch_to_kvs import requests_scenario
+def _against_trace(messages, trace_file: str, first: int, tokens_per_page: int | None, pages: int | None,
+                   design: str | None, as_json: bool) -> None:
+    """``--against-trace``: the recording beside the trace's requests on the design ``--design``
+    names, or the one the stream suggests (and the report says which, and why)."""
+    from ..model.watch_radix import looks_like_sglang
+
+    if design is None:
+        sglang = looks_like_sglang(messages)
+        design = "trie" if sglang else "hash"
+        reason = (f"chosen from the stream: {sglang}; --design hash for vLLM's" if sglang else
+                  "chosen from the stream: no signed block hashes, so vLLM's publisher; --design trie for SGLang's")
+    else:
+        reason = f"--design {design}"
+    if design == "hash":
+        text, source = _trace_scenario(trace_file, first, tokens_per_page, pages)
+        _against(messages, text, source, as_json, reason)
+        return
+    from ..model.watch_radix import against_radix
+
+    page = tokens_per_page or TRACE_BLOCK_TOKENS
+    report = against_radix(messages, _trace_requests(trace_file, first), page_tokens=page,
+                           capacity_tokens=(pages or TRACE_RADIX_PAGES) * page, source=trace_file,
+                           design_reason=reason)
+    _tell(report, as_json)
+
+
+TRACE_RADIX_PAGES = 3_000
+"""``--against-trace --design trie``'s default pages: the SGLang recording's 48,000 tokens of 16."""
+
+
+def _trace_requests(trace_file: str, first: int):
+    """The first ``first`` requests of the Mooncake trace ``trace_file``; bad input in one line."""
     from ..trace.mooncake import TraceFormatError, read_trace
 
     refuse_special_file(trace_file, "a Mooncake trace (.jsonl)")
@@ -470,6 +622,16 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
         raise BadInput(f"{trace_file}: cannot read ({exc.strerror or exc})") from None
     if not requests:
         raise BadInput(f"{trace_file}: no requests (expected a Mooncake trace, .jsonl)")
+    return requests
+
+
+def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
+                    pages: int | None) -> tuple[str, str]:
+    """The scenario of ``trace_file``'s first ``first`` requests as the recordings' recipe made
+    them (:func:`kvviz.model.watch_to_kvs.requests_scenario`), and the name to report it by."""
+    from ..model.watch_to_kvs import requests_scenario
+
+    requests = _trace_requests(trace_file, first)
     try:
         text = requests_scenario(requests, block_tokens=tokens_per_page or TRACE_BLOCK_TOKENS,
                                  gpu_blocks=(pages or TRACE_PAGES) + 1, source=trace_file)
@@ -478,17 +640,26 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
     return text, trace_file
 
 
-def _against(messages, text: str, source: str, as_json: bool) -> None:
+def _against(messages, text: str, source: str, as_json: bool, design_reason: str = "") -> None:
+    import dataclasses
+
     against = _optional("watch_against", "against", "--against")
     from ..model.scenario import ScenarioError
 
     try:
         report = against(messages, text, source=source)
+        if design_reason:
+            report = dataclasses.replace(report, design_reason=design_reason)
     except ScenarioError as exc:  # every located problem, as `kvviz run` lists them
         first, *others = exc.report().split("\n")
         raise BadInput(first, tuple(others)) from None
     except ValueError as exc:  # a scenario that is not for a hash cache: one line
         raise BadInput(str(exc)) from None
+    _tell(report, as_json)
+
+
+def _tell(report, as_json: bool) -> None:
+    """An ``--against`` report, as JSON or lines; exit 1 when the two sides disagree."""
     if as_json:
         from ..model.watch_json import json_line
 
@@ -501,8 +672,9 @@ def _against(messages, text: str, source: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-def _export(messages, replay_file: str, step: int | None, output: str) -> None:
-    """``-o OUT.json|OUT.md``: a watch bundle or a Markdown report of ``step`` (default last)."""
+def _export(messages, replay_file: str, step: int | None, output: str, tokenizer=None) -> None:
+    """``-o OUT.json|OUT.md``: a watch bundle or a Markdown report of ``step`` (default last);
+    with ``tokenizer``, the report shows each block's text."""
     from ..export.watch_bundle import write_watch_export
     from ..model.watch import WatchTimeline
 
@@ -511,7 +683,13 @@ def _export(messages, replay_file: str, step: int | None, output: str) -> None:
     if step > timeline.last_step:
         raise BadInput(f"step {step} does not exist: the recording has steps 0..{timeline.last_step}")
     try:
-        write_watch_export(timeline, step, output, inputs=[replay_file])
+        if tokenizer is not None and Path(output).suffix.lower() == ".md":
+            from ..export.atomic import write_text_atomic
+            from ..export.watch_markdown import watch_markdown
+
+            write_text_atomic(output, watch_markdown(timeline, step, tokenizer.decode), inputs=[replay_file])
+        else:
+            write_watch_export(timeline, step, output, inputs=[replay_file])
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:

@@ -124,8 +124,16 @@ def removed_blocks(timeline: WatchTimeline, step: int) -> list:
     return out
 
 
-def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
-    """A Mermaid flowchart of the forest at ``step`` (bounded by :data:`MAX_MERMAID_BLOCKS`)."""
+def _text(tokens, decode) -> str:
+    """``tokens`` as ids, then their text when ``decode`` (a tokenizer's) is given."""
+    if decode is None:
+        return _tokens(tokens)
+    return f"{_tokens(tokens)} {decode(tokens)[:80]!r}"
+
+
+def forest_mermaid(timeline: WatchTimeline, step: int, decode=None) -> str:
+    """A Mermaid flowchart of the forest at ``step`` (bounded by :data:`MAX_MERMAID_BLOCKS`);
+    ``decode`` (a tokenizer's) adds each block's text."""
     frame = timeline.frame(step)
     state = frame.state
     ordered = forest_order(state)
@@ -137,7 +145,7 @@ def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
         medium = "" if block.medium in (None, "GPU") else f" · {medium_label(block.medium)}"
         copies = f" · {block.copies} copies" if block.copies > 1 else ""
         orphan = " · orphan" if block.orphan else ""
-        label = _esc(f"{key_label(block.key)}{medium}{copies}{orphan}") + "<br/>" + _esc(_tokens(block.tokens))
+        label = _esc(f"{key_label(block.key)}{medium}{copies}{orphan}") + "<br/>" + _esc(_text(block.tokens, decode))
         lines.append(f'  {node}["{label}"]')
         parent = ids.get((block.parent, block.medium)) if block.parent is not None else None
         if parent is not None:
@@ -147,7 +155,7 @@ def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
     gone = removed_blocks(timeline, step)
     for i, (block, how) in enumerate(gone[:MAX_REMOVED_SHOWN]):
         node = f"r{i}"
-        lines.append(f'  {node}["{_esc(key_label(block.key))} · {how}<br/>{_esc(_tokens(block.tokens))}"]')
+        lines.append(f'  {node}["{_esc(key_label(block.key))} · {how}<br/>{_esc(_text(block.tokens, decode))}"]')
         parent = ids.get((block.parent, block.medium)) if block.parent is not None else None
         if parent is not None:
             lines.append(f"  {parent} -.-> {node}")
@@ -167,8 +175,9 @@ def forest_mermaid(timeline: WatchTimeline, step: int) -> str:
     return "\n".join(lines)
 
 
-def watch_markdown(timeline: WatchTimeline, step: int) -> str:
-    """The whole Markdown report of ``step`` of ``timeline``."""
+def watch_markdown(timeline: WatchTimeline, step: int, decode=None) -> str:
+    """The whole Markdown report of ``step`` of ``timeline``; ``decode`` (a tokenizer's) adds
+    each block's text beside its tokens."""
     upto = timeline.prefix(step)
     summary = upto.summary()
     frame = upto.frame(step)
@@ -193,7 +202,7 @@ def watch_markdown(timeline: WatchTimeline, step: int) -> str:
     out += ["", "## Block forest", "",
             f"Blocks stored by this step are green, orphans dashed, blocks it removed (or cleared) red; "
             f"the first {MAX_MERMAID_BLOCKS} blocks are drawn. Not known from the stream: {UNKNOWABLE}.", "",
-            "```mermaid", forest_mermaid(upto, step), "```", "",
+            "```mermaid", forest_mermaid(upto, step, decode), "```", "",
             "## Replay", "",
             f"Forest digest at step {step}: `{frame.state.digest()}`.", "",
             f"`kvviz watch --replay-file {source} --step {step}` shows this step; `kvviz watch --replay-file {source} "

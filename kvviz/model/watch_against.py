@@ -5,7 +5,7 @@ The stream carries no request ids, hits or releases, so a server's stores and re
 be judged against a known input: the scenario of the requests that made the recording.
 :func:`against` runs that scenario on kvcore's hash-block cache (vLLM's design) and aligns the two
 streams batch by batch (batch *i*: message *i* of the recording, request *i*'s ops in the
-scenario) and block by block by **content**, the chain of token tuples from the root
+scenario, counted from 1: batch *i* is step *i* of ``kvviz watch``, where ``--step i`` and ``g`` go) and block by block by **content**, the chain of token tuples from the root
 (:class:`~kvviz.model.watch_to_kvs.BlockContents`), since every engine hashes differently.
 
 A scenario's batches: its ops are cut before each acquire that follows a release, so
@@ -50,12 +50,15 @@ class BatchDifference:
     not; ``order_only`` when both did the same things in another order."""
 
     batch: int
+    """The batch's step: 1 for the first message (``kvviz watch --step N`` shows batch N)."""
     seq: int | None
     stored_only_by_recording: tuple[str, ...] = ()
     stored_only_by_kvcore: tuple[str, ...] = ()
     removed_only_by_recording: tuple[str, ...] = ()
     removed_only_by_kvcore: tuple[str, ...] = ()
     order_only: bool = False
+    other: str = "kvcore"
+    """What the recording was compared with, in the sentences (the ``*_by_kvcore`` fields are its)."""
 
     def sentences(self) -> list[str]:
         """The difference in words, one sentence per side and kind."""
@@ -64,10 +67,10 @@ class BatchDifference:
             return [f"{where}: both stored and removed the same blocks, in another order"]
         out = []
         for blocks, who, did, other in (
-            (self.stored_only_by_recording, "the recording", "stored", "kvcore"),
-            (self.stored_only_by_kvcore, "kvcore", "stored", "the recording"),
-            (self.removed_only_by_recording, "the recording", "removed", "kvcore"),
-            (self.removed_only_by_kvcore, "kvcore", "removed", "the recording"),
+            (self.stored_only_by_recording, "the recording", "stored", self.other),
+            (self.stored_only_by_kvcore, self.other, "stored", "the recording"),
+            (self.removed_only_by_recording, "the recording", "removed", self.other),
+            (self.removed_only_by_kvcore, self.other, "removed", "the recording"),
         ):
             if blocks:
                 out.append(f"{where}: {who} {did} what {other} did not: {'; '.join(blocks)}")
@@ -96,6 +99,8 @@ class AgainstReport:
     batches_agreeing: int
     """Batches compared (the shorter side's count) in which both sides did the same, in order."""
     differing_batches: tuple[int, ...]
+    """Their steps (1-based, as the UI numbers batches), as are ``cleared_batches`` and
+    ``undecodable_batches``."""
     stores_agreeing: int
     stores_only_by_recording: int
     stores_only_by_kvcore: int
@@ -114,6 +119,11 @@ class AgainstReport:
     failed_ops: int = 0
     """Scenario ops kvcore refused (an acquire that did not fit, and the ops on its name)."""
     notes: tuple[str, ...] = field(default=())
+    design: str = "hash"
+    """The design the recording was compared with: ``hash`` (kvcore's hash cache, vLLM's) or
+    ``trie`` (a radix cache of pages with LRU leaf eviction, SGLang's)."""
+    design_reason: str = ""
+    """Why that design: ``--design``, or what in the stream chose it."""
 
     @property
     def agrees(self) -> bool:
@@ -129,16 +139,20 @@ class AgainstReport:
         scenario = self.source or "the scenario"
         if self.scenario_title:
             scenario += f" ({self.scenario_title})"
+        beside = ("kvcore's hash cache (vLLM's design)" if self.design == "hash" else
+                  "a radix cache of pages, LRU leaf eviction (SGLang's design)")
+        other = "kvcore" if self.design == "hash" else "the radix model"
         out = [
-            f"against {scenario}: the recording's {self.recording_batches:,} batches beside kvcore's hash cache, "
+            f"against {scenario}: the recording's {self.recording_batches:,} batches beside {beside}, "
             f"{count(self.pages, 'page')} of {count(self.tokens_per_page, 'token')}{rule}, "
             f"{self.scenario_batches:,} batches",
+            f"design: {self.design}" + (f" ({self.design_reason})" if self.design_reason else ""),
             f"batches agreeing event for event: {self.batches_agreeing:,} of {compared:,}",
             f"stores: {self.stores_agreeing:,} agree, {self.stores_only_by_recording:,} only in the recording, "
-            f"{self.stores_only_by_kvcore:,} only in kvcore",
+            f"{self.stores_only_by_kvcore:,} only in {other}",
             f"removes: {self.removes_agreeing:,} agree, {self.removes_only_by_recording:,} only in the recording, "
-            f"{self.removes_only_by_kvcore:,} only in kvcore",
-            f"hit tokens: kvcore {self.kvcore_hit_tokens:,}, the recording {hits} "
+            f"{self.removes_only_by_kvcore:,} only in {other}",
+            f"hit tokens: {other} {self.kvcore_hit_tokens:,}, the recording {hits} "
             "(inferred from where each batch's stored chain starts)",
         ]
         if self.first_difference is None:
@@ -176,7 +190,8 @@ class AgainstReport:
             "first_difference": None if self.first_difference is None else self.first_difference.to_dict(),
             "removed_unknown": self.removed_unknown, "cleared_batches": list(self.cleared_batches),
             "undecodable_batches": list(self.undecodable_batches), "failed_ops": self.failed_ops,
-            "agrees": self.agrees, "notes": list(self.notes),
+            "agrees": self.agrees, "notes": list(self.notes), "design": self.design,
+            "design_reason": self.design_reason,
         }
 
 
@@ -309,9 +324,9 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
             if list(ours) == theirs:
                 agreeing += 1
             else:
-                differing.append(index)
+                differing.append(index + 1)  # the step: the UI's numbering
                 if first is None:
-                    first = _difference(index, recorded[index].seq, list(ours), theirs, contents)
+                    first = _difference(index + 1, recorded[index].seq, list(ours), theirs, contents)
             if recording_hits is not None:
                 hit = _inferred_hit(recorded[index], computed[index], contents, config.tokens_per_page)
                 recording_hits = None if hit is None else recording_hits + hit
@@ -326,7 +341,7 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
         removes_agreeing=removes[0], removes_only_by_recording=removes[1], removes_only_by_kvcore=removes[2],
         kvcore_hit_tokens=sum(batch.hit_tokens for batch in computed), recording_hit_tokens=recording_hits,
         first_difference=first, removed_unknown=sum(batch.unknown_removed for batch in recorded),
-        cleared_batches=tuple(batch.index for batch in recorded if batch.cleared),
-        undecodable_batches=tuple(batch.index for batch in recorded if batch.error is not None),
+        cleared_batches=tuple(batch.index + 1 for batch in recorded if batch.cleared),
+        undecodable_batches=tuple(batch.index + 1 for batch in recorded if batch.error is not None),
         failed_ops=failed, notes=tuple(notes),
     )

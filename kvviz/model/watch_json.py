@@ -17,6 +17,7 @@ from ..backends.kv_events.wire import LINT_KINDS
 from .designs.events import UNKNOWABLE
 from .words import count
 from .watch import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
+from .watch_explain import EXPLAIN_SCHEMA
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
@@ -58,6 +59,11 @@ def summary_lines(summary: dict) -> list[str]:
                      f"then {restart['seq']}; the view was reset")
     for bad in s["undecodable_list"][:10]:
         lines.append(f"  undecodable at step {bad['step']:,} (seq {bad['seq']}): {bad['error']}")
+    for hot in s.get("hot_prefixes", ()):
+        last = hot["last_tokens"]
+        ending = f"[{last[0]} … {last[-1]}]" if len(last) > 2 else str(last)
+        lines.append(f"  hot prefix: {count(hot['hits'], 'hit')}, {count(hot['blocks'], 'block')}, "
+                     f"tokens 0..{hot['tokens'] - 1}, ending {ending}")
     lines.append(f"digest of the final forest: {s['digest']}")
     lines.append(f"(not shown: {UNKNOWABLE})")
     return lines
@@ -133,6 +139,48 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
   last_seq          the last message's seq (null when none)
   digest            sha256 of the final forest's canonical JSON (ForestState.digest(); watch
                     bundles and `kvviz open` verify the same digests)
+  hot_prefixes      the prefixes most built upon, hottest first (at most 5): each stored
+                    chain whose parent was cached hit its parent's whole path, one hit per
+                    block on it; a hot prefix ends where no child has as many hits. Each
+                    {{"hits", "blocks", "tokens", "last_tokens"}} (tokens from the root; the
+                    last block's token ids). A batch that stored nothing is not counted.
+
+`explain` (--explain REQUEST [--at STEP], the only line: {EXPLAIN_SCHEMA})
+  The prompt's full blocks are matched by content (parent chain + token ids, as an engine's
+  block hash would; no engine hash is recomputed) against the forest after STEP; the first
+  block that does not match is classified. --print says the same in lines.
+  type              "explain"
+  schema            "{EXPLAIN_SCHEMA}"
+  cause             hit: every full block matched · below-block: no full block in the prompt ·
+                    first-seen: no block with this content was ever stored under this prefix ·
+                    evicted: it was stored, then removed (or cleared) before STEP ·
+                    diverged: a cached block under the same prefix differs inside this block ·
+                    extra-keys: the same tokens are cached under another LoRA ·
+                    other-medium: the block is cached only on another tier (CPU, disk) ·
+                    unknown: the evidence is incomplete (see `incomplete`, `suggested`)
+  proven            true when the stream settles the cause from its first message to STEP;
+                    false when it is only suggested (extra-keys: the request's other keys are
+                    not known; unknown)
+  suggested         with unknown: the cause the stream alone suggests (else null)
+  incomplete        why the evidence is incomplete: a gap or restart at a step, an
+                    undecodable message, a late attach (first seq not 0, orphans, removals
+                    of blocks never seen), blocks without token ids ([] when complete)
+  step, seq         the step asked about and its message's seq
+  block_size        tokens per block, from the stream's stores (null: none stored yet)
+  prompt_tokens     the prompt's tokens
+  full_blocks       its full blocks (prompt_tokens // block_size)
+  matched_blocks    full blocks cached, from the first on
+  hit_tokens        matched_blocks * block_size (the partial tail is never cached)
+  block             the first unmatched block's index (0-based; null on a hit or below-block)
+  diverged_at_token the prompt position of the first token that differs (diverged; else null)
+  context           diverged: {{"prompt", "cached"}} tokens around it (and "prompt_text",
+                    "cached_text" with --tokenizer); else null
+  stored_at_step, stored_at_seq    evicted: the last store of the block before its removal
+  removed_at_step, removed_at_seq  evicted: the removal (or clear) that took its last copy
+  medium            other-medium: the tier holding it (as sent); else null
+  keys              extra-keys: {{"request": LoRA, "cached": [LoRA, ...]}}; else null
+  text              the first unmatched block's text (with --tokenizer; else null)
+  evidence          the verdict's evidence in one sentence
 """
 """What ``kvviz help watch`` prints: every field of the records ``kvviz watch --json`` writes."""
 

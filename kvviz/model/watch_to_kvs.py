@@ -82,6 +82,15 @@ class BlockContents:
         self._start.append(start)
         return content
 
+    def find(self, parent: int | None, tokens: tuple[int, ...]) -> int | None:
+        """The id of the block holding ``tokens`` under ``parent``, or None when no stream
+        interned it (nothing is added)."""
+        return self._ids.get((parent, tuple(tokens)))
+
+    def parent(self, content: int) -> int | None:
+        """The block's parent: None for a first block, :data:`ORPHAN` under ancestors never seen."""
+        return self._parent[content]
+
     def rooted(self, content: int) -> bool:
         """Whether the block's whole chain is known from the root."""
         return self._depth[content] > 0

@@ -42,6 +42,7 @@ from typing import Literal
 
 from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING, MAX_TRACE_SKIPS_LISTED
 from ..samples import open_data
+from .traffic import TRAFFIC_FIELDS, TrafficProblem, traffic_request
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
@@ -203,8 +204,13 @@ def _check_nesting(text: str) -> None:
             depth -= 1
 
 
-def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> tuple[int, int, int, tuple[int, ...]]:
+def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS, interned: dict | None = None,
+               tokenize=None) -> tuple[int, int, int, tuple[int, ...]]:
     """Validate one JSONL line; return ``(timestamp, input_length, output_length, hash_ids)``.
+
+    A line with ``tokens`` or ``text`` instead of ``hash_ids`` is a request of your own traffic
+    (:mod:`kvviz.trace.traffic`): its full blocks become hash ids interned in ``interned`` (shared
+    by the lines of one file), ``text`` cut by ``tokenize``.
 
     Raises :class:`LineProblem` (a ``ValueError``) whose message says what was expected and
     what was found, and whose ``column`` says where when it can (the caller knows the file
@@ -225,6 +231,11 @@ def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS) -
         raise LineProblem(f"a number too long to read (numbers are at most {MAX_NUMBER:,})") from None
     if not isinstance(record, dict):
         raise LineProblem(f"expected a JSON object with fields {', '.join(FIELDS)}; found {_describe(record)}")
+    if "hash_ids" not in record and any(field in record for field in TRAFFIC_FIELDS):
+        try:
+            return traffic_request(record, block_tokens, {} if interned is None else interned, tokenize)
+        except TrafficProblem as problem:
+            raise LineProblem(str(problem)) from None
     missing = [field for field in FIELDS if field not in record]
     if missing:
         names = ", ".join(repr(field) for field in missing)
@@ -280,9 +291,11 @@ def read_trace(
     block_tokens: int = DEFAULT_BLOCK_TOKENS,
     on_error: OnError = "stop",
     first: int | None = None,
+    tokenize=None,
 ) -> Trace:
     """Read and validate a Mooncake JSONL trace, plain or gzip-compressed (as the shipped
-    samples are: :mod:`kvviz.samples`).
+    samples are: :mod:`kvviz.samples`), or your own traffic (lines with ``tokens`` or
+    ``text``: :mod:`kvviz.trace.traffic`; ``tokenize`` cuts ``text`` into token ids).
 
     ``first`` stops after that many valid requests (the rest of the file is not read).
     ``on_error="stop"`` raises :class:`TraceFormatError` at the first bad line;
@@ -305,13 +318,15 @@ def read_trace(
     if first == 0:
         return Trace(shown, block_tokens, ())
     blocks = 0
+    interned: dict = {}  # your traffic's blocks -> hash ids, shared by the file's lines
     for number, raw in _iter_lines(path):
         if raw is not None and not raw.strip():
             continue
         try:
             if raw is None:
                 raise LineProblem(f"longer than {MAX_TRACE_LINE_BYTES:,} bytes (a request line is a few KB)")
-            timestamp, input_length, output_length, hash_ids = parse_line(raw, block_tokens=block_tokens)
+            timestamp, input_length, output_length, hash_ids = parse_line(raw, block_tokens=block_tokens,
+                                                                          interned=interned, tokenize=tokenize)
         except LineProblem as error:
             problem = TraceLineError(shown, number, str(error), error.column)
             if on_error == "stop":

@@ -489,13 +489,17 @@ class TraceSource:
     on_error: str
     first: int | None
     fingerprint: str
+    tokenizer: str | None = None
+    """The tokenizer.json that cut the traffic's ``text`` lines (None: none)."""
 
     @classmethod
     def of(cls, path: str | os.PathLike[str], requests: Sequence[TraceRequest], *,
-           block_tokens: int = DEFAULT_BLOCK_TOKENS, on_error: str = "stop", first: int | None = None) -> TraceSource:
+           block_tokens: int = DEFAULT_BLOCK_TOKENS, on_error: str = "stop", first: int | None = None,
+           tokenizer: str | None = None) -> TraceSource:
         """The source of ``requests``, read from ``path`` with these options (an absolute
         path, so that a worker started elsewhere reads the same file)."""
-        return cls(os.path.abspath(os.fspath(path)), block_tokens, on_error, first, trace_fingerprint(requests))
+        return cls(os.path.abspath(os.fspath(path)), block_tokens, on_error, first, trace_fingerprint(requests),
+                   None if tokenizer is None else os.path.abspath(tokenizer))
 
     def rereadable(self) -> bool:
         """Whether workers can read it again: a regular file (a FIFO or a device cannot be
@@ -508,8 +512,13 @@ class TraceSource:
     def read(self) -> tuple[TraceRequest, ...]:
         """The requests, read again; :class:`TraceChanged` unless they are the caller's."""
         try:
+            tokenize = None
+            if self.tokenizer is not None:
+                from ..model.tokenizer_file import load_tokenizer
+
+                tokenize = load_tokenizer(self.tokenizer).encode
             requests = read_trace(self.path, block_tokens=self.block_tokens, on_error=self.on_error,
-                                  first=self.first).requests
+                                  first=self.first, tokenize=tokenize).requests
         except OSError as error:  # removed or made unreadable since the caller read it
             raise TraceChanged(f"{self.path} cannot be read again while the sweep runs: "
                                f"{error.strerror or error}; sweep again") from None

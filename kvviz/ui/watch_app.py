@@ -73,6 +73,9 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("g", "go to step N"),
     ("e", "export this step: a bundle .json (replays its messages), a .md report, an .svg picture"),
     ("↑ ↓ (j k)", "the cursor in the forest: why that block is cached or removed"),
+    ("enter", "unfold the folded chain under the cursor (again: fold it)"),
+    ("/", "search the forest: a hash prefix, token ids (5 9 2) or text (with --tokenizer)"),
+    ("n / N", "the next / previous block the search found"),
     ("tab / shift+tab", "move between the forest and the narration"),
     ("?", "this help"),
     ("q", "quit"),
@@ -131,13 +134,21 @@ class WatchApp(StepActions, App[None]):
         Binding("l", "live", "live"),
         Binding("g", "jump", "go to"),
         Binding("e", "export", "export"),
+        Binding("slash", "search", "search", key_display="/"),
+        Binding("n", "next_hit", "next hit", show=False),
+        Binding("N", "previous_hit", "previous hit", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
     ]
 
     def __init__(self, timeline, *, subscriber=None, step: int | None = None, animations: bool = False,
-                 cursor_blink: bool = False, export_dir: str | Path | None = None, theme: str | None = None):
+                 cursor_blink: bool = False, export_dir: str | Path | None = None, theme: str | None = None,
+                 prompt: tuple[int, ...] | None = None, tokenizer=None):
         super().__init__()
+        self.prompt = prompt  # --explain's prompt: explained at the step shown
+        self.tokenizer = tokenizer
+        self._explained: dict[int, object] = {}  # step -> its Explanation (a step never changes)
+        self._hot: tuple[int, list] | None = None  # (last step, the hot prefixes of the stream up to it)
         set_up_appearance(self, theme, animations)
         self.cursor_blink = cursor_blink
         self.timeline = timeline
@@ -174,6 +185,7 @@ class WatchApp(StepActions, App[None]):
             with Vertical(id="side"):
                 yield MediumBars(id="media")
                 yield Static(NOT_CARRIED, id="not-carried")
+                yield Static("", id="insight")
                 yield WatchNarration(id="narration")
         yield Static(WHY_HINT, id="why")
         yield KeyFooter()
@@ -182,6 +194,9 @@ class WatchApp(StepActions, App[None]):
         self.media.border_title = "Blocks per medium"
         self.query_one("#not-carried").border_title = "Trie · heap · refs"
         self.narration.border_title = "Narration · notes"
+        self.query_one("#insight").border_title = "Explain · this batch · hot" if self.prompt else "This batch · hot"
+        if self.tokenizer is not None:
+            self.forest.decode = self.tokenizer.decode
         self._count_new_steps()
         start = self.last_step if self.start_step is None else self.start_step
         self.following = self.start_step is None or start >= self.last_step
@@ -325,11 +340,54 @@ class WatchApp(StepActions, App[None]):
             self.forest.show(view, rebuild=True)
             self.media.show(view)
             self.narration.show(view)
+            self.query_one("#insight", Static).update(Content(self.insight_text(view)))
             self._title(self.forest, f"Block forest · step {view.step}")
         else:
             self.forest.show(view, rebuild=False)
         self.why_line.update(Content(f"why: {view.why}" if view.why else WHY_HINT))
         self._title_the_terminal(view)
+
+    def insight_text(self, view: WatchView) -> str:
+        """The insight pane: the --explain verdict at the step shown, what this batch's request
+        matched and stored, and the hottest prefixes of the stream received so far."""
+        from ..model.watch_hot import batch_match
+
+        lines = []
+        if self.prompt is not None:
+            lines += self.explanation(view.step, view.following).lines()[:2]
+        matched = batch_match(view.frame)
+        if matched is not None:
+            lines.append(matched.line())
+        hot = self.hot_prefixes()
+        decode = None if self.tokenizer is None else self.tokenizer.decode
+        if hot:
+            lines.append(f"hot prefixes (batches 1..{self._hot[0]}):")
+            lines += [f"  {h.line(decode)}" for h in hot[:3]]
+        return "\n".join(lines)
+
+    def explanation(self, step: int, following: bool = False):
+        """``--explain``'s verdict at ``step`` (kept: a step's state never changes). Following a
+        live stream, an earlier step's verdict (it names its step) stands until the stream has
+        grown by :func:`_worth_again`: each costs a pass over the messages."""
+        from ..model.watch_explain import explain
+
+        if following and step not in self._explained and self._explained:
+            newest = max(self._explained)
+            if not _worth_again(newest, step):
+                return self._explained[newest]
+        if step not in self._explained:
+            decode = None if self.tokenizer is None else self.tokenizer.decode
+            self._explained[step] = explain(self.timeline, self.prompt, step, decode=decode)
+        return self._explained[step]
+
+    def hot_prefixes(self) -> list:
+        """The hot prefixes of every batch received (recomputed when more have arrived)."""
+        from ..model.watch_hot import hot_prefixes
+
+        last = self.timeline.last_step
+        if self._hot is None or (self._hot[0] != last and (self.subscriber is None or _worth_again(self._hot[0], last))):
+            self._hot = (last, hot_prefixes(self.timeline.messages_until(last)))
+        return self._hot[1]
 
     def _title_the_terminal(self, view: WatchView) -> None:
         # Served (kvviz serve), the terminal's title becomes the browser tab's, as the main
@@ -395,6 +453,33 @@ class WatchApp(StepActions, App[None]):
 
         self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*",
                                       max_length=len(str(last)) + 8), done)
+
+    def action_search(self) -> None:
+        """Ask what to find in the forest (a hash prefix, token ids, or text with a tokenizer)."""
+        def done(value: str | None) -> None:
+            if value:
+                self.search(value)
+
+        text = " or text" if self.tokenizer is not None else ""
+        self.push_screen(PromptScreen("Find a block", self.forest.query, placeholder=f"hash prefix, token ids{text}",
+                                      help="n / N: the next / previous hit", max_length=200), done)
+
+    def search(self, query: str) -> int:
+        """Find ``query`` in the forest of the step shown; say how many blocks answer."""
+        found = self.forest.search(query)
+        if found:
+            self.notify(f"{found:,} block{'s' if found != 1 else ''} match {query!r}: n / N walk them", timeout=4)
+        else:
+            self.notify(f"no block of step {self.step} matches {query!r}", severity="warning", timeout=4)
+        return found
+
+    def action_next_hit(self) -> None:
+        """The next block the search found."""
+        self.forest.next_hit(1)
+
+    def action_previous_hit(self) -> None:
+        """The previous block the search found."""
+        self.forest.next_hit(-1)
 
     def action_help(self) -> None:
         """Keys and legend."""
@@ -464,16 +549,24 @@ class WatchApp(StepActions, App[None]):
         self.go_to(message.step)
 
 
+def _worth_again(done: int, now: int) -> bool:
+    """Whether a pass over the messages made at step ``done`` is worth making again at ``now``:
+    after 64 more batches or an eighth more, so a live stream's passes cost O(messages) in all."""
+    return now - done >= max(64, done // 8)
+
+
 def make_watch_app(timeline, *, subscriber=None, step: int | None = None, animations: bool = False,
                    cursor_blink: bool = False, export_dir: str | Path | None = None,
-                   theme: str | None = None) -> WatchApp:
+                   theme: str | None = None, prompt: tuple[int, ...] | None = None, tokenizer=None) -> WatchApp:
     """The watch UI on ``timeline`` (a :class:`~kvviz.model.watch.WatchTimeline`).
 
     ``subscriber``: a started :class:`~kvviz.backends.kv_events.subscriber.Subscriber` whose
     messages the app drains ten times a second (None: a recording, nothing more arrives);
     ``step``: the step to open at, paused (None: the newest, live); ``animations`` and
     ``cursor_blink`` off by default (deterministic screenshots); ``export_dir``: where
-    exports go (default the current directory); ``theme``: any registered theme name.
+    exports go (default the current directory); ``theme``: any registered theme name;
+    ``prompt``: ``--explain``'s token ids, explained at the step shown; ``tokenizer``: a
+    :class:`~kvviz.model.tokenizer_file.TextTokenizer` for text beside the tokens.
     """
     return WatchApp(timeline, subscriber=subscriber, step=step, animations=animations, cursor_blink=cursor_blink,
-                    export_dir=export_dir, theme=theme)
+                    export_dir=export_dir, theme=theme, prompt=prompt, tokenizer=tokenizer)

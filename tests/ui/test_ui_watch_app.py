@@ -132,7 +132,7 @@ async def test_help_lists_every_binding_and_q_quits():
         await pilot.pause()
         listed = " ".join(key for key, _ in KEYS)
         for binding in app.BINDINGS:
-            shown = {"left": "←", "right": "→", "question_mark": "?"}
+            shown = {"left": "←", "right": "→", "question_mark": "?", "slash": "/"}
             for key in binding.key.split(","):
                 assert shown.get(key, key) in listed, key
         await pilot.press("q")
@@ -251,7 +251,8 @@ async def test_the_cursor_keys_select_blocks_in_the_forest():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("down")
         await pilot.pause()
-        assert app.selected == (ROOT_A, "GPU")
+        assert app.selected == (ROOT_A, "GPU")  # the chain of three, folded into one row
+        await pilot.press("enter")  # unfolded: a row per block
         await pilot.press("down")
         await pilot.pause()
         assert app.selected == (A2, "GPU") and key_label(A2) in str(app.why_line.render())
@@ -370,7 +371,9 @@ async def test_a_new_step_scrolls_its_first_change_into_sight():
         app.action_next_step()
         await pilot.pause()
         row = app.forest.first_change_row()
-        assert app.forest.rows[row].item == (5000, "GPU")
+        # the 200 blocks are one straight chain: one folded row, which shows the block stored
+        assert (5000, "GPU") in {(line.block.key, line.block.medium) for line in app.forest.rows[row].data.lines}
+        assert "+1 stored" in app.forest.row_text(row)
         top = app.forest.scroll_offset.y
         assert top <= row < top + app.forest.scrollable_content_region.height
 

@@ -139,17 +139,17 @@ def test_the_hit_cap_never_binds_on_this_trace_so_the_default_rules_agree_too(vl
     assert report.batches_agreeing == 400 and report.kvcore_hit_tokens == README_HIT_TOKENS
 
 
-def test_without_the_null_block_kvcore_has_one_page_more_and_parts_from_vllm_at_batch_111(vllm_messages):
+def test_without_the_null_block_kvcore_has_one_page_more_and_parts_from_vllm_at_batch_112(vllm_messages):
     # 3,000 pages instead of 2,999: kvcore keeps one block vLLM had to reuse.
     text = requests_scenario(read_trace(TRACE, first=400).requests, gpu_blocks=3001)
     report = against(vllm_messages, text)
     difference = report.first_difference
-    assert difference.batch == 111 and difference.seq == 111
+    assert difference.batch == 112 and difference.seq == 111  # batch 112 is step 112: message 112, seq 111
     assert difference.removed_only_by_recording == ("block 7 (positions 96..111): 528..543",)
     assert difference.stored_only_by_recording == difference.stored_only_by_kvcore == ()
     assert report.stores_only_by_recording == report.stores_only_by_kvcore == 0
-    assert report.batches_agreeing < 400 and report.differing_batches[0] == 111
-    assert any(line.startswith("first difference: batch 111 (seq 111): the recording removed what kvcore did not")
+    assert report.batches_agreeing < 400 and report.differing_batches[0] == 112
+    assert any(line.startswith("first difference: batch 112 (seq 111): the recording removed what kvcore did not")
                for line in report.lines())
 
 
@@ -161,11 +161,11 @@ def test_a_recording_with_one_store_dropped_differs_first_at_that_batch(vllm_mes
     messages = mutated(vllm_messages, batch, lambda evs: [e for e in evs if e["type"] != "BlockStored"])
     report = against(messages, vllm_scenario)
     difference = report.first_difference
-    assert difference.batch == batch
+    assert difference.batch == batch + 1  # the step of message `batch` (0-based)
     assert difference.stored_only_by_recording == ()
     listed = [b for b in difference.stored_only_by_kvcore if not b.startswith("and ")]
     assert len(listed) == min(blocks, 8)
-    assert report.differing_batches[0] == batch
+    assert report.differing_batches[0] == batch + 1
     assert report.batches_agreeing == 400 - len(report.differing_batches)
 
 
@@ -174,7 +174,7 @@ def test_a_recording_with_a_removal_added_differs_first_at_that_batch(vllm_messa
     messages = mutated(vllm_messages, 5, lambda evs: evs + [removed([first_hash])])
     report = against(messages, vllm_scenario)
     difference = report.first_difference
-    assert difference.batch == 5
+    assert difference.batch == 6
     assert difference.removed_only_by_recording == ("block 1 (positions 0..15): 0..15",)
     assert difference.removed_only_by_kvcore == difference.stored_only_by_kvcore == ()
     assert report.removes_only_by_recording == 1
@@ -204,7 +204,7 @@ def test_stored_chains_become_acquires_and_publishes_in_order():
     assert format_scenario(scenario) == "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
     report = against(messages, text)
     # Every store agrees, batch by batch; the removal is the server's, kvcore had room for all.
-    assert report.differing_batches == (3,) and report.stores_agreeing == 4
+    assert report.differing_batches == (4,) and report.stores_agreeing == 4
     assert report.first_difference.removed_only_by_recording == ("block 1 (positions 0..3): 20..23",)
 
 
@@ -255,7 +255,7 @@ def test_an_undecodable_message_is_an_empty_batch_not_a_failure():
     messages = recording([stored([1], None, range(4))], [])
     messages[1] = Message(b"kv", 1, b"\xc1 not msgpack")
     report = against(messages, recording_to_scenario(messages))
-    assert report.undecodable_batches == (1,) and report.batches_agreeing == 2
+    assert report.undecodable_batches == (2,) and report.batches_agreeing == 2
     assert not report.agrees
 
 
@@ -271,7 +271,7 @@ def test_the_hit_cap_is_what_makes_a_repeated_prompt_agree():
     rules = "cache hash pages=8 tokens_per_page=4{}\nacquire a 0..7\npublish a\nrelease a\n" \
             "acquire b 0..7\npublish b\nrelease b\n"
     textbook = against(messages, rules.format(""))
-    assert textbook.differing_batches == (1,)
+    assert textbook.differing_batches == (2,)
     assert textbook.first_difference.stored_only_by_recording == ("block 2 (positions 4..7): 4..7",)
     assert textbook.kvcore_hit_tokens == 8 and textbook.recording_hit_tokens == 4
     vllm = against(messages, rules.format(" recompute_last_token=yes"))
@@ -282,3 +282,13 @@ def test_the_hit_cap_is_what_makes_a_repeated_prompt_agree():
 def test_against_refuses_a_scenario_for_another_cache_kind():
     with pytest.raises(ValueError, match="hash cache"):
         against(recording([]), "cache trie pages=8 tokens_per_page=4\nacquire a 1\n")
+
+
+def test_the_batch_against_names_is_the_step_the_watch_shows_as_that_batch(vllm_messages):
+    from kvviz.model.watch import WatchTimeline
+
+    text = requests_scenario(read_trace(TRACE, first=400).requests, gpu_blocks=3001)
+    difference = against(vllm_messages, text).first_difference
+    frame = WatchTimeline.from_messages(vllm_messages).frame(difference.batch)  # what --step N and g show
+    assert frame.message.seq == difference.seq
+    assert frame.narration.startswith(f"Batch {difference.batch} (seq {difference.seq})")

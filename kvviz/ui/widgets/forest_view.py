@@ -10,19 +10,27 @@ removed stay where they were for that step, struck through in red, and are gone 
 after. A block whose parent key is not in the forest is an **orphan** (⊘): kvviz attached
 after its parent was stored, or the parent was removed first; it heads a chain of its own.
 
+A straight run of :data:`FOLD_MIN` or more blocks (each the only child of the one before, no
+copy between) is **folded** into one row, ``▸ ×169 blocks, tokens 16..2719``, which keeps the
+step's marks (``+12 stored``, ``✗169 removed``); branch points end a run, so the forest reads as
+its branches. Enter unfolds the run under the cursor (and folds it again from any of its
+blocks). :meth:`ForestView.search` finds blocks by hash prefix, token ids or text (with a
+tokenizer); :meth:`ForestView.next_hit` walks the hits, unfolding the run that hides one.
+
 The view draws a frozen :class:`~kvviz.ui.watch_view.WatchView`; moving the cursor posts
 :class:`ForestView.BlockSelected`, which the app answers with the timeline's why-answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from ...backends.kv_events.wire import key_label, key_order, medium_label
+from ...backends.kv_events.wire import key_label, key_order, key_text, medium_label
 from ...model.narrate import count
 from ..watch_view import WatchView
 from .line_view import LineView, Row, SelectionMessage, Span
@@ -40,8 +48,15 @@ ORPHAN = "⊘"
 COPY = "≡"
 """The marker of another medium's copy of the key above (its children hang under the first)."""
 
+FOLD_MIN = 3
+"""The shortest straight run of blocks folded into one row."""
+
+FOLDED = "▸"
+"""The marker of a folded run (enter unfolds it)."""
+
 LEGEND = ("● cached · + stored this batch · ✗ removed this batch (gone the next)",
-          f"{ORPHAN} orphan: parent not cached (never seen or removed) · {COPY} same key, other medium")
+          f"{ORPHAN} orphan: parent not cached (never seen or removed) · {COPY} same key, other medium · "
+          f"{FOLDED} a folded chain: enter unfolds · / search, n N next")
 """The legend, under the header (two lines, so a narrow pane still shows it)."""
 
 
@@ -158,6 +173,82 @@ def _walk(heads, children, copies, marks, out: list[ForestLine], seen: set) -> N
             pending.append((below[i], child_guide, child_inner, level + 1, depth + 1, after, relative, False))
 
 
+@dataclass(frozen=True, slots=True)
+class FoldedRun:
+    """A straight run of blocks drawn as one row: its lines, first to last."""
+
+    lines: tuple[ForestLine, ...]
+
+    @property
+    def first(self) -> ForestLine:
+        """The run's first block (its row's item is this block's id)."""
+        return self.lines[0]
+
+    @property
+    def stored(self) -> int:
+        """Blocks of the run the step stored."""
+        return sum(1 for line in self.lines if line.stored)
+
+    @property
+    def removed(self) -> int:
+        """Blocks of the run the step removed (or took a copy of)."""
+        return sum(1 for line in self.lines if line.removed or line.lost_copy)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens in the run's blocks."""
+        return sum(len(line.block.tokens) for line in self.lines)
+
+
+def fold_runs(lines: Sequence[ForestLine], least: int = FOLD_MIN) -> list[ForestLine | FoldedRun]:
+    """``lines`` with every straight run of at least ``least`` blocks as one :class:`FoldedRun`:
+    each block after the first is the only child of the one before (same branch level, the next
+    depth, drawn right under it), and no copy on another medium sits between. O(lines)."""
+    out: list[ForestLine | FoldedRun] = []
+    run: list[ForestLine] = []
+
+    def flush() -> None:
+        if len(run) >= least:
+            out.append(FoldedRun(tuple(run)))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for line in lines:
+        if run and not line.copy_of and not line.head and line.level == run[-1].level \
+                and line.depth == run[-1].depth + 1 and line.block.parent == run[-1].block.key \
+                and (len(run) == 1 or line.prefix == run[-1].prefix):
+            run.append(line)
+            continue
+        flush()
+        if line.copy_of:
+            out.append(line)
+        else:
+            run.append(line)
+    flush()
+    return out
+
+
+def matches(line: ForestLine, query: str, decode=None) -> bool:
+    """Whether block ``line`` answers a search: ``query`` is a hash prefix (hex as shown, or the
+    key as sent), token ids in a row (``5 9 2`` or ``5,9,2``) or, with ``decode``, text."""
+    block = line.block
+    wanted = query.strip().lower().rstrip("…")
+    if not wanted:
+        return False
+    words = wanted.replace(",", " ").split()
+    if all(word.isdigit() for word in words) and len(words) > 1:
+        ids = tuple(int(word) for word in words)
+        tokens = tuple(block.tokens)
+        return any(tokens[i:i + len(ids)] == ids for i in range(len(tokens) - len(ids) + 1))
+    label = key_label(block.key, 0).lower()
+    if label.startswith(wanted) or key_text(block.key).lower().startswith(wanted):
+        return True
+    if len(words) == 1 and wanted.isdigit() and int(wanted) in block.tokens:
+        return True
+    return decode is not None and query.strip() in decode(block.tokens)
+
+
 def token_values(tokens: Iterable[int], budget: int) -> str:
     """A block's tokens in at most ``budget`` cells: "[1600–1615]" for a run of consecutive
     ids, else "[5 9 2 …]"."""
@@ -208,6 +299,8 @@ class ForestView(LineView):
     }
     """
 
+    BINDINGS = [Binding("enter", "toggle_fold", "unfold", show=False)]
+
     class BlockSelected(SelectionMessage):
         """The user put the cursor on a block: ``key`` (as sent) on ``medium``."""
 
@@ -222,6 +315,14 @@ class ForestView(LineView):
         self._linked: frozenset = frozenset()
         self.lines: tuple[ForestLine, ...] = ()
         """The blocks as laid out for the step shown (tests read them)."""
+        self.decode = None
+        """Token ids to text (a tokenizer's ``decode``), or None: the text is shown beside the tokens."""
+        self._unfolded: set[Hashable] = set()  # the first blocks of the runs the user unfolded
+        self._run_of: dict[Hashable, Hashable] = {}  # a folded-away block -> its run's first block
+        self._hits: list[Hashable] = []
+        self._hit = -1
+        self.query = ""
+        """The last search."""
 
     # -- building rows -------------------------------------------------------------------
 
@@ -233,7 +334,18 @@ class ForestView(LineView):
         rows = [Row(None, "header")] + [Row(None, ("legend", i)) for i in range(len(LEGEND))]
         if effect is not None and effect.cleared:
             rows.append(Row(None, "cleared"))
-        rows += [Row((line.block.key, line.block.medium), line) for line in self.lines]
+        self._run_of = {}
+        for part in fold_runs(self.lines):
+            if isinstance(part, FoldedRun):
+                first = (part.first.block.key, part.first.block.medium)
+                for line in part.lines:
+                    self._run_of[(line.block.key, line.block.medium)] = first
+                if first in self._unfolded:
+                    rows += [Row((line.block.key, line.block.medium), line) for line in part.lines]
+                else:
+                    rows.append(Row(first, part))
+            else:
+                rows.append(Row((part.block.key, part.block.medium), part))
         if not self.lines:
             rows.append(Row(None, "empty"))
         if effect is not None:
@@ -269,6 +381,8 @@ class ForestView(LineView):
             data = row.data
             if isinstance(data, ForestLine) and (data.stored or data.removed or data.lost_copy):
                 return index
+            if isinstance(data, FoldedRun) and (data.stored or data.removed):
+                return index
             if isinstance(data, tuple) and data[0] == "unknown":
                 return index
         return None
@@ -290,6 +404,8 @@ class ForestView(LineView):
         data = row.data
         if isinstance(data, ForestLine):
             return self._block_spans(data, width)
+        if isinstance(data, FoldedRun):
+            return self._run_spans(data, width)
         if data == "header":
             return self._header_spans()
         if isinstance(data, tuple) and data[0] == "legend":
@@ -356,12 +472,105 @@ class ForestView(LineView):
         if line.lost_copy:
             tail.append((" −1 copy", style("forest-view--loss")))
         used = sum(len(text) for text, _ in spans) + sum(len(text) for text, _ in tail) + 1
-        return [*spans, *tail, (" " + token_values(block.tokens, max(6, width - used)), meta)]
+        values = token_values(block.tokens, max(6, width - used))
+        if self.decode is not None:
+            text = self.decode(block.tokens).replace("\n", "⏎")
+            values = token_values(block.tokens, max(6, (width - used) // 2))
+            values += " " + repr(text)[:max(4, width - used - len(values) - 1)]
+        return [*spans, *tail, (" " + values, meta)]
+
+    def _run_spans(self, run: FoldedRun, width: int) -> list[Span]:
+        style = self.style_of
+        first, last = run.first, run.lines[-1]
+        meta = style("forest-view--meta")
+        look = style("forest-view--block")
+        if run.removed == len(run.lines):
+            look = style("forest-view--removed")
+        elif run.stored == len(run.lines):
+            look = style("forest-view--stored")
+        sign = "+" if first.relative else ""
+        end = last.start + len(last.block.tokens) - 1
+        spans: list[Span] = [(first.prefix, style("forest-view--guide")),
+                             (f"{ORPHAN} " if first.orphan else f"{FOLDED} ",
+                              style("forest-view--orphan") if first.orphan else look),
+                             (f"×{len(run.lines):,} blocks, tokens {sign}{first.start}..{sign}{end}", look),
+                             (f" {key_label(first.block.key)}..{key_label(last.block.key)} "
+                              f"{medium_label(first.block.medium)}", meta)]
+        if run.stored:
+            spans.append((f" +{run.stored:,} stored", style("forest-view--stored")))
+        if run.removed:
+            spans.append((f" ✗{run.removed:,} removed", style("forest-view--loss")))
+        if first.orphan:
+            spans.append((" orphan", style("forest-view--orphan")))
+        return spans
+
+    # -- folding and search ----------------------------------------------------------------
+
+    def action_toggle_fold(self) -> None:
+        """Unfold the run under the cursor, or fold again the run of the block under it."""
+        item = self.cursor
+        if item is None or self.view is None:
+            return
+        first = self._run_of.get(item)
+        if first is None:
+            return
+        if first in self._unfolded:
+            self._unfolded.discard(first)
+        else:
+            self._unfolded.add(first)
+        self._rebuild()
+        self.move_cursor(first, post=False)
+
+    def unfold_to(self, item: Hashable) -> None:
+        """Make block ``item`` a row of its own (unfolding the run that holds it)."""
+        first = self._run_of.get(item)
+        if first is not None and first not in self._unfolded:
+            self._unfolded.add(first)
+            self._rebuild()
+
+    def move_cursor(self, item: Hashable, post: bool = True) -> None:
+        """Put the cursor on block ``item``, unfolding the run that hides it."""
+        if item not in self._item_row:
+            self.unfold_to(item)
+        super().move_cursor(item, post)
+
+    def search(self, query: str) -> int:
+        """Find the blocks of the step shown that answer ``query`` (see :func:`matches`), in
+        forest order; put the cursor on the first. Returns how many."""
+        self.query = query
+        self._hits = [(line.block.key, line.block.medium) for line in self.lines
+                      if not line.removed and matches(line, query, self.decode)]
+        self._hit = -1
+        if self._hits:
+            self.next_hit(1)
+        return len(self._hits)
+
+    def next_hit(self, delta: int = 1) -> Hashable | None:
+        """The cursor to the next (``delta`` 1) or previous (-1) hit of the last search, around
+        the end; None when there is none."""
+        if not self._hits:
+            return None
+        self._hit = (self._hit + delta) % len(self._hits)
+        item = self._hits[self._hit]
+        self.move_cursor(item)
+        return item
+
+    @property
+    def hit_position(self) -> tuple[int, int]:
+        """(the hit under the cursor, 1-based; how many hits) of the last search."""
+        return (self._hit + 1 if self._hits else 0, len(self._hits))
 
     # -- selection -----------------------------------------------------------------------
 
     def is_linked(self, item: Hashable) -> bool:
+        data = self._row_data(item)
+        if isinstance(data, FoldedRun):
+            return any(line.block.key in self._linked for line in data.lines)
         return item[0] in self._linked
+
+    def _row_data(self, item: Hashable):
+        row = self._item_row.get(item)
+        return None if row is None else self._rows[row].data
 
     def selected_message(self, item: Hashable) -> Message | None:
         key, medium = item
