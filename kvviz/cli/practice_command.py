@@ -79,14 +79,16 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
         raise BadInput(f"step {step} does not exist: the scenario has ops 1..{len(session) - 1}")
     steps = None if step is None else [step]
     exercise = None
+    if round_ is not None:
+        from ..model.course import round_exercise
+
+        exercise = round_exercise(session, round_)
     if lesson_kinds:
         exercise = build_exercise(session, seed=seed, steps=steps, kinds=lesson_kinds, max_moves=max_moves)
         if exercise.moves:
             click.echo(f"Lesson {source}: its moves are {', '.join(lesson_kinds)} (--move KIND for others).")
     if not (exercise and exercise.moves):
         exercise = build_exercise(session, seed=seed, steps=steps, kinds=kinds or None, max_moves=max_moves)
-    if not exercise.moves and round_ is not None:  # a scenario without the lesson's kinds: every kind
-        exercise = build_exercise(session, seed=seed, max_moves=max_moves)
     if not exercise.moves:
         raise BadInput(f"no moves to play in {exercise.title}" + (f" of kind {', '.join(kinds)}" if kinds else "")
                        + (f" at step {step}" if step is not None else "")

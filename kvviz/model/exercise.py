@@ -699,9 +699,7 @@ def _finish(index: int, kind: str, o: _Op, draft: _Draft, seed: int) -> Move:
     """A draft with its choices shuffled (by the seed and the move's place) and lettered."""
     rng = random.Random(f"kvviz-practice/{seed}/{o.step}/{draft.anchor}/{kind}")
     options = list(draft.choices)
-    rng.shuffle(options)
-    if kind in ("stop", "swap", "victim"):  # ordered by value: a number line, slots, node ids
-        options.sort(key=lambda t: (t[1] == (), t[1]))
+    rng.shuffle(options)  # every kind: an order by value would let a fixed position beat chance
     choices = tuple(Choice(LETTERS[i], text, value, mistake, why)
                     for i, (text, value, mistake, why) in enumerate(options[:len(LETTERS)]))
     said = tuple(o.subs[i].sentence for i in draft.covers)
