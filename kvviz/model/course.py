@@ -241,9 +241,8 @@ def next_round(progress: Progress) -> Round | None:
     c = concept(lesson)
     seed = _seed(progress, STAGES.index(stage))  # fresh each round: a failed round comes back new
     if stage == "demo":
-        design = c.design if c.design != "trie" else None  # base-vs-trie's demo practises the base cache
         return Round(lesson, stage, f"lesson {lesson}: its demo, moves {', '.join(c.kinds)}", lesson, False, seed,
-                     None, design, None, c.kinds, max_moves=40)
+                     None, None, None, c.kinds, max_moves=40)
     return Round(lesson, stage, f"lesson {lesson}: a random {stage} scenario (seed {seed}) on "
                                 f"{c.design}" + (f" {c.policy}" if c.design == "trie" else "")
                  + f", moves {', '.join(c.kinds)}", None, True, seed, stage, c.design,

@@ -134,6 +134,6 @@ def test_f_is_a_choice_letter_and_x_is_fix_in_plain_text_too():
 def test_a_lesson_demo_on_a_design_without_its_kinds_plays_every_kind_there():
     result = kvviz("practice", "lru", "--design", "hash", "--json", input="")
     assert result.exit_code == 0 and "Lesson lru" not in result.stdout
-    assert "Cached blocks" in result.stdout  # the walk on a hash cache: its blocks
+    assert "Free queue (head first" in result.stdout  # a hash cache's take: its free queue
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["design"] == "hash" and data["total"] > 0
