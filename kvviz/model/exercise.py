@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from kvcore import Snapshot
 
 from .designs import Design, design_of
-from .words import Labeler, count, default_labeler, key_text
+from .words import Labeler, are, count, default_labeler, key_text
 
 __all__ = ["MAX_CHOICES", "MOVE_KINDS", "Choice", "Exercise", "Move", "MoveKind", "MoveResult", "Play",
            "Verdict", "build_exercise", "move_kinds_of", "read_choice", "state_lines"]
@@ -271,7 +271,8 @@ def _find_stop(o: _Op) -> list[_Draft]:
         if k == answer:
             if answer == full:
                 return None, f"every full block is cached along one path ({', '.join(holder(j) for j in range(full))})"
-            found = f"blocks 0..{answer - 1} are cached along one path; " if answer else ""
+            found = (f"blocks 0..{answer - 1} are cached along one path; " if answer > 1 else
+                     "block 0 is cached; " if answer else "")
             where = f"under {parent_of(answer)}" if tree else "under its chained key (its whole prefix)"
             return None, f"{found}{stop_block} is not cached {where}: the walk stops there"
         if k > answer:
@@ -321,7 +322,7 @@ def _need_words(o: _Op, state: Snapshot, n_taken: int) -> str:
     free = state.free_count
     if o.design.lazy:
         return f"it needs {rule}, all from the free queue's head"
-    more = "" if need <= free else f"; only {free} are free, so {need - free} more come from eviction"
+    more = "" if need <= free else f"; only {are(free)} free, so {need - free} more {'comes' if need - free == 1 else 'come'} from eviction"
     return f"it needs {rule}{more}"
 
 

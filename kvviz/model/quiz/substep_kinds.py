@@ -275,7 +275,8 @@ DEDUP = QuestionKind(
     describe=lambda x: page_list(x, "block"),
     distractors=_dedup_distractors,
     hints=_dedup_hints,
-    why=lambda v, x: (f"{page_list(x, 'block').capitalize()} of {v.op.name} were cached by another request first, "
+    why=lambda v, x: (f"{page_list(x, 'block').capitalize()} of {v.op.name} {'was' if len(x) == 1 else 'were'} cached by another "
+                      "request first, "
                       "so publish adopted those pages and returned its own copies."),
     diverge=_dedup_diverge,
     lesson=frozenset({"dedup"}),
