@@ -21,6 +21,7 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER
 from ..model.course import CONCEPTS
 from ..model.exercise import MOVE_KINDS, Play, build_exercise, state_lines
 from ..model.generate import LEVELS, generate
+from ..model.words import count
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, load_file_or_demo, make_session
 
@@ -153,7 +154,7 @@ def _run_plain(session, exercise, *, as_json: bool) -> Play:
     """Ask every move in turn, reading answers from stdin; print the score (and JSON)."""
     stdin = sys.stdin  # click's test runner swaps it too
     label = session.label_tokens
-    click.echo(f"Practice on {exercise.title}: {len(exercise.moves)} moves (seed {exercise.seed}). Answer with a "
+    click.echo(f"Practice: {exercise.title}: {count(len(exercise.moves), 'move')} (seed {exercise.seed}). Answer with a "
                "letter or the value itself; `fix` (or `x`) applies the cache's move (a miss); `?` states the rule.")
     play = Play(exercise)
     records = []

@@ -436,8 +436,11 @@ def mistake_value(view, q, tag):
         moved = heap[0]
         children = [heap[i] for i in (1, 2) if i < len(heap)]
         key = KEYS[state.policy]
+        deeper = heap[3:7]
+        assert popped not in heap, "the popped node has left the heap"
         return {"wrong-child": max(children, key=lambda n: key(state.node(n))) if children else None,
-                "no-swap": moved, "parent-slot": popped}[tag]
+                "no-swap": moved,
+                "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None}[tag]
     if kind == "new_candidates":
         mine = s0.allocation_named(op.name)
         path = [s0.node_for_page(p) for p in mine.pages[:mine.published]]

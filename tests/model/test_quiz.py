@@ -295,7 +295,8 @@ def test_feedback_says_right_or_wrong_the_answer_the_mistake_where_it_parted_and
     wrong = next(c for c in q.choices if c.mistake)
     lines = feedback(q, q.read(wrong.label))
     assert lines[0].startswith("Wrong") and f"{q.correct_choice.label}) pages 0 1 5" in lines[0]
-    assert wrong.mistake in lines[1] and lines[-1].startswith("Why: ")
+    said, _, reason = wrong.mistake.partition(": ")
+    assert lines[1] == f"Your choice ({said}) is the mistake: {reason}." and lines[-1].startswith("Why: ")
     assert any(line.startswith("Where it parted: ") for line in lines)
     assert feedback(q, q.read(q.correct_line))[0].startswith("Right")
     assert feedback(q, None)[0].startswith("Skipped")

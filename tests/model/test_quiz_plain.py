@@ -48,7 +48,8 @@ def test_wrong_answers_score_zero_and_say_the_mistake():
     out, report = _run(["lru", "--no-state"], "".join(f"{c.label}\n" for c in wrong))
     assert report["score"] == 0 and report["asked"] == len(asked)
     assert not any(q["right"] for q in report["questions"])
-    assert wrong[0].mistake in out
+    said, _, reason = wrong[0].mistake.partition(": ")
+    assert f"Your choice ({said}) is the mistake: {reason}." in out
     assert out.count("Wrong:") == len(asked)
 
 

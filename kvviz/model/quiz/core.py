@@ -86,7 +86,7 @@ MISTAKES: dict[str, str] = {
     # sub-steps
     "wrong-child": "swaps with the child of the larger key",
     "no-swap": "expects the heap property to hold without a swap",
-    "parent-slot": "swaps with the parent instead of a child",
+    "skips-a-level": "swaps with the smallest key further down, skipping a level of the sift",
     "referenced-parent": "makes a referenced parent a candidate",
     "grandparent": "makes the parent's parent a candidate",
     "first-block": "names the first block instead of the first duplicate",

@@ -100,7 +100,7 @@ class ExerciseScreen(Screen):
         done = len(play.results)
         where = (f"step {move.step}: {move.op_text}, move {move.index + 1} of {len(self.exercise.moves)}"
                  if move is not None else "done")
-        header.update(f"Practice on {self.exercise.title} — {where}\n{play.score_line()}"
+        header.update(f"Practice: {self.exercise.title} — {where}\n{play.score_line()}"
                       + (" (this move: missed once)" if play.missed else ""))
         panel = self.query_one(MovePanel)
         panel.show_move(move, f"Move {move.index + 1}" if move is not None else "")
