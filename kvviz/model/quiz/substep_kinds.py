@@ -138,7 +138,7 @@ SWAP = QuestionKind(
                       + (f"it swaps with node {x}, its child with the smaller key."
                          if x != _pop(v)[1].moved else "no child has a smaller key, so it stays.")),
     diverge=_swap_diverge,
-    lesson=frozenset({"heap-ties"}),
+    lesson=frozenset({"heap-ties", "lru"}),
 )
 
 
