@@ -21,12 +21,11 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER
 from ..model.course import CONCEPTS
 from ..model.exercise import MOVE_KINDS, Play, build_exercise, state_lines
 from ..model.generate import LEVELS, generate
+from ..model.quiz.choices import FIX_WORDS, HINT_WORDS
 from ..model.words import count
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, load_file_or_demo, make_session
 
-FIX_WORDS = ("fix", "x")  # x as in the UI; never a choice letter (at most a-h)
-HINT_WORDS = ("?", "hint")
 DESIGNS = ("trie", "base", "hash")
 MAX_PRACTICE_MOVES = 2_000
 

@@ -20,10 +20,10 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.designs import design_of
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions, record, refusal, shown_candidates
+from ..model.quiz.choices import HINT_WORDS
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, at_cache_line, launch_ui, load_file_or_demo, make_session
 
-HINT_WORDS = ("?", "hint")
 _NEXT_EVICTED = re.compile(r";\s+next\s+evicted:\s+block\s+\d+\s+on\s+page\s+\d+,\s+when\s+an\s+acquire\s+takes\s+that"
                            r"\s+far")
 NEXT_VICTIM_MARK = "  <- next victim"

@@ -38,32 +38,14 @@ from dataclasses import dataclass, field, replace
 from kvcore import Snapshot
 
 from .designs import Design, design_of
+from .quiz.choices import LETTERS, Choice, letter_choice, score_line
 from .words import Labeler, are, count, default_labeler, key_text
 
 __all__ = ["MAX_CHOICES", "MOVE_KINDS", "Choice", "Exercise", "Move", "MoveKind", "MoveResult", "Play",
            "Verdict", "build_exercise", "move_kinds_of", "read_choice", "state_lines"]
 
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 MAX_CHOICES = 8
 """Choices a move offers at most (the walk's stop over a long prompt: a window of blocks)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """One choice of a move: its letter, its text, its ``value`` (what a typed answer is
-    compared with), the ``mistake`` it models (None: the right one) and why it is right or
-    wrong."""
-
-    letter: str
-    text: str
-    value: tuple
-    mistake: str | None
-    why: str
-
-    @property
-    def right(self) -> bool:
-        """Whether this is the cache's move."""
-        return self.mistake is None
 
 
 @dataclass(frozen=True)
@@ -752,11 +734,9 @@ def read_choice(move: Move, text: str) -> Choice:
     if not text:
         raise ValueError("empty answer")
     letters = f"a-{move.choices[-1].letter}"
-    if len(text) == 1 and text in LETTERS:
-        for choice in move.choices:
-            if choice.letter == text:
-                return choice
-        raise ValueError(f"no choice {text!r}: the choices are {letters}")
+    chosen = letter_choice(move.choices, text)
+    if chosen is not None:
+        return chosen
     words = set(re.findall(r"[a-z]+", text))
     numbers = tuple(int(n) for n in _NUMBERS.findall(text))
     for choice in move.choices:
@@ -807,7 +787,7 @@ class Play:
 
     def score_line(self) -> str:
         """``Score: 3 of 4 moves right first time``."""
-        return f"Score: {self.right} of {count(len(self.results), 'move')} right first time"
+        return score_line(self.right, len(self.results), "move")
 
     def answer(self, choice: Choice) -> tuple["Play", Verdict]:
         """Grade ``choice`` for the current move: right moves on; wrong stays on the move

@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from ..limits import MAX_QUIZ_STEPS
 from ..model.narrate import count
 from ..model.quiz import AnswerError, Divergence, Question, Reply, Tally, feedback, questions, refusal
+from ..model.quiz.choices import HINT_WORDS
 from ..model.view import FrameView
 from ..model.why import Answer
 from .stepping import Position
 
-HINT_WORDS = ("?", "hint")
 """Answer lines that ask for the next hint instead (as in ``kvviz quiz --plain``)."""
 
 PRACTICE_KEYS = ("type a letter or the answer, enter · ? enter: a hint · blank enter: skip · "

@@ -95,7 +95,7 @@ async def test_a_letter_typed_in_the_answer_line_answers_and_reveals_with_feedba
         reply = first.read(_right_line(first))
         for line in feedback(first, reply):
             assert line[:30] in text.replace("\n", " ") or line[:30] in text
-        assert "Score: 1 of 1 right, streak 1" in text
+        assert "Score: 1 of 1 question right, streak 1" in text
 
 
 async def test_a_wrong_answer_says_so_and_gives_the_answer(app_on, lru):

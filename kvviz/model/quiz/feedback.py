@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .choices import score_line
 from .core import Question, Reply
 
 
@@ -72,5 +73,5 @@ class Tally:
         return Tally(self.right + hit, self.asked + 1, self.streak + 1 if hit else 0)
 
     def line(self) -> str:
-        """``Score: 3 of 4 right, streak 2``."""
-        return f"Score: {self.right} of {self.asked} right, streak {self.streak}"
+        """``Score: 3 of 4 questions right, streak 2``."""
+        return score_line(self.right, self.asked, "question", self.streak)

@@ -27,7 +27,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Static
 
-from ...model.exercise import LETTERS, MOVE_KINDS, Exercise, Move, Play
+from ...model.exercise import MOVE_KINDS, Exercise, Move, Play
+from ...model.quiz.choices import LETTERS
 from ...model.view import FrameView, Highlight, TokenLabels, substep_frame
 from ..panes import panes_for
 from ..themes import set_up_appearance, variable_defaults
