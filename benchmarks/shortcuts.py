@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kvviz.cli.practice_command import _session  # noqa: E402
+from kvviz.cli.quiz_command import UNLISTED  # noqa: E402
 from kvviz.demos import LESSONS  # noqa: E402
 from kvviz.model.exercise import build_exercise  # noqa: E402
 from kvviz.model.quiz import questions  # noqa: E402
@@ -86,9 +87,14 @@ def question_heuristics(q):
         out["smallest number"] = min(numbers, key=lambda c: c.value)
         out["largest number"] = max(numbers, key=lambda c: c.value)
     snap = q.view.snap0 if q.view is not None else None
-    if snap is not None and snap.heap and all(isinstance(c.value, tuple) for c in cs):
+    if snap is not None and snap.heap and q.kind not in UNLISTED:  # the plain quiz lists the candidates' keys
         smallest = min((snap.node(n) for n in snap.heap), key=snap.node_key)
-        out["smallest listed key"] = next((c for c in cs if c.value[:1] == (smallest.page,)), None)
+        out["smallest listed key"] = next((c for c in cs if c.value in (smallest.page, (smallest.page,))), None)
+    nodes = [n for n in snap.nodes if n.id] if snap is not None and snap.kind == "trie" else []
+    if nodes:  # the trie's text shows every node's key
+        smallest = min(nodes, key=snap.node_key)
+        out["smallest key in the trie"] = next((c for c in cs if c.value in (smallest.page, (smallest.page,))),
+                                               None)
     return out
 
 

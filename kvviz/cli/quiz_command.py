@@ -154,6 +154,11 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
                                "questions": records}))
 
 
+UNLISTED = ("victim", "victims")
+"""Question kinds whose answer is the smallest key among the candidates: the candidates are
+not listed beside them (the learner finds them in the trie, which is what the lesson teaches)."""
+
+
 def _state(session, question: Question, seed: int) -> str:
     """The state before ``question``'s step as text, without giving the answer away: the heap
     in array order puts the next victim in slot 0 (and the text export marks it), so the
@@ -169,6 +174,9 @@ def _state(session, question: Question, seed: int) -> str:
     snap = frame.snapshot
     heap = heap_list(frame, session).plain
     candidates = shown_candidates(snap, seed, question.step)
+    if candidates and question.kind in UNLISTED:  # the smallest listed key would be the answer 94% of the time
+        candidates = ("Eviction candidates: not listed for this question; find them in the trie (childless, "
+                      "ref 0) and compare their keys.")
     if candidates and heap:
         text = text.replace(heap, candidates)
     elif design_of(snap).lazy:  # the clause may wrap: matched across line breaks

@@ -272,3 +272,13 @@ def test_the_state_shown_leaves_out_the_demos_story_and_the_hash_queues_next_evi
     out, _ = _run(["hash-vs-trie"], "\n" * 40)
     assert "State before the step:" in out and "free queue (head first" in out
     assert "next evicted" not in out and "The next block to go" not in out
+
+
+def test_a_victim_question_does_not_list_the_candidates_keys_beside_it():
+    asked = _expected("lru")
+    victim = next(q for q in asked if q.kind == "victim")
+    out, _ = _run(["lru"], "\n" * len(asked))
+    shown = out[:out.index(victim.text)]
+    last_state = shown[shown.rfind("clock "):]
+    assert "Eviction candidates: not listed for this question" in last_state
+    assert "in no particular order" not in last_state
