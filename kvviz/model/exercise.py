@@ -161,6 +161,7 @@ class _Op:
         self.label = label
         self.tpp = subs.before.tokens_per_page
         self.rng = random.Random(0)  # picks among distractors; build_exercise seeds it per op
+        self.evicted: dict[tuple[int, ...], int] = {}  # a block's tokens -> the last step that evicted it
 
     def state(self, anchor: int) -> Snapshot:
         """kvcore's state right before sub-step ``anchor``."""
@@ -259,6 +260,11 @@ def _find_stop(o: _Op) -> list[_Draft]:
             return None, f"{found}{stop_block} is not cached {where}: the walk stops there"
         if k > answer:
             where = f"no child of {parent_of(answer)} holds it" if tree else "its chained key is not cached"
+            gone = o.evicted.get(o.block(answer, tokens))
+            if gone is not None:  # the mistake: matching a block that was cached once
+                return "past-the-stop", (f"{stop_block} is not cached ({where}): a node holding its tokens was "
+                                         f"evicted at step {gone}, and an evicted block matches nothing; the walk "
+                                         "stops at the first block missing")
             return "past-the-stop", (f"{stop_block} is not cached ({where}); the walk stops at the first block "
                                      "missing: a later block is never matched past a gap, even if the same tokens "
                                      "are cached elsewhere")
@@ -354,7 +360,8 @@ def _find_take(o: _Op) -> list[_Draft]:
         sides = o.rng.choice(fits) if fits else tuple(d for d in (-1, 1, 2) if 0 < n + d <= len(free))
         wrong = [
             (tuple(free[-n:]) if n else None, "from-the-back", f"pages are handed out from {where}, not the other end"),
-            *((tuple(free[:n + d]) if n + d > 0 else None, _off_by(d), f"{_off_words(d)}: {need}") for d in sides),
+            *((tuple(free[:n + d]) if n + d > 0 else None, _off_by(d),
+               f"{_off_words(d)}: this take hands out {count(n, 'page')}, not {n + d}; {need}") for d in sides),
             (tuple(sorted(free))[:n], "lowest-numbers",
              f"the order of {where} is not page order: it takes from {where}"),
             ((), "nothing-taken", f"the match does not cover the request: {need}"),
@@ -691,13 +698,20 @@ def build_exercise(session, *, seed: int = 0, steps: Iterable[int] | None = None
     design = design_of(session.frame(0).snapshot)
     usable = [k for k in MOVE_KINDS if k in wanted and k in move_kinds_of(design)]
     moves: list[Move] = []
+    evicted: dict[tuple[int, ...], int] = {}
+    done = 1
     for step in (range(1, len(session)) if steps is None else steps):
+        for earlier in range(done, step):  # what earlier ops evicted, for the feedback on a match past it
+            for e in session.frame(earlier).evictions:
+                evicted[tuple(e.tokens)] = earlier
+        done = max(done, step)
         if max_moves is not None and len(moves) >= max_moves:
             break
         frame = session.frame(step)
         subs = session.substeps(step)
         o = _Op(step, frame.op, subs, session.label_tokens, session.config.recompute_last_token)
         o.rng = random.Random(f"kvviz-practice/{seed}/{step}/distractors")
+        o.evicted = dict(evicted)
         drafts = []
         for order, name in enumerate(usable):
             for draft in MOVE_KINDS[name].find(o):

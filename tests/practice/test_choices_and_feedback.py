@@ -69,3 +69,26 @@ def test_a_random_rounds_header_names_the_scenario_once():
     first = result.stdout.splitlines()[0]
     assert "Practice on Practice" not in result.stdout
     assert first.startswith("Practice: A random easy scenario, seed 0: ")
+
+
+def test_matching_a_block_evicted_earlier_is_answered_with_its_eviction():
+    session = _session("policies", False, 0, None, None, None)
+    evicted_at = {}
+    for step in range(1, len(session)):
+        for e in session.frame(step).evictions:
+            evicted_at[tuple(e.tokens)] = step
+    answered = []
+    for move in build_exercise(session, kinds=["stop"], max_moves=400).moves:
+        for choice in move.choices:
+            if choice.mistake == "past-the-stop" and "evicted at step" in choice.why:
+                answered.append(choice.why)
+    assert answered and all("an evicted block matches nothing" in why for why in answered)
+
+
+def test_a_take_off_by_some_pages_says_how_many_this_take_hands_out():
+    offs = [(m, c) for s in _sessions("trie") for m in build_exercise(s, kinds=["take"], max_moves=400).moves
+            for c in m.choices if c.mistake and c.mistake.endswith(("-too-few", "-too-many"))]
+    assert len(offs) >= 20
+    for move, choice in offs:
+        n = len(move.answer.value)
+        assert f"this take hands out {n} page{'s' if n != 1 else ''}, not {len(choice.value)}" in choice.why
