@@ -43,7 +43,12 @@ def _free_distractors(view: StepView, answer: Value) -> list[Mistake]:
                            "release frees every page", "trie-rules"))
         out.append(Mistake(snap.free_count + len(mine.pages) - 1, "a page too few: every page of the block table "
                                                                   "returns, the partial last one too", "page-too-few"))
+        if snap.free_count + len(mine.pages) < len(snap.pages):  # a count the pool can hold
+            out.append(Mistake(snap.free_count + len(mine.pages) + 1, "a page too many: a release returns the pages "
+                                                                      "of its block table, no more", "release-extra"))
     else:
+        out.append(Mistake(max(0, snap.free_count - ceil_div(len(op.tokens), tpp) - ceil_div(op.extra, tpp)),
+                           "a page too many: tokens and extra slots share the last started page", "page-too-many"))
         out.append(Mistake(max(0, snap.free_count - (len(op.tokens) + op.extra) // tpp),
                            "a partial page needs no page: every started page takes a whole page", "page-too-few"))
         out.append(Mistake(max(0, snap.free_count - ceil_div(len(op.tokens), tpp)),
@@ -147,7 +152,9 @@ def _fail_distractors(view: StepView, answer: Value) -> list[Mistake]:
                    "forgetting the extra slots: they take pages too", "extra-ignored"),
            Mistake(max(0, needed(view) - snap.free_count - 1),
                    "the trie's rule (a cached prefix is shared, idle pages evicted): a base cache has neither",
-                   "trie-rules")]
+                   "trie-rules"),
+           Mistake(max(0, ceil_div(len(op.tokens), tpp) + ceil_div(op.extra, tpp) - snap.free_count),
+                   "a page too many: tokens and extra slots share the last started page", "page-too-many")]
     out.append(Mistake(0 if answer else 1, "the pool looks full: but free pages are all it needs"
                        if not answer else "referenced pages can be taken: a base cache only has its free list",
                        "pool-full" if not answer else "referenced-evictable"))

@@ -61,6 +61,7 @@ MISTAKES: dict[str, str] = {
     "own-copies": "keeps its own copies at a dedup publish",
     "unchanged": "expects the op to leave the number unchanged",
     "release-all": "frees published pages at release (they stay cached)",
+    "release-extra": "returns one page more than its block table holds at release",
     "release-unshared": "frees the published pages nobody else uses at release",
     "release-candidates": "frees the pages that become eviction candidates at release",
     "hits-taken": "takes the hit pages from the free list too",
