@@ -153,7 +153,13 @@ def listing_next_up() -> str | None:
 @click.option("--reset", is_flag=True, help="Clear the progress: every lesson starts again.")
 def progress(reset: bool) -> None:
     """Your progress through the course: each lesson's stages (its demo, then random scenarios),
-    mastery, the missed move kinds to review, and what is next up (`kvviz practice --next`)."""
+    mastery, the missed move kinds to review, and what is next up (`kvviz practice --next`).
+
+    The course starts with prefix-sharing, refcount and lru (eviction by the fourth round); a
+    lesson's demo passed opens the next lesson, its random stages follow. The file is
+    $XDG_DATA_HOME/kvviz/progress.json (or ~/.local/share/kvviz/progress.json); a symbolic link
+    there is written through to its target, and a file that cannot be written is said before a
+    round starts, never after it."""
     path = progress_path()
     if reset:
         existed = path.exists()

@@ -2,7 +2,7 @@
 """``kvviz quiz``: predict, then reveal. Questions before the interesting steps of a demo, a
 file or a seeded random scenario, graded by the state the cache really reached.
 
-Without ``--plain`` the quiz opens the UI in practice mode (the question panel asks before
+Without ``--plain`` the quiz opens the UI in quiz mode (the question panel asks before
 each interesting step). ``--plain`` (and ``--json``, which implies it) runs in plain text: each
 question with numbered choices on stdout, one answer per line on stdin, feedback after each,
 the score at the end, and with ``--json`` one JSON object after everything else.
@@ -47,13 +47,16 @@ NEXT_VICTIM_MARK = "  <- next victim"
 @click.option("--no-state", is_flag=True, help="Do not print the cache's state before each question.")
 def quiz(source: str | None, random_: bool, seed: int, level: str | None, save: str | None, plain: bool,
          as_json: bool, no_state: bool) -> None:
-    """Practise: predict what the cache does at each interesting step, then see if you were right.
+    """Predict what the cache does at each interesting step, then see if you were right.
 
-    Each question comes with lettered choices; answer with a choice letter or the answer
-    itself (a number, a page list such as `3 5`), `?` for a hint (again: a closer one), a
-    blank line to skip. A wrong answer says where it parted from the cache (the sub-step to
-    step into). The quiz ends with the score; end of input ends it early. Without --plain
-    (or --json) the UI opens in practice mode: the answer line takes the same answers.
+    A lesson demo's quiz asks what its lesson teaches, never one kind of question twice in a
+    row (`kvviz quiz lru`: the victim and the heap's next swap at its three eviction steps);
+    another scenario gets one question at each interesting step. Each question comes with
+    lettered choices; answer with a choice letter or the answer itself (a number, a page list
+    such as `3 5`), `?` for a hint (again: a closer one), a blank line to skip. A wrong answer
+    says where it parted from the cache (the sub-step to step into). The quiz ends with the
+    score; end of input ends it early. Without --plain (or --json) the UI opens in quiz mode
+    (`p` in any session): the answer line takes the same answers.
     """
     session = _session(source, random_, seed, level, save)
     if not plain and not as_json:
