@@ -152,10 +152,10 @@ def test_bad_invocations_are_one_line_and_exit_2(args, message):
 def test_help_says_the_ui_is_the_default_and_plain_gives_text():
     result = CliRunner().invoke(quiz, ["--help"])
     assert result.exit_code == 0
-    assert "Without --plain (or --json) the UI opens in practice mode" in " ".join(result.output.split())
+    assert "Without --plain (or --json) the UI opens in quiz mode" in " ".join(result.output.split())
 
 
-def test_without_plain_the_quiz_opens_the_ui_in_practice_mode(monkeypatch):
+def test_without_plain_the_quiz_opens_the_ui_in_quiz_mode(monkeypatch):
     import kvviz.cli.quiz_command
 
     opened = []
