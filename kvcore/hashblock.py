@@ -398,7 +398,8 @@ class HashBlockPagedAttentionCache(CacheCore):
         if i < len(tokens) // tpp:
             return f"the key of block {i} ({' '.join(map(str, tokens[i * tpp:(i + 1) * tpp]))}) is not cached"
         rest = len(tokens) - i * tpp
-        partial = f"; the last {rest} tokens fill a partial block, never cached" if rest else ""
+        last = "the last token fills" if rest == 1 else f"the last {rest} tokens fill"
+        partial = f"; {last} a partial block, never cached" if rest else ""
         return f"all {i} full blocks matched{partial}" if tokens else "no tokens"
 
     # -- snapshot / restore -----------------------------------------------------------------

@@ -670,7 +670,8 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         if len(matched) == n_full:
             rest = len(tokens) - n_full * tpp
             if rest:
-                return f"all {n_full} full pages matched; the last {rest} tokens fill a partial page, never shared"
+                last = "the last token fills" if rest == 1 else f"the last {rest} tokens fill"
+                return f"all {n_full} full pages matched; {last} a partial page, never shared"
             return f"all {n_full} pages matched"
         node = matched[-1] if matched else self._root
         i = len(matched)

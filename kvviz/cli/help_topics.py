@@ -47,13 +47,13 @@ def _samples() -> str:
 
 
 def _keys() -> str:
-    from ..ui.practice import PRACTICE_KEYS
+    from ..ui.practice import QUIZ_KEYS
     from ..ui.screens.help_screen import KEYS
 
     width = max(len(key) for key, _ in KEYS)
     lines = ["Keys of the kvviz UI (kvviz demo, run, open, quiz; ? shows them in the app)", ""]
     lines += [f"  {key:<{width}}  {what}" for key, what in KEYS]
-    lines += ["", f"In practice mode the question panel takes: {PRACTICE_KEYS}."]
+    lines += ["", f"In quiz mode the question panel takes: {QUIZ_KEYS}."]
     return "\n".join(lines) + "\n"
 
 
@@ -67,7 +67,7 @@ def _quiz() -> str:
         "  kvviz quiz DEMO|FILE --plain     questions on a demo or a .kvs file, in plain text",
         "  kvviz quiz --random --seed N --level easy|medium|hard --plain",
         "                                   on a generated scenario (--save FILE keeps it)",
-        "  kvviz quiz DEMO                  in the UI, practice mode (p switches it in any session)",
+        "  kvviz quiz DEMO                  in the UI, quiz mode (p switches it in any session)",
         "",
         "Each interesting step asks one question before it is shown; the same seed asks the",
         "same questions. Answer with a choice letter or the answer itself (a number, pages",

@@ -21,11 +21,11 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER
 from ..model.course import CONCEPTS
 from ..model.exercise import MOVE_KINDS, Play, build_exercise, state_lines
 from ..model.generate import LEVELS, generate
+from ..model.quiz.choices import FIX_WORDS, HINT_WORDS
+from ..model.words import count
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, load_file_or_demo, make_session
 
-FIX_WORDS = ("fix", "x")  # x as in the UI; never a choice letter (at most a-h)
-HINT_WORDS = ("?", "hint")
 DESIGNS = ("trie", "base", "hash")
 MAX_PRACTICE_MOVES = 2_000
 
@@ -79,14 +79,16 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
         raise BadInput(f"step {step} does not exist: the scenario has ops 1..{len(session) - 1}")
     steps = None if step is None else [step]
     exercise = None
+    if round_ is not None:
+        from ..model.course import round_exercise
+
+        exercise = round_exercise(session, round_)
     if lesson_kinds:
         exercise = build_exercise(session, seed=seed, steps=steps, kinds=lesson_kinds, max_moves=max_moves)
         if exercise.moves:
             click.echo(f"Lesson {source}: its moves are {', '.join(lesson_kinds)} (--move KIND for others).")
     if not (exercise and exercise.moves):
         exercise = build_exercise(session, seed=seed, steps=steps, kinds=kinds or None, max_moves=max_moves)
-    if not exercise.moves and round_ is not None:  # a scenario without the lesson's kinds: every kind
-        exercise = build_exercise(session, seed=seed, max_moves=max_moves)
     if not exercise.moves:
         raise BadInput(f"no moves to play in {exercise.title}" + (f" of kind {', '.join(kinds)}" if kinds else "")
                        + (f" at step {step}" if step is not None else "")
@@ -151,7 +153,7 @@ def _run_plain(session, exercise, *, as_json: bool) -> Play:
     """Ask every move in turn, reading answers from stdin; print the score (and JSON)."""
     stdin = sys.stdin  # click's test runner swaps it too
     label = session.label_tokens
-    click.echo(f"Practice on {exercise.title}: {len(exercise.moves)} moves (seed {exercise.seed}). Answer with a "
+    click.echo(f"Practice: {exercise.title}: {count(len(exercise.moves), 'move')} (seed {exercise.seed}). Answer with a "
                "letter or the value itself; `fix` (or `x`) applies the cache's move (a miss); `?` states the rule.")
     play = Play(exercise)
     records = []

@@ -6,9 +6,21 @@ The file lives under the user's data directory (:func:`kvviz.model.course.progre
 working directory; it is written atomically, and a file that is not a progress file is one
 line of bad input and is left as it is (only ``--reset``, asked for by name, replaces it).
 ``kvviz practice --next`` plays and records the rounds (:func:`next_round`, :func:`record_round`).
+
+A round is never lost after it was played: whether the file can be written is settled before
+the round starts (:func:`next_round` tries it). A progress file that is a symbolic link (a
+dotfile manager's, such as stow or home-manager) is written through: its target is replaced
+atomically and the link stays. Recording holds an exclusive lock (``fcntl.flock`` on the
+file's folder) from reading the file to writing it, so two kvviz recording at once both count.
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
@@ -41,32 +53,87 @@ def load() -> Progress:
                        "`kvviz progress --reset` to start again") from None
 
 
+def _target() -> Path:
+    """The file the progress is written to: the progress file, or the file it links to when
+    it is a symbolic link (so the link stays, and its target gets the round)."""
+    path = progress_path()
+    if path.is_symlink():  # a loop resolves to a link still: the write then refuses it, at the start
+        return Path(os.path.realpath(path))
+    return path
+
+
+def _cannot_write(exc: Exception) -> BadInput:
+    return BadInput(f"{progress_path()}: cannot write the progress file: {getattr(exc, 'strerror', None) or exc}")
+
+
+def check_writable() -> None:
+    """Bad input, before any round is played, when the progress file could not be written:
+    its folder cannot be made or written, or it is something a write would not replace (a
+    folder, a FIFO, a link that leads nowhere writable)."""
+    from ..export.atomic import refuse_special_target
+
+    target = _target()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        refuse_special_target(target)
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=target.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except (OSError, ValueError) as exc:
+        raise _cannot_write(exc) from None
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    """Hold an exclusive lock on the progress file's folder (made if needed) for the block:
+    one read-record-write at a time, whichever process does it."""
+    folder = _target().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError as exc:
+        raise _cannot_write(exc) from None
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - no flock on this platform: one writer is assumed
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def save(progress: Progress) -> None:
-    """Write the progress file atomically (its folder made if needed)."""
+    """Write the progress file atomically (its folder made if needed; through a symbolic link
+    to its target)."""
     from ..export.atomic import write_text_atomic
 
-    path = progress_path()
+    target = _target()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, progress_text(progress))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(target, progress_text(progress))
     except (OSError, ValueError) as exc:
-        raise BadInput(f"{path}: cannot write the progress file: {getattr(exc, 'strerror', None) or exc}") from None
+        raise _cannot_write(exc) from None
 
 
 def next_round() -> Round:
-    """The course's next round, from the progress file; bad input when the course is done."""
+    """The course's next round, from the progress file; bad input when the course is done,
+    or when the round could not be recorded (said now, before the learner plays it)."""
     round_ = course_next(load())
     if round_ is None:
         raise BadInput("every lesson is mastered: nothing is next up (`kvviz progress` shows it)")
+    check_writable()
     return round_
 
 
 def record_round(round_: Round, play) -> list[str]:
     """Record a played round in the progress file; the lines to say after it."""
-    progress = load()  # read again: the file is the truth, not what was read before the round
     played = len(play.results)
-    after = record(progress, round_, played, play.right, play.misses_by_kind())
-    save(after)
+    with _locked():  # read again under the lock: the file is the truth, and another kvviz may have written
+        after = record(load(), round_, played, play.right, play.misses_by_kind())
+        save(after)
     result = after.rounds[-1]
     verdict = "passed" if result.passed else "not passed yet"
     return [f"Recorded in {progress_path()}: {round_.stage} of {round_.lesson}, {play.right} of {played} right "
@@ -86,11 +153,18 @@ def listing_next_up() -> str | None:
 @click.option("--reset", is_flag=True, help="Clear the progress: every lesson starts again.")
 def progress(reset: bool) -> None:
     """Your progress through the course: each lesson's stages (its demo, then random scenarios),
-    mastery, the missed move kinds to review, and what is next up (`kvviz practice --next`)."""
+    mastery, the missed move kinds to review, and what is next up (`kvviz practice --next`).
+
+    The course starts with prefix-sharing, refcount and lru (eviction by the fourth round); a
+    lesson's demo passed opens the next lesson, its random stages follow. The file is
+    $XDG_DATA_HOME/kvviz/progress.json (or ~/.local/share/kvviz/progress.json); a symbolic link
+    there is written through to its target, and a file that cannot be written is said before a
+    round starts, never after it."""
     path = progress_path()
     if reset:
         existed = path.exists()
-        save(Progress())
+        with _locked():
+            save(Progress())
         click.echo(f"Progress cleared ({path})." if existed else f"No progress yet; started an empty one ({path}).")
         return
     state = load()

@@ -2,7 +2,7 @@
 """``kvviz quiz``: predict, then reveal. Questions before the interesting steps of a demo, a
 file or a seeded random scenario, graded by the state the cache really reached.
 
-Without ``--plain`` the quiz opens the UI in practice mode (the question panel asks before
+Without ``--plain`` the quiz opens the UI in quiz mode (the question panel asks before
 each interesting step). ``--plain`` (and ``--json``, which implies it) runs in plain text: each
 question with numbered choices on stdout, one answer per line on stdin, feedback after each,
 the score at the end, and with ``--json`` one JSON object after everything else.
@@ -20,10 +20,10 @@ from ..limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
 from ..model.designs import design_of
 from ..model.generate import LEVELS, generate
 from ..model.quiz import AnswerError, Question, Tally, feedback, questions, record, refusal, shown_candidates
+from ..model.quiz.choices import HINT_WORDS
 from ..model.scenario import ScenarioError, parse_scenario
 from .common import BadInput, at_cache_line, launch_ui, load_file_or_demo, make_session
 
-HINT_WORDS = ("?", "hint")
 _NEXT_EVICTED = re.compile(r";\s+next\s+evicted:\s+block\s+\d+\s+on\s+page\s+\d+,\s+when\s+an\s+acquire\s+takes\s+that"
                            r"\s+far")
 NEXT_VICTIM_MARK = "  <- next victim"
@@ -47,13 +47,16 @@ NEXT_VICTIM_MARK = "  <- next victim"
 @click.option("--no-state", is_flag=True, help="Do not print the cache's state before each question.")
 def quiz(source: str | None, random_: bool, seed: int, level: str | None, save: str | None, plain: bool,
          as_json: bool, no_state: bool) -> None:
-    """Practise: predict what the cache does at each interesting step, then see if you were right.
+    """Predict what the cache does at each interesting step, then see if you were right.
 
-    Each question comes with lettered choices; answer with a choice letter or the answer
-    itself (a number, a page list such as `3 5`), `?` for a hint (again: a closer one), a
-    blank line to skip. A wrong answer says where it parted from the cache (the sub-step to
-    step into). The quiz ends with the score; end of input ends it early. Without --plain
-    (or --json) the UI opens in practice mode: the answer line takes the same answers.
+    A lesson demo's quiz asks what its lesson teaches, never one kind of question twice in a
+    row (`kvviz quiz lru`: the victim and the heap's next swap at its three eviction steps);
+    another scenario gets one question at each interesting step. Each question comes with
+    lettered choices; answer with a choice letter or the answer itself (a number, a page list
+    such as `3 5`), `?` for a hint (again: a closer one), a blank line to skip. A wrong answer
+    says where it parted from the cache (the sub-step to step into). The quiz ends with the
+    score; end of input ends it early. Without --plain (or --json) the UI opens in quiz mode
+    (`p` in any session): the answer line takes the same answers.
     """
     session = _session(source, random_, seed, level, save)
     if not plain and not as_json:
@@ -154,6 +157,11 @@ def _run_plain(session, asked: list[Question], seed: int, *, show_state: bool, a
                                "questions": records}))
 
 
+UNLISTED = ("victim", "victims")
+"""Question kinds whose answer is the smallest key among the candidates: the candidates are
+not listed beside them (the learner finds them in the trie, which is what the lesson teaches)."""
+
+
 def _state(session, question: Question, seed: int) -> str:
     """The state before ``question``'s step as text, without giving the answer away: the heap
     in array order puts the next victim in slot 0 (and the text export marks it), so the
@@ -169,6 +177,9 @@ def _state(session, question: Question, seed: int) -> str:
     snap = frame.snapshot
     heap = heap_list(frame, session).plain
     candidates = shown_candidates(snap, seed, question.step)
+    if candidates and question.kind in UNLISTED:  # the smallest listed key would be the answer 94% of the time
+        candidates = ("Eviction candidates: not listed for this question; find them in the trie (childless, "
+                      "ref 0) and compare their keys.")
     if candidates and heap:
         text = text.replace(heap, candidates)
     elif design_of(snap).lazy:  # the clause may wrap: matched across line breaks

@@ -1,16 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """The course with mastery (issue 23): per-lesson practice, thresholds, spaced review.
 
-The lessons are :data:`kvviz.demos.LESSONS`, in teaching order (the one place that order is
-written). Each lesson practises the move kinds of its concept (:data:`CONCEPTS`:
+The lessons are :data:`kvviz.demos.LESSONS`; the course takes them in :data:`COURSE` order
+(the same, with eviction brought forward: ``refcount`` and ``lru`` follow the first lesson).
+Each lesson practises the move kinds of its concept (:data:`CONCEPTS`:
 :mod:`kvviz.model.exercise`'s kinds, on a design and policy) in :data:`STAGES`: its own demo,
 then seeded random scenarios of rising level. A stage passes at :data:`PASS_SHARE` of at
-least :data:`MIN_MOVES` moves right first time; a lesson is mastered when its last stage
-passes, and that unlocks the next lesson (and, stage by stage, the next level).
+least :data:`MIN_MOVES` moves right first time; a round whose scenario has fewer moves of the
+lesson's kinds plays every kind of move the scenario has (:func:`round_exercise`), so every
+stage can pass. A lesson's demo passed unlocks the next lesson's demo; its random stages
+follow, two lessons behind (:func:`next_round`), so a learner meets eviction by the fourth
+round. A lesson is mastered when its three stages passed.
 
 A move kind the learner missed is asked again in a review round of that kind alone, with a
-fresh seed, after 1, 2, 4 and then 8 more rounds while the learner gets it right (a miss in
-a review starts it over at 1); a review due comes before the next lesson round.
+fresh seed, after 1, 2, 4 and then 8 more rounds: a review that passes waits the next
+interval (a miss in a round that still passes does not start it over), one that fails is due
+again after the first. A kind already waiting for its review keeps its due round when missed
+elsewhere, so it comes due whatever else is missed. A review due comes before new material,
+but never twice in a row while new material waits: the course always moves on. A failed round
+comes back with a fresh seed (a new random scenario; a demo with its choices in a new order).
 
 **Everything is derived from the progress file.** :class:`Progress` holds the rounds played
 and the reviews pending, nothing else; which stage is next, every seed and every interval
@@ -29,12 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..demos import LESSONS
-from .exercise import MOVE_KINDS
+from .exercise import MOVE_KINDS, Exercise, build_exercise
+from .words import count
 
-__all__ = ["CONCEPTS", "MAX_PROGRESS_BYTES", "MIN_MOVES", "PASS_SHARE", "REVIEW_INTERVALS", "SCHEMA", "STAGES",
+__all__ = ["COURSE", "CONCEPTS", "MAX_PROGRESS_BYTES", "MIN_MOVES", "PASS_SHARE", "REVIEW_INTERVALS", "SCHEMA", "STAGES",
            "Concept", "LessonStatus", "Progress", "ProgressError", "Round", "RoundResult", "lesson_status",
            "next_round", "next_up_line", "parse_progress", "progress_path", "progress_text", "record",
-           "summary_lines"]
+           "round_exercise", "summary_lines"]
 
 SCHEMA = "kvviz.progress/1"
 STAGES = ("demo", "easy", "medium")
@@ -46,6 +55,9 @@ MIN_MOVES = 5
 """A round with fewer moves played passes nothing (too little to tell)."""
 ROUND_MOVES = 12
 """Moves in a random round."""
+STAGE_LAG = 2
+"""How many lessons a lesson's random stages trail its demo: new material alternates between
+meeting a lesson and practising one met before."""
 REVIEW_INTERVALS = (1, 2, 4, 8)
 """Rounds until a missed kind is asked again, growing while it is got right; past the last, it
 is retired."""
@@ -81,6 +93,11 @@ CONCEPTS: Mapping[str, Concept] = {
     "multi-turn-chat": Concept(("stop", "take", "dedup")),
 }
 """Each lesson's concept, by lesson (a lesson without a row practises every kind)."""
+
+_FIRST = ("prefix-sharing", "refcount", "lru")
+COURSE: tuple[str, ...] = tuple(x for x in _FIRST if x in LESSONS) + tuple(x for x in LESSONS if x not in _FIRST)
+"""The lessons in course order: :data:`LESSONS`, with reference counts and lru eviction (the
+lesson the project is named for) right after the first, so eviction comes within a few rounds."""
 
 #: Where a review of one kind runs: the design that has it.
 _REVIEW_DESIGN = {"drop": "hash"}
@@ -165,19 +182,18 @@ def concept(lesson: str) -> Concept:
 
 
 def lesson_status(progress: Progress) -> list[LessonStatus]:
-    """Every lesson in course order, with its stages passed; a lesson is unlocked when the
-    one before it is mastered (the first always is)."""
+    """Every lesson in course order (:data:`COURSE`), with its stages passed; a lesson is
+    unlocked when the demo of the one before it passed (the first always is)."""
     passed: dict[str, set[str]] = {}
     for r in progress.rounds:
         if r.review is None and r.passed:
             passed.setdefault(r.lesson, set()).add(r.stage)
     out = []
     unlocked = True
-    for lesson in LESSONS:
+    for lesson in COURSE:
         done = tuple(s for s in STAGES if s in passed.get(lesson, ()))
-        mastered = unlocked and len(done) == len(STAGES)
-        out.append(LessonStatus(lesson, done, unlocked, mastered))
-        unlocked = mastered
+        out.append(LessonStatus(lesson, done, unlocked, unlocked and len(done) == len(STAGES)))
+        unlocked = unlocked and STAGES[0] in done
     return out
 
 
@@ -187,51 +203,82 @@ def _seed(progress: Progress, salt: int) -> int:
     return 1 + 101 * len(progress.rounds) + salt
 
 
-def next_round(progress: Progress) -> Round | None:
-    """The round to play next: a due review first (earliest due, then table order), else the
-    first unpassed stage of the first unmastered lesson; None when the course is done."""
+def _next_stage(progress: Progress) -> tuple[str, str] | None:
+    """The new material next: of every unlocked lesson's first unpassed stage, the one of
+    least rank (course place + :data:`STAGE_LAG` per stage), the earlier lesson on a tie."""
+    best = None
+    for place, status in enumerate(lesson_status(progress)):
+        if not status.unlocked or status.mastered:
+            continue
+        stage = next(s for s in STAGES if s not in status.passed)
+        rank = (place + STAGE_LAG * STAGES.index(stage), place)
+        if best is None or rank < best[0]:
+            best = (rank, status.lesson, stage)
+    return None if best is None else (best[1], best[2])
+
+
+def _review_due(progress: Progress) -> str | None:
+    """The kind whose review is due (earliest due, then table order), None when none is."""
     played = len(progress.rounds)
     due = sorted((d, list(MOVE_KINDS).index(k), k) for k, (_, d) in progress.reviews.items() if d <= played)
-    if due:
-        kind = due[0][2]
-        lesson = next((r.lesson for r in reversed(progress.rounds) if dict(r.misses).get(kind)), LESSONS[0])
+    return due[0][2] if due else None
+
+
+def next_round(progress: Progress) -> Round | None:
+    """The round to play next: a due review first (unless the last round was a review and new
+    material waits), else the next stage (:func:`_next_stage`); None when the course is done."""
+    kind = _review_due(progress)
+    stage = _next_stage(progress)
+    if kind is not None and (stage is None or not progress.rounds or progress.rounds[-1].review is None):
+        lesson = next((r.lesson for r in reversed(progress.rounds) if dict(r.misses).get(kind)), COURSE[0])
         design = _REVIEW_DESIGN.get(kind, "trie")
         seed = _seed(progress, 50 + list(MOVE_KINDS).index(kind))
         return Round(lesson, "review", f"review of {MOVE_KINDS[kind].title} ({kind}), random seed {seed}", None, True,
                      seed, "medium", design, None, (kind,), review=kind)
-    for status in lesson_status(progress):
-        if status.mastered:
-            continue
-        stage = next(s for s in STAGES if s not in status.passed)
-        c = concept(status.lesson)
-        if stage == "demo":
-            return Round(status.lesson, stage, f"lesson {status.lesson}: its demo, moves {', '.join(c.kinds)}",
-                         status.lesson, False, 0, None, None, None, c.kinds, max_moves=40)
-        seed = _seed(progress, STAGES.index(stage))
-        return Round(status.lesson, stage, f"lesson {status.lesson}: a random {stage} scenario (seed {seed}) on "
-                                           f"{c.design}" + (f" {c.policy}" if c.design == "trie" else "")
-                     + f", moves {', '.join(c.kinds)}", None, True, seed, stage, c.design,
-                     c.policy if c.design == "trie" else None, c.kinds)
-    return None
+    if stage is None:
+        return None
+    lesson, stage = stage
+    c = concept(lesson)
+    seed = _seed(progress, STAGES.index(stage))  # fresh each round: a failed round comes back new
+    if stage == "demo":
+        return Round(lesson, stage, f"lesson {lesson}: its demo, moves {', '.join(c.kinds)}", lesson, False, seed,
+                     None, None, None, c.kinds, max_moves=40)
+    return Round(lesson, stage, f"lesson {lesson}: a random {stage} scenario (seed {seed}) on "
+                                f"{c.design}" + (f" {c.policy}" if c.design == "trie" else "")
+                 + f", moves {', '.join(c.kinds)}", None, True, seed, stage, c.design,
+                 c.policy if c.design == "trie" else None, c.kinds)
+
+
+def round_exercise(session, round_: Round) -> Exercise:
+    """The exercise of ``round_`` on its ``session``: the moves of the round's kinds, or, when
+    the scenario has fewer than :data:`MIN_MOVES` of them (a short demo, a quiet random
+    scenario), every move the scenario has, so the round can pass."""
+    exercise = build_exercise(session, seed=round_.seed, kinds=round_.kinds, max_moves=round_.max_moves)
+    if len(exercise.moves) < MIN_MOVES:
+        exercise = build_exercise(session, seed=round_.seed, max_moves=round_.max_moves)
+    return exercise
 
 
 def record(progress: Progress, round_: Round, moves: int, right: int, misses: Mapping[str, int]) -> Progress:
     """``progress`` with ``round_`` played: its result appended, reviews rescheduled (a kind
-    missed now is due after the first interval; a review got right waits the next interval,
-    or retires after the last)."""
+    missed now, not waiting already, is due after the first interval; a review passed waits
+    the next interval, or retires after the last; a review failed is due after the first)."""
     result = RoundResult(round_.lesson, round_.stage, round_.seed, moves, right,
                          tuple((k, n) for k, n in misses.items() if n), round_.review)
     rounds = (progress.rounds + (result,))[-MAX_ROUNDS:]
     played = len(progress.rounds) + 1
     reviews = dict(progress.reviews)
-    if round_.review is not None and round_.review not in misses and result.passed:
-        step, _ = reviews.get(round_.review, (0, played))
-        if step + 1 < len(REVIEW_INTERVALS):
-            reviews[round_.review] = (step + 1, played + REVIEW_INTERVALS[step + 1])
+    if round_.review is not None:
+        if result.passed:  # grows even with a miss: the round passed
+            step, _ = reviews.get(round_.review, (0, played))
+            if step + 1 < len(REVIEW_INTERVALS):
+                reviews[round_.review] = (step + 1, played + REVIEW_INTERVALS[step + 1])
+            else:
+                reviews.pop(round_.review, None)
         else:
-            reviews.pop(round_.review, None)
+            reviews[round_.review] = (0, played + REVIEW_INTERVALS[0])
     for kind, n in misses.items():
-        if n:
+        if n and kind != round_.review and kind not in reviews:  # a waiting review keeps its due round
             reviews[kind] = (0, played + REVIEW_INTERVALS[0])
     return Progress(rounds, reviews)
 
@@ -314,7 +361,7 @@ def summary_lines(progress: Progress) -> list[str]:
     played = len(progress.rounds)
     moves = sum(r.moves for r in progress.rounds)
     right = sum(r.right for r in progress.rounds)
-    lines = [f"{played} round{'s' if played != 1 else ''} played, {right} of {moves} moves right first time.",
+    lines = [f"{count(played, 'round')} played, {right} of {count(moves, 'move')} right first time.",
              f"Lessons (a stage passes at {PASS_SHARE:.0%} of {MIN_MOVES}+ moves right first time):"]
     width = max(map(len, LESSONS))
     for s in lesson_status(progress):
@@ -324,7 +371,7 @@ def summary_lines(progress: Progress) -> list[str]:
     if progress.reviews:
         lines.append("Reviews (missed kinds, asked again at growing intervals):")
         for kind, (step, due) in sorted(progress.reviews.items()):
-            when = "due now" if due <= played else f"due in {due - played} round{'s' if due - played != 1 else ''}"
+            when = "due now" if due <= played else f"due in {count(due - played, 'round')}"
             lines.append(f"  {kind}: {MOVE_KINDS[kind].title}, interval {REVIEW_INTERVALS[step]}, {when}")
     lines.append(next_up_line(progress))
     return lines

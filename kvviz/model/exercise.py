@@ -38,32 +38,14 @@ from dataclasses import dataclass, field, replace
 from kvcore import Snapshot
 
 from .designs import Design, design_of
-from .words import Labeler, count, default_labeler, key_text
+from .quiz.choices import LETTERS, Choice, letter_choice, score_line
+from .words import Labeler, are, count, default_labeler, key_text
 
 __all__ = ["MAX_CHOICES", "MOVE_KINDS", "Choice", "Exercise", "Move", "MoveKind", "MoveResult", "Play",
            "Verdict", "build_exercise", "move_kinds_of", "read_choice", "state_lines"]
 
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 MAX_CHOICES = 8
 """Choices a move offers at most (the walk's stop over a long prompt: a window of blocks)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """One choice of a move: its letter, its text, its ``value`` (what a typed answer is
-    compared with), the ``mistake`` it models (None: the right one) and why it is right or
-    wrong."""
-
-    letter: str
-    text: str
-    value: tuple
-    mistake: str | None
-    why: str
-
-    @property
-    def right(self) -> bool:
-        """Whether this is the cache's move."""
-        return self.mistake is None
 
 
 @dataclass(frozen=True)
@@ -178,6 +160,8 @@ class _Op:
         self.events = [s.event for s in subs]
         self.label = label
         self.tpp = subs.before.tokens_per_page
+        self.rng = random.Random(0)  # picks among distractors; build_exercise seeds it per op
+        self.evicted: dict[tuple[int, ...], int] = {}  # a block's tokens -> the last step that evicted it
 
     def state(self, anchor: int) -> Snapshot:
         """kvcore's state right before sub-step ``anchor``."""
@@ -234,6 +218,8 @@ def _find_stop(o: _Op) -> list[_Draft]:
         answer = len(walked)
         covers = tuple(spots)
     state = o.state(anchor)
+    if not (state.blocks if o.design.rows == "blocks" else any(n.id for n in state.nodes)):
+        return []  # nothing cached at all: the state shown says the answer (0 blocks), so no question
     shares = o.design.shares
     tree = o.design.tree
 
@@ -268,11 +254,17 @@ def _find_stop(o: _Op) -> list[_Draft]:
         if k == answer:
             if answer == full:
                 return None, f"every full block is cached along one path ({', '.join(holder(j) for j in range(full))})"
-            found = f"blocks 0..{answer - 1} are cached along one path; " if answer else ""
+            found = (f"blocks 0..{answer - 1} are cached along one path; " if answer > 1 else
+                     "block 0 is cached; " if answer else "")
             where = f"under {parent_of(answer)}" if tree else "under its chained key (its whole prefix)"
             return None, f"{found}{stop_block} is not cached {where}: the walk stops there"
         if k > answer:
             where = f"no child of {parent_of(answer)} holds it" if tree else "its chained key is not cached"
+            gone = o.evicted.get(o.block(answer, tokens))
+            if gone is not None:  # the mistake: matching a block that was cached once
+                return "past-the-stop", (f"{stop_block} is not cached ({where}): a node holding its tokens was "
+                                         f"evicted at step {gone}, and an evicted block matches nothing; the walk "
+                                         "stops at the first block missing")
             return "past-the-stop", (f"{stop_block} is not cached ({where}); the walk stops at the first block "
                                      "missing: a later block is never matched past a gap, even if the same tokens "
                                      "are cached elsewhere")
@@ -318,7 +310,7 @@ def _need_words(o: _Op, state: Snapshot, n_taken: int) -> str:
     free = state.free_count
     if o.design.lazy:
         return f"it needs {rule}, all from the free queue's head"
-    more = "" if need <= free else f"; only {free} are free, so {need - free} more come from eviction"
+    more = "" if need <= free else f"; only {are(free)} free, so {need - free} more {'comes' if need - free == 1 else 'come'} from eviction"
     return f"it needs {rule}{more}"
 
 
@@ -328,6 +320,15 @@ def _free_word(o: _Op) -> str:
 
 def _pages(pages: Sequence[int]) -> str:
     return "no page" if not pages else ("page " if len(pages) == 1 else "pages ") + ", ".join(map(str, pages))
+
+
+def _off_by(d: int) -> str:
+    """The mistake of taking ``d`` pages more (or fewer, negative) than needed."""
+    return f"{('one', 'two')[abs(d) - 1]}-too-{'many' if d > 0 else 'few'}"
+
+
+def _off_words(d: int) -> str:
+    return f"{('one', 'two')[abs(d) - 1]} page{'s' if abs(d) > 1 else ''} too {'many' if d > 0 else 'few'}"
 
 
 def _find_take(o: _Op) -> list[_Draft]:
@@ -353,10 +354,14 @@ def _find_take(o: _Op) -> list[_Draft]:
         else:
             why = f"{need}: nothing comes from {where}"
         options: list[tuple[str, tuple, str | None, str]] = [(f"take {_pages(right)}", right, None, why)]
+        # Prefixes of the wrong length on one side or both, picked by the seed: a fixed bracket
+        # (one too few, one too many) let "the middle-length prefix" win 79% of take moves.
+        fits = [p for p in ((-2, -1), (-1, 1), (1, 2)) if all(0 < n + d <= len(free) for d in p)]
+        sides = o.rng.choice(fits) if fits else tuple(d for d in (-1, 1, 2) if 0 < n + d <= len(free))
         wrong = [
             (tuple(free[-n:]) if n else None, "from-the-back", f"pages are handed out from {where}, not the other end"),
-            (tuple(free[:n + 1]), "one-too-many", f"one page too many: {need}"),
-            (tuple(free[:n - 1]) if n > 1 else None, "one-too-few", f"one page too few: {need}"),
+            *((tuple(free[:n + d]) if n + d > 0 else None, _off_by(d),
+               f"{_off_words(d)}: this take hands out {count(n, 'page')}, not {n + d}; {need}") for d in sides),
             (tuple(sorted(free))[:n], "lowest-numbers",
              f"the order of {where} is not page order: it takes from {where}"),
             ((), "nothing-taken", f"the match does not cover the request: {need}"),
@@ -365,7 +370,7 @@ def _find_take(o: _Op) -> list[_Draft]:
         for value, mistake, reason in wrong:
             if value is None or value in seen or len(value) > len(free) or (value and len(value) != len(set(value))):
                 continue
-            if mistake == "one-too-many" and len(value) == n:
+            if mistake.endswith("-too-many") and len(value) == n:
                 continue
             seen.add(value)
             options.append((f"take {_pages(value)}", value, mistake, reason))
@@ -393,18 +398,21 @@ def _find_drop(o: _Op) -> list[_Draft]:
         taken = tuple(e.pages)
         dropped = tuple(o.events[j].page for j in range(anchor, i) if o.kinds[j] == "drop")
         blocks = {o.events[j].page: o.events[j].block for j in range(anchor, i) if o.kinds[j] == "drop"}
-        tail = tuple(p for p in state.free[-len(taken):] if state.pages[p].state == "cached")
+        if not any(state.pages[p].state == "cached" for p in state.free):
+            continue  # no page of the queue caches a block: "none drops" is no question
         kept = [p for p in taken if p not in blocks]
         right_why = ("; ".join([f"page {p} still caches block {b}: the block leaves as the page is taken "
                                 f"(lazy eviction)" for p, b in blocks.items()]
-                               + ([f"{_pages(kept)} cache{'s' if len(kept) == 1 else ''} nothing"] if kept else [])))
+                               + ([f"{_pages(kept)} {'caches' if len(kept) == 1 else 'cache'} nothing"] if kept else [])))
         options = [(_drop_text(dropped), dropped, None, right_why)]
-        wrong = [
+        cached_taken = tuple(p for p in taken if state.pages[p].state == "cached")
+        wrong = [  # every choice names pages taken: the question is which of them drop
             ((), "free-means-empty", "a page in the free queue may still cache its block (vLLM evicts lazily): "
                                      + right_why),
             (taken, "every-page-drops", "only a page that still caches a block drops one: " + right_why),
-            (tail, "from-the-tail", "pages are taken from the queue's head; the tail holds the most recently "
-                                    "freed, kept longest"),
+            (tuple(kept), "the-others", "the pages that drop are the ones still caching a block: " + right_why),
+            (cached_taken[:1], "only-the-first", "every taken page that still caches a block drops it, not only "
+                                                 "the first: " + right_why),
         ]
         seen = {dropped}
         for value, mistake, reason in wrong:
@@ -412,8 +420,10 @@ def _find_drop(o: _Op) -> list[_Draft]:
                 continue
             seen.add(value)
             options.append((_drop_text(value), value, mistake, reason))
-        prompt = (f"{o.op.text}: {_pages(taken)} {'leaves' if len(taken) == 1 else 'leave'} the free queue's head. "
-                  f"Which of {'it' if len(taken) == 1 else 'them'} drop a cached block as taken?")
+        one = len(taken) == 1
+        prompt = (f"{o.op.text}: {_pages(taken)} {'leaves' if one else 'leave'} the free queue's head. "
+                  + ("Does it drop a cached block as it is taken?" if one else
+                     "Which of them drop a cached block as they are taken?"))
         drafts.append(_Draft(anchor, tuple(range(anchor, i)), prompt, options, (("taken", taken),)))
     return drafts
 
@@ -509,9 +519,13 @@ def _sift_choices(state: Snapshot, slot: int, right: tuple[int, ...], label: Lab
 
 
 def _find_swap(o: _Op) -> list[_Draft]:
+    """A move per swap of a sift, and one for its stop when it swapped at least once: a sift
+    that never moves (an lru push, always the newest key) asks nothing, so "the sift stops"
+    is not the answer for free. Each prompt says how the entry came to its slot."""
     drafts = []
     slot = None  # the sifting entry's slot, None when no sift is under way
-    last = None  # the index of the sift's last move (the heap move or a swap)
+    swapped = False  # whether the sift under way swapped yet
+    cause = ""  # how the sifting entry came to its slot
     n = len(o.kinds)
     for i in range(n + 1):
         kind = o.kinds[i] if i < n else None
@@ -520,31 +534,35 @@ def _find_swap(o: _Op) -> list[_Draft]:
             state = o.state(i)
             right = (min(e.slot, e.other_slot), max(e.slot, e.other_slot))
             here = e.slot
-            drafts.append(_Draft(i, (i,), _sift_prompt(o, state, here, e.direction), _sift_choices(state, here, right,
-                                                                                                   o.label),
+            drafts.append(_Draft(i, (i,), _sift_prompt(o, state, here, cause), _sift_choices(state, here, right,
+                                                                                           o.label),
                                  (("slot", here), ("node", state.heap[here]))))
-            slot, last = e.other_slot, i
+            slot, swapped = e.other_slot, True
+            cause = f"it swapped down from slot [{here}]" if e.other_slot > here else f"it swapped up from slot [{here}]"
             continue
-        if slot is not None:  # the sift ended before this sub-step: ask for its stop, if it could go on
+        if slot is not None:  # the sift ended before this sub-step: ask for its stop, if it moved and could go on
             state = o.state(i)
             heap = state.heap
-            if slot < len(heap) and (slot > 0 or 2 * slot + 1 < len(heap)):
-                drafts.append(_Draft(i, (), _sift_prompt(o, state, slot, None),
+            if swapped and slot < len(heap) and (slot > 0 or 2 * slot + 1 < len(heap)):
+                drafts.append(_Draft(i, (), _sift_prompt(o, state, slot, cause),
                                      _sift_choices(state, slot, (), o.label),
                                      (("slot", slot), ("node", heap[slot]))))
             slot = None
+        swapped = False
         if kind == "push":
-            slot, last = e.slot, i
+            slot, cause = e.slot, f"it was pushed at the array's end, slot [{e.slot}]"
         elif kind == "pop" and e.moved is not None:
-            slot, last = 0, i
+            slot, cause = 0, (f"node {e.node}, the top, left the heap (the victim), and the array's last entry came "
+                              "to slot [0]")
         elif kind == "unheap" and e.moved is not None:
-            slot, last = e.slot, i
+            slot, cause = e.slot, (f"node {e.node} left the heap from slot [{e.slot}] (no longer a candidate), and "
+                                   f"the array's last entry came to its slot")
     return drafts
 
 
-def _sift_prompt(o: _Op, state: Snapshot, slot: int, direction: str | None) -> str:
+def _sift_prompt(o: _Op, state: Snapshot, slot: int, cause: str) -> str:
     node = state.heap[slot]
-    return (f"{o.op.text}: node {node} sits at heap slot [{slot}] and sifts. Which two slots swap next "
+    return (f"{o.op.text}: node {node} sits at heap slot [{slot}] ({cause}) and sifts. Which two slots swap next "
             f"(policy {state.policy}: a parent's key is never larger than its children's)?")
 
 
@@ -657,6 +675,8 @@ def move_kinds_of(design: Design) -> tuple[str, ...]:
     made = _substep_kinds(design)
     out = []
     for name, kind in MOVE_KINDS.items():
+        if name == "stop" and not design.shares:
+            continue  # a cache that shares nothing: the state says "nothing cached", the answer always 0
         needed = kind.grades - {"walk", "stop"} if name == "stop" else kind.grades
         if needed <= made:
             out.append(name)
@@ -678,12 +698,20 @@ def build_exercise(session, *, seed: int = 0, steps: Iterable[int] | None = None
     design = design_of(session.frame(0).snapshot)
     usable = [k for k in MOVE_KINDS if k in wanted and k in move_kinds_of(design)]
     moves: list[Move] = []
+    evicted: dict[tuple[int, ...], int] = {}
+    done = 1
     for step in (range(1, len(session)) if steps is None else steps):
+        for earlier in range(done, step):  # what earlier ops evicted, for the feedback on a match past it
+            for e in session.frame(earlier).evictions:
+                evicted[tuple(e.tokens)] = earlier
+        done = max(done, step)
         if max_moves is not None and len(moves) >= max_moves:
             break
         frame = session.frame(step)
         subs = session.substeps(step)
         o = _Op(step, frame.op, subs, session.label_tokens, session.config.recompute_last_token)
+        o.rng = random.Random(f"kvviz-practice/{seed}/{step}/distractors")
+        o.evicted = dict(evicted)
         drafts = []
         for order, name in enumerate(usable):
             for draft in MOVE_KINDS[name].find(o):
@@ -699,9 +727,7 @@ def _finish(index: int, kind: str, o: _Op, draft: _Draft, seed: int) -> Move:
     """A draft with its choices shuffled (by the seed and the move's place) and lettered."""
     rng = random.Random(f"kvviz-practice/{seed}/{o.step}/{draft.anchor}/{kind}")
     options = list(draft.choices)
-    rng.shuffle(options)
-    if kind in ("stop", "swap", "victim"):  # ordered by value: a number line, slots, node ids
-        options.sort(key=lambda t: (t[1] == (), t[1]))
+    rng.shuffle(options)  # every kind: an order by value would let a fixed position beat chance
     choices = tuple(Choice(LETTERS[i], text, value, mistake, why)
                     for i, (text, value, mistake, why) in enumerate(options[:len(LETTERS)]))
     said = tuple(o.subs[i].sentence for i in draft.covers)
@@ -722,11 +748,9 @@ def read_choice(move: Move, text: str) -> Choice:
     if not text:
         raise ValueError("empty answer")
     letters = f"a-{move.choices[-1].letter}"
-    if len(text) == 1 and text in LETTERS:
-        for choice in move.choices:
-            if choice.letter == text:
-                return choice
-        raise ValueError(f"no choice {text!r}: the choices are {letters}")
+    chosen = letter_choice(move.choices, text)
+    if chosen is not None:
+        return chosen
     words = set(re.findall(r"[a-z]+", text))
     numbers = tuple(int(n) for n in _NUMBERS.findall(text))
     for choice in move.choices:
@@ -777,7 +801,7 @@ class Play:
 
     def score_line(self) -> str:
         """``Score: 3 of 4 moves right first time``."""
-        return f"Score: {self.right} of {count(len(self.results), 'move')} right first time"
+        return score_line(self.right, len(self.results), "move")
 
     def answer(self, choice: Choice) -> tuple["Play", Verdict]:
         """Grade ``choice`` for the current move: right moves on; wrong stays on the move

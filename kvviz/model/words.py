@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["EVICTIONS_TOLD", "Labeler", "NODES_TOLD", "PAGES_LISTED", "TOKENS", "Units", "count", "default_labeler",
+__all__ = ["EVICTIONS_TOLD", "Labeler", "NODES_TOLD", "PAGES_LISTED", "TOKENS", "Units", "are", "count",
+           "default_labeler", "there_are",
            "key_text", "nodes_text", "number_ranges", "pages_text", "some_pages"]
 
 Labeler = Callable[[tuple[int, ...]], str]
@@ -32,9 +33,24 @@ def default_labeler(tokens: tuple[int, ...]) -> str:
     return " ".join(map(str, tokens))
 
 
+_IRREGULAR = {"child": "children"}
+
+
 def count(n: int, word: str, plural: str | None = None) -> str:
-    """``1 page``, ``2 pages``, ``1,024 tokens``: a count with its noun in the right number."""
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+    """``1 page``, ``2 pages``, ``1,024 tokens``, ``0 children``: a count with its noun in the
+    right number."""
+    return f"{n:,} {word if n == 1 else (plural or _IRREGULAR.get(word) or word + 's')}"
+
+
+def are(n: int, word: str = "", plural: str | None = None) -> str:
+    """``1 is``, ``2 are``, ``1 page is``: a count as a sentence's subject, its verb agreeing."""
+    subject = count(n, word, plural) if word else f"{n:,}"
+    return f"{subject} {'is' if n == 1 else 'are'}"
+
+
+def there_are(n: int, word: str = "", plural: str | None = None) -> str:
+    """``there is 1``, ``there are 2 free pages``: the verb agrees with the count."""
+    return f"there {'is' if n == 1 else 'are'} " + (count(n, word, plural) if word else f"{n:,}")
 
 
 @dataclass(frozen=True, slots=True)

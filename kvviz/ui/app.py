@@ -247,7 +247,7 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
 
     Options: ``export_dir`` (where ``e`` and ctrl+s write; default the current directory),
     ``theme`` (any registered theme name; default kvviz-dark), ``animations`` and
-    ``cursor_blink`` (False for deterministic screenshots), ``practice`` (start in practice
+    ``cursor_blink`` (False for deterministic screenshots), ``practice`` (start in quiz
     mode), ``practice_seed`` (which questions: the same seed asks the same ones) and
     ``demo`` (the demo's name or file, e.g. ``bug-b5-ref-leak``: a bug-museum demo can show
     its buggy pseudo-code beside ours), ``play_timer`` (False: playing starts no timer, the

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Practice mode's state: which question waits before which step, what was answered, the score.
+"""Quiz mode's state: which question waits before which step, what was answered, the score.
 
 The questions, their grading, feedback and the tally are the model's
 (:mod:`kvviz.model.quiz`); this only remembers, for one run of the app on one timeline, which
 question is being asked, which were answered (so stepping back and forward again never asks
 twice) and the score. Asking reads the session's frames: it never applies an op, so the
-timeline is never changed by asking. :class:`PracticeView` is the frozen value the question
-panel draws; :class:`PracticeActions` are the main screen's keys for it. While a question is
+timeline is never changed by asking. :class:`QuizView` is the frozen value the question
+panel draws; :class:`QuizActions` are the main screen's keys for it. While a question is
 asked, :func:`withheld` keeps the narration and the why panel from telling its answer.
 """
 
@@ -17,15 +17,15 @@ from dataclasses import dataclass, replace
 from ..limits import MAX_QUIZ_STEPS
 from ..model.narrate import count
 from ..model.quiz import AnswerError, Divergence, Question, Reply, Tally, feedback, questions, refusal
+from ..model.quiz.choices import HINT_WORDS
 from ..model.view import FrameView
 from ..model.why import Answer
 from .stepping import Position
 
-HINT_WORDS = ("?", "hint")
 """Answer lines that ask for the next hint instead (as in ``kvviz quiz --plain``)."""
 
-PRACTICE_KEYS = ("type a letter or the answer, enter · ? enter: a hint · blank enter: skip · "
-                 "esc back to the views (a type · s skip · t hint · p leave practice)")
+QUIZ_KEYS = ("type a letter or the answer, enter · ? enter: a hint · blank enter: skip · "
+                 "esc back to the views (a type · s skip · t hint · p leave the quiz)")
 """The panel's key line while a question is asked (the bindings are the main screen's)."""
 
 REVEALED_KEYS = "f step into the sub-step where your answer parted from the cache"
@@ -54,7 +54,7 @@ def withheld(view: FrameView) -> FrameView:
 
 
 @dataclass(frozen=True)
-class PracticeView:
+class QuizView:
     """What the question panel shows: the question being asked (or the one just revealed),
     its feedback once answered, the hints shown so far (each more telling), the score, a
     status line, and where a wrong answer parted from the cache (``f`` steps into it)."""
@@ -73,7 +73,7 @@ class PracticeView:
         return bool(self.hints)
 
 
-class Practice:
+class QuizRun:
     """Questions at the interesting steps of one timeline, and the learner's answers to them.
 
     ``revision`` is the app's timeline revision the questions were made for: a changed
@@ -95,11 +95,11 @@ class Practice:
         """Whether the pending question's first hint is shown."""
         return self.hints_shown > 0
 
-    def renewed(self, session, revision: int) -> "Practice":
+    def renewed(self, session, revision: int) -> "QuizRun":
         """This run on a changed timeline: fresh questions, the score kept, and an answer
         kept where the same question is asked at the same step (an op appended or a branch
         leaves the questions before it as they were), so nothing answered is asked again."""
-        fresh = Practice(session, revision, self.seed)
+        fresh = QuizRun(session, revision, self.seed)
         fresh.tally = self.tally
         fresh.answered = {step: reply for step, reply in self.answered.items()
                           if fresh.by_step.get(step) == self.by_step.get(step)}
@@ -165,32 +165,32 @@ class Practice:
             return None
         return self.revealed.divergence(reply.value)
 
-    def view(self, step: int) -> PracticeView:
+    def view(self, step: int) -> QuizView:
         """The panel's frozen value at ``step``."""
         score = self.tally.line()
         if self.pending is not None:
-            return PracticeView(self.pending, (), self.pending.hints[:self.hints_shown], score,
+            return QuizView(self.pending, (), self.pending.hints[:self.hints_shown], score,
                                 f"Before step {self.pending.step}: predict, then see.", True)
         if self.revealed is not None:
             reply = self.answered[self.revealed.step]
-            return PracticeView(self.revealed, feedback(self.revealed, reply), (), score,
+            return QuizView(self.revealed, feedback(self.revealed, reply), (), score,
                                 f"Step {self.revealed.step} revealed.", False, self.parted())
         later = [s for s in sorted(self.by_step) if s > step and s not in self.answered]
         status = (f"{count(len(later), 'question')} ahead; the next before step {later[0]} (→ steps on)."
                   if later else
                   "No more questions after this step." if self.by_step else
                   "This timeline has no step to ask about.")
-        return PracticeView(None, (), False, score, status, False)
+        return QuizView(None, (), False, score, status, False)
 
 
-class PracticeActions:
-    """Practice mode's actions for the main screen, which provides the reactive ``practice``
-    (a :class:`Practice`, or None when practice mode is off), ``position``, ``session``,
+class QuizActions:
+    """Quiz mode's actions for the main screen, which provides the reactive ``practice``
+    (a :class:`QuizRun`, or None when quiz mode is off), ``position``, ``session``,
     ``revision``, ``practice_seed``, ``question_panel`` and ``notify``. Answering mutates the
     run and reveals the step: the screen's watchers draw the panel and the step."""
 
-    def _current_practice(self) -> Practice | None:
-        """The practice run on the timeline shown; a changed timeline starts a fresh run."""
+    def _current_practice(self) -> QuizRun | None:
+        """The quiz run on the timeline shown; a changed timeline starts a fresh run."""
         practice = self.practice
         if practice is not None and practice.revision != self.revision:
             # Not drawn by itself: the move that found the timeline changed draws it.
@@ -204,11 +204,11 @@ class PracticeActions:
         return withheld(view) if practice is not None and practice.pending is not None else view
 
     def practice_asks_first(self) -> bool:
-        """True in practice mode, where a step forward onto a question asks it first."""
+        """True in quiz mode, where a step forward onto a question asks it first."""
         return self._current_practice() is not None
 
     def action_toggle_practice(self) -> None:
-        """Practice mode on or off: on, each step forward onto a step with a question asks it
+        """Quiz mode on or off: on, each step forward onto a step with a question asks it
         first, and reveals the step only after an answer or a skip."""
         if self.practice is not None:
             asking = self.practice.pending is not None
@@ -221,7 +221,7 @@ class PracticeActions:
         if why_not is not None:  # no question kind is true of this cache: say so, stay put
             self.notify(why_not, severity="warning", timeout=8)
             return
-        self.practice = Practice(self.session, self.revision, self.practice_seed)
+        self.practice = QuizRun(self.session, self.revision, self.practice_seed)
 
     def answer_question(self, line: str) -> None:
         """Grade ``line`` as the answer to the question asked (blank: skip) and reveal its step;

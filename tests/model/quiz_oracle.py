@@ -379,7 +379,8 @@ def mistake_value(view, q, tag):
         table = {"free-only": max(0, needed - free), "page-too-few": max(0, rest // tpp - free - evictable),
                  "extra-ignored": max(0, bare - free - evictable),
                  "own-prefix": max(0, needed - free - ref0),
-                 "referenced-evictable": 0, "pool-full": 1, "trie-rules": max(0, needed - free - 1)}
+                 "referenced-evictable": 0, "pool-full": 1, "trie-rules": max(0, needed - free - 1),
+                 "page-too-many": max(0, ceil(len(op.tokens), tpp) + ceil(op.extra, tpp) - free - evictable)}
         return table[tag]
     if kind in ("free", "base_free"):
         free = len(s0.free)
@@ -404,6 +405,10 @@ def mistake_value(view, q, tag):
             return max(0, free - ceil(len(op.tokens) + op.extra, tpp) + 1)
         if kind == "base_free" and tag == "page-too-few" and op.kind == "release":
             return free + len(mine.pages) - 1
+        if kind == "base_free" and tag == "release-extra":
+            return free + len(mine.pages) + 1
+        if kind == "base_free" and tag == "page-too-many":
+            return max(0, free - ceil(len(op.tokens), tpp) - ceil(op.extra, tpp))
         matched = len(path_of(s0, op.tokens)) * tpp if op.kind == "acquire" and s0.kind == "trie" else 0
         if op.kind == "acquire":
             total = len(op.tokens) - matched
@@ -436,8 +441,11 @@ def mistake_value(view, q, tag):
         moved = heap[0]
         children = [heap[i] for i in (1, 2) if i < len(heap)]
         key = KEYS[state.policy]
+        deeper = heap[3:7]
+        assert popped not in heap, "the popped node has left the heap"
         return {"wrong-child": max(children, key=lambda n: key(state.node(n))) if children else None,
-                "no-swap": moved, "parent-slot": popped}[tag]
+                "no-swap": moved,
+                "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None}[tag]
     if kind == "new_candidates":
         mine = s0.allocation_named(op.name)
         path = [s0.node_for_page(p) for p in mine.pages[:mine.published]]

@@ -79,7 +79,7 @@ def test_the_group_lists_quiz_and_its_help_works_through_the_group():
     listed = kvviz("--help")
     assert listed.exit_code == 0
     commands = listed.stdout.split("Commands:", 1)[1]
-    assert re.search(r"^  quiz +Practise", commands, flags=re.MULTILINE), commands
+    assert re.search(r"^  quiz +Predict", commands, flags=re.MULTILINE), commands
     helped = kvviz("quiz", "--help")
     assert (helped.exit_code, helped.stderr) == (0, "")
     assert helped.stdout.startswith("Usage: kvviz quiz [OPTIONS] [DEMO|FILE]")

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from kvviz.demos import load_demo
+from kvviz.demos import LESSONS, load_demo
 from kvviz.model import quiz as quiz_module
 from kvviz.model.quiz import KINDS, MISTAKES, AnswerError, StepView, Tally, feedback, questions, questions_at
 from kvviz.model.scenario import parse_scenario
@@ -127,11 +127,20 @@ def test_questions_come_only_at_interesting_steps_and_one_per_step():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_lru_lesson_asks_which_page_is_evicted_at_every_eviction_step(seed):
+def test_the_lru_lesson_asks_the_victim_or_the_next_swap_at_each_eviction_step_never_one_kind_twice_running(seed):
     session = Session.from_scenario(load_demo("lru"))
     evicting = {i for i in range(1, len(session)) if session.frame(i).evictions}
-    asked = {q.step: q.kind for q in questions(session, seed)}
-    assert evicting and all(asked.get(step) == "victim" for step in evicting), asked
+    asked = questions(session, seed)
+    assert [q.step for q in asked] == sorted(evicting), asked
+    assert {q.kind for q in asked} == {"victim", "next_swap"}
+    assert [q.kind for q in asked].count("victim") >= 2
+    assert all(a.kind != b.kind for a, b in zip(asked, asked[1:]))
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_demos_quiz_asks_one_kind_twice_in_a_row(lesson):
+    kinds = [q.kind for q in questions(Session.from_scenario(load_demo(lesson)), 0)]
+    assert kinds and all(a != b for a, b in zip(kinds, kinds[1:])), kinds
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -295,7 +304,8 @@ def test_feedback_says_right_or_wrong_the_answer_the_mistake_where_it_parted_and
     wrong = next(c for c in q.choices if c.mistake)
     lines = feedback(q, q.read(wrong.label))
     assert lines[0].startswith("Wrong") and f"{q.correct_choice.label}) pages 0 1 5" in lines[0]
-    assert wrong.mistake in lines[1] and lines[-1].startswith("Why: ")
+    said, _, reason = wrong.mistake.partition(": ")
+    assert lines[1] == f"Your choice ({said}) is the mistake: {reason}." and lines[-1].startswith("Why: ")
     assert any(line.startswith("Where it parted: ") for line in lines)
     assert feedback(q, q.read(q.correct_line))[0].startswith("Right")
     assert feedback(q, None)[0].startswith("Skipped")

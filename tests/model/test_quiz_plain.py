@@ -48,7 +48,8 @@ def test_wrong_answers_score_zero_and_say_the_mistake():
     out, report = _run(["lru", "--no-state"], "".join(f"{c.label}\n" for c in wrong))
     assert report["score"] == 0 and report["asked"] == len(asked)
     assert not any(q["right"] for q in report["questions"])
-    assert wrong[0].mistake in out
+    said, _, reason = wrong[0].mistake.partition(": ")
+    assert f"Your choice ({said}) is the mistake: {reason}." in out
     assert out.count("Wrong:") == len(asked)
 
 
@@ -151,10 +152,10 @@ def test_bad_invocations_are_one_line_and_exit_2(args, message):
 def test_help_says_the_ui_is_the_default_and_plain_gives_text():
     result = CliRunner().invoke(quiz, ["--help"])
     assert result.exit_code == 0
-    assert "Without --plain (or --json) the UI opens in practice mode" in " ".join(result.output.split())
+    assert "Without --plain (or --json) the UI opens in quiz mode" in " ".join(result.output.split())
 
 
-def test_without_plain_the_quiz_opens_the_ui_in_practice_mode(monkeypatch):
+def test_without_plain_the_quiz_opens_the_ui_in_quiz_mode(monkeypatch):
     import kvviz.cli.quiz_command
 
     opened = []
@@ -242,9 +243,11 @@ def test_a_long_scenario_is_quizzed_on_its_first_steps_only(tmp_path, monkeypatc
     from kvviz.cli import quiz_command
 
     monkeypatch.setattr(quiz_command, "MAX_QUIZ_STEPS", 10)
-    out, report = _run(["lru", "--no-state"], "")
+    out, report = _run(["policies", "--no-state"], "")
     assert "the quiz asks about the first 10" in out
-    assert report["total"] == len([q for q in _expected("lru") if q.step <= 10]) < len(_expected("lru"))
+    first = questions(Session.from_scenario(load_demo("policies")), 0, last=10)
+    assert report["total"] == len(first) and all(q.step <= 10 for q in first)
+    assert 0 < len(first) < len(_expected("policies"))
 
 
 def test_without_a_terminal_the_quiz_says_to_use_plain(monkeypatch):
@@ -269,3 +272,13 @@ def test_the_state_shown_leaves_out_the_demos_story_and_the_hash_queues_next_evi
     out, _ = _run(["hash-vs-trie"], "\n" * 40)
     assert "State before the step:" in out and "free queue (head first" in out
     assert "next evicted" not in out and "The next block to go" not in out
+
+
+def test_a_victim_question_does_not_list_the_candidates_keys_beside_it():
+    asked = _expected("lru")
+    victim = next(q for q in asked if q.kind == "victim")
+    out, _ = _run(["lru"], "\n" * len(asked))
+    shown = out[:out.index(victim.text)]
+    last_state = shown[shown.rfind("clock "):]
+    assert "Eviction candidates: not listed for this question" in last_state
+    assert "in no particular order" not in last_state

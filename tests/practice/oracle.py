@@ -186,11 +186,20 @@ def problems(exercise, session, *, counts: bool = True) -> list[str]:
             if len(move.choices) < 2 or len({c.value for c in move.choices}) != len(move.choices):
                 out.append(f"{where}: choices not distinct, or fewer than two")
         if counts:
-            out += _counts(step, moves, events, session)
+            out += _counts(step, moves, events, session, states)
     return out
 
 
-def _counts(step: int, moves, events, session) -> list[str]:
+def _queue_caches(states, events, j: int) -> bool:
+    """Whether the free queue held a page still caching a block before the run of block
+    evictions that ends at event ``j`` (``states[k]`` is the state before event ``k``)."""
+    while j > 0 and isinstance(events[j - 1], ev.BlockEvicted):
+        j -= 1
+    state = states[j]
+    return any(state.pages[p].state == "cached" for p in state.free)
+
+
+def _counts(step: int, moves, events, session, states) -> list[str]:
     kinds = Counter(type(e) for e in events)
     asked = Counter(m.kind for m in moves)
     op = session.frame(step).op
@@ -207,11 +216,14 @@ def _counts(step: int, moves, events, session) -> list[str]:
     # nothing taken: the free list then ends the op as it stood when the take would have come
     nothing_taken = fits and not kinds[ev.PagesTaken] and bool(session.frame(step).snapshot.free)
     differ("take", asked["take"], kinds[ev.PagesTaken] + nothing_taken)
-    if design == "hash":
-        differ("drop", asked["drop"], kinds[ev.PagesTaken])
+    if design == "hash":  # a drop is asked where the queue still caches a block before the take's drops
+        differ("drop", asked["drop"], sum(1 for j, e in enumerate(events) if isinstance(e, ev.PagesTaken)
+                                          and _queue_caches(states, events, j)))
     differ("dedup (an adopt answer)", sum(1 for m in moves if m.kind == "dedup" and m.answer.value != ("create",)),
            kinds[ev.Deduplicated])
     full = len(op.tokens or ()) // session.frame(0).snapshot.tokens_per_page if op.kind == "acquire" else 0
     walked = bool(kinds[ev.Walked] or kinds[ev.Matched])
-    differ("stop", asked["stop"], 1 if full and walked else 0)
+    cached = bool(states[0].blocks if design == "hash" else any(n.id for n in states[0].nodes))
+    # asked where something is cached to match (base shares nothing; an empty cache gives 0 away)
+    differ("stop", asked["stop"], 1 if full and walked and design != "base" and cached else 0)
     return out

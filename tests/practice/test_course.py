@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kvviz.demos import LESSONS
-from kvviz.model.course import (CONCEPTS, MIN_MOVES, REVIEW_INTERVALS, STAGES, Progress, ProgressError,
+from kvviz.model.course import (COURSE, CONCEPTS, MIN_MOVES, REVIEW_INTERVALS, STAGES, Progress, ProgressError,
                                 lesson_status, next_round, parse_progress, progress_path, progress_text, record)
 from kvviz.model.exercise import MOVE_KINDS
 
@@ -29,16 +29,18 @@ def test_the_first_round_is_the_first_lessons_demo_and_the_rest_are_locked():
     assert (first.lesson, first.stage, first.demo, first.random) == (LESSONS[0], "demo", LESSONS[0], False)
 
 
-def test_passing_every_stage_masters_the_lesson_and_unlocks_the_next_at_rising_levels():
+def test_passing_every_stage_masters_the_lesson_and_meets_lru_by_the_fourth_round():
     progress = Progress()
-    levels = []
-    for _ in STAGES:
-        levels.append(next_round(progress).level)
+    played = []
+    for _ in range(6):
+        round_ = next_round(progress)
+        played.append((round_.lesson, round_.stage, round_.level))
         progress = _pass(progress)
-    assert levels == [None, "easy", "medium"]
+    assert played == [(COURSE[0], "demo", None), (COURSE[1], "demo", None), (COURSE[0], "easy", "easy"),
+                      ("lru", "demo", None), (COURSE[1], "easy", "easy"), (COURSE[3], "demo", None)]
+    assert COURSE[:3] == ("prefix-sharing", "refcount", "lru") and sorted(COURSE) == sorted(LESSONS)
     status = lesson_status(progress)
-    assert status[0].mastered and status[1].unlocked and not status[1].mastered
-    assert next_round(progress).lesson == LESSONS[1]
+    assert status[0].passed == ("demo", "easy") and status[4].unlocked and not status[5].unlocked
 
 
 def test_a_round_below_the_threshold_or_too_short_passes_nothing():
@@ -72,18 +74,51 @@ def test_a_missed_kind_is_asked_again_with_fresh_seeds_at_growing_intervals():
     assert len(seeds) == len(dues)
 
 
-def test_a_miss_in_a_review_starts_its_interval_over():
-    progress = record(Progress(), next_round(Progress()), 10, 9, {"swap": 1})
+def _review_of(kind: str) -> Progress:
+    """A progress whose next round is the first review of ``kind``."""
+    progress = record(Progress(), next_round(Progress()), 10, 9, {kind: 1})
     progress = record(progress, next_round(progress), 10, 10, {})
-    review = next_round(progress)
-    assert review.review == "swap"
-    progress = record(progress, review, 10, 10, {})
-    assert progress.reviews["swap"][0] == 1
-    progress = record(progress, next_round(progress), 10, 10, {})
-    progress = record(progress, next_round(progress), 10, 10, {})
-    again = next_round(progress)
-    assert again.review == "swap"
-    assert record(progress, again, 10, 9, {"swap": 1}).reviews["swap"][0] == 0
+    assert next_round(progress).review == kind
+    return progress
+
+
+def test_a_review_that_passes_with_a_miss_still_grows_its_interval():
+    progress = _review_of("swap")
+    progress = record(progress, next_round(progress), 8, 7, {"swap": 1})  # 7 of 8: passed
+    assert progress.reviews["swap"] == (1, len(progress.rounds) + REVIEW_INTERVALS[1])
+
+
+def test_a_review_that_fails_is_due_again_after_the_first_interval():
+    progress = _review_of("swap")
+    progress = record(progress, next_round(progress), 10, 6, {"swap": 4})
+    assert progress.reviews["swap"] == (0, len(progress.rounds) + REVIEW_INTERVALS[0])
+
+
+def test_a_kind_missed_in_every_round_still_gets_its_review():
+    progress = record(Progress(), next_round(Progress()), 10, 9, {"take": 1})
+    reviewed = False
+    for _ in range(4):
+        round_ = next_round(progress)
+        reviewed = reviewed or round_.review == "take"
+        progress = record(progress, round_, 10, 9, {"take": 1} if round_.review is None else {})
+    assert reviewed
+
+
+def test_reviews_never_come_twice_in_a_row_while_new_material_waits():
+    progress = record(Progress(), next_round(Progress()), 10, 7, {"stop": 1, "take": 1, "swap": 1})
+    kinds = []
+    for _ in range(8):
+        round_ = next_round(progress)
+        kinds.append(round_.review)
+        progress = record(progress, round_, 10, 10, {})
+    assert all(a is None or b is None for a, b in zip(kinds, kinds[1:]))
+    assert {"stop", "take", "swap"} <= set(kinds)
+
+
+def test_a_failed_round_comes_back_with_a_fresh_seed():
+    first = next_round(Progress())
+    again = next_round(record(Progress(), first, 10, 5, {"stop": 5}))
+    assert (again.lesson, again.stage) == (first.lesson, first.stage) and again.seed != first.seed
 
 
 def test_the_next_round_is_a_function_of_the_progress_file_alone():

@@ -63,6 +63,6 @@ def test_a_letter_past_the_last_choice_names_the_letters():
     try:
         read_choice(move, "c")
     except ValueError as exc:
-        assert "the choices are a-b" in str(exc)
+        assert "there is no choice c: choose a-b" in str(exc)
     else:  # pragma: no cover - the assertion below says what went wrong
         raise AssertionError("c read as a choice of a two-choice move")

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from kvviz.cli import cli
 from kvviz.cli.practice_command import _session
-from kvviz.model.course import Progress, next_round, progress_path
+from kvviz.cli.practice_command import _session
+from kvviz.model.course import Progress, next_round, progress_path, round_exercise
 from kvviz.model.exercise import MOVE_KINDS, build_exercise
 
 
@@ -89,7 +90,8 @@ def test_bad_input_is_one_line_and_exit_2(args, problem):
 def test_next_plays_the_courses_round_and_records_it_in_the_data_directory_only(data_home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     round_ = next_round(Progress())
-    moves = _moves(round_.demo, kinds=list(round_.kinds), max_moves=round_.max_moves)
+    session = _session(round_.demo, round_.random, round_.seed, round_.level, round_.policy, round_.design)
+    moves = round_exercise(session, round_).moves
     result = kvviz("practice", "--next", "--plain", input="".join(f"{m.answer.letter}\n" for m in moves))
     assert result.exit_code == 0
     assert "passed." in result.stdout
@@ -98,9 +100,9 @@ def test_next_plays_the_courses_round_and_records_it_in_the_data_directory_only(
     assert os.listdir(tmp_path) == ["data"]  # nothing in the working directory
     shown = kvviz("progress")
     assert f"{round_.lesson}" in shown.stdout and "demo✓ easy·" in shown.stdout
-    assert "Next up: lesson prefix-sharing: a random easy scenario" in shown.stdout
+    assert "Next up: lesson refcount: its demo" in shown.stdout
     listing = kvviz("demo", "--list")
-    assert listing.stdout.rstrip().splitlines()[-1].startswith("Next up: lesson prefix-sharing: a random easy")
+    assert listing.stdout.rstrip().splitlines()[-1].startswith("Next up: lesson refcount: its demo")
 
 
 def test_a_corrupt_progress_file_is_one_line_and_left_as_it_is_until_reset(data_home):
@@ -132,6 +134,6 @@ def test_f_is_a_choice_letter_and_x_is_fix_in_plain_text_too():
 def test_a_lesson_demo_on_a_design_without_its_kinds_plays_every_kind_there():
     result = kvviz("practice", "lru", "--design", "hash", "--json", input="")
     assert result.exit_code == 0 and "Lesson lru" not in result.stdout
-    assert "Cached blocks" in result.stdout  # the walk on a hash cache: its blocks
+    assert "Free queue (head first" in result.stdout  # a hash cache's take: its free queue
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["design"] == "hash" and data["total"] > 0

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Practice mode in the UI: the question panel before each interesting step, answers typed
+"""Quiz mode in the UI: the question panel before each interesting step, answers typed
 in the answer line (a choice letter or the answer itself), skip, graduated hints, score, no
 re-asking, stepping into where a wrong answer parted, and a timeline that asking never changes."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from kvviz.model.quiz import feedback, questions
 from kvviz.ui.app import KvvizApp
-from kvviz.ui.practice import Practice
+from kvviz.ui.practice import QuizRun
 
 SIZE = (120, 40)
 
@@ -43,7 +43,7 @@ async def test_p_and_the_palette_entry_switch_practice_on_and_off(app_on, lru):
     from kvviz.ui.widgets.palette import KvvizCommands
 
     names = [name for name, _, _ in KvvizCommands._commands(type("P", (), {"app": app})())]
-    assert "Toggle practice mode" in names
+    assert "Toggle quiz mode" in names
 
 
 async def test_practice_on_a_hash_cache_asks_the_hash_caches_own_questions(app_on):
@@ -95,7 +95,7 @@ async def test_a_letter_typed_in_the_answer_line_answers_and_reveals_with_feedba
         reply = first.read(_right_line(first))
         for line in feedback(first, reply):
             assert line[:30] in text.replace("\n", " ") or line[:30] in text
-        assert "Score: 1 of 1 right, streak 1" in text
+        assert "Score: 1 of 1 question right, streak 1" in text
 
 
 async def test_a_wrong_answer_says_so_and_gives_the_answer(app_on, lru):
@@ -240,7 +240,7 @@ async def test_a_typed_op_keeps_the_score_and_the_answers(app_on, small):
 
 
 def test_renewed_runs_keep_only_answers_to_the_same_question(lru, small):
-    run = Practice(lru, 0)
+    run = QuizRun(lru, 0)
     step, question = next(iter(run.by_step.items()))
     run.ask(question)
     run.answer(_right_line(question))
@@ -279,17 +279,17 @@ def test_snapshot_question_and_reveal(snap_compare, lru, reveal):
 
 
 async def test_the_hint_takes_the_key_lines_place(app_on, lru):
-    from kvviz.ui.practice import PRACTICE_KEYS
+    from kvviz.ui.practice import QUIZ_KEYS
 
     first = questions(lru, 0)[0]
     app = app_on(lru, first.step - 1, practice=True)
     async with app.run_test(size=SIZE) as pilot:
         app.action_next_step()
         await pilot.pause()
-        assert PRACTICE_KEYS[:20] in _panel_text(app)
+        assert QUIZ_KEYS[:20] in _panel_text(app)
         app.action_hint()
         await pilot.pause()
-        assert "Hint 1 of 3:" in _panel_text(app) and PRACTICE_KEYS[:20] not in _panel_text(app)
+        assert "Hint 1 of 3:" in _panel_text(app) and QUIZ_KEYS[:20] not in _panel_text(app)
 
 
 async def test_a_choice_of_ten_or_more_is_typed_in_full_and_one_digit_never_answers_at_once(app_on):
@@ -405,3 +405,13 @@ async def test_leaving_practice_while_asking_shows_the_story_again(app_on, lru):
         app.action_toggle_practice()
         await pilot.pause()
         assert app.practice is None and "oldest first" in app.narration.text
+
+
+def test_the_p_key_is_quiz_mode_in_the_footer_help_and_palette():
+    from kvviz.ui.screens.help_screen import KEYS
+    from kvviz.ui.screens.timeline_screen import TimelineScreen
+
+    binding = next(b for b in TimelineScreen.BINDINGS if getattr(b, "key", None) == "p")
+    assert binding.description == "quiz"
+    assert ("p", "quiz mode on / off: predict each interesting step, then see it") in KEYS
+    assert not any("practice" in text for _, text in KEYS)  # "practice" is kvviz practice's exercises

@@ -74,26 +74,50 @@ def lesson_of(session: "Session") -> str | None:
     return _demo_titles().get(session.title) if session.title else None
 
 
+LESSON_STEPS = 3
+"""A lesson whose kinds apply at this many steps asks only there."""
+
+
 def questions(session: "Session", seed: int = 0, last: int | None = None,
               lesson: str | None = None) -> list[Question]:
     """One question at each interesting step of ``session`` (up to step ``last``), chosen and
-    shuffled by ``seed``. A lesson (a demo's name; default: :func:`lesson_of`) asks the kinds
-    that lesson teaches wherever they apply (the victim at ``lru``'s eviction steps).
+    shuffled by ``seed``, never the same kind twice in a row (a step that offers only the kind
+    just asked is skipped).
 
-    The same session and seed give the same questions; the session is only read."""
+    A lesson (a demo's name; default: :func:`lesson_of`) asks what it teaches: where the kinds
+    it teaches apply at :data:`LESSON_STEPS` steps or more, only at those steps (``lru``: the
+    victim and the heap's next swap at its eviction steps); else its kinds first wherever they
+    apply, other kinds elsewhere. The same session and seed give the same questions; the
+    session is only read."""
     lesson = lesson_of(session) if lesson is None else lesson
     rng = random.Random(f"kvviz-quiz/questions/{seed}")
+    pick = random.Random(f"kvviz-quiz/pick/{seed}")  # its own: a step's pick never depends on later steps' choices
+    offered = [questions_at(view, rng) for view in step_views(session, last)]
+    taught = [[q for q in options if lesson in q.spec.lesson] for options in offered]
+    focus = sum(1 for t in taught if t) >= LESSON_STEPS
+    later = [(j, frozenset(q.kind for q in t)) for j, t in enumerate(taught) if t]
+
+    @lru_cache(maxsize=None)
+    def chain(start: int, previous: str) -> bool:
+        """Whether the lesson steps from ``start`` on can each ask a lesson kind, none the
+        kind asked just before it."""
+        rest = [kinds for j, kinds in later if j >= start]
+        if not rest:
+            return True
+        first = next(j for j, _ in later if j >= start)
+        return any(k != previous and chain(first + 1, k) for k in rest[0])
     out: list[Question] = []
-    for view in step_views(session, last):
-        options = questions_at(view, rng)
-        taught = [q for q in options if lesson in q.spec.lesson]
-        if taught:
-            options = taught
-        elif out and len(options) > 1:
-            # Variety: not the same kind twice in a row when the step offers another.
-            options = [q for q in options if q.kind != out[-1].kind] or options
-        if options:
-            out.append(rng.choices(options, [q.spec.weight for q in options])[0])
+    for i, (options, ours) in enumerate(zip(offered, taught)):
+        if focus and not ours:
+            continue
+        pool = ours or options
+        if out:  # variety: never the kind just asked; the lesson's other kinds first, then any other
+            pool = ([q for q in pool if q.kind != out[-1].kind]
+                    or [q for q in options if q.kind != out[-1].kind])
+        # a lesson kind that leaves every later lesson step a kind of its own (none asked twice in a row)
+        pool = [q for q in pool if chain(i + 1, q.kind)] or pool
+        if pool:
+            out.append(pick.choices(pool, [q.spec.weight for q in pool])[0])
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kvcore import events as ev
 
-from ..words import count
+from ..words import are, count, there_are
 from .core import Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, page_list, pages_text
 
 
@@ -43,7 +43,12 @@ def _free_distractors(view: StepView, answer: Value) -> list[Mistake]:
                            "release frees every page", "trie-rules"))
         out.append(Mistake(snap.free_count + len(mine.pages) - 1, "a page too few: every page of the block table "
                                                                   "returns, the partial last one too", "page-too-few"))
+        if snap.free_count + len(mine.pages) < len(snap.pages):  # a count the pool can hold
+            out.append(Mistake(snap.free_count + len(mine.pages) + 1, "a page too many: a release returns the pages "
+                                                                      "of its block table, no more", "release-extra"))
     else:
+        out.append(Mistake(max(0, snap.free_count - ceil_div(len(op.tokens), tpp) - ceil_div(op.extra, tpp)),
+                           "a page too many: tokens and extra slots share the last started page", "page-too-many"))
         out.append(Mistake(max(0, snap.free_count - (len(op.tokens) + op.extra) // tpp),
                            "a partial page needs no page: every started page takes a whole page", "page-too-few"))
         out.append(Mistake(max(0, snap.free_count - ceil_div(len(op.tokens), tpp)),
@@ -57,10 +62,10 @@ def _free_distractors(view: StepView, answer: Value) -> list[Mistake]:
 def _free_hints(view: StepView) -> tuple[str, str, str]:
     snap, op = view.snap0, view.op
     if op.kind == "release":
-        third = f"{op.name} holds {count(len(view.mine(snap).pages), 'page')}; {snap.free_count} are free now."
+        third = f"{op.name} holds {count(len(view.mine(snap).pages), 'page')}; {are(snap.free_count)} free now."
     else:
         third = (f"{count(len(op.tokens), 'token')} + {op.extra} extra slots over {snap.tokens_per_page} tokens a "
-                 f"page, rounded up; {snap.free_count} are free now.")
+                 f"page, rounded up; {are(snap.free_count)} free now.")
     return ("A base cache shares nothing: an acquire takes a page for every started page of tokens and extra "
             "slots; a release returns every page it held.",
             "Count the pages the op takes or returns; publish changes nothing here.",
@@ -70,7 +75,7 @@ def _free_hints(view: StepView) -> tuple[str, str, str]:
 BASE_FREE = QuestionKind(
     "base_free", "free pages", "number", "page",
     applies=_free_applies,
-    ask=lambda v: f"{v.text()} How many pages are free after it (there are {v.snap0.free_count} now)?",
+    ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
     answer=lambda v: v.snap1.free_count,
     bound=lambda v: v.snap0.page_count,
     describe=lambda x: count(x, "free page"),
@@ -147,7 +152,9 @@ def _fail_distractors(view: StepView, answer: Value) -> list[Mistake]:
                    "forgetting the extra slots: they take pages too", "extra-ignored"),
            Mistake(max(0, needed(view) - snap.free_count - 1),
                    "the trie's rule (a cached prefix is shared, idle pages evicted): a base cache has neither",
-                   "trie-rules")]
+                   "trie-rules"),
+           Mistake(max(0, ceil_div(len(op.tokens), tpp) + ceil_div(op.extra, tpp) - snap.free_count),
+                   "a page too many: tokens and extra slots share the last started page", "page-too-many")]
     out.append(Mistake(0 if answer else 1, "the pool looks full: but free pages are all it needs"
                        if not answer else "referenced pages can be taken: a base cache only has its free list",
                        "pool-full" if not answer else "referenced-evictable"))
@@ -165,8 +172,8 @@ BASE_FAIL = QuestionKind(
     hints=lambda v: ("A base cache has no cached pages to evict: an acquire fits when the free list covers every "
                      "started page of tokens and extra slots.",
                      "Compare the pages it needs with the free count.",
-                     f"It needs {count(needed(v), 'page')}; {v.snap0.free_count} are free."),
-    why=lambda v, x: (f"It needs {count(needed(v), 'page')} and {v.snap0.free_count} are free, so "
+                     f"It needs {count(needed(v), 'page')}; {are(v.snap0.free_count)} free."),
+    why=lambda v, x: (f"It needs {count(needed(v), 'page')} and {are(v.snap0.free_count)} free, so "
                       + (f"it fails, {count(x, 'page')} short; a failed op changes nothing." if x else "it succeeds.")),
     diverge=lambda v, x: Divergence(v.index, 0, f"you said {BASE_FAIL.describe(x)}: kvcore compared "
                                                 f"{count(needed(v), 'page')} needed with "

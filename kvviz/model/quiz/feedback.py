@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .choices import score_line
 from .core import Question, Reply
 
 
@@ -21,12 +22,22 @@ def feedback(question: Question, reply: Reply | None) -> tuple[str, ...]:
     else:
         lines = [f"Wrong: you said {question.describe(reply.value)}; the answer is {correct}."]
         if reply.mistake:
-            lines.append(f"That choice is {reply.mistake}.")
+            lines.append(_mistake_line(reply.mistake))
         parted = question.divergence(reply.value)
         if parted is not None:
             lines.append(f"Where it parted: {parted.sentence}")
     lines.append(f"Why: {question.why}")
     return tuple(lines)
+
+
+def _mistake_line(mistake: str) -> str:
+    """``Your choice (none) is the mistake: a released node stays cached...``: a mistake
+    sentence is ``what the choice said: why that is wrong``; the choice's words are quoted as
+    such, never read as the sentence's subject ("That choice is none")."""
+    said, sep, why = mistake.partition(": ")
+    if not sep:
+        return f"Your choice is the mistake that {mistake}."
+    return f"Your choice ({said}) is the mistake: {why}."
 
 
 def record(question: Question, reply: Reply | None, given: str | None, hints_seen: int = 0) -> dict:
@@ -62,5 +73,5 @@ class Tally:
         return Tally(self.right + hit, self.asked + 1, self.streak + 1 if hit else 0)
 
     def line(self) -> str:
-        """``Score: 3 of 4 right, streak 2``."""
-        return f"Score: {self.right} of {self.asked} right, streak {self.streak}"
+        """``Score: 3 of 4 questions right, streak 2``."""
+        return score_line(self.right, self.asked, "question", self.streak)

@@ -61,10 +61,15 @@ def _parent_takes_top(view: StepView) -> bool:
     return _pop(view)[1].moved not in heap
 
 
-def _children_after_pop(view: StepView) -> list[int]:
+def _heap_after_pop(view: StepView) -> tuple[int, ...]:
+    """The heap array right after the pop, before the sift (the moved node in slot 0)."""
     heap = heap_before_pop(view)
     moved = _pop(view)[1].moved
-    after = (moved,) + heap[1:] if _parent_takes_top(view) else (heap[-1],) + heap[1:-1]
+    return (moved,) + heap[1:] if _parent_takes_top(view) else (heap[-1],) + heap[1:-1]
+
+
+def _children_after_pop(view: StepView) -> list[int]:
+    after = _heap_after_pop(view)
     return [after[i] for i in (1, 2) if i < len(after)]
 
 
@@ -78,9 +83,11 @@ def _swap_distractors(view: StepView, answer: Value) -> list[Mistake]:
         out.append(Mistake(larger, "the child with the larger key: a sift-down swaps with the smaller child, so "
                                    "the smaller key rises", "wrong-child"))
     out.append(Mistake(moved, "no swap: it stays only when no child has a smaller key", "no-swap"))
-    popped = _pop(view)[1].node
-    out.append(Mistake(popped, "the popped node: it has left the heap; the node now in slot 0 sifts down",
-                       "parent-slot"))
+    deeper = _heap_after_pop(view)[3:7]  # every choice names a node still in the heap
+    if deeper:
+        smallest = min(deeper, key=lambda n: snap.node_key(snap.node(n)))
+        out.append(Mistake(smallest, "the smallest key further down: a sift swaps with a child of slot 0 (slot 1 "
+                                     "or 2), one level at a time", "skips-a-level"))
     return out
 
 
@@ -131,7 +138,7 @@ SWAP = QuestionKind(
                       + (f"it swaps with node {x}, its child with the smaller key."
                          if x != _pop(v)[1].moved else "no child has a smaller key, so it stays.")),
     diverge=_swap_diverge,
-    lesson=frozenset({"heap-ties"}),
+    lesson=frozenset({"heap-ties", "lru"}),
 )
 
 
@@ -275,7 +282,8 @@ DEDUP = QuestionKind(
     describe=lambda x: page_list(x, "block"),
     distractors=_dedup_distractors,
     hints=_dedup_hints,
-    why=lambda v, x: (f"{page_list(x, 'block').capitalize()} of {v.op.name} were cached by another request first, "
+    why=lambda v, x: (f"{page_list(x, 'block').capitalize()} of {v.op.name} {'was' if len(x) == 1 else 'were'} cached by another "
+                      "request first, "
                       "so publish adopted those pages and returned its own copies."),
     diverge=_dedup_diverge,
     lesson=frozenset({"dedup"}),

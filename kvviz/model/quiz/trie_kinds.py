@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..policy_words import key_fields, key_value, words_for
 from ..why import why_evicted, why_short_match
-from ..words import count
+from ..words import are, count, there_are
 from .core import (Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, page_list, pages_text,
                    simulate_evictions, walk)
 
@@ -628,7 +628,7 @@ def _fail_distractors(view: StepView, answer: Value) -> list[Mistake]:
 def _fail_why(view: StepView, answer: Value) -> str:
     r = room(view)
     verdict = f"it fails, {count(answer, 'page')} short" if answer else "it succeeds"
-    return (f"It needs {count(r.needed, 'new page')}; there are {r.free} free and {r.evictable} evictable "
+    return (f"It needs {count(r.needed, 'new page')}; {there_are(r.free)} free and {r.evictable} evictable "
             f"(ref 0, not its own prefix), so {verdict}; a failed op changes nothing.")
 
 
@@ -639,7 +639,7 @@ def _fail_hints(view: StepView) -> tuple[str, str, str]:
             f"free plus evictable (ref 0{own}) cover them.",
             "Look at the free count and at the ref-0 nodes in the trie (a parent counts too: it goes after its "
             "children).",
-            f"It needs {count(r.needed, 'new page')}; {r.free} are free and {r.evictable} are evictable.")
+            f"It needs {count(r.needed, 'new page')}; {are(r.free)} free and {are(r.evictable)} evictable.")
 
 
 def _fail_diverge(view: StepView, value: Value) -> Divergence | None:
@@ -734,7 +734,7 @@ def _free_why(view: StepView, x: Value) -> str:
 
 def _free_hints(view: StepView) -> tuple[str, str, str]:
     snap, op = view.snap0, view.op
-    third = f"There are {count(snap.free_count, 'free page')} now."
+    third = f"{there_are(snap.free_count, 'free page').capitalize()} now."
     if op.kind == "release":
         mine = view.mine(snap)
         third += (f" {op.name} holds {count(len(mine.pages), 'page')}, {mine.published} of them published (those "
@@ -762,7 +762,7 @@ def _free_diverge(view: StepView, value: Value) -> Divergence | None:
 FREE = QuestionKind(
     "free", "free pages", "number", "page",
     applies=free_applies,
-    ask=lambda v: f"{v.text()} How many pages are free after it (there are {v.snap0.free_count} now)?",
+    ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
     answer=lambda v: v.snap1.free_count,
     bound=lambda v: v.snap0.page_count,
     describe=lambda x: count(x, "free page"),

@@ -27,7 +27,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Static
 
-from ...model.exercise import LETTERS, MOVE_KINDS, Exercise, Move, Play
+from ...model.exercise import MOVE_KINDS, Exercise, Move, Play
+from ...model.quiz.choices import LETTERS
 from ...model.view import FrameView, Highlight, TokenLabels, substep_frame
 from ..panes import panes_for
 from ..themes import set_up_appearance, variable_defaults
@@ -100,7 +101,7 @@ class ExerciseScreen(Screen):
         done = len(play.results)
         where = (f"step {move.step}: {move.op_text}, move {move.index + 1} of {len(self.exercise.moves)}"
                  if move is not None else "done")
-        header.update(f"Practice on {self.exercise.title} — {where}\n{play.score_line()}"
+        header.update(f"Practice: {self.exercise.title} — {where}\n{play.score_line()}"
                       + (" (this move: missed once)" if play.missed else ""))
         panel = self.query_one(MovePanel)
         panel.show_move(move, f"Move {move.index + 1}" if move is not None else "")

@@ -27,7 +27,7 @@ from ...model.view import (ALLOCATION, NODE, PAGE, FrameView, Selection, Timelin
                            highlight_for, needs_previous, violation_marks)
 from ..panes import PANES
 from ..playing import DEFAULT_SPEED, SPEEDS, PlayActions
-from ..practice import Practice, PracticeActions
+from ..practice import QuizActions, QuizRun
 from ..stepping import UI_STATES_AT_ONCE, Position, TimelineSteps
 from ..substep_panes import SubStepPanes
 from ..widgets.allocation_table import AllocationTable
@@ -61,7 +61,7 @@ def _in_column(role: str, kind: type) -> property:
     return property(lambda screen: screen.column.widget(role), doc=f"The {kind.__name__} of the cache column.")
 
 
-class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, Screen):
+class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Screen):
     """The views of the app's session at one position (see the module doc)."""
 
     BINDINGS = [
@@ -92,7 +92,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         Binding("e", "app.export", "export"),
         Binding("ctrl+s", "app.save_script", "Save .kvs", show=False),
         Binding("escape", "escape", "Step out / clear selection", show=False),
-        Binding("p", "toggle_practice", "practice"),
+        Binding("p", "toggle_practice", "quiz"),
         Binding("z", "toggle_compact", "Compact page grid", show=False),  # from every view, not only the grid
         Binding("f", "step_to_parting", "where it parted"),
         Binding("a", "type_answer", "type answer"),
@@ -108,7 +108,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
     selection: var[Selection | None] = var(None, init=False)
     playing = var(False, init=False, bindings=True, toggle_class="-playing")
     speed_index = var(DEFAULT_SPEED, init=False)
-    practice: var[Practice | None] = var(None, init=False, bindings=True, toggle_class="-practice")
+    practice: var[QuizRun | None] = var(None, init=False, bindings=True, toggle_class="-practice")
     show_why = var(False, init=False)
     show_code: var[bool | None] = var(None, init=False)  # None: shown while stepped into an op
     show_buggy = var(False, init=False)  # the buggy variant's code beside ours (bug-museum demos)
@@ -186,7 +186,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         self.why.border_title = "Why?"
         self.why.display = False
         self.question_panel.display = False
-        self.question_panel.border_title = "Practice"
+        self.question_panel.border_title = "Quiz"
         self.code.display = False
         self.code_buggy.display = False
         if not self.cursor_blink:
@@ -328,7 +328,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
             self._start_timer()
         self._show_timeline()
 
-    def watch_practice(self, old: Practice | None, new: Practice | None) -> None:
+    def watch_practice(self, old: QuizRun | None, new: QuizRun | None) -> None:
         self.question_panel.display = new is not None
         if new is None:
             self.structure.focus()
@@ -416,7 +416,7 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
         # While playing, the step moves on by itself: no "stepped back" warning then; while a
         # question is asked, the step before it shows on purpose: say that instead.
         if self.practice is not None and self.practice.pending is not None:
-            self.command_bar.set_hint(f"practice: step {self.practice.pending.step} shows once you answer "
+            self.command_bar.set_hint(f"quiz: step {self.practice.pending.step} shows once you answer "
                                       "(type a letter or the answer, enter; s to skip, t for a hint)")
             return
         if self.substep is not None and not self.playing:

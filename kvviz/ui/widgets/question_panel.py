@@ -7,7 +7,7 @@ While a question is asked the answer line has the focus: a choice letter, or the
 typed in full (``10``, ``3 5``, ``none``), then enter; ``?`` enter shows the next hint, a
 blank line skips, escape goes back to the views.
 
-It draws the frozen :class:`~kvviz.ui.practice.PracticeView` the app hands it, and posts
+It draws the frozen :class:`~kvviz.ui.practice.QuizView` the app hands it, and posts
 :class:`QuestionPanel.AnswerTyped` when a typed answer is entered; the app grades it.
 """
 
@@ -21,10 +21,10 @@ from textual.widgets import Input, Static
 
 from ...limits import MAX_ANSWER_CHARS
 from ...model.view import literal
-from ..practice import PRACTICE_KEYS, REVEALED_KEYS, PracticeView
+from ..practice import QUIZ_KEYS, REVEALED_KEYS, QuizView
 
 
-def practice_markup(view: PracticeView) -> str:
+def practice_markup(view: QuizView) -> str:
     """The panel's text as Textual markup."""
     lines = [f"[b]{literal(view.score)}[/b]  [$kv-muted]{literal(view.status)}[/]"]
     question = view.question
@@ -38,7 +38,7 @@ def practice_markup(view: PracticeView) -> str:
                 lines.extend(f"[$kv-touched]Hint {i} of {len(question.hints)}: {literal(hint)}[/]"
                              for i, hint in enumerate(view.hints, 1))
             else:
-                lines.append(f"[$kv-muted]{literal(PRACTICE_KEYS)}[/]")
+                lines.append(f"[$kv-muted]{literal(QUIZ_KEYS)}[/]")
         else:
             for i, line in enumerate(view.feedback):
                 if i == 0:
@@ -63,7 +63,7 @@ class AnswerInput(Input):
 
 
 class QuestionPanel(Vertical):
-    """Practice mode's panel (see the module doc)."""
+    """QuizRun mode's panel (see the module doc)."""
 
     class AnswerTyped(Message):
         """The learner entered ``text`` in the answer line."""
@@ -77,7 +77,7 @@ class QuestionPanel(Vertical):
         yield AnswerInput(placeholder="a letter, or the answer: 4, 3 5, none · ? hint · enter", id="answer",
                           max_length=MAX_ANSWER_CHARS)
 
-    def show(self, view: PracticeView) -> None:
+    def show(self, view: QuizView) -> None:
         """Draw ``view``; the answer line shows only while a question is asked."""
         self.query_one("#question-text", Static).update(practice_markup(view))
         if self.is_attached:  # the heap's array order would give an eviction question away
