@@ -22,6 +22,7 @@ from ..export.atomic import special_file_kind
 from ..backends import BackendUnavailable
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
 from ..model.narrate import count as plural  # "1 step", "2 steps": one wording for CLI and narration
+from ..printable import printable
 from ..model.scenario import Scenario, ScenarioError, parse_scenario_file
 
 
@@ -41,9 +42,12 @@ class BadInput(click.ClickException):
         self.more = tuple(more)
 
     def show(self, file=None) -> None:
-        click.echo(f"kvviz: error: {self.format_message()}", err=True)
+        # Messages quote files (names, digests, a stream's fields): made printable here, once
+        # for every message, so a newline or an ESC in a file neither splits the line nor
+        # reaches the terminal.
+        click.echo(f"kvviz: error: {printable(self.format_message())}", err=True)
         for line in self.more:
-            click.echo(line, err=True)
+            click.echo(printable(line), err=True)
 
 
 def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:

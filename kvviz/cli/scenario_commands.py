@@ -14,6 +14,7 @@ import click
 
 from .. import limits
 from ..model.scenario import ScenarioError
+from ..printable import printable
 from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
                      load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
                      require_terminal, show, stdout_console, stream_session)
@@ -445,13 +446,13 @@ def open_(bundle: str, print_only: bool) -> None:
     if not print_only:
         require_terminal()  # before the verdict line, so that the refusal is the only line
     if opened.divergence:
-        click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
+        click.echo(f"kvviz: replay diverges from the bundle: {printable(opened.divergence)}", err=True)
     else:
         # Since bundle schema 2 "every digest matches" covers the recorded values too (open
         # re-derives each one); the line keeps its old words, which scripts may grep for.
         click.echo(f"replayed {plural(len(opened.session) - 1, 'step')}: every digest matches", err=True)
         for note in opened.notes:  # e.g. another kvviz version recorded it: worth knowing, not a failure
-            click.echo(f"kvviz: note: {note}", err=True)
+            click.echo(f"kvviz: note: {printable(note)}", err=True)
     show(opened.session, opened.step, print_only, substep=opened.substep)  # the moment the report points at
     if opened.divergence:
         sys.exit(1)

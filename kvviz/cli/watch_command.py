@@ -31,6 +31,7 @@ import click
 
 from .. import limits
 from ..backends.kv_events.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
+from ..printable import printable
 from .common import BadInput, launch_watch_ui, plural, refuse_special_file, require_terminal
 
 EXTRA_LINE = WATCH_EXTRA_MISSING
@@ -225,7 +226,7 @@ def _read_recording(path: str):
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such file (expected a .jsonl recording of KV events)")
     try:
-        return read_recording(path, on_warning=lambda line: click.echo(line, err=True))
+        return read_recording(path, on_warning=lambda line: click.echo(printable(line), err=True))
     except RecordingError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
@@ -524,12 +525,12 @@ def open_watch_bundle(path: str, print_only: bool) -> None:
     if not print_only:
         require_terminal()
     if opened.divergence:
-        click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
+        click.echo(f"kvviz: replay diverges from the bundle: {printable(opened.divergence)}", err=True)
     else:
         click.echo(f"replayed {plural(opened.step, 'message')}: every digest matches", err=True)
     if print_only:
         frame = opened.timeline.frame(opened.step)
-        click.echo(frame.narration)
+        click.echo(printable(frame.narration))
         for line in summary_lines(opened.timeline.summary()):
             click.echo(line)
     else:

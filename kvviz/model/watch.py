@@ -31,6 +31,7 @@ from ..backends.kv_events.recording import Message
 from ..backends.kv_events.stream import Gap, Restart, SeqTracker
 from ..backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, Key,
                                        UnknownEvent, decode_payload, key_label, lint_kind)
+from ..printable import printable
 from .designs.events import DESIGN
 
 SUMMARY_SCHEMA = "kvviz.watch-summary/1"
@@ -459,7 +460,7 @@ class WatchTimeline:
         stored_before = False
         last_stored: int | None = None
         for step, what, length, position, medium in history:
-            where = "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
+            where = _medium_words(medium)
             if what == "stored":
                 if last_stored is not None and self._cleared_between(last_stored, step):
                     parts.append(f"cleared at batch {self._cleared_between(last_stored, step)}")
@@ -555,7 +556,7 @@ def _decode(message: Message) -> tuple[Batch | None, str | None]:
 
 
 def _medium_words(medium: str | None) -> str:
-    return "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
+    return "" if medium in _PLAIN_MEDIUMS else f" on {printable(medium)}"  # the publisher's string
 
 
 def told_note(note: str) -> str:

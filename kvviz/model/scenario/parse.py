@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES,
                        MAX_TOKENS_PER_OP, MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
+from ...printable import first_control, printable
 from ..designs import design
 from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
 from ..vocab import Vocabulary
@@ -770,6 +771,12 @@ class _ScenarioReader:
         nul = line.text.find("\0")
         if nul >= 0:
             raise line.error(nul + 1, "NUL character (is this a binary file?)", "scenario text")
+        control = first_control(line.text, allowed="\t")
+        if control >= 0:
+            # An ESC in a title or a narration line would reach the terminal of whoever opens
+            # the file (or a bundle holding it): refuse it where it is, as the NUL above.
+            raise line.error(control + 1, f"control character {printable(line.text[control])}",
+                             "printable text (a tab is fine)")
         stripped = line.text.strip()
         if not stripped or stripped.startswith("#"):
             return
