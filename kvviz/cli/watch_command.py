@@ -44,14 +44,6 @@ while idle and its lag behind the stream."""
 MAX_RANKS = limits.MAX_WATCH_RANKS
 
 
-class MissingExtra(BadInput):
-    """The ``watch`` extra is not installed: its own line (no ``kvviz: error:`` before it,
-    so it reads as the instruction it is), exit 2."""
-
-    def show(self, file=None) -> None:
-        click.echo(self.format_message(), err=True)
-
-
 def require_watch_extra(live: bool) -> None:
     """Bad input unless msgspec (and, to subscribe, pyzmq) can be imported."""
     try:
@@ -60,7 +52,7 @@ def require_watch_extra(live: bool) -> None:
         if live:
             import zmq  # noqa: F401
     except ImportError:
-        raise MissingExtra(EXTRA_LINE) from None
+        raise BadInput(EXTRA_LINE) from None  # worded as every missing extra is
 
 
 @click.command()
@@ -93,7 +85,7 @@ def require_watch_extra(live: bool) -> None:
                    "verifies, .md a Markdown report with the block forest.")
 @click.option("--to-kvs", "to_kvs", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: write the recording as a .kvs scenario (stored chains become "
-                   "acquires and publishes) for kvcore.")
+                   "acquires and publishes) for kvcore; - writes it to stdout.")
 @click.option("--against", "against_file", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: run this scenario on kvcore and align it with the stream, "
                    "batch by batch, by block content. Exit 1 when they differ.")
@@ -407,7 +399,11 @@ def _write_scenario(messages, replay_file: str, output: str, tokens_per_page: in
     recording_to_scenario = _optional("watch_to_kvs", "recording_to_scenario", "--to-kvs")
     try:
         text = recording_to_scenario(messages, tokens_per_page=tokens_per_page, pages=pages, source=replay_file)
-        write_text_atomic(output, text, inputs=[replay_file])
+        if output == "-":  # stdout, never a file named "-"
+            sys.stdout.write(text)
+            output = "the scenario to stdout"
+        else:
+            write_text_atomic(output, text, inputs=[replay_file])
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:

@@ -496,3 +496,33 @@ def test_a_regular_file_and_a_missing_one_are_still_written(tmp_path):
         result = kvviz("export", "lru", "-o", str(path))
         assert result.exit_code == 0, result.output
         assert path.read_text(encoding="utf-8").startswith("#")
+
+
+RECORDING = "../shared/data/kv-events/vllm-0.33.0-conversation-400.jsonl"
+
+
+@pytest.mark.parametrize("kind, make, command", [
+    ("a Mooncake request trace", lambda tmp: _write(tmp / "t.jsonl", '{"timestamp": 0, "input_length": 9, '
+                                                     '"output_length": 1, "hash_ids": [0]}\n' * 20), "kvviz trace"),
+    ("a recording of KV events", lambda tmp: _write(tmp / "r.jsonl", open(RECORDING).read(4000).rsplit("\n", 1)[0]),
+     "kvviz watch --replay-file"),
+    ("a kvviz bundle", lambda tmp: _bundle(tmp / "b.json"), "kvviz open"),
+])
+def test_a_trace_recording_or_bundle_given_as_a_scenario_is_named_with_its_command_in_one_line(tmp_path, kind, make,
+                                                                                               command):
+    path = make(tmp_path)
+    for args in (["run", str(path)], ["check", str(path)], ["export", str(path), "-o", str(tmp_path / "x.md")]):
+        result = CliRunner().invoke(cli, args, prog_name="kvviz")
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"kvviz: error: {path}:1:1: {kind}"), result.stderr
+        assert result.stderr.endswith(f", not a .kvs scenario: read it with {command} {path}\n"), result.stderr
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _bundle(path):
+    assert CliRunner().invoke(cli, ["export", "lru", "--step", "3", "-o", str(path)]).exit_code == 0
+    return path

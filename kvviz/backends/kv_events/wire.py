@@ -53,12 +53,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvviz.limits import MAX_EVENT_CONTAINERS, MAX_EVENT_ITEMS, MAX_EVENT_NESTING, MAX_EVENT_PAYLOAD_BYTES
+from kvviz.extras import needs_extra
 from kvviz.printable import printable
 
 Key = int | bytes
 """A block hash exactly as sent: opaque, never computed with."""
 
-WATCH_EXTRA_MISSING = 'kvviz watch needs the watch extra: pip install -e ".[watch]"'
+WATCH_EXTRA_MISSING = needs_extra("kvviz watch", "watch")
 """The one line to show when msgspec (or pyzmq) is not installed."""
 
 _MASK64 = (1 << 64) - 1
