@@ -9,11 +9,12 @@ the other. Pure functions of their arguments; no kvcore state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["EVICTIONS_TOLD", "Labeler", "NODES_TOLD", "PAGES_LISTED", "TOKENS", "Units", "count", "default_labeler",
-           "key_text", "nodes_text", "number_ranges", "pages_text", "some_pages"]
+           "did_you_mean", "key_text", "nodes_text", "number_ranges", "pages_text", "some_pages"]
 
 Labeler = Callable[[tuple[int, ...]], str]
 """Turns tokens into the words a script spelled (:meth:`kvviz.model.vocab.Vocabulary.label_tokens`)."""
@@ -60,6 +61,16 @@ class Units:
 
 TOKENS = Units()
 """The default units: tokens and pages."""
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> str:
+    """``"; did you mean 'lru'?"`` (or ``'a', 'b' or 'c'`` with ``n`` > 1) when ``word`` looks
+    like a typo of ``choices``, else ``""``: the one wording of every "unknown NAME" message."""
+    close = difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)
+    if not close:
+        return ""
+    quoted = [repr(choice) for choice in close]
+    return f"; did you mean {' or '.join([', '.join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)}?"
 
 
 def number_ranges(numbers, limit: int = PAGES_LISTED) -> str:

@@ -221,7 +221,7 @@ def test_binary_garbage_through_python_m_kvviz_prints_no_traceback(tmp_path):
 def test_an_unknown_demo_name_suggests_close_ones():
     line = assert_bad_input(kvviz("demo", "lur", "--print"), "no demo named 'lur'")
     assert "did you mean" in line and "lru" in line
-    line = assert_bad_input(kvviz("demo", "prefix-shraing", "--print"), "did you mean prefix-sharing")
+    line = assert_bad_input(kvviz("demo", "prefix-shraing", "--print"), "did you mean 'prefix-sharing'")
 
 
 def test_an_unknown_demo_name_without_close_ones_points_to_the_list():
@@ -526,3 +526,13 @@ def _write(path, text):
 def _bundle(path):
     assert CliRunner().invoke(cli, ["export", "lru", "--step", "3", "-o", str(path)]).exit_code == 0
     return path
+
+
+def test_every_misspelt_name_gets_the_same_did_you_mean(tmp_path):
+    scenario = tmp_path / "typo.kvs"
+    scenario.write_text("cache trie pages=4 tokens_per_page=2\nrelase a\n", encoding="utf-8")
+    lines = [CliRunner().invoke(cli, args, prog_name="kvviz").stderr for args in (
+        ["run", str(scenario), "--print"], ["demo", "lur", "--print"],
+        ["compare", "lru", "--right", "trie:lruu", "--print"])]
+    for line, name in zip(lines, ("release", "lru", "lru")):
+        assert re.search(rf"; did you mean (?:'[\w-]+', )*'{name}'(?: or '[\w-]+')?\?", line), line

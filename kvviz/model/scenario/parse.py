@@ -15,7 +15,6 @@ so no input, valid or not, makes the parser build more than that.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -29,6 +28,7 @@ from ...printable import first_control, printable
 from ..designs import design
 from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
 from ..vocab import Vocabulary
+from ..words import did_you_mean
 from .format import format_expect, format_op
 from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, MAX_PRIORITY, ONLY_LRU, OP_FORMS, OP_OPTIONS, POLICIES,
                      CacheConfig, Expect, Op, Paragraph, Scenario, ScenarioError, Step)
@@ -146,9 +146,8 @@ def _shown(text: str, limit: int = 40) -> str:
 
 
 def _suggestion(word: str, choices: Iterable[str]) -> str:
-    """'; did you mean X?' when ``word`` looks like a typo of one of ``choices``."""
-    close = difflib.get_close_matches(word.lower(), list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """'; did you mean X?' when ``word`` looks like a typo of one of ``choices`` (any case)."""
+    return did_you_mean(word.lower(), choices)
 
 
 class _Option(NamedTuple):
