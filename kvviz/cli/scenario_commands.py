@@ -158,17 +158,18 @@ def _print_with_substeps(session, step: int | None) -> None:
 
 def _substep_text(session, index: int) -> list[str]:
     """The lines ``--print --substeps`` prints under step ``index``: a heading with the
-    sub-steps' note, then one line per sub-step: index, kind, ``algorithm:lines`` and the
-    sentence, in columns."""
+    sub-steps' note, then one line per sub-step: its number, kind, ``algorithm:lines`` and the
+    sentence, in columns. Numbered from 1, as people count sub-steps everywhere (the UI's
+    "sub-step 5/10", ``export --substep 5``); only ``--json``'s ``index`` counts from 0."""
     if index == 0:
         return ["  no sub-steps: step 0 is the initial state, before any op"]
     subs = session.substeps(index)
     where = [f"{s.algorithm}:{_lines_text(s.lines)}" for s in subs]
-    index_width = len(str(len(subs) - 1))
+    index_width = len(str(len(subs)))
     kind_width = max(len(s.kind) for s in subs)
     where_width = max(map(len, where))
     lines = [f"  {plural(len(subs), 'sub-step')} ({subs.note}):"]
-    lines += [f"    {s.index:>{index_width}}  {s.kind:<{kind_width}}  {w:<{where_width}}  {s.sentence}"
+    lines += [f"    {s.index + 1:>{index_width}}  {s.kind:<{kind_width}}  {w:<{where_width}}  {s.sentence}"
               for s, w in zip(subs, where)]
     return lines
 
