@@ -358,19 +358,21 @@ class TrieView(LineView):
         rows = [self._node_row[n] for n in self.view.focus.nodes if n in self._node_row]
         return min(rows) if rows else None
 
-    def follow(self) -> None:
-        """Put the cursor on the row showing a linked node (also inside a compressed chain)."""
+    def follow(self) -> bool:
+        """Put the cursor on the row showing a linked node (also inside a compressed chain);
+        True when there was one."""
         if self.view is None or not self.view.highlight.nodes:
-            return
+            return False
         nodes = self.view.highlight.nodes
         if self.cursor in nodes and self.cursor in self._item_row:
             self._scroll_to_item(self.cursor)
-            return
+            return True
         for row in self._rows:
             if isinstance(row.data, TrieLine) and any(n in nodes for n in row.data.chain):
                 self.cursor = row.item
                 self._scroll_to_item(row.item)
-                return
+                return True
+        return False
 
     # -- actions -------------------------------------------------------------------------
 
