@@ -77,6 +77,8 @@ class TrieView(LineView):
     }
     """
 
+    SAYS_MORE = True  # "… 3 more ↓", and the nodes a step changed kept in sight (compare's divergence)
+
     class NodeSelected(SelectionMessage):
         """The user put the cursor on a trie node."""
 
@@ -357,6 +359,14 @@ class TrieView(LineView):
             return None
         rows = [self._node_row[n] for n in self.view.focus.nodes if n in self._node_row]
         return min(rows) if rows else None
+
+    def changed_rows(self) -> list[int]:
+        """The rows of the nodes this step added, evicted (their ghost rows) or touched."""
+        if self.view is None or self.view.previous is None:
+            return []
+        diff = self.view.frame.diff
+        nodes = set(diff.nodes_added) | set(diff.nodes_evicted) | {node for node, _, _ in diff.ref_changes}
+        return sorted(self._node_row[node] for node in nodes if node in self._node_row)
 
     def follow(self) -> bool:
         """Put the cursor on the row showing a linked node (also inside a compressed chain);
