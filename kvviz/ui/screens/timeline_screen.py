@@ -405,9 +405,11 @@ class TimelineScreen(TimelineSteps, PlayActions, PracticeActions, SubStepPanes, 
             self._summaries = tuple(live)
             self._summaries_revision = self.revision
         sub = self.view.substep if self.view is not None else None
+        asking = self.practice is not None and self.practice.pending is not None
         return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
                             self.session.title, self.revision,
-                            (sub.step.index, sub.count, sub.step.kind) if sub is not None else None)
+                            (sub.step.index, sub.count, sub.step.kind) if sub is not None else None,
+                            marks_until=self.step if asking else None)
 
     def _show_timeline(self) -> None:
         self.timeline.show(self.timeline_view())
