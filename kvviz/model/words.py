@@ -59,6 +59,14 @@ class Units:
                 f"({matched_tokens:,} of {count(total_tokens, 'token')})")
 
 
+    def per_page(self, tokens_per_page: int) -> str:
+        """What one page holds: ``4 tokens``, or ``1 block of 512 tokens`` (a converted trace,
+        whose token is a block)."""
+        if self.block_tokens is not None:
+            return f"{count(tokens_per_page, 'block')} of {count(self.block_tokens, 'token')}"
+        return count(tokens_per_page, "token")
+
+
 TOKENS = Units()
 """The default units: tokens and pages."""
 
