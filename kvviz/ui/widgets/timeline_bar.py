@@ -199,7 +199,7 @@ class TimelineBar(LineCanvas, can_focus=False):
         run: list[str] = []
         run_style = None
         step = self.timeline.step
-        until = self.timeline.marks_until
+        until = getattr(self.timeline, "marks_until", None)  # the watch's view has no quiz
         cells = self.cells(width)
         for (first, last, mark), glyph in zip(cells, self._glyphs):
             if until is not None and last > until and mark != "fill":
