@@ -7,12 +7,12 @@ top-level ``demos/`` folder.
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 
 from .backends.registry import MUSEUM_PREFIXES as REGISTRY_MUSEUM
 from .model.scenario import Scenario, parse_scenario_file
+from .model.words import did_you_mean
 
 _HERE = Path(__file__).resolve().parent
 
@@ -84,9 +84,8 @@ def demo_path(name: str) -> Path:
     """The file of demo ``name``; KeyError with close suggestions if there is none."""
     path = demo_dir() / f"{name}.kvs"
     if not path.is_file():
-        close = difflib.get_close_matches(name, demo_names(), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"no demo named {name!r}{hint} (`kvviz demo --list` lists them)")
+        raise KeyError(f"no demo named {name!r}{did_you_mean(name, demo_names(), n=3, cutoff=0.5)} "
+                       f"(`kvviz demo --list` lists them)")
     return path
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from ..extras import install_command
 from . import BackendError, BackendFactory, BackendUnavailable
 from .kvcore_backend import kvcore_backend
 
@@ -32,7 +33,7 @@ kvcore (``bug-b4b-root-ref``), then the same bugs live on shortfin's own cache
 (``shortfin-b9-...``, which need ``--backend shortfin``). Each name is the prefix, the
 docs/bugs.md id, then what the bug is; the demos and the bug museum's code panes read it here."""
 
-INSTALL_SHORTFIN = 'pip install -e ".[shortfin]"'
+INSTALL_SHORTFIN = install_command("shortfin")
 """The command that installs the shortfin backend's packages (quoted in its error)."""
 
 # Modules whose failing import means a bug of ours, never "not installed".

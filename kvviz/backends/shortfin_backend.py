@@ -55,6 +55,7 @@ from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOpera
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 
+from ..extras import install_command
 from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 from .shortfin_code import SHORTFIN_CODE
 from .shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
@@ -68,7 +69,7 @@ try:
     from shortfin_apps.llm.components.kvcache.page_pool import PagePool as _PagePool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f"the shortfin backend needs shortfin 3.9.0 ({exc}); install it with: pip install -e \".[shortfin]\"",
+        f"the shortfin backend needs shortfin 3.9.0 ({exc}); install it with: {install_command('shortfin')}",
         name=exc.name) from exc
 
 SHORTFIN_VERSION = "3.9.0"

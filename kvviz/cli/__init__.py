@@ -49,6 +49,8 @@ def _command_line_promises():
             raise
         except click.UsageError as exc:
             message = " ".join(exc.format_message().split())  # one line, whatever click wrapped
+            if not message.rstrip(")'\"").endswith((".", "?", "!")):  # "(Did you mean ...?)" is one
+                message += "."  # a sentence before the next one ("... kvviz replays. Try ...")
             command = exc.ctx.command_path if exc.ctx is not None else "kvviz"
             raise BadInput(f"{message} Try `{command} -h`.") from None
         finally:

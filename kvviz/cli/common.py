@@ -22,6 +22,8 @@ from ..export.atomic import special_file_kind
 from ..backends import BackendUnavailable
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
 from ..model.narrate import count as plural  # "1 step", "2 steps": one wording for CLI and narration
+from ..extras import install_command
+from ..printable import printable
 from ..model.scenario import Scenario, ScenarioError, parse_scenario_file
 
 
@@ -41,9 +43,12 @@ class BadInput(click.ClickException):
         self.more = tuple(more)
 
     def show(self, file=None) -> None:
-        click.echo(f"kvviz: error: {self.format_message()}", err=True)
+        # Messages quote files (names, digests, a stream's fields): made printable here, once
+        # for every message, so a newline or an ESC in a file neither splits the line nor
+        # reaches the terminal.
+        click.echo(f"kvviz: error: {printable(self.format_message())}", err=True)
         for line in self.more:
-            click.echo(line, err=True)
+            click.echo(printable(line), err=True)
 
 
 def sample_or_path(text: str | None, kind: str) -> str | None:
@@ -145,8 +150,43 @@ def load_scenario(path_or_demo: str, *, demo: bool = False) -> Scenario:
     try:
         return parse_scenario_file(path)
     except ScenarioError as exc:
+        other = other_input(path)  # a trace, a recording or a bundle is no scenario: name its command
+        if other is not None:
+            raise BadInput(other) from None
         first, *others = exc.report().split("\n")  # every problem, bounded by MAX_SCENARIO_ERRORS
         raise BadInput(first, tuple(others)) from None
+
+
+_PEEK_BYTES = 65_536
+"""Bytes :func:`other_input` reads to tell a JSON input's kind: a trace's or a recording's
+first line, or a bundle's opening."""
+
+
+def other_input(path: Path) -> str | None:
+    """The one line for a file that is JSON, not a scenario (a scenario never starts with
+    ``{``): what it looks like and the command that reads it; None for anything else."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_PEEK_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not head.lstrip("\ufeff \t\r\n").startswith("{"):
+        return None
+    try:
+        first = json.loads(head.lstrip("\ufeff").split("\n", 1)[0])
+    except ValueError:
+        first = None
+    if isinstance(first, dict) and "hash_ids" in first:
+        what, command = "a Mooncake request trace (JSON lines)", f"kvviz trace {path}"
+    elif isinstance(first, dict) and "payload" in first and "seq" in first:
+        what, command = "a recording of KV events (JSON lines)", f"kvviz watch --replay-file {path}"
+    elif '"kvviz.bundle/' in head or '"kvviz.watch-bundle/' in head:
+        what, command = "a kvviz bundle", f"kvviz open {path}"
+    else:
+        what, command = "JSON", "kvviz trace (Mooncake traces), kvviz watch --replay-file (recordings) or kvviz open (bundles)"
+    return f"{path}:1:1: {what}, not a .kvs scenario: read it with {command}"
 
 
 def load_file_or_demo(name: str) -> Scenario:
@@ -187,7 +227,7 @@ def backend_option(f):
     return click.option(
         "--backend", type=click.Choice(BACKENDS), default="kvcore", show_default=True,
         help='The cache to run: kvcore (ours) or shortfin (shortfin 3.9.0\'s TriePagedAttentionCache; '
-             'needs pip install -e ".[shortfin]").')(f)
+             f'needs {install_command("shortfin")}).')(f)
 
 
 def backend_factory(backend: str, kind: str | None):

@@ -97,7 +97,7 @@ KIND is trie, base or hash; POLICY one of the trie's eviction policies (lru, fif
 mru, filo, slru, priority); a trie without a policy takes the script's. --left defaults
 to the script's own cache line. --left-backend / --right-backend shortfin run a side on
 shortfin's trie (lru only). A misspelt kind or policy is refused with the names it could
-mean (trie:lruu: did you mean lru?).
+mean (trie:lruu: unknown policy 'lruu'; did you mean 'lru'?).
 
 Both sides step together. A difference is what a user of the cache can observe: an op's
 success or failure, free pages, cached blocks, each allocation's block table; the first

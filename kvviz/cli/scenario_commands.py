@@ -14,6 +14,7 @@ import click
 
 from .. import limits
 from ..model.scenario import ScenarioError
+from ..printable import printable
 from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
                      load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
                      require_terminal, show, stdout_console, stream_session)
@@ -157,17 +158,18 @@ def _print_with_substeps(session, step: int | None) -> None:
 
 def _substep_text(session, index: int) -> list[str]:
     """The lines ``--print --substeps`` prints under step ``index``: a heading with the
-    sub-steps' note, then one line per sub-step: index, kind, ``algorithm:lines`` and the
-    sentence, in columns."""
+    sub-steps' note, then one line per sub-step: its number, kind, ``algorithm:lines`` and the
+    sentence, in columns. Numbered from 1, as people count sub-steps everywhere (the UI's
+    "sub-step 5/10", ``export --substep 5``); only ``--json``'s ``index`` counts from 0."""
     if index == 0:
         return ["  no sub-steps: step 0 is the initial state, before any op"]
     subs = session.substeps(index)
     where = [f"{s.algorithm}:{_lines_text(s.lines)}" for s in subs]
-    index_width = len(str(len(subs) - 1))
+    index_width = len(str(len(subs)))
     kind_width = max(len(s.kind) for s in subs)
     where_width = max(map(len, where))
     lines = [f"  {plural(len(subs), 'sub-step')} ({subs.note}):"]
-    lines += [f"    {s.index:>{index_width}}  {s.kind:<{kind_width}}  {w:<{where_width}}  {s.sentence}"
+    lines += [f"    {s.index + 1:>{index_width}}  {s.kind:<{kind_width}}  {w:<{where_width}}  {s.sentence}"
               for s, w in zip(subs, where)]
     return lines
 
@@ -445,13 +447,13 @@ def open_(bundle: str, print_only: bool) -> None:
     if not print_only:
         require_terminal()  # before the verdict line, so that the refusal is the only line
     if opened.divergence:
-        click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
+        click.echo(f"kvviz: replay diverges from the bundle: {printable(opened.divergence)}", err=True)
     else:
         # Since bundle schema 2 "every digest matches" covers the recorded values too (open
         # re-derives each one); the line keeps its old words, which scripts may grep for.
         click.echo(f"replayed {plural(len(opened.session) - 1, 'step')}: every digest matches", err=True)
         for note in opened.notes:  # e.g. another kvviz version recorded it: worth knowing, not a failure
-            click.echo(f"kvviz: note: {note}", err=True)
+            click.echo(f"kvviz: note: {printable(note)}", err=True)
     show(opened.session, opened.step, print_only, substep=opened.substep)  # the moment the report points at
     if opened.divergence:
         sys.exit(1)

@@ -24,9 +24,10 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from ..extras import needs_extra
 from .common import BadInput, sample_or_path
 
-SERVE_EXTRA_MISSING = "kvviz serve needs the serve extra: pip install 'kvviz[serve]'"
+SERVE_EXTRA_MISSING = needs_extra("kvviz serve", "serve")
 
 SERVED_OPTIONS: dict[str, frozenset[str]] = {
     # command: the parameters a served app may be given (the others write files or print)

@@ -462,7 +462,8 @@ the block floor, partial tail; the shares add up to the miss rate.
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is also off when stderr is not a terminal).")
 @click.option("--to-kvs", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-              help="Write the replayed requests (use --first N) as a kvviz scenario file and exit.")
+              help="Write the replayed requests (use --first N) as a kvviz scenario file and exit "
+                   "(- writes it to stdout, and what was written to stderr).")
 @click.option("--ui", is_flag=True,
               help="Open the replay in the kvviz UI (the first 1,000 requests unless --first N; without "
                    "--capacity-tokens, a capacity of half the excerpt's distinct blocks, so that pages are evicted).")
@@ -540,21 +541,26 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
             scenario = trace_to_scenario(requests, config, source=loaded.name)
         except ValueError as error:
             _fail(f"cannot convert {file}: {error}")
+        to_stdout = str(to_kvs) == "-"  # never a file named "-"
         try:
-            write_text_atomic(to_kvs, scenario.text, inputs=[file])
+            if to_stdout:
+                sys.stdout.write(scenario.text)
+            else:
+                write_text_atomic(to_kvs, scenario.text, inputs=[file])
         except ValueError as error:  # the trace was moved under the output's name since the check
             _fail(str(error))
         except OSError as error:
             _fail(f"cannot write {to_kvs}: {error.strerror or error}")
         if loaded.skipped and not as_json:  # only now: a refused conversion is one error line
             _report_skipped(loaded)
+        written = "the scenario to stdout" if to_stdout else str(to_kvs)
         message = {"scenario": str(to_kvs), "requests": len(requests), "ops": scenario.ops,
                    "result": scenario.result.to_dict()}
         if as_json:
-            click.echo(json.dumps(message, indent=2))
+            click.echo(json.dumps(message, indent=2), err=to_stdout)
         else:
-            click.echo(f"wrote {to_kvs}: {_plural(len(requests), 'request')}, {_plural(scenario.ops, 'op')} "
-                       f"(token hit rate {percent(scenario.result.token_hit_rate)})")
+            click.echo(f"wrote {written}: {_plural(len(requests), 'request')}, {_plural(scenario.ops, 'op')} "
+                       f"(token hit rate {percent(scenario.result.token_hit_rate)})", err=to_stdout)
         return
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
     console = stdout_console()

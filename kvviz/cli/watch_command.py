@@ -32,6 +32,7 @@ import click
 
 from .. import limits
 from ..backends.kv_events.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
+from ..printable import printable
 from .common import (
     BadInput,
     launch_watch_ui,
@@ -52,14 +53,6 @@ while idle and its lag behind the stream."""
 MAX_RANKS = limits.MAX_WATCH_RANKS
 
 
-class MissingExtra(BadInput):
-    """The ``watch`` extra is not installed: its own line (no ``kvviz: error:`` before it,
-    so it reads as the instruction it is), exit 2."""
-
-    def show(self, file=None) -> None:
-        click.echo(self.format_message(), err=True)
-
-
 def require_watch_extra(live: bool) -> None:
     """Bad input unless msgspec (and, to subscribe, pyzmq) can be imported."""
     try:
@@ -68,7 +61,7 @@ def require_watch_extra(live: bool) -> None:
         if live:
             import zmq  # noqa: F401
     except ImportError:
-        raise MissingExtra(EXTRA_LINE) from None
+        raise BadInput(EXTRA_LINE) from None  # worded as every missing extra is
 
 
 @click.command()
@@ -102,7 +95,7 @@ def require_watch_extra(live: bool) -> None:
                    "verifies, .md a Markdown report with the block forest.")
 @click.option("--to-kvs", "to_kvs", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: write the recording as a .kvs scenario (stored chains become "
-                   "acquires and publishes) for kvcore.")
+                   "acquires and publishes) for kvcore; - writes it to stdout.")
 @click.option("--against", "against_file", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: run this scenario on kvcore and align it with the stream, "
                    "batch by batch, by block content. Exit 1 when they differ.")
@@ -279,7 +272,7 @@ def _read_recording(path: str):
         raise BadInput(f"{path}: no such file (expected a .jsonl recording of KV events, "
                        f"{no_such_file_hint('recording')})")
     try:
-        return read_recording(path, on_warning=lambda line: click.echo(line, err=True))
+        return read_recording(path, on_warning=lambda line: click.echo(printable(line), err=True))
     except RecordingError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
@@ -543,7 +536,11 @@ def _write_scenario(messages, replay_file: str, output: str, tokens_per_page: in
     recording_to_scenario = _optional("watch_to_kvs", "recording_to_scenario", "--to-kvs")
     try:
         text = recording_to_scenario(messages, tokens_per_page=tokens_per_page, pages=pages, source=replay_file)
-        write_text_atomic(output, text, inputs=[replay_file])
+        if output == "-":  # stdout, never a file named "-"
+            sys.stdout.write(text)
+            output = "the scenario to stdout"
+        else:
+            write_text_atomic(output, text, inputs=[replay_file])
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
@@ -714,12 +711,12 @@ def open_watch_bundle(path: str, print_only: bool) -> None:
     if not print_only:
         require_terminal()
     if opened.divergence:
-        click.echo(f"kvviz: replay diverges from the bundle: {opened.divergence}", err=True)
+        click.echo(f"kvviz: replay diverges from the bundle: {printable(opened.divergence)}", err=True)
     else:
         click.echo(f"replayed {plural(opened.step, 'message')}: every digest matches", err=True)
     if print_only:
         frame = opened.timeline.frame(opened.step)
-        click.echo(frame.narration)
+        click.echo(printable(frame.narration))
         for line in summary_lines(opened.timeline.summary()):
             click.echo(line)
     else:

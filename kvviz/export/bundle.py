@@ -37,6 +37,7 @@ import kvcore
 from kvcore import KVCacheError, Snapshot, SnapshotFormatError
 
 from ..limits import MAX_BUNDLE_BYTES, MAX_SOURCE_BYTES
+from ..printable import printable
 from ..model.scenario import Scenario, ScenarioError, format_expect, format_scenario, parse_scenario
 from ..model.session import Frame, Session
 from .atomic import OutputTooLarge, open_atomic
@@ -431,6 +432,7 @@ def _shown(value: Any, limit: int = 60) -> str:
         text = repr(value) if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = repr(type(value))
+    text = printable(text)  # JSON leaves C1 controls, bidi overrides and U+2028 as they are
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -508,7 +510,7 @@ def _divergence(data: dict, session: Session, step: int, bundled: Snapshot, sche
     for i, (expected, replayed) in enumerate(zip(digests, session.snapshots())):
         actual = replayed.digest()
         if actual != expected:
-            return f"step {i} diverges: replay gives digest {actual[:12]}…, bundle recorded {expected[:12]}…"
+            return f"step {i} diverges: replay gives digest {actual[:12]}…, bundle recorded {printable(str(expected)[:12])}…"
     if session.frame(step).snapshot != bundled:
         return f"the bundled snapshot differs from the replayed state at step {step} (edited bundle?)"
     recorded = data.get("substep")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.kv_events.recording import Message, message_line
 from ..limits import MAX_BUNDLE_BYTES
+from ..printable import printable
 from .atomic import OutputTooLarge, open_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -316,7 +317,7 @@ def _divergence(data: dict, timeline: WatchTimeline, step: int) -> str | None:
                 f"{step} records them at {_steps_text(expected_steps)} (edited bundle?)")
     for (at, expected), (_, actual) in zip(recorded, _digests(timeline, expected_steps)):
         if actual != expected:
-            return f"step {at} diverges: replay gives digest {actual[:12]}…, bundle recorded {expected[:12]}…"
+            return f"step {at} diverges: replay gives digest {actual[:12]}…, bundle recorded {printable(str(expected)[:12])}…"
     summary = timeline.summary()
     wrong = sorted(key for key in set(summary) | set(data["summary"]) if summary.get(key) != data["summary"].get(key))
     if wrong:

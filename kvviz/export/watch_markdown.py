@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..backends.kv_events.wire import key_label, key_order, medium_label
 from ..model.designs.events import UNKNOWABLE
 from ..model.watch import WatchTimeline
+from ..printable import printable
 
 MAX_MERMAID_BLOCKS = 200
 """Blocks the forest graph draws (those the step stored and their ancestors first, then the
@@ -42,12 +43,12 @@ SUMMARY_ROWS = (
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;")
+    return printable(text).replace("|", "\\|").replace("<", "&lt;")  # a medium is the publisher's string
 
 
 def _esc(text: str) -> str:
     # Mermaid entity codes; a backtick would switch the label to a Markdown string.
-    return (text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;").replace("|", "#124;")
+    return (printable(text).replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;").replace("|", "#124;")
             .replace("`", "#96;"))
 
 

@@ -40,7 +40,6 @@ the header's policy evicts), and its step 0 says so; :attr:`Side.expects_checked
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -49,7 +48,7 @@ from kvcore import Snapshot
 from ..backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, BackendError, make_backend_factory
 from .designs import design, design_of
 from .free_queue import free_page_count, queue_text
-from .words import count
+from .words import count, did_you_mean
 from .scenario import CacheConfig, Scenario, Step
 from .scenario.values import POLICIES
 from .session import Frame, ScopedScript, Session
@@ -218,8 +217,8 @@ def parse_side(text: str, header: CacheConfig, backend: str = REFERENCE_BACKEND)
     """
     kind, sep, policy = str(text).strip().lower().partition(":")
     if kind not in COMPARE_KINDS:
-        raise DiffError(f"{text!r} is not a cache configuration{_did_you_mean(kind, COMPARE_KINDS)}: expected "
-                        f"KIND[:POLICY] with KIND one of {', '.join(COMPARE_KINDS)} (e.g. trie:lfu)")
+        raise DiffError(f"{text!r} is not a cache configuration: expected KIND[:POLICY] with KIND one of "
+                        f"{', '.join(COMPARE_KINDS)} (e.g. trie:lfu){did_you_mean(kind, COMPARE_KINDS)}")
     if backend not in BACKENDS:
         raise DiffError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})")
     if not sep:
@@ -228,15 +227,9 @@ def parse_side(text: str, header: CacheConfig, backend: str = REFERENCE_BACKEND)
         why = design(kind).clause("no_policy")
         raise DiffError(f"{text!r}: the {kind} cache {why} and takes no policy (give {kind!r} alone)")
     elif policy not in POLICIES:
-        raise DiffError(f"{text!r}: unknown policy {policy!r}{_did_you_mean(policy, POLICIES)} (expected one "
+        raise DiffError(f"{text!r}: unknown policy {policy!r}{did_you_mean(policy, POLICIES)} (expected one "
                         f"of: {', '.join(POLICIES)})")
     return SideSpec(kind, policy, backend)
-
-
-def _did_you_mean(word: str, choices) -> str:
-    """``" (did you mean lru?)"`` for a close misspelling of one of ``choices``, else ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 # -- counters ----------------------------------------------------------------------------------

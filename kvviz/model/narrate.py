@@ -73,7 +73,7 @@ def narrate(op_text: str, op_kind: str | None, name: str | None, events: tuple, 
     """One paragraph saying what the op did (or why it failed and that nothing changed)."""
     if op_kind is None:
         return (f"Start: a {after.kind} cache of {count(after.page_count, 'page')}, "
-                f"{count(after.tokens_per_page, 'token')} per page; {count(free_page_count(after), 'page')} free.")
+                f"{units.per_page(after.tokens_per_page)} per page; {count(free_page_count(after), 'page')} free.")
     head = f"{op_kind} {name}"
     if error is not None:
         kind, message = error

@@ -274,7 +274,7 @@ class Session:
         self.why_index = WhyIndex()
         snapshot = self.backend.snapshot()
         first = Frame(0, None, (), snapshot, diff_snapshots(None, snapshot), description,
-                      narrate("", None, None, (), None, snapshot, None, self.label_tokens),
+                      narrate("", None, None, (), None, snapshot, None, self.label_tokens, units=self.units),
                       tuple(self._violations(snapshot)), None)
         self._keyframes[0] = snapshot
         self._initial_violations = first.violations  # frame 0 rebuilt: the same state, the same verdict

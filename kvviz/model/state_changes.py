@@ -542,7 +542,6 @@ class StateWriter:
                 digest.add(page_element(p, text))
             rows.append(text)
         out["pages"] = "[" + ",".join(rows) + "]"
-        hashed = snap.kind == "hash"  # as to_dict, the digest reads blocks on a hash snapshot only
         # The cache's account names the rows of its design's table in ``nodes``: on a design
         # whose rows are blocks (the hash design's), block ids, and it has no nodes.
         blocks = design_of(snap).rows == "blocks"
@@ -553,8 +552,9 @@ class StateWriter:
                 ids = told.nodes if table.name == "blocks" else ()
             else:
                 ids = getattr(told, table.name)
-            found = table.changes(getattr(last, table.name), getattr(snap, table.name), ids,
-                                  digest if hashed or table.name != "blocks" else None)
+            # Every table here is one the snapshot's design has (_table_specs), and the digest
+            # reads every table the snapshot has: each change moves it.
+            found = table.changes(getattr(last, table.name), getattr(snap, table.name), ids, digest)
             if found is None:
                 return None
             texts, gone = found
@@ -649,24 +649,20 @@ class StateReader:
             digest.remove(page_element(p, _encode(pages[p])))
             pages[p] = row
             digest.add(page_element(p, _encode(row)))
-        for name, table in self._tables.items():
-            counted = name != "blocks" or state["kind"] == "hash"  # as to_dict and the digest
+        for name, table in self._tables.items():  # the tables the whole state has: the digest reads each
             gone_key = next(g for n, _, g in TABLES + (BLOCKS,) if n == name)
             for row_id in changes[gone_key]:
                 was = table.pop(row_id)
-                if counted:
-                    digest.remove(row_element(name, _encode(was)))
+                digest.remove(row_element(name, _encode(was)))
             for row in changes[name]:
                 row_id = _row_id(row)
                 was = table.get(row_id)
                 if was is not None:
-                    if counted:
-                        digest.remove(row_element(name, _encode(was)))
+                    digest.remove(row_element(name, _encode(was)))
                 elif table and not (type(row_id) is int and row_id > next(reversed(table))):
                     self._in_id_order = False  # appended below a kept id: the digest reads it by place
                 table[row_id] = row
-                if counted:
-                    digest.add(row_element(name, _encode(row)))
+                digest.add(row_element(name, _encode(row)))
         for key, move in (("free", FreeListMove), ("heap", HeapMove)):
             items, edits = state[key], changes[key]
             # The lists are edited in place: the digest's elements leave before, come after.

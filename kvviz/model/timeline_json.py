@@ -375,7 +375,8 @@ invariant (one line on stderr after the JSON), 2 for bad input.
 `substep` (with --substeps, after its step's object, in order)
   type             "substep"
   step             the step whose op this is a sub-step of
-  index            0, 1, ... within the op
+  index            0, 1, ... within the op: people count from 1 (index + 1 is the UI's
+                   "sub-step k/n", export --substep K and the --print --substeps list)
   kind             what happened, one of:
 {_kinds_table()}
   sentence         the sentence that says it (the UI's narration line inside an op)

@@ -199,6 +199,9 @@ class TimelineView:
     title: str = ""
     revision: int = 0
     substep: tuple[int, int, str] | None = None  # stepped into the op: (sub-step index, count, kind)
+    marks_until: int | None = None
+    """The last step whose mark the track shows (None: all). While a quiz question is asked,
+    the steps after the one shown are unmarked: a ✗ or ▾ ahead would answer "Will it fail?"."""
 
     @property
     def last_step(self) -> int:

@@ -31,6 +31,7 @@ from ..backends.kv_events.recording import Message
 from ..backends.kv_events.stream import Gap, Restart, SeqTracker
 from ..backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, Key,
                                        UnknownEvent, decode_payload, key_label, lint_kind)
+from ..printable import printable
 from .designs.events import DESIGN
 
 SUMMARY_SCHEMA = "kvviz.watch-summary/1"
@@ -62,7 +63,8 @@ class WatchFrame:
     ``effect`` is what the batch did to the forest (None at step 0 and for an undecodable
     message); ``state`` the forest after it; ``notes`` the gaps, restarts, replays and
     decoding errors of this step, in words; ``narration`` one paragraph in the events
-    design's words.
+    design's words; ``new_unknown_fields`` the unknown fields (``Type.name``) the stream sent
+    for the first time at this step (each is told once; the summary counts them all).
     """
 
     index: int
@@ -73,6 +75,7 @@ class WatchFrame:
     state: ForestState
     notes: tuple[str, ...]
     narration: str
+    new_unknown_fields: tuple[str, ...] = ()
 
 
 class _Column(Sequence):
@@ -128,6 +131,7 @@ class WatchTimeline:
         # the summary's counters
         self._events_by_type: Counter[str] = Counter()
         self._unknown_fields: Counter[str] = Counter()
+        self._new_unknown_fields: dict[int, tuple[str, ...]] = {}  # step -> fields first sent then
         self._unknown_types: Counter[str] = Counter()
         self._lints: Counter[str] = Counter()  # by kind (wire.LINT_KINDS)
         self._first_lints: dict[str, dict] = {}  # kind -> its first lint: step, seq, sentence
@@ -287,8 +291,14 @@ class WatchTimeline:
                 self._unknown_types[event.type] += 1
             else:
                 counts[cls.__name__] += 1
+        new = []
         for event_type, name in batch.unknown_fields:
-            self._unknown_fields[f"{event_type}.{name}"] += 1
+            field = f"{event_type}.{name}"
+            if field not in self._unknown_fields:
+                new.append(field)
+            self._unknown_fields[field] += 1
+        if new:
+            self._new_unknown_fields[step] = tuple(sorted(new))
         for lint in batch.lints:
             kind = lint_kind(lint)
             self._lints[kind] += 1
@@ -377,7 +387,8 @@ class WatchTimeline:
         error = self._errors[i - 1]
         notes = self._notes[i - 1]
         return WatchFrame(i, message, batch, error, effect, state, notes,
-                          narrate_batch(i, message, batch, effect, len(state), notes))
+                          narrate_batch(i, message, batch, effect, len(state), notes),
+                          self._new_unknown_fields.get(i, ()))
 
     def states(self) -> Iterator[ForestState]:
         """The forest after every step, 0..last_step, in one pass (one replay, no keyframes)."""
@@ -449,7 +460,7 @@ class WatchTimeline:
         stored_before = False
         last_stored: int | None = None
         for step, what, length, position, medium in history:
-            where = "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
+            where = _medium_words(medium)
             if what == "stored":
                 if last_stored is not None and self._cleared_between(last_stored, step):
                     parts.append(f"cleared at batch {self._cleared_between(last_stored, step)}")
@@ -545,7 +556,7 @@ def _decode(message: Message) -> tuple[Batch | None, str | None]:
 
 
 def _medium_words(medium: str | None) -> str:
-    return "" if medium in _PLAIN_MEDIUMS else f" on {medium}"
+    return "" if medium in _PLAIN_MEDIUMS else f" on {printable(medium)}"  # the publisher's string
 
 
 def told_note(note: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from ..backends.kv_events.wire import LINT_KINDS
+from ..printable import printable
 from .designs.events import UNKNOWABLE
 from .words import count
 from .watch import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
@@ -66,7 +67,7 @@ def summary_lines(summary: dict) -> list[str]:
                      f"tokens 0..{hot['tokens'] - 1}, ending {ending}")
     lines.append(f"digest of the final forest: {s['digest']}")
     lines.append(f"(not shown: {UNKNOWABLE})")
-    return lines
+    return [printable(line) for line in lines]  # a medium, a field or an error quotes the stream
 
 
 def progress_line(progress: dict) -> str:

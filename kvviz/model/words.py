@@ -9,11 +9,12 @@ the other. Pure functions of their arguments; no kvcore state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["EVICTIONS_TOLD", "Labeler", "NODES_TOLD", "PAGES_LISTED", "TOKENS", "Units", "are", "count",
-           "default_labeler", "there_are",
+           "default_labeler", "did_you_mean", "there_are",
            "key_text", "nodes_text", "number_ranges", "pages_text", "some_pages"]
 
 Labeler = Callable[[tuple[int, ...]], str]
@@ -74,8 +75,26 @@ class Units:
                 f"({matched_tokens:,} of {count(total_tokens, 'token')})")
 
 
+    def per_page(self, tokens_per_page: int) -> str:
+        """What one page holds: ``4 tokens``, or ``1 block of 512 tokens`` (a converted trace,
+        whose token is a block)."""
+        if self.block_tokens is not None:
+            return f"{count(tokens_per_page, 'block')} of {count(self.block_tokens, 'token')}"
+        return count(tokens_per_page, "token")
+
+
 TOKENS = Units()
 """The default units: tokens and pages."""
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> str:
+    """``"; did you mean 'lru'?"`` (or ``'a', 'b' or 'c'`` with ``n`` > 1) when ``word`` looks
+    like a typo of ``choices``, else ``""``: the one wording of every "unknown NAME" message."""
+    close = difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)
+    if not close:
+        return ""
+    quoted = [repr(choice) for choice in close]
+    return f"; did you mean {' or '.join([', '.join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)}?"
 
 
 def number_ranges(numbers, limit: int = PAGES_LISTED) -> str:

@@ -60,6 +60,13 @@ HELP = ("→ / l  next step   ← / h  previous step\n"
         "Left column: {left}; right column: {right}. The bottom panel says what differs at this step.")
 
 
+SIDES_ROWS = 17
+"""Rows the two sides get before the divergence report takes any: at 80x24 a fixed 14-row
+report left each trie no row at all."""
+REPORT_ROWS = (4, 14)
+"""The divergence report's fewest and most rows (it scrolls)."""
+
+
 class DiffApp(StepActions, App[None]):
     """Two sides of one :class:`~kvviz.model.compare.CompareRun` side by side (see the module doc)."""
 
@@ -72,9 +79,9 @@ class DiffApp(StepActions, App[None]):
     #columns { height: 1fr; }
     .side { width: 1fr; border: round $kv-rule; border-title-color: $accent; border-title-style: bold; }
     .side .counters { height: 1; padding: 0 1; color: $kv-muted; }
-    .side .structure { height: 1fr; }
+    .side .structure { height: 2fr; min-height: 3; }
     .side .pool { height: auto; max-height: 8; }
-    .side .lower { height: 1fr; }
+    .side .lower { height: 1fr; min-height: 3; }
     .side .allocations { width: 1fr; }
     .side .order { width: 1fr; }
     .side .structure, .side .pool, .side .allocations, .side .order {
@@ -138,6 +145,14 @@ class DiffApp(StepActions, App[None]):
         d = self.run_.divergence
         self.go_to(self.start_step if self.start_step is not None else (d.step if d is not None else 0))
         self.widget(self.sides[0], self.panes[self.sides[0]][0].role).focus()
+
+    def on_resize(self, event) -> None:
+        self._size_report(event.size.height)
+
+    def _size_report(self, height: int) -> None:
+        """The report takes the rows the sides leave: header, footer and SIDES_ROWS first."""
+        fewest, most = REPORT_ROWS
+        self.query_one("#report-box").styles.height = max(fewest, min(most, height - 3 - SIDES_ROWS))
 
     def column(self, side: str) -> CacheColumn:
         """The views of side ``side``."""

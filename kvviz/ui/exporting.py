@@ -12,7 +12,9 @@ nothing on the server's disk (:func:`offer_download`).
 
 from __future__ import annotations
 
+import html
 import io
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +25,40 @@ from .screens.prompt_screen import PromptScreen
 
 SCRIPT_NAME = "kvviz-session.kvs"
 """The name ctrl+s offers first (numbered when taken)."""
+
+
+_TEXT = re.compile(r'(<text [^>]*?x=")([\d.]+)("[^>]*?textLength=")([\d.]+)("[^>]*>)([^<]*)(</text>)')
+_NBSP = "&#160;"
+
+
+def portable_svg(svg: str) -> str:
+    """``svg`` (Rich's export) with no text run starting or ending in spaces.
+
+    Rich writes each run of one style as a ``<text>`` at its cell's ``x``, spaces as
+    non-breaking ones, stretched to ``textLength``. librsvg-based viewers drop a run's leading
+    (and trailing) non-breaking spaces and stretch the rest from ``x``, so "release s6" and
+    "  LRU eviction" read "release s6LRU eviction". Here those spaces leave the run, and its
+    ``x`` moves past them: every viewer draws the same text in the same cells.
+    """
+    def trimmed(match: re.Match) -> str:
+        head, x, middle, length, tail, text, close = match.groups()
+        chars = len(html.unescape(text))
+        if not chars or not (text.startswith(_NBSP) or text.endswith(_NBSP)):
+            return match[0]
+        cell = float(length) / chars
+        body, lead = text, 0
+        while body.startswith(_NBSP):
+            body, lead = body[len(_NBSP):], lead + 1
+        trail = 0
+        while body.endswith(_NBSP):
+            body, trail = body[: -len(_NBSP)], trail + 1
+        if not body:
+            return ""  # only spaces: nothing to draw (the background is a rect of its own)
+        return (f"{head}{round(float(x) + lead * cell, 2)}{middle}{round((chars - lead - trail) * cell, 2)}{tail}"
+                f"{body}{close}")
+
+    return _TEXT.sub(trimmed, svg)
+
 
 
 class ExportActions:
@@ -51,7 +87,8 @@ class ExportActions:
         """An SVG of the screen as it is now, titled with the session and step."""
         sub = self.view.substep if self.view is not None else None
         inside = f" · sub-step {sub.label}" if sub is not None else ""
-        return self.export_screenshot(title=f"kvviz · {self.session.title or 'session'} · step {self.step}{inside}")
+        return portable_svg(self.export_screenshot(
+            title=f"kvviz · {self.session.title or 'session'} · step {self.step}{inside}"))
 
     def export_step(self) -> list[Path]:
         """Write the bundle, the Markdown and an SVG screenshot of the current step (under

@@ -8,6 +8,7 @@ import threading
 
 from ..model.session import Session
 from .app import make_app
+from .exporting import portable_svg
 
 
 def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40), substep: int | None = None) -> str:
@@ -21,7 +22,7 @@ def screenshot_svg(session: Session, step: int, size: tuple[int, int] = (120, 40
             await pilot.pause()
             if substep is not None:
                 return app.views_svg()  # "step 5 · sub-step 3/7 pop", as the app's own export titles it
-            return app.export_screenshot(title=f"kvviz · {session.title or 'session'} · step {step}")
+            return portable_svg(app.export_screenshot(title=f"kvviz · {session.title or 'session'} · step {step}"))
 
     return _run(shoot())
 

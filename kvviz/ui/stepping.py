@@ -224,6 +224,7 @@ class TimelineSteps(SubStepMoves, StepActions):
         revision of the timeline, the step shown unchanged)."""
         self.app.revision += 1
         self._show_timeline()
+        self.refresh_bindings()  # the footer's "v broken" shows once a violation is known
 
     def _why_nothing_interesting(self) -> str:
         """Why ] and [ may find nothing at all: a pool that never fills never evicts."""
@@ -245,7 +246,12 @@ class TimelineSteps(SubStepMoves, StepActions):
         self.go_to(target)
 
     def action_no_violation(self) -> None:
-        """``v`` on a timeline whose invariants all hold: say so in the status line."""
+        """``v`` where no violation is known: the checks still deferred run first (one may
+        break); none: say so in the status line."""
+        target = self.first_violation()
+        if target is not None:
+            self.go_to(target)
+            return
         self.notify("No invariant violations in this timeline: v has no step to go to.", timeout=4)
 
     def action_jump(self) -> None:

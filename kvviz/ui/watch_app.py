@@ -36,7 +36,7 @@ from textual.widgets import Static
 
 from ..model.designs.events import DESIGN
 from ..model.view import literal
-from .exporting import offer_download
+from .exporting import offer_download, portable_svg
 from .saving import free_stem, slug
 from .screens.prompt_screen import PromptScreen, step_number_problem
 from .stepping import StepActions
@@ -513,7 +513,7 @@ class WatchApp(StepActions, App[None]):
         for suffix in (".json", ".md"):
             write_watch_export(self.timeline, self.step, paths[suffix])
         title = f"kvviz watch · {self.timeline.source or 'stream'} · step {self.step}"
-        write_text_atomic(paths[".svg"], self.export_screenshot(title=title))
+        write_text_atomic(paths[".svg"], portable_svg(self.export_screenshot(title=title)))
         return list(paths.values())
 
     def action_export(self) -> None:

@@ -221,7 +221,7 @@ def test_binary_garbage_through_python_m_kvviz_prints_no_traceback(tmp_path):
 def test_an_unknown_demo_name_suggests_close_ones():
     line = assert_bad_input(kvviz("demo", "lur", "--print"), "no demo named 'lur'")
     assert "did you mean" in line and "lru" in line
-    line = assert_bad_input(kvviz("demo", "prefix-shraing", "--print"), "did you mean prefix-sharing")
+    line = assert_bad_input(kvviz("demo", "prefix-shraing", "--print"), "did you mean 'prefix-sharing'")
 
 
 def test_an_unknown_demo_name_without_close_ones_points_to_the_list():
@@ -496,3 +496,43 @@ def test_a_regular_file_and_a_missing_one_are_still_written(tmp_path):
         result = kvviz("export", "lru", "-o", str(path))
         assert result.exit_code == 0, result.output
         assert path.read_text(encoding="utf-8").startswith("#")
+
+
+RECORDING = "../shared/data/kv-events/vllm-0.33.0-conversation-400.jsonl"
+
+
+@pytest.mark.parametrize("kind, make, command", [
+    ("a Mooncake request trace", lambda tmp: _write(tmp / "t.jsonl", '{"timestamp": 0, "input_length": 9, '
+                                                     '"output_length": 1, "hash_ids": [0]}\n' * 20), "kvviz trace"),
+    ("a recording of KV events", lambda tmp: _write(tmp / "r.jsonl", open(RECORDING).read(4000).rsplit("\n", 1)[0]),
+     "kvviz watch --replay-file"),
+    ("a kvviz bundle", lambda tmp: _bundle(tmp / "b.json"), "kvviz open"),
+])
+def test_a_trace_recording_or_bundle_given_as_a_scenario_is_named_with_its_command_in_one_line(tmp_path, kind, make,
+                                                                                               command):
+    path = make(tmp_path)
+    for args in (["run", str(path)], ["check", str(path)], ["export", str(path), "-o", str(tmp_path / "x.md")]):
+        result = CliRunner().invoke(cli, args, prog_name="kvviz")
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"kvviz: error: {path}:1:1: {kind}"), result.stderr
+        assert result.stderr.endswith(f", not a .kvs scenario: read it with {command} {path}\n"), result.stderr
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _bundle(path):
+    assert CliRunner().invoke(cli, ["export", "lru", "--step", "3", "-o", str(path)]).exit_code == 0
+    return path
+
+
+def test_every_misspelt_name_gets_the_same_did_you_mean(tmp_path):
+    scenario = tmp_path / "typo.kvs"
+    scenario.write_text("cache trie pages=4 tokens_per_page=2\nrelase a\n", encoding="utf-8")
+    lines = [CliRunner().invoke(cli, args, prog_name="kvviz").stderr for args in (
+        ["run", str(scenario), "--print"], ["demo", "lur", "--print"],
+        ["compare", "lru", "--right", "trie:lruu", "--print"])]
+    for line, name in zip(lines, ("release", "lru", "lru")):
+        assert re.search(rf"; did you mean (?:'[\w-]+', )*'{name}'(?: or '[\w-]+')?\?", line), line

@@ -118,3 +118,9 @@ def test_one_kind_flag_or_none_picks_the_cache(flag, kind, story, tmp_path, monk
     result = kvviz("run", str(story), "--print", *([flag] if flag else []))
     assert seen == [flag and kind]
     assert ("no sharing in the base cache" in result.stdout) == (kind == "base")
+
+
+def test_a_usage_error_whose_message_has_no_full_stop_gets_one_before_try():
+    result = CliRunner().invoke(cli, ["trace", "x.jsonl", "--capacity-tokens", "1e20"], prog_name="kvviz")
+    assert result.exit_code == 2
+    assert result.stderr.endswith("the largest capacity kvviz replays. Try `kvviz trace -h`.\n"), result.stderr

@@ -347,12 +347,12 @@ def test_no_difference_with_failed_expects_lists_the_failures_beside_it():
 
 
 def test_a_misspelt_policy_gets_a_did_you_mean():
-    with pytest.raises(DiffError, match=r"unknown policy 'lruu' \(did you mean lru\?"):
+    with pytest.raises(DiffError, match=r"unknown policy 'lruu'; did you mean 'lru'\?"):
         parse_side("trie:lruu", TRIE_LRU)
-    with pytest.raises(DiffError, match=r"did you mean hash\?"):
+    with pytest.raises(DiffError, match=r"\(e.g. trie:lfu\); did you mean 'hash'\?$"):
         parse_side("hsah", TRIE_LRU)
     result = CliRunner().invoke(cli, ["compare", "lru", "--right", "trie:lruu", "--print"])
-    assert result.exit_code == 2 and "did you mean lru?" in result.stderr
+    assert result.exit_code == 2 and "did you mean 'lru'?" in result.stderr
 
 
 # -- kvviz diff against a backend of the test's own: its words are its backend's ---------------

@@ -142,3 +142,15 @@ def test_every_kvcore_design_words_every_sub_step_kind_it_lights(name):
     assert kinds - {"refused"} <= worded  # every sub-step it has a line for comes from an event it words
     if name != "base":  # base shares the trie's table and reports only part of it
         assert worded <= kinds  # every event it words has a line
+
+
+def test_the_state_changes_read_a_snapshots_tables_from_its_design_and_name_no_design():
+    import ast
+    import inspect
+
+    from kvviz.model import state_changes
+
+    names = set(designs.KVCORE_DESIGNS)
+    literals = [node.value for node in ast.walk(ast.parse(inspect.getsource(state_changes)))
+                if isinstance(node, ast.Constant) and node.value in names]
+    assert literals == [], f"state_changes.py branches on a design's name: {literals}"

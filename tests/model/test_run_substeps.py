@@ -99,7 +99,8 @@ def printed_substeps(block: list[str]) -> list[tuple[int, str, str, tuple[int, .
 
 
 def expected_substeps(session: Session, i: int):
-    return [(s.index, s.kind, s.algorithm, tuple(sorted(set(s.lines))), s.sentence) for s in session.substeps(i)]
+    """What ``--print --substeps`` lists for step ``i``: each sub-step numbered from 1."""
+    return [(s.index + 1, s.kind, s.algorithm, tuple(sorted(set(s.lines))), s.sentence) for s in session.substeps(i)]
 
 
 @pytest.mark.parametrize("name", DEMOS)
@@ -429,3 +430,18 @@ def test_one_ops_states_are_bounded_too_and_then_the_hint_is_to_drop_states(monk
     without = kvviz("run", "eviction-cascade", "--json", "--substeps", "--step", "7")
     assert without.exit_code == 0
 
+
+def test_the_substeps_list_the_export_and_the_ui_number_a_sub_step_alike(tmp_path):
+    from kvviz.model.view import SubStepView
+
+    listed = kvviz("run", "eviction-cascade", "--print", "--substeps", "--step", "7").stdout.splitlines()
+    rows = [line.split() for line in listed[listed.index(next(l for l in listed if "sub-steps (" in l)) + 1:]]
+    numbers, kinds = [int(row[0]) for row in rows], [row[1] for row in rows]
+    assert numbers == list(range(1, len(rows) + 1))  # from 1, as the UI's "sub-step k/n"
+    subs = session_of("eviction-cascade").substeps(7)
+    labels = [SubStepView(sub, len(subs)).label for sub in subs]  # the UI's "sub-step 6/10 pop"
+    assert labels == [f"{n}/{len(rows)} {kind}" for n, kind in zip(numbers, kinds)]
+    pop = kinds.index("pop") + 1
+    out = tmp_path / "x.json"
+    assert kvviz("export", "eviction-cascade", "--step", "7", "--substep", str(pop), "-o", str(out)).exit_code == 0
+    assert json.loads(out.read_text())["substep"]["kind"] == "pop"

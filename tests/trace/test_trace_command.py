@@ -448,3 +448,12 @@ def test_a_refused_to_kvs_after_skipped_lines_is_one_error_line_and_no_warning(t
     assert result.exit_code == 2
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("kvviz: error: cannot convert")
     assert not (tmp_path / "out.kvs").exists()
+
+
+def test_to_kvs_dash_writes_the_scenario_to_stdout_and_no_file_named_dash(small, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run(small, "--to-kvs", "-")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("# Excerpt of small.jsonl") and "\nacquire " in result.stdout
+    assert result.stderr.startswith("wrote the scenario to stdout: 3 requests")
+    assert not (tmp_path / "-").exists()

@@ -103,3 +103,23 @@ def test_a_diff_run_shows_no_counters_and_a_compare_run_does(lru_fifo):
 
 def test_snapshot_at_the_first_difference(snap_compare, lru_fifo):
     assert snap_compare(compare_app(lru_fifo), terminal_size=SIZE)
+
+
+@pytest.fixture(scope="module")
+def policies_lru_lfu():
+    return run_compare(load_demo("policies"), SideSpec("trie", "lru"), SideSpec("trie", "lfu"))
+
+
+async def test_at_80x24_both_tries_get_rows_and_show_the_nodes_each_side_evicted(policies_lru_lfu):
+    run = policies_lru_lfu
+    app = compare_app(run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#report-box").outer_size.height >= 4  # the report keeps a few lines, and scrolls
+        for side, session in (("left", run.left.session), ("right", run.right.session)):
+            trie = app.widget(side, "trie")
+            height = trie.scrollable_content_region.height
+            assert height >= 3, f"the {side} trie has {height} rows"
+            shown = [trie.render_line(y).text for y in range(height)]
+            evicted = session.frame(app.step).diff.nodes_evicted
+            assert evicted and all(any("evicted" in line for line in shown) for _ in evicted), shown

@@ -120,22 +120,39 @@ async def test_the_first_paint_starts_the_idle_work(app_on, monkeypatch):
 async def test_v_and_brackets_before_the_idle_work_ends_answer_for_the_whole_timeline(app_on, monkeypatch):
     # The moment after a lazily built trace opens, before idle work has checked a keyframe:
     # v must not say "no violations", and ] must stop where it stops once all are checked.
+    # The footer does not offer "v broken" for a violation not known yet: v is its silent twin.
     checked = lazy_planted_session()
     checked.finish_deferred_checks()
     first_broken = next(s.index for s in checked.summaries if s.violations)
     first_interesting = next(s.index for s in checked.summaries[1:] if s.interesting)
-    for action, expected in (("first_violation", first_broken), ("next_interesting", first_interesting)):
+    for action, expected in (("no_violation", first_broken), ("next_interesting", first_interesting)):
         session = lazy_planted_session()
         app = app_on(session)
         monkeypatch.setattr(type(app), "work_while_idle", lambda self: None)  # idle work never runs
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
             assert session.deferred_checks, "the test needs keyframes still unchecked"
-            assert app.main_screen.check_action("first_violation", ()) is True
-            assert app.main_screen.check_action("no_violation", ()) is False
+            assert app.main_screen.check_action("first_violation", ()) is False  # none known: not offered
+            assert app.main_screen.check_action("no_violation", ()) is True
             getattr(app.main_screen, f"action_{action}")()
             await pilot.pause()
             assert app.step == expected, action
             assert session.deferred_checks == 0
             shown = app.timeline.timeline.summaries
             assert shown[first_broken].violations  # the marker is on the bar
+
+
+async def test_the_footer_offers_v_broken_only_once_a_violation_is_known(app_on, monkeypatch):
+    from textual.widgets._footer import FooterKey
+
+    session = lazy_planted_session()
+    app = app_on(session)
+    monkeypatch.setattr(type(app), "work_while_idle", lambda self: None)  # not yet: the checks wait
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        monkeypatch.undo()
+        assert session.deferred_checks and not any(s.violations for s in session.summaries)
+        assert "broken" not in [key.description for key in app.screen.query(FooterKey)]
+        drain(app)
+        await pilot.pause()
+        assert "broken" in [key.description for key in app.screen.query(FooterKey)]

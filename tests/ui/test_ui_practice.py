@@ -415,3 +415,22 @@ def test_the_p_key_is_quiz_mode_in_the_footer_help_and_palette():
     assert binding.description == "quiz"
     assert ("p", "quiz mode on / off: predict each interesting step, then see it") in KEYS
     assert not any("practice" in text for _, text in KEYS)  # "practice" is kvviz practice's exercises
+
+
+async def test_while_a_question_is_asked_the_track_marks_no_step_ahead(app_on, lru):
+    from kvviz.ui.widgets.timeline_bar import GLYPHS, track_cells
+
+    first = questions(lru, 0)[0]
+    app = app_on(lru, first.step - 1, practice=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_next_step()
+        await pilot.pause()
+        assert app.practice.pending == first
+        track = app.timeline.text.splitlines()[1]
+        cells = track_cells(lru.summaries, app.timeline.line_width)
+        ahead = "".join(glyph for (low, _high, _), glyph in zip(cells, track) if low > app.step)
+        assert set(ahead) == {GLYPHS["plain"]}, track  # no ✗, ▾, ? or ! ahead of the question
+        assert any(lru.summaries[i].evictions for i in range(app.step + 1, len(lru))), "nothing to hide"
+        await pilot.press(_right_line(first), "enter")
+        await pilot.pause()
+        assert app.practice.pending is None and "▾" in app.timeline.text.splitlines()[1]  # answered: all marks

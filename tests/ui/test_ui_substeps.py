@@ -427,7 +427,7 @@ async def test_b_shows_a_bug_demos_buggy_code_beside_ours_with_the_differing_lin
         buggy = app.view.substep.buggy
         assert buggy.lines == variant.theirs and buggy.differs == set(variant.theirs_differ)
         assert app.view.substep.code.differs == set(variant.ours_differ)
-        marked = [i + 1 for i in range(len(app.code_buggy.rows)) if "≠" in app.code_buggy.row_text(i)[:5]]
+        marked = [row.data[0] for i, row in enumerate(app.code_buggy.rows) if "≠" in app.code_buggy.row_text(i)[:5]]
         assert marked == sorted(variant.theirs_differ), "lit or not, a differing line is marked"
         await pilot.press("b")
         assert not app.code_buggy.display
@@ -561,3 +561,25 @@ def test_snapshot_cascade_eviction_mid_way(snap_compare):
     session = demo("eviction-cascade")
     app, step_in = stepped_in(session, CASCADE, first(session, CASCADE, "evict"))
     assert snap_compare(app, run_before=step_in, terminal_size=SNAPSHOT_SIZE)
+
+
+async def test_a_differing_line_longer_than_the_pane_wraps_in_both_panes_never_cut(app_on):
+    name = "bug-b9-lookup-no-ref"
+    session = demo(name)
+    app = app_on(session, step=len(session) - 1, demo=name)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.action_step_into()
+        app.action_toggle_buggy()
+        await pilot.pause()
+        ours, buggy = app.view.substep.code, app.view.substep.buggy
+        for pane, code in ((app.code, ours), (app.code_buggy, buggy)):
+            for number in code.differs:
+                rows = [i for i, row in enumerate(pane.rows) if row.data[0] == number]
+                text = " ".join(pane.row_text(i)[len(str(len(code.lines))) + 2:].strip() for i in rows)
+                assert "".join(code.lines[number - 1].split()) == "".join(text.split()), (number, text)  # all of it
+                assert all(pane.row_text(i).rstrip()[-1:] != "…" for i in rows)
+        long = [n for n in ours.differs if len(ours.lines[n - 1]) > app.code.scrollable_content_region.width]
+        assert long, "no differing line is longer than the pane: nothing to test"
+        for number in ours.differs | buggy.differs:  # line for line: a line starts on the same row in both
+            assert [r.data for r in app.code.rows].index((number, 0)) == \
+                [r.data for r in app.code_buggy.rows].index((number, 0))

@@ -178,3 +178,17 @@ def test_the_narration_panel_tells_each_note_once():
 def test_a_rate_of_nothing_reads_0_not_minus_0_0():
     assert rate_text({"batches_per_s": 1.0, "stored_per_s": 0.0, "removed_per_s": 0.0}) == \
         "1.0 batches/s · blocks +0/s −0/s"
+
+
+def test_unknown_fields_are_told_at_the_step_that_first_sent_them_and_not_again():
+    from kvviz.ui.widgets.watch_narration import watch_narration_markup
+
+    timeline = WatchTimeline("a recording")
+    for seq, block in enumerate([ROOT_A, B2, A3]):
+        event = {**stored([block]), "group_idx": 0}  # a field this reader does not know, on every batch
+        timeline.add(message(seq, event, {**removed([block]), "group_idx": 0} if seq == 2 else stored([])))
+    told = [watch_narration_markup(WatchView(timeline.frame(step), timeline.last_step)).count("ignored:")
+            for step in range(1, timeline.last_step + 1)]
+    assert told == [1, 0, 1]  # BlockStored.group_idx at step 1, BlockRemoved.group_idx first at step 3
+    assert "BlockRemoved.group_idx" in watch_narration_markup(WatchView(timeline.frame(3), timeline.last_step))
+    assert timeline.summary()["unknown_fields"] == {"BlockRemoved.group_idx": 1, "BlockStored.group_idx": 3}

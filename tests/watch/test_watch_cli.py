@@ -30,7 +30,7 @@ DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "kv-events"
 VLLM = DATA / "vllm-0.33.0-conversation-400.jsonl"
 SGLANG = DATA / "sglang-0.5.23-conversation-400.jsonl"
 RECORDINGS = pytest.mark.parametrize("recording", [VLLM, SGLANG], ids=["vllm", "sglang"])
-EXTRA_LINE = 'kvviz watch needs the watch extra: pip install -e ".[watch]"'
+EXTRA_LINE = 'kvviz: error: kvviz watch needs the watch extra: install it with: pip install -e ".[watch]"'
 PUBLISHER = Path(__file__).parent / "publisher.py"
 DEADLINE_S = 60
 
@@ -541,3 +541,12 @@ def test_to_kvs_of_mixed_block_sizes_says_the_page_size_it_chose_and_takes_the_o
 def test_sizing_and_trace_flags_out_of_place_are_bad_input_in_one_line(args, word):
     result = run("--replay-file", str(VLLM), *args)
     assert result.exit_code == 2 and word in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_to_kvs_dash_writes_the_scenario_to_stdout_and_no_file_named_dash(tmp_path, monkeypatch):
+    five = first_lines(VLLM, 5, tmp_path / "five.jsonl")
+    monkeypatch.chdir(tmp_path)
+    result = run("--replay-file", str(five), "--to-kvs", "-")
+    assert result.exit_code == 0, result.output
+    assert "cache hash" in result.stdout and result.stderr.startswith("wrote the scenario to stdout (5 messages")
+    assert not (tmp_path / "-").exists()

@@ -37,7 +37,7 @@ from typing import Callable
 
 from kvviz.backends.kv_events.recording import Message
 from kvviz.backends.kv_events.stream import Gap, Restart, SeqTracker
-from kvviz.backends.kv_events.wire import Batch, DecodeError, decode_payload
+from kvviz.backends.kv_events.wire import WATCH_EXTRA_MISSING, Batch, DecodeError, decode_payload
 from kvviz.limits import MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 
 SEQ_BYTES = 8
@@ -255,7 +255,7 @@ def _zmq():
     try:
         import zmq
     except ImportError:
-        raise ImportError('kvviz watch needs the watch extra: pip install -e ".[watch]"') from None
+        raise ImportError(WATCH_EXTRA_MISSING) from None
     return zmq
 
 

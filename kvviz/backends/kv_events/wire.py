@@ -53,11 +53,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvviz.limits import MAX_EVENT_CONTAINERS, MAX_EVENT_ITEMS, MAX_EVENT_NESTING, MAX_EVENT_PAYLOAD_BYTES
+from kvviz.extras import needs_extra
+from kvviz.printable import printable
 
 Key = int | bytes
 """A block hash exactly as sent: opaque, never computed with."""
 
-WATCH_EXTRA_MISSING = 'kvviz watch needs the watch extra: pip install -e ".[watch]"'
+WATCH_EXTRA_MISSING = needs_extra("kvviz watch", "watch")
 """The one line to show when msgspec (or pyzmq) is not installed."""
 
 _MASK64 = (1 << 64) - 1
@@ -108,7 +110,7 @@ def medium_label(medium: str | None) -> str:
     characters; :data:`NO_MEDIUM` for None or an empty name. The events keep the original."""
     if medium is None or not medium.strip():
         return NO_MEDIUM
-    label = medium.strip().upper()
+    label = printable(medium.strip().upper())  # the publisher's string, shown in a terminal
     return label if len(label) <= 24 else label[:23] + "…"
 
 
@@ -618,9 +620,7 @@ def _type_name(kind: Any) -> str:
 
 
 def _name(name: Any) -> str:
-    text = name if isinstance(name, str) else repr(name)
-    if not text.isprintable():
-        text = _one_line(text).encode("unicode_escape").decode("ascii")
+    text = printable(name if isinstance(name, str) else repr(name))
     return text if len(text) <= _NAME_CHARS else text[: _NAME_CHARS - 1] + "…"
 
 

@@ -15,7 +15,6 @@ so no input, valid or not, makes the parser build more than that.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -25,9 +24,11 @@ from typing import NamedTuple
 
 from ...limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES,
                        MAX_TOKENS_PER_OP, MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
+from ...printable import first_control, printable
 from ..designs import design
 from ..expect import EXPECT_KINDS, FAILURE_SPELLINGS
 from ..vocab import Vocabulary
+from ..words import did_you_mean
 from .format import format_expect, format_op
 from .values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, MAX_PRIORITY, ONLY_LRU, OP_FORMS, OP_OPTIONS, POLICIES,
                      CacheConfig, Expect, Op, Paragraph, Scenario, ScenarioError, Step)
@@ -145,9 +146,8 @@ def _shown(text: str, limit: int = 40) -> str:
 
 
 def _suggestion(word: str, choices: Iterable[str]) -> str:
-    """'; did you mean X?' when ``word`` looks like a typo of one of ``choices``."""
-    close = difflib.get_close_matches(word.lower(), list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """'; did you mean X?' when ``word`` looks like a typo of one of ``choices`` (any case)."""
+    return did_you_mean(word.lower(), choices)
 
 
 class _Option(NamedTuple):
@@ -770,6 +770,12 @@ class _ScenarioReader:
         nul = line.text.find("\0")
         if nul >= 0:
             raise line.error(nul + 1, "NUL character (is this a binary file?)", "scenario text")
+        control = first_control(line.text, allowed="\t")
+        if control >= 0:
+            # An ESC in a title or a narration line would reach the terminal of whoever opens
+            # the file (or a bundle holding it): refuse it where it is, as the NUL above.
+            raise line.error(control + 1, f"control character {printable(line.text[control])}",
+                             "printable text (a tab is fine)")
         stripped = line.text.strip()
         if not stripped or stripped.startswith("#"):
             return

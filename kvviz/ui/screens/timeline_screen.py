@@ -405,9 +405,11 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
             self._summaries = tuple(live)
             self._summaries_revision = self.revision
         sub = self.view.substep if self.view is not None else None
+        asking = self.practice is not None and self.practice.pending is not None
         return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
                             self.session.title, self.revision,
-                            (sub.step.index, sub.count, sub.step.kind) if sub is not None else None)
+                            (sub.step.index, sub.count, sub.step.kind) if sub is not None else None,
+                            marks_until=self.step if asking else None)
 
     def _show_timeline(self) -> None:
         self.timeline.show(self.timeline_view())
@@ -481,9 +483,10 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         if action == "pause":
             return self.playing
         if action in ("first_violation", "no_violation"):
-            # Keyframe checks still deferred: v may yet find one (first_violation finishes them).
-            maybe = self.session.deferred_checks > 0 or any(s.violations for s in self.session.summaries)
-            return maybe == (action == "first_violation")
+            # The footer offers "v broken" for a violation known, not one that deferred checks
+            # may yet find: v (no_violation) runs them first all the same.
+            known = any(s.violations for s in self.session.summaries)
+            return known == (action == "first_violation")
         if action in ("toggle_buggy", "no_buggy_code"):
             return self.has_buggy_code() == (action == "toggle_buggy")
         if action in ("answer_choice", "type_answer", "skip_question", "hint"):

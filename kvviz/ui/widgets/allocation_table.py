@@ -78,6 +78,9 @@ class AllocationTable(LineView):
             self.allocation = allocation
 
     NAME_WIDTH = 6
+    """The name column's cells (at least): the name, then a space before what follows."""
+    MAX_NAME_WIDTH = 12
+    """The widest the name column grows for long names (a trace's ``q0020``); longer ones are cut."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -114,6 +117,9 @@ class AllocationTable(LineView):
         if not allocations and not ghosts:
             return [Row(None, "empty")]
         self._shared = _shared_pages(snap)
+        # Wide enough for the longest name and a space: "q0020 released", never "q0020released".
+        longest = max(len(info.label) for info in allocations + ghosts)
+        self.NAME_WIDTH = max(type(self).NAME_WIDTH, min(self.MAX_NAME_WIDTH, longest + 2))
         rows = [Row(None, "header")]
         for info, ghost in [(a, False) for a in allocations] + [(a, True) for a in ghosts]:
             rows.extend(self._allocation_rows(info, ghost, width))
@@ -170,7 +176,7 @@ class AllocationTable(LineView):
                 name_style = "allocation-table--changed"
             else:
                 name_style = "allocation-table--name"
-            spans.append((f"{info.label[: self.NAME_WIDTH - 1]:<{self.NAME_WIDTH - 1}}", style(name_style)))
+            spans.append((f"{info.label[: self.NAME_WIDTH - 2]:<{self.NAME_WIDTH - 1}}", style(name_style)))
             spans.append((self._head_meta(info, line.ghost), style("allocation-table--meta")))
         elif line.part == "cells":
             spans.append((" " * self.NAME_WIDTH, style("allocation-table--meta")))
@@ -206,7 +212,7 @@ class AllocationTable(LineView):
         line = row.data
         view = self.view
         marks = (self._on_cursor(row), row.item is not None and bool(view.focus) and self.is_focus(row),
-                 row.item is not None and self.is_linked(row.item), view.revision)
+                 row.item is not None and self.is_linked(row.item), view.revision, self.NAME_WIDTH)
         if not isinstance(line, AllocationLine):
             return (line, marks)
         info, diff = line.allocation, view.frame.diff

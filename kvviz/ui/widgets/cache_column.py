@@ -23,7 +23,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 
 from ...model.view import FrameView
-from ...model.words import count
+from ...model.words import TOKENS, count
 from ..panes import Pane, panes_for
 from .allocation_table import AllocationTable
 from .line_view import LineView
@@ -33,9 +33,7 @@ from .page_grid import PageGrid
 def pool_title(snapshot, units) -> str:
     """``Page pool · 8 pages × 4 tokens``; a converted trace's token is a block of the
     trace's size, said as one: ``8 pages × 1 block of 16 tokens``."""
-    blocks = units.block_tokens if units is not None else None
-    per_page = (f"1 block of {count(blocks, 'token')}" if blocks is not None
-                else count(snapshot.tokens_per_page, 'token'))
+    per_page = (units or TOKENS).per_page(snapshot.tokens_per_page)
     return f"Page pool · {count(snapshot.page_count, 'page')} × {per_page}"
 
 

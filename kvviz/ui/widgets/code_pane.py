@@ -7,10 +7,15 @@ the pane owns none): line numbers, the lines the sub-step runs lit (several when
 them) and kept in sight, and, beside a bug-museum demo's buggy variant, the lines where the
 two differ marked ``≠``. The app shows two of these: ours (``variant="ours"``) and the buggy
 variant (``variant="buggy"``), side by side.
+
+A line that differs is never cut where the two versions part: longer than the pane, it wraps
+onto rows of its own, and the pane beside it gives that line as many rows, so the two stay
+line for line.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Hashable
 
 from ...model.view import CodeView, FrameView
@@ -44,6 +49,16 @@ class CodePane(LineView):
     def __init__(self, variant: str = "ours", **kwargs) -> None:
         super().__init__(**kwargs)
         self.variant = variant
+        self._parts: dict[int, list[str]] = {}  # line number -> its rows' text (one, or wrapped)
+        self._first_row: dict[int, int] = {}  # line number -> the row it starts on
+
+    @property
+    def other(self) -> CodeView | None:
+        """The code of the pane beside this one (ours beside the buggy variant), if any."""
+        sub = self.view.substep if self.view is not None else None
+        if sub is None:
+            return None
+        return sub.buggy if self.variant == "ours" else sub.code
 
     @property
     def code(self) -> CodeView | None:
@@ -57,7 +72,19 @@ class CodePane(LineView):
         code = self.code
         if code is None or not code.lines:
             return [Row(None, "empty")]
-        return [Row(None, number) for number in range(1, len(code.lines) + 1)]
+        other = self.other
+        room = max(8, width - len(str(len(code.lines))) - 3)  # the number, ▶, ≠ and a space
+        rows: list[Row] = []
+        self._parts, self._first_row = {}, {}
+        for number, text in enumerate(code.lines, 1):
+            parts = [text]
+            if number in code.differs:
+                parts = _wrapped(text, room)
+                beside = other.lines[number - 1] if other is not None and number <= len(other.lines) else ""
+                parts += [""] * (len(_wrapped(beside, room)) - len(parts))  # as many rows as the line beside
+            self._parts[number], self._first_row[number] = parts, len(rows)
+            rows += [Row(None, (number, part)) for part in range(len(parts))]
+        return rows
 
     def render_row(self, row: Row, width: int) -> list[Span]:
         style = self.style_of
@@ -66,7 +93,12 @@ class CodePane(LineView):
                 return [("step into an op (i) to follow its pseudo-code", style("line-view--muted"))]
             return [("no pseudo-code for this sub-step", style("line-view--muted"))]
         code = self.code
-        number = row.data
+        number, part = row.data
+        if part:  # a wrapped line's next row: its text only, under the line's
+            text_style = style("code-pane--differs") + (style("code-pane--current") if number in code.current
+                                                        else style("code-pane--differs"))
+            return [(" " * (len(str(len(code.lines))) + 2), style("code-pane--number")),
+                    (f" {self._parts[number][part]}", text_style)]
         current = number in code.current
         differs = number in code.differs
         text_style = style("code-pane--differs" if differs else "code-pane--text")
@@ -77,7 +109,7 @@ class CodePane(LineView):
         return [(f"{number:>{digits}}", style("code-pane--number")),
                 ("▶" if current else " ", style("code-pane--current") if current else style("code-pane--number")),
                 ("≠" if differs else " ", style("code-pane--differs")),
-                (f" {code.lines[number - 1]}", text_style)]
+                (f" {self._parts[number][0]}", text_style)]
 
     def line_signature(self, index: int) -> Hashable | None:
         # A line looks like its text and whether it is lit or differs: a sub-step that lights
@@ -88,8 +120,9 @@ class CodePane(LineView):
         code = self.code
         if row.data == "empty" or code is None:
             return ("empty", self.view is not None and self.view.substep is not None)
-        number = row.data
-        return (number, len(code.lines), code.lines[number - 1], number in code.current, number in code.differs)
+        number, part = row.data
+        return (number, part, len(code.lines), self._parts[number][part], number in code.current,
+                number in code.differs)
 
     def show(self, view: FrameView, rebuild: bool = True) -> None:
         """Render ``view``'s code with its current line(s) in sight (nothing is redrawn when
@@ -109,10 +142,20 @@ class CodePane(LineView):
         if code is None or not code.current:
             self.scroll_home(animate=False, immediate=True)
             return
-        first, last = min(code.current) - 1, max(code.current) - 1
+        first = self._first_row.get(min(code.current), 0)
+        last = self._first_row.get(max(code.current), 0) + len(self._parts.get(max(code.current), [""])) - 1
         height = max(1, self.scrollable_content_region.height)
         top = self.scroll_offset.y
         if not (top <= first and last < top + height):
             # Centred when it fits, so the lines before the lit ones are read with them.
             start = max(0, first - max(0, (height - (last - first + 1)) // 2))
             self.scroll_to(y=start, animate=False, immediate=True, force=True)
+
+
+def _wrapped(text: str, room: int) -> list[str]:
+    """``text`` on rows of ``room`` cells, broken at spaces where it can be; a row after the
+    first keeps the line's indent, four cells deeper."""
+    if len(text) <= room:
+        return [text]
+    indent = " " * min(room // 4, len(text) - len(text.lstrip()) + 4)
+    return textwrap.wrap(text, room, subsequent_indent=indent) or [text]

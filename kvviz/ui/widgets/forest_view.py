@@ -31,6 +31,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from ...backends.kv_events.wire import key_label, key_order, key_text, medium_label
+from ...printable import printable
 from ...model.narrate import count
 from ..watch_view import WatchView
 from .line_view import LineView, Row, SelectionMessage, Span
@@ -460,7 +461,7 @@ class ForestView(LineView):
         positions = f"{sign}{line.start}–{line.start + size - 1}" if size else f"{sign}{line.start} (no tokens)"
         tail: list[Span] = [(f" tok {positions} {medium_label(block.medium)}", meta)]
         if block.lora is not None:
-            tail.append((f" lora {block.lora}", meta))
+            tail.append((f" lora {printable(str(block.lora))}", meta))  # the publisher's name
         if block.copies > 1:
             tail.append((f" ×{block.copies}", meta))
         if line.level > MAX_INDENT:

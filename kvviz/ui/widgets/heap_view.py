@@ -74,6 +74,8 @@ class HeapView(LineView):
     }
     """
 
+    SAYS_MORE = True  # "… 3 more ↓": a heap taller than its pane never drops candidates silently
+
     class NodeSelected(SelectionMessage):
         """The user put the cursor on a heap entry (a trie node)."""
 
@@ -104,6 +106,15 @@ class HeapView(LineView):
         return rows
 
     _top_is_next = True
+
+    def changed_rows(self) -> list[int]:
+        """The entries that joined, moved in or left the heap in this step."""
+        if self.view is None or self.view.previous is None:
+            return []
+        diff = self.view.frame.diff
+        changed = set(diff.heap_added) | set(diff.heap_moved)
+        return [i for i, row in enumerate(self._rows)
+                if isinstance(row.data, HeapLine) and (row.data.index is None or row.data.node in changed)]
 
     @staticmethod
     def _top_is_smallest(view: FrameView) -> bool:

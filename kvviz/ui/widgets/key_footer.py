@@ -9,6 +9,9 @@ start that was 270 of the app's ~600 style passes, though the keys were the same
 Here the footer keeps what it last showed (each shown binding, whether it is enabled, its
 tooltip) and a rebuild that would show the same is skipped when it comes due; its keys are
 built with ``-compact``.
+
+Help (``?``) and quit (``q``) come first, whatever the screen's bindings: a narrow terminal
+cuts the footer's right end, and those two must always be there (80x24 dropped them).
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 
+PINNED_KEYS = ("question_mark", "q")
+"""The keys shown first, in this order: help (or a hint) and quit."""
+
+
 class KeyFooter(Footer):
-    """A compact ``Footer`` that recomposes only when its keys change."""
+    """A compact ``Footer`` that recomposes only when its keys change; help and quit first."""
 
     def __init__(self, **options) -> None:
         super().__init__(compact=True, **options)
@@ -51,3 +58,14 @@ class KeyFooter(Footer):
         if self._shown is not None and self.is_attached and self._keys_to_show() == self._shown:
             return  # the same keys: nothing to rebuild
         await self.recompose()
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self._pin()
+
+    def _pin(self) -> None:
+        """Put the help and quit keys first (a narrow footer cuts its right end)."""
+        keys = {child.key: child for child in self.children if isinstance(child, FooterKey)}
+        for key in reversed(PINNED_KEYS):
+            if key in keys and self.children and self.children[0] is not keys[key]:
+                self.move_child(keys[key], before=0)

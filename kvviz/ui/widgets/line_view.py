@@ -9,6 +9,12 @@ until the frame, the highlight, the width or the styles change. That keeps a ste
 Every row may stand for an *item* (a node id, an allocation id); the cursor moves between
 items with up/down, and moving it posts the subclass's "selected" message, which the app
 turns into a linked selection across all views.
+
+A view with :attr:`LineView.SAYS_MORE` never drops rows silently: when its rows do not fit,
+its last line on screen says how many are below ("… 4 more ↓") and its first how many are
+above once scrolled; and the rows a step changed (:meth:`LineView.changed_rows`) are
+scrolled into sight when nothing else (the cursor on a linked item, a sub-step's focus)
+asked for a place.
 """
 
 from __future__ import annotations
@@ -72,6 +78,9 @@ class LineView(LineCanvas, can_focus=True):
 
     COMPONENT_CLASSES = {"line-view--cursor", "line-view--linked", "line-view--focus", "line-view--muted"}
 
+    SAYS_MORE = False
+    """Whether rows off screen are counted on the first and last lines (see the module doc)."""
+
     DEFAULT_CSS = """
     LineView {
         overflow-x: hidden;
@@ -118,6 +127,10 @@ class LineView(LineCanvas, can_focus=True):
         """True when the rows built for ``old`` are still right for ``new``."""
         return False
 
+    def changed_rows(self) -> list[int]:
+        """The rows showing what the step changed, to keep in sight (none by default)."""
+        return []
+
     def dirty_rows(self, old: FrameView, new: FrameView) -> set[int] | None:
         """With rows kept, the rows whose text or marks differ between ``old`` and ``new``
         (None: repaint everything). Only these are rendered again."""
@@ -147,19 +160,40 @@ class LineView(LineCanvas, can_focus=True):
                 self.restyle()
             else:
                 self.repaint_rows(dirty)
-        self.follow()
+        placed = self.follow()
         self.follow_focus()
+        if not placed and self.focus_row() is None:
+            self.follow_changes()
 
-    def follow(self) -> None:
-        """Move the cursor to the first linked item (without posting a selection)."""
+    def follow_changes(self) -> None:
+        """Scroll the rows the step changed into sight, clear of the "… more" lines."""
+        rows = self.changed_rows() if self.SAYS_MORE else []
+        height = self.scrollable_content_region.height
+        if not rows or height <= 0 or len(self._rows) <= height:
+            return
+        top = self.scroll_offset.y
+        first, last = min(rows), max(rows)
+        inside = range(top + (top > 0), top + height - 1)  # the lines no "… more" covers
+        if first in inside and last in inside:
+            return
+        # The first changed row a line below the top (the "above" line), as many after it as fit.
+        target = max(0, min(first - 1, len(self._rows) - height))
+        if target != top:
+            self.scroll_to(y=target, animate=False, immediate=True, force=True)
+            self.restyle()
+
+    def follow(self) -> bool:
+        """Move the cursor to the first linked item (without posting a selection); True when
+        there was one (the view is placed)."""
         if self.cursor is not None and self.cursor in self._item_row and self.is_linked(self.cursor):
             self._scroll_to_item(self.cursor, repaint=False)
-            return
+            return True
         for item in self._items:
             if self.is_linked(item):
                 self.cursor = item
                 self._scroll_to_item(item)
-                return
+                return True
+        return False
 
     def focus_row(self) -> int | None:
         """The first row showing the sub-step's focus, or None."""
@@ -202,6 +236,8 @@ class LineView(LineCanvas, can_focus=True):
                    if old is None or self.line_signature(top + i) != old}
         height = self.scrollable_content_region.height
         changed.update(range(top + len(before), top + height))
+        if self.SAYS_MORE:
+            changed.update((top, top + height - 1))  # their counts follow the rows
         for line in changed:  # the strips are kept: they are filed by signature (content_key)
             self.refresh_line(line)
 
@@ -211,7 +247,22 @@ class LineView(LineCanvas, can_focus=True):
     def content_key(self, index: int) -> Hashable | None:
         # Strips are filed by signature, so a line moved down by a row (a node evicted above
         # it) is a cache hit.
-        return self.line_signature(index)
+        more = self._more(index)
+        return ("more", more) if more is not None else self.line_signature(index)
+
+    def _more(self, index: int) -> str | None:
+        """The "… N more" text line ``index`` shows instead of its row, or None."""
+        if not self.SAYS_MORE:
+            return None
+        top = self.scroll_offset.y
+        height = self.scrollable_content_region.height
+        if height < 3 or len(self._rows) <= height:
+            return None
+        if index == top and top > 0:
+            return f"… {top + 1} more ↑"
+        if index == top + height - 1 and index < len(self._rows) - 1:
+            return f"… {len(self._rows) - index} more ↓"
+        return None
 
     def _rebuild(self, repaint: bool = True) -> None:
         """Build the rows again; ``repaint``: render every line again (else the caller
@@ -300,6 +351,9 @@ class LineView(LineCanvas, can_focus=True):
         base = self.style_of.base
         if index >= len(self._rows):
             return Strip.blank(width, base)
+        more = self._more(index)
+        if more is not None:
+            return spans_to_strip([(more, self.style_of("line-view--muted"))], width, base)
         row = self._rows[index]
         overlay = None
         if self._on_cursor(row):
@@ -313,6 +367,9 @@ class LineView(LineCanvas, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         if self._width() != self._built_width and self.view is not None:
             self._rebuild()
+        if self.SAYS_MORE and self.focus_row() is None and not (self.cursor is not None and self.view is not None
+                                                               and self.is_linked(self.cursor)):
+            self.follow_changes()  # the first layout (and a new size) decides what fits
 
     # -- the cursor ----------------------------------------------------------------------
 

@@ -199,8 +199,11 @@ class TimelineBar(LineCanvas, can_focus=False):
         run: list[str] = []
         run_style = None
         step = self.timeline.step
+        until = getattr(self.timeline, "marks_until", None)  # the watch's view has no quiz
         cells = self.cells(width)
         for (first, last, mark), glyph in zip(cells, self._glyphs):
+            if until is not None and last > until and mark != "fill":
+                mark, glyph = "plain", GLYPHS["plain"]  # a step ahead of a pending question: no mark
             style = get(f"timeline-bar--{'plain' if mark == 'fill' else mark}")
             if first <= step <= last:
                 style = style + get("timeline-bar--current")

@@ -77,6 +77,8 @@ class TrieView(LineView):
     }
     """
 
+    SAYS_MORE = True  # "… 3 more ↓", and the nodes a step changed kept in sight (compare's divergence)
+
     class NodeSelected(SelectionMessage):
         """The user put the cursor on a trie node."""
 
@@ -358,19 +360,29 @@ class TrieView(LineView):
         rows = [self._node_row[n] for n in self.view.focus.nodes if n in self._node_row]
         return min(rows) if rows else None
 
-    def follow(self) -> None:
-        """Put the cursor on the row showing a linked node (also inside a compressed chain)."""
+    def changed_rows(self) -> list[int]:
+        """The rows of the nodes this step added, evicted (their ghost rows) or touched."""
+        if self.view is None or self.view.previous is None:
+            return []
+        diff = self.view.frame.diff
+        nodes = set(diff.nodes_added) | set(diff.nodes_evicted) | {node for node, _, _ in diff.ref_changes}
+        return sorted(self._node_row[node] for node in nodes if node in self._node_row)
+
+    def follow(self) -> bool:
+        """Put the cursor on the row showing a linked node (also inside a compressed chain);
+        True when there was one."""
         if self.view is None or not self.view.highlight.nodes:
-            return
+            return False
         nodes = self.view.highlight.nodes
         if self.cursor in nodes and self.cursor in self._item_row:
             self._scroll_to_item(self.cursor)
-            return
+            return True
         for row in self._rows:
             if isinstance(row.data, TrieLine) and any(n in nodes for n in row.data.chain):
                 self.cursor = row.item
                 self._scroll_to_item(row.item)
-                return
+                return True
+        return False
 
     # -- actions -------------------------------------------------------------------------
 

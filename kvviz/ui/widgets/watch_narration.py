@@ -40,9 +40,9 @@ def watch_narration_markup(view: WatchView) -> str:
         lines.append(f"[$warning]{literal('unknown event types (ignored, counted): ' + ', '.join(effect.unknown_types))}[/]")
     if batch is not None:
         lines += [f"[$warning]lint: {literal(lint)}[/]" for lint in batch.lints]
-    if batch is not None and batch.unknown_fields:
-        fields = sorted({f"{kind}.{name}" for kind, name in batch.unknown_fields})
-        lines.append(f"[$kv-muted]{literal(count(len(batch.unknown_fields), 'unknown field') + ' ignored: ' + ', '.join(fields))}[/]")
+    fields = frame.new_unknown_fields  # told once, at the step that first sent them: the summary counts them
+    if fields:
+        lines.append(f"[$kv-muted]{literal(count(len(fields), 'unknown field') + ' ignored: ' + ', '.join(fields))}[/]")
     return "\n".join(lines)
 
 
