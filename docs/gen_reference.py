@@ -118,14 +118,14 @@ def topics_page() -> str:
 
 
 def keys_page() -> str:
-    from kvviz.ui.practice import PRACTICE_KEYS
+    from kvviz.ui.practice import QUIZ_KEYS
     from kvviz.ui.screens.help_screen import KEYS
 
     lines = [HEADER.format(source="the help screen's table, kvviz.ui.screens.help_screen.KEYS"), "# Keys", "",
              "The keys of the UI (`kvviz demo`, `run`, `open`, `quiz`, `compare`; `?` shows them in the "
              "app, `kvviz help keys` in the terminal).", "", "| key | does |", "|---|---|"]
     lines += [f"| {_cell(key)} | {_cell(what)} |" for key, what in KEYS]
-    lines += ["", f"In practice mode the question panel takes: {_escape(PRACTICE_KEYS)}.", ""]
+    lines += ["", f"In quiz mode the question panel takes: {_escape(QUIZ_KEYS)}.", ""]
     return "\n".join(lines)
 
 
