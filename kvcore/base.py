@@ -598,7 +598,7 @@ class BasePagedAttentionCache(CacheCore):
         if taken and self._events is not None:
             self._events.append(ev.PagesTaken(allocation.id, tuple(taken)))
         if needed > take:
-            allocation._pages += self._evict(needed - take, allocation.id)  # narrated: appends itself
+            allocation._pages += self._evict(needed - take, allocation.id)  # [] from a loop that appends itself
 
 
 class _Rows:
