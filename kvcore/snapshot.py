@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import KVCacheError
-from .policies import key_tuple
+from .policies import check_policy
 
 SCHEMA = "kvcore.snapshot/1"
 
@@ -319,7 +319,7 @@ class NodeInfo:
 
     def key_for(self, policy: str) -> tuple[int, ...]:
         """The eviction key under ``policy`` (fields named by ``kvcore.policies.KEY_FIELDS``)."""
-        return key_tuple(policy, self.last_access, self.seq, self.hits, self.priority)
+        return check_policy(policy).key_of(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from .allocation import PageAllocation
 from .base import BasePagedAttentionCache, acquire_args, pages_for
 from .errors import InvalidConfiguration, InvalidOperation
 from .heap import IndexedHeap, WatchedHeap
-from .policies import check_policy, key_tuple, unpack
+from .policies import check_policy, unpack
 from .pool import PagePool
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
@@ -80,6 +80,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             raise InvalidConfiguration(str(e)) from None
         super().__init__(page_pool, tokens_per_page)
         self.policy = policy
+        self._row = row
         self._key = row.node_key  # node -> packed key, one call
         self._parent_first = row.parent_first
         self._root = _Node(0, None, (), None, 0, 0)
@@ -446,7 +447,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
 
     def _key_tuple(self, n: _Node) -> tuple[int, ...]:
         """``n``'s eviction key as the tuple events and views show."""
-        return key_tuple(self.policy, n.last_access, n.seq, n.hits, n.priority)
+        return self._row.key_of(n)
 
     def _match_reason(self, tokens: tuple, matched: list) -> str:
         tpp = self.tokens_per_page
