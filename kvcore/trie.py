@@ -18,6 +18,12 @@ Semantics are DESIGN.md's "Trie semantics". The parts a reader would ask about:
   hence not a candidate) before writing the field. A node becomes a candidate again only
   in release (or when eviction empties its children), and is pushed with its key then.
   tests/core/test_policies.py checks it after every operation of random runs.
+
+The operations read as the pseudo-code the UI shows (kvviz/model/designs/trie.py):
+:meth:`~TriePagedAttentionCache.acquire_pages_for_tokens`, ``_publish``, ``_release`` and
+``_evict``, each one path, raising events only while the cache records them. A cache that
+records nothing runs acquire and eviction fused into fewer passes, in
+:mod:`kvcore.trie_fast`, whose contract is the code here (tests/core/test_trie_fast.py).
 """
 
 from __future__ import annotations
