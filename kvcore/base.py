@@ -307,7 +307,8 @@ class CacheCore:
     def _tick(self, op: str, allocation: PageAllocation) -> list | None:
         """Start ``op`` (it cannot fail any more) and advance the clock: its OpStarted before
         the tick, a watched cache's Ticked after it. The event list (None when not recording).
-        The hash cache's publish and release call it; the base cache's inline it."""
+        The hash cache's publish and release and the trie's release call it; the base cache's
+        inline it."""
         events = self._events
         if events is not None:
             events.append(ev.OpStarted(op, allocation.id, self.clock + 1))

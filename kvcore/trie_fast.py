@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The trie's unrecorded hot path: :meth:`TriePagedAttentionCache.acquire_pages_for_tokens`
-and its eviction with their steps fused, for speed. The contract is the readable code in
+"""The trie's unrecorded hot path: :meth:`TriePagedAttentionCache.acquire_pages_for_tokens`,
+its eviction and release with their steps fused, for speed. The contract is the readable code in
 :mod:`kvcore.trie`: these functions run only while the cache records no events, and must
 leave exactly the state the readable ones leave (the same block tables, nodes, heap array,
 counters and clock). tests/core/test_trie_fast.py holds them equal on random runs
@@ -92,6 +92,32 @@ def acquire(cache, tokens: tuple, extra_token_slots: int, name: str | None, prio
         else:
             pages += evict(cache, needed)
     return allocation
+
+
+def release(cache, allocation: PageAllocation) -> None:
+    """The readable ``_release`` of a live allocation, unrecorded. Only the deepest node of a
+    path can be childless (each other node has the next one as a child), so only it can
+    become an eviction candidate: one pass counts the nodes left at ref 0, then one test."""
+    cache.clock += 1
+    nodes = allocation._nodes
+    ref0 = 0
+    for n in nodes:
+        n.ref -= 1
+        if not n.ref:
+            ref0 += 1
+    cache._ref0 += ref0
+    if nodes:
+        n = nodes[-1]
+        if not n.ref and not n.children:
+            cache._heap.push(n, cache._key(n))
+    pages = allocation._pages
+    if len(pages) > len(nodes):
+        cache._pool.give(pages[len(nodes):])
+    # CacheCore._retire, inlined (a call per lifecycle saved).
+    allocation.released = True
+    allocation._pages = []
+    allocation._nodes = []
+    del cache.allocations[allocation.id]
 
 
 def evict(cache, count: int) -> list[int]:
