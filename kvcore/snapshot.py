@@ -9,14 +9,16 @@ machines can compare states step by step.
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import KVCacheError
 from .policies import check_policy
+from .rows import (MAX_SERIALISED_PAGES, SnapshotTooLarge,  # noqa: F401 - also kvcore.snapshot's, where users import them
+                   allocation_row, block_row, canonical_json, keep_row_texts, node_row, page_row, refuse_serialising,
+                   rows_text)
+from .state_digest import StateDigest
 
 SCHEMA = "kvcore.snapshot/1"
 
@@ -32,28 +34,6 @@ class SnapshotFormatError(ValueError):
     def __init__(self, message: str, path: str = ""):
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
-
-
-#: Pages of the largest pool whose snapshot :meth:`Snapshot.to_dict`, ``to_json`` and
-#: ``digest`` serialise. The format lists every page's row and every free page, so a bigger
-#: pool's text grows with its pages, not with what it used (10**12 pages: terabytes);
-#: 2,097,152 pages is about 73 MB of JSON and 240 MB of rows (measured scaling 2**18). Twice kvviz's largest scenario
-#: pool; check, compare and restore have no such limit (they cost the pages used).
-MAX_SERIALISED_PAGES = 1 << 21
-
-
-class SnapshotTooLarge(KVCacheError, ValueError):
-    """A snapshot of a pool above :data:`MAX_SERIALISED_PAGES` pages asked for its JSON form,
-    its dict or its digest: refused before any row is built."""
-
-
-def refuse_serialising(snapshot: "Snapshot") -> None:
-    """Raise :class:`SnapshotTooLarge` for a snapshot above :data:`MAX_SERIALISED_PAGES` pages."""
-    if snapshot.page_count > MAX_SERIALISED_PAGES:
-        raise SnapshotTooLarge(
-            f"a snapshot of {snapshot.page_count:,} pages is too large to serialise: to_dict, to_json and "
-            f"digest list every page, and MAX_SERIALISED_PAGES ({MAX_SERIALISED_PAGES:,}) is the limit "
-            f"(compare snapshots with ==, check them with check_snapshot)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,24 +615,11 @@ class Snapshot:
         (bundles) then costs a fraction of encoding each snapshot whole. Rows are frozen and
         hold tuples, so a kept text never goes stale; the texts kept are one snapshot's.
         Refused (:class:`SnapshotTooLarge`) above :data:`MAX_SERIALISED_PAGES` pages."""
-        global _row_texts
         refuse_serialising(self)
-        seen = _row_texts
         kept: dict[int, tuple[Any, str]] = {}
-
-        def rows(items, convert) -> str:
-            parts = []
-            for row in items:
-                hit = seen.get(id(row))
-                if hit is None or hit[0] is not row:  # (the entry holds the row: its id is not reused)
-                    hit = (row, canonical_json(convert(row)))
-                kept[id(row)] = hit
-                parts.append(hit[1])
-            return "[" + ",".join(parts) + "]"
-
-        d = self._fields(rows(self.pages, page_row), rows(self.nodes, node_row),
-                         rows(self.allocations, allocation_row))
-        _row_texts = kept
+        d = self._fields(rows_text(self.pages, page_row, kept), rows_text(self.nodes, node_row, kept),
+                         rows_text(self.allocations, allocation_row, kept))
+        keep_row_texts(kept)
         return "{" + ",".join(
             f"{canonical_json(key)}:{value if key in _ROW_LISTS else canonical_json(value)}" for key, value in sorted(d.items())
         ) + "}"
@@ -667,8 +634,6 @@ class Snapshot:
         unlike :meth:`digest` it can be kept up to date from what a step changed
         (:class:`kvcore.state_digest.StateDigest`). This is the full computation, the oracle
         the incremental ones are held to: O(the state). Refused as :meth:`to_dict` is."""
-        from .state_digest import StateDigest  # it builds on this module's row encoders
-
         return StateDigest.of_state(self.to_dict()).hexdigest()
 
 
@@ -718,52 +683,11 @@ _LOOKUPS = {
 
 _ROW_LISTS = frozenset(("pages", "nodes", "allocations"))
 
-#: Row texts of the snapshot :meth:`Snapshot.to_json` encoded last: ``id(row) -> (row,
-#: text)``. Holding the row keeps its id from being reused while the entry exists.
-_row_texts: dict[int, tuple[Any, str]] = {}
-
-
-#: ``json.dumps(value, sort_keys=True, separators=(",", ":"))`` without building an encoder
-#: per call (dumps does, for any non-default argument): the canonical JSON of
-#: :meth:`Snapshot.to_json` and :mod:`kvcore.state_digest`.
-canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-
-def row_text(row: Any, convert) -> str:
-    """``canonical_json(convert(row))``, reusing the text :meth:`Snapshot.to_json` wrote last
-    for this very row object (rows are frozen, so a kept text never goes stale)."""
-    hit = _row_texts.get(id(row))
-    return hit[1] if hit is not None and hit[0] is row else canonical_json(convert(row))
-
-
-def page_row(p: PageInfo) -> list:
-    """A page's row in :meth:`Snapshot.to_dict`: ``[page, state, owner, node, ref]``."""
-    return [p.page, p.state, p.owner, p.node, p.ref]
-
-
-# A node row has seven fields, then hits and priority only when either is not 0 (an
-# allocation row likewise its priority): a snapshot that never used a policy's fields writes
-# the short rows, and both forms read back under one schema, kvcore.snapshot/1.
-
-def node_row(n: NodeInfo) -> list:
-    """A node's row in :meth:`Snapshot.to_dict`: ``[id, parent, tokens, page, ref, last_access,
-    seq]``, then ``hits, priority`` when either is not 0."""
-    row = [n.id, n.parent, list(n.tokens), n.page, n.ref, n.last_access, n.seq]
-    if n.hits or n.priority:
-        row += (n.hits, n.priority)
-    return row
-
-
 def _counters(r: "_Reader", row: Any, path: str) -> tuple[int, int]:
     """A node row's ``hits`` and ``priority``: fields 7 and 8, or (0, 0) in a seven-field row."""
     if isinstance(row, list) and len(row) == 7:
         return 0, 0
     return r.int_at(row, path, 7), r.int_at(row, path, 8)
-
-
-def block_row(b: BlockInfo) -> list:
-    """A hash block's row in :meth:`Snapshot.to_dict`: ``[id, page, key, parent, tokens, reachable]``."""
-    return [b.id, b.page, b.key, b.parent, list(b.tokens), b.reachable]
 
 
 def _blocks(r: "_Reader") -> tuple[BlockInfo, ...]:
@@ -782,16 +706,6 @@ def _blocks(r: "_Reader") -> tuple[BlockInfo, ...]:
         out.append(BlockInfo(r.int_at(row, path, 0), r.int_at(row, path, 1), row[2], parent,
                              r.ints_at(row, path, 4), reachable))
     return tuple(out)
-
-
-def allocation_row(a: AllocationInfo) -> dict[str, Any]:
-    """An allocation's row in :meth:`Snapshot.to_dict`: an object of its fields, ``priority``
-    only when not 0."""
-    row = {"id": a.id, "name": a.name, "tokens": list(a.tokens), "pages": list(a.pages),
-           "published": a.published, "hit_tokens": a.hit_tokens, "released": a.released}
-    if a.priority:
-        row["priority"] = a.priority
-    return row
 
 
 class _Reader:

@@ -14,8 +14,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .snapshot import (Snapshot, allocation_row, block_row, canonical_json, node_row, page_row, refuse_serialising,
-                       row_text)
+from .rows import allocation_row, block_row, canonical_json, node_row, page_row, refuse_serialising, row_text
 
 STATE_DIGEST_SCHEME = "kvcore.state-digest/1"
 """The version of :meth:`Snapshot.state_digest`'s definition (:func:`state_elements`), also
@@ -158,7 +157,7 @@ class StateDigest:
         return digest
 
     @classmethod
-    def of_snapshot(cls, snap: "Snapshot") -> "StateDigest":
+    def of_snapshot(cls, snap) -> "StateDigest":
         """The accumulator of ``snap``, equal to ``of_state(snap.to_dict())`` (a test holds it
         to that) without building the dict: rows :meth:`Snapshot.to_json` encoded last are
         not encoded again. O(the state): a whole state's start."""
