@@ -3,8 +3,8 @@
 
 The seven policies are SGLang's (``--radix-eviction-policy``), one :class:`Policy` row each
 in :data:`POLICY_TABLE`: the key's fields, the packed int the heap compares (the key as a
-tuple is that int read back), and whether a parent touched at the same tick as its child is evicted after it
-without comparing keys. Every key ends in ``seq`` (creation order, unique), so the order is
+tuple is that int read back), and whether a parent touched at the same tick as its child is
+evicted after it without comparing keys. Every key ends in ``seq`` (creation order, unique), so the order is
 total and the same on every platform:
 
 ========== ======================================= ==========================================

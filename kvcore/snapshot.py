@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .policies import check_policy
-from .rows import (MAX_SERIALISED_PAGES, SnapshotTooLarge,  # noqa: F401 - also kvcore.snapshot's, where users import them
-                   allocation_row, block_row, canonical_json, keep_row_texts, node_row, page_row, refuse_serialising,
-                   rows_text)
+# MAX_SERIALISED_PAGES and SnapshotTooLarge stay importable from here, where users import them.
+from .rows import (MAX_SERIALISED_PAGES, SnapshotTooLarge, allocation_row, block_row, canonical_json,  # noqa: F401
+                   keep_row_texts, node_row, page_row, refuse_serialising, rows_text)
 from .state_digest import StateDigest
 
 SCHEMA = "kvcore.snapshot/1"
@@ -621,7 +621,8 @@ class Snapshot:
                          rows_text(self.allocations, allocation_row, kept))
         keep_row_texts(kept)
         return "{" + ",".join(
-            f"{canonical_json(key)}:{value if key in _ROW_LISTS else canonical_json(value)}" for key, value in sorted(d.items())
+            f"{canonical_json(key)}:{value if key in _ROW_LISTS else canonical_json(value)}"
+            for key, value in sorted(d.items())
         ) + "}"
 
     def digest(self) -> str:
