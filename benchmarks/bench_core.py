@@ -16,7 +16,8 @@ Figures, each absolute and as a ratio to both floors measured in the same run:
 * the **checking floor**, which the targets are about: kvcore's exact token check (the
   sequence made a tuple, every token's type exactly ``int``, so a bool or a float never
   reaches the trie: ``list(map(type, t)).count(int) == len(t)``, the expression
-  ``TriePagedAttentionCache.acquire_pages_for_tokens`` runs) followed by one bare
+  ``TriePagedAttentionCache.acquire_pages_for_tokens`` runs, in ``kvcore.base.acquire_args``)
+  followed by one bare
   dict-of-dicts trie walk+insert over that tuple (keys are 16-token slices of it, walk
   with ``dict.get``, insert what is missing). No trie cache that checks its tokens can do
   less work per request in CPython, so the ratio compares like with like;
@@ -186,7 +187,7 @@ def floor_run_lists(sequences: Sequence[list[int]]) -> dict:
 def floor_run_checked(sequences: Sequence[Sequence[int]]) -> dict:
     """:func:`floor_run` behind kvcore's exact token check: the tuple of each sequence,
     refused unless every token's type is exactly ``int`` (the expression acquire runs,
-    inlined as acquire inlines it), then the walk slices that tuple. For lists and
+    inlined as ``kvcore.base.acquire_args`` inlines it), then the walk slices that tuple. For lists and
     tuples alike: ``tuple()`` of a tuple is the tuple itself, as in acquire."""
     root: dict = {}
     starts = range(0, SEQUENCE_TOKENS, TOKENS_PER_PAGE)

@@ -7,6 +7,15 @@ of unreferenced leaves by one of seven policies (``POLICIES``; LRU by default);
 ``HashBlockPagedAttentionCache`` is vLLM's design: full blocks in a flat map of chained
 keys, one free queue of ref-0 pages as the LRU order, lazy eviction. Method names follow
 shortfin's so its users recognise them.
+
+Where things are: ``trie`` (the trie cache, its operations written as the pseudo-code kvviz
+shows), ``trie_fast`` (the same acquire, eviction and release fused for an unrecorded cache,
+held equal to ``trie`` by a differential test), ``base``, ``hashblock`` and ``freequeue``
+(the other designs; ``blockkey``: the hash cache's chained key), ``heap`` and ``policies``
+(eviction order: one row per policy), ``pool`` and ``allocation``, ``events``, ``snapshot``
+(the one state format), ``rows`` (its JSON rows), ``state_digest`` (a state's set digest),
+``invariants`` (:func:`check_snapshot`), ``incremental`` (its verdict at the cost of a step's
+changes), ``verify``, ``errors``.
 """
 
 from .allocation import PageAllocation

@@ -62,6 +62,25 @@ def int_tokens(tokens: Iterable[int], op: str) -> tuple[int, ...]:
     return tokens
 
 
+def acquire_args(tokens: Iterable[int], extra_token_slots: object, name: object, priority: object) -> tuple[int, ...]:
+    """An acquire's arguments checked, in order (tokens, extra slots, name, priority), before
+    anything changes; the tokens as a tuple of ints. The common case (exact ints, no name
+    or a string, priority 0) costs one C pass over the tokens and a few type tests."""
+    try:  # int_tokens, inlined: an acquire is the lifecycle's hottest call
+        tokens = tuple(tokens)
+    except TypeError:
+        raise not_a_sequence(tokens, "acquire") from None
+    if list(map(type, tokens)).count(int) != len(tokens):
+        tokens = exact_ints(tokens, "acquire")
+    if type(extra_token_slots) is not int or extra_token_slots < 0:
+        CacheCore._check_extra(extra_token_slots, "acquire")
+    if name is not None and type(name) is not str:
+        check_name(name, "acquire")
+    if type(priority) is not int or priority:  # 0, the default, needs no check
+        check_priority(priority, "acquire")
+    return tokens
+
+
 def not_a_sequence(tokens: object, op: str) -> InvalidOperation:
     """The error for tokens that cannot be iterated (or whose iteration raised TypeError)."""
     return InvalidOperation(f"{op}: tokens must be a sequence of integers, got {type(tokens).__name__} "
@@ -288,7 +307,8 @@ class CacheCore:
     def _tick(self, op: str, allocation: PageAllocation) -> list | None:
         """Start ``op`` (it cannot fail any more) and advance the clock: its OpStarted before
         the tick, a watched cache's Ticked after it. The event list (None when not recording).
-        The hash cache's publish and release call it; the base cache's inline it."""
+        The hash cache's publish and release and the trie's release call it; the base cache's
+        inline it."""
         events = self._events
         if events is not None:
             events.append(ev.OpStarted(op, allocation.id, self.clock + 1))
@@ -373,10 +393,7 @@ class BasePagedAttentionCache(CacheCore):
                                  name: str | None = None, priority: int = 0) -> PageAllocation:
         """Allocate pages for ``tokens`` plus ``extra_token_slots`` (no sharing). ``priority``
         is kept on the allocation only (the base cache never evicts)."""
-        tokens = int_tokens(tokens, "acquire")
-        self._check_extra(extra_token_slots, "acquire")
-        check_name(name, "acquire")
-        check_priority(priority, "acquire")
+        tokens = acquire_args(tokens, extra_token_slots, name, priority)
         needed = pages_for(len(tokens) + extra_token_slots, self.tokens_per_page)
         free = self._pool.available_page_count()
         if needed > free:
@@ -582,7 +599,7 @@ class BasePagedAttentionCache(CacheCore):
         if taken and self._events is not None:
             self._events.append(ev.PagesTaken(allocation.id, tuple(taken)))
         if needed > take:
-            allocation._pages += self._evict(needed - take, allocation.id)  # narrated: appends itself
+            allocation._pages += self._evict(needed - take, allocation.id)  # [] from a loop that appends itself
 
 
 class _Rows:

@@ -2,9 +2,9 @@
 """Eviction policies of the trie cache: each one a key per node, smallest evicted first.
 
 The seven policies are SGLang's (``--radix-eviction-policy``), one :class:`Policy` row each
-in :data:`POLICY_TABLE`: the key's fields, the key as a tuple, the packed int the heap
-compares, and whether a parent touched at the same tick as its child is evicted after it
-without comparing keys. Every key ends in ``seq`` (creation order, unique), so the order is
+in :data:`POLICY_TABLE`: the key's fields, the packed int the heap compares (the key as a
+tuple is that int read back), and whether a parent touched at the same tick as its child is
+evicted after it without comparing keys. Every key ends in ``seq`` (creation order, unique), so the order is
 total and the same on every platform:
 
 ========== ======================================= ==========================================
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 #: Bits reserved for ``seq`` in a packed key. 2**40 nodes will never exist in one process.
 SEQ_BITS = 40
@@ -69,70 +70,56 @@ def unpack3(key: int) -> tuple[int, int, int]:
     return key >> _LEAD_SHIFT, (key >> SEQ_BITS) & _CLOCK_MASK, key & SEQ_MASK
 
 
-# The packed key of a live node, one function per policy. Each writes its packing out
-# instead of calling pack_key/pack3: one Python call per key on the trie's hot paths.
+class _Fields(NamedTuple):
+    """A node's key fields, for :meth:`Policy.key` (a live node or a ``NodeInfo`` has them too)."""
 
-def _lru_node_key(n) -> int:
-    return (n.last_access << SEQ_BITS) | n.seq
-
-
-def _fifo_node_key(n) -> int:
-    return n.seq
-
-
-def _lfu_node_key(n) -> int:
-    return (n.hits << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
-
-
-def _mru_node_key(n) -> int:
-    return (-n.last_access << SEQ_BITS) | n.seq
-
-
-def _filo_node_key(n) -> int:
-    return -n.seq
-
-
-def _slru_node_key(n) -> int:
-    return ((n.hits >= 2) << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
-
-
-def _priority_node_key(n) -> int:
-    return (n.priority << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq
+    last_access: int
+    seq: int
+    hits: int
+    priority: int
 
 
 @dataclass(frozen=True)
 class Policy:
     """One eviction policy: everything kvcore knows of it, in one row.
 
-    ``key(last_access, seq, hits, priority)`` is the key tuple (what views and events show,
-    its fields named by ``fields``); ``node_key(node)`` the same key packed into the int the
-    heap compares, read off a live node. ``parent_first``: a parent's key is below its
-    child's when both were touched at one tick (the parent's seq is smaller and nothing else
-    in the key differs), so the eviction loop may evict the parent next without comparing
-    keys; not lfu, slru or priority (a parent can have more hits or a higher priority than
-    its child) nor filo (``-seq``)."""
+    ``node_key(node)`` is the key, packed into the int the heap compares, read off anything
+    with ``last_access``, ``seq``, ``hits`` and ``priority`` (a live node, a ``NodeInfo``);
+    the key as a tuple (what views and events show, its fields named by ``fields``) is that
+    int read back (:meth:`key_of`), so each policy's key is written once. ``parent_first``: a
+    parent's key is below its child's when both were touched at one tick (the parent's seq is
+    smaller and nothing else in the key differs), so the eviction loop may evict the parent
+    next without comparing keys; not lfu, slru or priority (a parent can have more hits or a
+    higher priority than its child) nor filo (``-seq``)."""
 
     name: str
     fields: tuple[str, ...]
-    key: Callable[[int, int, int, int], tuple[int, ...]]
     node_key: Callable[[object], int]
     parent_first: bool
 
+    def key_of(self, node) -> tuple[int, ...]:
+        """``node``'s key as a tuple: its packed key unpacked by the key's width."""
+        return unpack_width(len(self.fields), self.node_key(node))
 
+    def key(self, last_access: int, seq: int, hits: int, priority: int) -> tuple[int, ...]:
+        """The key tuple of a node with these fields."""
+        return self.key_of(_Fields(last_access, seq, hits, priority))
+
+
+# Each packing written out (not through pack_key/pack3): one Python call per key on the
+# trie's hot paths.
 #: Every policy, default first (lru).
 POLICY_TABLE: dict[str, Policy] = {p.name: p for p in (
-    Policy("lru", ("last_access", "seq"), lambda last_access, seq, hits, priority: (last_access, seq),
-           _lru_node_key, True),
-    Policy("fifo", ("seq",), lambda last_access, seq, hits, priority: (seq,), _fifo_node_key, True),
-    Policy("lfu", ("hits", "last_access", "seq"), lambda last_access, seq, hits, priority: (hits, last_access, seq),
-           _lfu_node_key, False),
-    Policy("mru", ("-last_access", "seq"), lambda last_access, seq, hits, priority: (-last_access, seq),
-           _mru_node_key, True),
-    Policy("filo", ("-seq",), lambda last_access, seq, hits, priority: (-seq,), _filo_node_key, False),
+    Policy("lru", ("last_access", "seq"), lambda n: (n.last_access << SEQ_BITS) | n.seq, True),
+    Policy("fifo", ("seq",), lambda n: n.seq, True),
+    Policy("lfu", ("hits", "last_access", "seq"),
+           lambda n: (n.hits << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq, False),
+    Policy("mru", ("-last_access", "seq"), lambda n: (-n.last_access << SEQ_BITS) | n.seq, True),
+    Policy("filo", ("-seq",), lambda n: -n.seq, False),
     Policy("slru", ("tier", "last_access", "seq"),
-           lambda last_access, seq, hits, priority: (0 if hits < 2 else 1, last_access, seq), _slru_node_key, False),
+           lambda n: ((n.hits >= 2) << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq, False),
     Policy("priority", ("priority", "last_access", "seq"),
-           lambda last_access, seq, hits, priority: (priority, last_access, seq), _priority_node_key, False),
+           lambda n: (n.priority << _LEAD_SHIFT) | (n.last_access << SEQ_BITS) | n.seq, False),
 )}
 
 #: The policies' names, default first.
@@ -167,7 +154,11 @@ def pack_tuple(key: tuple[int, ...]) -> int:
 
 def unpack(policy: str, packed: int) -> tuple[int, ...]:
     """Inverse of :func:`pack_tuple` (the invariant checker reads the heap's ints back)."""
-    width = len(check_policy(policy).fields)
+    return unpack_width(len(check_policy(policy).fields), packed)
+
+
+def unpack_width(width: int, packed: int) -> tuple[int, ...]:
+    """A packed key of ``width`` fields as its tuple."""
     if width == 1:
         return (packed,)
     if width == 2:

@@ -9,14 +9,16 @@ machines can compare states step by step.
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import KVCacheError
-from .policies import key_tuple
+from .policies import check_policy
+# MAX_SERIALISED_PAGES and SnapshotTooLarge stay importable from here, where users import them.
+from .rows import (MAX_SERIALISED_PAGES, SnapshotTooLarge, allocation_row, block_row, canonical_json,  # noqa: F401
+                   keep_row_texts, node_row, page_row, refuse_serialising, rows_text)
+from .state_digest import StateDigest
 
 SCHEMA = "kvcore.snapshot/1"
 
@@ -32,27 +34,6 @@ class SnapshotFormatError(ValueError):
     def __init__(self, message: str, path: str = ""):
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
-
-
-#: Pages of the largest pool whose snapshot :meth:`Snapshot.to_dict`, ``to_json`` and
-#: ``digest`` serialise. The format lists every page's row and every free page, so a bigger
-#: pool's text grows with its pages, not with what it used (10**12 pages: terabytes);
-#: 2,097,152 pages is about 73 MB of JSON and 240 MB of rows (measured scaling 2**18). Twice kvviz's largest scenario
-#: pool; check, compare and restore have no such limit (they cost the pages used).
-MAX_SERIALISED_PAGES = 1 << 21
-
-
-class SnapshotTooLarge(KVCacheError, ValueError):
-    """A snapshot of a pool above :data:`MAX_SERIALISED_PAGES` pages asked for its JSON form,
-    its dict or its digest: refused before any row is built."""
-
-
-def _refuse_serialising(snapshot: "Snapshot") -> None:
-    if snapshot.page_count > MAX_SERIALISED_PAGES:
-        raise SnapshotTooLarge(
-            f"a snapshot of {snapshot.page_count:,} pages is too large to serialise: to_dict, to_json and "
-            f"digest list every page, and MAX_SERIALISED_PAGES ({MAX_SERIALISED_PAGES:,}) is the limit "
-            f"(compare snapshots with ==, check them with check_snapshot)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +300,7 @@ class NodeInfo:
 
     def key_for(self, policy: str) -> tuple[int, ...]:
         """The eviction key under ``policy`` (fields named by ``kvcore.policies.KEY_FIELDS``)."""
-        return key_tuple(policy, self.last_access, self.seq, self.hits, self.priority)
+        return check_policy(policy).key_of(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,9 +529,9 @@ class Snapshot:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict; :meth:`from_dict` gives back an equal snapshot. Refused
         (:class:`SnapshotTooLarge`) above :data:`MAX_SERIALISED_PAGES` pages."""
-        _refuse_serialising(self)
-        return self._fields([_page_row(p) for p in self.pages], [_node_row(n) for n in self.nodes],
-                            [_allocation_row(a) for a in self.allocations])
+        refuse_serialising(self)
+        return self._fields([page_row(p) for p in self.pages], [node_row(n) for n in self.nodes],
+                            [allocation_row(a) for a in self.allocations])
 
     def _fields(self, pages: Any, nodes: Any, allocations: Any) -> dict[str, Any]:
         """The serialised fields in order, with the three lists of rows given (as rows for
@@ -574,7 +555,7 @@ class Snapshot:
                       "dedups": self.stats.dedups},
         }
         if self.kind == "hash":  # only there: trie and base snapshots have no blocks field
-            d["blocks"] = [_block_row(b) for b in self.blocks]
+            d["blocks"] = [block_row(b) for b in self.blocks]
         return d
 
     @classmethod
@@ -634,26 +615,14 @@ class Snapshot:
         (bundles) then costs a fraction of encoding each snapshot whole. Rows are frozen and
         hold tuples, so a kept text never goes stale; the texts kept are one snapshot's.
         Refused (:class:`SnapshotTooLarge`) above :data:`MAX_SERIALISED_PAGES` pages."""
-        global _row_texts
-        _refuse_serialising(self)
-        seen = _row_texts
+        refuse_serialising(self)
         kept: dict[int, tuple[Any, str]] = {}
-
-        def rows(items, convert) -> str:
-            parts = []
-            for row in items:
-                hit = seen.get(id(row))
-                if hit is None or hit[0] is not row:  # (the entry holds the row: its id is not reused)
-                    hit = (row, _canonical(convert(row)))
-                kept[id(row)] = hit
-                parts.append(hit[1])
-            return "[" + ",".join(parts) + "]"
-
-        d = self._fields(rows(self.pages, _page_row), rows(self.nodes, _node_row),
-                         rows(self.allocations, _allocation_row))
-        _row_texts = kept
+        d = self._fields(rows_text(self.pages, page_row, kept), rows_text(self.nodes, node_row, kept),
+                         rows_text(self.allocations, allocation_row, kept))
+        keep_row_texts(kept)
         return "{" + ",".join(
-            f"{_canonical(key)}:{value if key in _ROW_LISTS else _canonical(value)}" for key, value in sorted(d.items())
+            f"{canonical_json(key)}:{value if key in _ROW_LISTS else canonical_json(value)}"
+            for key, value in sorted(d.items())
         ) + "}"
 
     def digest(self) -> str:
@@ -661,10 +630,11 @@ class Snapshot:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def state_digest(self) -> str:
-        """The state's set digest, :data:`STATE_DIGEST_SCHEME` (see :func:`state_elements`):
-        equal states give equal digests, and unlike :meth:`digest` it can be kept up to date
-        from what a step changed (:class:`StateDigest`). This is the full computation, the
-        oracle the incremental ones are held to: O(the state). Refused as :meth:`to_dict` is."""
+        """The state's set digest, :data:`kvcore.state_digest.STATE_DIGEST_SCHEME` (see
+        :func:`kvcore.state_digest.state_elements`): equal states give equal digests, and
+        unlike :meth:`digest` it can be kept up to date from what a step changed
+        (:class:`kvcore.state_digest.StateDigest`). This is the full computation, the oracle
+        the incremental ones are held to: O(the state). Refused as :meth:`to_dict` is."""
         return StateDigest.of_state(self.to_dict()).hexdigest()
 
 
@@ -714,40 +684,11 @@ _LOOKUPS = {
 
 _ROW_LISTS = frozenset(("pages", "nodes", "allocations"))
 
-#: Row texts of the snapshot :meth:`Snapshot.to_json` encoded last: ``id(row) -> (row,
-#: text)``. Holding the row keeps its id from being reused while the entry exists.
-_row_texts: dict[int, tuple[Any, str]] = {}
-
-
-#: ``json.dumps(value, sort_keys=True, separators=(",", ":"))`` without building an encoder
-#: per call (dumps does, for any non-default argument).
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-
-def _page_row(p: PageInfo) -> list:
-    return [p.page, p.state, p.owner, p.node, p.ref]
-
-
-# A node row has seven fields, then hits and priority only when either is not 0 (an
-# allocation row likewise its priority): a snapshot that never used a policy's fields writes
-# the short rows, and both forms read back under one schema, kvcore.snapshot/1.
-
-def _node_row(n: NodeInfo) -> list:
-    row = [n.id, n.parent, list(n.tokens), n.page, n.ref, n.last_access, n.seq]
-    if n.hits or n.priority:
-        row += (n.hits, n.priority)
-    return row
-
-
 def _counters(r: "_Reader", row: Any, path: str) -> tuple[int, int]:
     """A node row's ``hits`` and ``priority``: fields 7 and 8, or (0, 0) in a seven-field row."""
     if isinstance(row, list) and len(row) == 7:
         return 0, 0
     return r.int_at(row, path, 7), r.int_at(row, path, 8)
-
-
-def _block_row(b: BlockInfo) -> list:
-    return [b.id, b.page, b.key, b.parent, list(b.tokens), b.reachable]
 
 
 def _blocks(r: "_Reader") -> tuple[BlockInfo, ...]:
@@ -766,14 +707,6 @@ def _blocks(r: "_Reader") -> tuple[BlockInfo, ...]:
         out.append(BlockInfo(r.int_at(row, path, 0), r.int_at(row, path, 1), row[2], parent,
                              r.ints_at(row, path, 4), reachable))
     return tuple(out)
-
-
-def _allocation_row(a: AllocationInfo) -> dict[str, Any]:
-    row = {"id": a.id, "name": a.name, "tokens": list(a.tokens), "pages": list(a.pages),
-           "published": a.published, "hit_tokens": a.hit_tokens, "released": a.released}
-    if a.priority:
-        row["priority"] = a.priority
-    return row
 
 
 class _Reader:
@@ -832,208 +765,3 @@ class _Reader:
         if not isinstance(v, list) or any(not isinstance(x, int) or isinstance(x, bool) for x in v):
             raise SnapshotFormatError("expected a list of integers", f"{path}[{i}]")
         return tuple(v)
-
-
-# -- the state's set digest ------------------------------------------------------------------
-
-STATE_DIGEST_SCHEME = "kvcore.state-digest/1"
-"""The version of :meth:`Snapshot.state_digest`'s definition (:func:`state_elements`), also
-the domain tag of everything it hashes."""
-
-_STATE_DOMAIN = STATE_DIGEST_SCHEME.encode() + b"\n"
-
-#: Bits of the accumulator: the sum of the elements' hashes is taken modulo ``2**2048``.
-#: AdHash (Bellare and Micciancio, 1997) is as strong as its modulus is wide: Wagner's
-#: k-tree algorithm (2002) finds colliding sums of a 256-bit modulus quickly, so a wide one.
-STATE_DIGEST_BITS = 2048
-_STATE_BYTES = STATE_DIGEST_BITS // 8
-_STATE_MASK = (1 << STATE_DIGEST_BITS) - 1
-
-#: The top-level scalar fields of :meth:`Snapshot.to_dict`, one element each.
-STATE_FIELDS = ("schema", "kind", "policy", "tokens_per_page", "page_count", "clock", "next_seq",
-                "next_allocation_id", "stats")
-
-#: The tables whose rows carry an id (a node's, an allocation's, a block's).
-STATE_TABLES = ("nodes", "allocations", "blocks")
-
-
-def field_element(name: str, value_text: str) -> str:
-    """The element of a scalar field: ``["field",NAME,VALUE]`` (``value_text``: canonical JSON)."""
-    return '["field",' + _canonical(name) + "," + value_text + "]"
-
-
-def page_element(index: int, row_text: str) -> str:
-    """The element of page row ``index``: ``["pages",INDEX,ROW]``."""
-    return '["pages",' + str(index) + "," + row_text + "]"
-
-
-def row_element(table: str, row_text: str) -> str:
-    """The element of a row of an id-ordered table: ``["nodes",ROW]`` (or allocations, blocks)."""
-    return '["' + table + '",' + row_text + "]"
-
-
-def placed_element(list_name: str, index: int, item_text: str) -> str:
-    """The element of the item at ``index`` of a list read by position: ``["heap",INDEX,ITEM]``;
-    also ``["free-at",...]``, ``["nodes-at",...]`` (the fallbacks of :func:`state_elements`)."""
-    return '["' + list_name + '",' + str(index) + "," + item_text + "]"
-
-
-def free_pair_element(before: int | None, after: int | None) -> str:
-    """The element of two neighbours of the free list: ``["free",A,B]``, None (``null``) for
-    the head's and the tail's side."""
-    return ('["free",' + ("null" if before is None else str(before)) + ","
-            + ("null" if after is None else str(after)) + "]")
-
-
-def _row_id(row: Any) -> Any:
-    return row.get("id") if isinstance(row, dict) else (row[0] if isinstance(row, list) and row else None)
-
-
-def ids_increase(rows: Sequence) -> bool:
-    """True when ``rows`` (to_dict rows: lists or dicts) carry int ids, strictly increasing."""
-    last = None
-    for row in rows:
-        row_id = _row_id(row)
-        if type(row_id) is not int or (last is not None and row_id <= last):
-            return False
-        last = row_id
-    return True
-
-
-def state_elements(state: dict[str, Any]) -> Iterator[str]:
-    """The elements of a state (a :meth:`Snapshot.to_dict`), a multiset whose
-    :class:`StateDigest` is :meth:`Snapshot.state_digest`. Each element is a JSON array
-    written canonically (as :meth:`Snapshot.to_json`: sorted keys, no whitespace, ASCII):
-
-    - ``["field",NAME,VALUE]`` for each of :data:`STATE_FIELDS` (``stats`` is its object);
-    - ``["pages",I,ROW]`` for each page row, ``I`` its index in ``pages``;
-    - ``["nodes",ROW]``, ``["allocations",ROW]`` and (``kind`` ``hash`` only, as ``to_dict``)
-      ``["blocks",ROW]`` for each row of a table that lists its rows by strictly increasing
-      int id (kvcore always does): the ids fix the order. A table that does not: ``[T-at,I,ROW]``
-      (``"nodes-at"``, ...) for each row at index ``I``;
-    - the free list, when no page is in it twice (invariants 1 and 7): ``["free",A,B]`` for
-      each pair of neighbours of ``[HEAD] + free + [TAIL]``, HEAD and TAIL written ``null``
-      (an empty list: one ``["free",null,null]``); a list of distinct items is fixed by its
-      neighbour pairs, and a page taken or given anywhere changes two or three of them. A
-      free list with a page twice: ``["free-at",I,PAGE]`` for each position;
-    - ``["heap",I,NODE]`` for each position of the heap array (a sift moves a few).
-
-    Hashing (:class:`StateDigest`): ``H(e)`` is the big-endian integer of the 256 bytes of
-    ``shake_256(b"kvcore.state-digest/1\\n" + e)``; the accumulator is the sum of ``H`` over
-    the elements (with multiplicity) modulo ``2**2048``; the digest is the hex sha256 of
-    ``b"kvcore.state-digest/1\\n"`` and the accumulator's 256 big-endian bytes.
-    """
-    for name in STATE_FIELDS:
-        yield field_element(name, _canonical(state[name]))
-    for i, row in enumerate(state["pages"]):
-        yield page_element(i, _canonical(row))
-    for table in STATE_TABLES:
-        if table == "blocks" and state.get("kind") != "hash":
-            continue
-        rows = state[table]
-        if ids_increase(rows):
-            for row in rows:
-                yield row_element(table, _canonical(row))
-        else:
-            for i, row in enumerate(rows):
-                yield placed_element(table + "-at", i, _canonical(row))
-    yield from free_elements(state["free"])
-    for i, node in enumerate(state["heap"]):
-        yield placed_element("heap", i, str(node))
-
-
-def free_elements(free: Sequence[int]) -> Iterator[str]:
-    """The free list's elements (:func:`state_elements`): neighbour pairs, or positions when
-    a page is listed twice."""
-    free = list(free)
-    if len(set(free)) == len(free):
-        yield from map(free_pair_element, [None] + free, free + [None])
-    else:
-        for i, page in enumerate(free):
-            yield placed_element("free-at", i, str(page))
-
-
-class StateDigest:
-    """The AdHash accumulator of :meth:`Snapshot.state_digest`: :meth:`add` and
-    :meth:`remove` elements (:func:`state_elements`' texts) one at a time, so a state's
-    digest follows a step's changes at a cost of two hashes per element changed.
-
-    ``hashed`` and ``hashed_bytes`` count the elements and bytes hashed so far: what a
-    step cost, for tests and benchmarks that count work instead of timing it."""
-
-    __slots__ = ("total", "hashed", "hashed_bytes")
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.hashed = 0
-        self.hashed_bytes = 0
-
-    @classmethod
-    def of_state(cls, state: dict[str, Any]) -> "StateDigest":
-        """The accumulator of a whole state (a :meth:`Snapshot.to_dict`), O(the state)."""
-        digest = cls()
-        for element in state_elements(state):
-            digest.add(element)
-        return digest
-
-    @classmethod
-    def of_snapshot(cls, snap: "Snapshot") -> "StateDigest":
-        """The accumulator of ``snap``, equal to ``of_state(snap.to_dict())`` (a test holds it
-        to that) without building the dict: rows :meth:`Snapshot.to_json` encoded last are
-        not encoded again. O(the state): a whole state's start."""
-        _refuse_serialising(snap)
-        seen = _row_texts
-
-        def text(row, convert) -> str:
-            hit = seen.get(id(row))
-            return hit[1] if hit is not None and hit[0] is row else _canonical(convert(row))
-
-        digest = cls()
-        add = digest.add
-        stats = {"lookups": snap.stats.lookups, "lookup_tokens": snap.stats.lookup_tokens,
-                 "hit_tokens": snap.stats.hit_tokens, "evictions": snap.stats.evictions, "dedups": snap.stats.dedups}
-        for name in STATE_FIELDS:
-            add(field_element(name, _canonical(stats if name == "stats" else getattr(snap, name))))
-        for i, page in enumerate(snap.pages):
-            add(page_element(i, text(page, _page_row)))
-        tables = (("nodes", _node_row), ("allocations", _allocation_row)) + (
-            (("blocks", _block_row),) if snap.kind == "hash" else ())
-        for table, convert in tables:
-            rows = getattr(snap, table)
-            ids = [r.id for r in rows]
-            if all(type(i) is int for i in ids) and all(map(int.__lt__, ids, ids[1:])):
-                for row in rows:
-                    add(row_element(table, text(row, convert)))
-            else:
-                for i, row in enumerate(rows):
-                    add(placed_element(table + "-at", i, text(row, convert)))
-        for element in free_elements(snap.free):
-            add(element)
-        for i, node in enumerate(snap.heap):
-            add(placed_element("heap", i, _canonical(node)))
-        return digest
-
-    def _hash(self, element: str) -> int:
-        data = _STATE_DOMAIN + element.encode()
-        self.hashed += 1
-        self.hashed_bytes += len(data)
-        return int.from_bytes(hashlib.shake_256(data).digest(_STATE_BYTES), "big")
-
-    def add(self, element: str) -> None:
-        """Count ``element`` in (once more)."""
-        self.total = (self.total + self._hash(element)) & _STATE_MASK
-
-    def remove(self, element: str) -> None:
-        """Count ``element`` out (once): the state no longer holds it."""
-        self.total = (self.total - self._hash(element)) & _STATE_MASK
-
-    def hexdigest(self) -> str:
-        """The digest of the elements counted: hex sha256 of the domain tag and the
-        accumulator's bytes (64 characters, as :meth:`Snapshot.digest`)."""
-        return hashlib.sha256(_STATE_DOMAIN + self.total.to_bytes(_STATE_BYTES, "big")).hexdigest()
-
-    def copy(self) -> "StateDigest":
-        """An independent accumulator with the same elements (and counts)."""
-        out = StateDigest()
-        out.total, out.hashed, out.hashed_bytes = self.total, self.hashed, self.hashed_bytes
-        return out

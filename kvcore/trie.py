@@ -18,6 +18,12 @@ Semantics are docs/design.md's "Trie semantics". The parts a reader would ask ab
   hence not a candidate) before writing the field. A node becomes a candidate again only
   in release (or when eviction empties its children), and is pushed with its key then.
   tests/core/test_policies.py checks it after every operation of random runs.
+
+The operations read as the pseudo-code the UI shows (kvviz/model/designs/trie.py):
+:meth:`~TriePagedAttentionCache.acquire_pages_for_tokens`, ``_publish``, ``_release`` and
+``_evict``, each one path, raising events only while the cache records them. A cache that
+records nothing runs acquire and eviction fused into fewer passes, in
+:mod:`kvcore.trie_fast`, whose contract is the code here (tests/core/test_trie_fast.py).
 """
 
 from __future__ import annotations
@@ -26,29 +32,19 @@ from collections.abc import Iterable
 from operator import attrgetter
 
 from . import events as ev
+from . import trie_fast
 from .allocation import PageAllocation
-from .base import BasePagedAttentionCache, check_name, check_priority, exact_ints, not_a_sequence
+from .base import BasePagedAttentionCache, acquire_args, pages_for
 from .errors import InvalidConfiguration, InvalidOperation
 from .heap import IndexedHeap, WatchedHeap
-from .policies import check_policy, key_tuple, unpack
+from .policies import check_policy, unpack
 from .pool import PagePool
 from .snapshot import CACHED, NodeInfo, PageInfo, Snapshot
 
 
-#: Evicted nodes a cache keeps for its next publishes. A full cache evicts about as many
-#: nodes as it creates, and reusing one skips a deallocation and an allocation (the node
-#: and its empty children dict): a quarter of an eviction's cost. Spare nodes are outside
-#: the trie, so nothing observable depends on them; the cap bounds the memory they hold.
-_SPARE_NODES = 256
-
 #: Longest request, in pages, whose page slices a cache keeps (see ``_page_slices``): about
 #: 60 kB of slice objects at most; a longer request builds its own for the call.
 _SLICED_PAGES = 1024
-
-#: Above every heap key (:mod:`kvcore.heap`'s packing): a clock or a hit count would need
-#: 2**96 ticks to reach it, and priorities stay below 2**63.
-_NO_KEY = 1 << 200
-
 
 _page_of = attrgetter("page")
 _seq_of = attrgetter("seq")
@@ -90,13 +86,14 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
             raise InvalidConfiguration(str(e)) from None
         super().__init__(page_pool, tokens_per_page)
         self.policy = policy
+        self._row = row
         self._key = row.node_key  # node -> packed key, one call
         self._parent_first = row.parent_first
         self._root = _Node(0, None, (), None, 0, 0)
         self._next_seq = 1
         self._heap = IndexedHeap()
         self._ref0 = 0  # non-root nodes with ref 0: what cascading eviction can free
-        self._spare: list[_Node] = []  # evicted nodes kept for reuse, at most _SPARE_NODES
+        self._spare: list[_Node] = []  # evicted nodes kept for reuse (trie_fast._SPARE_NODES)
         self._slices: list[slice] = []  # page i's token slice at [i] (see _page_slices)
 
     # -- operations -----------------------------------------------------------------------
@@ -107,178 +104,100 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
 
         Each matched node counts a hit and keeps the highest ``priority`` of the
         allocations that matched or published it (what the ``priority`` policy evicts by).
+        The steps of the pseudo-code's ``acquire``; events, when recording, as each happens.
         """
-        # base.int_tokens, inlined (the lifecycle's hottest call): every token an exact int,
-        # else the slow path finds the culprit and refuses (or converts int subclasses).
-        try:
-            tokens = tuple(tokens)
-        except TypeError:
-            raise not_a_sequence(tokens, "acquire") from None
-        if list(map(type, tokens)).count(int) != len(tokens):
-            tokens = exact_ints(tokens, "acquire")
-        if type(extra_token_slots) is not int or extra_token_slots < 0:
-            self._check_extra(extra_token_slots, "acquire")
-        if name is not None and type(name) is not str:
-            check_name(name, "acquire")
-        if type(priority) is not int or priority:  # 0, the default, needs no check
-            check_priority(priority, "acquire")
+        tokens = acquire_args(tokens, extra_token_slots, name, priority)
+        if self._events is None:  # unrecorded: the same steps fused for speed (kvcore/trie_fast.py)
+            allocation = trie_fast.acquire(self, tokens, extra_token_slots, name, priority)
+            if allocation is not None:
+                return allocation
         tpp = self.tokens_per_page
-        n_tokens = len(tokens)
-        n_full = n_tokens // tpp
-        slices = self._slices
-        if n_full > len(slices):
-            slices = self._page_slices(n_full)
-        pool = self._pool
-        free = pool.available_page_count()
-        most = -(-(n_tokens + extra_token_slots) // tpp)  # the pages needed if nothing matches
-        if self._events is None and (most <= free or most + n_full <= free + self._ref0):
-            # The hot path. This acquire cannot fail whatever it matches (it protects at
-            # most n_full nodes from eviction), so the walk references each node as it
-            # matches it: one pass over the path, no event objects. Only the deepest
-            # matched node can be a candidate (each other one has the next as a child);
-            # the heap keeps its own copy of the keys, so it leaves after its fields change.
-            self.clock = tick = self.clock + 1
-            matched = []
-            pages = []
-            append = matched.append
-            append_page = pages.append  # cheaper than list(map(attrgetter)) afterwards
-            ref0 = 0
-            node = self._root
-            for page_slice in slices[:n_full]:
-                node = node.children.get(tokens[page_slice])
-                if node is None:
-                    break
-                if not node.ref:
-                    ref0 += 1
-                node.ref += 1
-                node.last_access = tick
-                node.hits += 1
-                append(node)
-                append_page(node.page)
-            if matched:
-                self._ref0 -= ref0
-                if node is None:
-                    node = matched[-1]
-                if node.hpos >= 0:
-                    self._heap.remove(node)
-            if priority:
-                self._raise_priority(matched, priority)
-            matched_tokens = len(matched) * tpp
-            allocation_id = self._next_allocation_id
-            self._next_allocation_id = allocation_id + 1
-            self._lookups += 1
-            self._lookup_tokens += n_tokens
-            self._hit_tokens += matched_tokens
-            allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
-            self.allocations[allocation_id] = allocation
-            needed = most - len(matched)
-            if needed > 0:
-                if needed <= free:
-                    pages += pool.take(needed)
-                elif free:
-                    pages += pool.take(free)
-                    pages += self._evict(needed - free, allocation_id)
-                else:
-                    pages += self._evict(needed, allocation_id)
-            return allocation
-        matched: list[_Node] = []
-        node = self._root
-        for page_slice in slices[:n_full]:
-            child = node.children.get(tokens[page_slice])
-            if child is None:
-                break
-            matched.append(child)
-            node = child
-        matched_tokens = len(matched) * tpp
-        needed = -(-(n_tokens - matched_tokens + extra_token_slots) // tpp)
-        if needed > free and needed > free + self._ref0 - len(matched):
-            # Ref-0 nodes on the matched path are about to be referenced, so they are not
-            # evictable for this acquire. Counting them costs a pass over the path, so only
-            # when the cheap bound (all of them ref 0) says the acquire might fail.
-            protected = sum(1 for n in matched if n.ref == 0)
-            evictable = self._ref0 - protected
-            if needed > free + evictable:
-                if self._watched:
-                    self._report_walk(self._next_allocation_id, tokens, matched)
-                    self._events.append(ev.Failed("acquire", None, needed, free, evictable, protected))
-                raise self._failure(
-                    f"cannot acquire {n_tokens} tokens + {extra_token_slots} extra slots "
-                    f"({matched_tokens} tokens matched in the cache)", needed, free, evictable, protected)
+        matched = self._match(tokens)
+        hit = len(matched) * tpp
+        needed = pages_for(len(tokens) - hit + extra_token_slots, tpp)
+        free = self._pool.available_page_count()
+        if needed > free:
+            protected = sum(1 for n in matched if n.ref == 0)  # ours now: not evictable for us
+            if needed > free + self._ref0 - protected:
+                self._refuse_acquire(tokens, extra_token_slots, matched, needed, free, protected)
         # Nothing can fail from here on. The op starts (and a watched one reports its walk)
         # before the clock ticks, as the code runs: at each event the state is as it says.
         events = self._events
-        if events is not None:
-            events.append(ev.OpStarted("acquire", self._next_allocation_id, self.clock + 1))
-            if self._rows is not None:
-                self._rows.op(self._next_allocation_id)
-            if self._watched:
-                self._report_walk(self._next_allocation_id, tokens, matched)
-        self.clock = tick = self.clock + 1
         allocation_id = self._next_allocation_id
-        self._next_allocation_id = allocation_id + 1
+        if events is not None:
+            self._start_acquire(allocation_id, tokens, matched)
+        self.clock = now = self.clock + 1
+        self._next_allocation_id += 1
         self._lookups += 1
-        self._lookup_tokens += n_tokens
-        self._hit_tokens += matched_tokens
-        heap = self._heap
-        if events is None:
-            # The hot path: one pass over the match, no event objects. Only the deepest
-            # matched node can be a candidate: each other one has the next as a child.
-            pages = list(map(_page_of, matched))
-            if matched and matched[-1].hpos >= 0:
-                heap.remove(matched[-1])
-            ref0 = 0
-            for n in matched:
-                if not n.ref:
-                    ref0 += 1
-                n.ref += 1
-                n.last_access = tick
-                n.hits += 1
-            self._ref0 -= ref0
-            if priority:
-                self._raise_priority(matched, priority)
-            allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
-            self.allocations[allocation_id] = allocation
-            if needed > 0:
-                if needed <= free:
-                    pages += pool.take(needed)
-                elif free:
-                    pages += pool.take(free)
-                    pages += self._evict(needed - free, allocation_id)
-                else:
-                    pages += self._evict(needed, allocation_id)
-            return allocation
+        self._lookup_tokens += len(tokens)
+        self._hit_tokens += hit
         if self._watched:
-            events.append(ev.Ticked("acquire", allocation_id, tick))
-        pages = [n.page for n in matched]
-        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, matched_tokens, priority)
+            events.append(ev.Ticked("acquire", allocation_id, now))
+        pages = list(map(_page_of, matched))
+        allocation = PageAllocation(self, allocation_id, name, tokens, pages, matched, hit, priority)
         self.allocations[allocation_id] = allocation  # its block table starts with the matched pages
-        events.append(ev.Matched(allocation_id, tuple(n.seq for n in matched), tuple(pages),
-                                 matched_tokens, n_tokens, self._match_reason(tokens, matched)))
+        if events is not None:
+            events.append(ev.Matched(allocation_id, tuple(n.seq for n in matched), tuple(pages),
+                                     hit, len(tokens), self._match_reason(tokens, matched)))
         for n in matched:
             if n.ref == 0:
                 self._ref0 -= 1
-                if n.hpos >= 0:
-                    heap.remove(n)
-                    events.append(ev.CandidateRemoved(n.seq, n.page, "matched by an acquire"))
+                if n.hpos >= 0:  # childless and ref 0: a candidate no more
+                    self._heap.remove(n)
+                    if events is not None:
+                        events.append(ev.CandidateRemoved(n.seq, n.page, "matched by an acquire"))
             n.ref += 1
             n.hits += 1
-            events.append(ev.RefTaken(allocation_id, n.seq, n.page, n.ref))
-        if priority:
-            self._raise_priority(matched, priority)
-        if matched:
-            for n in matched:  # a loop of its own: at each event the state is as it says
-                n.last_access = tick
-            events.append(ev.Touched(tuple(n.seq for n in matched), tick))
-            if self._rows is not None:
-                self._rows.touch(matched)
+            if events is not None:
+                events.append(ev.RefTaken(allocation_id, n.seq, n.page, n.ref))
+        self._raise_priority(matched, priority)
+        self._touch(matched, now)
         if needed > 0:
-            if needed <= free:
-                taken = pool.take(needed)
-                pages += taken
-                events.append(ev.PagesTaken(allocation_id, tuple(taken)))
-            else:
-                self._grow(allocation, needed)
+            self._grow(allocation, needed)
         return allocation
+
+    def _match(self, tokens: tuple) -> list[_Node]:
+        """The nodes of the longest cached prefix of ``tokens``'s full pages, root first."""
+        slices = self._slices
+        n_full = len(tokens) // self.tokens_per_page
+        if n_full > len(slices):
+            slices = self._page_slices(n_full)
+        matched = []
+        node = self._root
+        for page_slice in slices[:n_full]:
+            node = node.children.get(tokens[page_slice])
+            if node is None:
+                break
+            matched.append(node)
+        return matched
+
+    def _refuse_acquire(self, tokens: tuple, extra_token_slots: int, matched: list, needed: int, free: int,
+                        protected: int) -> None:
+        """Raise the failure of an acquire that does not fit (a watched cache reports its walk first)."""
+        evictable = self._ref0 - protected
+        if self._watched:
+            self._report_walk(self._next_allocation_id, tokens, matched)
+            self._events.append(ev.Failed("acquire", None, needed, free, evictable, protected))
+        raise self._failure(
+            f"cannot acquire {len(tokens)} tokens + {extra_token_slots} extra slots "
+            f"({len(matched) * self.tokens_per_page} tokens matched in the cache)", needed, free, evictable, protected)
+
+    def _start_acquire(self, allocation_id: int, tokens: tuple, matched: list) -> None:
+        """A recorded acquire's OpStarted (and a watched one's walk), before the clock ticks."""
+        self._events.append(ev.OpStarted("acquire", allocation_id, self.clock + 1))
+        if self._rows is not None:
+            self._rows.op(allocation_id)
+        if self._watched:
+            self._report_walk(allocation_id, tokens, matched)
+
+    def _touch(self, nodes: list, now: int) -> None:
+        """Every node in ``nodes`` (referenced, so none is a candidate) accessed at ``now``."""
+        for n in nodes:
+            n.last_access = now
+        if self._events is not None and nodes:
+            self._events.append(ev.Touched(tuple(n.seq for n in nodes), now))
+            if self._rows is not None:
+                self._rows.touch(nodes)
 
     def _publish(self, allocation: PageAllocation, tokens: Iterable[int] | None,
                  publish_incomplete_page: bool) -> None:
@@ -299,12 +218,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         nodes = allocation._nodes
         n_nodes = len(nodes)
         walked = nodes if n_full >= n_nodes else nodes[:n_full]
-        for n in walked:
-            n.last_access = tick
-        if events is not None and walked:
-            events.append(ev.Touched(tuple(n.seq for n in walked), tick))
-            if self._rows is not None:
-                self._rows.touch(walked)
+        self._touch(walked, tick)
         if n_full <= n_nodes:
             return  # publishing is monotonic: nothing new to share
         pages = allocation._pages
@@ -349,7 +263,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         # The rest is new. A new node has no children, so below the first one created
         # nothing can exist: no lookups, only inserts. Creating nodes is the costliest step
         # of a publish, so a full cache reuses the nodes its evictions just emptied (see
-        # _SPARE_NODES); otherwise object.__new__ plus slot stores skips the class call
+        # trie_fast._SPARE_NODES); otherwise object.__new__ plus slot stores skips the class call
         # into _Node.__init__ (a third of the creation time on CPython 3.11).
         seq = self._next_seq
         spare = self._spare
@@ -387,52 +301,30 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
     def _release(self, allocation: PageAllocation) -> None:
         if self.allocations.get(allocation.id) is not allocation:
             self._check_live(allocation, "release")  # raises
-        events = self._events
-        if events is not None:
-            events.append(ev.OpStarted("release", allocation.id, self.clock + 1))
-            if self._rows is not None:
-                self._rows.op(allocation.id)
-        self.clock = tick = self.clock + 1
-        if events is not None and self._watched:
-            events.append(ev.Ticked("release", allocation.id, tick))
+        if self._events is None:  # unrecorded: the same steps fused for speed (kvcore/trie_fast.py)
+            return trie_fast.release(self, allocation)
+        events = self._tick("release", allocation)
         nodes = allocation._nodes
-        heap = self._heap
-        if events is None:
-            # Only the deepest node of a path can be childless (each other node has the next
-            # one as a child), so only it can become an eviction candidate.
-            ref0 = 0
-            for n in nodes:
-                n.ref -= 1
-                if not n.ref:
-                    ref0 += 1
-            self._ref0 += ref0
-            if nodes:
-                n = nodes[-1]
-                if not n.ref and not n.children:
-                    heap.push(n, self._key(n))
-        else:
-            if self._rows is not None:
-                self._rows.touch(nodes)
-            for n in reversed(nodes):
-                n.ref -= 1
+        if events is not None and self._rows is not None:
+            self._rows.touch(nodes)
+        for n in reversed(nodes):  # deepest first: a node loses its last child before it is seen
+            n.ref -= 1
+            if events is not None:
                 events.append(ev.RefDropped(allocation.id, n.seq, n.page, n.ref))
-                if n.ref == 0:
-                    self._ref0 += 1
-                    if not n.children:
-                        heap.push(n, self._key(n))
+            if n.ref == 0:
+                self._ref0 += 1
+                if not n.children:
+                    self._heap.push(n, self._key(n))
+                    if events is not None:
                         events.append(ev.CandidateAdded(n.seq, n.page, self._key_tuple(n)))
         pages = allocation._pages
         if len(pages) > len(nodes):
             tail = pages[len(nodes):]
             self._pool.give(tail)
+            del pages[len(nodes):]  # before the event: at each event the state is as it says
             if events is not None:
-                del pages[len(nodes):]  # before the event: at each event the state is as it says
                 events.append(ev.PagesFreed(allocation.id, tuple(tail), "release"))
-        # BasePagedAttentionCache._retire, inlined (a call per lifecycle saved).
-        allocation.released = True
-        allocation._pages = []
-        allocation._nodes = []
-        del self.allocations[allocation.id]
+        self._retire(allocation)
         if events is not None:
             events.append(ev.Released(allocation.id))
 
@@ -455,164 +347,43 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
         return self._ref0
 
     def _evict(self, count: int, allocation_id: int) -> list[int]:
-        """Evict ``count`` candidates, smallest key first; their pages, in eviction order.
-
-        One loop for the whole batch (not a call per page): eviction is the hot path of a
-        full cache. The caller checked that ``count <= evictable``.
-        """
-        if self._events is not None:
-            return self._evict_narrated(count, allocation_id)
-        # The same steps as _evict_narrated with the heap's pop and replace_top inlined
-        # (one Python call per batch instead of four per page); the state machine test
-        # drives both against the reference model. The two inlined sifts below are the
-        # copies of IndexedHeap._sift_down that stay, for a measured reason: calling
-        # heap.replace_top / heap.pop here instead costs 24% more work per evicted page
-        # (bench_core's bytecodes per page: 505.6 -> 628.1 at 1,000 leaves, 772.3 -> 936.4
-        # at 100,000) and 6.6% more per request of a 20,000-page lifecycle (2,924 -> 3,117).
-        #
-        # Most evictions cascade up a chain: the victim's parent becomes a candidate with
-        # the victim's last_access and a smaller seq, so it is the new minimum. While that
-        # holds (its key is below both children of the heap's root, the smallest keys left
-        # in the heap) it is evicted next without entering the heap: the heap is written
-        # once per chain, leaving exactly the array that op-by-op eviction would.
-        keys, items = self._heap.arrays()
-        key_of = self._key  # a local: read once per batch, not once per cascade step
-        parent_first = self._parent_first
-        root = self._root
-        spare = self._spare
-        room = _SPARE_NODES - len(spare)
-        freed = []
-        append = freed.append
-        left = count
-        while left:
-            top = items[0]
-            top.hpos = -1
-            n = len(keys)
-            # The smallest key left in the heap once the top is gone.
-            rest = (keys[1] if n == 2 or keys[1] < keys[2] else keys[2]) if n > 1 else _NO_KEY
-            victim = top
-            while True:
-                parent = victim.parent
-                siblings = parent.children
-                if len(siblings) == 1:
-                    siblings.clear()  # the victim is the only child: skip hashing its tokens
-                else:
-                    del siblings[victim.tokens]
-                append(victim.page)
-                if room:  # keep it for reuse; publish overwrites every other field
-                    room -= 1
-                    victim.parent = None  # or it would keep its evicted ancestors alive
-                    spare.append(victim)
-                left -= 1
-                if parent.ref or siblings or parent is root:
-                    candidate = None
-                    break
-                candidate = parent
-                if left and parent.last_access is victim.last_access and parent_first:
-                    # Touched by the same op (the same tick object), and a parent's seq is
-                    # below its child's (creation order; restore refuses anything else), so
-                    # under lru, fifo and mru its key is below the victim's, itself below
-                    # rest. The identity test reads no int: these ints are cold in a full
-                    # cache.
-                    victim = parent
-                    continue
-                key = key_of(parent)
-                if not left or key > rest:
-                    break
-                victim = parent  # the new minimum: evict it straight away
-            if candidate is not None:
-                # IndexedHeap.replace_top(candidate): sift its key down from the root.
-                item = candidate
-                pos = 0
-                child = 1
-                while child < n:
-                    if child + 1 < n and keys[child + 1] < keys[child]:
-                        child += 1
-                    child_key = keys[child]
-                    if key <= child_key:
-                        break
-                    keys[pos] = child_key
-                    moved = items[pos] = items[child]
-                    moved.hpos = pos
-                    pos = child
-                    child = 2 * child + 1
-            else:
-                # IndexedHeap.pop(): move the last entry into the root's hole Floyd's way
-                # (walk the hole down taking the smaller child, then sift the entry up): the
-                # entry came from the bottom, so it rarely climbs far, and one comparison per
-                # level beats two. With distinct keys it leaves the array a plain sift does.
-                key = keys.pop()
-                item = items.pop()
-                n -= 1
-                if not n:
-                    continue  # the top was the only entry
-                pos = 0
-                child = 1
-                last = n - 1  # while child < last, both children exist
-                while child < last:
-                    if keys[child + 1] < keys[child]:
-                        child += 1
-                    keys[pos] = keys[child]
-                    moved = items[pos] = items[child]
-                    moved.hpos = pos
-                    pos = child
-                    child = 2 * child + 1
-                if child == last:  # a lone left child at the bottom
-                    keys[pos] = keys[child]
-                    moved = items[pos] = items[child]
-                    moved.hpos = pos
-                    pos = child
-                while pos:
-                    up = (pos - 1) >> 1
-                    up_key = keys[up]
-                    if key >= up_key:
-                        break
-                    keys[pos] = up_key
-                    moved = items[pos] = items[up]
-                    moved.hpos = pos
-                    pos = up
-            keys[pos] = key
-            items[pos] = item
-            item.hpos = pos
-        self._ref0 -= count
-        self._evictions += count
-        return freed
-
-    def _evict_narrated(self, count: int, allocation_id: int) -> list[int]:
-        """:meth:`_evict` with events, through the heap's own methods, one victim at a time.
-
-        Each victim's page goes to the allocation at once (so a watched cache's state at each
-        event is what the event says); returns [] for the caller to append."""
+        """Evict ``count`` candidates, smallest key first, into the allocation's pages (the
+        pseudo-code's ``evict``); returns [] for the caller to append. The caller checked that
+        ``count <= evictable``. Each victim's page goes to the allocation at once, so a watched
+        cache's state at each event is what the event says."""
+        if self._events is None:  # unrecorded: the same steps fused for speed (kvcore/trie_fast.py)
+            return trie_fast.evict(self, count)
         heap = self._heap
-        root = self._root
-        events = self._events
         pages = self.allocations[allocation_id]._pages
         for _ in range(count):
             victim = heap.peek()
             parent = victim.parent
-            # The parent becomes a candidate when the victim is its only child: it takes the
-            # victim's slot in one sift (replace_top), as the batch eviction does.
-            became = parent if (parent.ref == 0 and len(parent.children) == 1 and parent is not root) else None
-            if became is not None:
-                heap.replace_top(became, self._key(became))
+            if parent is not self._root and parent.ref == 0 and len(parent.children) == 1:
+                became = parent  # the cascade: childless now, it takes the victim's slot in one sift
+                heap.replace_top(parent, self._key(parent))
             else:
+                became = None
                 heap.pop()
             del parent.children[victim.tokens]
             victim.parent = None
-            if self._rows is not None:
-                self._rows.gone(victim)
             pages.append(victim.page)
             self._ref0 -= 1
             self._evictions += 1
-            top = heap.peek()
-            events.append(ev.Evicted(
-                allocation_id, victim.seq, victim.page, victim.tokens, self._key_tuple(victim),
-                top.seq if top is not None else None,
-                self._key_tuple(top) if top is not None else None,
-                became.seq if became is not None else None))
-            if became is not None:
-                events.append(ev.CandidateAdded(became.seq, became.page, self._key_tuple(became)))
+            if self._events is not None:
+                self._report_eviction(allocation_id, victim, became)
         return []
+
+    def _report_eviction(self, allocation_id: int, victim: _Node, became: _Node | None) -> None:
+        """A recorded eviction's events: the victim (and the next top), then the new candidate."""
+        if self._rows is not None:
+            self._rows.gone(victim)
+        top = self._heap.peek()
+        self._events.append(ev.Evicted(
+            allocation_id, victim.seq, victim.page, victim.tokens, self._key_tuple(victim),
+            top.seq if top is not None else None, self._key_tuple(top) if top is not None else None,
+            became.seq if became is not None else None))
+        if became is not None:
+            self._events.append(ev.CandidateAdded(became.seq, became.page, self._key_tuple(became)))
 
     # -- watching -------------------------------------------------------------------------
 
@@ -660,7 +431,7 @@ class TriePagedAttentionCache(BasePagedAttentionCache):
 
     def _key_tuple(self, n: _Node) -> tuple[int, ...]:
         """``n``'s eviction key as the tuple events and views show."""
-        return key_tuple(self.policy, n.last_access, n.seq, n.hits, n.priority)
+        return self._row.key_of(n)
 
     def _match_reason(self, tokens: tuple, matched: list) -> str:
         tpp = self.tokens_per_page

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import kvcore
 from kvcore import Snapshot, Violation, check_snapshot
-from kvcore.invariants import IncrementalChecker
+from kvcore.incremental import IncrementalChecker
 
 from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 
@@ -107,7 +107,7 @@ class KvcoreBackend:
     def check(self, snapshot: Snapshot) -> list[Violation]:
         """kvcore's invariant checker on ``snapshot``: what changed since the snapshot checked
         before it, when that one was healthy and from this cache (consecutive frames), else
-        the whole snapshot (:class:`kvcore.invariants.IncrementalChecker`; same verdict)."""
+        the whole snapshot (:class:`kvcore.incremental.IncrementalChecker`; same verdict)."""
         return self._checker.check(snapshot)
 
     def checked_healthy(self, snapshot: Snapshot) -> None:

@@ -8,7 +8,7 @@ are not the previous state's, the ids of the rows gone, and edits of the two ord
 slice of 5,537 pages is up to 332 KB per whole state, about 2.5 KB per step line after the first.
 
 Each state also gets its :meth:`kvcore.Snapshot.state_digest`, a set digest of its rows,
-fields and list neighbours (AdHash, :class:`kvcore.snapshot.StateDigest`), which a step
+fields and list neighbours (AdHash, :class:`kvcore.state_digest.StateDigest`), which a step
 updates from what it changed: the element of each row, field, free-list neighbour pair and
 heap slot gone is taken out, each new one put in, two hashes per element changed and
 never a pass over the pool. (sha256 of the whole canonical JSON, :meth:`kvcore.Snapshot.digest`,
@@ -48,9 +48,10 @@ from typing import Any
 
 from kvcore import Snapshot
 # The snapshot format's own row encoders and state-digest elements: one definition each.
-from kvcore.snapshot import (FreePages, PageTable, QueuedPages, StateDigest, _allocation_row, _block_row, _node_row,
-                             _page_row, field_element, free_elements, free_pair_element, ids_increase, page_element,
-                             placed_element, row_element, untouched_free)
+from kvcore.rows import allocation_row, block_row, node_row, page_row
+from kvcore.snapshot import FreePages, PageTable, QueuedPages, untouched_free
+from kvcore.state_digest import (StateDigest, field_element, free_elements, free_pair_element, ids_increase,
+                                 page_element, placed_element, row_element)
 
 from .designs import design_of
 
@@ -64,8 +65,8 @@ FIXED = ("schema", "kind", "policy", "tokens_per_page", "page_count")
 
 #: The keyed row tables: (the snapshot's attribute and JSON key, the row encoder, the key of
 #: the ids gone). ``blocks`` is a hash cache's only.
-TABLES = (("nodes", _node_row, "nodes_gone"), ("allocations", _allocation_row, "allocations_gone"))
-BLOCKS = ("blocks", _block_row, "blocks_gone")
+TABLES = (("nodes", node_row, "nodes_gone"), ("allocations", allocation_row, "allocations_gone"))
+BLOCKS = ("blocks", block_row, "blocks_gone")
 
 _id_of = attrgetter("id")
 
@@ -535,8 +536,8 @@ class StateWriter:
         old_pages, new_pages = last.pages, snap.pages
         rows = []
         for p in (told.pages if told is not None else _changed_pages(old_pages, new_pages)):
-            text = _encode(_page_row(new_pages[p]))
-            was = _encode(_page_row(old_pages[p]))
+            text = _encode(page_row(new_pages[p]))
+            was = _encode(page_row(old_pages[p]))
             if was != text:
                 digest.remove(page_element(p, was))
                 digest.add(page_element(p, text))

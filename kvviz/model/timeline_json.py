@@ -34,8 +34,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from kvcore import Snapshot
-from kvcore.snapshot import STATE_DIGEST_SCHEME
 from kvcore.events import event_to_dict
+from kvcore.state_digest import STATE_DIGEST_SCHEME
 
 from ..backends import Call
 from ..backends.registry import BACKENDS

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The trie has two eviction loops: a fast one with the heap inlined (no events) and a
-narrated one through the heap's methods (events on). They must leave identical states.
+"""The trie has two eviction loops: a fast one with the heap inlined (kvcore/trie_fast.py, no
+events) and the readable one through the heap's methods (kvcore/trie.py, events on). They must
+leave identical states.
 
 The state machine test drives both, but on pools of at most 8 pages, where the heap is at
 most three levels deep. Here the heap holds hundreds of candidates, so the inlined sifts
@@ -164,7 +165,7 @@ def test_spare_nodes_do_not_keep_evicted_chains_alive():
     stay reachable through them."""
     import gc
 
-    from kvcore import trie
+    from kvcore import trie, trie_fast
 
     def nodes_alive() -> int:
         gc.collect()
@@ -176,7 +177,7 @@ def test_spare_nodes_do_not_keep_evicted_chains_alive():
     chain.publish_pages_for_tokens()
     chain.release_pages()
     held = cache.acquire_pages_for_tokens(list(range(1000, 1400)))  # evicts the whole chain
-    assert len(cache._spare) == trie._SPARE_NODES
+    assert len(cache._spare) == trie_fast._SPARE_NODES
     assert nodes_alive() - before == 1 + len(cache._spare)  # the root and the spares: the rest is gone
     assert all(n.parent is None for n in cache._spare)
     held.release_pages()

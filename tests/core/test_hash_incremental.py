@@ -3,7 +3,7 @@
 the whole ones say (issue 21).
 
 Oracles: a snapshot read from the live structures (``_snapshot_from_live``) for the kept
-rows, and ``check_snapshot`` for :class:`kvcore.invariants.IncrementalChecker`, at every
+rows, and ``check_snapshot`` for :class:`kvcore.incremental.IncrementalChecker`, at every
 step of random runs that evict lazily, cache duplicates, extend, release, and start from a
 restored cache whose free queue puts parents ahead of children (so blocks become
 unreachable and reachable again). Planted bugs: snapshots corrupted in one row (a ref count,
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import kvcore
 from kvcore import HashBlockPagedAttentionCache, KVCacheError, PagePool, Snapshot, check_snapshot
 from kvcore.blockkey import block_key
-from kvcore.invariants import IncrementalChecker
+from kvcore.incremental import IncrementalChecker
 from kvcore.snapshot import PageInfo, PageTable, QueuedPages, SnapshotChanges, touched_rows, untouched_free
 from tests.core.step_memory import largest_checked_step
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import kvcore
 from kvcore import POLICIES, check_snapshot
 from kvcore.errors import KVCacheError
-from kvcore.invariants import IncrementalChecker
+from kvcore.incremental import IncrementalChecker
 from kvcore.snapshot import PageInfo
 
 from .test_stateful import apply_op, op_strategy

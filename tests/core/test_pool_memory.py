@@ -188,7 +188,7 @@ def _largest_step_allocation(page_count: int) -> int:
     its peak, with the cache recording events as kvviz's sessions do. The first step is left
     out: it makes the pool's first chunk of page numbers (``kvcore.pool._CHUNK``, about
     150 KB on any pool of 4,096 pages or more, once per chunk)."""
-    from kvcore.invariants import IncrementalChecker
+    from kvcore.incremental import IncrementalChecker
 
     cache = TriePagedAttentionCache(PagePool(page_count), 4)
     cache.record_events(True)

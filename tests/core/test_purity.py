@@ -5,7 +5,7 @@ from tests.imported import foreign_modules_after, top_level_modules_after
 
 
 def test_kvcore_imports_only_the_standard_library():
-    imports = "import kvcore, kvcore.events, kvcore.invariants"
+    imports = "import kvcore, kvcore.events, kvcore.invariants, kvcore.incremental, kvcore.rows, kvcore.state_digest"
     top = top_level_modules_after(imports)
     foreign = foreign_modules_after(imports) - {"kvcore"}
     assert foreign == set()

@@ -214,13 +214,13 @@ def test_serialising_a_snapshot_of_a_10_to_the_12_page_pool_is_refused_at_once_n
 
 
 def test_a_snapshot_at_the_serialising_limit_serialises_and_one_page_more_is_refused(monkeypatch):
-    import kvcore.snapshot as snapshot_module
+    import kvcore.rows as rows_module
 
-    monkeypatch.setattr(snapshot_module, "MAX_SERIALISED_PAGES", 8)
+    monkeypatch.setattr(rows_module, "MAX_SERIALISED_PAGES", 8)
     at_limit = kvcore.make_cache("trie", 8, 2).snapshot()
     assert Snapshot.from_dict(at_limit.to_dict()) == at_limit
     assert len(at_limit.digest()) == 64
-    with pytest.raises(snapshot_module.SnapshotTooLarge, match="9 pages"):
+    with pytest.raises(rows_module.SnapshotTooLarge, match="9 pages"):
         kvcore.make_cache("trie", 9, 2).snapshot().digest()
 
 

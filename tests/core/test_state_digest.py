@@ -17,7 +17,7 @@ import pytest
 
 import kvcore
 from kvcore import Snapshot
-from kvcore.snapshot import STATE_DIGEST_SCHEME, StateDigest, state_elements
+from kvcore.state_digest import STATE_DIGEST_SCHEME, StateDigest, state_elements
 
 
 def digest_of(state: dict) -> str:

@@ -307,7 +307,7 @@ def test_a_steps_memory_is_the_same_on_a_1k_and_a_100k_page_pool():
 
 
 def list_digest(name: str, items: list) -> str:
-    from kvcore.snapshot import StateDigest, free_elements, placed_element
+    from kvcore.state_digest import StateDigest, free_elements, placed_element
 
     digest = StateDigest()
     for element in (free_elements(items) if name == "free" else
@@ -344,7 +344,7 @@ def test_following_any_list_edit_gives_the_digest_of_the_new_list(lists, name):
     old, new = lists
     # Any lists: pages listed twice (read by position), items moved, inserted, removed
     # anywhere, the length changed mid-list (heap positions after it shift).
-    from kvcore.snapshot import StateDigest, free_elements, placed_element
+    from kvcore.state_digest import StateDigest, free_elements, placed_element
     from kvviz.model.state_changes import _PageCounts, follow_free_list, follow_heap, list_edits
 
     digest = StateDigest()
@@ -362,7 +362,7 @@ def test_following_any_list_edit_gives_the_digest_of_the_new_list(lists, name):
 @settings(max_examples=200, deadline=None)
 @given(size=st.integers(0, 40), moves=st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), max_size=6))
 def test_following_a_distinct_free_list_step_by_step_hashes_only_around_the_edits(size, moves):
-    from kvcore.snapshot import StateDigest, free_elements
+    from kvcore.state_digest import StateDigest, free_elements
     from kvviz.model.state_changes import _PageCounts, follow_free_list, list_edits
 
     free = list(range(size))

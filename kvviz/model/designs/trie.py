@@ -501,7 +501,7 @@ ALGORITHMS = {a.name: a for a in (
     parse("release", "release: drop the references, new candidates join the heap",
           "kvcore/trie.py TriePagedAttentionCache._release, heap.py WatchedHeap.push", _RELEASE),
     parse("evict", "evict: pop the heap's smallest key, sift down, give the page",
-          "kvcore/trie.py TriePagedAttentionCache._evict_narrated, heap.py WatchedHeap", _EVICT),
+          "kvcore/trie.py TriePagedAttentionCache._evict, heap.py WatchedHeap", _EVICT),
 )}
 """The trie's algorithms, by name."""
 
