@@ -188,7 +188,7 @@ def lru_curve(requests: Sequence[TraceRequest], *, design: str = "trie",
                 over_hist[distance] = over_hist.get(distance, 0) + 1
             elif k == capped:
                 overshoot = capped * page_tokens - request.input_length
-                if overshoot:
+                if overshoot > 0:  # an input past its last block (a partial tail, no id) takes nothing off
                     overshoot_hist[distance] = overshoot_hist.get(distance, 0) + overshoot
         for child in path:
             i = moved_at[child]

@@ -128,6 +128,16 @@ def test_a_capped_last_block_counts_only_the_input_length():
     assert curve.hit_tokens(2) == 2 * PAGE - 300 == replayed(requests, "trie", 2).hit_tokens
 
 
+def test_an_input_running_past_its_last_block_hits_only_its_full_blocks_as_the_replay_does():
+    # Your own traffic (kvviz.trace.traffic): a prompt's partial last block gets no hash id, so
+    # its input runs past its blocks; the tail is never a hit, and the pass must not add it.
+    requests = [TraceRequest(i, i + 1, i, 3 * PAGE + 13, 1, (1, 2, 3)) for i in range(2)]
+    curve = lru_curve(requests)
+    for pages in (3, 4):
+        assert curve.hit_tokens(pages) == 3 * PAGE == replayed(requests, "trie", pages).hit_tokens
+        assert curve.hit_tokens(pages) == replayed(requests, "hash", pages).hit_tokens
+
+
 # Belady's anomaly: more pages, fewer hits. A stack algorithm cannot show it (its cache at C
 # pages is always inside its cache at C + 1). Found by a random search over small traces on
 # the naive replay, shrunk, and replayed here through kvcore.

@@ -70,3 +70,17 @@ def test_text_is_cut_by_the_tokenizer_also_when_a_sweep_worker_reads_it_again(tm
     assert requests[0].input_length == len(ids("the cat sat on the mat"))
     source = TraceSource.of(path, requests, block_tokens=2, tokenizer=str(tokenizer))
     assert source.read() == requests
+
+
+def _sweep_rows(path, *extra):
+    result = CliRunner().invoke(trace, [str(path), "--page-tokens", "16", "--sweep", "--workers", "1", "--json",
+                                        *extra])
+    assert result.exit_code == 0, result.output
+    return [(row["capacity_tokens"], row["hit_tokens"], row["misses"]) for row in json.loads(result.output)["sweep"]]
+
+
+def test_a_sweep_of_your_own_traffic_reads_the_one_pass_rows_as_the_replays_give_them(tmp_path):
+    # Tails past the last full block once made the one-pass rows count hits beyond the replay's
+    # (and the miss breakdown refused them: a traceback).
+    path = write(tmp_path, LINES + LINES)
+    assert _sweep_rows(path) == _sweep_rows(path, "--replay-all")
