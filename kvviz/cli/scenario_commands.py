@@ -428,7 +428,11 @@ def _from_one(message: str) -> str:
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @click.option("--print", "print_only", is_flag=True, help="Print the bundled step as text instead of opening the UI.")
 def open_(bundle: str, print_only: bool) -> None:
-    """Replay a bug-report bundle, verify every per-step digest, show the bundled step."""
+    """Replay a bug-report bundle, verify every per-step digest, show the bundled step.
+
+    A watch bundle (`kvviz watch ... -o B.json`) replays in time linear in its steps, about
+    twice `kvviz watch --print` of its recording, and stops checking at the first step whose
+    digest differs."""
     from ..export.bundle import BundleError, open_bundle
     from ..export.watch_bundle import is_watch_bundle
 
