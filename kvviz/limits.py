@@ -120,3 +120,11 @@ MAX_WATCH_BUNDLE_STEPS = 200_000
 replayed: writing and opening are linear in the steps (a digest per step, each O(1)); measured
 on 10 new blocks per step, 20,000 steps open in about 20 s on one core, so this bound is minutes,
 not hours, and a 64 MiB bundle of tiny messages cannot ask for more."""
+
+# -- every JSON file kvviz reads ------------------------------------------------------------------
+
+MAX_JSON_INT_DIGITS = 40
+"""Digits of one integer in a JSON file kvviz reads (recordings, bundles, traces, the progress
+file), checked before the digits become an int (``kvviz.jsonread``): every integer kvviz keeps
+fits 39 digits (a 128-bit hash), and Python's own bound (4,300 digits) is an exception, not a
+located error."""

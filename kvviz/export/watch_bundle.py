@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.kv_events.recording import Message, message_line
+from ..jsonread import JsonNumberTooLong, loads
 from ..limits import MAX_BUNDLE_BYTES, MAX_WATCH_BUNDLE_STEPS
 from .atomic import OutputTooLarge, open_atomic
 
@@ -219,7 +220,9 @@ def load_watch_bundle(path: str | os.PathLike) -> dict:
     if len(raw) > MAX_BUNDLE_BYTES:
         raise WatchBundleError(f"{path}: more than {MAX_BUNDLE_BYTES:,} bytes is too large for a bundle")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = loads(raw.decode("utf-8"))
+    except JsonNumberTooLong as exc:
+        raise WatchBundleError(f"{path}:{exc.lineno}:{exc.colno}: {exc}; expected a kvviz watch bundle") from None
     except UnicodeDecodeError as exc:
         raise WatchBundleError(f"{path}: not UTF-8 text at byte {exc.start} (expected a kvviz watch bundle)") from None
     except json.JSONDecodeError as exc:

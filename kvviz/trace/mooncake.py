@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..jsonread import JsonNumberTooLong, loads
 from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING, MAX_TRACE_SKIPS_LISTED
 
 __all__ = [
@@ -217,11 +218,11 @@ def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS) -
     text = text.rstrip("\r\n")  # so that an error at the end of the line is at its last column
     _check_nesting(text)
     try:
-        record = json.loads(text)
+        record = loads(text)
+    except JsonNumberTooLong as error:
+        raise LineProblem(f"a number too long to read ({error})", error.colno) from None
     except json.JSONDecodeError as error:
         raise LineProblem(f"not valid JSON ({error.msg})", error.pos + 1) from None
-    except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
-        raise LineProblem(f"a number too long to read (numbers are at most {MAX_NUMBER:,})") from None
     if not isinstance(record, dict):
         raise LineProblem(f"expected a JSON object with fields {', '.join(FIELDS)}; found {_describe(record)}")
     missing = [field for field in FIELDS if field not in record]
