@@ -104,7 +104,9 @@ def _bar(runs: int, ops: int, start_ops: int, width: int = 24) -> str:
               help="Keep the first failure of this kind (e.g. violation: ignore expect lines that fail "
                    "before the first invariant violation). Default: the first failure of any kind.")
 @click.option("--max-seconds", type=float, default=60.0, show_default=True,
-              help="Time budget: stop and print the smallest failing scenario found so far.")
+              help="Time budget for everything (the first run, the search, the check of the result "
+                   "and the bundle): the search stops in time to print the smallest failing scenario "
+                   "found so far; a scenario whose first run does not fit is refused as too big.")
 @click.option("--max-runs", type=click.IntRange(1, 10_000_000), default=200_000, show_default=True,
               help="Budget of candidate runs (deterministic: the same budget gives the same output).")
 def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, bundle_path: str | None,
@@ -119,9 +121,10 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     Exit 1 when it fails, 0 when it does not (nothing to shrink), 2 for bad input.
     """
     from ..model.compare import DiffError
-    from ..model.shrink import NotFailing, ShrinkBudget, report_lines
+    from ..model.shrink import NotFailing, ShrinkBudget, TooBigToShrink, report_lines
     from ..model.shrink import shrink as shrink_scenario
 
+    started = time.monotonic()  # the budget covers reading the scenario too
     mode = chosen_mode(backend, diff_mode)
     check_seconds(max_seconds)
     scenario = load_file_or_demo(file)
@@ -129,7 +132,8 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     _check_outputs(output, bundle_path, inputs)
     progress = Progress("shrinking")
     start_ops = len(scenario.steps)
-    budget = ShrinkBudget(max_runs=max_runs, out_of_time=deadline(max_seconds))
+    budget = ShrinkBudget(max_runs=max_runs, seconds=max_seconds, clock=time.monotonic,
+                          runs_after=1 + (bundle_path is not None), started=started)
     try:
         result = shrink_scenario(scenario, mode, budget=budget, sources=(keep,) if keep else None,
                                  on_progress=lambda runs, ops: progress(_bar(runs, ops, start_ops)))
@@ -137,6 +141,9 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
         progress.done()
         click.echo(f"kvviz: {exc}", err=True)
         sys.exit(0)
+    except TooBigToShrink as exc:
+        progress.done()
+        raise BadInput(str(exc)) from None
     except (DiffError, BackendError) as exc:
         progress.done()
         raise refused_scenario(scenario, exc) from None
@@ -153,8 +160,8 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
 
 def _check_outputs(output: str | None, bundle_path: str | None, inputs) -> None:
     """Bad input before any work: wrong suffixes, an output that is the input, two outputs
-    that are one file."""
-    from ..export.atomic import refuse_overwriting_inputs
+    that are one file, an output that cannot be written (a missing or read-only folder)."""
+    from ..export.atomic import check_writable, refuse_overwriting_inputs
 
     if output is not None and Path(output).suffix.lower() != ".kvs":
         raise BadInput(f"-o {output}: the minimal scenario is a .kvs file (give a name ending in .kvs)")
@@ -167,6 +174,12 @@ def _check_outputs(output: str | None, bundle_path: str | None, inputs) -> None:
             refuse_overwriting_inputs(given, inputs)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
+        try:
+            check_writable(given)
+        except OSError as exc:
+            raise BadInput(f"{given}: cannot be written ({exc.strerror or exc}); nothing was shrunk") from None
+    if output is not None and bundle_path is not None and Path(output).resolve() == Path(bundle_path).resolve():
+        raise BadInput(f"-o {output} and --bundle {bundle_path} are one file: name two")
 
 
 def _write(result, output: str | None, bundle_path: str | None, inputs) -> list[str]:
