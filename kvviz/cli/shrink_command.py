@@ -116,7 +116,9 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     "The same way": the first failure's kind (an invariant and its number, an expect line's
     kind, an error kind, a divergence's first field) and the known issue seen before it.
     Drops ops (delta debugging), tokens and pages of tokens, lowers extra=, the pool and the
-    page size, renames allocations a, b, ... and drops narration and other expect lines.
+    page size, lowers the pool together with the ops that fill it, renames allocations a, b,
+    ... and drops narration and other expect lines, until a whole round changes nothing: the
+    result is 1-minimal for its ops and its pool and page size.
     Prints the minimal scenario, what fails in it and where, and the sizes before and after.
     Exit 1 when it fails, 0 when it does not (nothing to shrink), 2 for bad input.
     """

@@ -15,11 +15,15 @@ until a whole round changes nothing:
    renumber the tokens 1, 2, 3, ... in order of first appearance;
 4. lower ``extra=`` and ``priority=``, the pool's page count and the page size, and try the
    default policy;
-5. rename the allocations ``a``, ``b``, ``c``, ... in order of first appearance.
+5. lower the pool by *k* pages together with *k* consecutive ops removed (adaptive deletion,
+   as Hypothesis's shrinker does): ops that only fill the pool go with the pages they fill,
+   where neither alone keeps the failure;
+6. rename the allocations ``a``, ``b``, ``c``, ... in order of first appearance.
 
-The result is 1-minimal for ops when the budget did not run out: removing any one op (with
-its expect lines) gives a scenario that does not parse, passes or fails differently. It is
-written by the canonical formatter, so the same input gives the same text.
+The result is 1-minimal, for the configuration too, when the budget did not run out: removing
+any one op (with its expect lines), lowering the pool or the page size by one, or the pool by
+one with any one op removed, gives a scenario that does not parse, passes or fails
+differently. It is written by the canonical formatter, so the same input gives the same text.
 
 Deterministic: every pass walks the scenario in order, results are memoised by value; the
 only clock is the caller's (the CLI's ``--max-seconds``), and a result that stopped on it or on
@@ -381,6 +385,20 @@ class _Shrinker:
                 config = trial
         return config, steps
 
+    def pool_and_ops(self, config, steps):
+        """The pool lowered by ``k`` pages with ``k`` consecutive ops removed, smallest ``k``
+        first, again from each success: fillers leave with the pages they fill."""
+        k = 1
+        while k < config.pages and k < len(steps):
+            lower = replace(config, pages=config.pages - k)
+            for start in range(len(steps) - k + 1):
+                trial = steps[:start] + steps[start + k:]
+                if self.fails(lower, trial):
+                    config, steps, k = lower, trial, 0
+                    break
+            k += 1
+        return config, steps
+
     def names(self, config, steps):
         renamed = rename_allocations(steps)
         if renamed != steps and self.fails(config, renamed):
@@ -406,7 +424,7 @@ def _lower_values(value: int, floor: int = 0) -> list[int]:
         return []
     if value - floor <= 16:
         return list(range(floor, value))
-    out, v = [], value
+    out, v = [value - 1], value  # one less always: the 1-minimal claim covers the configuration
     while v > floor:
         v = floor + (v - floor) // 2
         out.append(v)
@@ -476,7 +494,8 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
                                            allow_empty=True))
         while True:
             before = (config, steps)
-            for step_pass in (worker.ops, worker.tokens, worker.numbers, worker.ops, worker.names):
+            for step_pass in (worker.ops, worker.tokens, worker.numbers, worker.pool_and_ops, worker.ops,
+                              worker.names):
                 config, steps = step_pass(config, steps)
             if (config, steps) == before:
                 break
