@@ -64,6 +64,13 @@ heap sift). About 10 bytes a value: 500 MB at most. The 600-step Mooncake slice 
 is bounded at 1.7 million and writes 0.23 million (1.7 MB); a 1,000,000-page pool's first
 state alone is 6 million."""
 
+MAX_UI_OP_PAGES = 10_000
+"""Pages one op may take or give back for ``kvviz run``/``demo`` to open the UI, counted from
+the scenario before any op runs (an allocation's tokens and extra over the page size, at most
+the pool). The UI's cost of a step grows with the pages it changed (each is a row of the trie,
+the pages and the narration): measured at 8,000 pages 13 s and 130 MB, 16,000 pages 27 s and
+205 MB on a loaded core. ``--print``, ``--json`` and ``kvviz check`` have their own bounds."""
+
 # -- exports and bundles ------------------------------------------------------------------
 
 MAX_NAME_TRIES = 1_000

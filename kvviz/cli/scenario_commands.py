@@ -16,7 +16,7 @@ from .. import limits
 from ..model.scenario import ScenarioError
 from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
                      load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
-                     require_terminal, show, stdout_console, stream_session)
+                     refuse_ui_too_big, require_terminal, show, stdout_console, stream_session)
 
 
 @click.command()
@@ -43,6 +43,8 @@ def demo(name: str | None, list_: bool, path_only: bool, print_only: bool, step:
             raise BadInput(exc.args[0]) from None
         return
     scenario = load_scenario(name, demo=True)
+    if not print_only:
+        refuse_ui_too_big(scenario)
     show(make_session(scenario, kind), step, print_only, demo=name)
 
 
@@ -114,6 +116,8 @@ def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool
         session, failed = stream_session(scenario, kind, backend)
         _verdict(session, failed)
     else:
+        if not print_only:
+            refuse_ui_too_big(scenario)
         show(make_session(scenario, kind, backend), step, print_only, demo=file)
 
 
