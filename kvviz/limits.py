@@ -135,3 +135,13 @@ MAX_JSON_INT_DIGITS = 40
 file), checked before the digits become an int (``kvviz.jsonread``): every integer kvviz keeps
 fits 39 digits (a 128-bit hash), and Python's own bound (4,300 digits) is an exception, not a
 located error."""
+
+# -- kvviz serve --------------------------------------------------------------------------------
+
+MAX_SERVE_MEMORY_BYTES = 4 * 1024 * 1024 * 1024
+"""Memory all of ``kvviz serve``'s tabs may take together: the tab cap is this over twice the
+peak a tab of the served command took when it was started once at launch (twice: a tab grows
+as it is stepped). Measured (peak at open): a watch of the shipped vLLM recording (400
+messages, 1.8 MB) 58 MiB, so 35 tabs (the default cap of 32 holds); of a 20,000-batch
+recording (6 MB) 383 MiB, so 5; a demo 42 MiB."""
+
