@@ -124,9 +124,10 @@ MAX_WATCH_REPLAY_MESSAGES = 1_000_000
 10,000 batches by default)."""
 MAX_WATCH_BUNDLE_STEPS = 200_000
 """Steps (messages) of one watch bundle, written or opened, checked before any message is
-replayed: writing and opening are linear in the steps (a digest per step, each O(1)); measured
-on 10 new blocks per step, 20,000 steps open in about 20 s on one core, so this bound is minutes,
-not hours, and a 64 MiB bundle of tiny messages cannot ask for more."""
+replayed: writing and opening are linear in the steps (a digest per step, each O(1)), about
+twice ``kvviz watch --print`` of the recording; measured on 10 new blocks per step, 20,000 steps
+open in 54 s on a loaded machine, so this bound is minutes, not hours, and a 64 MiB bundle of
+tiny messages cannot ask for more."""
 
 # -- every JSON file kvviz reads ------------------------------------------------------------------
 
