@@ -16,11 +16,13 @@ page (503) and a websocket is refused (503) before any process starts. Messages 
 are keys, resizes, pings, focus and blur; anything else is ignored, and sizes are bounded.
 
 Connections are bounded before aiohttp sees them (:class:`ConnectionGuard`): at most
-``max_sessions`` + :data:`SPARE_CONNECTIONS` open at once (one more is answered 503 and
-closed), and one that has not sent a whole request head within :data:`HEAD_SECONDS` is
-closed; an idle keep-alive connection is closed after :data:`KEEPALIVE_SECONDS`. Thousands
-of half-sent requests (a slowloris) then cost a bounded number of sockets for a bounded time,
-and the tabs already open, and new ones once the flood's connections time out, are served.
+``max_sessions`` + :data:`SPARE_CONNECTIONS` open at once, and one that has not sent a whole
+request head within :data:`HEAD_SECONDS` is closed; an idle keep-alive connection is closed
+after :data:`KEEPALIVE_SECONDS`. At the cap a new connection takes the place of the oldest one
+still sending its head (a browser sends its head at once: the oldest is the slowest), and is
+answered 503 only when every connection is a request under way. Thousands of half-sent
+requests (a slowloris) then cost a bounded number of sockets for a bounded time, and whole
+requests are served all along.
 """
 
 from __future__ import annotations
@@ -98,19 +100,28 @@ class _GuardedProtocol(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        if self.guard.open >= self.guard.max_connections:
-            self.guard.refused += 1
+        guard = self.guard
+        if guard.open >= guard.max_connections and not guard.shed_oldest_head():
+            guard.refused += 1
             transport.write(_TOO_MANY)
             transport.close()
             return
         self.admitted = True
-        self.guard.open += 1
-        self.timer = asyncio.get_running_loop().call_later(self.guard.head_seconds, self._too_slow)
+        guard.open += 1
+        guard.in_head[self] = None
+        self.timer = asyncio.get_running_loop().call_later(guard.head_seconds, self._too_slow)
         self.inner.connection_made(transport)
 
     def _too_slow(self) -> None:
         self.guard.timed_out += 1
-        self.timer = None
+        self.drop()
+
+    def drop(self) -> None:
+        """Close a connection still sending its head (too slow, or shed at the cap)."""
+        self.guard.in_head.pop(self, None)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.transport is not None:
             self.transport.abort()
 
@@ -122,6 +133,7 @@ class _GuardedProtocol(asyncio.Protocol):
             if b"\r\n\r\n" in seen:  # a whole head: aiohttp's own limits and timeouts take it from here
                 self.timer.cancel()
                 self.timer = None
+                self.guard.in_head.pop(self, None)
             else:
                 self.tail = seen[-3:]
         self.inner.data_received(data)
@@ -133,6 +145,7 @@ class _GuardedProtocol(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self.guard.in_head.pop(self, None)
         if self.admitted:
             self.guard.open -= 1
             self.inner.connection_lost(exc)
@@ -152,12 +165,26 @@ class ConnectionGuard:
 
     def __init__(self, factory: Callable[[], asyncio.Protocol], max_connections: int, head_seconds: float) -> None:
         self.factory, self.max_connections, self.head_seconds = factory, max_connections, head_seconds
-        self.open = 0
+        self.open = 0  # admitted and not yet lost (a shed one counts until its loss is reported)
+        self.in_head: dict[_GuardedProtocol, None] = {}  # still sending their head, oldest first
         self.refused = 0
         self.timed_out = 0
+        self.shed = 0
 
     def __call__(self) -> asyncio.Protocol:
         return _GuardedProtocol(self, self.factory())
+
+    def shed_oldest_head(self) -> bool:
+        """Close the oldest connection still sending its head to make room; False when none is."""
+        if not self.in_head:
+            return False
+        oldest = next(iter(self.in_head))
+        self.shed += 1
+        oldest.drop()
+        self.open -= 1  # its place is taken now; its loss, reported later, is not counted again
+        oldest.admitted = False
+        oldest.inner.connection_lost(None)
+        return True
 
 
 class KvvizServer(Server):

@@ -59,17 +59,40 @@ def landing_status(port: int) -> int:
         return response.status
 
 
-def test_half_sent_requests_past_the_cap_are_refused_and_whole_ones_are_served_once_they_time_out(server):
-    flood = [half_sent(server.port) for _ in range(60)]  # 20 past the cap
+def whole_request(port: int) -> tuple[socket.socket, bytes]:
+    """A keep-alive connection that sent a whole request and read the reply's head."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+    sock.sendall(b"GET /demos HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += sock.recv(4096)
+    return sock, reply
+
+
+def test_at_the_cap_a_new_connection_takes_the_place_of_the_oldest_half_sent_one(server):
+    flood = [half_sent(server.port) for _ in range(60)]  # 20 past the cap of 40
     try:
-        refused = [closed_by_server(sock) for sock in flood[40:]]
-        assert all(reply.startswith(b"HTTP/1.1 503") for reply in refused)
-        for sock in flood[:40]:  # each held one second at most, then closed without a reply
+        for sock in flood[:20]:  # the oldest made room for the newest, at once, without a reply
             assert closed_by_server(sock) == b""
-        assert landing_status(server.port) == 200
-        assert server.guard.timed_out == 40 and server.guard.refused == 20
+        assert landing_status(server.port) == 200  # a whole request is served at the cap too
+        assert server.guard.shed == 21
+        for sock in flood[20:]:  # the rest: closed when their second for a head ran out
+            assert closed_by_server(sock) == b""
+        assert server.guard.timed_out >= 38 and server.guard.refused == 0
     finally:
         for sock in flood:
+            sock.close()
+
+
+def test_when_every_connection_is_a_request_under_way_one_more_is_answered_503(server):
+    held = [whole_request(server.port) for _ in range(40)]
+    try:
+        assert all(reply.startswith(b"HTTP/1.1 200") for _, reply in held)
+        extra = socket.create_connection(("127.0.0.1", server.port), timeout=BOUND)
+        assert closed_by_server(extra).startswith(b"HTTP/1.1 503")
+        assert server.guard.refused == 1
+    finally:
+        for sock, _ in held:
             sock.close()
 
 
