@@ -32,13 +32,13 @@ def test_shrink_prints_a_minimal_scenario_that_parses_and_fails_as_the_demo_did(
     printed = parse_scenario(stdout)  # the report lines are # comments: the whole output is a scenario
     assert stdout.startswith(out.read_text() + "\n# fails")  # -o holds the scenario, without the report
     assert "# fails kvcore vs shortfin (diff): the caches diverge first on outcome, after known issue B9" in stdout
-    assert "# before: 7 ops," in stdout and "# after:  5 ops," in stdout
-    assert f"# wrote {out}" in stdout and f"# wrote {bundle} (step 5, sub-step " in stdout
+    assert "# before: 7 ops," in stdout and "# after:  4 ops," in stdout  # the pool went with its filler
+    assert f"# wrote {out}" in stdout and f"# wrote {bundle} (step 4, sub-step " in stdout
     demo_failure = first_failure(parse_scenario((tmp_path / "min.kvs").read_text()), DIFF).failure
     assert demo_failure.identity.cause == "B9" and first_failure(printed, DIFF).failure.identity == demo_failure.identity
     opened = open_bundle(bundle)
-    assert opened.divergence is None and opened.step == 5 and opened.substep is not None
-    assert opened.data["substep"]["count"] == len(opened.session.substeps(5))
+    assert opened.divergence is None and opened.step == 4 and opened.substep is not None
+    assert opened.data["substep"]["count"] == len(opened.session.substeps(4))
 
 
 def test_shrink_is_deterministic():
