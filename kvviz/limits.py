@@ -66,6 +66,13 @@ heap sift). About 10 bytes a value: 500 MB at most. The 600-step Mooncake slice 
 is bounded at 1.7 million and writes 0.23 million (1.7 MB); a 1,000,000-page pool's first
 state alone is 6 million."""
 
+MAX_UI_OP_PAGES = 10_000
+"""Pages one op may take or give back for ``kvviz run``/``demo`` to open the UI, counted from
+the scenario before any op runs (an allocation's tokens and extra over the page size, at most
+the pool). The UI's cost of a step grows with the pages it changed (each is a row of the trie,
+the pages and the narration): measured at 8,000 pages 13 s and 130 MB, 16,000 pages 27 s and
+205 MB on a loaded core. ``--print``, ``--json`` and ``kvviz check`` have their own bounds."""
+
 # -- exports and bundles ------------------------------------------------------------------
 
 MAX_NAME_TRIES = 1_000
@@ -117,3 +124,27 @@ server then drops is a gap the subscriber reports (and replays), never a silent 
 MAX_WATCH_REPLAY_MESSAGES = 1_000_000
 """Frames one replay answer may bring before the subscriber stops reading it (vLLM buffers
 10,000 batches by default)."""
+MAX_WATCH_BUNDLE_STEPS = 200_000
+"""Steps (messages) of one watch bundle, written or opened, checked before any message is
+replayed: writing and opening are linear in the steps (a digest per step, each O(1)), about
+twice ``kvviz watch --print`` of the recording; measured on 10 new blocks per step, 20,000 steps
+open in 54 s on a loaded machine, so this bound is minutes, not hours, and a 64 MiB bundle of
+tiny messages cannot ask for more."""
+
+# -- every JSON file kvviz reads ------------------------------------------------------------------
+
+MAX_JSON_INT_DIGITS = 40
+"""Digits of one integer in a JSON file kvviz reads (recordings, bundles, traces, the progress
+file), checked before the digits become an int (``kvviz.jsonread``): every integer kvviz keeps
+fits 39 digits (a 128-bit hash), and Python's own bound (4,300 digits) is an exception, not a
+located error."""
+
+# -- kvviz serve --------------------------------------------------------------------------------
+
+MAX_SERVE_MEMORY_BYTES = 4 * 1024 * 1024 * 1024
+"""Memory all of ``kvviz serve``'s tabs may take together: the tab cap is this over twice the
+peak a tab of the served command took when it was started once at launch (twice: a tab grows
+as it is stepped). Measured (peak at open): a watch of the shipped vLLM recording (400
+messages, 1.8 MB) 58 MiB, so 35 tabs (the default cap of 32 holds); of a 20,000-batch
+recording (6 MB) 383 MiB, so 5; a demo 42 MiB."""
+

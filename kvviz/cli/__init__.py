@@ -30,12 +30,19 @@ from .trace_command import trace
 from .watch_command import watch
 
 
+INTERRUPTED = 130
+"""The exit code after Ctrl-C: 128 + SIGINT's 2."""
+
+
 @contextmanager
 def _command_line_promises():
     """What the group promises for every command, around parsing and running it.
 
     A usage error is one line: click's four (usage, "Try ...", blank, "Error: ...") become
     one ``kvviz: error:`` line, exit 2. ``kvviz`` alone still prints the help.
+
+    Ctrl-C exits 130 (128 + SIGINT, as shells report it) with one line, never click's
+    "Aborted!" and exit 1, which means "a check failed" here.
 
     A closed stdout exits 0 quietly: in ``kvviz demo lru --print | head -1`` head has what it
     wants and closes the pipe. That is not a failed check (exit 1 in the docs), so exit 0
@@ -58,6 +65,9 @@ def _command_line_promises():
     except BrokenPipeError:
         _quiet_stdout()
         raise click.exceptions.Exit(0) from None
+    except KeyboardInterrupt:
+        click.echo("kvviz: interrupted (Ctrl-C)", err=True)
+        raise click.exceptions.Exit(INTERRUPTED) from None
 
 
 def _quiet_stdout() -> None:

@@ -364,6 +364,29 @@ def failed_checks_line(session, failed_steps: list[int]) -> str:
     return f"check failed: {' and '.join(what)} ({where})"
 
 
+def refuse_ui_too_big(scenario) -> None:
+    """Bad input before any op runs when one op of ``scenario`` could take or give back more
+    pages than the UI shows in bounded time (:data:`~kvviz.limits.MAX_UI_OP_PAGES`)."""
+    from ..limits import MAX_UI_OP_PAGES
+
+    config = scenario.config
+    tpp, held, most = config.tokens_per_page, {}, 0
+    for step in scenario.steps:
+        op = step.op
+        tokens, extra = held.get(op.name, (0, 0))
+        given = 0 if op.tokens is None else len(op.tokens)
+        if op.kind == "acquire":
+            tokens, extra = given, op.extra
+        elif op.kind in ("extend", "publish"):
+            tokens, extra = (tokens + given if getattr(op, "append", False) else max(tokens, given)), max(extra, op.extra)
+        held[op.name] = (tokens, extra)
+        most = max(most, min(config.pages, -(-(tokens + extra) // tpp)))
+    if most > MAX_UI_OP_PAGES:
+        where = scenario.path or scenario.title or "the scenario"
+        raise BadInput(f"{where}: one op may take or give back {most:,} pages, more than the {MAX_UI_OP_PAGES:,} "
+                       f"the UI shows in bounded time (MAX_UI_OP_PAGES); use --print, --json or kvviz check")
+
+
 def show(session, step: int | None, print_only: bool, demo: str | None = None, substep: int | None = None) -> None:
     """Print the session (``--print``) or open it in the UI at ``step``; ``demo`` names the
     demo or file it came from (a bug-museum demo's buggy code is shown beside ours);

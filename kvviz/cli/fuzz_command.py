@@ -2,7 +2,8 @@
 """``kvviz fuzz``: random scenarios on small pools with colliding prefixes; each failure class
 not seen before is shrunk and, with ``--out DIR``, written as ``DIR/<class>.kvs`` and its bundle.
 
-Exit codes: 0 when no run failed, 1 when a failure class was found, 2 for bad input.
+Exit codes: 0 when no run failed, 1 when a failure class was found, 2 for bad input, 130 when
+Ctrl-C stopped it (the classes found until then are printed and written all the same).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
     written = _write_classes(report, out_dir) if out_dir is not None else {}
     for line in report_table(report, written):
         click.echo(line)
-    sys.exit(1 if report.classes else 0)
+    sys.exit(130 if report.interrupted else 1 if report.classes else 0)
 
 
 def _known(name: str, mode: str) -> str:
@@ -130,6 +131,8 @@ def _write_classes(report, out_dir: str) -> dict[str, list[str]]:
     written: dict[str, list[str]] = {}
     for name, found in report.classes.items():
         if found.shrunk is None:
+            if report.interrupted and found.scenario is not None:  # Ctrl-C cut its shrink: keep it as found
+                written[name] = _write_unshrunk(found, report.mode, folder)
             continue
         paths = written[name] = []
         kvs, bundle = folder / f"{name}.kvs", folder / f"{name}.json"
@@ -147,3 +150,27 @@ def _write_classes(report, out_dir: str) -> dict[str, list[str]]:
             except OSError as exc:
                 raise BadInput(f"{path}: cannot write ({exc.strerror or exc})") from None
     return written
+
+
+def _write_unshrunk(found, mode: str, folder: Path) -> list[str]:
+    """A class whose shrink Ctrl-C cut, as its first run found it: ``DIR/<class>.kvs`` (not
+    minimal, and said so) and its bundle; a file that exists is left alone."""
+    from ..export.atomic import write_text_atomic
+    from ..model.scenario import format_scenario
+
+    kvs, bundle = folder / f"{found.name}.kvs", folder / f"{found.name}.json"
+    paths = []
+    for path in (kvs, bundle):
+        if path.exists():
+            paths.append(f"{path} exists: not overwritten")
+            continue
+        try:
+            if path == kvs:
+                write_text_atomic(path, format_scenario(found.scenario))
+                paths.append(f"{path} (as found, not shrunk: interrupted)")
+            else:
+                paths.append(write_failure_bundle(found.scenario, mode, found.failure, str(path), ())
+                             .removeprefix("wrote "))
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot write ({exc.strerror or exc})") from None
+    return paths

@@ -17,7 +17,7 @@ from ..model.scenario import ScenarioError
 from ..printable import printable
 from .common import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
                      load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
-                     require_terminal, show, stdout_console, stream_session)
+                     refuse_ui_too_big, require_terminal, show, stdout_console, stream_session)
 
 
 @click.command()
@@ -44,6 +44,8 @@ def demo(name: str | None, list_: bool, path_only: bool, print_only: bool, step:
             raise BadInput(exc.args[0]) from None
         return
     scenario = load_scenario(name, demo=True)
+    if not print_only:
+        refuse_ui_too_big(scenario)
     show(make_session(scenario, kind), step, print_only, demo=name)
 
 
@@ -115,6 +117,8 @@ def run(file: str, print_only: bool, as_json: bool, substeps: bool, states: bool
         session, failed = stream_session(scenario, kind, backend)
         _verdict(session, failed)
     else:
+        if not print_only:
+            refuse_ui_too_big(scenario)
         show(make_session(scenario, kind, backend), step, print_only, demo=file)
 
 
@@ -430,7 +434,11 @@ def _from_one(message: str) -> str:
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @click.option("--print", "print_only", is_flag=True, help="Print the bundled step as text instead of opening the UI.")
 def open_(bundle: str, print_only: bool) -> None:
-    """Replay a bug-report bundle, verify every per-step digest, show the bundled step."""
+    """Replay a bug-report bundle, verify every per-step digest, show the bundled step.
+
+    A watch bundle (`kvviz watch ... -o B.json`) replays in time linear in its steps, about
+    twice `kvviz watch --print` of its recording, and stops checking at the first step whose
+    digest differs."""
     from ..export.bundle import BundleError, open_bundle
     from ..export.watch_bundle import is_watch_bundle
 

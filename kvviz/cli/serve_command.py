@@ -53,14 +53,16 @@ runs every op first)."""
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="The port (0: any free one; the address is printed).")
 @click.option("--max-sessions", type=click.IntRange(1, 1024), default=32, show_default=True,
-              help="At most this many tabs at once, each its own app process.")
+              help="At most this many tabs at once, each its own app process; fewer when that many "
+                   "would pass 4 GiB, at twice what one tab of the served command took at start "
+                   "(a watch of the shipped vLLM recording: 58 MiB).")
 def serve(target: tuple[str, ...], host: str, port: int, max_sessions: int) -> None:
     """Serve the UI to browsers: each tab runs its own app (every key, the command bar;
     exports become downloads). No TARGET: the landing page lists the demos."""
     try:
         from ..serve.plan import ServePlan
         from ..serve.server import KvvizServer
-        from ..serve.sessions import preflight
+        from ..serve.sessions import measure_tab
     except ImportError:
         raise BadInput(SERVE_EXTRA_MISSING) from None
     from importlib.metadata import version
@@ -74,9 +76,10 @@ def serve(target: tuple[str, ...], host: str, port: int, max_sessions: int) -> N
         if home is None:
             home = _page("/app", "app", title, "Served here", words)
             pages = (home, *pages)
-        problem = preflight(home.argv, PREFLIGHT_SECONDS)
+        problem, peak = measure_tab(home.argv, PREFLIGHT_SECONDS)
         if problem is not None:
             raise BadInput(f"`kvviz {' '.join(words)}` did not start: {problem}")
+        max_sessions = _sessions_by_memory(max_sessions, peak, words)
     plan = ServePlan(pages=pages, home=home, version=version("kvviz"),
                      served=None if named is None else "kvviz " + " ".join(named[0]))
     if not _is_loopback(host):
@@ -97,6 +100,23 @@ def serve(target: tuple[str, ...], host: str, port: int, max_sessions: int) -> N
     except OSError as error:
         reason = error.strerror or str(error)
         raise BadInput(f"cannot listen on {host}:{port}: {reason}; try another --port or --host") from None
+
+
+def _sessions_by_memory(max_sessions: int, peak: int, words: tuple[str, ...]) -> int:
+    """``max_sessions``, lowered so that that many tabs of the served command, each twice the
+    ``peak`` bytes its first run took, fit :data:`~kvviz.limits.MAX_SERVE_MEMORY_BYTES` (said
+    on stderr when it lowers it)."""
+    from ..limits import MAX_SERVE_MEMORY_BYTES
+
+    if peak <= 0:  # not measured (no /proc): the count alone
+        return max_sessions
+    fits = max(1, MAX_SERVE_MEMORY_BYTES // (2 * peak))
+    if fits < max_sessions:
+        click.echo(f"kvviz serve: at most {fits} tab{'s' if fits != 1 else ''} at once, not {max_sessions}: one tab of "
+                   f"`kvviz {' '.join(words)}` took {peak / 2**20:,.0f} MiB at start, and all tabs together get "
+                   f"{MAX_SERVE_MEMORY_BYTES // 2**30} GiB (MAX_SERVE_MEMORY_BYTES)", err=True)
+        return fits
+    return max_sessions
 
 
 def served_command(target: tuple[str, ...], group: click.Group) -> tuple[tuple[str, ...], str] | None:

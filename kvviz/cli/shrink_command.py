@@ -104,7 +104,9 @@ def _bar(runs: int, ops: int, start_ops: int, width: int = 24) -> str:
               help="Keep the first failure of this kind (e.g. violation: ignore expect lines that fail "
                    "before the first invariant violation). Default: the first failure of any kind.")
 @click.option("--max-seconds", type=float, default=60.0, show_default=True,
-              help="Time budget: stop and print the smallest failing scenario found so far.")
+              help="Time budget for everything (the first run, the search, the check of the result "
+                   "and the bundle): the search stops in time to print the smallest failing scenario "
+                   "found so far; a scenario whose first run does not fit is refused as too big.")
 @click.option("--max-runs", type=click.IntRange(1, 10_000_000), default=200_000, show_default=True,
               help="Budget of candidate runs (deterministic: the same budget gives the same output).")
 def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, bundle_path: str | None,
@@ -114,14 +116,17 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     "The same way": the first failure's kind (an invariant and its number, an expect line's
     kind, an error kind, a divergence's first field) and the known issue seen before it.
     Drops ops (delta debugging), tokens and pages of tokens, lowers extra=, the pool and the
-    page size, renames allocations a, b, ... and drops narration and other expect lines.
+    page size, lowers the pool together with the ops that fill it, renames allocations a, b,
+    ... and drops narration and other expect lines, until a whole round changes nothing: the
+    result is 1-minimal for its ops and its pool and page size.
     Prints the minimal scenario, what fails in it and where, and the sizes before and after.
     Exit 1 when it fails, 0 when it does not (nothing to shrink), 2 for bad input.
     """
     from ..model.compare import DiffError
-    from ..model.shrink import NotFailing, ShrinkBudget, report_lines
+    from ..model.shrink import NotFailing, ShrinkBudget, TooBigToShrink, report_lines
     from ..model.shrink import shrink as shrink_scenario
 
+    started = time.monotonic()  # the budget covers reading the scenario too
     mode = chosen_mode(backend, diff_mode)
     check_seconds(max_seconds)
     scenario = load_file_or_demo(file)
@@ -129,7 +134,8 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     _check_outputs(output, bundle_path, inputs)
     progress = Progress("shrinking")
     start_ops = len(scenario.steps)
-    budget = ShrinkBudget(max_runs=max_runs, out_of_time=deadline(max_seconds))
+    budget = ShrinkBudget(max_runs=max_runs, seconds=max_seconds, clock=time.monotonic,
+                          runs_after=1 + (bundle_path is not None), started=started)
     try:
         result = shrink_scenario(scenario, mode, budget=budget, sources=(keep,) if keep else None,
                                  on_progress=lambda runs, ops: progress(_bar(runs, ops, start_ops)))
@@ -137,6 +143,9 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
         progress.done()
         click.echo(f"kvviz: {exc}", err=True)
         sys.exit(0)
+    except TooBigToShrink as exc:
+        progress.done()
+        raise BadInput(str(exc)) from None
     except (DiffError, BackendError) as exc:
         progress.done()
         raise refused_scenario(scenario, exc) from None
@@ -153,8 +162,8 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
 
 def _check_outputs(output: str | None, bundle_path: str | None, inputs) -> None:
     """Bad input before any work: wrong suffixes, an output that is the input, two outputs
-    that are one file."""
-    from ..export.atomic import refuse_overwriting_inputs
+    that are one file, an output that cannot be written (a missing or read-only folder)."""
+    from ..export.atomic import check_writable, refuse_overwriting_inputs
 
     if output is not None and Path(output).suffix.lower() != ".kvs":
         raise BadInput(f"-o {output}: the minimal scenario is a .kvs file (give a name ending in .kvs)")
@@ -167,6 +176,12 @@ def _check_outputs(output: str | None, bundle_path: str | None, inputs) -> None:
             refuse_overwriting_inputs(given, inputs)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
+        try:
+            check_writable(given)
+        except OSError as exc:
+            raise BadInput(f"{given}: cannot be written ({exc.strerror or exc}); nothing was shrunk") from None
+    if output is not None and bundle_path is not None and Path(output).resolve() == Path(bundle_path).resolve():
+        raise BadInput(f"-o {output} and --bundle {bundle_path} are one file: name two")
 
 
 def _write(result, output: str | None, bundle_path: str | None, inputs) -> list[str]:

@@ -92,7 +92,10 @@ def require_watch_extra(live: bool) -> None:
               help="With --replay-file and -o: export this step (default: the last).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: export a step; .json is a watch bundle `kvviz open` replays and "
-                   "verifies, .md a Markdown report with the block forest.")
+                   "verifies (a digest per step; writing or opening takes about twice `--print` of the "
+                   f"recording, linear in the steps, at most {limits.MAX_WATCH_BUNDLE_STEPS:,}), .md a Markdown "
+                   "report with the "
+                   "block forest.")
 @click.option("--to-kvs", "to_kvs", type=click.Path(dir_okay=False), default=None,
               help="With --replay-file: write the recording as a .kvs scenario (stored chains become "
                    "acquires and publishes) for kvcore; - writes it to stdout.")

@@ -87,6 +87,18 @@ def refuse_overwriting_inputs(output: str | os.PathLike, inputs: Iterable[str | 
                              f"name another output file")
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise OSError when :func:`open_atomic` could not write ``path``: a special file there,
+    or a folder that is missing, read-only or full. Probed by making (and removing) the same
+    kind of temporary file beside it, so a command checks every output before its work, not
+    after it."""
+    path = Path(path)
+    refuse_special_target(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def write_text_atomic(path: str | os.PathLike, text: str, *, inputs: Iterable[str | os.PathLike] = ()) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a uniquely named temporary file.
 

@@ -36,6 +36,7 @@ from typing import Any
 import kvcore
 from kvcore import KVCacheError, Snapshot, SnapshotFormatError
 
+from ..jsonread import JsonNumberTooLong, loads
 from ..limits import MAX_BUNDLE_BYTES, MAX_SOURCE_BYTES
 from ..printable import printable
 from ..model.scenario import Scenario, ScenarioError, format_expect, format_scenario, parse_scenario
@@ -333,7 +334,9 @@ def load_bundle(path: str | Path) -> dict:
     except UnicodeDecodeError as exc:
         raise BundleError(f"{path}: not UTF-8 text at byte {exc.start} (expected a kvviz JSON bundle)") from None
     try:
-        data = json.loads(text)
+        data = loads(text)
+    except JsonNumberTooLong as exc:
+        raise BundleError(f"{path}:{exc.lineno}:{exc.colno}: {exc}; expected a kvviz bundle") from None
     except json.JSONDecodeError as exc:
         raise BundleError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
                           f"expected a kvviz bundle (truncated file?)") from None
@@ -492,6 +495,12 @@ def open_bundle(path: str | Path, **session_kwargs) -> OpenedBundle:
     step = data["step"]
     if not 0 <= step < len(session):
         raise BundleError(f"{path}: step {step} is outside the script's {len(session) - 1} steps")
+    recorded = data.get("substep")
+    if recorded:  # an index read from the file, bounded by the replay before anything uses it
+        try:
+            substep_claim(session, step, recorded["index"])
+        except SubstepError as exc:
+            raise BundleError(f"{path}: field 'substep': {exc}") from None
     try:
         divergence = _divergence(data, session, step, bundled, schema)
     except (BackendError, KVCacheError, ValueError) as exc:  # a replay of junk on a foreign backend

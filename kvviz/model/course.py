@@ -298,8 +298,10 @@ def progress_text(progress: Progress) -> str:
 
 
 def _int(value, what: str, low: int = 0) -> int:
-    if type(value) is not int or value < low:
-        raise ProgressError(f"{what} is not a whole number >= {low}")
+    from ..limits import MAX_NUMBER  # bounded before use: past int64 a count overflows a float
+
+    if type(value) is not int or not low <= value <= MAX_NUMBER:
+        raise ProgressError(f"{what} is not a whole number from {low} to 2^63 - 1")
     return value
 
 

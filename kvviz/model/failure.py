@@ -29,7 +29,7 @@ from ..backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, make_
 from .scenario import Scenario
 from .session import Frame, ScopedScript, Session
 
-__all__ = ["DIFF", "MODES", "NOTABLE_SUBSTEPS", "SOURCES", "Failure", "FailureIdentity", "RunVerdict",
+__all__ = ["DIFF", "MODES", "NOTABLE_SUBSTEPS", "SOURCES", "Failure", "FailureIdentity", "RunStopped", "RunVerdict",
            "divergence_failure", "failure_substep", "first_failure", "frame_failures", "known_cause", "mode_label",
            "unexpected_full"]
 
@@ -159,8 +159,17 @@ class RunVerdict:
     steps_run: int
 
 
+class RunStopped(Exception):
+    """A run stopped before its end because the caller's ``out_of_time`` said so."""
+
+    def __init__(self, steps_run: int, steps: int) -> None:
+        self.steps_run, self.steps = steps_run, steps
+        super().__init__(f"stopped after {steps_run:,} of {steps:,} ops")
+
+
 def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | None = None,
-                  sources: tuple[str, ...] | None = None) -> RunVerdict:
+                  sources: tuple[str, ...] | None = None,
+                  out_of_time: Callable[[], bool] | None = None) -> RunVerdict:
     """Run ``scenario`` in ``mode`` (a backend's name, or :data:`DIFF`) and find its first failure.
 
     On one backend the run stops at the first failing step: nothing after it changes which
@@ -168,7 +177,9 @@ def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | 
     the first invariant violation, whatever expect lines fail before it); a crash always counts. Raises :class:`~kvviz.backends.BackendError` (and its
     ``BackendUnavailable``) when the backend cannot run the scenario, and
     :class:`~kvviz.model.compare.DiffError` for a diff of a cache that is not a trie.
-    ``backend_factory`` replaces the mode's (a test's planted kvcore).
+    ``backend_factory`` replaces the mode's (a test's planted kvcore). ``out_of_time`` (the
+    caller's clock) is asked before each op of a run on one backend, and :class:`RunStopped`
+    raised when it says so: a long scenario cannot outlast a time budget by a whole run.
     """
     if mode == DIFF:
         from .compare import run_diff
@@ -182,6 +193,8 @@ def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | 
     issues = getattr(backend, "known_issues", {}) or {}
     seen: list[str] = [f.code for f in backend.take_findings()]
     for index, step in enumerate(scenario.steps):
+        if out_of_time is not None and out_of_time():
+            raise RunStopped(index, len(scenario.steps))
         try:
             frame = session.apply(step.op, "", plan.expects(step))
         except Exception as exc:  # noqa: BLE001 - a cache that crashes (not a KVCacheError) fails here

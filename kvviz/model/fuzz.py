@@ -110,6 +110,8 @@ class FuzzClass:
     first_run: int
     failure: Failure
     shrunk: ShrinkResult | None = None
+    scenario: Scenario | None = None
+    """The scenario of its first run: what is kept when its shrink was interrupted."""
 
 
 @dataclass
@@ -123,6 +125,8 @@ class FuzzReport:
     passed: int = 0
     classes: dict[str, FuzzClass] = field(default_factory=dict)
     stopped: str = ""
+    interrupted: bool = False
+    """Ctrl-C stopped the session: the report holds what was found until then."""
 
 
 def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new: bool = True,
@@ -132,8 +136,21 @@ def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new
     """Run ``runs`` random scenarios of ``ops`` ops on a ``kind`` cache evicting by ``policy``
     in ``mode`` (a backend's name or ``diff``);
     shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it.
-    ``out_of_time`` (the caller's clock) ends the session early; the report says so."""
+    ``out_of_time`` (the caller's clock) ends the session early, and so does Ctrl-C
+    (``interrupted``; a class whose shrink it cut keeps its first scenario); the report says so."""
     report = FuzzReport(mode, seed, ops)
+    try:
+        _fuzz_runs(report, mode, seed, runs, ops, shrink_new, shrink_budget, backend_factory, out_of_time,
+                   on_class, on_run, policy, kind)
+    except KeyboardInterrupt:
+        report.interrupted = True
+        report.stopped = f"interrupted (Ctrl-C) after {report.runs:,} of {runs:,} runs: what was found until then"
+    return report
+
+
+def _fuzz_runs(report: FuzzReport, mode, seed, runs, ops, shrink_new, shrink_budget, backend_factory, out_of_time,
+               on_class, on_run, policy, kind) -> None:
+    """:func:`fuzz`'s runs, adding to ``report`` as they go: an interrupt leaves what was found."""
     for run in range(runs):
         if out_of_time is not None and out_of_time():
             report.stopped = f"stopped early: the time budget ran out after {run:,} of {runs:,} runs"
@@ -152,10 +169,9 @@ def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new
         if found is not None:
             found.count += 1
             continue
-        found = report.classes[name] = FuzzClass(name, 1, run, verdict.failure)
+        found = report.classes[name] = FuzzClass(name, 1, run, verdict.failure, scenario=scenario)
         if shrink_new:
             budget = replace(shrink_budget, out_of_time=out_of_time)
             found.shrunk = shrink(scenario, mode, budget=budget, backend_factory=backend_factory)
         if on_class is not None:
             on_class(found)
-    return report

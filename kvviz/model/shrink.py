@@ -15,15 +15,22 @@ until a whole round changes nothing:
    renumber the tokens 1, 2, 3, ... in order of first appearance;
 4. lower ``extra=`` and ``priority=``, the pool's page count and the page size, and try the
    default policy;
-5. rename the allocations ``a``, ``b``, ``c``, ... in order of first appearance.
+5. lower the pool by *k* pages together with *k* consecutive ops removed (adaptive deletion,
+   as Hypothesis's shrinker does): ops that only fill the pool go with the pages they fill,
+   where neither alone keeps the failure;
+6. rename the allocations ``a``, ``b``, ``c``, ... in order of first appearance.
 
-The result is 1-minimal for ops when the budget did not run out: removing any one op (with
-its expect lines) gives a scenario that does not parse, passes or fails differently. It is
-written by the canonical formatter, so the same input gives the same text.
+The result is 1-minimal, for the configuration too, when the budget did not run out: removing
+any one op (with its expect lines), lowering the pool or the page size by one, or the pool by
+one with any one op removed, gives a scenario that does not parse, passes or fails
+differently. It is written by the canonical formatter, so the same input gives the same text.
 
 Deterministic: every pass walks the scenario in order, results are memoised by value; the
-only clock is the caller's ``out_of_time`` (the CLI's ``--max-seconds``), and a result that
-stopped on it or on ``max_runs`` says so.
+only clock is the caller's (the CLI's ``--max-seconds``), and a result that stopped on it or on
+``max_runs`` says so. A time budget covers everything: the first run is stopped at it (the
+scenario is then :class:`TooBigToShrink`), every candidate run is stopped mid-way at it, and
+the search ends early enough to leave the runs after it (the result's check, a bundle) the time
+the first run took each.
 """
 
 from __future__ import annotations
@@ -33,13 +40,13 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from .failure import DIFF, Failure, FailureIdentity, first_failure, mode_label
+from .failure import DIFF, Failure, FailureIdentity, RunStopped, first_failure, mode_label
 from .scenario import Op, Scenario, Step, format_expect, format_op, format_scenario, parse_scenario
 from .scenario.values import DEFAULT_CACHE_CONFIG
 from .vocab import Vocabulary
 
-__all__ = ["DIFF", "NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "ddmin", "rename_allocations",
-           "report_lines", "scenario_size", "shrink", "well_formed"]
+__all__ = ["DIFF", "NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "TooBigToShrink", "ddmin",
+           "rename_allocations", "report_lines", "scenario_size", "shrink", "well_formed"]
 
 NAMES = "abcdefghijklmnopqrstuvwxyz"
 
@@ -48,13 +55,27 @@ class NotFailing(ValueError):
     """The scenario does not fail in the mode asked: there is nothing to shrink."""
 
 
+class TooBigToShrink(ValueError):
+    """The time budget does not fit the first run of the scenario and the runs after the
+    search (the result's check, a bundle): said, with what fitted, instead of a result."""
+
+
 @dataclass(frozen=True)
 class ShrinkBudget:
     """How much work a shrink may do: at most ``max_runs`` runs of a candidate, and it stops
-    when ``out_of_time()`` (the caller's clock; None: never) says so."""
+    when ``out_of_time()`` says so (None: never), or when ``seconds`` have passed on ``clock``
+    (the caller's, e.g. ``time.monotonic``; a test's counts ops). ``seconds`` covers the whole
+    shrink: the first run and ``runs_after`` runs as long as it after the search (the check of
+    the result; the CLI adds one for a bundle)."""
 
     max_runs: int = 20_000
     out_of_time: Callable[[], bool] | None = None
+    seconds: float | None = None
+    clock: Callable[[], float] | None = None
+    runs_after: int = 1
+    started: float | None = None
+    """The clock's reading when the budget began (None: when :func:`shrink` starts); the CLI's
+    is its own start, so reading the scenario counts too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +301,7 @@ class _Shrinker:
     runs: int = 0
     memo: dict = field(default_factory=dict)
     strict_names: bool = True
+    search_over: Callable[[], bool] | None = None  # the time budget's end for candidates, asked per op
 
     def fails(self, config, steps: tuple[Step, ...]) -> bool:
         """Whether the candidate fails with the target identity (memoised by value)."""
@@ -291,7 +313,7 @@ class _Shrinker:
             return hit
         if self.runs >= self.budget.max_runs:
             raise _OutOfBudget(f"the budget of {self.budget.max_runs:,} runs ran out")
-        if self.budget.out_of_time is not None and self.budget.out_of_time():
+        if self.search_over is not None and self.search_over():
             raise _OutOfBudget("the time budget ran out")
         self.runs += 1
         candidate = replace(self.scenario, config=config, steps=steps)
@@ -300,7 +322,9 @@ class _Shrinker:
             return False
         try:
             verdict = first_failure(candidate, self.mode, backend_factory=self.backend_factory,
-                                    sources=self.sources)
+                                    sources=self.sources, out_of_time=self.search_over)
+        except RunStopped:
+            raise _OutOfBudget("the time budget ran out") from None
         except ValueError:  # a config the backend refuses (BackendError, DiffError): not this failure
             verdict = None
         same = verdict is not None and verdict.failure is not None and verdict.failure.identity == self.target
@@ -361,6 +385,20 @@ class _Shrinker:
                 config = trial
         return config, steps
 
+    def pool_and_ops(self, config, steps):
+        """The pool lowered by ``k`` pages with ``k`` consecutive ops removed, smallest ``k``
+        first, again from each success: fillers leave with the pages they fill."""
+        k = 1
+        while k < config.pages and k < len(steps):
+            lower = replace(config, pages=config.pages - k)
+            for start in range(len(steps) - k + 1):
+                trial = steps[:start] + steps[start + k:]
+                if self.fails(lower, trial):
+                    config, steps, k = lower, trial, 0
+                    break
+            k += 1
+        return config, steps
+
     def names(self, config, steps):
         renamed = rename_allocations(steps)
         if renamed != steps and self.fails(config, renamed):
@@ -386,7 +424,7 @@ def _lower_values(value: int, floor: int = 0) -> list[int]:
         return []
     if value - floor <= 16:
         return list(range(floor, value))
-    out, v = [], value
+    out, v = [value - 1], value  # one less always: the 1-minimal claim covers the configuration
     while v > floor:
         v = floor + (v - floor) // 2
         out.append(v)
@@ -412,14 +450,27 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
     backends' errors when ``mode`` cannot run it (shortfin not installed, a base cache to diff).
     ``on_progress(runs, ops)`` is told after every run; ``backend_factory`` replaces the mode's
     (a planted kvcore in a test); ``sources`` keeps the first failure of those sources only
-    (:func:`~kvviz.model.failure.first_failure`)."""
-    verdict = first_failure(scenario, mode, backend_factory=backend_factory, sources=sources)
+    (:func:`~kvviz.model.failure.first_failure`). Raises :class:`TooBigToShrink` when the
+    budget's ``seconds`` do not fit the first run and the runs after the search."""
+    clock, started = _clock_of(budget)
+    try:
+        verdict = first_failure(scenario, mode, backend_factory=backend_factory, sources=sources,
+                                out_of_time=_deadline(budget, clock, started, 0.0, callers=False))
+    except RunStopped as exc:
+        raise TooBigToShrink(f"{_named(scenario)}: too big to shrink in {budget.seconds:g} s: its first run alone "
+                             f"was {exc} when the time ran out (give --max-seconds more)") from None
+    first_run = clock() - started if clock is not None else 0.0  # reading the scenario included
+    if budget.seconds is not None and first_run * (1 + budget.runs_after) > budget.seconds:
+        raise TooBigToShrink(f"{_named(scenario)}: too big to shrink in {budget.seconds:g} s: its first run took "
+                             f"{first_run:.3g} s, and checking a result takes as long again "
+                             f"(give --max-seconds more)")
     if verdict.failure is None:
         raise NotFailing(f"{scenario.path or scenario.title or 'the scenario'}: does not fail {mode_label(mode)}: "
                          f"nothing to shrink")
     original = verdict.failure
     worker = _Shrinker(scenario, mode, original.identity, budget, backend_factory, sources, on_progress)
     worker.strict_names = well_formed(scenario.steps)
+    worker.search_over = _deadline(budget, clock, started, first_run * budget.runs_after)
     config, steps = scenario.config, tuple(scenario.steps[:original.step])
     worker.memo[(scenario.config, tuple(scenario.steps))] = True
     stopped = ""
@@ -443,13 +494,41 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
                                            allow_empty=True))
         while True:
             before = (config, steps)
-            for step_pass in (worker.ops, worker.tokens, worker.numbers, worker.ops, worker.names):
+            for step_pass in (worker.ops, worker.tokens, worker.numbers, worker.pool_and_ops, worker.ops,
+                              worker.names):
                 config, steps = step_pass(config, steps)
             if (config, steps) == before:
                 break
     except _OutOfBudget as exc:
         stopped = f"stopped early: {exc}; this is the smallest failing scenario found so far"
     return _finish(scenario, mode, config, steps, original, worker, stopped)
+
+
+def _named(scenario: Scenario) -> str:
+    return scenario.path or scenario.title or "the scenario"
+
+
+def _clock_of(budget: ShrinkBudget) -> tuple[Callable[[], float] | None, float]:
+    """The budget's clock and its reading now (None, 0 without a time budget)."""
+    if budget.seconds is None or budget.clock is None:
+        return None, 0.0
+    return budget.clock, budget.clock() if budget.started is None else budget.started
+
+
+def _deadline(budget: ShrinkBudget, clock, started: float, reserve: float,
+              callers: bool = True) -> Callable[[], bool] | None:
+    """``out_of_time()`` for a run: the budget's own (``callers``: a fuzz session's end stops
+    the search, never the first run), or ``seconds`` less ``reserve`` passed since ``started``
+    on ``clock``; None when there is neither."""
+    checks = []
+    if callers and budget.out_of_time is not None:
+        checks.append(budget.out_of_time)
+    if clock is not None:
+        end = started + budget.seconds - reserve
+        checks.append(lambda: clock() >= end)
+    if not checks:
+        return None
+    return checks[0] if len(checks) == 1 else (lambda: any(check() for check in checks))
 
 
 def _finish(scenario, mode, config, steps, original: Failure, worker: _Shrinker, stopped: str) -> ShrinkResult:

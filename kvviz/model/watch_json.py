@@ -138,8 +138,9 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
                     sent without a medium
   first_seq         the first message's seq (null when none)
   last_seq          the last message's seq (null when none)
-  digest            sha256 of the final forest's canonical JSON (ForestState.digest(); watch
-                    bundles and `kvviz open` verify the same digests)
+  digest            the final forest's set digest: kvcore's AdHash of each block's canonical
+                    JSON row (ForestState.digest(), kept up to date batch by batch; watch
+                    bundles record it after every step and `kvviz open` verifies them)
   hot_prefixes      the prefixes most built upon, hottest first (at most 5): each stored
                     chain whose parent was cached hit its parent's whole path, one hit per
                     block on it; a hot prefix ends where no child has as many hits. Each

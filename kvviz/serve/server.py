@@ -14,6 +14,15 @@ served; any other path is a 404):
 At most ``max_sessions`` apps run at once: past that a page is the "every session is taken"
 page (503) and a websocket is refused (503) before any process starts. Messages from a tab
 are keys, resizes, pings, focus and blur; anything else is ignored, and sizes are bounded.
+
+Connections are bounded before aiohttp sees them (:class:`ConnectionGuard`): at most
+``max_sessions`` + :data:`SPARE_CONNECTIONS` open at once, and one that has not sent a whole
+request head within :data:`HEAD_SECONDS` is closed; an idle keep-alive connection is closed
+after :data:`KEEPALIVE_SECONDS`. At the cap a new connection takes the place of the oldest one
+still sending its head (a browser sends its head at once: the oldest is the slowest), and is
+answered 503 only when every connection is a request under way. Thousands of half-sent
+requests (a slowloris) then cost a bounded number of sockets for a bounded time, and whole
+requests are served all along.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import contextlib
 import json
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +57,18 @@ MAX_COLUMNS, MAX_ROWS = 1000, 400
 FONT_SIZES = range(8, 41)
 """The ``?fontsize=`` a page takes (a projector may want 28); others fall back to 16."""
 
+HEAD_SECONDS = 10.0
+"""Seconds a new connection has to send a whole request head (a browser sends it at once)."""
+
+KEEPALIVE_SECONDS = 15.0
+"""Seconds an idle keep-alive connection is kept (aiohttp's default is an hour)."""
+
+SPARE_CONNECTIONS = 256
+"""Connections allowed besides one websocket per session: pages, static files, downloads."""
+
+_TOO_MANY = (b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+             b"Content-Length: 39\r\n\r\nkvviz serve: too many open connections\n")
+
 HEARTBEAT = 15.0
 """Seconds between websocket pings: a tab whose browser vanished without closing the socket
 is noticed within two of them, and its app ended."""
@@ -66,14 +88,118 @@ def _clamped(value, low: int, high: int, default: int) -> int:
     return max(low, min(high, value))
 
 
+class _GuardedProtocol(asyncio.Protocol):
+    """One connection: aiohttp's protocol inside, the guard's cap and head timer around it."""
+
+    def __init__(self, guard: "ConnectionGuard", inner: asyncio.Protocol) -> None:
+        self.guard, self.inner = guard, inner
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.tail = b""  # the last bytes seen, to find a head's end split across reads
+        self.admitted = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        guard = self.guard
+        if guard.open >= guard.max_connections and not guard.shed_oldest_head():
+            guard.refused += 1
+            transport.write(_TOO_MANY)
+            transport.close()
+            return
+        self.admitted = True
+        guard.open += 1
+        guard.in_head[self] = None
+        self.timer = asyncio.get_running_loop().call_later(guard.head_seconds, self._too_slow)
+        self.inner.connection_made(transport)
+
+    def _too_slow(self) -> None:
+        self.guard.timed_out += 1
+        self.drop()
+
+    def drop(self) -> None:
+        """Close a connection still sending its head (too slow, or shed at the cap)."""
+        self.guard.in_head.pop(self, None)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if not self.admitted:
+            return
+        if self.timer is not None:
+            seen = self.tail + data[:4096]
+            if b"\r\n\r\n" in seen:  # a whole head: aiohttp's own limits and timeouts take it from here
+                self.timer.cancel()
+                self.timer = None
+                self.guard.in_head.pop(self, None)
+            else:
+                self.tail = seen[-3:]
+        self.inner.data_received(data)
+
+    def eof_received(self):
+        return self.inner.eof_received() if self.admitted else None
+
+    def connection_lost(self, exc) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.guard.in_head.pop(self, None)
+        if self.admitted:
+            self.guard.open -= 1
+            self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.admitted:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.admitted:
+            self.inner.resume_writing()
+
+
+class ConnectionGuard:
+    """A protocol factory around aiohttp's: at most ``max_connections`` open at once, and each
+    closed unless its first request head is whole within ``head_seconds`` (module doc)."""
+
+    def __init__(self, factory: Callable[[], asyncio.Protocol], max_connections: int, head_seconds: float) -> None:
+        self.factory, self.max_connections, self.head_seconds = factory, max_connections, head_seconds
+        self.open = 0  # admitted and not yet lost (a shed one counts until its loss is reported)
+        self.in_head: dict[_GuardedProtocol, None] = {}  # still sending their head, oldest first
+        self.refused = 0
+        self.timed_out = 0
+        self.shed = 0
+
+    def __call__(self) -> asyncio.Protocol:
+        return _GuardedProtocol(self, self.factory())
+
+    def shed_oldest_head(self) -> bool:
+        """Close the oldest connection still sending its head to make room; False when none is."""
+        if not self.in_head:
+            return False
+        oldest = next(iter(self.in_head))
+        self.shed += 1
+        oldest.drop()
+        self.open -= 1  # its place is taken now; its loss, reported later, is not counted again
+        oldest.admitted = False
+        oldest.inner.connection_lost(None)
+        return True
+
+
 class KvvizServer(Server):
     """Serve ``plan`` on ``host``:``port`` (0: any free port, see :attr:`port` once started)
     with at most ``max_sessions`` app processes at once (see the module doc)."""
 
-    def __init__(self, plan: ServePlan, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 32):
+    def __init__(self, plan: ServePlan, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 32,
+                 head_seconds: float = HEAD_SECONDS, max_connections: int | None = None):
         super().__init__(plan.served or "kvviz", host=host, port=port, title="kvviz", templates_path=TEMPLATES)
         self.plan = plan
         self.max_sessions = max_sessions
+        self.head_seconds = head_seconds
+        self.max_connections = max_sessions + SPARE_CONNECTIONS if max_connections is None else max_connections
+        self.guard: ConnectionGuard | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop run() runs on
         self.sessions: dict[GroupedAppService, web.WebSocketResponse] = {}
         self.live = 0  # sockets admitted: their app is starting, running or being ended
         self._stop: asyncio.Event | None = None
@@ -207,19 +333,25 @@ class KvvizServer(Server):
         """Listen until SIGINT, SIGTERM or SIGHUP, then end every session; ``ready(port)`` is
         called once listening (the port is the real one when 0 was asked for)."""
         self._stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(signum, self._stop.set)
-        runner = web.AppRunner(self.make_web_app(), access_log=None, shutdown_timeout=5.0)
+        loop = self.loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(signum, self._stop.set)
+        runner = web.AppRunner(self.make_web_app(), access_log=None, shutdown_timeout=5.0,
+                               keepalive_timeout=KEEPALIVE_SECONDS)
         await runner.setup()
+        listening: asyncio.AbstractServer | None = None
         try:
-            site = web.TCPSite(runner, self.host, self.port)
-            await site.start()
-            self.port = runner.addresses[0][1]
+            # aiohttp's TCPSite, with the guard between the socket and aiohttp's protocol.
+            self.guard = ConnectionGuard(runner.server, self.max_connections, self.head_seconds)
+            listening = await loop.create_server(self.guard, self.host, self.port, reuse_address=True)
+            self.port = listening.sockets[0].getsockname()[1]
             if ready is not None:
                 ready(self.port)
             await self._stop.wait()
         finally:
+            if listening is not None:
+                listening.close()
             await runner.cleanup()
             for service in list(self.sessions):  # none should be left; none may outlive us
                 if service.pid is not None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..jsonread import JsonNumberTooLong, loads
 from ..limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING, MAX_TRACE_SKIPS_LISTED
 from ..samples import open_data
 from .traffic import TRAFFIC_FIELDS, TrafficProblem, traffic_request
@@ -224,11 +225,11 @@ def parse_line(text: str | bytes, *, block_tokens: int = DEFAULT_BLOCK_TOKENS, i
     text = text.rstrip("\r\n")  # so that an error at the end of the line is at its last column
     _check_nesting(text)
     try:
-        record = json.loads(text)
+        record = loads(text)
+    except JsonNumberTooLong as error:
+        raise LineProblem(f"a number too long to read ({error})", error.colno) from None
     except json.JSONDecodeError as error:
         raise LineProblem(f"not valid JSON ({error.msg})", error.pos + 1) from None
-    except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
-        raise LineProblem(f"a number too long to read (numbers are at most {MAX_NUMBER:,})") from None
     if not isinstance(record, dict):
         raise LineProblem(f"expected a JSON object with fields {', '.join(FIELDS)}; found {_describe(record)}")
     if "hash_ids" not in record and any(field in record for field in TRAFFIC_FIELDS):

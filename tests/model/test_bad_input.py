@@ -333,7 +333,7 @@ def test_a_bundle_with_missing_or_mistyped_fields_exits_2(bundle, edit, fragment
     pytest.param(b"\"a string\"", "got str", id="string"),
     pytest.param(bytes(range(256)), "not UTF-8 text at byte 128", id="binary"),
     pytest.param(b"[" * 100_000 + b"]" * 100_000, "too deeply nested", id="nested-100000-deep"),
-    pytest.param(b'{"schema": ' + b"9" * 5000 + b"}", "number too large", id="5000-digit-number"),
+    pytest.param(b'{"schema": ' + b"9" * 5000 + b"}", ":1:12: an integer of 5,000 digits", id="5000-digit-number"),
 ])
 def test_a_bundle_that_is_not_json_or_not_an_object_exits_2(bundle, content, fragment):
     data, path = bundle

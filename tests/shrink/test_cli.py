@@ -32,13 +32,13 @@ def test_shrink_prints_a_minimal_scenario_that_parses_and_fails_as_the_demo_did(
     printed = parse_scenario(stdout)  # the report lines are # comments: the whole output is a scenario
     assert stdout.startswith(out.read_text() + "\n# fails")  # -o holds the scenario, without the report
     assert "# fails kvcore vs shortfin (diff): the caches diverge first on outcome, after known issue B9" in stdout
-    assert "# before: 7 ops," in stdout and "# after:  5 ops," in stdout
-    assert f"# wrote {out}" in stdout and f"# wrote {bundle} (step 5, sub-step " in stdout
+    assert "# before: 7 ops," in stdout and "# after:  4 ops," in stdout  # the pool went with its filler
+    assert f"# wrote {out}" in stdout and f"# wrote {bundle} (step 4, sub-step " in stdout
     demo_failure = first_failure(parse_scenario((tmp_path / "min.kvs").read_text()), DIFF).failure
     assert demo_failure.identity.cause == "B9" and first_failure(printed, DIFF).failure.identity == demo_failure.identity
     opened = open_bundle(bundle)
-    assert opened.divergence is None and opened.step == 5 and opened.substep is not None
-    assert opened.data["substep"]["count"] == len(opened.session.substeps(5))
+    assert opened.divergence is None and opened.step == 4 and opened.substep is not None
+    assert opened.data["substep"]["count"] == len(opened.session.substeps(4))
 
 
 def test_shrink_is_deterministic():
@@ -146,10 +146,29 @@ def test_a_bundle_whose_substep_was_edited_diverges(tmp_path):
     bundle.write_text(json.dumps(data))
     code, _, stderr = kvviz("open", str(bundle), "--print")
     assert code == 1 and "substep" in stderr
-    data["substep"]["index"] = 10_000
+    data["substep"]["index"] = 10_000  # an index past the op's sub-steps: bounded before use
     bundle.write_text(json.dumps(data))
     code, _, stderr = kvviz("open", str(bundle), "--print")
-    assert code == 1 and "a moment its replay does not have" in stderr
+    assert code == 2 and stderr.count("\n") == 1 and "field 'substep': sub-step 10000 does not exist" in stderr
+
+
+def test_shrink_checks_every_output_can_be_written_before_it_starts(tmp_path, monkeypatch):
+    from kvviz.model import shrink as shrink_module
+
+    def no_work(*_args, **_kwargs):
+        raise AssertionError("shrank before checking the outputs")
+
+    monkeypatch.setattr(shrink_module, "shrink", no_work)
+    scenario = tmp_path / "s.kvs"
+    scenario.write_text("cache trie pages=2 tokens_per_page=2\nacquire a 1 2\nexpect free 9\n")
+    ok, missing = tmp_path / "ok.kvs", tmp_path / "no-such-folder" / "b.json"
+    not_a_folder = scenario / "b.json"  # its folder is a file
+    for args in (["-o", str(ok), "--bundle", str(missing)], ["-o", str(ok), "--bundle", str(not_a_folder)],
+                 ["-o", str(tmp_path / "no-such-folder" / "m.kvs")]):
+        code, stdout, stderr = kvviz("shrink", str(scenario), *args)
+        assert code == 2 and stderr.count("\n") == 1 and "cannot be written" in stderr, (args, stderr)
+        assert stdout == "" and not ok.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.kvs"]  # no probe left behind
 
 
 def test_the_progress_bar_is_drawn_on_stderr_only_when_it_is_a_terminal(monkeypatch):

@@ -89,7 +89,8 @@ def test_a_clock_budget_is_the_callers_and_stops_the_shrink():
     ticks = iter(range(100))
     result = shrink(parse_scenario(EXPECT_FAILS), "kvcore",
                     budget=ShrinkBudget(out_of_time=lambda: next(ticks) >= 5))
-    assert result.runs == 5 and "the time budget ran out" in result.stopped
+    # Asked before each run and each op of a run: a run may be stopped mid-way, so at most 5.
+    assert 1 <= result.runs <= 5 and "the time budget ran out" in result.stopped
 
 
 def test_a_different_failure_is_not_progress(monkeypatch):

@@ -199,3 +199,19 @@ async def test_the_heap_view_names_and_shows_the_policys_key():
         for node in snap.nodes:
             if node.id in snap.heap:
                 assert f"node {node.id} p{node.page} ({node.hits},{node.last_access},{node.seq})" in text
+
+
+async def test_a_deep_chain_evicted_at_once_keeps_every_rows_guides_bounded(app_on):
+    # A 1,500-page chain evicted by one acquire: its ghosts are a chain 1,500 deep. Guides grew
+    # two columns a level, n² characters in all (a 100,000-page eviction took 20 GB).
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.ui.widgets.trie_view import MAX_GUIDE_CHARS
+
+    n = 1_500
+    scenario = parse_scenario(f"cache trie pages={n} tokens_per_page=1\nacquire a 1..{n}\npublish a\nrelease a\n"
+                              f"acquire big {10 * n + 1}..{11 * n}\n")
+    app = app_on(Session.from_scenario(scenario), step=4)
+    async with app.run_test(size=SIZE):
+        prefixes = [row.data.prefix for row in app.trie._rows if hasattr(row.data, "prefix")]
+        assert len(prefixes) >= n  # the ghosts are all there
+        assert max(map(len, prefixes)) <= MAX_GUIDE_CHARS + 2

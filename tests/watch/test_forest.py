@@ -5,10 +5,14 @@ unknown removals, either removal order, clears) holds, and states stay cheap and
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kvcore.snapshot import StateDigest
 from kvviz.backends.kv_events.forest import Forest, ForestState, block_order
 from kvviz.backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, UnknownEvent,
                                            decode_payload)
@@ -273,3 +277,48 @@ def test_a_state_per_step_costs_what_the_step_changed_not_the_forest(blocks, cap
     # Each change copies at most one middle node (64 entries) and one leaf: O(changed), whatever n.
     assert forest.copied <= changes * (64 + largest_leaf)
     assert len(forest) == min(blocks, capacity)
+
+
+# -- the digest: kept up to date, equal to the digest of the blocks counted afresh -------------------
+
+
+def digest_afresh(state: ForestState) -> str:
+    """The set digest of ``state``'s blocks, summed from nothing: ``["block",ROW]`` for each row
+    of ``to_dict`` as canonical JSON (the definition, written with json.dumps)."""
+    accumulator = StateDigest()
+    for row in state.to_dict()["blocks"]:
+        accumulator.add('["block",' + json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "]")
+    return accumulator.hexdigest()
+
+
+_EVENT = st.one_of(
+    st.builds(lambda keys, parent, medium, lora: stored(*keys, parent=parent, medium=medium, lora=lora),
+              st.lists(st.integers(1, 12), min_size=1, max_size=4), st.none() | st.integers(1, 12),
+              st.sampled_from(["GPU", "CPU", None, "dé\x1b\"q"]), st.sampled_from([None, 3, "adapter"])),
+    st.builds(lambda keys, medium: removed(*keys, medium=medium),
+              st.lists(st.integers(1, 12), min_size=1, max_size=4), st.sampled_from(["GPU", "CPU", None])),
+    st.builds(AllBlocksCleared, st.sampled_from(["GPU", None])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_EVENT, min_size=1, max_size=4), min_size=1, max_size=12), st.integers(0, 11))
+def test_the_digest_kept_batch_by_batch_is_the_digest_of_the_blocks_counted_afresh(batches, resume_at):
+    forest, states = Forest(), []
+    for step, events in enumerate(batches, start=1):
+        forest.apply(batch(*events), step)
+        states.append(forest.state())
+        assert states[-1].digest() == digest_afresh(states[-1])
+    resumed = Forest.from_state(states[min(resume_at, len(states) - 1)])
+    assert resumed.state().digest() == states[min(resume_at, len(states) - 1)].digest()
+
+
+def test_a_digest_per_step_costs_two_hashes_per_block_changed_not_the_forest():
+    forest = Forest()
+    changes = 0
+    for step, item in enumerate(synthetic_stream(20_000, 10, 20_000), start=1):
+        effect = forest.apply(item, step)
+        changes += len(effect.stored) + len(effect.removed)
+        forest.state().digest()
+    assert len(forest) == 20_000
+    assert forest._digest.hashed <= 2 * changes

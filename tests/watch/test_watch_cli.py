@@ -113,10 +113,10 @@ def open_bundle(path: Path):
 
 def test_a_watch_bundle_holds_the_messages_up_to_its_step_and_opens_verified(bundle):
     data = json.loads(bundle.read_text())
-    assert bundle.read_text().startswith('{\n  "schema": "kvviz.watch-bundle/1"')
+    assert bundle.read_text().startswith('{\n  "schema": "kvviz.watch-bundle/2"')
     recorded = [json.loads(line) for line in VLLM.read_text().splitlines()[:300]]
     assert data["messages"] == recorded  # base64 as the recording has it
-    assert [s for s, _ in data["digests"]] == [0, 256, 300]
+    assert [s for s, _ in data["digests"]] == list(range(301))  # a digest after every step
     result = open_bundle(bundle)
     assert result.exit_code == 0, result.output
     assert "replayed 300 messages: every digest matches" in result.output
@@ -132,17 +132,17 @@ def tampered(bundle: Path, tmp_path: Path, change) -> Path:
 
 
 def test_a_bundle_whose_messages_were_changed_diverges(bundle, tmp_path):
-    def swap(data):  # batch 270 replaced by batch 271's bytes
+    def swap(data):  # batch 271 (messages[270]) replaced by batch 272's bytes
         data["messages"][270]["payload"] = data["messages"][271]["payload"]
 
     result = open_bundle(tampered(bundle, tmp_path, swap))
     assert result.exit_code == 1
-    assert "replay diverges from the bundle: step 300 diverges: replay gives digest" in result.output
+    assert "replay diverges from the bundle: step 271 diverges: replay gives digest" in result.output
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda d: d["digests"].__setitem__(1, [256, "0" * 64]), "step 256 diverges"),
-    (lambda d: d["digests"].pop(1), "records digests at steps 0, 300"),
+    (lambda d: d["digests"].__setitem__(256, [256, "0" * 64]), "step 256 diverges"),
+    (lambda d: d["digests"].pop(1), "records digests at steps 0, 2, 3"),
     (lambda d: d["summary"].__setitem__("peak_blocks", 12), "summary disagrees with its replay: peak_blocks"),
     (lambda d: d.__setitem__("narration", "nothing happened"), "narration of step 300"),
 ], ids=["digest", "digest-dropped", "summary", "narration"])
@@ -550,3 +550,70 @@ def test_to_kvs_dash_writes_the_scenario_to_stdout_and_no_file_named_dash(tmp_pa
     assert result.exit_code == 0, result.output
     assert "cache hash" in result.stdout and result.stderr.startswith("wrote the scenario to stdout (5 messages")
     assert not (tmp_path / "-").exists()
+
+
+def batch_line(seq: int, events: list[dict]) -> str:
+    import msgspec
+
+    payload = msgspec.msgpack.encode([float(seq), events, 0])
+    return json.dumps({"topic": "kv", "seq": seq, "payload": base64.b64encode(payload).decode()})
+
+
+def chain(seq: int, tokens: list[int]) -> dict:
+    return {"type": "BlockStored", "block_hashes": [seq + 1], "parent_block_hash": None, "token_ids": tokens,
+            "block_size": len(tokens), "lora_id": None, "medium": "GPU"}
+
+
+def test_a_changed_message_whose_effect_is_gone_a_step_later_diverges_at_its_own_step(tmp_path):
+    # Step 2 stores block 2, step 3 removes it: the forest after step 3 is the same whatever
+    # tokens step 2 stored, so only a digest of step 2 itself can tell the change.
+    lines = [batch_line(0, [chain(0, [1, 2])]), batch_line(1, [chain(1, [3, 4])]),
+             batch_line(2, [{"type": "BlockRemoved", "block_hashes": [2], "medium": "GPU"}]),
+             batch_line(3, [chain(3, [7, 8])])]
+    recording = tmp_path / "r.jsonl"
+    recording.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "b.json"
+    assert run("--replay-file", str(recording), "-o", str(out)).exit_code == 0
+
+    def other_tokens(data):
+        data["messages"][1] = json.loads(batch_line(1, [chain(1, [5, 6])]))
+
+    result = open_bundle(tampered(out, tmp_path, other_tokens))
+    assert result.exit_code == 1
+    assert "replay diverges from the bundle: step 2 diverges" in result.output
+
+
+def test_writing_and_opening_a_bundle_never_serialises_a_whole_forest(tmp_path, monkeypatch):
+    from kvviz.backends.kv_events.forest import ForestState
+
+    def whole_forest(_state):
+        raise AssertionError("an O(blocks) serialisation of a forest")
+
+    monkeypatch.setattr(ForestState, "to_dict", whole_forest)  # the digest must not need it
+    out = tmp_path / "b.json"
+    assert run("--replay-file", str(VLLM), "-o", str(out)).exit_code == 0
+    result = open_bundle(out)
+    assert result.exit_code == 0 and "replayed 400 messages: every digest matches" in result.output
+
+
+def test_a_bundle_past_the_step_limit_is_refused_before_any_replay_on_both_sides(bundle, tmp_path, monkeypatch):
+    from kvviz.export import watch_bundle
+    from kvviz.model.watch import WatchTimeline
+
+    def no_replay(*_args, **_kwargs):
+        raise AssertionError("replayed before the bound was checked")
+
+    monkeypatch.setattr(watch_bundle, "MAX_WATCH_BUNDLE_STEPS", 299)
+    result = run("--replay-file", str(VLLM), "--export-step", "300", "-o", str(tmp_path / "x.json"))
+    assert result.exit_code == 2 and "more than the 299 steps `kvviz open` replays" in result.output
+    assert not (tmp_path / "x.json").exists()
+    monkeypatch.setattr(WatchTimeline, "from_messages", no_replay)
+    result = open_bundle(bundle)
+    assert result.exit_code == 2 and "field 'step' is 300, more than the 299 steps" in result.output
+    assert len(result.output.splitlines()) == 1
+
+
+def test_a_bundle_of_an_earlier_schema_is_refused_with_the_reason_not_called_a_divergence(bundle, tmp_path):
+    result = open_bundle(tampered(bundle, tmp_path, lambda d: d.__setitem__("schema", "kvviz.watch-bundle/1")))
+    assert result.exit_code == 2 and "is an earlier kvviz's" in result.output and "--export-step" in result.output
+    assert len(result.output.splitlines()) == 1

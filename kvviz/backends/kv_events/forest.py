@@ -21,6 +21,9 @@ forest (or one medium) and the counting goes on. The rules for what the stream d
 
 Cost: :meth:`Forest.apply` is O(what the batch changed) (plus the children whose orphan mark
 flips); :meth:`Forest.state` is O(1) and shares every unchanged part with the previous state.
+The digest is a set digest of the blocks (kvcore's AdHash, :class:`kvcore.snapshot.StateDigest`),
+kept up to date block by block as a batch applies: every state's digest is O(1), so a bundle can
+record one per step and ``kvviz open`` check them all in time linear in the steps.
 The blocks live in a two-level copy-on-write table of 64 x 64 leaves (a block's leaf is fixed by
 its key): a state holds the 64-entry top level; after a state is taken, the first change to a
 leaf copies that leaf (about n/4096 blocks) and its 64-entry middle node, never the rest.
@@ -28,11 +31,12 @@ leaf copies that leaf (about n/4096 blocks) and its 64-entry middle node, never 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+
+from kvcore.snapshot import StateDigest
 
 from .wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, Key, UnknownEvent, key_order, key_text)
 
@@ -170,15 +174,46 @@ class BlockMap(Mapping):
         return tuple(sorted(found, key=lambda b: (b.medium is not None, b.medium or "")))
 
 
+def _row(b: ForestBlock) -> dict:
+    """``b`` as a row of :meth:`ForestState.to_dict`."""
+    return {"key": key_text(b.key), "medium": b.medium, "parent": None if b.parent is None else key_text(b.parent),
+            "tokens": list(b.tokens), "lora": b.lora, "stored_at": b.stored_at, "copies": b.copies,
+            "orphan": b.orphan}
+
+
+_quoted = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # json's own C quoting
+
+
+def _value(value: object) -> str:
+    """``value`` (None, a bool, an int or a string) as canonical JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return _quoted(value)
+    return json.dumps(value)
+
+
+def block_element(block: ForestBlock) -> str:
+    """The element of ``block`` in the forest's set digest: ``["block",ROW]``, ROW the block's
+    row of :meth:`ForestState.to_dict` as canonical JSON (sorted keys, no spaces, ASCII). Spelt
+    out by hand: ``json.dumps`` of the row costs 3x this on every block a batch changes."""
+    tokens = block.tokens
+    token_text = ",".join(map(str, tokens)) if all(type(t) is int for t in tokens) else ",".join(map(_value, tokens))
+    parent = "null" if block.parent is None else '"' + key_text(block.parent) + '"'
+    return (f'["block",{{"copies":{block.copies},"key":"{key_text(block.key)}","lora":{_value(block.lora)},'
+            f'"medium":{_value(block.medium)},"orphan":{"true" if block.orphan else "false"},"parent":{parent},'
+            f'"stored_at":{block.stored_at},"tokens":[{token_text}]}}]')
+
+
 class ForestState:
     """The forest after some step: frozen, cheap to take (it shares its table with the forest
     and with earlier states), compared by content. Indexes beyond ``blocks`` (children, roots,
-    media, the digest) are built on first use, O(blocks), and kept."""
+    media) are built on first use, O(blocks), and kept; the digest is O(1)."""
 
-    __slots__ = ("_top", "_size", "_memo")
+    __slots__ = ("_top", "_size", "_sum", "_memo")
 
-    def __init__(self, top: tuple = (None,) * _FAN, size: int = 0) -> None:
-        self._top, self._size = top, size
+    def __init__(self, top: tuple = (None,) * _FAN, size: int = 0, digest_sum: int = 0) -> None:
+        self._top, self._size, self._sum = top, size, digest_sum
         self._memo: dict[str, object] = {}
 
     @property
@@ -245,21 +280,18 @@ class ForestState:
         blocks = sorted(self.blocks.values(), key=lambda b: block_order((b.key, b.medium)))
         return {
             "cached_blocks": self._size,
-            "blocks": [
-                {"key": key_text(b.key), "medium": b.medium,
-                 "parent": None if b.parent is None else key_text(b.parent), "tokens": list(b.tokens),
-                 "lora": b.lora, "stored_at": b.stored_at, "copies": b.copies, "orphan": b.orphan}
-                for b in blocks
-            ],
+            "blocks": [_row(b) for b in blocks],
         }
 
     def digest(self) -> str:
-        """sha256 of :meth:`to_dict` as canonical JSON (sorted keys, no spaces, ASCII)."""
+        """The set digest of the blocks (:func:`block_element` of each, summed as
+        :class:`kvcore.snapshot.StateDigest` sums): equal forests give equal digests, however
+        they were reached. O(1): the forest keeps the sum as it changes."""
         digest = self._memo.get("digest")
         if digest is None:
-            text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-            digest = hashlib.sha256(text.encode("ascii")).hexdigest()
-            self._memo["digest"] = digest
+            accumulator = StateDigest()
+            accumulator.total = self._sum
+            digest = self._memo["digest"] = accumulator.hexdigest()
         return digest  # type: ignore[return-value]
 
 
@@ -275,6 +307,7 @@ class Forest:
         self._present: dict[Key, int] = {}  # key -> how many media hold it
         self._children: dict[Key, dict[BlockId, None]] = {}  # parent key -> its children (ordered)
         self._totals = ForestTotals()
+        self._digest = StateDigest()  # the set digest of the blocks, kept as they change
         self._start_sharing()
         self.copied = 0
         """Table entries copied on write so far: the cost :meth:`state` adds to later applies
@@ -287,6 +320,7 @@ class Forest:
         forest = cls()
         forest._top = list(state._top)
         forest._size = state._size
+        forest._digest.total = state._sum
         for (key, medium), block in state.blocks.items():
             forest._present[key] = forest._present.get(key, 0) + 1
             if block.parent is not None:
@@ -306,7 +340,7 @@ class Forest:
     def state(self) -> ForestState:
         """The forest now, frozen: O(1) (64 references), the same object while nothing changes."""
         if self._state is None:
-            self._start_sharing(ForestState(tuple(self._top), self._size))
+            self._start_sharing(ForestState(tuple(self._top), self._size, self._digest.total))
         return self._state  # type: ignore[return-value]
 
     def totals(self) -> ForestTotals:
@@ -341,11 +375,15 @@ class Forest:
         self._leaf_owned.add(slot)
         return leaf
 
-    def _put(self, block: ForestBlock) -> None:
-        self._writable_leaf(_slot(block.key))[(block.key, block.medium)] = block
+    def _replace(self, old: ForestBlock, new: ForestBlock) -> None:
+        """Put ``new`` where ``old`` (the same key and medium) was."""
+        self._writable_leaf(_slot(new.key))[(new.key, new.medium)] = new
+        self._digest.remove(block_element(old))
+        self._digest.add(block_element(new))
 
-    def _delete(self, block_id: BlockId) -> None:
-        del self._writable_leaf(_slot(block_id[0]))[block_id]
+    def _delete(self, block: ForestBlock) -> None:
+        del self._writable_leaf(_slot(block.key))[(block.key, block.medium)]
+        self._digest.remove(block_element(block))
 
     # -- the events --------------------------------------------------------------------------
 
@@ -397,6 +435,8 @@ class Forest:
             if existing is not None:
                 block = _with(existing, copies=existing.copies + 1)
                 leaf[block_id] = block
+                self._digest.remove(block_element(existing))
+                self._digest.add(block_element(block))
                 effect.duplicates += 1
                 stored.append(block)
                 parent = key
@@ -404,6 +444,7 @@ class Forest:
             block = ForestBlock(key, event.block_tokens(index), parent, medium, event.lora, step, 1,
                                 parent is not None and parent not in present)
             leaf[block_id] = block
+            self._digest.add(block_element(block))
             self._size += 1
             if parent is not None:
                 siblings = children.get(parent)
@@ -426,9 +467,9 @@ class Forest:
             effect.removed_unknown.append(key)
             return
         if block.copies > 1:
-            block = _with(block, copies=block.copies - 1)
-            self._put(block)
-            effect.removed.append(block)
+            fewer = _with(block, copies=block.copies - 1)
+            self._replace(block, fewer)
+            effect.removed.append(fewer)
             return
         self._drop(block)
         effect.removed.append(_with(block, copies=0))
@@ -449,7 +490,7 @@ class Forest:
     def _drop(self, block: ForestBlock) -> None:
         """Take ``block`` out with all its copies (the caller reports it and marks orphans)."""
         block_id = (block.key, block.medium)
-        self._delete(block_id)
+        self._delete(block)
         self._size -= 1
         if block.parent is not None:
             siblings = self._children.get(block.parent)
@@ -467,7 +508,7 @@ class Forest:
         for child_id in self._children.get(key, ()):
             child = self.get(child_id)
             if child is not None and child.orphan != orphan:
-                self._put(_with(child, orphan=orphan))
+                self._replace(child, _with(child, orphan=orphan))
                 changed.append(child_id)
 
     def _clear(self, medium: str | None, effect: _EffectBuilder) -> None:
@@ -476,6 +517,7 @@ class Forest:
             effect.cleared_blocks += self._size
             self._top = [None] * _FAN
             self._size = 0
+            self._digest = StateDigest()
             self._present.clear()
             self._children.clear()
             self._start_sharing()

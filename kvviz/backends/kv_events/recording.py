@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
 
+from kvviz.jsonread import JsonNumberTooLong, loads
 from kvviz.limits import MAX_RECORDING_BYTES, MAX_RECORDING_LINE_BYTES, MAX_RECORDING_MESSAGES
 from kvviz.samples import open_data
 
@@ -122,7 +123,9 @@ def _message(raw: bytes, path: str | os.PathLike, number: int) -> Message:
     except UnicodeDecodeError as error:
         raise RecordingError(path, number, error.start + 1, "not UTF-8") from None
     try:
-        record = json.loads(text.rstrip("\r\n"))
+        record = loads(text.rstrip("\r\n"))
+    except JsonNumberTooLong as error:
+        raise RecordingError(path, number, error.colno, str(error)) from None
     except json.JSONDecodeError as error:
         raise RecordingError(path, number, error.pos + 1, f"not JSON: {_json_what(error)}") from None
     except RecursionError:

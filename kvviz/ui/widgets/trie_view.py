@@ -23,6 +23,11 @@ from .line_view import LineView, Row, SelectionMessage, Span
 COMPRESS_ABOVE = 200
 """Tries with more nodes than this start with chains compressed."""
 
+MAX_GUIDE_CHARS = 120
+"""Columns of tree guides a row keeps: deeper rows show the levels nearest them after a "⋯".
+A guide grows by two columns a level, so unbounded it made a chain of n uncompressed nodes
+cost n² characters (a 100,000-page eviction shown as ghosts: 20 GB)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TrieLine:
@@ -220,6 +225,8 @@ class TrieView(LineView):
                 continue
             below = children.get(tail, ())
             inner = prefix + ("  " if last else "│ ")
+            if len(inner) > MAX_GUIDE_CHARS:
+                inner = "⋯ " + inner[len(inner) - MAX_GUIDE_CHARS + 2:]
             for i in range(len(below) - 1, -1, -1):
                 pending.append((below[i], inner, i == len(below) - 1))
         return rows
