@@ -251,7 +251,15 @@ class WatchTimeline:
         theirs = [part for part in (note or "").split("; ") if part]
         if "replayed" in theirs:
             self._replayed += 1
-        seen = self._tracker.observe(message.rank, message.seq)
+        previous = self._tracker.last(message.rank)
+        if previous is not None and any(part.startswith("restart") for part in theirs):
+            # The subscriber knew of a restart the seq does not show (a reconnect to a server
+            # that outran the old seq): the view restarts here all the same.
+            self._tracker.forget(message.rank)
+            self._tracker.observe(message.rank, message.seq)
+            seen: Gap | Restart | None = Restart(message.rank, previous, message.seq)
+        else:
+            seen = self._tracker.observe(message.rank, message.seq)
         rank = f" on rank {message.rank}" if message.rank else ""
         if isinstance(seen, Gap):
             missing = seen.last - seen.first + 1
@@ -266,7 +274,9 @@ class WatchTimeline:
             self._restart_count += 1
             if len(self._restarts) < NOTES_LISTED:
                 self._restarts.append({"step": step, "rank": seen.rank, "previous": seen.previous, "seq": seen.seq})
-            notes.append(f"restart{rank}: seq went back from {seen.previous} to {seen.seq}")
+            went = (f"seq went back from {seen.previous} to {seen.seq}" if seen.seq <= seen.previous
+                    else f"seq {seen.seq} after {seen.previous} is a new publisher's (a reconnect)")
+            notes.append(f"restart{rank}: {went}")
             self._resets.add(step)
         # The subscriber's gap and restart words say what ours say (from the same seqs).
         notes += [part for part in theirs if not part.startswith(("gap", "restart"))]
