@@ -299,15 +299,17 @@ def _start(subscriber) -> None:
         raise BadInput(f"cannot subscribe: {type(exc).__name__}: {exc}") from None
 
 
-def _recorder(record: str | None):
-    """A writer of every message received to ``record`` (None: no recording)."""
+def _recorder(record: str | None, headless: bool):
+    """A writer of every message received to ``record`` (None: no recording). Headless, what
+    goes wrong with the recording is told on stderr at once (the UI hears it at the end)."""
     if record is None:
         return None
     from ..backends.kv_events.recording import RecordingError, RecordingWriter
 
     refuse_special_file(record, "a file to record into")
+    on_note = (lambda line: click.echo(f"kvviz: {line}", err=True)) if headless else None
     try:
-        return RecordingWriter(record)
+        return RecordingWriter(record, on_note=on_note)
     except RecordingError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
@@ -318,13 +320,14 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
                 headless: bool, as_json: bool, every: int | None, count: int | None,
                 max_seconds: float | None) -> None:
     """Subscribe and follow: headless until --count/--max-seconds/Ctrl-C, or in the UI."""
-    writer = _recorder(record)
+    writer = _recorder(record, headless)
     # The subscriber's thread writes the recording as each message arrives, so a watch that
     # ends (or crashes) has recorded everything received so far, whatever the UI polled. With
     # --count N it records the first N only: the N the summary counts (the queue's order is
     # the hook's order).
     on_received = None if writer is None else (
-        lambda received: writer.write(received.message) if count is None or writer.messages < count else None)
+        lambda received: writer.write(received.message)
+        if count is None or writer.messages + writer.refused + writer.lost < count else None)
     subscriber = _subscriber(endpoint, topic, ranks, replay_endpoint, on_received)
     timeline = _timeline(endpoint)
     try:
@@ -342,6 +345,23 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
         subscriber.stop()  # joins the thread: nothing writes the recording after this
         if writer is not None:
             writer.close()
+    _recording_outcome(writer)
+
+
+def _recording_outcome(writer) -> None:
+    """One line on stderr when the recording is not every message received: messages too big
+    for a recording (exit 0: the recording still reads back), or a recording that stopped
+    early, e.g. on a full disk (exit 1)."""
+    if writer is None:
+        return
+    if writer.refused:
+        click.echo(f"kvviz: {writer.path}: {plural(writer.refused, 'message')} not recorded: longer than a "
+                   "recording's line may be (MAX_RECORDING_LINE_BYTES); the rest reads back with --replay-file",
+                   err=True)
+    if writer.failure is not None:
+        click.echo(f"kvviz: {writer.failure} ({plural(writer.lost, 'message')} received after it not recorded)",
+                   err=True)
+        sys.exit(1)
 
 
 def _follow_headless(subscriber, timeline, as_json: bool, every: int | None, count: int | None,
