@@ -114,8 +114,8 @@ thread waits and ZeroMQ's high-water mark holds the rest: memory stays bounded, 
 server then drops is a gap the subscriber reports (and replays), never a silent loss."""
 MAX_WATCH_PENDING_BYTES = 64 * 1024 * 1024
 """What the received messages waiting for the UI may cost in all (frames, decoded batches and
-their objects, as ``subscriber.message_cost`` counts them: about 30 KB for a 3.3 KB vLLM
-batch, so some 2,200 of them). Past it the subscriber's thread waits, as with
+their objects, as ``subscriber.message_cost`` counts them: 37 KB for a 3.3 KB vLLM
+batch, so some 1,800 of them). Past it the subscriber's thread waits, as with
 ``MAX_WATCH_PENDING``."""
 MAX_WATCH_REPLAY_MESSAGES = 1_000_000
 """Frames one replay answer may bring before the subscriber stops reading it (vLLM buffers

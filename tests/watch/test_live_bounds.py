@@ -199,3 +199,21 @@ def test_a_disk_that_fills_under_record_is_told_at_once_and_the_watch_ends_in_on
     assert result.stderr.splitlines() == [f"{told}; watching goes on",
                                           f"{told} (15 messages received after it not recorded)"]
     assert len(read_recording(record)) == 5
+
+
+# -- a flood nobody polls -------------------------------------------------------------------------
+
+
+def test_a_flood_nobody_polls_stops_at_the_queues_byte_bound_and_the_rest_is_a_gap_not_memory(publisher,
+                                                                                                subscribe):
+    from kvviz.backends.kv_events.subscriber import message_cost
+    from kvviz.limits import MAX_WATCH_PENDING_BYTES
+
+    live = publisher({"steps": [{"send": 20_000}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    assert live.finish()["sent"] == 20_000  # every message left the publisher (or was dropped by its HWM)
+    queued = subscriber.stats
+    assert queued.pending_bytes <= MAX_WATCH_PENDING_BYTES and queued.messages < 20_000
+    drained = subscriber.poll(queued.messages)
+    assert len(drained) == queued.messages  # queued, none lost: the thread waited for room
+    assert sum(message_cost(r) for r in drained) == queued.pending_bytes

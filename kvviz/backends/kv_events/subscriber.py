@@ -71,13 +71,15 @@ MAX_FRAME_BYTES = MAX_EVENT_PAYLOAD_BYTES
 seq or a payload) is refused from its header, before anything is allocated, and its connection
 dropped; the decoder would refuse such a payload anyway."""
 
-MESSAGE_OVERHEAD_BYTES = 600
-"""What one queued message costs besides its frames: the ``Received``, ``Message`` and their
-bytes objects (measured with tracemalloc, 560 bytes)."""
+MESSAGE_OVERHEAD_BYTES = 256
+"""What one queued message costs besides its frames and its decoded batch: the ``Received``
+and ``Message`` objects and the bytes objects' headers (tracemalloc over the shared vLLM and
+SGLang recordings: 185 bytes, plus 33 per bytes object)."""
 
-DECODED_BYTES_PER_PAYLOAD_BYTE = 8
-"""A decoded batch's size per payload byte, an upper estimate (tracemalloc over the vLLM
-recordings: 5.9 on average): msgpack's one-byte ints become 28-byte Python ints in lists."""
+DECODED_BYTES_PER_PAYLOAD_BYTE = 10
+"""A decoded batch's size per payload byte, an upper estimate (tracemalloc over the shared
+recordings: 6.9 for vLLM 0.33's, 9.3 for SGLang 0.5.23's): msgpack's one-byte ints become
+28-byte Python ints in lists."""
 
 POLL_MS = 100
 """How long the thread waits on its sockets before it looks at the stop flag: the bound on
