@@ -69,7 +69,8 @@ def require_watch_extra(live: bool) -> None:
 @click.option("--ranks", type=click.IntRange(1, MAX_RANKS), default=1, show_default=True,
               help="Data-parallel ranks: one SUB socket each, at port + rank.")
 @click.option("--replay-endpoint", default=None,
-              help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq are asked for there.")
+              help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq, a late attach's history "
+                   "and a restarted server's first batches are asked for there.")
 @click.option("--record", "record", type=click.Path(dir_okay=False), default=None,
               help="Write every message as received to this new file (the recordings' JSONL format; an existing one is refused, never overwritten).")
 @click.option("--replay-file", type=click.Path(dir_okay=False), default=None,
@@ -129,6 +130,8 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
       kvviz watch --replay-file ../shared/data/kv-events/vllm-0.33.0-conversation-400.jsonl \\
         --against-trace ../shared/data/mooncake/conversation_trace.jsonl
     (exit 0: they agree event for event; 1: the first difference is printed).
+
+    What a live watch holds in memory, and its bounds: kvviz help watch.
     """
     live = endpoint is not None
     _check_flags(endpoint, replay_file, locals())

@@ -142,6 +142,26 @@ def nothing_arrived_line(stats: SubscriberStats, endpoints: tuple[str, ...]) -> 
     return f"no messages arrived from {where} ({connection_words(stats.connected)}): {NOTHING_ARRIVED_HINT}"
 
 
+def memory_help() -> str:
+    """What a live watch holds in memory, and the bounds, in words (``kvviz help watch``)."""
+    return f"""\
+Memory of a live watch (kvviz/limits.py):
+  Each ZeroMQ frame is at most {MAX_FRAME_BYTES:,} bytes (ZMQ_MAXMSGSIZE): a bigger one is
+  refused from its header, unallocated, and kvviz connects again. ZeroMQ queues at most
+  {DEFAULT_HWM:,} messages per rank; the decoded queue behind it at most
+  {MAX_WATCH_PENDING_BYTES:,} bytes (MAX_WATCH_PENDING_BYTES), a message counted as its frames,
+  {DECODED_BYTES_PER_PAYLOAD_BYTE} bytes per payload byte decoded, and {MESSAGE_OVERHEAD_BYTES} bytes of
+  objects: 37 KB for a 3.3 KB vLLM batch, about 1,800 of them. When nobody takes them the
+  receiving thread waits, and what the server then drops is a gap, said and replayed.
+  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most.
+  The timeline keeps every message received: 31 KB per vLLM batch beyond its payload
+  (tracemalloc, 4,000 batches of the shared vLLM recording), without a cap yet: an hour at
+  100 batches/s is some 12 GB; a long watch should --record and be opened again.
+  --record writes only lines --replay-file reads (a message over MAX_RECORDING_LINE_BYTES is
+  counted and not written); a disk that fills stops the recording, not the watch (one line,
+  exit 1)."""
+
+
 _ENDPOINT = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):(?P<port>[0-9]{1,5})")
 
 
