@@ -235,10 +235,12 @@ def _read_recording(path: str):
         raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def _timeline(source: str):
+def _timeline(source: str, live: bool = False):
+    """The timeline a watch fills; a live one keeps its steps within MAX_WATCH_TIMELINE_BYTES
+    (a recording is bounded already, by MAX_RECORDING_BYTES)."""
     from ..model.watch import WatchTimeline
 
-    return WatchTimeline(source)
+    return WatchTimeline(source, max_bytes=limits.MAX_WATCH_TIMELINE_BYTES if live else None)
 
 
 def _replay_headless(timeline, messages, as_json: bool, every: int | None) -> None:
@@ -332,7 +334,7 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
         lambda received: writer.write(received.message)
         if count is None or writer.messages + writer.refused + writer.lost < count else None)
     subscriber = _subscriber(endpoint, topic, ranks, replay_endpoint, on_received)
-    timeline = _timeline(endpoint)
+    timeline = _timeline(endpoint, live=True)
     try:
         _start(subscriber)
         if headless:
