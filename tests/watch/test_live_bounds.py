@@ -7,11 +7,15 @@ Each must leave the watch running, bounded, and saying what happened in one line
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+import pytest
 
 from kvviz.backends.kv_events import recording
 from kvviz.backends.kv_events.recording import read_recording
@@ -217,3 +221,68 @@ def test_a_flood_nobody_polls_stops_at_the_queues_byte_bound_and_the_rest_is_a_g
     drained = subscriber.poll(queued.messages)
     assert len(drained) == queued.messages  # queued, none lost: the thread waited for room
     assert sum(message_cost(r) for r in drained) == queued.pending_bytes
+
+
+# -- a flooding publisher, the whole CLI watching ---------------------------------------------------
+
+FLOOD_SECONDS = 20
+"""How long the flood test watches: long enough that an unbounded timeline outgrows the cap
+several times over (it grew 25 MB/s under a flood), short enough for a test."""
+FLOOD_TIMELINE_BYTES = 32 * 1024 * 1024
+FLOOD_PENDING_BYTES = 16 * 1024 * 1024
+FLOOD_GROWTH_CAP = 150 * 1024 * 1024
+"""Resident memory the watch may gain over its first second: the two bounds above (48 MiB, as
+the test sets them), ZeroMQ's queue, the forest and the allocator's slack."""
+
+BOUNDED_WATCH = """\
+import sys
+import kvviz.limits as limits
+limits.MAX_WATCH_TIMELINE_BYTES = {timeline}
+limits.MAX_WATCH_PENDING_BYTES = {pending}
+from kvviz.cli import cli
+cli(["watch", *sys.argv[1:]])
+"""
+
+
+def resident_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None  # it has exited
+    return None
+
+
+@pytest.mark.slow
+def test_a_flooding_publisher_keeps_the_watch_under_its_memory_cap_and_every_seq_is_shown_or_counted_missing(
+        publisher):
+    live = publisher({"steps": [{"send": 2_000_000}]})
+    code = BOUNDED_WATCH.format(timeline=FLOOD_TIMELINE_BYTES, pending=FLOOD_PENDING_BYTES)
+    watch = subprocess.Popen([sys.executable, "-c", code, live.pub, "--topic", "kv", "--json", "--every", "5000",
+                              "--max-seconds", str(FLOOD_SECONDS)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        samples: list[int] = []
+        started = time.monotonic()
+        while watch.poll() is None and time.monotonic() - started < FLOOD_SECONDS + 20:
+            rss = resident_bytes(watch.pid)
+            if rss is not None:
+                samples.append(rss)
+            time.sleep(0.2)  # a sampling period, not a synchronisation
+        out, err = watch.communicate(timeout=DEADLINE_S)
+    finally:
+        if watch.poll() is None:
+            os.killpg(watch.pid, signal.SIGKILL)
+            watch.wait(timeout=DEADLINE_S)
+    assert watch.returncode == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    summary = lines[-1]
+    assert summary["messages"] > 5_000  # it did watch a flood (several times what the bound keeps)
+    # --json kept up, or said what it dropped: every seq between the first and the last is a
+    # step or counted missing.
+    assert summary["last_seq"] - summary["first_seq"] + 1 == summary["messages"] + summary["missing_messages"]
+    baseline = samples[5]  # after the first second: Python, kvviz, ZeroMQ loaded
+    assert max(samples) - baseline < FLOOD_GROWTH_CAP, [s // 2**20 for s in samples]
+    print("resident MiB", [s // 2**20 for s in samples[::10]], "messages", summary["messages"])
