@@ -285,4 +285,3 @@ def test_a_flooding_publisher_keeps_the_watch_under_its_memory_cap_and_every_seq
     assert summary["last_seq"] - summary["first_seq"] + 1 == summary["messages"] + summary["missing_messages"]
     baseline = samples[5]  # after the first second: Python, kvviz, ZeroMQ loaded
     assert max(samples) - baseline < FLOOD_GROWTH_CAP, [s // 2**20 for s in samples]
-    print("resident MiB", [s // 2**20 for s in samples[::10]], "messages", summary["messages"])
