@@ -112,16 +112,6 @@ MAX_WATCH_PENDING = 1_000_000
 """Received messages waiting for the UI to take them. When nobody takes them the subscriber's
 thread waits and ZeroMQ's high-water mark holds the rest: memory stays bounded, and what the
 server then drops is a gap the subscriber reports (and replays), never a silent loss."""
-MAX_WATCH_PENDING_BYTES = 64 * 1024 * 1024
-"""What the received messages waiting for the UI may cost in all (frames, decoded batches and
-their objects, as ``subscriber.message_cost`` counts them: 37 KB for a 3.3 KB vLLM
-batch, so some 1,800 of them). Past it the subscriber's thread waits, as with
-``MAX_WATCH_PENDING``."""
-MAX_WATCH_TIMELINE_BYTES = 256 * 1024 * 1024
-"""What the kept steps of a live watch's timeline may cost (``model.watch.step_cost``: the
-message's frames and 400 bytes; a 3.3 KB vLLM batch keeps 3.7 KB, so some 72,000 of them,
-12 minutes at 100 batches/s). Older steps are folded into a keyframe; ``--record`` keeps them all.
-Beyond it a step costs 48 bytes of per-step numbers (the sparkline's and ``--every``'s)."""
 MAX_WATCH_REPLAY_MESSAGES = 1_000_000
 """Frames one replay answer may bring before the subscriber stops reading it (vLLM buffers
 10,000 batches by default)."""

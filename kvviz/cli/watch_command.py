@@ -236,11 +236,11 @@ def _read_recording(path: str):
 
 
 def _timeline(source: str, live: bool = False):
-    """The timeline a watch fills; a live one keeps its steps within MAX_WATCH_TIMELINE_BYTES
-    (a recording is bounded already, by MAX_RECORDING_BYTES)."""
-    from ..model.watch import WatchTimeline
+    """The timeline a watch fills; a live one keeps its steps within LIVE_TIMELINE_BYTES (a
+    recording is bounded already, by MAX_RECORDING_BYTES)."""
+    from ..model import watch
 
-    return WatchTimeline(source, max_bytes=limits.MAX_WATCH_TIMELINE_BYTES if live else None)
+    return watch.WatchTimeline(source, max_bytes=watch.LIVE_TIMELINE_BYTES if live else None)
 
 
 def _replay_headless(timeline, messages, as_json: bool, every: int | None) -> None:

@@ -13,7 +13,7 @@ step costs at most ``keyframe_every`` batches to rebuild, wherever it is.
 Memory: a step keeps its message (the payload as received) and a few numbers, not its decoded
 batch: a step rebuilt by :meth:`WatchTimeline.frame` decodes its batches again (at most
 ``keyframe_every`` of them), so a step costs its payload plus about ``STEP_OVERHEAD_BYTES``.
-With ``max_bytes`` (a live watch: :data:`~kvviz.limits.MAX_WATCH_TIMELINE_BYTES`) the steps
+With ``max_bytes`` (a live watch: :data:`LIVE_TIMELINE_BYTES`) the steps
 kept are bounded in bytes: when they cost more, the oldest keyframe intervals are folded into
 the keyframe after them (their messages let go; their counts stay in the summary, their
 per-step numbers in the sparkline's columns), and :attr:`WatchTimeline.first_step` says where
@@ -55,6 +55,13 @@ CHAINS_TOLD = 3
 
 NOTES_LISTED = 1_000
 """Gaps, restarts and undecodable messages the summary lists one by one (all are counted)."""
+
+LIVE_TIMELINE_BYTES = 256 * 1024 * 1024
+"""What the kept steps and keyframes of a live watch's timeline may cost (:func:`step_cost`,
+:data:`KEYFRAME_BLOCK_BYTES`): with the shared vLLM recording's 3,000-block cache a step costs
+3.7 KB and its keyframe share 11.7 KB, so some 17,000 steps are kept (3 minutes at 100
+batches/s). Older steps are folded into a keyframe; ``--record`` keeps them all. Past the
+kept steps a step costs 48 bytes of per-step numbers (the sparkline's and ``--every``'s)."""
 
 STEP_OVERHEAD_BYTES = 400
 """What a kept step costs besides its message's frames and its share of a keyframe
@@ -639,6 +646,18 @@ class WatchTimeline:
                 "cached_blocks": self._cached[i], "peak_blocks": self._peak_after[i],
                 "stored": sum(self._stored[since + 1:i + 1]), "removed": sum(self._removed[since + 1:i + 1]),
                 "notes": self._notes_before[i] - self._notes_before[since]}
+
+
+def timeline_memory_help() -> str:
+    """What a live watch's timeline holds in memory, and its bound, in words (``kvviz help watch``)."""
+    return f"""\
+  The timeline keeps each step's payload as received and {STEP_OVERHEAD_BYTES} bytes (measured 160;
+  a decoded batch is decoded again when a step is shown, not kept: it was 22.5 KB a vLLM
+  batch), and a keyframe every {KEYFRAME_EVERY} steps ({KEYFRAME_BLOCK_BYTES:,} bytes a cached block: 11.7 KB
+  a step for a 3,000-block cache). A live watch keeps {LIVE_TIMELINE_BYTES:,} bytes of them
+  (LIVE_TIMELINE_BYTES: some 17,000 vLLM batches); older steps are folded into a keyframe
+  (the summary still counts them; the UI starts at the fold), and each costs 48 bytes of
+  per-step numbers. --record keeps every message."""
 
 
 def step_cost(message: Message) -> int:

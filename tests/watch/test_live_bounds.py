@@ -211,13 +211,13 @@ def test_a_disk_that_fills_under_record_is_told_at_once_and_the_watch_ends_in_on
 def test_a_flood_nobody_polls_stops_at_the_queues_byte_bound_and_the_rest_is_a_gap_not_memory(publisher,
                                                                                                 subscribe):
     from kvviz.backends.kv_events.subscriber import message_cost
-    from kvviz.limits import MAX_WATCH_PENDING_BYTES
+    from kvviz.backends.kv_events.subscriber import PENDING_BYTES
 
     live = publisher({"steps": [{"send": 20_000}]})
     subscriber = subscribe(live.pub, topic="kv")
     assert live.finish()["sent"] == 20_000  # every message left the publisher (or was dropped by its HWM)
     queued = subscriber.stats
-    assert queued.pending_bytes <= MAX_WATCH_PENDING_BYTES and queued.messages < 20_000
+    assert queued.pending_bytes <= PENDING_BYTES and queued.messages < 20_000
     drained = subscriber.poll(queued.messages)
     assert len(drained) == queued.messages  # queued, none lost: the thread waited for room
     assert sum(message_cost(r) for r in drained) == queued.pending_bytes
@@ -236,9 +236,10 @@ the test sets them), ZeroMQ's queue, the forest and the allocator's slack."""
 
 BOUNDED_WATCH = """\
 import sys
-import kvviz.limits as limits
-limits.MAX_WATCH_TIMELINE_BYTES = {timeline}
-limits.MAX_WATCH_PENDING_BYTES = {pending}
+import kvviz.backends.kv_events.subscriber as subscriber
+import kvviz.model.watch as watch
+watch.LIVE_TIMELINE_BYTES = {timeline}
+subscriber.PENDING_BYTES = {pending}
 from kvviz.cli import cli
 cli(["watch", *sys.argv[1:]])
 """

@@ -53,16 +53,21 @@ from typing import Callable
 from kvviz.backends.kv_events.recording import Message
 from kvviz.backends.kv_events.stream import Gap, Restart, SeqTracker
 from kvviz.backends.kv_events.wire import Batch, DecodeError, decode_payload
-from kvviz.limits import (MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_PENDING_BYTES, MAX_WATCH_RANKS,
-                          MAX_WATCH_REPLAY_MESSAGES)
+from kvviz.limits import MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 
 SEQ_BYTES = 8
 END_OF_REPLAY = b"\xff" * SEQ_BYTES
 """The replay answer's end marker: seq -1 as a signed 8-byte big-endian integer."""
 
+PENDING_BYTES = 64 * 1024 * 1024
+"""What the received messages waiting for the UI may cost in all (frames, decoded batches and
+their objects, as :func:`message_cost` counts them: 37 KB for a 3.3 KB vLLM batch, so some
+1,800 of them). Past it the thread waits, as with ``MAX_WATCH_PENDING``: ZeroMQ's high-water
+mark holds the rest, then the server's (a gap, reported and replayed), never a silent loss."""
+
 DEFAULT_HWM = 1_000
 """Messages a SUB socket may queue before ZeroMQ stops reading the connection (ZeroMQ's own
-default). The decoded queue behind it is bounded in bytes (``MAX_WATCH_PENDING_BYTES``); this
+default). The decoded queue behind it is bounded in bytes (``PENDING_BYTES``); this
 count only has to absorb the moments the thread spends decoding, and each message in it is at
 most ``MAX_FRAME_BYTES`` per frame (a typical vLLM batch is 3.3 KB: 3.3 MB)."""
 
@@ -143,20 +148,19 @@ def nothing_arrived_line(stats: SubscriberStats, endpoints: tuple[str, ...]) -> 
 
 
 def memory_help() -> str:
-    """What a live watch holds in memory, and the bounds, in words (``kvviz help watch``)."""
+    """What a live watch's subscriber holds in memory, and its bounds, in words (``kvviz help
+    watch``, beside the timeline's)."""
     return f"""\
-Memory of a live watch (kvviz/limits.py):
+Memory of a live watch:
   Each ZeroMQ frame is at most {MAX_FRAME_BYTES:,} bytes (ZMQ_MAXMSGSIZE): a bigger one is
   refused from its header, unallocated, and kvviz connects again. ZeroMQ queues at most
   {DEFAULT_HWM:,} messages per rank; the decoded queue behind it at most
-  {MAX_WATCH_PENDING_BYTES:,} bytes (MAX_WATCH_PENDING_BYTES), a message counted as its frames,
+  {PENDING_BYTES:,} bytes (PENDING_BYTES), a message counted as its frames,
   {DECODED_BYTES_PER_PAYLOAD_BYTE} bytes per payload byte decoded, and {MESSAGE_OVERHEAD_BYTES} bytes of
   objects: 37 KB for a 3.3 KB vLLM batch, about 1,800 of them. When nobody takes them the
   receiving thread waits, and what the server then drops is a gap, said and replayed.
-  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most.
-  The timeline keeps every message received: 31 KB per vLLM batch beyond its payload
-  (tracemalloc, 4,000 batches of the shared vLLM recording), without a cap yet: an hour at
-  100 batches/s is some 12 GB; a long watch should --record and be opened again.
+  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most
+  (live messages wait meanwhile).
   --record writes only lines --replay-file reads (a message over MAX_RECORDING_LINE_BYTES is
   counted and not written); a disk that fills stops the recording, not the watch (one line,
   exit 1)."""
@@ -266,7 +270,7 @@ class SubscriberStats:
     still delivered), ``hook_error`` is the first such error in one line; ``reconnects`` the
     connections kvviz made again itself after ZeroMQ gave a peer up (refused: a frame over
     ``MAX_FRAME_BYTES``, a protocol error); ``pending_bytes`` what the queued messages cost now (bounded by
-    ``MAX_WATCH_PENDING_BYTES``)."""
+    ``PENDING_BYTES``)."""
 
     messages: int = 0
     bytes: int = 0
@@ -663,7 +667,7 @@ class Subscriber:
 
     def _deliver(self, message: Message, note: str | None) -> None:
         """Decode ``message``, queue it (waiting while the queue holds
-        ``MAX_WATCH_PENDING_BYTES``), count it and tell the hook. A subscriber stopping
+        ``PENDING_BYTES``), count it and tell the hook. A subscriber stopping
         delivers nothing more: what is counted, queued and recorded stays one set."""
         batch, error = None, None
         try:
@@ -700,7 +704,7 @@ class Subscriber:
         server's (a gap, reported and replayed), never a silent loss."""
         cost = message_cost(received)
         with self._room:
-            while (self._pending_bytes and self._pending_bytes + cost > MAX_WATCH_PENDING_BYTES
+            while (self._pending_bytes and self._pending_bytes + cost > PENDING_BYTES
                    and not self._stopping.is_set()):
                 self._room.wait(POLL_MS / 1000)
             if self._stopping.is_set():
