@@ -613,3 +613,14 @@ def test_a_reconnect_to_the_same_publisher_fills_the_gap_it_left(publisher, subs
     assert subscriber.stats.restarts == 0
     blocks, _ = watched_set(got)
     assert blocks == cached_set(RECORDED[:10])
+
+
+def test_a_reconnect_the_replay_endpoint_cannot_check_keeps_the_view_and_says_a_restart_is_possible(
+        publisher, subscribe):
+    live = publisher({"replay": "none", "steps": [{"send": 5}, {"rebind": True}, {"skip": 3}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.3)
+    got = receive(subscriber, 7)
+    assert seqs(got) == [0, 1, 2, 3, 4, 8, 9]
+    assert got[5].note == ("a new connection after seq 4: the replay endpoint did not answer, so a publisher "
+                           "restart cannot be ruled out; gap 5-7 not replayed")
+    assert subscriber.stats.restarts == 0

@@ -118,6 +118,8 @@ NOTES = {
     "gap_partly": "gap {span} partly replayed: {missing} missing",
     "restart": "restart: seq {seq} after {previous}",
     "reconnect_restart": "restart: seq {seq} after {previous}, on a new connection {why}",
+    "reconnect_unproven": "a new connection after seq {previous}: the replay endpoint did not answer, "
+                          "so a publisher restart cannot be ruled out",
 }
 """Every note the subscriber writes, worded once. Notes on one message are joined by "; ".
 ``gap`` and ``restart`` notes start with those words, so a reader can count them."""
@@ -612,6 +614,10 @@ class Subscriber:
         The replay endpoint decides: asked from ``previous``, the same publisher answers the
         payload received at ``previous``."""
         answered = self._ask_replay(rank, previous, seq - 1)
+        if answered is None:  # no answer: nothing tells a restart from a gap; the seq is trusted
+            self._tracker.observe(rank, seq)
+            unproven = NOTES["reconnect_unproven"].format(previous=previous)
+            return [unproven] + (self._fill_gap(rank, previous + 1, seq - 1, topic, {}) if seq > previous + 1 else [])
         echo = answered.get(previous)
         if echo is not None and echo[1] == self._last_payload[rank]:
             self._tracker.observe(rank, seq)
@@ -731,7 +737,7 @@ class Subscriber:
         delivered (a restart's): on the first replayed one, or returned when none came."""
         span = f"{first}" if first == last else f"{first}-{last}"
         if answered is None:
-            answered = self._ask_replay(rank, first, last) if self.replay_endpoints else {}
+            answered = (self._ask_replay(rank, first, last) if self.replay_endpoints else None) or {}
         answered = {seq: answer for seq, answer in answered.items() if first <= seq <= last}
         for seq in sorted(answered):
             replayed_topic, payload = answered[seq]
@@ -753,11 +759,12 @@ class Subscriber:
             return notes + [NOTES["gap"].format(span=span)]
         return notes + [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
 
-    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]]:
+    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]] | None:
         """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
         endpoint sent. Tries the envelopes in ``ENVELOPES`` order, each after ``replay_wait``
         seconds of silence, and keeps listening to the earlier requests meanwhile, so a slow
-        answer to the first envelope still counts. The envelope that answered is kept."""
+        answer to the first envelope still counts. The envelope that answered is kept. None
+        when nothing answered (an empty answer is ``{}``)."""
         known = self._envelope[rank]
         asked: list[tuple[str, object]] = []
         start = first.to_bytes(SEQ_BYTES, "big")
@@ -789,7 +796,7 @@ class Subscriber:
             return answered
         for _, dealer in asked:
             dealer.close(linger=0)
-        return {}
+        return None
 
     def _new_dealer(self, rank: int):
         zmq = _zmq()
