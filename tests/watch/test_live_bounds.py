@@ -225,9 +225,10 @@ def test_a_flood_nobody_polls_stops_at_the_queues_byte_bound_and_the_rest_is_a_g
 
 # -- a flooding publisher, the whole CLI watching ---------------------------------------------------
 
-FLOOD_SECONDS = 20
+FLOOD_SECONDS = 10
 """How long the flood test watches: long enough that an unbounded timeline outgrows the cap
-several times over (it grew 25 MB/s under a flood), short enough for a test."""
+(before the bounds it passed 150 MB after 5 s and reached 3.2 GB in 20 s), and that the
+bounded one folds steps (its 32 MiB hold about 2,100 of them, 3 s of this flood)."""
 FLOOD_TIMELINE_BYTES = 32 * 1024 * 1024
 FLOOD_PENDING_BYTES = 16 * 1024 * 1024
 FLOOD_GROWTH_CAP = 150 * 1024 * 1024
@@ -280,7 +281,7 @@ def test_a_flooding_publisher_keeps_the_watch_under_its_memory_cap_and_every_seq
     assert watch.returncode == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     summary = lines[-1]
-    assert summary["messages"] > 5_000  # it did watch a flood (several times what the bound keeps)
+    assert summary["messages"] > 3_000  # it did watch a flood (more than the bound keeps)
     # --json kept up, or said what it dropped: every seq between the first and the last is a
     # step or counted missing.
     assert summary["last_seq"] - summary["first_seq"] + 1 == summary["messages"] + summary["missing_messages"]
