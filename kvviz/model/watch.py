@@ -58,22 +58,22 @@ NOTES_LISTED = 1_000
 
 LIVE_TIMELINE_BYTES = 256 * 1024 * 1024
 """What the kept steps and keyframes of a live watch's timeline may cost (:func:`step_cost`,
-:data:`KEYFRAME_BLOCK_BYTES`): with the shared vLLM recording's 3,000-block cache a step costs
+:data:`COPIED_ENTRY_BYTES`): with the shared vLLM recording's 3,000-block cache a step costs
 3.7 KB and its keyframe share 11.7 KB, so some 17,000 steps are kept (3 minutes at 100
 batches/s). Older steps are folded into a keyframe; ``--record`` keeps them all. Past the
 kept steps a step costs 48 bytes of per-step numbers (the sparkline's and ``--every``'s)."""
 
 STEP_OVERHEAD_BYTES = 400
 """What a kept step costs besides its message's frames and its share of a keyframe
-(:data:`KEYFRAME_BLOCK_BYTES`): the ``Message`` object, its notes and the per-step columns, an
+(:data:`COPIED_ENTRY_BYTES`): the ``Message`` object, its notes and the per-step columns, an
 upper estimate (tracemalloc, 800 steps of the shared vLLM recording against a bare forest fed
 the same batches: 160 bytes; 22,500 when the decoded batches were kept)."""
 
-KEYFRAME_BLOCK_BYTES = 1_000
-"""What a keyframe costs per block it holds, an upper estimate: over ``keyframe_every`` batches
-most of the table is copied on write, so a keyframe ends up owning nearly a whole copy
-(tracemalloc, the shared vLLM recording looped to 4,000 steps: 2.9 MB per keyframe of about
-3,000 blocks, 11 KB per step)."""
+COPIED_ENTRY_BYTES = 400
+"""What a keyframe costs per table entry the forest copied on write over the interval before
+it (``Forest.copied``): the keyframe alone keeps the old leaves and the blocks they held. An
+upper estimate (tracemalloc, the shared vLLM recording looped to 4,000 steps: 2.9 MB a
+keyframe, 8,500 entries copied an interval: 340 bytes an entry, 11 KB a step)."""
 
 NO_MEDIUM = "(none)"
 """How a block without a ``medium`` is counted in ``per_medium`` (JSON keys are strings)."""
@@ -140,7 +140,7 @@ class WatchTimeline:
         self.max_bytes = max_bytes
         """The most the kept steps may cost (None: every step is kept, as for a recording)."""
         self._base = 0  # steps 1.._base are folded into the keyframe at _base
-        self._kept_bytes = 0  # what the kept steps (step_cost) and keyframes (KEYFRAME_BLOCK_BYTES) cost
+        self._kept_bytes = 0  # what the kept steps (step_cost) and keyframes (COPIED_ENTRY_BYTES) cost
         self._last = 0  # the newest step
         self._first_seq: int | None = None
         self._messages: list[Message] = []  # steps _base + 1 .. last_step
@@ -154,6 +154,7 @@ class WatchTimeline:
         self._head_state: ForestState | None = None
         self._keyframes: list[ForestState] = [self._forest.state()]  # state after step _base + k * keyframe_every
         self._keyframe_bytes: list[int] = [0]  # what each keyframe is counted as in _kept_bytes
+        self._copied_mark = 0  # the forest's copied-on-write count at the last keyframe
         self._scratch: tuple[int, Forest] | None = None  # a rebuilt forest, to step forward cheaply
         self._passed: dict[int, tuple[BatchEffect | None, ForestState]] = {}  # steps rebuilt on the way
         self._cached = array("q", [0])
@@ -267,6 +268,7 @@ class WatchTimeline:
         if step in self._resets:
             dropped = len(self._forest)
             self._forest = Forest()
+            self._copied_mark = 0
             notes.append(DESIGN.clause("reset", dropped=DESIGN.nouns.count(dropped)))
             self._clears.append(step)
         if batch is None:
@@ -293,7 +295,8 @@ class WatchTimeline:
         self._notes_before.append(self._notes_before[-1] + len(notes))
         if step % self.keyframe_every == 0:
             self._keyframes.append(self.head_state)
-            self._keyframe_bytes.append(len(self.head_state) * KEYFRAME_BLOCK_BYTES)
+            self._keyframe_bytes.append((self._forest.copied - self._copied_mark) * COPIED_ENTRY_BYTES)
+            self._copied_mark = self._forest.copied
             self._kept_bytes += self._keyframe_bytes[-1]
             self._fold()
         return step
@@ -653,8 +656,8 @@ def timeline_memory_help() -> str:
     return f"""\
   The timeline keeps each step's payload as received and {STEP_OVERHEAD_BYTES} bytes (measured 160;
   a decoded batch is decoded again when a step is shown, not kept: it was 22.5 KB a vLLM
-  batch), and a keyframe every {KEYFRAME_EVERY} steps ({KEYFRAME_BLOCK_BYTES:,} bytes a cached block: 11.7 KB
-  a step for a 3,000-block cache). A live watch keeps {LIVE_TIMELINE_BYTES:,} bytes of them
+  batch), and a keyframe every {KEYFRAME_EVERY} steps, which owns what the forest copied on write
+  since the one before ({COPIED_ENTRY_BYTES} bytes an entry: 11.7 KB a step for a 3,000-block cache). A live watch keeps {LIVE_TIMELINE_BYTES:,} bytes of them
   (LIVE_TIMELINE_BYTES: some 17,000 vLLM batches); older steps are folded into a keyframe
   (the summary still counts them; the UI starts at the fold), and each costs 48 bytes of
   per-step numbers. --record keeps every message."""
