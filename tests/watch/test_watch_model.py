@@ -419,3 +419,31 @@ def test_a_timeline_keeps_payloads_not_decoded_batches():
 
     per_step = (traced_bytes(timeline) - traced_bytes(forest)) / len(stream)
     assert per_step < watch_module.STEP_OVERHEAD_BYTES
+
+
+def test_what_a_timeline_counts_of_its_steps_and_keyframes_is_an_upper_estimate_within_twice_the_truth():
+    from kvviz.backends.kv_events.forest import Forest
+    from kvviz.backends.kv_events.wire import decode_payload
+
+    stream = looped(VLLM, 800)
+
+    def forest() -> Forest:
+        built = Forest()
+        for step, message in enumerate(stream, start=1):
+            built.apply(decode_payload(message.payload, seq=message.seq, topic="kv"), step)
+        return built
+
+    timelines = []
+
+    def timeline() -> WatchTimeline:
+        built = WatchTimeline(keyframe_every=64)
+        for message in stream:
+            built.add(message)
+        timelines.append(built)
+        return built
+
+    # Keyframes 64 steps apart over two passes of the recording: as a live watch's are, a few
+    # hundred batches apart on a cache that has stopped growing (shorter intervals overcount more).
+    held = traced_bytes(timeline) - traced_bytes(forest)  # the steps and keyframes, not the payloads
+    counted = timelines[0].kept_bytes - sum(len(m.payload) + len(m.topic) for m in stream)
+    assert held <= counted < 2 * held
