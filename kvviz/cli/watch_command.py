@@ -304,15 +304,14 @@ def _start(subscriber) -> None:
         raise BadInput(f"cannot subscribe: {type(exc).__name__}: {exc}") from None
 
 
-def _recorder(record: str | None, headless: bool):
-    """A writer of every message received to ``record`` (None: no recording). Headless, what
-    goes wrong with the recording is told on stderr at once (the UI hears it at the end)."""
+def _recorder(record: str | None, on_note):
+    """A writer of every message received to ``record`` (None: no recording), telling
+    ``on_note`` at once what goes wrong with the recording."""
     if record is None:
         return None
     from ..backends.kv_events.recording import RecordingError, RecordingWriter
 
     refuse_special_file(record, "a file to record into")
-    on_note = (lambda line: click.echo(f"kvviz: {line}", err=True)) if headless else None
     try:
         return RecordingWriter(record, on_note=on_note)
     except RecordingError as exc:
@@ -325,7 +324,16 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
                 headless: bool, as_json: bool, every: int | None, count: int | None,
                 max_seconds: float | None) -> None:
     """Subscribe and follow: headless until --count/--max-seconds/Ctrl-C, or in the UI."""
-    writer = _recorder(record, headless)
+    subscriber = None
+
+    def on_note(line: str) -> None:
+        """Headless, a line on stderr; in the UI, a notice it shows at its next poll."""
+        if headless or subscriber is None:
+            click.echo(f"kvviz: {line}", err=True)
+        else:
+            subscriber.tell(line)
+
+    writer = _recorder(record, on_note)
     # The subscriber's thread writes the recording as each message arrives, so a watch that
     # ends (or crashes) has recorded everything received so far, whatever the UI polled. With
     # --count N it records the first N only: the N the summary counts (the queue's order is

@@ -251,6 +251,8 @@ class WatchApp(StepActions, App[None]):
         had that many (a backlog), the next chunk is drained right after the screen refreshes."""
         if self.subscriber is None:
             return
+        for line in getattr(self.subscriber, "notices", list)():  # e.g. a recording that stopped
+            self.notify(line, severity="error", timeout=10)
         taken = self.subscriber.poll(POLL_BATCH)
         full = len(taken) >= POLL_BATCH
         self.backlog = getattr(self.subscriber, "pending", 0) if full else 0

@@ -450,3 +450,21 @@ async def test_a_live_timeline_that_folded_its_oldest_steps_starts_the_view_at_t
         app.go_to(0)
         await pilot.pause()
         assert app.step == timeline.first_step and "folded into this state" in app.narration.text
+
+
+async def test_a_recording_that_stops_is_told_in_the_ui_at_its_next_poll():
+    class TellingSubscriber(QuietSubscriber):
+        def __init__(self) -> None:
+            super().__init__()
+            self.told = ["live.jsonl: recording stopped after 3 messages: No space left on device; watching goes on"]
+
+        def notices(self) -> list[str]:
+            told, self.told = self.told, []
+            return told
+
+    app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=TellingSubscriber())
+    async with app.run_test(size=SIZE) as pilot:
+        app.poll_subscriber()
+        await pilot.pause()
+        shown = [str(n.message) for n in app._notifications]
+        assert shown == ["live.jsonl: recording stopped after 3 messages: No space left on device; watching goes on"]

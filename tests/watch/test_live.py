@@ -624,3 +624,10 @@ def test_a_reconnect_the_replay_endpoint_cannot_check_keeps_the_view_and_says_a_
     assert got[5].note == ("a new connection after seq 4: the replay endpoint did not answer, so a publisher "
                            "restart cannot be ruled out; gap 5-7 not replayed")
     assert subscriber.stats.restarts == 0
+
+
+def test_notices_told_to_the_subscriber_are_taken_once_in_order():
+    subscriber = Subscriber("tcp://127.0.0.1:5557")  # never started: notices need no socket
+    subscriber.tell("first")
+    subscriber.tell("second")
+    assert subscriber.notices() == ["first", "second"] and subscriber.notices() == []

@@ -381,6 +381,7 @@ class Subscriber:
         self._queue: queue.Queue[Received] = queue.Queue(maxsize=MAX_WATCH_PENDING)
         self._pending_bytes = 0  # what the queued messages cost (message_cost), under _room
         self._room = threading.Condition()
+        self._notices: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._counters = _Counters(
             connected=[False] * ranks, rank_messages=[0] * ranks, last_seq=[None] * ranks
@@ -449,6 +450,20 @@ class Subscriber:
                 self._pending_bytes -= sum(message_cost(r) for r in out)
                 self._room.notify_all()
         return out
+
+    def tell(self, line: str) -> None:
+        """Queue a one-line notice for whoever shows the watch (the UI, at its next poll):
+        what the caller's hook met, e.g. a recording that stopped. Thread-safe."""
+        self._notices.put(line)
+
+    def notices(self) -> list[str]:
+        """The notices told since the last call, oldest first. Thread-safe."""
+        out: list[str] = []
+        while True:
+            try:
+                out.append(self._notices.get_nowait())
+            except queue.Empty:
+                return out
 
     @property
     def pending(self) -> int:
