@@ -15,8 +15,9 @@ Exports live here rather than in ``kvviz export``: that command's input is a sce
 watch's is a stream, which only this command reads (live or recorded).
 
 Exit codes: 0 when all is well (a gap or an undecodable message is reported, not a failure),
-1 when ``--against`` finds the stream and kvcore disagreeing or a live headless watch received
-no message (its last line says what to check), 2 for bad input, including a
+1 when ``--against`` finds the stream and kvcore disagreeing, a live headless watch received
+no message (its last line says what to check), or ``--record`` stopped early (a full disk: its
+last line says after how many messages), 2 for bad input, including a
 missing ``watch`` extra (msgspec, pyzmq): one line that says how to install it.
 """
 
