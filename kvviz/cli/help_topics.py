@@ -35,9 +35,11 @@ def _json() -> str:
 
 
 def _watch() -> str:
+    from ..backends.kv_events.subscriber import memory_help
+    from ..model.watch import timeline_memory_help
     from ..model.watch_json import WATCH_JSON_HELP
 
-    return WATCH_JSON_HELP
+    return WATCH_JSON_HELP + "\n\n" + memory_help() + "\n" + timeline_memory_help()
 
 
 def _samples() -> str:

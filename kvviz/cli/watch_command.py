@@ -16,8 +16,9 @@ Exports live here rather than in ``kvviz export``: that command's input is a sce
 watch's is a stream, which only this command reads (live or recorded).
 
 Exit codes: 0 when all is well (a gap or an undecodable message is reported, not a failure),
-1 when ``--against`` finds the stream and kvcore disagreeing or a live headless watch received
-no message (its last line says what to check), 2 for bad input, including a
+1 when ``--against`` finds the stream and kvcore disagreeing, a live headless watch received
+no message (its last line says what to check), or ``--record`` stopped early (a full disk: its
+last line says after how many messages), 2 for bad input, including a
 missing ``watch`` extra (msgspec, pyzmq): one line that says how to install it.
 """
 
@@ -71,7 +72,8 @@ def require_watch_extra(live: bool) -> None:
 @click.option("--ranks", type=click.IntRange(1, MAX_RANKS), default=1, show_default=True,
               help="Data-parallel ranks: one SUB socket each, at port + rank.")
 @click.option("--replay-endpoint", default=None,
-              help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq are asked for there.")
+              help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq, a late attach's history "
+                   "and a restarted server's first batches are asked for there.")
 @click.option("--record", "record", type=click.Path(dir_okay=False), default=None,
               help="Write every message as received to this new file (the recordings' JSONL format; an existing one is refused, never overwritten).")
 @click.option("--replay-file", type=click.Path(dir_okay=False), default=None,
@@ -152,9 +154,11 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
       kvviz watch --replay-file vllm-conversation --against-trace conversation
     (exit 0: they agree event for event; 1: the first difference is printed).
 
-    \b
+    
     Why would request 120 of that trace miss before it ran (its token ids in r120.json)?
       kvviz watch --replay-file vllm-conversation --explain r120.json --at 120 --json
+
+    What a live watch holds in memory, and its bounds: kvviz help watch.
     """
     live = endpoint is not None
     replay_file = sample_or_path(replay_file, "recording")  # a sample's name: its installed file
@@ -282,10 +286,12 @@ def _read_recording(path: str):
         raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def _timeline(source: str):
-    from ..model.watch import WatchTimeline
+def _timeline(source: str, live: bool = False):
+    """The timeline a watch fills; a live one keeps its steps within LIVE_TIMELINE_BYTES (a
+    recording is bounded already, by MAX_RECORDING_BYTES)."""
+    from ..model import watch
 
-    return WatchTimeline(source)
+    return watch.WatchTimeline(source, max_bytes=watch.LIVE_TIMELINE_BYTES if live else None)
 
 
 def _replay_headless(timeline, messages, as_json: bool, every: int | None) -> None:
@@ -353,15 +359,16 @@ def _start(subscriber) -> None:
         raise BadInput(f"cannot subscribe: {type(exc).__name__}: {exc}") from None
 
 
-def _recorder(record: str | None):
-    """A writer of every message received to ``record`` (None: no recording)."""
+def _recorder(record: str | None, on_note):
+    """A writer of every message received to ``record`` (None: no recording), telling
+    ``on_note`` at once what goes wrong with the recording."""
     if record is None:
         return None
     from ..backends.kv_events.recording import RecordingError, RecordingWriter
 
     refuse_special_file(record, "a file to record into")
     try:
-        return RecordingWriter(record)
+        return RecordingWriter(record, on_note=on_note)
     except RecordingError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
@@ -372,15 +379,25 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
                 headless: bool, as_json: bool, every: int | None, count: int | None,
                 max_seconds: float | None, asked: "_Asked | None" = None) -> None:
     """Subscribe and follow: headless until --count/--max-seconds/Ctrl-C, or in the UI."""
-    writer = _recorder(record)
+    subscriber = None
+
+    def on_note(line: str) -> None:
+        """Headless, a line on stderr; in the UI, a notice it shows at its next poll."""
+        if headless or subscriber is None:
+            click.echo(f"kvviz: {line}", err=True)
+        else:
+            subscriber.tell(line)
+
+    writer = _recorder(record, on_note)
     # The subscriber's thread writes the recording as each message arrives, so a watch that
     # ends (or crashes) has recorded everything received so far, whatever the UI polled. With
     # --count N it records the first N only: the N the summary counts (the queue's order is
     # the hook's order).
     on_received = None if writer is None else (
-        lambda received: writer.write(received.message) if count is None or writer.messages < count else None)
+        lambda received: writer.write(received.message)
+        if count is None or writer.messages + writer.refused + writer.lost < count else None)
     subscriber = _subscriber(endpoint, topic, ranks, replay_endpoint, on_received)
-    timeline = _timeline(endpoint)
+    timeline = _timeline(endpoint, live=True)
     try:
         _start(subscriber)
         if headless:
@@ -398,6 +415,23 @@ def _watch_live(endpoint: str, topic: str, ranks: int, replay_endpoint: str | No
         subscriber.stop()  # joins the thread: nothing writes the recording after this
         if writer is not None:
             writer.close()
+    _recording_outcome(writer)
+
+
+def _recording_outcome(writer) -> None:
+    """One line on stderr when the recording is not every message received: messages too big
+    for a recording (exit 0: the recording still reads back), or a recording that stopped
+    early, e.g. on a full disk (exit 1)."""
+    if writer is None:
+        return
+    if writer.refused:
+        click.echo(f"kvviz: {writer.path}: {plural(writer.refused, 'message')} not recorded: longer than a "
+                   "recording's line may be (MAX_RECORDING_LINE_BYTES); the rest reads back with --replay-file",
+                   err=True)
+    if writer.failure is not None:
+        click.echo(f"kvviz: {writer.failure} ({plural(writer.lost, 'message')} received after it not recorded)",
+                   err=True)
+        sys.exit(1)
 
 
 def _follow_headless(subscriber, timeline, as_json: bool, every: int | None, count: int | None,

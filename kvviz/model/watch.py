@@ -10,6 +10,15 @@ batches, a keyframe of the forest every ``keyframe_every`` steps and a handful o
 the batches after it, so memory grows with the messages (not with steps x blocks) and any
 step costs at most ``keyframe_every`` batches to rebuild, wherever it is.
 
+Memory: a step keeps its message (the payload as received) and a few numbers, not its decoded
+batch: a step rebuilt by :meth:`WatchTimeline.frame` decodes its batches again (at most
+``keyframe_every`` of them), so a step costs its payload plus about ``STEP_OVERHEAD_BYTES``.
+With ``max_bytes`` (a live watch: :data:`LIVE_TIMELINE_BYTES`) the steps
+kept are bounded in bytes: when they cost more, the oldest keyframe intervals are folded into
+the keyframe after them (their messages let go; their counts stay in the summary, their
+per-step numbers in the sparkline's columns), and :attr:`WatchTimeline.first_step` says where
+the kept steps start.
+
 A publisher restart (a ``seq`` that goes backwards) resets the view: the forest is cleared
 at that step, before its batch is applied, and the step's notes say so. A message that
 cannot be decoded is a step too (its seq and why are noted; the forest is unchanged):
@@ -21,6 +30,7 @@ Everything is worded through the events design (:mod:`kvviz.model.designs.events
 from __future__ import annotations
 
 import bisect
+import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -46,6 +56,25 @@ CHAINS_TOLD = 3
 
 NOTES_LISTED = 1_000
 """Gaps, restarts and undecodable messages the summary lists one by one (all are counted)."""
+
+LIVE_TIMELINE_BYTES = 256 * 1024 * 1024
+"""What the kept steps and keyframes of a live watch's timeline may cost (:func:`step_cost`,
+:data:`COPIED_ENTRY_BYTES`): with the shared vLLM recording's 3,000-block cache a step costs
+3.7 KB and its keyframe share 11.7 KB, so some 17,000 steps are kept (3 minutes at 100
+batches/s). Older steps are folded into a keyframe; ``--record`` keeps them all. Past the
+kept steps a step costs 48 bytes of per-step numbers (the sparkline's and ``--every``'s)."""
+
+STEP_OVERHEAD_BYTES = 400
+"""What a kept step costs besides its message's frames and its share of a keyframe
+(:data:`COPIED_ENTRY_BYTES`): the ``Message`` object, its notes and the per-step columns, an
+upper estimate (tracemalloc, 800 steps of the shared vLLM recording against a bare forest fed
+the same batches: 160 bytes; 22,500 when the decoded batches were kept)."""
+
+COPIED_ENTRY_BYTES = 400
+"""What a keyframe costs per table entry the forest copied on write over the interval before
+it (``Forest.copied``): the keyframe alone keeps the old leaves and the blocks they held. An
+upper estimate (tracemalloc, the shared vLLM recording looped to 4,000 steps: 2.9 MB a
+keyframe, 8,500 entries copied an interval: 340 bytes an entry, 11 KB a step)."""
 
 NO_MEDIUM = "(none)"
 """How a block without a ``medium`` is counted in ``per_medium`` (JSON keys are strings)."""
@@ -105,14 +134,20 @@ class WatchTimeline:
     Not thread-safe: one thread adds and reads (the UI's, or the headless command's).
     """
 
-    def __init__(self, source: str = "", keyframe_every: int = KEYFRAME_EVERY):
+    def __init__(self, source: str = "", keyframe_every: int = KEYFRAME_EVERY, max_bytes: int | None = None):
         if keyframe_every < 1:
             raise ValueError(f"keyframe_every must be at least 1, not {keyframe_every}")
         self.source = source
         self.design = DESIGN
         self.keyframe_every = keyframe_every
-        self._messages: list[Message] = []
-        self._batches: list[Batch | None] = []
+        self.max_bytes = max_bytes
+        """The most the kept steps may cost (None: every step is kept, as for a recording)."""
+        self._base = 0  # steps 1.._base are folded into the keyframe at _base
+        self._kept_bytes = 0  # what the kept steps (step_cost) and keyframes (COPIED_ENTRY_BYTES) cost
+        self._last = 0  # the newest step
+        self._first_seq: int | None = None
+        self._messages: list[Message] = []  # steps _base + 1 .. last_step
+        self._head_batch: Batch | None = None  # the newest step's batch; the others are decoded again
         self._errors: list[str | None] = []
         self._notes: list[tuple[str, ...]] = []
         self._resets: set[int] = set()  # steps whose batch starts from an empty forest (restarts)
@@ -120,14 +155,17 @@ class WatchTimeline:
         self._forest = Forest()
         self._head_effect: BatchEffect | None = None
         self._head_state: ForestState | None = None
-        self._keyframes: list[ForestState] = [self._forest.state()]  # state after step k * keyframe_every
+        self._keyframes: list[ForestState] = [self._forest.state()]  # state after step _base + k * keyframe_every
+        self._keyframe_bytes: list[int] = [0]  # what each keyframe is counted as in _kept_bytes
+        self._copied_mark = 0  # the forest's copied-on-write count at the last keyframe
         self._scratch: tuple[int, Forest] | None = None  # a rebuilt forest, to step forward cheaply
         self._passed: dict[int, tuple[BatchEffect | None, ForestState]] = {}  # steps rebuilt on the way
         self._cached = array("q", [0])
         self._peak_after = array("q", [0])  # the most blocks cached after any step up to this one
         self._stored = array("q", [0])
         self._removed = array("q", [0])
-        self._ts: list[float | None] = [None]
+        self._ts = array("d", [math.nan])  # the payloads' ts; NaN: none
+        self._notes_before = array("q", [0])  # notes of steps 1..i, for progress over folded steps
         # the summary's counters
         self._events_by_type: Counter[str] = Counter()
         self._unknown_fields: Counter[str] = Counter()
@@ -168,21 +206,41 @@ class WatchTimeline:
     @property
     def last_step(self) -> int:
         """The newest step (0 before any message)."""
-        return len(self._messages)
+        return self._last
+
+    @property
+    def first_step(self) -> int:
+        """The oldest step a view may show: 0, or the keyframe the folded steps went into."""
+        return self._base
+
+    @property
+    def kept_bytes(self) -> int:
+        """What the kept steps cost now (see :func:`step_cost`), at most ``max_bytes``."""
+        return self._kept_bytes
 
     def __len__(self) -> int:
         """Steps, step 0 included."""
-        return len(self._messages) + 1
+        return self._last + 1
 
     @property
     def messages(self) -> Sequence[Message]:
-        """Every message added, in order (step *i* is ``messages[i - 1]``)."""
+        """Every message added, in order (step *i* is ``messages[i - 1]``). ValueError once
+        steps were folded."""
+        self._require_whole("its messages")
         return tuple(self._messages)
 
     def messages_until(self, step: int) -> list[Message]:
-        """The messages of steps 1..``step``: what replays the timeline up to ``step``."""
+        """The messages of steps 1..``step``: what replays the timeline up to ``step``.
+        ValueError once steps were folded."""
         self._check_step(step)
+        self._require_whole("its messages")
         return self._messages[:step]
+
+    def _require_whole(self, what: str) -> None:
+        if self._base:
+            raise ValueError(f"steps 1-{self._base:,} of this watch were folded to bound its memory "
+                             f"({self.max_bytes:,} bytes): {what} are gone; record with --record FILE and "
+                             f"use --replay-file FILE for the whole stream")
 
     def prefix(self, step: int) -> "WatchTimeline":
         """The timeline of the first ``step`` messages (its summary is the stream's up to
@@ -202,14 +260,19 @@ class WatchTimeline:
         """
         if batch is None and error is None:
             batch, error = _decode(message)
-        step = len(self._messages) + 1
+        step = self._last + 1
         notes = self._seq_notes(step, message, note)
+        self._last = step
+        if self._first_seq is None:
+            self._first_seq = message.seq
         self._messages.append(message)
-        self._batches.append(batch)
+        self._head_batch = batch
         self._errors.append(error)
+        self._kept_bytes += step_cost(message)
         if step in self._resets:
             dropped = len(self._forest)
             self._forest = Forest()
+            self._copied_mark = 0
             notes.append(DESIGN.clause("reset", dropped=DESIGN.nouns.count(dropped)))
             self._clears.append(step)
         if batch is None:
@@ -232,10 +295,36 @@ class WatchTimeline:
         self._peak_after.append(self._peak)
         self._stored.append(0 if effect is None else len(effect.stored))
         self._removed.append(0 if effect is None else len(effect.removed) + len(effect.removed_unknown))
-        self._ts.append(None if batch is None else batch.ts)
+        self._ts.append(math.nan if batch is None or batch.ts is None else batch.ts)
+        self._notes_before.append(self._notes_before[-1] + len(notes))
         if step % self.keyframe_every == 0:
             self._keyframes.append(self.head_state)
+            self._keyframe_bytes.append((self._forest.copied - self._copied_mark) * COPIED_ENTRY_BYTES)
+            self._copied_mark = self._forest.copied
+            self._kept_bytes += self._keyframe_bytes[-1]
+            self._fold()
         return step
+
+    def _fold(self) -> None:
+        """While the kept steps cost more than ``max_bytes``, fold the oldest keyframe interval
+        into the keyframe after it (never the newest keyframe: the head stays rebuildable)."""
+        if self.max_bytes is None:
+            return
+        K = self.keyframe_every
+        while self._kept_bytes > self.max_bytes and self._base + K < self._last:
+            dropped = self._messages[:K]
+            del self._messages[:K]
+            del self._errors[:K]
+            del self._notes[:K]
+            del self._keyframes[0]
+            # The keyframe after the folded steps becomes the base: its cost was counted already.
+            self._kept_bytes -= sum(step_cost(m) for m in dropped) + self._keyframe_bytes.pop(0)
+            self._base += K
+        self._resets = {step for step in self._resets if step > self._base}
+        self._passed.clear()
+        self._scratch = None
+        if self._indexed < self._base or self._history:
+            self._history, self._indexed = {}, self._base  # rebuilt from the kept steps when asked
 
     @property
     def head_state(self) -> ForestState:
@@ -255,7 +344,15 @@ class WatchTimeline:
         theirs = [part for part in (note or "").split("; ") if part]
         if "replayed" in theirs:
             self._replayed += 1
-        seen = self._tracker.observe(message.rank, message.seq)
+        previous = self._tracker.last(message.rank)
+        if previous is not None and any(part.startswith("restart") for part in theirs):
+            # The subscriber knew of a restart the seq does not show (a reconnect to a server
+            # that outran the old seq): the view restarts here all the same.
+            self._tracker.forget(message.rank)
+            self._tracker.observe(message.rank, message.seq)
+            seen: Gap | Restart | None = Restart(message.rank, previous, message.seq)
+        else:
+            seen = self._tracker.observe(message.rank, message.seq)
         rank = f" on rank {message.rank}" if message.rank else ""
         if isinstance(seen, Gap):
             missing = seen.last - seen.first + 1
@@ -270,7 +367,9 @@ class WatchTimeline:
             self._restart_count += 1
             if len(self._restarts) < NOTES_LISTED:
                 self._restarts.append({"step": step, "rank": seen.rank, "previous": seen.previous, "seq": seen.seq})
-            notes.append(f"restart{rank}: seq went back from {seen.previous} to {seen.seq}")
+            went = (f"seq went back from {seen.previous} to {seen.seq}" if seen.seq <= seen.previous
+                    else f"seq {seen.seq} after {seen.previous} is a new publisher's (a reconnect)")
+            notes.append(f"restart{rank}: {went}")
             self._resets.add(step)
         # The subscriber's gap and restart words say what ours say (from the same seqs).
         notes += [part for part in theirs if not part.startswith(("gap", "restart"))]
@@ -315,8 +414,8 @@ class WatchTimeline:
         first needs it, so adding a batch (the UI's hot path when a server is busy) pays
         nothing for queries nobody makes."""
         history = self._history
-        for s in range(self._indexed + 1, step + 1):
-            batch = self._batches[s - 1]
+        for s in range(max(self._indexed, self._base) + 1, step + 1):
+            batch = self._batch(s)
             if batch is None:
                 continue
             for event in batch.events:
@@ -333,8 +432,19 @@ class WatchTimeline:
     # -- reading -----------------------------------------------------------------------------
 
     def _check_step(self, i: int) -> None:
-        if not 0 <= i <= self.last_step:
-            raise IndexError(f"step {i} does not exist: the watch has steps 0..{self.last_step}")
+        if not self._base <= i <= self.last_step:
+            raise IndexError(f"step {i} does not exist: the watch has steps {self._base}..{self.last_step}"
+                             + (f" (1-{self._base:,} were folded to bound its memory)" if self._base else ""))
+
+    def _batch(self, step: int) -> Batch | None:
+        """Step ``step``'s batch: the newest one as added, any other decoded again from its
+        payload (a step keeps its payload, about a tenth of its decoded batch's size)."""
+        if step == self._last:
+            return self._head_batch
+        if self._errors[step - 1 - self._base] is not None:
+            return None
+        batch, _ = _decode(self._messages[step - 1 - self._base])
+        return batch
 
     def frame(self, i: int) -> WatchFrame:
         """Step ``i``, rebuilt from the keyframe before it and the batches after that
@@ -350,6 +460,10 @@ class WatchTimeline:
         if i == 0:
             return WatchFrame(0, None, None, None, None, self._keyframes[0], (), "Before the first batch: "
                               "no block seen yet.")
+        if i == self._base:
+            return WatchFrame(i, None, None, None, None, self._keyframes[0], (),
+                              f"Batches 1-{i:,} are folded into this state to bound the watch's memory; "
+                              f"{DESIGN.nouns.count(len(self._keyframes[0]))} cached.")
         if i == self.last_step:
             return self._frame(i, self._head_effect, self.head_state)
         passed = self._passed.get(i)
@@ -366,6 +480,7 @@ class WatchTimeline:
         """A live forest at some step ``s < i`` (with ``s``), from which to replay to ``i``."""
         k = (i - 1) // self.keyframe_every  # the keyframe at or before step i - 1
         start = k * self.keyframe_every
+        k -= self._base // self.keyframe_every  # the kept keyframes start at the base
         if self._scratch is not None and start <= self._scratch[0] < i:
             step, forest = self._scratch
             self._scratch = None  # it is about to move on
@@ -378,20 +493,22 @@ class WatchTimeline:
         (a new one after a restart) and the batch's effect (None: undecodable)."""
         if step in self._resets:
             forest = Forest()  # a restart: the view starts again from nothing
-        batch = self._batches[step - 1]
+        batch = self._batch(step)
         return forest, None if batch is None else forest.apply(batch, step)
 
     def _frame(self, i: int, effect: BatchEffect | None, state: ForestState) -> WatchFrame:
-        message = self._messages[i - 1]
-        batch = self._batches[i - 1]
-        error = self._errors[i - 1]
-        notes = self._notes[i - 1]
+        message = self._messages[i - 1 - self._base]
+        batch = self._batch(i)
+        error = self._errors[i - 1 - self._base]
+        notes = self._notes[i - 1 - self._base]
         return WatchFrame(i, message, batch, error, effect, state, notes,
                           narrate_batch(i, message, batch, effect, len(state), notes),
                           self._new_unknown_fields.get(i, ()))
 
     def states(self) -> Iterator[ForestState]:
-        """The forest after every step, 0..last_step, in one pass (one replay, no keyframes)."""
+        """The forest after every step, 0..last_step, in one pass (one replay, no keyframes).
+        ValueError once steps were folded."""
+        self._require_whole("their states")
         forest = Forest()
         yield forest.state()
         for step in range(1, self.last_step + 1):
@@ -400,7 +517,7 @@ class WatchTimeline:
 
     def keyframe_steps(self) -> list[int]:
         """The steps holding a keyframe (0, K, 2K, ...)."""
-        return [k * self.keyframe_every for k in range(len(self._keyframes))]
+        return [self._base + k * self.keyframe_every for k in range(len(self._keyframes))]
 
     @property
     def cached_over_time(self) -> Sequence[int]:
@@ -418,9 +535,9 @@ class WatchTimeline:
         return _Column(self._removed)
 
     def notes(self, i: int) -> tuple[str, ...]:
-        """Step ``i``'s notes without rebuilding its frame."""
+        """Step ``i``'s notes without rebuilding its frame (none for the base of folded steps)."""
         self._check_step(i)
-        return () if i == 0 else self._notes[i - 1]
+        return () if i == self._base else self._notes[i - 1 - self._base]
 
     def rates(self, i: int, window: int = 32) -> dict:
         """Batches, blocks stored and blocks removed per second over the ``window`` steps
@@ -431,7 +548,7 @@ class WatchTimeline:
         """
         self._check_step(i)
         first = max(1, i - max(window, 2) + 1)
-        timed = [(s, self._ts[s]) for s in range(first, i + 1) if self._ts[s] is not None]
+        timed = [(s, self._ts[s]) for s in range(first, i + 1) if not math.isnan(self._ts[s])]
         none = {"batches_per_s": None, "stored_per_s": None, "removed_per_s": None,
                 "seconds": None, "batches": len(timed)}
         if len(timed) < 2:
@@ -529,7 +646,7 @@ class WatchTimeline:
             "undecodable_list": list(self._undecodable),
             "replayed": self._replayed,
             "per_medium": dict(sorted(per_medium.items())),
-            "first_seq": self._messages[0].seq if self._messages else None,
+            "first_seq": self._first_seq,
             "last_seq": self._messages[-1].seq if self._messages else None,
             "digest": state.digest(),
         }
@@ -538,11 +655,29 @@ class WatchTimeline:
         """The ``--every N`` record of step ``i``: the cache now and what steps
         ``since + 1 .. i`` stored and removed."""
         self._check_step(i)
-        message = self._messages[i - 1] if i else None
+        message = self._messages[i - 1 - self._base] if i > self._base else None
         return {"type": "progress", "step": i, "seq": None if message is None else message.seq,
                 "cached_blocks": self._cached[i], "peak_blocks": self._peak_after[i],
                 "stored": sum(self._stored[since + 1:i + 1]), "removed": sum(self._removed[since + 1:i + 1]),
-                "notes": sum(len(self._notes[s - 1]) for s in range(since + 1, i + 1))}
+                "notes": self._notes_before[i] - self._notes_before[since]}
+
+
+def timeline_memory_help() -> str:
+    """What a live watch's timeline holds in memory, and its bound, in words (``kvviz help watch``)."""
+    return f"""\
+  The timeline keeps each step's payload as received and {STEP_OVERHEAD_BYTES} bytes (measured 160;
+  a decoded batch is decoded again when a step is shown, not kept: it was 22.5 KB a vLLM
+  batch), and a keyframe every {KEYFRAME_EVERY} steps, which owns what the forest copied on write
+  since the one before ({COPIED_ENTRY_BYTES} bytes an entry: 11.7 KB a step for a 3,000-block cache). A live watch keeps {LIVE_TIMELINE_BYTES:,} bytes of them
+  (LIVE_TIMELINE_BYTES: some 17,000 vLLM batches); older steps are folded into a keyframe
+  (the summary still counts them; the UI starts at the fold), and each costs 48 bytes of
+  per-step numbers. --record keeps every message."""
+
+
+def step_cost(message: Message) -> int:
+    """What one kept step costs in memory, as ``max_bytes`` counts it: its frames and
+    :data:`STEP_OVERHEAD_BYTES`."""
+    return len(message.payload) + len(message.topic) + STEP_OVERHEAD_BYTES
 
 
 def _decode(message: Message) -> tuple[Batch | None, str | None]:

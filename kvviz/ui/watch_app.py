@@ -266,6 +266,8 @@ class WatchApp(StepActions, App[None]):
         had that many (a backlog), the next chunk is drained right after the screen refreshes."""
         if self.subscriber is None:
             return
+        for line in getattr(self.subscriber, "notices", list)():  # e.g. a recording that stopped
+            self.notify(line, severity="error", timeout=10)
         taken = self.subscriber.poll(POLL_BATCH)
         full = len(taken) >= POLL_BATCH
         self.backlog = getattr(self.subscriber, "pending", 0) if full else 0
@@ -300,7 +302,8 @@ class WatchApp(StepActions, App[None]):
         timeline = self.timeline
         cached, removed = timeline.cached_over_time, timeline.removed_per_step
         for index in range(len(self.summaries), self.last_step + 1):
-            summary = step_summary(index, timeline.notes(index), removed[index])
+            notes = timeline.notes(index) if index >= timeline.first_step else ()  # a folded step's are gone
+            summary = step_summary(index, notes, removed[index])
             self.summaries.append(summary)
             totals = self.totals_at[-1] if self.totals_at else StreamTotals()
             self.totals_at.append(totals.plus(summary) if index else totals)
@@ -309,12 +312,14 @@ class WatchApp(StepActions, App[None]):
     # -- showing a step ----------------------------------------------------------------------
 
     def go_to(self, step: int) -> None:
-        """Show step ``step`` (clamped to the timeline)."""
-        self.step = max(0, min(self.last_step, int(step)))
+        """Show step ``step`` (clamped to the timeline's kept steps)."""
+        self.step = max(self.timeline.first_step, min(self.last_step, int(step)))
         self._show(rebuild=True)
 
     def _show(self, rebuild: bool) -> None:
         timeline = self.timeline
+        # A paused step may have been folded away since (a live watch bounds its memory).
+        self.step = max(self.step, timeline.first_step)
         shown = self.view
         if not rebuild and shown is not None and shown.step == self.step:
             # The same step: its frame never changes (rebuilding one replays up to a

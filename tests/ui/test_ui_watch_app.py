@@ -438,3 +438,36 @@ async def test_a_replay_shown_at_an_early_step_says_only_what_was_known_by_then(
         app.go_to(5)
         await pilot.pause()
         assert app.view.totals.restarts == 1 and app.view.peak == 5 and "publisher restart" in app.header.text
+
+
+async def test_a_live_timeline_that_folded_its_oldest_steps_starts_the_view_at_the_fold():
+    # A timeline bounded to a few hundred bytes folds each keyframe interval of 2 behind the head.
+    timeline = WatchTimeline("tcp://127.0.0.1:5557", keyframe_every=2, max_bytes=1)
+    app = live_app(timeline)
+    async with app.run_test(size=SIZE) as pilot:
+        app.following = False
+        app.go_to(1)
+        app.receive([received(m) for m in story()])
+        await pilot.pause()
+        assert timeline.first_step > 1 and app.step == timeline.first_step  # the paused step was folded away
+        app.go_to(0)
+        await pilot.pause()
+        assert app.step == timeline.first_step and "folded into this state" in app.narration.text
+
+
+async def test_a_recording_that_stops_is_told_in_the_ui_at_its_next_poll():
+    class TellingSubscriber(QuietSubscriber):
+        def __init__(self) -> None:
+            super().__init__()
+            self.told = ["live.jsonl: recording stopped after 3 messages: No space left on device; watching goes on"]
+
+        def notices(self) -> list[str]:
+            told, self.told = self.told, []
+            return told
+
+    app = make_watch_app(WatchTimeline("tcp://127.0.0.1:5557"), subscriber=TellingSubscriber())
+    async with app.run_test(size=SIZE) as pilot:
+        app.poll_subscriber()
+        await pilot.pause()
+        shown = [str(n.message) for n in app._notifications]
+        assert shown == ["live.jsonl: recording stopped after 3 messages: No space left on device; watching goes on"]

@@ -25,13 +25,18 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
   ``replay_after`` (an envelope, default none): a request in the other envelope is held
   unanswered until a request in this one has come (a slow server, without a clock: its
   answer to the first envelope arrives only after the subscriber tried the second).
+- ``replay_trickle`` (seconds, default none): an answer's frames go out one per that many
+  seconds, while live messages keep flowing (a server answering slowly).
 - a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq),
   ``{"skip": N}`` (the next N take their seqs and go into the replay buffer, unsent: a gap),
   ``{"restart": true}`` (seq back to 0, buffer emptied, as a restarted server),
   ``{"forget": true}`` (the replay buffer emptied, seq kept: batches aged out of it),
   ``{"garbage": KIND}`` (one message whose payload is ``GARBAGE[KIND]``), or
   ``{"batch": [EVENT, ...], "ts": T}`` (one message: the msgpack of ``[ts, events, rank]``,
-  events written in the script as maps or legacy arrays). Any step may add ``"rank": R``
+  events written in the script as maps or legacy arrays), ``{"big": BYTES}`` (one message
+  whose payload is that many bytes), ``{"resubscribed": true}`` (wait until a subscriber
+  subscribes again: it reconnected), ``{"rebind": true}`` (close the PUB side and bind it again
+  on its port, then wait for a subscriber: the server went away and came back). Any step may add ``"rank": R``
   (default 0), ``"topic": TEXT`` (instead of the recording's), ``"frames": 1 | 2 | 4`` (send
   the payload alone, or seq and payload, or a fourth frame after the payload, instead of
   three frames) and ``"seq_bytes": N`` (the seq frame's width, instead of 8).
@@ -120,6 +125,11 @@ class RankPublisher:
         self.seq = 0
         self.buffer: deque[tuple[int, bytes, bytes]] = deque(maxlen=REPLAY_BUFFER)
         self.subscribed = False
+        self.pub_port = pub_port
+        self.context = context
+        self.replay_trickle = script.get("replay_trickle")
+        self.trickling: deque[list[bytes]] = deque()  # answer frames not sent yet
+        self.trickle_at = 0.0
 
     def take(self, topic: bytes, payload: bytes) -> int:
         """Gives the next seq to a message and buffers it for replay."""
@@ -144,14 +154,46 @@ class RankPublisher:
         self.seq = 0
         self.buffer.clear()
 
-    def check_subscription(self) -> None:
-        """Reads subscription messages (``b"\\x01" + topic``) the XPUB has received."""
+    def check_subscription(self) -> bool:
+        """Reads subscription messages (``b"\\x01" + topic``) the XPUB has received; True when
+        one came now."""
+        came = False
         while self.xpub.poll(0):
             if self.xpub.recv()[:1] == b"\x01":
-                self.subscribed = True
+                self.subscribed = came = True
+        return came
+
+    def wait_subscription(self, deadline: float) -> None:
+        """Blocks until a (new) subscription comes, or ``deadline`` (monotonic) passes."""
+        while not self.check_subscription():
+            if time.monotonic() > deadline:
+                raise SystemExit("no subscriber came back before the deadline")
+            self.xpub.poll(SERVE_POLL_MS)
+
+    def rebind(self, deadline: float) -> None:
+        """Closes the XPUB and binds a new one on the same port (retrying while the old one's
+        port is still being released), then waits for a subscriber. The messages already
+        sent are flushed first (linger), as a server that exits cleanly does."""
+        self.xpub.close(linger=int(SERVE_POLL_MS * 20))
+        while True:
+            self.xpub = self.context.socket(zmq.XPUB)
+            self.xpub.setsockopt(zmq.LINGER, 0)
+            self.xpub.setsockopt(zmq.SNDHWM, SEND_HWM)
+            try:
+                self.xpub.bind(f"tcp://127.0.0.1:{self.pub_port + self.rank}")
+                break
+            except zmq.ZMQError:
+                self.xpub.close(linger=0)
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)  # the port is still held by the socket just closed
+        self.wait_subscription(deadline)
 
     def serve_replay(self, report: dict) -> None:
         """Answers every waiting replay request in the envelopes the script allows."""
+        if self.trickling and time.monotonic() >= self.trickle_at:
+            self.router.send_multipart(self.trickling.popleft())
+            self.trickle_at = time.monotonic() + self.replay_trickle
         while self.router.poll(0):
             frames = self.router.recv_multipart()
             identity, request = frames[0], frames[1:]
@@ -178,12 +220,18 @@ class RankPublisher:
         report["requests"][envelope] += 1
         start = int.from_bytes(request[-1], "big")
         answer = [entry for entry in self.buffer if entry[0] >= start]
+        frames = []
         for seq, topic, payload in reversed(answer) if self.replay_reversed else answer:
             head = [identity, b"", topic] if self.replay_topic else [identity, b""]
             for _ in range(self.replay_repeat):
-                self.router.send_multipart([*head, seq.to_bytes(8, "big"), payload])
+                frames.append([*head, seq.to_bytes(8, "big"), payload])
                 report["replayed"] += 1
-        self.router.send_multipart([identity, b"", b"", END_OF_REPLAY, b""])
+        frames.append([identity, b"", b"", END_OF_REPLAY, b""])
+        if self.replay_trickle is not None:
+            self.trickling.extend(frames)
+            return
+        for frame in frames:
+            self.router.send_multipart(frame)
 
     def close(self) -> None:
         self.xpub.close(linger=0)
@@ -206,7 +254,8 @@ class Recording:
         return message
 
 
-def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, report: dict) -> None:
+def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, report: dict,
+             deadline: float = float("inf")) -> None:
     rank = ranks[int(step.get("rank", 0))]
     frames = int(step.get("frames", 3))
     seq_width = int(step.get("seq_bytes", 8))
@@ -239,6 +288,14 @@ def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, repor
         payload = recorded[: len(recorded) // 2] if kind == "truncated" else GARBAGE[kind]
         rank.send(topic_of(topic), payload, frames)
         report["sent"] += 1
+    elif "big" in step:
+        topic, _ = recording.peek()
+        rank.send(topic_of(topic), b"\x00" * int(step["big"]), frames)
+        report["sent"] += 1
+    elif "resubscribed" in step:
+        rank.wait_subscription(deadline)
+    elif "rebind" in step:
+        rank.rebind(deadline)
     elif "batch" in step:
         topic, _ = recording.peek()
         payload = msgspec.msgpack.encode([float(step.get("ts", 0.0)), step["batch"], rank.rank])
@@ -294,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         report["subscribed"] = True
         sending = time.perf_counter()
         for step in script["steps"]:
-            run_step(step, ranks, recording, report)
+            run_step(step, ranks, recording, report, started + args.deadline)
         report["send_seconds"] = round(time.perf_counter() - sending, 6)
         while time.monotonic() - started < args.deadline:
             for r in ranks:

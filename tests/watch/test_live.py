@@ -204,8 +204,10 @@ def test_a_topic_the_publisher_does_not_send_receives_nothing(publisher, subscri
 GAP_SCRIPT = [{"send": 5}, {"skip": 3}, {"send": 2}]
 
 
-def test_a_gap_is_filled_by_replay_when_the_server_takes_the_bare_seq(publisher, subscribe):
-    live = publisher({"replay": "bare", "steps": GAP_SCRIPT})
+def test_a_gap_is_filled_by_one_delimited_request_as_vllm_and_sglang_take_it(publisher, subscribe):
+    # vLLM's and SGLang's ROUTERs read [identity, b"", seq] and refuse anything else: the
+    # delimited envelope goes first, so a gap costs them one request and no "Invalid replay request".
+    live = publisher({"replay": "delimited", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 10)
     assert seqs(got) == list(range(10))
@@ -215,11 +217,11 @@ def test_a_gap_is_filled_by_replay_when_the_server_takes_the_bare_seq(publisher,
     stats = subscriber.stats
     assert (stats.gaps, stats.missing, stats.replays_asked, stats.replays_answered, stats.replayed) == (1, 0, 1, 1, 3)
     report = live.finish()
-    assert report["requests"] == {"bare": 1, "delimited": 0, "ignored": 0, "malformed": 0}
+    assert report["requests"] == {"bare": 0, "delimited": 1, "ignored": 0, "malformed": 0}
 
 
-def test_a_gap_is_filled_with_the_delimited_envelope_when_the_bare_seq_gets_no_answer(publisher, subscribe):
-    live = publisher({"replay": "delimited", "steps": GAP_SCRIPT})
+def test_a_gap_is_filled_with_the_bare_seq_when_the_delimited_envelope_gets_no_answer(publisher, subscribe):
+    live = publisher({"replay": "bare", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
     got = receive(subscriber, 10)
     assert seqs(got) == list(range(10))
@@ -228,31 +230,31 @@ def test_a_gap_is_filled_with_the_delimited_envelope_when_the_bare_seq_gets_no_a
     stats = subscriber.stats
     assert (stats.replays_asked, stats.replays_answered, stats.missing) == (2, 1, 0)
     report = live.finish()
-    assert report["requests"] == {"bare": 0, "delimited": 1, "ignored": 1, "malformed": 0}
+    assert report["requests"] == {"bare": 1, "delimited": 0, "ignored": 1, "malformed": 0}
 
 
-def test_a_slow_answer_to_the_bare_seq_still_counts_after_the_delimited_request_went_out(publisher, subscribe):
-    # The server holds the bare seq's answer until the delimited request has come (no clock
+def test_a_slow_answer_to_the_delimited_request_still_counts_after_the_bare_seq_went_out(publisher, subscribe):
+    # The server holds the delimited request's answer until the bare seq has come (no clock
     # decides the order: it is the server's), so the answer can only arrive after the
-    # subscriber gave up waiting on the bare envelope and asked in the other; it must keep
+    # subscriber gave up waiting on the delimited envelope and asked in the other; it must keep
     # listening to both. replay_wait only bounds how long an answer may take, as in the tests above.
-    live = publisher({"replay": "bare", "replay_after": "delimited", "steps": GAP_SCRIPT})
+    live = publisher({"replay": "delimited", "replay_after": "bare", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
     got = receive(subscriber, 10)
     assert seqs(got) == list(range(10))
     assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
     assert (subscriber.stats.replays_asked, subscriber.stats.replays_answered) == (2, 1)
-    assert live.finish()["requests"] == {"bare": 1, "delimited": 0, "ignored": 1, "malformed": 0}
+    assert live.finish()["requests"] == {"bare": 0, "delimited": 1, "ignored": 1, "malformed": 0}
 
 
 def test_the_envelope_that_answered_is_used_for_the_next_gap(publisher, subscribe):
-    live = publisher({"replay": "delimited", "steps": [*GAP_SCRIPT, {"skip": 2}, {"send": 1}]})
+    live = publisher({"replay": "bare", "steps": [*GAP_SCRIPT, {"skip": 2}, {"send": 1}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
     got = receive(subscriber, 13)
     assert seqs(got) == list(range(13))
     assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 10: "replayed", 11: "replayed"}
-    assert subscriber.stats.replays_asked == 3  # bare then delimited for the first gap; delimited for the second
-    assert live.finish()["requests"]["delimited"] == 2
+    assert subscriber.stats.replays_asked == 3  # delimited then bare for the first gap; bare for the second
+    assert live.finish()["requests"]["bare"] == 2
 
 
 def test_replay_answers_without_a_topic_frame_take_the_live_messages_topic(publisher, subscribe):
@@ -508,3 +510,124 @@ def test_the_most_ranks_allowed_start_and_stop_without_running_out_of_sockets():
     with watch:
         assert len(watch.stats.ranks) == MAX_WATCH_RANKS and watch.stats.failure is None
     assert not watch.running
+
+
+# -- what came before the first message: a late attach, a restart, a reconnect ---------------
+
+
+def cached_set(messages) -> set:
+    """The blocks (key, medium) cached after ``messages``, through kvviz's timeline."""
+    from kvviz.backends.kv_events.recording import Message
+    from kvviz.model.watch import WatchTimeline
+
+    timeline = WatchTimeline.from_messages(
+        Message(topic=topic, seq=seq, payload=payload) for seq, (topic, payload) in enumerate(messages))
+    return set(timeline.head_state.blocks)
+
+
+def watched_set(received: list[Received]) -> tuple[set, dict]:
+    """(blocks cached, summary) of a timeline fed what the subscriber delivered, as the CLI feeds it."""
+    from kvviz.model.watch import WatchTimeline
+
+    timeline = WatchTimeline()
+    for item in received:
+        timeline.add(item.message, item.batch, item.error, item.note)
+    return set(timeline.head_state.blocks), timeline.summary()
+
+
+def test_a_late_watch_on_a_publisher_with_a_replay_buffer_ends_equal_to_its_cached_set(publisher, subscribe):
+    # The server published 200 batches before kvviz attached (skipped: buffered, never sent
+    # to this subscriber); its first live seq is 200. The blocks of batch 0 are never evicted
+    # in the recording, so a view that starts at 200 misses them.
+    live = publisher({"replay": "delimited", "steps": [{"skip": 200}, {"send": 200}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 400)
+    assert seqs(got) == list(range(400))
+    assert all(r.note == "replayed" for r in got[:200]) and all(r.note is None for r in got[200:])
+    blocks, summary = watched_set(got)
+    assert blocks == cached_set(RECORDED[:400])
+    assert summary["gaps"] == 0 and summary["replayed"] == 200
+
+
+def test_a_late_watch_whose_history_aged_out_of_the_buffer_says_what_is_missing(publisher, subscribe):
+    live = publisher({"steps": [{"skip": 3}, {"forget": True}, {"skip": 2}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 4)
+    assert seqs(got) == [3, 4, 5, 6]
+    assert notes(got) == {3: "replayed", 4: "replayed", 5: "gap 0-4 partly replayed: 0-2 missing"}
+
+
+def test_a_late_watch_without_a_replay_endpoint_starts_where_it_attached(publisher, subscribe):
+    live = publisher({"steps": [{"skip": 3}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv")
+    got = receive(subscriber, 2)
+    assert seqs(got) == [3, 4] and notes(got) == {}
+
+
+def test_a_restart_replays_what_the_new_publisher_sent_before_its_first_message_received(publisher, subscribe):
+    live = publisher({"steps": [{"send": 5}, {"restart": True}, {"skip": 3}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 10)
+    assert seqs(got) == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
+    assert got[0].note is None and got[5].note == "restart: seq 3 after 4; replayed"
+    blocks, _ = watched_set(got)
+    assert blocks == cached_set(RECORDED[5:10])
+
+
+def test_a_restart_that_outran_the_old_seq_while_kvviz_reconnected_resets_and_replays(publisher, subscribe):
+    # The server goes away after seq 4 and a new one comes back on the same port; before kvviz
+    # reconnects it has published seqs 0-7 (skipped: buffered only). Its next live seq, 8, looks
+    # like a gap of 5-7 after 4: filling it from the new server's buffer mixed two servers'
+    # blocks. The new server's seq 4 is not the payload kvviz received at 4: a restart.
+    live = publisher({"replay": "delimited",
+                      "steps": [{"send": 5}, {"rebind": True}, {"restart": True}, {"skip": 8}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 15)
+    assert seqs(got) == [0, 1, 2, 3, 4] + list(range(10))
+    assert got[5].note == ("restart: seq 8 after 4, on a new connection (the replay endpoint's seq 4 differs "
+                           "from the one received); replayed")
+    blocks, summary = watched_set(got)
+    assert blocks == cached_set(RECORDED[5:15])
+    assert summary["restarts"] == 1 and subscriber.stats.restarts == 1
+
+
+def test_a_restart_behind_a_reconnect_with_nothing_to_replay_still_resets_the_view(publisher, subscribe):
+    live = publisher({"steps": [{"send": 5}, {"rebind": True}, {"restart": True}, {"skip": 8}, {"forget": True},
+                                {"send": 1}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=1.0)
+    got = receive(subscriber, 6)
+    assert seqs(got) == [0, 1, 2, 3, 4, 8]
+    assert got[5].note == ("restart: seq 8 after 4, on a new connection (the replay endpoint no longer has "
+                           "seq 4); gap 0-7 not replayed")
+    blocks, summary = watched_set(got)
+    assert blocks == cached_set(RECORDED[13:14])
+    assert summary["restarts"] == 1
+
+
+def test_a_reconnect_to_the_same_publisher_fills_the_gap_it_left(publisher, subscribe):
+    live = publisher({"steps": [{"send": 5}, {"rebind": True}, {"skip": 3}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
+    got = receive(subscriber, 10)
+    assert seqs(got) == list(range(10))
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert subscriber.stats.restarts == 0
+    blocks, _ = watched_set(got)
+    assert blocks == cached_set(RECORDED[:10])
+
+
+def test_a_reconnect_the_replay_endpoint_cannot_check_keeps_the_view_and_says_a_restart_is_possible(
+        publisher, subscribe):
+    live = publisher({"replay": "none", "steps": [{"send": 5}, {"rebind": True}, {"skip": 3}, {"send": 2}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.3)
+    got = receive(subscriber, 7)
+    assert seqs(got) == [0, 1, 2, 3, 4, 8, 9]
+    assert got[5].note == ("a new connection after seq 4: the replay endpoint did not answer, so a publisher "
+                           "restart cannot be ruled out; gap 5-7 not replayed")
+    assert subscriber.stats.restarts == 0
+
+
+def test_notices_told_to_the_subscriber_are_taken_once_in_order():
+    subscriber = Subscriber("tcp://127.0.0.1:5557")  # never started: notices need no socket
+    subscriber.tell("first")
+    subscriber.tell("second")
+    assert subscriber.notices() == ["first", "second"] and subscriber.notices() == []

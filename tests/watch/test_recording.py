@@ -209,3 +209,66 @@ def test_message_line_is_base64_of_the_payload_exactly():
     payload = bytes(range(256))
     line = message_line(Message(b"kv", 2**64 - 1, payload))
     assert base64.b64decode(line.split('"payload": "')[1].split('"')[0]) == payload
+
+
+# -- the writer keeps to the reader's bounds, and a failing disk stops only the recording ------
+
+
+def test_a_message_the_reader_would_refuse_is_not_written_so_the_recording_reads_back(tmp_path):
+    # One 20 MiB payload is a line of 28 MB after base64: past MAX_RECORDING_LINE_BYTES.
+    path, heard = tmp_path / "big.jsonl", []
+    small, big = Message(b"kv", 0, b"\x90"), Message(b"kv", 1, b"\x00" * (20 * 1024 * 1024))
+    with RecordingWriter(path, on_note=heard.append) as writer:
+        assert writer.write(small) and not writer.write(big) and writer.write(Message(b"kv", 2, b"\x90"))
+    assert (writer.messages, writer.refused, writer.failure) == (2, 1, None)
+    assert [m.seq for m in read_recording(path)] == [0, 2]
+    (note,) = heard
+    assert note.startswith(f"{path}: message seq 1 not recorded: its line of ") and "MAX_RECORDING_LINE_BYTES" in note
+
+
+class FullDisk:
+    """A text stream whose writes fail with ENOSPC after ``room`` lines, like a disk that fills."""
+
+    def __init__(self, stream, room: int):
+        self.stream, self.room = stream, room
+
+    def write(self, text: str) -> int:
+        if self.room == 0:
+            raise OSError(28, "No space left on device")
+        self.room -= 1
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.stream.closed
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def close(self) -> None:
+        self.stream.close()
+        raise OSError(28, "No space left on device")
+
+
+def test_a_full_disk_stops_the_recording_says_so_once_and_never_raises(tmp_path):
+    path, heard = tmp_path / "full.jsonl", []
+    writer = RecordingWriter(path, on_note=heard.append)
+    writer._stream = FullDisk(writer._stream, room=3)
+    written = [writer.write(Message(b"kv", seq, b"\x90")) for seq in range(10)]
+    writer.close()
+    assert written == [True] * 3 + [False] * 7
+    assert (writer.messages, writer.lost) == (3, 7)
+    assert writer.failure == f"{path}: recording stopped after 3 messages: No space left on device"
+    assert heard == [f"{writer.failure}; watching goes on"]
+    assert [m.seq for m in read_recording(path)] == [0, 1, 2]
+
+
+def test_the_writer_stops_at_the_readers_message_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(recording, "MAX_RECORDING_MESSAGES", 2)
+    path = tmp_path / "many.jsonl"
+    with RecordingWriter(path) as writer:
+        assert [writer.write(Message(b"kv", seq, b"\x90")) for seq in range(3)] == [True, True, False]
+    assert "reached its limit" in writer.failure and len(read_recording(path)) == 2

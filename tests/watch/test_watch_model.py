@@ -342,3 +342,108 @@ def test_the_summary_and_progress_lines_put_one_in_the_singular():
     timeline.add(Message(b"kv", 2, payload([])))  # seq 1 missing: one note
     assert "1 orphan, 1 stored as orphans)" in "\n".join(summary_lines(timeline.summary()))
     assert progress_line(timeline.progress(2, 0)).endswith(", 1 note")
+
+
+# -- a timeline bounded in bytes ------------------------------------------------------------------
+
+
+def looped(recording: Path, count: int) -> list[Message]:
+    """``count`` messages of ``recording``, looped, numbered 0..count-1 (one publisher's stream)."""
+    messages = read_recording(recording)
+    return [Message(m.topic, seq, m.payload) for seq, m in zip(range(count), messages * (count // len(messages) + 1))]
+
+
+@RECORDINGS
+def test_a_timeline_bounded_in_bytes_folds_old_steps_and_keeps_the_same_summary_and_frames(recording):
+    stream = looped(recording, 1_500)
+    whole = WatchTimeline.from_messages(stream, keyframe_every=64)
+    bounded = WatchTimeline(keyframe_every=64, max_bytes=2_000_000)
+    for message in stream:
+        bounded.add(message)
+        assert bounded.kept_bytes <= 2_000_000 or bounded.last_step - bounded.first_step <= 2 * 64
+    assert bounded.first_step > 0 and bounded.first_step % 64 == 0
+    assert bounded.summary() == whole.summary()
+    for step in (bounded.first_step, bounded.first_step + 1, bounded.first_step + 50, bounded.last_step - 1):
+        assert bounded.frame(step).state == whole.frame(step).state
+        assert bounded.frame(step).narration == whole.frame(step).narration or step == bounded.first_step
+    assert bounded.progress(1_500, 10) == whole.progress(1_500, 10)
+    assert list(bounded.cached_over_time) == list(whole.cached_over_time)
+
+
+def test_a_folded_step_is_refused_in_one_line_and_the_whole_stream_points_to_record():
+    bounded = WatchTimeline(keyframe_every=16, max_bytes=200_000)
+    for message in looped(VLLM, 400):
+        bounded.add(message)
+    with pytest.raises(IndexError, match=r"^step 1 does not exist: the watch has steps \d+\.\.400 \(1-\d+ were folded"):
+        bounded.frame(1)
+    with pytest.raises(ValueError, match="--record FILE"):
+        bounded.messages_until(400)
+    assert "folded into this state" in bounded.frame(bounded.first_step).narration
+
+
+def traced_bytes(build) -> int:
+    """What ``build()``'s result holds, by tracemalloc (the inputs are the caller's)."""
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = build()  # noqa: F841 - held while measured
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_timeline_keeps_payloads_not_decoded_batches():
+    # The same 800 vLLM batches applied to a bare forest and added to a timeline (no keyframe
+    # but the first): the difference is what the steps themselves keep, beyond their payloads
+    # (the caller's here). A decoded batch kept would be 23 KB a step.
+    from kvviz.backends.kv_events.forest import Forest
+    from kvviz.backends.kv_events.wire import decode_payload
+
+    stream = looped(VLLM, 800)
+
+    def forest() -> Forest:
+        built = Forest()
+        for step, message in enumerate(stream, start=1):
+            built.apply(decode_payload(message.payload, seq=message.seq, topic="kv"), step)
+        return built
+
+    def timeline() -> WatchTimeline:
+        built = WatchTimeline(keyframe_every=1_000_000)
+        for message in stream:
+            built.add(message)
+        return built
+
+    per_step = (traced_bytes(timeline) - traced_bytes(forest)) / len(stream)
+    assert per_step < watch_module.STEP_OVERHEAD_BYTES
+
+
+def test_what_a_timeline_counts_of_its_steps_and_keyframes_is_an_upper_estimate_within_twice_the_truth():
+    from kvviz.backends.kv_events.forest import Forest
+    from kvviz.backends.kv_events.wire import decode_payload
+
+    stream = looped(VLLM, 800)
+
+    def forest() -> Forest:
+        built = Forest()
+        for step, message in enumerate(stream, start=1):
+            built.apply(decode_payload(message.payload, seq=message.seq, topic="kv"), step)
+        return built
+
+    timelines = []
+
+    def timeline() -> WatchTimeline:
+        built = WatchTimeline(keyframe_every=64)
+        for message in stream:
+            built.add(message)
+        timelines.append(built)
+        return built
+
+    # Keyframes 64 steps apart over two passes of the recording: as a live watch's are, a few
+    # hundred batches apart on a cache that has stopped growing (shorter intervals overcount more).
+    held = traced_bytes(timeline) - traced_bytes(forest)  # the steps and keyframes, not the payloads
+    counted = timelines[0].kept_bytes - sum(len(m.payload) + len(m.topic) for m in stream)
+    assert held <= counted < 2 * held

@@ -205,9 +205,15 @@ class RecordingWriter:
     """Writes messages to a recording as they arrive, one flushed line each, so a recording cut
     short by a crash keeps every message written before it. Writes only a file it creates
     (``O_EXCL``): an existing regular file is :class:`RecordingExists`, anything else that exists
-    (a directory, a FIFO, a device, a symlink) is "not a regular file"; nothing is opened then."""
+    (a directory, a FIFO, a device, a symlink) is "not a regular file"; nothing is opened then.
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    Every recording it writes, :func:`read_recording` reads: a message whose line would pass
+    ``MAX_RECORDING_LINE_BYTES`` is not written (counted in ``refused``), and writing stops at
+    ``MAX_RECORDING_BYTES`` or ``MAX_RECORDING_MESSAGES``. A write that fails (a full disk)
+    stops the recording, never the caller: ``failure`` says why in one line, ``lost`` counts
+    the messages not written since. ``on_note`` hears each of these at once, one line each."""
+
+    def __init__(self, path: str | os.PathLike, on_note: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         try:
             existing = os.stat(path)
@@ -234,17 +240,65 @@ class RecordingWriter:
             raise
         self.messages = 0
         """Messages written so far."""
+        self.bytes = 0
+        """Bytes written so far."""
+        self.refused = 0
+        """Messages not written because the reader would refuse their line."""
+        self.lost = 0
+        """Messages not written because the recording had stopped (``failure``)."""
+        self.failure: str | None = None
+        """Why the recording stopped early, in one line (None while it records)."""
+        self._on_note = on_note
 
-    def write(self, message: Message) -> None:
-        """Append ``message`` as one line and flush it."""
-        self._stream.write(message_line(message) + "\n")
-        self._stream.flush()
+    def write(self, message: Message) -> bool:
+        """Append ``message`` as one line and flush it; False when it was not written (see
+        the class's docstring: refused, or the recording stopped)."""
+        if self.failure is not None:
+            self.lost += 1
+            return False
+        line = message_line(message) + "\n"
+        if len(line) > MAX_RECORDING_LINE_BYTES:
+            self.refused += 1
+            self._note(f"{self.path}: message seq {message.seq} not recorded: its line of {len(line):,} bytes is "
+                       f"more than a recording may hold ({MAX_RECORDING_LINE_BYTES:,}, MAX_RECORDING_LINE_BYTES)")
+            return False
+        if self.bytes + len(line) > MAX_RECORDING_BYTES or self.messages >= MAX_RECORDING_MESSAGES:
+            return self._stop(f"the recording reached its limit ({MAX_RECORDING_BYTES:,} bytes or "
+                              f"{MAX_RECORDING_MESSAGES:,} messages, what --replay-file reads)")
+        try:
+            self._stream.write(line)
+            self._stream.flush()
+        except OSError as error:
+            return self._stop(error.strerror or str(error))
         self.messages += 1
+        self.bytes += len(line)
+        return True
+
+    def _stop(self, why: str) -> bool:
+        """Stop recording (the message in hand is lost), and say so once."""
+        self.failure = f"{self.path}: recording stopped after {self.messages:,} messages: {why}"
+        self.lost += 1
+        self._note(f"{self.failure}; watching goes on")
+        return False
+
+    def _note(self, line: str) -> None:
+        if self._on_note is not None:
+            self._on_note(line)
 
     def close(self) -> None:
-        """Flush and close the file (idempotent)."""
-        if not self._stream.closed:
+        """Flush and close the file (idempotent); a flush that fails sets ``failure``, it does
+        not raise."""
+        if self._stream.closed:
+            return
+        try:
             self._stream.close()
+        except OSError as error:
+            if self.failure is None:
+                self.failure = f"{self.path}: recording stopped: {error.strerror or error}"
+            try:
+                os.close(self._stream.fileno())
+            except (OSError, ValueError):  # already closed by the failed close
+                pass
 
     def __enter__(self) -> RecordingWriter:
         return self

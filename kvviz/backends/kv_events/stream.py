@@ -61,6 +61,13 @@ class SeqTracker:
         self._missing.pop(rank, None)
         return Restart(rank, last, seq)
 
+    def forget(self, rank: int) -> None:
+        """Forget ``rank``'s seqs, missing ones included: its publisher restarted in a way its
+        seq did not show (a reconnect to a publisher that outran the old seq). The rank's next
+        message is observed as its first."""
+        self._last.pop(rank, None)
+        self._missing.pop(rank, None)
+
     def filled(self, rank: int, seq: int) -> bool:
         """Note a replayed message's seq: True when it was missing (it no longer is), False when
         it was not (already received, or from before the last restart)."""

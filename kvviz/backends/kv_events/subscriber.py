@@ -14,13 +14,27 @@ What the thread survives, and how it says so (``Received.note``, worded once in 
   and the payload alone without); 1 frame is the payload alone. A message without a well-formed 8-byte seq frame is
   numbered as the rank's next seq and noted.
 - a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
-  (first the 8-byte big-endian start seq alone, as vLLM takes it; when nothing answers within
-  ``replay_wait`` seconds, an empty delimiter frame then the seq, as a ``REQ``-style router
-  expects, while still listening for a late answer to the first) and delivered in order
+  (first an empty delimiter frame then the 8-byte big-endian start seq, the only request vLLM's
+  and SGLang's replay ``ROUTER`` accept; when nothing answers within ``replay_wait`` seconds,
+  the seq alone, while still listening for a late answer to the first) and delivered in order
   before the message that revealed the gap, each noted ``replayed``; duplicates are
-  dropped. What no replay fills is noted on that message.
-- a seq that goes backwards (or repeats) is a publisher restart (noted).
+  dropped. What no replay fills is noted on that message. A replay is bounded by
+  ``REPLAY_TOTAL_S`` seconds and ``MAX_WATCH_REPLAY_MESSAGES`` frames: a server answering
+  slowly delays live messages by that much at most (ZeroMQ holds them meanwhile).
+- a first message whose seq is above 0 is a late attach: with a replay endpoint, everything
+  before it that the server still keeps is asked for and delivered first (so the view starts
+  from the server's whole buffer, not from the middle of it).
+- a seq that goes backwards (or repeats) is a publisher restart (noted); with a replay
+  endpoint the new publisher's batches before it are asked for, so the view restarts whole.
+- a reconnect (a second handshake on a rank) may hide a restart whose new seq already passed
+  the old one: the first message after it is not trusted to continue the old seqs. With a
+  replay endpoint, the server is asked from the last seq received; the same payload at that
+  seq proves the same publisher (the gap is then filled as any gap), anything else is a
+  restart (the view resets and the new publisher's buffer is replayed).
 - a payload that cannot be decoded is delivered with ``error`` set and counted; never fatal.
+- a frame over ``MAX_FRAME_BYTES`` is refused by ZeroMQ before it is allocated
+  (``ZMQ_MAXMSGSIZE``), which drops that connection; the subscriber then connects again
+  itself (ZeroMQ would not: it treats the refusal as a protocol error and gives the peer up).
 
 This is the only kvviz module that imports ``zmq``, and it does so only when a subscriber is
 built, so ``import kvviz.cli`` works without the ``watch`` extra. It writes no files: the CLI
@@ -32,21 +46,45 @@ from __future__ import annotations
 import queue
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from kvviz.backends.kv_events.recording import Message
 from kvviz.backends.kv_events.stream import Gap, Restart, SeqTracker
 from kvviz.backends.kv_events.wire import WATCH_EXTRA_MISSING, Batch, DecodeError, decode_payload
-from kvviz.limits import MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
+from kvviz.limits import MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 
 SEQ_BYTES = 8
 END_OF_REPLAY = b"\xff" * SEQ_BYTES
 """The replay answer's end marker: seq -1 as a signed 8-byte big-endian integer."""
 
-DEFAULT_HWM = 1_000_000
-"""Messages a SUB socket may queue before ZeroMQ drops (its default is 1,000): a server's
-burst must wait for the decoder, not vanish."""
+PENDING_BYTES = 64 * 1024 * 1024
+"""What the received messages waiting for the UI may cost in all (frames, decoded batches and
+their objects, as :func:`message_cost` counts them: 37 KB for a 3.3 KB vLLM batch, so some
+1,800 of them). Past it the thread waits, as with ``MAX_WATCH_PENDING``: ZeroMQ's high-water
+mark holds the rest, then the server's (a gap, reported and replayed), never a silent loss."""
+
+DEFAULT_HWM = 1_000
+"""Messages a SUB socket may queue before ZeroMQ stops reading the connection (ZeroMQ's own
+default). The decoded queue behind it is bounded in bytes (``PENDING_BYTES``); this
+count only has to absorb the moments the thread spends decoding, and each message in it is at
+most ``MAX_FRAME_BYTES`` per frame (a typical vLLM batch is 3.3 KB: 3.3 MB)."""
+
+MAX_FRAME_BYTES = MAX_EVENT_PAYLOAD_BYTES
+"""ZeroMQ's ``ZMQ_MAXMSGSIZE`` on every socket kvviz reads: a frame claiming more (a topic, a
+seq or a payload) is refused from its header, before anything is allocated, and its connection
+dropped; the decoder would refuse such a payload anyway."""
+
+MESSAGE_OVERHEAD_BYTES = 256
+"""What one queued message costs besides its frames and its decoded batch: the ``Received``
+and ``Message`` objects and the bytes objects' headers (tracemalloc over the shared vLLM and
+SGLang recordings: 185 bytes, plus 33 per bytes object)."""
+
+DECODED_BYTES_PER_PAYLOAD_BYTE = 10
+"""A decoded batch's size per payload byte, an upper estimate (tracemalloc over the shared
+recordings: 6.9 for vLLM 0.33's, 9.3 for SGLang 0.5.23's): msgpack's one-byte ints become
+28-byte Python ints in lists."""
 
 POLL_MS = 100
 """How long the thread waits on its sockets before it looks at the stop flag: the bound on
@@ -60,10 +98,16 @@ REPLAY_IDLE_S = 2.0
 """Seconds a replay answer may pause between two of its messages before kvviz gives up on
 the rest (and notes what is still missing)."""
 
-ENVELOPES = ("bare", "delimited")
-"""Replay request envelopes, in the order tried: the 8-byte seq alone (vLLM's ROUTER takes
-it), then an empty delimiter frame and the seq (what a ROUTER written for ``REQ`` clients
-expects). The first that answers is kept for that rank."""
+REPLAY_TOTAL_S = 5.0
+"""Seconds one replay answer may take in all, however steadily it trickles in: live messages
+wait (in ZeroMQ's queue) while a replay is read, so a slow replay delays them by this much at
+most, then what it did not bring is noted missing."""
+
+ENVELOPES = ("delimited", "bare")
+"""Replay request envelopes, in the order tried: an empty delimiter frame then the 8-byte seq
+(the only request vLLM's and SGLang's ROUTERs accept: they check for 3 frames with the
+identity, and log "Invalid replay request" otherwise), then the seq alone (a ROUTER that
+reads the last frame). The first that answers is kept for that rank."""
 
 NOTES = {
     "replayed": "replayed",
@@ -73,6 +117,9 @@ NOTES = {
     "gap": "gap {span} not replayed",
     "gap_partly": "gap {span} partly replayed: {missing} missing",
     "restart": "restart: seq {seq} after {previous}",
+    "reconnect_restart": "restart: seq {seq} after {previous}, on a new connection {why}",
+    "reconnect_unproven": "a new connection after seq {previous}: the replay endpoint did not answer, "
+                          "so a publisher restart cannot be ruled out",
 }
 """Every note the subscriber writes, worded once. Notes on one message are joined by "; ".
 ``gap`` and ``restart`` notes start with those words, so a reader can count them."""
@@ -102,8 +149,32 @@ def nothing_arrived_line(stats: SubscriberStats, endpoints: tuple[str, ...]) -> 
     return f"no messages arrived from {where} ({connection_words(stats.connected)}): {NOTHING_ARRIVED_HINT}"
 
 
+def memory_help() -> str:
+    """What a live watch's subscriber holds in memory, and its bounds, in words (``kvviz help
+    watch``, beside the timeline's)."""
+    return f"""\
+Memory of a live watch:
+  Each ZeroMQ frame is at most {MAX_FRAME_BYTES:,} bytes (ZMQ_MAXMSGSIZE): a bigger one is
+  refused from its header, unallocated, and kvviz connects again. ZeroMQ queues at most
+  {DEFAULT_HWM:,} messages per rank; the decoded queue behind it at most
+  {PENDING_BYTES:,} bytes (PENDING_BYTES), a message counted as its frames,
+  {DECODED_BYTES_PER_PAYLOAD_BYTE} bytes per payload byte decoded, and {MESSAGE_OVERHEAD_BYTES} bytes of
+  objects: 37 KB for a 3.3 KB vLLM batch, about 1,800 of them. When nobody takes them the
+  receiving thread waits, and what the server then drops is a gap, said and replayed.
+  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most
+  (live messages wait meanwhile).
+  --record writes only lines --replay-file reads (a message over MAX_RECORDING_LINE_BYTES is
+  counted and not written); a disk that fills stops the recording, not the watch (one line,
+  exit 1)."""
+
+
 _ENDPOINT = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):(?P<port>[0-9]{1,5})")
 
+
+GIVEN_UP_S = 0.5
+"""Seconds after a peer dropped by which ZeroMQ has scheduled its reconnect (it does so at
+once, announcing ``EVENT_CONNECT_RETRIED``); past them with no retry, the subscriber connects
+again itself."""
 
 SOCKETS_PER_RANK = 5
 """ZeroMQ sockets one rank may hold: its SUB, the two pairs of the SUB's monitor, and up to two
@@ -198,7 +269,10 @@ class SubscriberStats:
     messages dropped because their seq had already come; ``unnumbered`` messages without a
     seq frame; ``failure`` is why the thread stopped early (``None`` while it runs or after
     a clean stop); ``hook_errors`` counts the times ``on_received`` raised (the message was
-    still delivered), ``hook_error`` is the first such error in one line."""
+    still delivered), ``hook_error`` is the first such error in one line; ``reconnects`` the
+    connections kvviz made again itself after ZeroMQ gave a peer up (refused: a frame over
+    ``MAX_FRAME_BYTES``, a protocol error); ``pending_bytes`` what the queued messages cost now (bounded by
+    ``PENDING_BYTES``)."""
 
     messages: int = 0
     bytes: int = 0
@@ -215,6 +289,8 @@ class SubscriberStats:
     failure: str | None = None
     hook_errors: int = 0
     hook_error: str | None = None
+    reconnects: int = 0
+    pending_bytes: int = 0
 
     @property
     def connected(self) -> tuple[bool, ...]:
@@ -244,6 +320,7 @@ class _Counters:
     unnumbered: int = 0
     hook_errors: int = 0
     hook_error: str | None = None
+    reconnects: int = 0
     connected: list[bool] = field(default_factory=list)
     rank_messages: list[int] = field(default_factory=list)
     last_seq: list[int | None] = field(default_factory=list)
@@ -302,6 +379,9 @@ class Subscriber:
         self.replay_wait = replay_wait
         self._on_received = on_received
         self._queue: queue.Queue[Received] = queue.Queue(maxsize=MAX_WATCH_PENDING)
+        self._pending_bytes = 0  # what the queued messages cost (message_cost), under _room
+        self._room = threading.Condition()
+        self._notices: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._counters = _Counters(
             connected=[False] * ranks, rank_messages=[0] * ranks, last_seq=[None] * ranks
@@ -314,6 +394,10 @@ class Subscriber:
         self._dealers: list = [None] * ranks
         self._envelope: list[str | None] = [None] * ranks
         self._tracker = SeqTracker()
+        self._handshakes = [0] * ranks
+        self._reconnected = [False] * ranks  # a new connection since the rank's last message
+        self._last_payload: list[bytes | None] = [None] * ranks  # what proves a reconnect's publisher
+        self._given_up_by: list[float | None] = [None] * ranks  # when a dropped peer counts as given up
 
     # -- the caller's side -------------------------------------------------------------------
 
@@ -334,9 +418,11 @@ class Subscriber:
                 sub.setsockopt(zmq.LINGER, 0)
                 sub.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:5557, or a host name with only an IPv6 address
                 sub.setsockopt(zmq.RCVHWM, self.hwm)
+                sub.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
                 self._subs.append(sub)
                 self._monitors.append(
-                    sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+                    sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+                                           | zmq.EVENT_CONNECT_RETRIED)
                 )
                 sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode("utf-8"))
                 sub.connect(endpoint)
@@ -359,7 +445,25 @@ class Subscriber:
                 out.append(self._queue.get_nowait())
             except queue.Empty:
                 break
+        if out:
+            with self._room:
+                self._pending_bytes -= sum(message_cost(r) for r in out)
+                self._room.notify_all()
         return out
+
+    def tell(self, line: str) -> None:
+        """Queue a one-line notice for whoever shows the watch (the UI, at its next poll):
+        what the caller's hook met, e.g. a recording that stopped. Thread-safe."""
+        self._notices.put(line)
+
+    def notices(self) -> list[str]:
+        """The notices told since the last call, oldest first. Thread-safe."""
+        out: list[str] = []
+        while True:
+            try:
+                out.append(self._notices.get_nowait())
+            except queue.Empty:
+                return out
 
     @property
     def pending(self) -> int:
@@ -371,6 +475,8 @@ class Subscriber:
         """Stops the thread (within ``POLL_MS`` plus a replay in progress), then closes every
         socket (linger 0: nothing waits for the network) and the context. Idempotent."""
         self._stopping.set()
+        with self._room:
+            self._room.notify_all()
         if self._thread is not None:
             self._thread.join()
         self._close()
@@ -394,7 +500,7 @@ class Subscriber:
                 missing=c.missing, restarts=c.restarts, replays_asked=c.replays_asked,
                 replays_answered=c.replays_answered, replayed=c.replayed, duplicates=c.duplicates,
                 unnumbered=c.unnumbered, ranks=ranks, failure=c.failure, hook_errors=c.hook_errors,
-                hook_error=c.hook_error,
+                hook_error=c.hook_error, reconnects=c.reconnects, pending_bytes=self._pending_bytes,
             )
 
     def __enter__(self) -> Subscriber:
@@ -430,9 +536,13 @@ class Subscriber:
                 for rank, monitor in enumerate(self._monitors):
                     if monitor in ready:
                         self._on_monitor(rank, monitor)
+                self._reconnect_given_up()
                 for rank, sub in enumerate(self._subs):
                     if sub not in ready:
                         continue
+                    # A reconnect's handshake must be seen before the new connection's first
+                    # message, whichever socket the poll happened to list first.
+                    self._on_monitor(rank, self._monitors[rank])
                     for _ in range(BURST):
                         try:
                             frames = sub.recv_multipart(zmq.NOBLOCK)
@@ -457,21 +567,93 @@ class Subscriber:
             with self._lock:
                 if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     self._counters.connected[rank] = True
+                    self._reconnected[rank] = self._handshakes[rank] > 0
+                    self._handshakes[rank] += 1
                 elif event["event"] == zmq.EVENT_DISCONNECTED:
                     self._counters.connected[rank] = False
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self._given_up_by[rank] = time.monotonic() + GIVEN_UP_S
+            else:  # ZeroMQ is reconnecting (a retry is scheduled) or has reconnected
+                self._given_up_by[rank] = None
+
+    def _reconnect_given_up(self) -> None:
+        """Connects again each SUB whose peer dropped without ZeroMQ scheduling a retry within
+        ``GIVEN_UP_S``. ZeroMQ reconnects by itself after a network error, but not after a
+        protocol error (a frame over ``ZMQ_MAXMSGSIZE``, a bad greeting): it gives that
+        endpoint up for good. What the socket still holds is read first (a disconnect drops it)."""
+        zmq = _zmq()
+        now = time.monotonic()
+        for rank, due in enumerate(self._given_up_by):
+            if due is None or now < due:
+                continue
+            self._given_up_by[rank] = None
+            sub, endpoint = self._subs[rank], self.endpoints[rank]
+            while not self._stopping.is_set():
+                try:
+                    frames = sub.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._on_frames(rank, frames)
+            try:
+                sub.disconnect(endpoint)
+            except zmq.ZMQError:  # the endpoint was already forgotten: nothing to undo
+                pass
+            sub.connect(endpoint)
+            with self._lock:
+                self._counters.reconnects += 1
 
     def _on_frames(self, rank: int, frames: list[bytes]) -> None:
-        """One live message: split its frames, place its seq, fill a gap before it."""
+        """One live message: split its frames, place its seq, fill what came before it (a
+        gap, a late attach's history, a restarted publisher's buffer)."""
         topic, seq_frame, payload, notes = self._split(frames, self.topic.encode("utf-8"))
         seq = self._seq_of(rank, seq_frame, notes)
-        outcome = self._tracker.observe(rank, seq)
-        if isinstance(outcome, Gap):
-            notes.extend(self._fill_gap(rank, outcome.first, outcome.last, topic))
-        elif isinstance(outcome, Restart):
-            with self._lock:
-                self._counters.restarts += 1
-            notes.append(NOTES["restart"].format(seq=seq, previous=outcome.previous))
+        previous = self._tracker.last(rank)
+        reconnected, self._reconnected[rank] = self._reconnected[rank], False
+        if previous is None:
+            self._tracker.observe(rank, seq)
+            if seq > 0 and self.replay_endpoints:  # a late attach: the history is a gap like any
+                notes.extend(self._fill_gap(rank, 0, seq - 1, topic))
+        elif reconnected and self.replay_endpoints and seq > previous:
+            notes.extend(self._after_reconnect(rank, seq, previous, topic))
+        else:
+            outcome = self._tracker.observe(rank, seq)
+            if isinstance(outcome, Gap):
+                notes.extend(self._fill_gap(rank, outcome.first, outcome.last, topic))
+            elif isinstance(outcome, Restart):
+                notes.extend(self._restart(rank, seq, NOTES["restart"].format(seq=seq, previous=previous), topic))
         self._deliver(Message(topic=topic, seq=seq, payload=payload, rank=rank), "; ".join(notes) or None)
+
+    def _after_reconnect(self, rank: int, seq: int, previous: int, topic: bytes) -> list[str]:
+        """The first message on a new connection, its seq past the last one received: the
+        same publisher (fill the gap) or a restarted one that outran the old seq (restart).
+        The replay endpoint decides: asked from ``previous``, the same publisher answers the
+        payload received at ``previous``."""
+        answered = self._ask_replay(rank, previous, seq - 1)
+        if answered is None:  # no answer: nothing tells a restart from a gap; the seq is trusted
+            self._tracker.observe(rank, seq)
+            unproven = NOTES["reconnect_unproven"].format(previous=previous)
+            return [unproven] + (self._fill_gap(rank, previous + 1, seq - 1, topic, {}) if seq > previous + 1 else [])
+        echo = answered.get(previous)
+        if echo is not None and echo[1] == self._last_payload[rank]:
+            self._tracker.observe(rank, seq)
+            if seq == previous + 1:
+                return []
+            return self._fill_gap(rank, previous + 1, seq - 1, topic, answered)
+        why = ("(the replay endpoint's seq {0} differs from the one received)" if echo is not None
+               else "(the replay endpoint no longer has seq {0})").format(previous)
+        return self._restart(rank, seq, NOTES["reconnect_restart"].format(seq=seq, previous=previous, why=why), topic)
+
+    def _restart(self, rank: int, seq: int, note: str, topic: bytes) -> list[str]:
+        """A restarted publisher at ``seq``: forget the old seqs, replay what the new one sent
+        before ``seq`` (with a replay endpoint), and put ``note`` on the first message of the
+        new run. Returns the notes for the message at ``seq``."""
+        with self._lock:
+            self._counters.restarts += 1
+        self._tracker.forget(rank)
+        self._tracker.observe(rank, seq)
+        if seq == 0 or not self.replay_endpoints:
+            return [note]
+        return self._fill_gap(rank, 0, seq - 1, topic, lead=note)
 
     @staticmethod
     def _split(frames: list[bytes], topic: bytes = b"") -> tuple[bytes, bytes | None, bytes, list[str]]:
@@ -505,6 +687,9 @@ class Subscriber:
         return seq
 
     def _deliver(self, message: Message, note: str | None) -> None:
+        """Decode ``message``, queue it (waiting while the queue holds
+        ``PENDING_BYTES``), count it and tell the hook. A subscriber stopping
+        delivers nothing more: what is counted, queued and recorded stays one set."""
         batch, error = None, None
         try:
             batch = decode_payload(message.payload, seq=message.seq, topic=message.topic.decode("utf-8", "replace"))
@@ -513,6 +698,9 @@ class Subscriber:
         except Exception as problem:  # noqa: BLE001 - a decoder bug must not end the watch
             error = f"decoder failed ({type(problem).__name__}): {problem}"
         received = Received(message=message, batch=batch, error=error, note=note)
+        if not self._enqueue(received):
+            return
+        self._last_payload[message.rank] = message.payload
         with self._lock:
             c = self._counters
             c.messages += 1
@@ -521,13 +709,6 @@ class Subscriber:
             c.last_seq[message.rank] = message.seq
             if error is not None:
                 c.undecodable += 1
-        # A full queue means nobody polls: wait (ZeroMQ's HWM then holds the rest) rather than drop.
-        while not self._stopping.is_set():
-            try:
-                self._queue.put(received, timeout=POLL_MS / 1000)
-                break
-            except queue.Full:
-                continue
         if self._on_received is not None:
             try:
                 self._on_received(received)
@@ -537,13 +718,42 @@ class Subscriber:
                     if self._counters.hook_error is None:
                         self._counters.hook_error = f"{type(problem).__name__}: {problem}"
 
+    def _enqueue(self, received: Received) -> bool:
+        """Queue ``received`` once the queue has room for it in bytes (one message always
+        fits an empty queue); False when the subscriber stopped meanwhile. A full queue means
+        nobody polls: waiting here lets ZeroMQ's high-water mark hold the rest, then the
+        server's (a gap, reported and replayed), never a silent loss."""
+        cost = message_cost(received)
+        with self._room:
+            while (self._pending_bytes and self._pending_bytes + cost > PENDING_BYTES
+                   and not self._stopping.is_set()):
+                self._room.wait(POLL_MS / 1000)
+            if self._stopping.is_set():
+                return False
+            self._pending_bytes += cost
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(received, timeout=POLL_MS / 1000)
+                return True
+            except queue.Full:
+                continue
+        with self._room:
+            self._pending_bytes -= cost
+        return False
+
     # -- replay ---------------------------------------------------------------------------
 
-    def _fill_gap(self, rank: int, first: int, last: int, topic: bytes) -> list[str]:
-        """Asks the replay endpoint for ``first..last``, delivers what comes in seq order, and
-        returns the note for the message after the gap (nothing when all were filled)."""
+    def _fill_gap(self, rank: int, first: int, last: int, topic: bytes,
+                  answered: dict[int, tuple[bytes | None, bytes]] | None = None,
+                  lead: str | None = None) -> list[str]:
+        """Asks the replay endpoint for ``first..last`` (unless ``answered`` already holds its
+        answer), delivers what comes in seq order, and returns the notes for the message after
+        the gap (nothing when all were filled). ``lead`` is a note for the first message
+        delivered (a restart's): on the first replayed one, or returned when none came."""
         span = f"{first}" if first == last else f"{first}-{last}"
-        answered = self._ask_replay(rank, first, last) if self.replay_endpoints else {}
+        if answered is None:
+            answered = (self._ask_replay(rank, first, last) if self.replay_endpoints else None) or {}
+        answered = {seq: answer for seq, answer in answered.items() if first <= seq <= last}
         for seq in sorted(answered):
             replayed_topic, payload = answered[seq]
             self._tracker.filled(rank, seq)
@@ -551,22 +761,25 @@ class Subscriber:
                 self._counters.replayed += 1
             replayed_topic = topic if replayed_topic is None else replayed_topic
             message = Message(topic=replayed_topic, seq=seq, payload=payload, rank=rank)
-            self._deliver(message, NOTES["replayed"])
+            self._deliver(message, NOTES["replayed"] if lead is None else f"{lead}; {NOTES['replayed']}")
+            lead = None
         missing = (last - first + 1) - len(answered)
         with self._lock:
             self._counters.gaps += 1
             self._counters.missing += missing
+        notes = [] if lead is None else [lead]
         if missing == 0:
-            return []
+            return notes
         if not answered:
-            return [NOTES["gap"].format(span=span)]
-        return [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
+            return notes + [NOTES["gap"].format(span=span)]
+        return notes + [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
 
-    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]]:
+    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]] | None:
         """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
         endpoint sent. Tries the envelopes in ``ENVELOPES`` order, each after ``replay_wait``
         seconds of silence, and keeps listening to the earlier requests meanwhile, so a slow
-        answer to the first envelope still counts. The envelope that answered is kept."""
+        answer to the first envelope still counts. The envelope that answered is kept. None
+        when nothing answered (an empty answer is ``{}``)."""
         known = self._envelope[rank]
         asked: list[tuple[str, object]] = []
         start = first.to_bytes(SEQ_BYTES, "big")
@@ -574,7 +787,7 @@ class Subscriber:
             reused = self._dealers[rank] if envelope == known else None
             self._dealers[rank] = None
             dealer = reused if reused is not None else self._new_dealer(rank)
-            dealer.send_multipart([start] if envelope == "bare" else [b"", start])
+            dealer.send_multipart([b"", start] if envelope == "delimited" else [start])
             asked.append((envelope, dealer))
             with self._lock:
                 self._counters.replays_asked += 1
@@ -598,13 +811,14 @@ class Subscriber:
             return answered
         for _, dealer in asked:
             dealer.close(linger=0)
-        return {}
+        return None
 
     def _new_dealer(self, rank: int):
         zmq = _zmq()
         dealer = self._context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
         dealer.setsockopt(zmq.IPV6, 1)
+        dealer.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         dealer.connect(self.replay_endpoints[rank])
         return dealer
 
@@ -622,11 +836,14 @@ class Subscriber:
 
     def _collect(self, dealer, first: int, last: int) -> tuple[dict[int, tuple[bytes | None, bytes]], bool]:
         """Reads one replay answer whose first frame is waiting: (the wanted seqs' messages,
-        saw the end marker). Waits ``REPLAY_IDLE_S`` between frames and reads at most
-        ``MAX_WATCH_REPLAY_MESSAGES`` frames (a server's buffer holds 10,000 by default)."""
+        saw the end marker). Waits ``REPLAY_IDLE_S`` between frames, ``REPLAY_TOTAL_S`` in all,
+        and reads at most ``MAX_WATCH_REPLAY_MESSAGES`` frames (a server's buffer holds 10,000
+        by default)."""
         answered: dict[int, tuple[bytes | None, bytes]] = {}
+        deadline = time.monotonic() + REPLAY_TOTAL_S
         for _ in range(MAX_WATCH_REPLAY_MESSAGES):
-            if self._stopping.is_set() or not dealer.poll(int(REPLAY_IDLE_S * 1000)):
+            wait = min(REPLAY_IDLE_S, deadline - time.monotonic())
+            if self._stopping.is_set() or wait <= 0 or not dealer.poll(int(wait * 1000)):
                 return answered, False
             frames = dealer.recv_multipart()
             if len(frames) < 2:
@@ -645,6 +862,15 @@ class Subscriber:
                 continue
             answered[seq] = (_replay_topic(frames), payload)
         return answered, False
+
+
+def message_cost(received: Received) -> int:
+    """What one received message costs in memory, as the queue counts it: its frames, its
+    decoded batch (``DECODED_BYTES_PER_PAYLOAD_BYTE`` per payload byte) and the objects around
+    them (``MESSAGE_OVERHEAD_BYTES``)."""
+    message = received.message
+    return (len(message.topic) + len(message.payload) * (1 + DECODED_BYTES_PER_PAYLOAD_BYTE)
+            + MESSAGE_OVERHEAD_BYTES)
 
 
 def _replay_topic(frames: list[bytes]) -> bytes | None:
