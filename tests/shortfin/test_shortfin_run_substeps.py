@@ -61,6 +61,6 @@ def test_shortfin_print_substeps_lists_the_calls_and_says_they_are_calls():
     assert f"({subs.note}):" in result.stdout
     call_lines = [line.split() for line in result.stdout.splitlines() if line.startswith("    ")
                   and len(line.split()) > 2 and line.split()[1] == "call"]
-    assert [int(words[0]) for words in call_lines] == list(range(len(subs)))
+    assert [int(words[0]) for words in call_lines] == list(range(1, len(subs) + 1))  # people count from 1
     for words, sub in zip(call_lines, subs):
         assert " ".join(words[3:]) == sub.sentence
