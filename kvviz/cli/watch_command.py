@@ -330,7 +330,9 @@ def _finish(timeline, emit, every: int | None, since: int) -> None:
     if every is not None and timeline.last_step > since:
         emit(timeline.progress(timeline.last_step, since), "progress")
     summary = timeline.summary()
-    summary["hot_prefixes"] = [hot.to_dict() for hot in hot_prefixes(timeline.messages_until(timeline.last_step))]
+    kept = timeline.kept_messages_until(timeline.last_step)  # all of them, unless a live watch folded some
+    summary["hot_prefixes"] = [hot.to_dict() for hot in hot_prefixes(kept)]
+    summary["hot_prefixes_from_step"] = timeline.first_step + 1
     emit(summary, "summary")
 
 

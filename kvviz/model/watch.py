@@ -236,6 +236,12 @@ class WatchTimeline:
         self._require_whole("its messages")
         return self._messages[:step]
 
+    def kept_messages_until(self, step: int) -> list[Message]:
+        """The messages of the steps still kept up to ``step``: ``first_step + 1 .. step`` (all
+        of 1..``step`` unless early steps were folded to bound memory)."""
+        self._check_step(step)
+        return self._messages[:max(0, step - self._base)]
+
     def _require_whole(self, what: str) -> None:
         if self._base:
             raise ValueError(f"steps 1-{self._base:,} of this watch were folded to bound its memory "

@@ -225,6 +225,38 @@ def _history(timeline, at: int) -> _History:
     return _History(contents, batches, usual_block_size(sizes) if sizes else None, incomplete, late, no_tokens)
 
 
+def _explain_folded(folded: int, state, prompt: tuple, lora, base: dict) -> Explanation:
+    """The verdict when steps 1..``folded`` are gone (a live watch bounded in bytes): the state
+    after the step still proves a hit, but a miss's cause needs the history, so it is unknown."""
+    roots = [b for b in state.children(None) if b.parent is None]
+    size = len(roots[0].tokens) if roots else None
+    gone = (f"steps 1-{folded:,} were folded to bound the watch's memory: their history is gone "
+            "(record with --record FILE and explain on --replay-file FILE)")
+    if size is None or not size:
+        return Explanation("unknown", False, block_size=None, full_blocks=0, matched_blocks=0, block=None, **base,
+                           incomplete=(gone,), evidence=f"nothing is cached at step {base['step']} and {gone}")
+    full = len(prompt) // size
+    if full == 0:
+        return Explanation("below-block", True, block_size=size, full_blocks=0, matched_blocks=0, block=None, **base,
+                           evidence=f"the prompt's {count(len(prompt), 'token')} are fewer than one block of "
+                                    f"{size}: only full blocks are cached, so it can never hit")
+    parent_key = None
+    for index in range(full):
+        tokens = prompt[index * size:(index + 1) * size]
+        candidates = [b for b in state.children(parent_key) if parent_key is not None or b.parent is None]
+        match = next((b for b in candidates if b.tokens == tokens and b.medium in PRIMARY_MEDIA and b.lora == lora),
+                     None)
+        if match is None:
+            return Explanation("unknown", False, block_size=size, full_blocks=full, matched_blocks=index,
+                               block=index, **base, incomplete=(gone,),
+                               evidence=f"block {index} is not cached at step {base['step']}; why not is "
+                                        f"not known: {gone}")
+        parent_key = match.key
+    return Explanation("hit", True, block_size=size, full_blocks=full, matched_blocks=full, block=None, **base,
+                       evidence=f"all {count(full, 'full block')} are cached at step {base['step']} "
+                                "(the state alone proves a hit)")
+
+
 def _content_events(history: _History, content: int | None) -> list[tuple[int, str]]:
     """``(step, "stored" | "removed" | "cleared")`` of ``content``, in stream order."""
     out: list[tuple[int, str]] = []
@@ -278,8 +310,11 @@ def explain(timeline, prompt: Sequence[int], at: int | None = None, *, lora: int
     at = timeline.last_step if at is None else at
     frame = timeline.frame(at)
     seq = None if frame.message is None else frame.message.seq
-    history = _history(timeline, at)
     prompt = tuple(prompt)
+    if timeline.first_step:  # a live watch folded its early steps to bound its memory
+        return _explain_folded(timeline.first_step, frame.state, prompt, lora,
+                               {"step": at, "seq": seq, "prompt_tokens": len(prompt)})
+    history = _history(timeline, at)
     size = history.block_size
     base = {"step": at, "seq": seq, "block_size": size, "prompt_tokens": len(prompt)}
     if size is None:

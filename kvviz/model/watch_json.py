@@ -146,6 +146,8 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
                     block on it; a hot prefix ends where no child has as many hits. Each
                     {{"hits", "blocks", "tokens", "last_tokens"}} (tokens from the root; the
                     last block's token ids). A batch that stored nothing is not counted.
+  hot_prefixes_from_step  the first batch the hot prefixes count (1; later when a live watch
+                    folded its early steps to bound its memory, whose batches are gone)
 
 `explain` (--explain REQUEST [--at STEP], the only line: {EXPLAIN_SCHEMA})
   The prompt's full blocks are matched by content (parent chain + token ids, as an engine's

@@ -366,7 +366,7 @@ class WatchApp(StepActions, App[None]):
         hot = self.hot_prefixes()
         decode = None if self.tokenizer is None else self.tokenizer.decode
         if hot:
-            lines.append(f"hot prefixes (batches 1..{self._hot[0]}):")
+            lines.append(f"hot prefixes (batches {self.timeline.first_step + 1}..{self._hot[0]}):")
             lines += [f"  {h.line(decode)}" for h in hot[:3]]
         return "\n".join(lines)
 
@@ -391,7 +391,7 @@ class WatchApp(StepActions, App[None]):
 
         last = self.timeline.last_step
         if self._hot is None or (self._hot[0] != last and (self.subscriber is None or _worth_again(self._hot[0], last))):
-            self._hot = (last, hot_prefixes(self.timeline.messages_until(last)))
+            self._hot = (last, hot_prefixes(self.timeline.kept_messages_until(last)))
         return self._hot[1]
 
     def _title_the_terminal(self, view: WatchView) -> None:

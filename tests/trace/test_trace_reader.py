@@ -100,7 +100,8 @@ BAD_LINES = {
                                        "longer than 1,000,000 bytes"),
 }
 
-COLUMNS = {"not utf-8": 80, "not json": 17, "nested 1,000 deep": 78 + 16}
+COLUMNS = {"not utf-8": 80, "not json": 17, "nested 1,000 deep": 78 + 16,
+           "a number of 5,000 digits": len(b'{"timestamp": 1, "input_length": ') + 1}  # where the number starts
 
 
 @pytest.mark.parametrize("kind", list(BAD_LINES))

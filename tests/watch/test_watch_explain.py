@@ -326,3 +326,22 @@ def test_a_publisher_whose_stores_carry_no_token_ids_leaves_the_cause_unknown():
     found = explain(timeline, [5, 6, 7, 8]).to_dict()
     assert (found["cause"], found["proven"]) == ("unknown", False)
     assert any("carry no token ids" in reason for reason in found["incomplete"])
+
+
+def test_a_live_watch_that_folded_its_early_steps_still_proves_a_hit_and_never_names_a_miss_it_cannot_know():
+    whole = vllm_timeline()
+    folded = WatchTimeline(keyframe_every=16, max_bytes=2_000_000)
+    for message in read_recording(VLLM):
+        folded.add(message)
+    at = folded.first_step
+    assert 0 < at < folded.last_step  # the bound folded the early steps: their messages are gone
+    verdicts = {i: explain(whole, prompt_of(i), at) for i in range(at - 1, min(at + 20, 400))}
+    hit = at - 1  # batch `at` stored request at-1's prompt: cached in full right after it
+    assert verdicts[hit].cause == "hit"
+    miss = next(i for i, v in verdicts.items() if v.cause in ("evicted", "first-seen", "diverged"))
+    found = explain(folded, prompt_of(hit), at)
+    assert found.cause == "hit" and found.proven and found.matched_blocks == verdicts[hit].matched_blocks
+    unknown = explain(folded, prompt_of(miss), at)
+    assert unknown.cause == "unknown" and not unknown.proven  # never a confident cause it cannot know
+    assert unknown.block == verdicts[miss].block and unknown.matched_blocks == verdicts[miss].matched_blocks
+    assert any("folded" in why for why in unknown.incomplete) and "--record" in unknown.evidence
