@@ -13,10 +13,10 @@ from types import MappingProxyType
 from . import BackendError, BackendFactory, BackendUnavailable
 from .kvcore_backend import kvcore_backend
 
-__all__ = ["BACKENDS", "DIFF_BACKEND", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "REFERENCE_BACKEND", "BackendError",
+__all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "REFERENCE_BACKEND", "BackendError",
            "BackendUnavailable", "make_backend_factory"]
 
-BACKENDS = ("kvcore", "shortfin")
+BACKENDS = ("kvcore", "shortfin", "vllm")
 """The names ``make_backend_factory`` knows (``--backend``'s choices)."""
 
 REFERENCE_BACKEND = "kvcore"
@@ -35,6 +35,14 @@ BUGS.md id, then what the bug is; the demos and the bug museum's code panes read
 INSTALL_SHORTFIN = 'pip install -e ".[shortfin]"'
 """The command that installs the shortfin backend's packages (quoted in its error)."""
 
+INSTALL_ENGINES = "bash scripts/install-engines.sh VENV"
+"""The command that installs vLLM 0.33.0 and SGLang 0.5.23 (CPU torch pinned) into a venv, from a
+checkout of kvviz (a pip extra cannot say ``--no-deps``; the script can)."""
+
+ENGINE_KINDS = MappingProxyType({"shortfin": "trie", "vllm": "hash"})
+"""The cache kind each foreign backend drives: what ``kvviz diff --backend NAME`` compares with
+kvcore's design of the same kind."""
+
 # Modules whose failing import means a bug of ours, never "not installed".
 _OWN_PACKAGES = ("kvviz", "kvcore")
 
@@ -49,6 +57,8 @@ def make_backend_factory(name: str) -> BackendFactory:
         return kvcore_backend
     if name == "shortfin":
         return _shortfin_factory()
+    if name == "vllm":
+        return _vllm_factory()
     raise BackendError(f"unknown backend {name!r} (expected one of: {', '.join(BACKENDS)})")
 
 
@@ -65,3 +75,21 @@ def _shortfin_factory() -> BackendFactory:
             f"(tokenizers, dataclasses-json), and they are not installed ({missing}); "
             f"install them with: {INSTALL_SHORTFIN}") from None
     return shortfin_backend
+
+
+def _missing(exc: ImportError) -> str:
+    """What an ImportError says is missing; re-raises one that is a bug of ours."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
+    if (cause.name or "").split(".")[0] in _OWN_PACKAGES:
+        raise exc  # a bug inside kvviz must not pass for a missing install
+    return f"no module named {cause.name!r}" if cause.name else str(cause)
+
+
+def _vllm_factory() -> BackendFactory:
+    try:
+        from .vllm_backend import vllm_backend
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"the vllm backend needs vLLM 0.33.0 and a CPU torch, and they are not installed "
+            f"({_missing(exc)}); install them into a venv with: {INSTALL_ENGINES}") from None
+    return vllm_backend
