@@ -24,7 +24,9 @@ manager of ``pages + 1`` blocks, and vLLM's block ``b`` is kvviz's page ``b - 1`
 **State.** After every op the backend reads vLLM's own objects into a kvcore ``hash``
 snapshot: each block's ``ref_cnt`` and ``block_hash``, the ``free_block_queue`` (head first),
 each request's block table (``get_block_ids``) and the hash -> parent chain learned from the
-requests' ``block_hashes``. A block's key is vLLM's hash (hex); a block is reachable when its
+requests' ``block_hashes``. A block's key is kvcore's chained key of the same tokens
+(``kvcore.blockkey.block_key``; vLLM's sha256 of its parent hash and tokens maps one to one
+onto it, and kvcore's checker verifies keys by recomputing them); a block is reachable when its
 whole parent chain is cached. Reading costs O(pages + cached blocks) per op.
 
 Misuse (unknown names, tokens that do not extend an allocation, ...) is refused before vLLM
@@ -41,6 +43,7 @@ from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOpera
 from kvcore import check_snapshot
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
+from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
 from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
@@ -124,6 +127,7 @@ class VllmBackend:
         self._handles: dict[str, _Handle] = {}
         self._next_allocation_id = 0
         self._chain: dict[bytes, tuple[bytes | None, tuple[int, ...]]] = {}  # hash -> (parent, tokens)
+        self._keys: dict[bytes, bytes] = {}  # vLLM's hash -> kvcore's key of the same chain
         self._seq: dict[tuple[int, bytes], int] = {}  # (page, hash) -> block id, in caching order
         self._next_seq = 1
         self._clock = 0
@@ -300,7 +304,9 @@ class VllmBackend:
         for i, block_hash in enumerate(request.block_hashes):
             block_hash = bytes(block_hash)
             if block_hash not in self._chain:
-                self._chain[block_hash] = (parent, tuple(tokens[i * tpp:(i + 1) * tpp]))
+                block = tuple(tokens[i * tpp:(i + 1) * tpp])
+                self._chain[block_hash] = (parent, block)
+                self._keys[block_hash] = block_key(None if parent is None else self._keys[parent], block)
             parent = block_hash
 
     def _read(self) -> Snapshot:
@@ -346,7 +352,8 @@ class VllmBackend:
         evicted = len(set(self._seq) - set(seen))
         self._stats["evictions"] += evicted
         self._seq = seen
-        infos = tuple(BlockInfo(seq, page, key.hex(), None if parent is None else parent.hex(), tokens,
+        keys = self._keys
+        infos = tuple(BlockInfo(seq, page, keys[key].hex(), None if parent is None else keys[parent].hex(), tokens,
                                 _reachable(key, self._chain, cached))
                       for seq, page, key, parent, tokens in sorted(blocks))
         free = tuple(b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks())

@@ -147,8 +147,9 @@ def backend_option(f):
     """``--backend kvcore|shortfin``: which cache runs the scenario (default kvcore)."""
     return click.option(
         "--backend", type=click.Choice(BACKENDS), default="kvcore", show_default=True,
-        help='The cache to run: kvcore (ours) or shortfin (shortfin 3.9.0\'s TriePagedAttentionCache; '
-             'needs pip install -e ".[shortfin]").')(f)
+        help='The cache to run: kvcore (ours), shortfin (shortfin 3.9.0\'s TriePagedAttentionCache; '
+             'needs pip install -e ".[shortfin]") or vllm (vLLM 0.33.0\'s KVCacheManager, for `cache hash` '
+             'scripts; needs the engine venv: bash scripts/install-engines.sh VENV).')(f)
 
 
 def backend_factory(backend: str, kind: str | None):

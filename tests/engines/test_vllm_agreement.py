@@ -37,6 +37,8 @@ def test_most_demos_are_expressible_on_vllm():
 def test_vllm_agrees_with_kvcores_hash_design_on_the_demo(name):
     run = run_diff(load_demo(name), "vllm")
     assert run.divergence is None, format_report(run)
+    vllm = run.right.session
+    assert not [str(v) for i in range(len(vllm)) for v in vllm.frame(i).violations]
 
 
 def random_scenario(rng: random.Random) -> Scenario:
@@ -70,7 +72,7 @@ def random_scenario(rng: random.Random) -> Scenario:
                 op = Op("extend", name, more, rng.choice((0, 0, 1)), True)
                 live[name] += more
             else:
-                op = Op("release", name)
+                op = Op("release", name, None)
                 del live[name]
         steps.append(Step(op))
     recompute = rng.random() < 0.5
@@ -84,3 +86,18 @@ def test_vllm_agrees_with_kvcores_hash_design_on_random_scenarios(chunk):
         scenario = random_scenario(rng)
         run = run_diff(scenario, "vllm")
         assert run.divergence is None, format_scenario(scenario) + "\n" + format_report(run)
+
+
+def test_the_comparison_flags_a_vllm_run_whose_hit_rule_is_deliberately_the_other_one(monkeypatch):
+    """A control: with vLLM's last-token rule flipped against kvcore's, demos diverge, so the
+    agreement above is not a comparison that cannot fail."""
+    from kvviz.backends import vllm_backend
+
+    real = vllm_backend.VllmBackend.__init__
+
+    def flipped(self, pages, tokens_per_page, recompute_last_token=False):
+        real(self, pages, tokens_per_page, recompute_last_token=not recompute_last_token)
+
+    monkeypatch.setattr(vllm_backend.VllmBackend, "__init__", flipped)
+    flagged = [name for name in DEMOS if run_diff(load_demo(name), "vllm").divergence is not None]
+    assert len(flagged) >= 10, flagged
