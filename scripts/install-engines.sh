@@ -29,5 +29,5 @@ if "$venv/bin/python" -m pip show -q torchvision >/dev/null 2>&1; then
     exit 1
 fi
 rm -rf "$site/torchvision" && cp -r "$here/engines/stand-in/torchvision" "$site/torchvision"
-"$venv/bin/python" -c 'import vllm.v1.core.kv_cache_manager, sglang.srt.mem_cache.radix_cache' 
+"$venv/bin/python" -c 'import kvviz.backends.vllm_backend, sglang.srt.mem_cache.radix_cache' 
 echo "install-engines: vLLM 0.33.0 and SGLang 0.5.23 in $venv ($((SECONDS - start)) s, $(du -sh "$venv" | cut -f1))"

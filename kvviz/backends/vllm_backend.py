@@ -156,9 +156,13 @@ class VllmBackend:
         if kind not in ops:
             raise unknown_op(kind)
         before = self._snapshot
+        saved = self._clock, dict(self._stats)
         self._clock += 1
         try:
             ops[kind]()
+        except KVCacheError:
+            self._clock, self._stats = saved  # a refused op counts no tick, no lookup (kvcore's rule)
+            raise
         finally:
             after = self._snapshot = self._read()
             self._events.extend(_events(kind, name, before, after))

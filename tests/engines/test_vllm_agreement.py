@@ -86,6 +86,8 @@ def test_vllm_agrees_with_kvcores_hash_design_on_random_scenarios(chunk):
         scenario = random_scenario(rng)
         run = run_diff(scenario, "vllm")
         assert run.divergence is None, format_scenario(scenario) + "\n" + format_report(run)
+        vllm = run.right.session
+        assert not [str(v) for i in range(len(vllm)) for v in vllm.frame(i).violations], format_scenario(scenario)
 
 
 def test_the_comparison_flags_a_vllm_run_whose_hit_rule_is_deliberately_the_other_one(monkeypatch):
