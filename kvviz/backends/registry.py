@@ -16,7 +16,7 @@ from .kvcore_backend import kvcore_backend
 __all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "REFERENCE_BACKEND", "BackendError",
            "BackendUnavailable", "make_backend_factory"]
 
-BACKENDS = ("kvcore", "shortfin", "vllm")
+BACKENDS = ("kvcore", "shortfin", "vllm", "sglang")
 """The names ``make_backend_factory`` knows (``--backend``'s choices)."""
 
 REFERENCE_BACKEND = "kvcore"
@@ -26,7 +26,7 @@ issues (``kvviz diff``'s left side)."""
 DIFF_BACKEND = "shortfin"
 """The backend ``kvviz diff`` runs against :data:`REFERENCE_BACKEND`, its trie against kvcore's."""
 
-MUSEUM_PREFIXES = MappingProxyType({"kvcore": "bug-", "shortfin": "shortfin-"})
+MUSEUM_PREFIXES = MappingProxyType({"kvcore": "bug-", "shortfin": "shortfin-", "sglang": "sglang-"})
 """The bug museum's demo names, by the backend an exhibit runs on: real cache bugs replayed on
 kvcore (``bug-b4b-root-ref``), then the same bugs live on shortfin's own cache
 (``shortfin-b9-...``, which need ``--backend shortfin``). Each name is the prefix, the
@@ -39,7 +39,7 @@ INSTALL_ENGINES = "bash scripts/install-engines.sh VENV"
 """The command that installs vLLM 0.33.0 and SGLang 0.5.23 (CPU torch pinned) into a venv, from a
 checkout of kvviz (a pip extra cannot say ``--no-deps``; the script can)."""
 
-ENGINE_KINDS = MappingProxyType({"shortfin": "trie", "vllm": "hash"})
+ENGINE_KINDS = MappingProxyType({"shortfin": "trie", "vllm": "hash", "sglang": "trie"})
 """The cache kind each foreign backend drives: what ``kvviz diff --backend NAME`` compares with
 kvcore's design of the same kind."""
 
@@ -59,6 +59,8 @@ def make_backend_factory(name: str) -> BackendFactory:
         return _shortfin_factory()
     if name == "vllm":
         return _vllm_factory()
+    if name == "sglang":
+        return _sglang_factory()
     raise BackendError(f"unknown backend {name!r} (expected one of: {', '.join(BACKENDS)})")
 
 
@@ -93,3 +95,13 @@ def _vllm_factory() -> BackendFactory:
             f"the vllm backend needs vLLM 0.33.0 and a CPU torch, and they are not installed "
             f"({_missing(exc)}); install them into a venv with: {INSTALL_ENGINES}") from None
     return vllm_backend
+
+
+def _sglang_factory() -> BackendFactory:
+    try:
+        from .sglang_backend import sglang_backend
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"the sglang backend needs SGLang 0.5.23 and a CPU torch, and they are not installed "
+            f"({_missing(exc)}); install them into a venv with: {INSTALL_ENGINES}") from None
+    return sglang_backend
