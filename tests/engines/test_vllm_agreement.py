@@ -76,18 +76,21 @@ def random_scenario(rng: random.Random) -> Scenario:
                 del live[name]
         steps.append(Step(op))
     recompute = rng.random() < 0.5
-    return Scenario(CacheConfig("hash", pages, tpp, recompute_last_token=recompute), tuple(steps))
+    return Scenario(config=CacheConfig("hash", pages, tpp, recompute_last_token=recompute), steps=tuple(steps))
 
 
 @pytest.mark.parametrize("chunk", range(6))
 def test_vllm_agrees_with_kvcores_hash_design_on_random_scenarios(chunk):
     rng = random.Random(35_000 + chunk)
+    ops = 0
     for _ in range(RANDOM_SCENARIOS // 6):
         scenario = random_scenario(rng)
+        ops += len(scenario.steps)
         run = run_diff(scenario, "vllm")
         assert run.divergence is None, format_scenario(scenario) + "\n" + format_report(run)
         vllm = run.right.session
         assert not [str(v) for i in range(len(vllm)) for v in vllm.frame(i).violations], format_scenario(scenario)
+    assert ops >= 10 * (RANDOM_SCENARIOS // 6)  # the scenarios hold ops (~20 each), not just a config
 
 
 def test_the_comparison_flags_a_vllm_run_whose_hit_rule_is_deliberately_the_other_one(monkeypatch):
