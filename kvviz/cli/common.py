@@ -148,8 +148,9 @@ def backend_option(f):
     return click.option(
         "--backend", type=click.Choice(BACKENDS), default="kvcore", show_default=True,
         help='The cache to run: kvcore (ours), shortfin (shortfin 3.9.0\'s TriePagedAttentionCache; '
-             'needs pip install -e ".[shortfin]") or vllm (vLLM 0.33.0\'s KVCacheManager, for `cache hash` '
-             'scripts; needs the engine venv: bash scripts/install-engines.sh VENV).')(f)
+             'needs pip install -e ".[shortfin]"), vllm (vLLM 0.33.0\'s KVCacheManager, for `cache hash` '
+             'scripts) or sglang (SGLang 0.5.23\'s RadixCache, for `cache trie` lru scripts); the engines '
+             'need their own venv with a CPU torch: bash scripts/install-engines.sh VENV, then run VENV/bin/kvviz.')(f)
 
 
 def backend_factory(backend: str, kind: str | None):

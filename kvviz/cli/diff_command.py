@@ -18,14 +18,17 @@ from .common import launch_diff_ui, load_file_or_demo, refused_scenario
                                                       "included as snapshots).")
 @click.option("--ui", is_flag=True, help="Show both runs side by side in the app, at the first divergence.")
 @click.option("--backend", type=click.Choice([b for b in BACKENDS if b != REFERENCE_BACKEND]), default=DIFF_BACKEND,
-              show_default=True, help="The real cache on the right: shortfin's trie (against kvcore's trie) or "
-                                      "vLLM's prefix cache (against kvcore's hash design; the script's header "
-                                      "kind is replaced by hash, its tokens_per_page and pages kept).")
+              show_default=True, help="The real cache on the right: shortfin's trie or SGLang's RadixCache (against "
+                                      "kvcore's trie), or vLLM's prefix cache (against kvcore's hash design; the "
+                                      "script's header kind is replaced by hash, its tokens_per_page and pages "
+                                      "kept).")
 def diff(file: str, as_json: bool, ui: bool, backend: str) -> None:
     """Run a scenario on kvcore and on a real cache and report the first step where they differ.
 
     `kvviz diff FILE` is `kvviz compare` with shortfin on the right; `--backend vllm` puts vLLM
-    0.33.0 there. The engines need their own venv with a CPU torch, installed in ~3 min from a
+    0.33.0 there, `--backend sglang` SGLang 0.5.23. Each engine's known behaviours (SGLang's
+    whole-leaf eviction SG1, its split-refresh LRU bug SG2, a refused lookup touching LRU SG3)
+    are named where they decide a difference. The engines need their own venv with a CPU torch, installed in ~3 min from a
     checkout with: `bash scripts/install-engines.sh VENV` (then run kvviz from VENV).
 
     Compares what a user of the cache can observe after every step: success or failure,
