@@ -40,7 +40,7 @@ import time as _real_time
 from array import array
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
@@ -237,9 +237,17 @@ class SglangBackend:
         if kind not in ops:
             raise unknown_op(kind)
         before = self._snapshot
+        tick = self.clock.now
         try:
             with logical_time(self.clock):
                 ops[kind]()
+        except KVCacheError:
+            if replace(self._read(), clock=tick) == before:
+                # Refused, and SGLang stamped nothing a snapshot shows (a lookup that matched no
+                # node still stamps the root): the ticks it took are given back, so the failed
+                # op changes nothing. A lookup that matched nodes keeps them stamped (SG3).
+                self.clock.now = tick
+            raise
         finally:
             after = self._snapshot = self._read()
             self._events.extend(_events(kind, name, before, after))

@@ -103,3 +103,24 @@ def test_every_divergence_on_random_scenarios_is_a_known_sglang_issue():
         explained += 1
     assert ops >= 2000 and explained >= 1, (ops, explained)  # real scenarios, some diverging
     assert agreed >= 100, (agreed, explained)  # most agree: the comparison is not vacuous either way
+
+
+def test_a_refused_acquire_that_matched_nothing_changes_nothing_on_sglang():
+    from kvviz.backends.registry import make_backend_factory
+    from kvviz.model.scenario import parse_scenario
+    from kvviz.model.session import Session
+
+    scenario = parse_scenario("cache trie pages=1 tokens_per_page=1\nacquire a 1 extra=1\n")
+    session = Session.from_scenario(scenario, backend_factory=make_backend_factory("sglang"))
+    frame = session.frame(1)
+    assert frame.error is not None and frame.error.kind == "CacheAllocationFailure"
+    assert not frame.violations and frame.snapshot == session.frame(0).snapshot
+
+
+def test_a_refused_acquire_whose_lookup_matched_is_reported_as_the_known_lru_touch():
+    from kvviz.model.scenario import parse_scenario
+
+    scenario = parse_scenario("cache trie pages=1 tokens_per_page=1\nacquire a 1\npublish a\nacquire b 1 1\n")
+    run = run_diff(scenario, "sglang")
+    assert [f.code for f in run.findings[3]] == ["SG3"]
+    assert run.right.session.frame(3).error is not None
