@@ -35,11 +35,8 @@ refreshing LRU times (SG3, by design).
 
 from __future__ import annotations
 
-import threading
-import time as _real_time
 from array import array
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
@@ -49,6 +46,7 @@ from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
 from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from .foreign import Finding, KnownIssue, LogicalClock, logical_time
 from .sglang_code import SGLANG_CODE
 
 try:
@@ -68,16 +66,6 @@ OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken
 """What the backend reports: SGLang emits no per-move events, so only what two states show."""
 
 
-@dataclass(frozen=True, slots=True)
-class KnownIssue:
-    """A known way SGLang 0.5.23's RadixCache departs from kvcore's trie."""
-
-    code: str
-    kind: str  # "defect" | "design"
-    title: str
-    source: str
-
-
 KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
     KnownIssue("SG1", "design", "evict(num_tokens) pops whole radix leaves until at least that many tokens went, "
                "so a multi-page leaf goes at once where kvcore evicts page by page",
@@ -90,19 +78,6 @@ KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
                "(and may have split a node): a failed op changes the cache",
                "match_prefix runs before admission"),
 )}
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One known issue seen while applying an op: its code and what happened."""
-
-    code: str
-    message: str
-
-    @property
-    def issue(self) -> KnownIssue:
-        """The :class:`KnownIssue` this finding is an instance of."""
-        return KNOWN_ISSUES[self.code]
 
 
 class SglangError(KVCacheError):
@@ -144,36 +119,6 @@ def _pages_of(value, page_size: int) -> list[int]:
     return [int(v) // page_size for v in value.tolist()[::page_size]]
 
 
-class LogicalClock:
-    """A stand-in for the ``time`` module whose ``monotonic()`` returns 1, 2, 3, ..."""
-
-    def __init__(self, now: int = 0):
-        self.now = now
-
-    def monotonic(self) -> int:
-        """The next tick."""
-        self.now += 1
-        return self.now
-
-    def __getattr__(self, name: str):
-        return getattr(_real_time, name)
-
-
-_PATCH_LOCK = threading.RLock()
-
-
-@contextmanager
-def logical_time(clock: LogicalClock):
-    """Give SGLang's radix module ``clock`` as its ``time`` for the duration of the block."""
-    with _PATCH_LOCK:
-        saved = _radix_module.time
-        _radix_module.time = clock
-        try:
-            yield clock
-        finally:
-            _radix_module.time = saved
-
-
 @dataclass
 class _Handle:
     id: int
@@ -204,7 +149,7 @@ class SglangBackend:
         self.tokens_per_page = tokens_per_page
         self.clock = LogicalClock()
         self.pool = PagePool(pages, tokens_per_page)
-        with logical_time(self.clock):
+        with logical_time(_radix_module, self.clock):
             self.cache = _radix_module.RadixCache.create_simulated(mock_allocator=self.pool,
                                                                    page_size=tokens_per_page)
         self._handles: dict[str, _Handle] = {}
@@ -239,7 +184,7 @@ class SglangBackend:
         before = self._snapshot
         tick = self.clock.now
         try:
-            with logical_time(self.clock):
+            with logical_time(_radix_module, self.clock):
                 ops[kind]()
         except KVCacheError:
             if replace(self._read(), clock=tick) == before:
@@ -423,7 +368,7 @@ class SglangBackend:
         return result
 
     def _find(self, code: str, message: str) -> None:
-        self._findings.append(Finding(code, message))
+        self._findings.append(Finding(code, message, KNOWN_ISSUES))
 
     def _read(self) -> Snapshot:
         """SGLang's tree, pool and requests in kvcore's trie snapshot format (one node per page)."""

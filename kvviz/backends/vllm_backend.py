@@ -47,6 +47,7 @@ from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
 from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from .foreign import KnownIssue
 from .vllm_code import VLLM_CODE
 
 try:
@@ -70,16 +71,6 @@ _check_extra = BasePagedAttentionCache._check_extra
 
 OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
 """What the backend reports: vLLM emits no per-move events, so only what two states show."""
-
-
-@dataclass(frozen=True, slots=True)
-class KnownIssue:
-    """A known way vLLM 0.33.0 departs from kvcore's hash design."""
-
-    code: str
-    kind: str  # "defect" | "design"
-    title: str
-    source: str
 
 
 KNOWN_ISSUES: dict[str, KnownIssue] = {}

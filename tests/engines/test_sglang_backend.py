@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
 from click.testing import CliRunner
 from engine_guard import require_engine
 
 require_engine("sglang")
 
 from kvviz.cli import cli  # noqa: E402
-from kvviz.demos import demo_names, load_demo  # noqa: E402
+from kvviz.demos import load_demo  # noqa: E402
 from kvviz.model.compare import format_report, report_dict, run_diff  # noqa: E402
 from kvviz.model.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
 
