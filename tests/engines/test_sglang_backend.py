@@ -123,3 +123,10 @@ def test_a_refused_acquire_whose_lookup_matched_is_reported_as_the_known_lru_tou
     run = run_diff(scenario, "sglang")
     assert [f.code for f in run.findings[3]] == ["SG3"]
     assert run.right.session.frame(3).error is not None
+
+
+def test_sglangs_whole_leaf_eviction_is_named_where_it_decides_a_difference():
+    run = run_diff(load_demo("heap-ties"), "sglang")
+    d = run.divergence
+    assert d is not None and "SG1" in d.known and d.explained
+    assert "SG1 (design" in format_report(run)

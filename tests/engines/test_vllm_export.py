@@ -27,3 +27,11 @@ def test_kvviz_run_backend_vllm_prints_vllms_own_state(tmp_path):
     result = CliRunner().invoke(cli, ["run", "hash-vs-trie", "--backend", "vllm", "--print"])
     assert result.exit_code == 0, result.output
     assert "vllm" in result.output.lower()
+
+
+def test_kvviz_diff_backend_vllm_json_keeps_the_diff_schema_with_vllms_version():
+    result = CliRunner().invoke(cli, ["diff", "lru", "--backend", "vllm", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["schema"] == "kvviz.diff/1" and report["vllm_version"] == "0.33.0"
+    assert report["divergence"] is None and report["findings"] == []
