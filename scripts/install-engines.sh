@@ -16,13 +16,21 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
 venv="${1:?usage: bash scripts/install-engines.sh VENV}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+# Every wheel is kept in a wheelhouse (pip's own cache does not keep these downloads here), so a
+# second run on the machine downloads nothing: KVVIZ_ENGINE_WHEELS, or ~/.cache/kvviz/engine-wheels.
+wheels="${KVVIZ_ENGINE_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/kvviz/engine-wheels}"
+mkdir -p "$wheels"
 constraints="$here/engines/constraints.txt"
+engines=(vllm==0.33.0 sglang==0.5.23 xgrammar==0.2.8)
 start=$SECONDS
+get=("$venv/bin/python" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$wheels")
+"${get[@]}" --no-deps "${engines[@]}"
+"${get[@]}" -c "$constraints" torch==2.13.0 -r "$here/engines/requirements.txt"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheels")
 "${pip[@]}" -c "$constraints" torch==2.13.0
-"${pip[@]}" --no-deps vllm==0.33.0 sglang==0.5.23 xgrammar==0.2.8
+"${pip[@]}" --no-deps "${engines[@]}"
 "${pip[@]}" -c "$constraints" -r "$here/engines/requirements.txt"
-"${pip[@]}" -c "$constraints" -e "$repo[test]"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" -e "$repo[test]"
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 if "$venv/bin/python" -m pip show -q torchvision >/dev/null 2>&1; then
     echo "install-engines: a real torchvision was installed; it does not load beside the CPU torch" >&2
