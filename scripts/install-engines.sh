@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Install vLLM 0.33.0 and SGLang 0.5.23 (their KV caches, on the CPU) into a venv for kvviz's
-# `--backend vllm|sglang`, in bounded time (~4.5 min and 3.5 GB here; ~40 s again on a built venv):
+# `--backend vllm|sglang`, in bounded time (here: 97 s the first time, 92 s from the filled
+# wheelhouse, 3.5 GB):
 #
 #   bash scripts/install-engines.sh VENV        # VENV is made if missing; kvviz is installed there too
 #

@@ -91,7 +91,7 @@ KIND is trie, base or hash; POLICY one of the trie's eviction policies (lru, fif
 mru, filo, slru, priority); a trie without a policy takes the script's. --left defaults
 to the script's own cache line. --left-backend / --right-backend shortfin or sglang run a
 side on shortfin's or SGLang 0.5.23's trie (lru only), vllm on vLLM 0.33.0's prefix cache
-(hash). The engines need a venv of their own with a CPU torch (~5 min, ~3.5 GB), from a
+(hash). The engines need a venv of their own with a CPU torch (~2 min, ~3.5 GB), from a
 checkout: bash scripts/install-engines.sh VENV, then VENV/bin/kvviz. A misspelt kind or policy is refused with the names it could
 mean (trie:lruu: did you mean lru?).
 
