@@ -28,8 +28,9 @@ def diff(file: str, as_json: bool, ui: bool, backend: str) -> None:
     `kvviz diff FILE` is `kvviz compare` with shortfin on the right; `--backend vllm` puts vLLM
     0.33.0 there, `--backend sglang` SGLang 0.5.23. Each engine's known behaviours (SGLang's
     whole-leaf eviction SG1, its split-refresh LRU bug SG2, a refused lookup touching LRU SG3)
-    are named where they decide a difference. The engines need their own venv with a CPU torch, installed in ~3 min from a
-    checkout with: `bash scripts/install-engines.sh VENV` (then run kvviz from VENV).
+    are named where they decide a difference. The engines need their own venv with a CPU
+    torch (~2 min, ~3.5 GB), from a checkout: `bash scripts/install-engines.sh VENV`, then
+    run VENV/bin/kvviz.
 
     Compares what a user of the cache can observe after every step: success or failure,
     the number of free pages, the cached blocks and each allocation's block table (page
