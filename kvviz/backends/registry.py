@@ -13,7 +13,8 @@ from types import MappingProxyType
 from . import BackendError, BackendFactory, BackendUnavailable
 from .kvcore_backend import kvcore_backend
 
-__all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES", "REFERENCE_BACKEND", "BackendError",
+__all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES",
+           "REFERENCE_BACKEND", "BackendError",
            "BackendUnavailable", "make_backend_factory"]
 
 BACKENDS = ("kvcore", "shortfin", "vllm", "sglang")

@@ -29,7 +29,8 @@ def release(name):                                              @release
 CALLS = {
     "acquire": (("match_prefix", "match_prefix"), ("inc_lock_ref", "inc_lock_ref"), ("evict", "evict"),
                 ("dec_lock_ref", "acquire")),
-    "publish": (("insert", "insert"), ("inc_lock_ref", "publish-inc_lock_ref"), ("dec_lock_ref", "publish-inc_lock_ref")),
+    "publish": (("insert", "insert"), ("inc_lock_ref", "publish-inc_lock_ref"),
+                ("dec_lock_ref", "publish-inc_lock_ref")),
     "extend": (("evict", "extend-evict"),),
     "release": (("dec_lock_ref", "dec_lock_ref"),),
 }

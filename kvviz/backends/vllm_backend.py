@@ -395,7 +395,8 @@ def vllm_backend(config: ConfigLike, snapshot: Snapshot | None) -> VllmBackend:
         raise BackendError(f"the vllm backend drives vLLM's prefix cache, kvcore's 'hash' design; a {config.kind!r} "
                            f"cache runs on kvcore (use `cache hash` in the script, or --backend kvcore)")
     if config.policy != "lru":
-        raise BackendError(f"vLLM's free queue is LRU; a {config.policy!r} policy runs on kvcore (use --backend kvcore)")
+        raise BackendError(f"vLLM's free queue is LRU; a {config.policy!r} policy runs on kvcore "
+                           f"(use --backend kvcore)")
     for what, value, least in (("pages", config.pages, 1), ("tokens_per_page", config.tokens_per_page, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise BackendError(f"the vllm backend needs {what} to be an integer >= {least}, got {value!r}")

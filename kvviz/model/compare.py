@@ -46,7 +46,8 @@ from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
 
-from ..backends.registry import BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError, make_backend_factory
+from ..backends.registry import (BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError,
+                                 make_backend_factory)
 from .designs import design, design_of
 from .free_queue import free_page_count, queue_text
 from .words import count
