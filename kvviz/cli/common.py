@@ -226,8 +226,10 @@ def backend_option(f):
     """``--backend kvcore|shortfin``: which cache runs the scenario (default kvcore)."""
     return click.option(
         "--backend", type=click.Choice(BACKENDS), default="kvcore", show_default=True,
-        help='The cache to run: kvcore (ours) or shortfin (shortfin 3.9.0\'s TriePagedAttentionCache; '
-             f'needs {install_command("shortfin")}).')(f)
+        help='The cache to run: kvcore (ours), shortfin (shortfin 3.9.0\'s TriePagedAttentionCache; '
+             f'needs {install_command("shortfin")}), vllm (vLLM 0.33.0\'s KVCacheManager, for `cache hash` '
+             'scripts) or sglang (SGLang 0.5.23\'s RadixCache, for `cache trie` lru scripts); the engines '
+             'need their own venv with a CPU torch: bash scripts/install-engines.sh VENV, then run VENV/bin/kvviz.')(f)
 
 
 def backend_factory(backend: str, kind: str | None):

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..backends.registry import BackendError
+from ..backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, BackendError
 from .common import launch_diff_ui, load_file_or_demo, refused_scenario
 
 
@@ -17,8 +17,20 @@ from .common import launch_diff_ui, load_file_or_demo, refused_scenario
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (both states at the divergence "
                                                       "included as snapshots).")
 @click.option("--ui", is_flag=True, help="Show both runs side by side in the app, at the first divergence.")
-def diff(file: str, as_json: bool, ui: bool) -> None:
-    """Run a scenario on kvcore and on shortfin and report the first step where they differ.
+@click.option("--backend", type=click.Choice([b for b in BACKENDS if b != REFERENCE_BACKEND]), default=DIFF_BACKEND,
+              show_default=True, help="The real cache on the right: shortfin's trie or SGLang's RadixCache (against "
+                                      "kvcore's trie), or vLLM's prefix cache (against kvcore's hash design; the "
+                                      "script's header kind is replaced by hash, its tokens_per_page and pages "
+                                      "kept).")
+def diff(file: str, as_json: bool, ui: bool, backend: str) -> None:
+    """Run a scenario on kvcore and on a real cache and report the first step where they differ.
+
+    `kvviz diff FILE` is `kvviz compare` with shortfin on the right; `--backend vllm` puts vLLM
+    0.33.0 there, `--backend sglang` SGLang 0.5.23. Each engine's known behaviours (SGLang's
+    whole-leaf eviction SG1, its split-refresh LRU bug SG2, a refused lookup touching LRU SG3)
+    are named where they decide a difference. The engines need their own venv with a CPU
+    torch (~2 min, ~3.5 GB), from a checkout: `bash scripts/install-engines.sh VENV`, then
+    run VENV/bin/kvviz.
 
     Compares what a user of the cache can observe after every step: success or failure,
     the number of free pages, the cached blocks and each allocation's block table (page
@@ -29,7 +41,7 @@ def diff(file: str, as_json: bool, ui: bool) -> None:
 
     scenario = load_file_or_demo(file)
     try:
-        run = run_diff(scenario)
+        run = run_diff(scenario, backend)
     except (DiffError, BackendError) as exc:  # the scenario's cache line asks for what a diff cannot run
         raise refused_scenario(scenario, exc) from None
     if ui:

@@ -97,9 +97,11 @@ kvviz compare: one scenario on two cache configurations, side by side
 
 KIND is trie, base or hash; POLICY one of the trie's eviction policies (lru, fifo, lfu,
 mru, filo, slru, priority); a trie without a policy takes the script's. --left defaults
-to the script's own cache line. --left-backend / --right-backend shortfin run a side on
-shortfin's trie (lru only). A misspelt kind or policy is refused with the names it could
-mean (trie:lruu: unknown policy 'lruu'; did you mean 'lru'?).
+to the script's own cache line. --left-backend / --right-backend shortfin or sglang run a
+side on shortfin's or SGLang 0.5.23's trie (lru only), vllm on vLLM 0.33.0's prefix cache
+(hash). The engines need a venv of their own with a CPU torch (~2 min, ~3.5 GB), from a
+checkout: bash scripts/install-engines.sh VENV, then VENV/bin/kvviz. A misspelt kind or policy
+is refused with the names it could mean (trie:lruu: unknown policy 'lruu'; did you mean 'lru'?).
 
 Both sides step together. A difference is what a user of the cache can observe: an op's
 success or failure, free pages, cached blocks, each allocation's block table; the first
@@ -112,7 +114,9 @@ that runs its own cache line; the output says which side checked them.
   (none)    the UI, two columns, at the first difference (or --step N)
 
 Exit 0 when the sides agree at every step, exit 1 at a difference, 2 for bad input.
-kvviz diff FILE is the special case kvcore's trie against shortfin's.
+kvviz diff FILE is the special case kvcore's trie against shortfin's; kvviz diff FILE
+--backend sglang puts SGLang's RadixCache there, --backend vllm kvcore's hash design against
+vLLM's KVCacheManager (one report, schema kvviz.diff/1, keys named by the backends).
 """
 
 _TRACE = """\

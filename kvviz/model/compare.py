@@ -45,7 +45,8 @@ from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
 
-from ..backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, BackendError, make_backend_factory
+from ..backends.registry import (BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError,
+                                 make_backend_factory)
 from .designs import design, design_of
 from .free_queue import free_page_count, queue_text
 from .words import count, did_you_mean
@@ -200,8 +201,10 @@ class SideSpec:
         return text if self.backend == REFERENCE_BACKEND else f"{self.backend} {text}"
 
     def config(self, header: CacheConfig) -> CacheConfig:
-        """The header's pool and page size with this side's kind and policy."""
-        return CacheConfig(self.kind, header.pages, header.tokens_per_page, self.policy)
+        """The header's pool and page size with this side's kind and policy (and a hash header's
+        ``recompute_last_token``, vLLM's rule, on a hash side: it decides what a hit covers)."""
+        recompute = header.recompute_last_token and header.kind == self.kind == "hash"
+        return CacheConfig(self.kind, header.pages, header.tokens_per_page, self.policy, recompute_last_token=recompute)
 
     def to_dict(self) -> dict:
         """JSON-able form."""
@@ -459,23 +462,26 @@ def run_compare(scenario: Scenario, left: SideSpec, right: SideSpec) -> CompareR
 
 
 def run_diff(scenario: Scenario, backend: str = DIFF_BACKEND) -> DiffRun:
-    """Run ``scenario`` on the reference backend's trie and on ``backend``'s, step by step, and
-    compare them. Each side is keyed and named by its backend's name; the right one's title
-    is its name and version.
+    """Run ``scenario`` on the reference backend's design of ``backend``'s kind and on
+    ``backend``, step by step, and compare them: ``compare`` with ``backend`` on the right
+    (shortfin and SGLang: the trie; vLLM: the hash design, whatever kind the script's header
+    names, so every demo can run on vLLM). Each side is keyed and named by its backend's name;
+    the right one's title is its name and version.
 
-    Raises :class:`DiffError` for a scenario whose cache is not a trie (a diff compares tries),
+    Raises :class:`DiffError` for a trie backend given a scenario whose cache is not a trie,
     :class:`~kvviz.backends.BackendUnavailable` when ``backend``'s packages are not installed
     and :class:`~kvviz.backends.BackendError` for another config it cannot run.
     """
     if backend == REFERENCE_BACKEND:  # both sides would be one backend, under one key
         raise DiffError(f"a diff compares {REFERENCE_BACKEND} with another backend, not with itself "
                         f"(expected one of: {', '.join(b for b in BACKENDS if b != REFERENCE_BACKEND)})")
-    if not design(scenario.config.kind).tree:
+    kind = ENGINE_KINDS.get(backend, "trie")
+    if kind == "trie" and not design(scenario.config.kind).tree:
         raise DiffError(f"a diff compares {REFERENCE_BACKEND}'s trie cache with {backend}'s; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
-    policy = scenario.config.policy
-    run = _run(scenario, [(name, name, title, SideSpec("trie", policy, name))
-                          for name, title in ((REFERENCE_BACKEND, f"{REFERENCE_BACKEND} trie"), (backend, backend))],
+    policy = scenario.config.policy if kind == "trie" else "lru"
+    run = _run(scenario, [(name, name, title, SideSpec(kind, policy, name))
+                          for name, title in ((REFERENCE_BACKEND, f"{REFERENCE_BACKEND} {kind}"), (backend, backend))],
                DiffRun, "diff")
     run.right.title = f"{run.backend.name} {run.backend.version}"
     return run

@@ -78,7 +78,7 @@ def test_the_demos_are_listed_as_a_course_lessons_in_teaching_order_then_the_mus
     assert [n for n in lessons if n in LESSONS] == [n for n in LESSONS if n in names]
     assert lessons[0] == "prefix-sharing"
     museum = names[len(lessons):]
-    assert all(n.startswith(("bug-", "shortfin-")) for n in museum)
+    assert all(n.startswith(("bug-", "shortfin-", "sglang-")) for n in museum)
     assert museum.index("bug-b2-parent-leaf") < museum.index("bug-b10-zero-page-ref")  # natural order
     headings = [line for line in kvviz("demo").stdout.splitlines() if not line.startswith("  ")]
     assert headings[0] == "Lessons, in teaching order (start here: kvviz demo prefix-sharing):"

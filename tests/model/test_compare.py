@@ -441,7 +441,7 @@ def test_a_diff_that_agrees_lists_the_backends_findings_in_its_words(toy):
 
 def test_a_diff_of_the_reference_with_itself_or_of_a_cache_that_is_no_trie_is_refused_in_one_line(toy):
     with pytest.raises(DiffError, match=r"^a diff compares kvcore with another backend, not with itself "
-                                        r"\(expected one of: shortfin\)$"):
+                                        r"\(expected one of: shortfin, vllm, sglang\)$"):
         compare.run_diff(parse_scenario(TOY_SCRIPT), "kvcore")
     with pytest.raises(DiffError, match=r"^a diff compares kvcore's trie cache with toy's; this scenario runs a "
                                         r"'base' cache"):

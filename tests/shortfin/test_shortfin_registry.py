@@ -40,8 +40,9 @@ def test_kvcore_is_the_default_backend_and_restores_snapshots():
 
 
 def test_an_unknown_backend_names_the_known_ones():
-    with pytest.raises(BackendError, match="unknown backend 'vllm' \\(expected one of: kvcore, shortfin\\)"):
-        make_backend_factory("vllm")
+    with pytest.raises(BackendError, match="unknown backend 'tensorrt' \\(expected one of: kvcore, shortfin, vllm, "
+                                           "sglang\\)"):
+        make_backend_factory("tensorrt")
 
 
 def test_without_shortfin_the_backend_says_how_to_install_it(without_shortfin):

@@ -29,6 +29,9 @@ ON_SHORTFIN = ("bug-b3-empty-publish", "bug-b4-dup-publish", "bug-b4b-root-ref",
 IN_DIFF = ("bug-b4-dup-publish", "bug-b4b-root-ref", "bug-b5-ref-leak", "bug-b9-lookup-no-ref",
            "bug-b10-zero-page-ref", "bug-s2-unlocked-node", "shortfin-b4b-root-ref", "shortfin-b9-lookup-no-ref",
            "shortfin-b10-zero-page-ref")
+# Exhibits of an engine's own cache (tests/engines runs them: their divergence is from the engine, which
+# `shrink`'s modes do not drive yet).
+ON_ENGINES = ("sglang-split-refresh",)
 FAIL_NOWHERE = ("bug-b1-heap-tie", "bug-b2-parent-leaf", "bug-b6-tail-leak", "bug-b7-token-list")
 BUDGET = ShrinkBudget(max_runs=4_000)  # a step budget: the same result on any machine
 
@@ -71,7 +74,7 @@ def test_the_padded_tail_leak_demo_shrinks_back_on_a_kvcore_with_b6_planted(monk
 
 def test_every_exhibit_is_covered_here_or_said_to_fail_nowhere():
     museum = {n for n in demo_names() if not is_lesson(n)}
-    assert museum == set(ON_SHORTFIN) | set(IN_DIFF) | set(FAIL_NOWHERE)
+    assert museum == set(ON_SHORTFIN) | set(IN_DIFF) | set(FAIL_NOWHERE) | set(ON_ENGINES)
 
 
 @pytest.mark.parametrize("name", FAIL_NOWHERE)

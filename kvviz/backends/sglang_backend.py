@@ -1,0 +1,452 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The SGLang backend: scenario ops on the real ``RadixCache`` of SGLang 0.5.23, on the CPU.
+
+Needs the engine venv (``bash scripts/install-engines.sh VENV``). The cache is built as
+SGLang's own tests build it, ``RadixCache.create_simulated(mock_allocator=..., page_size=...)``;
+the allocator is :class:`PagePool` here: kvviz's pages, each ``page_size`` token slots, handed
+out first-in first-out (SGLang's tree calls only its ``free_segment``). Our four ops map onto
+the scheduler's calls:
+
+=========  ==================================================================================
+acquire    ``match_prefix(tokens)``, ``inc_lock_ref(last node)``; when the free pages are
+           short, ``evict(missing tokens)``; then the pages for the rest (+ extra slots). A
+           request that cannot fit (free + evictable too few) is refused after the lookup:
+           ``dec_lock_ref`` undoes the lock, not the lookup's LRU refresh or split (SG3)
+publish    ``insert(full pages, their slots)``; the pages the tree already held are freed
+           and the tree's taken instead (SGLang's ``cache_unfinished_req``), and the lock
+           moves to the inserted node
+extend     ``evict`` when short, then more pages for the allocation
+release    ``dec_lock_ref(node)``, and the unpublished pages go back to the pool
+=========  ==================================================================================
+
+**Snapshot.** A radix node of k pages is shown as a chain of k kvcore nodes, one per page
+(the page's tokens, its ``lock_ref`` as ``ref``, the radix node's ``last_access_time``),
+so the trie views, ``check`` and ``diff`` read it as kvcore's trie. Node ids are stable per
+page while it stays in the tree. ``heap`` is SGLang's ``evictable_leaves`` (the last page of
+each), oldest first.
+
+**Deterministic clock.** SGLang stamps nodes with ``time.monotonic()``; during each op the
+radix module's ``time`` is a logical clock returning 1, 2, 3, ... (as the shortfin backend does).
+
+**Findings** (:data:`KNOWN_ISSUES`): whole-leaf eviction (SG1, by design), the split that
+refreshes the unmatched tail's access time (SG2, a defect), a refused request's lookup
+refreshing LRU times (SG3, by design).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import check_snapshot
+from kvcore import events as ev
+from kvcore.base import _describe_tokens, int_tokens, pages_for
+from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
+
+from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from .foreign import Finding, KnownIssue, LogicalClock, logical_time
+from .sglang_code import SGLANG_CODE
+
+try:
+    import torch as _torch
+    from sglang.srt.mem_cache import radix_cache as _radix_module
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams as _EvictParams
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams as _InsertParams
+    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams as _MatchPrefixParams
+except ImportError as exc:  # pragma: no cover - exercised only without the engine venv
+    raise ImportError(f"the sglang backend needs SGLang 0.5.23 ({exc})", name=exc.name) from exc
+
+SGLANG_VERSION = "0.5.23"
+
+_check_extra = BasePagedAttentionCache._check_extra
+
+OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
+"""What the backend reports: SGLang emits no per-move events, so only what two states show."""
+
+
+KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
+    KnownIssue("SG1", "design", "evict(num_tokens) pops whole radix leaves until at least that many tokens went, "
+               "so a multi-page leaf goes at once where kvcore evicts page by page",
+               "radix_cache.py RadixCache.evict"),
+    KnownIssue("SG2", "defect", "_match_prefix_helper and _insert_helper set child.last_access_time before "
+               "_split_node cuts the child, so the unmatched tail inherits a fresh time and LRU evicts a more "
+               "recently used leaf instead (an upstream fix was proposed and closed unmerged)",
+               "radix_cache.py _match_prefix_helper / _insert_helper; found by kvviz diff"),
+    KnownIssue("SG3", "design", "the lookup of a request that is then refused has already refreshed LRU times "
+               "(and may have split a node): a failed op changes the cache",
+               "match_prefix runs before admission"),
+)}
+
+
+class SglangError(KVCacheError):
+    """SGLang raised something (an assertion, a crash of the real cache)."""
+
+
+class PagePool:
+    """The token-slot allocator SGLang's tree frees into: page p is slots p*size .. p*size+size-1.
+
+    Pages are handed out first-in first-out; ``free_segment`` (the one method the tree calls)
+    returns the pages of the slots it is given."""
+
+    device = "cpu"
+
+    def __init__(self, pages: int, page_size: int):
+        self.page_size = page_size
+        self.free: list[int] = list(range(pages))
+
+    def take(self, count: int) -> list[int]:
+        """``count`` pages from the head of the free list."""
+        taken, self.free = self.free[:count], self.free[count:]
+        return taken
+
+    def give_back(self, pages) -> None:
+        """Return ``pages`` to the tail of the free list."""
+        self.free.extend(pages)
+
+    def slots(self, pages) -> object:
+        """The token slots of ``pages``, as SGLang's tree stores them (an int64 tensor)."""
+        size = self.page_size
+        return _torch.tensor([p * size + i for p in pages for i in range(size)], dtype=_torch.int64)
+
+    def free_segment(self, value, start_pos: int = 0) -> None:
+        """SGLang's call: free the pages of ``value``'s slots."""
+        self.give_back(_pages_of(value, self.page_size))
+
+
+def _pages_of(value, page_size: int) -> list[int]:
+    return [int(v) // page_size for v in value.tolist()[::page_size]]
+
+
+@dataclass
+class _Handle:
+    id: int
+    name: str
+    tokens: tuple[int, ...]
+    pages: list[int]
+    node: object  # the radix node its lock is on
+    published: int  # leading pages the tree holds for it
+    hit_tokens: int
+
+
+class SglangBackend:
+    """Drives one SGLang ``RadixCache``; allocations are addressed by name.
+
+    Implements :class:`kvviz.backends.Backend`; :func:`sglang_backend` is its factory."""
+
+    name = "sglang"
+    version = SGLANG_VERSION
+    cache_name = "RadixCache"
+    can_restore = False
+    observes = OBSERVED_EVENTS
+    substeps = "calls"
+    pseudocode = SGLANG_CODE
+    known_issues: Mapping = KNOWN_ISSUES
+
+    def __init__(self, pages: int, tokens_per_page: int):
+        self.pages = pages
+        self.tokens_per_page = tokens_per_page
+        self.clock = LogicalClock()
+        self.pool = PagePool(pages, tokens_per_page)
+        with logical_time(_radix_module, self.clock):
+            self.cache = _radix_module.RadixCache.create_simulated(mock_allocator=self.pool,
+                                                                   page_size=tokens_per_page)
+        self._handles: dict[str, _Handle] = {}
+        self._next_allocation_id = 0
+        self._ids: dict[tuple[int, tuple], int] = {}  # (page, its token path) -> node id
+        self._next_id = 1
+        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
+        self._events: list = []
+        self._findings: list[Finding] = []
+        self._watch = None
+        self._snapshot = self._read()
+
+    # -- the seam -------------------------------------------------------------------------
+
+    def live_names(self) -> list[str]:
+        """Names of live allocations, in creation order."""
+        return [h.name for h in sorted(self._handles.values(), key=lambda h: h.id)]
+
+    def _handle(self, name: str) -> _Handle:
+        handle = self._handles.get(name)
+        if handle is None:
+            raise UnknownAllocation.named(name, self.live_names())
+        return handle
+
+    def apply(self, op: OpLike) -> None:
+        """Run one op through SGLang's calls; raises a KVCacheError if it fails."""
+        kind, name = op.kind, op.name
+        ops = {"acquire": lambda: self._acquire(op), "publish": lambda: self._publish(op),
+               "extend": lambda: self._extend(op), "release": lambda: self._release(name)}
+        if kind not in ops:
+            raise unknown_op(kind)
+        before = self._snapshot
+        tick = self.clock.now
+        try:
+            with logical_time(_radix_module, self.clock):
+                ops[kind]()
+        except KVCacheError:
+            if replace(self._read(), clock=tick) == before:
+                # Refused, and SGLang stamped nothing a snapshot shows (a lookup that matched no
+                # node still stamps the root): the ticks it took are given back, so the failed
+                # op changes nothing. A lookup that matched nodes keeps them stamped (SG3).
+                self.clock.now = tick
+            raise
+        finally:
+            after = self._snapshot = self._read()
+            self._events.extend(_events(kind, name, before, after))
+
+    def watch(self, callback) -> None:
+        """Tell ``callback`` of each call into SGLang as it returns (a :class:`~kvviz.backends.Call`)."""
+        self._watch = callback
+
+    def take_events(self) -> tuple:
+        """Events since the last call, read off the states before and after each op."""
+        events, self._events = tuple(self._events), []
+        return events
+
+    def take_findings(self) -> tuple[Finding, ...]:
+        """Known issues seen since the last call (see :data:`KNOWN_ISSUES`)."""
+        findings, self._findings = tuple(self._findings), []
+        return findings
+
+    def snapshot(self) -> Snapshot:
+        """SGLang's tree in kvcore's trie snapshot format; read afresh while watched."""
+        return self._read() if self._watch is not None else self._snapshot
+
+    def check(self, snapshot: Snapshot) -> list:
+        """kvcore's invariant checker: SGLang's ``lock_ref`` counts every request on each node of
+        its path, as kvcore's trie counts references."""
+        return check_snapshot(snapshot)
+
+    # -- ops --------------------------------------------------------------------------------
+
+    def _acquire(self, op: OpLike) -> None:
+        name, tpp = op.name, self.tokens_per_page
+        tokens = int_tokens(() if op.tokens is None else op.tokens, f"acquire {name}")
+        _check_extra(op.extra, "acquire")
+        if name in self._handles:
+            raise already_live(name)
+        if op.priority:
+            raise InvalidOperation(f"acquire {name} priority={op.priority}: kvviz drives SGLang's radix cache by "
+                                   f"LRU only; run priorities on kvcore or drop priority=")
+        splits_before = self._radix_nodes()
+        match = self._call(f"acquire {name}", self.cache.match_prefix,
+                           _MatchPrefixParams(key=_radix_key(tokens)))
+        hit, node = match.device_prefix_len, match.last_device_node
+        self._note_split(f"acquire {name}", splits_before)
+        hit_pages = self._path_pages(node)
+        needed = pages_for(len(tokens) + op.extra, tpp) - len(hit_pages)
+        self._call(f"acquire {name}", self.cache.inc_lock_ref, node)
+        if not self._make_room(f"acquire {name}", needed):
+            self._call(f"acquire {name}", self.cache.dec_lock_ref, node)
+            if hit:
+                self._find("SG3", f"acquire {name}: refused, but its lookup refreshed the access time of "
+                                  f"{hit // tpp} matched page(s)")
+            raise CacheAllocationFailure(
+                f"cannot acquire {name}: {len(tokens)} tokens + {op.extra} extra slots need {needed} new page(s); "
+                f"{len(self.pool.free)} free and {self.cache.evictable_size() // tpp} evictable",
+                needed=needed, free=len(self.pool.free), evictable=self.cache.evictable_size() // tpp)
+        self._stats["lookups"] += 1
+        self._stats["lookup_tokens"] += len(tokens)
+        self._stats["hit_tokens"] += hit
+        pages = hit_pages + self.pool.take(needed)
+        self._handles[name] = _Handle(self._next_allocation_id, name, tokens, pages, node, len(hit_pages), hit)
+        self._next_allocation_id += 1
+
+    def _publish(self, op: OpLike) -> None:
+        name, tpp = op.name, self.tokens_per_page
+        handle = self._handle(name)
+        own = handle.tokens
+        tokens = own
+        if op.tokens is not None:
+            tokens = int_tokens(op.tokens, f"publish {name}")
+            common = min(len(tokens), len(own))
+            if tokens[:common] != own[:common]:
+                first = next(i for i in range(common) if tokens[i] != own[i])
+                raise InvalidOperation(f"publish {name}: tokens disagree with the allocation's at position {first} "
+                                       f"(allocation has {own[first]}, publish has {tokens[first]})")
+            capacity = len(handle.pages) * tpp
+            if len(tokens) > len(own) and len(tokens) > capacity:
+                raise InvalidOperation(f"publish {name}: {len(tokens)} tokens do not fit in its {len(handle.pages)} "
+                                       f"pages ({capacity} slots); extend it first")
+            if len(tokens) > len(own):
+                handle.tokens = tokens
+        full = len(tokens) // tpp
+        if full <= handle.published:
+            return  # nothing new to insert: SGLang would not call the tree
+        splits_before = self._radix_nodes()
+        result = self._call(f"publish {name}", self.cache.insert, _InsertParams(
+            key=_radix_key(tokens[:full * tpp]), value=self.pool.slots(handle.pages[:full])))
+        self._note_split(f"publish {name}", splits_before)
+        prefix_pages = result.prefix_len // tpp
+        duplicates = handle.pages[handle.published:prefix_pages]
+        if duplicates:  # the tree already held these blocks: keep its pages, free ours
+            self.pool.give_back(duplicates)
+            self._stats["dedups"] += len(duplicates)
+        new_node = result.last_device_node
+        self._call(f"publish {name}", self.cache.inc_lock_ref, new_node)
+        self._call(f"publish {name}", self.cache.dec_lock_ref, handle.node)
+        handle.pages[:full] = self._path_pages(new_node)
+        handle.node, handle.published = new_node, full
+
+    def _extend(self, op: OpLike) -> None:
+        name = op.name
+        handle = self._handle(name)
+        own = handle.tokens
+        new_tokens = extended_tokens(own, op)
+        _check_extra(op.extra, "extend")
+        if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
+            raise InvalidOperation(
+                f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "
+                f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
+        needed = pages_for(len(new_tokens) + op.extra, self.tokens_per_page) - len(handle.pages)
+        if needed > 0:
+            if not self._make_room(f"extend {name}", needed):
+                raise CacheAllocationFailure(
+                    f"cannot extend {name} to {len(new_tokens)} tokens + {op.extra} extra slots: {needed} new "
+                    f"page(s) needed, {len(self.pool.free)} free", needed=needed, free=len(self.pool.free),
+                    evictable=self.cache.evictable_size() // self.tokens_per_page)
+            handle.pages += self.pool.take(needed)
+        handle.tokens = new_tokens
+
+    def _release(self, name: str) -> None:
+        handle = self._handle(name)
+        self._call(f"release {name}", self.cache.dec_lock_ref, handle.node)
+        self.pool.give_back(handle.pages[handle.published:])
+        del self._handles[name]
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _make_room(self, what: str, needed: int) -> bool:
+        """Evict when the free pages are short; False (nothing evicted) when even evicting
+        every evictable page would not do (SGLang's scheduler checks free + evictable first)."""
+        tpp, free = self.tokens_per_page, len(self.pool.free)
+        if needed <= free:
+            return True
+        if needed > free + self.cache.evictable_size() // tpp:
+            return False
+        asked = (needed - free) * tpp
+        result = self._call(what, self.cache.evict, _EvictParams(num_tokens=asked))
+        evicted = result.num_tokens_evicted
+        self._stats["evictions"] += evicted // tpp
+        if evicted > asked:
+            self._find("SG1", f"{what}: evict({asked} tokens) evicted {evicted}: whole radix leaves")
+        return needed <= len(self.pool.free)
+
+    def _radix_nodes(self) -> dict:
+        """Each radix node (by identity) -> its key length and access time, to see what an op split."""
+        out, stack = {}, [self.cache.root_node]
+        while stack:
+            node = stack.pop()
+            out[node] = (len(node.key), node.last_access_time)
+            stack.extend(node.children.values())
+        return out
+
+    def _note_split(self, what: str, before: dict) -> None:
+        """SG2: a node this op cut, whose tail (the part the op did not use) took a new access time."""
+        for node, (length, access) in before.items():
+            if node is not self.cache.root_node and len(node.key) < length and node.last_access_time != access:
+                self._find("SG2", f"{what}: split a radix node; its unused tail of "
+                                  f"{len(node.key) // self.tokens_per_page} page(s) took this op's access time")
+
+    def _path_pages(self, node) -> list[int]:
+        if node is self.cache.root_node:
+            return []
+        return _pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
+
+    def _call(self, what: str, method, *args, **kwargs):
+        """Call a SGLang method; anything it raises is a crash of the real cache."""
+        try:
+            result = method(*args, **kwargs)
+        except Exception as exc:
+            raise SglangError(f"{what}: SGLang {SGLANG_VERSION}'s {method.__name__} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+        if self._watch is not None:
+            self._watch(Call(method.__name__, what))
+        return result
+
+    def _find(self, code: str, message: str) -> None:
+        self._findings.append(Finding(code, message, KNOWN_ISSUES))
+
+    def _read(self) -> Snapshot:
+        """SGLang's tree, pool and requests in kvcore's trie snapshot format (one node per page)."""
+        tpp, root = self.tokens_per_page, self.cache.root_node
+        nodes = [NodeInfo(0, None, (), None, 0, 0, 0)]
+        rows: dict[int, PageInfo] = {}
+        leaves = {leaf for leaf in self.cache.evictable_leaves}
+        heap: list[tuple[int, int]] = []
+        ids: dict[tuple[int, tuple], int] = {}
+        stack = [(root, 0, ())]
+        while stack:
+            node, parent_id, path = stack.pop()
+            for child in sorted(node.children.values(), key=lambda c: tuple(c.key.token_ids[:1])):
+                tokens = tuple(int(t) for t in child.key.token_ids[:len(child.key)])
+                pages = _pages_of(child.value, tpp)
+                up, child_path = parent_id, path
+                for i, page in enumerate(pages):
+                    block = tokens[i * tpp:(i + 1) * tpp]
+                    child_path = child_path + block
+                    key = (page, child_path)
+                    node_id = self._ids.get(key)
+                    if node_id is None:
+                        node_id = self._next_id
+                        self._next_id += 1
+                    ids[key] = node_id
+                    access = int(child.last_access_time)
+                    nodes.append(NodeInfo(node_id, up, block, page, child.lock_ref, access, node_id))
+                    rows[page] = PageInfo(page, CACHED, None, node_id, child.lock_ref)
+                    up = node_id
+                if child in leaves:
+                    heap.append((int(child.last_access_time), up))
+                stack.append((child, up, child_path))
+        self._ids = ids
+        allocations = []
+        for h in sorted(self._handles.values(), key=lambda h: h.id):
+            for page in h.pages[h.published:]:
+                rows[page] = PageInfo(page, OWNED, h.id, None, 0)
+            allocations.append(AllocationInfo(h.id, h.name, h.tokens, tuple(h.pages), h.published, h.hit_tokens))
+        table = tuple(rows.get(p) or free_row(p) for p in range(self.pages))
+        s = self._stats
+        return Snapshot(kind="trie", tokens_per_page=tpp, page_count=self.pages, clock=self.clock.now,
+                        next_seq=self._next_id, next_allocation_id=self._next_allocation_id, pages=table,
+                        free=tuple(self.pool.free), nodes=tuple(sorted(nodes, key=lambda n: n.id)),
+                        allocations=tuple(allocations), heap=tuple(i for _, i in sorted(heap)),
+                        stats=Stats(s["lookups"], s["lookup_tokens"], s["hit_tokens"], s["evictions"], s["dedups"]),
+                        policy="lru")
+
+
+def _radix_key(tokens) -> object:
+    return _radix_module.RadixKey(token_ids=array("q", tokens), extra_key=None)
+
+
+def _events(kind: str, name: str, before: Snapshot, after: Snapshot) -> list:
+    """The kvcore events two states show: the op, the pages it took, its release."""
+    alloc = after.allocation_named(name) or before.allocation_named(name)
+    alloc_id = alloc.id if alloc is not None else -1
+    out: list = [ev.OpStarted(kind, alloc_id, after.clock)]
+    old, new = before.allocation_named(name), after.allocation_named(name)
+    if new is not None:
+        taken = tuple(p for p in new.pages if old is None or p not in old.pages)
+        if taken:
+            out.append(ev.PagesTaken(alloc_id, taken))
+    if kind == "release" and old is not None and new is None:
+        out.append(ev.Released(alloc_id))
+    return out
+
+
+def sglang_backend(config: ConfigLike, snapshot: Snapshot | None) -> SglangBackend:
+    """The SGLang backend's factory: a fresh SGLang ``RadixCache`` for ``config`` (``cache trie``, lru)."""
+    if snapshot is not None:
+        raise BackendError("the sglang backend cannot restore a snapshot; replay from frame 0")
+    if config.kind != "trie":
+        raise BackendError(f"the sglang backend drives SGLang's radix tree, kvcore's 'trie' design; a "
+                           f"{config.kind!r} cache runs on kvcore (use --backend kvcore)")
+    if config.policy != "lru":
+        raise BackendError(f"kvviz drives SGLang's radix cache by LRU; a {config.policy!r} policy runs on kvcore "
+                           f"(use --backend kvcore)")
+    for what, value, least in (("pages", config.pages, 1), ("tokens_per_page", config.tokens_per_page, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise BackendError(f"the sglang backend needs {what} to be an integer >= {least}, got {value!r}")
+    return SglangBackend(config.pages, config.tokens_per_page)

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The SGLang backend's pseudo-code: its calls into SGLang 0.5.23's ``RadixCache``
+(match_prefix, inc_lock_ref, evict, insert, dec_lock_ref), one line each, lit by the backend's
+``calls`` sub-steps. Kept beside :mod:`.sglang_backend` so it reads without SGLang installed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model.designs.code import Code, block, parse, rows
+
+__all__ = ["CALLS", "SGLANG_CODE"]
+
+_SGLANG = block("""
+def acquire(name, tokens, extra=0):                             @acquire
+    match = tree.match_prefix(tokens)  # refreshes times; may split  @match_prefix
+    tree.inc_lock_ref(match.last_node)  # locks the path         @inc_lock_ref
+    tree.evict(missing tokens)  # whole leaves, oldest first     @evict
+    pages = matched + pool.take(rest)                           @~take
+def publish(name, tokens=None):                                 @publish
+    tree.insert(full pages, their slots)  # dups freed           @insert
+    tree.inc_lock_ref(new node); tree.dec_lock_ref(old node)    @publish-inc_lock_ref
+def extend(name, tokens, extra=0):                              @extend
+    tree.evict(missing tokens); pages += pool.take(more)        @extend-evict
+def release(name):                                              @release
+    tree.dec_lock_ref(node); pool.free(unpublished pages)       @dec_lock_ref
+""")
+
+CALLS = {
+    "acquire": (("match_prefix", "match_prefix"), ("inc_lock_ref", "inc_lock_ref"), ("evict", "evict"),
+                ("dec_lock_ref", "acquire")),
+    "publish": (("insert", "insert"), ("inc_lock_ref", "publish-inc_lock_ref"),
+                ("dec_lock_ref", "publish-inc_lock_ref")),
+    "extend": (("evict", "extend-evict"),),
+    "release": (("dec_lock_ref", "dec_lock_ref"),),
+}
+"""Each op's calls, in order, with the anchor of the line that makes each."""
+
+
+def _qualify(op_kind: str, kind: str, context: Mapping) -> str:
+    """A ``call`` sub-step's qualifier is the method it called (the op's first when unsaid)."""
+    if kind != "call":
+        return ""
+    call = context.get("call")
+    if call is None:
+        calls = CALLS.get(op_kind, ())
+        return calls[0][0] if calls else ""
+    return call
+
+
+def _rows() -> dict:
+    t = {}
+    for op, calls in CALLS.items():
+        t |= rows(op, "sglang", {"start": (op,), "refused": (op,),
+                               **{f"call/{call}": (anchor,) for call, anchor in calls}})
+    return t
+
+
+SGLANG_CODE = Code(
+    {"sglang": parse("sglang", "the sglang backend: calls into SGLang 0.5.23's RadixCache",
+                   "kvviz/backends/sglang_backend.py SglangBackend", _SGLANG)},
+    {op: "sglang" for op in CALLS},
+    _rows(),
+    _qualify,
+    CALLS,
+)
+"""The SGLang backend's pseudo-code and its call map."""

@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The vLLM backend's pseudo-code: its calls into vLLM 0.33.0's ``KVCacheManager``
+(get_computed_blocks, allocate_slots, cache_blocks, free), one line each, lit by the backend's
+``calls`` sub-steps. Kept beside :mod:`.vllm_backend` so it reads without vLLM installed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model.designs.code import Code, block, parse, rows
+
+__all__ = ["CALLS", "VLLM_CODE"]
+
+_VLLM = block("""
+def acquire(name, tokens, extra=0):                             @acquire
+    request = Request(tokens, block_hasher)  # sha256 chain      @~request
+    hit = manager.get_computed_blocks(request, cap)  # no ref    @get_computed_blocks
+    manager.allocate_slots(request, rest + extra, hit)  # refs, takes from the queue head  @allocate_slots
+def publish(name, tokens=None):                                 @publish
+    manager.cache_blocks(request, len(tokens))  # full blocks under their hash  @cache_blocks
+def extend(name, tokens, extra=0):                              @extend
+    manager.allocate_slots(request, new + extra)  # more pages  @extend-allocate_slots
+    request.append_output_token_ids(new)                        @~append
+def release(name):                                              @release
+    manager.free(request)  # reversed: the chain's tail is reused first  @free
+""")
+
+CALLS = {
+    "acquire": (("get_computed_blocks", "get_computed_blocks"), ("allocate_slots", "allocate_slots")),
+    "publish": (("cache_blocks", "cache_blocks"),),
+    "extend": (("allocate_slots", "extend-allocate_slots"),),
+    "release": (("free", "free"),),
+}
+"""Each op's calls, in order, with the anchor of the line that makes each."""
+
+
+def _qualify(op_kind: str, kind: str, context: Mapping) -> str:
+    """A ``call`` sub-step's qualifier is the method it called (the op's first when unsaid)."""
+    if kind != "call":
+        return ""
+    call = context.get("call")
+    if call is None:
+        calls = CALLS.get(op_kind, ())
+        return calls[0][0] if calls else ""
+    return call
+
+
+def _rows() -> dict:
+    t = {}
+    for op, calls in CALLS.items():
+        t |= rows(op, "vllm", {"start": (op,), "refused": (op,),
+                               **{f"call/{call}": (anchor,) for call, anchor in calls}})
+    return t
+
+
+VLLM_CODE = Code(
+    {"vllm": parse("vllm", "the vllm backend: calls into vLLM 0.33.0's KVCacheManager",
+                   "kvviz/backends/vllm_backend.py VllmBackend", _VLLM)},
+    {op: "vllm" for op in CALLS},
+    _rows(),
+    _qualify,
+    CALLS,
+)
+"""The vLLM backend's pseudo-code and its call map."""
