@@ -69,14 +69,14 @@ OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken
 KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
     KnownIssue("SG1", "design", "evict(num_tokens) pops whole radix leaves until at least that many tokens went, "
                "so a multi-page leaf goes at once where kvcore evicts page by page",
-               "radix_cache.py RadixCache.evict"),
+               "radix_cache.py RadixCache.evict: docs/bugs.md#sg1"),
     KnownIssue("SG2", "defect", "_match_prefix_helper and _insert_helper set child.last_access_time before "
                "_split_node cuts the child, so the unmatched tail inherits a fresh time and LRU evicts a more "
                "recently used leaf instead (an upstream fix was proposed and closed unmerged)",
-               "radix_cache.py _match_prefix_helper / _insert_helper; found by kvviz diff"),
+               "radix_cache.py _match_prefix_helper / _insert_helper; found by kvviz diff: docs/bugs.md#sg2"),
     KnownIssue("SG3", "design", "the lookup of a request that is then refused has already refreshed LRU times "
                "(and may have split a node): a failed op changes the cache",
-               "match_prefix runs before admission"),
+               "match_prefix runs before admission: docs/bugs.md#sg3"),
 )}
 
 
