@@ -75,8 +75,14 @@ def cli_page() -> str:
         ctx = command.make_context(name, [], parent=root, resilient_parsing=True)
         lines += [f"## kvviz {name}", "", "```text", command.get_usage(ctx).strip(), "```", ""]
         lines += [block + "\n" for block in _help_blocks(command.help or "")]
-        rows = [record for param in command.get_params(ctx)  # the Options of --help: no arguments
-                if isinstance(param, click.Option) and (record := param.get_help_record(ctx))]
+        # The Options of --help (no arguments). The help option's row is written from the group's
+        # help option names: click caches a command's help option the first time it is asked
+        # for, so one invoked alone (a test's CliRunner) would say only --help afterwards.
+        helping = command.get_help_option(ctx)
+        rows = [record for param in command.get_params(ctx)
+                if isinstance(param, click.Option) and param is not helping and (record := param.get_help_record(ctx))]
+        if helping is not None:
+            rows.append((", ".join(root.help_option_names), helping.help or "Show this message and exit."))
         if rows:
             lines += ["| option | what it does |", "|---|---|"]
             lines += [f"| `{opts}` | {_cell(what)} |" for opts, what in rows]
