@@ -36,7 +36,7 @@ from textual.widgets import Static
 
 from ..model.designs.events import DESIGN
 from ..model.view import literal
-from .exporting import offer_download, portable_svg
+from .exporting import export_and_tell, offer_download, portable_svg
 from .saving import free_stem, slug
 from .screens.prompt_screen import PromptScreen, step_number_problem
 from .stepping import StepActions
@@ -525,15 +525,7 @@ class WatchApp(StepActions, App[None]):
         """Export the step shown (the picture without the toasts of earlier exports) and say
         where the files went."""
         self.clear_notifications()
-        self.call_after_refresh(self._export_and_tell)
-
-    def _export_and_tell(self) -> None:
-        try:
-            written = self.export_step()
-        except (OSError, ValueError) as error:
-            self.notify(f"Export failed: {error}", severity="error", timeout=8)
-            return
-        self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
+        self.call_after_refresh(lambda: export_and_tell(self))
 
     # -- selection ---------------------------------------------------------------------------
 
