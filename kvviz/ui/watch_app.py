@@ -29,15 +29,15 @@ from pathlib import Path
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..model.designs.events import DESIGN
 from ..model.view import literal
 from .exporting import export_and_tell, offer_download, portable_svg
 from .saving import free_stem, slug
+from .screens.help_screen import HelpScreen, keys_and_legend
 from .screens.prompt_screen import PromptScreen, step_number_problem
 from .stepping import StepActions
 from .terminal_title import step_title, title_the_terminal
@@ -94,30 +94,19 @@ LEGEND = f"""\
 [b]What is not shown[/b]  {literal(NOT_CARRIED)}: a view of what is cached and removed, not of who holds it"""
 
 
-class WatchHelpScreen(ModalScreen[None]):
+class WatchHelpScreen(HelpScreen):
     """The watch's keys and legend; escape, ? or q closes it."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
-
+    # A wider box than the explorer's help (this subclass's rule wins over HelpScreen's).
     DEFAULT_CSS = """
-    WatchHelpScreen { align: center middle; }
-    WatchHelpScreen > VerticalScroll {
-        width: 100; max-width: 100%; height: auto; max-height: 100%;
-        border: round $accent; background: $surface; padding: 0 1;
-    }
+    WatchHelpScreen > VerticalScroll { width: 100; }
     """
 
-    def compose(self) -> ComposeResult:
-        width = max(len(key) for key, _ in KEYS)
-        keys = "\n".join(f"  [b $accent]{literal(f'{key:<{width}}')}[/]  {literal(what)}" for key, what in KEYS)
-        with VerticalScroll() as box:
-            box.border_title = "kvviz watch help"
-            box.border_subtitle = "escape closes"
-            yield Static(Content.from_markup(f"[b]Keys[/b]\n{keys}\n\n{LEGEND}"))
+    BOX_TITLE = "kvviz watch help"
 
-    def action_close(self) -> None:
-        """Close the help."""
-        self.dismiss(None)
+    def markup(self) -> str:
+        """The watch's keys, then its legend."""
+        return keys_and_legend(KEYS, LEGEND)
 
 
 class WatchApp(StepActions, App[None]):
