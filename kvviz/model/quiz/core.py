@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kvcore import events as ev
 
 from ..designs import design_of
+from ..words import count, there_are
 from .choices import LETTERS, Choice, letter_choice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -272,6 +273,20 @@ class QuestionKind:
     def hint(self, view: StepView) -> str:
         """The first of the graduated hints at ``view`` (the rule)."""
         return self.hints(view)[0]
+
+
+def free_pages_kind(name: str, **rules) -> QuestionKind:
+    """A "how many pages are free after the op" question: the asking, the answer (the free
+    count after the step), its bound and its words are the same on every design; ``rules``
+    give the rest (``applies``, ``distractors``, ``hints``, ``why``, ``diverge``, ...)."""
+    return QuestionKind(
+        name, "free pages", "number", "page",
+        ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
+        answer=lambda v: v.snap1.free_count,
+        bound=lambda v: v.snap0.page_count,
+        describe=lambda x: count(x, "free page"),
+        **rules,
+    )
 
 
 def pages_text(value) -> str:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..policy_words import key_fields, key_value, words_for
 from ..why import why_evicted, why_short_match
 from ..words import are, count, there_are
-from .core import (Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, page_list, pages_text,
-                   simulate_evictions, walk)
+from .core import (Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, free_pages_kind, page_list,
+                   pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
 
@@ -759,13 +759,9 @@ def _free_diverge(view: StepView, value: Value) -> Divergence | None:
                                          f"{view.snap1.free_count}.")
 
 
-FREE = QuestionKind(
-    "free", "free pages", "number", "page",
+FREE = free_pages_kind(
+    "free",
     applies=free_applies,
-    ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
-    answer=lambda v: v.snap1.free_count,
-    bound=lambda v: v.snap0.page_count,
-    describe=lambda x: count(x, "free page"),
     distractors=_free_distractors,
     hints=_free_hints,
     why=_free_why,
