@@ -154,8 +154,10 @@ def test_a_bundle_whose_claims_were_edited_diverges(bundle, tmp_path, change, wo
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.__setitem__("extra", 1), "unknown field(s) 'extra'"),
     (lambda d: d["messages"][3].__setitem__("payload", "not base64!"), "messages[3].payload is not valid base64"),
+    (lambda d: d["messages"][3].__setitem__("payload", 7), "messages[3].payload must be a base64 string"),
+    (lambda d: d["messages"][3].__setitem__("topic_b64", "a!"), "messages[3].topic_b64 is not valid base64"),
     (lambda d: d["messages"].pop(), "field 'step' is 300 but the bundle holds 299 messages"),
-], ids=["unknown-field", "base64", "count"])
+], ids=["unknown-field", "base64", "base64-not-a-string", "topic-base64", "count"])
 def test_a_malformed_bundle_is_bad_input(bundle, tmp_path, change, words):
     result = open_bundle(tampered(bundle, tmp_path, change))
     assert result.exit_code == 2 and words in result.output, result.output
