@@ -310,6 +310,38 @@ def test_against_a_scenario_that_is_missing_or_not_for_a_hash_cache_is_bad_input
     assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
 
 
+@pytest.mark.parametrize("option, noun, special, missing", [
+    ("--against", "scenario", "a .kvs scenario", "a .kvs scenario"),
+    ("--explain", "prompt", "a prompt file (token ids, or text with --tokenizer)",
+     "a prompt: token ids, or text with --tokenizer"),
+])
+def test_a_scenario_or_prompt_file_that_is_missing_a_folder_or_too_large_is_refused_in_one_line(
+        tmp_path, monkeypatch, option, noun, special, missing):
+    from kvviz import limits
+
+    def refusal(path) -> str:
+        result = run("--replay-file", str(VLLM), option, str(path), "--print")
+        assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+        return result.output.strip().removeprefix("kvviz: error: ")
+
+    assert refusal(tmp_path / "none") == f"{tmp_path / 'none'}: no such file (expected {missing})"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert refusal(fifo) == f"{fifo}: is a FIFO (named pipe), not a regular file (expected {special})"
+    big = tmp_path / "big"
+    big.write_text("1 2 3 4 5 6 7 8 9 10\n")
+    monkeypatch.setattr(limits, "MAX_SOURCE_BYTES", 12)
+    assert refusal(big) == f"{big}: 21 bytes is more than a {noun} may have (12, MAX_SOURCE_BYTES)"
+
+
+def test_an_against_scenario_that_is_not_utf8_is_refused_at_its_byte(tmp_path):
+    scenario = tmp_path / "latin1.kvs"
+    scenario.write_bytes(b"# caf\xe9\n")
+    result = run("--replay-file", str(VLLM), "--against", str(scenario), "--print")
+    assert result.exit_code == 2 and result.output == (
+        f"kvviz: error: {scenario}: not UTF-8 text at byte 5 (expected a .kvs scenario)\n"), result.output
+
+
 def test_to_kvs_writes_the_recording_as_a_scenario(tmp_path):
     out = tmp_path / "rec.kvs"
     result = run("--replay-file", str(first_lines(VLLM, 5, tmp_path / "five.jsonl")), "--to-kvs", str(out))
