@@ -424,3 +424,20 @@ def test_the_free_pages_question_is_asked_answered_and_worded_alike_on_a_trie_an
                 assert spec.answer(view) == view.snap1.free_count and spec.bound(view) == view.snap0.page_count
                 assert spec.describe(1) == "1 free page" and spec.describe(3) == "3 free pages"
     assert asked["free"] and asked["base_free"]
+
+
+def test_the_block_table_question_is_asked_answered_and_worded_alike_on_every_design():
+    asked = Counter()
+    for _, session in oracle.random_sessions(8):
+        for view in _views(session):
+            for kind in ("block_table", "base_table", "hash_table"):
+                spec = KINDS[kind]
+                if not spec.applies(view):
+                    continue
+                asked[kind] += 1
+                assert (spec.title, spec.form, spec.noun) == ("block table", "list", "page")
+                assert spec.ask(view) == f"{view.text()} What is {view.op.name}'s block table after it?"
+                assert spec.answer(view) == tuple(view.mine(view.snap1).pages)
+                assert spec.bound(view) == view.snap0.page_count - 1
+                assert spec.describe((3,)) == "page 3" and spec.describe((3, 5)) == "pages 3 5"
+    assert asked["block_table"] and asked["base_table"] and asked["hash_table"]

@@ -289,6 +289,20 @@ def free_pages_kind(name: str, **rules) -> QuestionKind:
     )
 
 
+def block_table_kind(name: str, **rules) -> QuestionKind:
+    """A "what is the allocation's block table after the acquire" question: the asking, the
+    answer (its pages after the step, in order), their bound and words are the same on every
+    design; ``rules`` give the rest (``applies``, ``distractors``, ``hints``, ``why``, ...)."""
+    return QuestionKind(
+        name, "block table", "list", "page",
+        ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
+        answer=lambda v: tuple(v.mine(v.snap1).pages),
+        bound=lambda v: v.snap0.page_count - 1,
+        describe=lambda x: page_list(x),
+        **rules,
+    )
+
+
 def pages_text(value) -> str:
     """``3 5`` (``none`` for no pages)."""
     return " ".join(map(str, value)) if value else "none"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..policy_words import key_fields, key_value, words_for
 from ..why import why_evicted, why_short_match
 from ..words import are, count, there_are
-from .core import (Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, free_pages_kind, page_list,
-                   pages_text, simulate_evictions, walk)
+from .core import (Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
+                   page_list, pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
 
@@ -497,13 +497,9 @@ def _table_diverge(view: StepView, value: Value) -> Divergence | None:
                                          f"{(index or 0) + 1} block {k} got page {page}.")
 
 
-TABLE = QuestionKind(
-    "block_table", "block table", "list", "page",
+TABLE = block_table_kind(
+    "block_table",
     applies=_table_applies,
-    ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
-    answer=lambda v: tuple(v.mine(v.snap1).pages),
-    bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda x: page_list(x),
     distractors=_table_distractors,
     hints=_table_hints,
     why=_table_why,
