@@ -441,3 +441,13 @@ def test_the_block_table_question_is_asked_answered_and_worded_alike_on_every_de
                 assert spec.bound(view) == view.snap0.page_count - 1
                 assert spec.describe((3,)) == "page 3" and spec.describe((3, 5)) == "pages 3 5"
     assert asked["block_table"] and asked["base_table"] and asked["hash_table"]
+
+
+def test_a_run_of_cached_pages_counts_whole_pages_from_the_start_wherever_each_is_cached():
+    from kvviz.model.quiz.core import cached_pages_run
+
+    cached = {(1, 2), (3, 4), (7, 8)}
+    assert cached_pages_run((3, 4, 1, 2, 5, 6, 7, 8), 2, cached) == 4  # stops at the first page not cached
+    assert cached_pages_run((3, 4, 1), 2, cached) == 2  # a partial last page never counts
+    assert cached_pages_run((5, 6, 1, 2), 2, cached) == 0
+    assert cached_pages_run((), 2, cached) == 0

@@ -289,6 +289,17 @@ def free_pages_kind(name: str, **rules) -> QuestionKind:
     )
 
 
+def cached_pages_run(tokens, tokens_per_page: int, cached) -> int:
+    """Tokens of the longest run of whole pages from the start of ``tokens`` each of whose
+    tokens is in ``cached`` (a set of token tuples), wherever it is cached: what a match
+    would give if a page's place (its prefix, its key) did not count."""
+    k = 0
+    while (k + 1) * tokens_per_page <= len(tokens) and \
+            tuple(tokens[k * tokens_per_page:(k + 1) * tokens_per_page]) in cached:
+        k += 1
+    return k * tokens_per_page
+
+
 def block_table_kind(name: str, **rules) -> QuestionKind:
     """A "what is the allocation's block table after the acquire" question: the asking, the
     answer (its pages after the step, in order), their bound and words are the same on every
