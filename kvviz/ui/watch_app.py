@@ -38,7 +38,7 @@ from ..model.view import literal
 from .exporting import export_and_tell, offer_download, portable_svg
 from .saving import free_stem, slug
 from .screens.help_screen import HelpScreen, keys_and_legend
-from .screens.prompt_screen import PromptScreen, step_number_problem
+from .screens.prompt_screen import PromptScreen
 from .stepping import StepActions
 from .terminal_title import step_title, title_the_terminal
 from .themes import set_up_appearance, variable_defaults
@@ -433,20 +433,12 @@ class WatchApp(StepActions, App[None]):
         """The newest batch, live again."""
         self.action_live()
 
-    def action_jump(self) -> None:
-        """Ask for a step number and go there (paused)."""
-        last = self.last_step
+    JUMP_STEPS = "the watch has steps 0..{last} so far"
 
-        def check(value: str) -> str | None:
-            return step_number_problem(value, last, f"the watch has steps 0..{last} so far")
-
-        def done(value: str | None) -> None:
-            if value is not None:
-                self.pause()
-                self.go_to(int(value))
-
-        self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*",
-                                      max_length=len(str(last)) + 8), done)
+    def jump_to(self, step: int) -> None:
+        """Go to the step typed at the jump prompt, paused there."""
+        self.pause()
+        self.go_to(step)
 
     def action_search(self) -> None:
         """Ask what to find in the forest (a hash prefix, token ids, or text with a tokenizer)."""

@@ -119,7 +119,8 @@ async def test_g_jumps_to_a_step_typed():
         await pilot.pause()
         app.screen.confirm("7")
         await pilot.pause()
-        assert "does not exist" in str(app.screen.query_one("#prompt-error").render()) and app.step == 2
+        refusal = str(app.screen.query_one("#prompt-error").render())
+        assert "step 7 does not exist: the watch has steps 0..6 so far" in refusal and app.step == 2
 
 
 async def test_the_watch_help_is_a_100_wide_box_titled_for_the_watch_with_its_own_keys_and_legend():
