@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from .. import limits
 from ..export.atomic import special_file_kind
 from ..backends import BackendUnavailable
 from ..backends.registry import BACKENDS, BackendError, make_backend_factory
@@ -104,6 +105,24 @@ def refuse_special_file(path: str | os.PathLike[str], expected: str) -> None:
     if what is None:
         return
     raise BadInput(f"{os.fspath(path)}: is {what}, not a regular file (expected {expected})")
+
+
+def read_source_file(path: str, noun: str, special: str, missing: str, read=Path.read_bytes):
+    """``read(Path(path))`` for a file the user named, at most ``MAX_SOURCE_BYTES``: bad input in
+    one line when it is not a regular file (``special``: what was expected, as
+    :func:`refuse_special_file` says it), is missing (``missing``: what was expected), holds
+    more than a ``noun`` may, or cannot be read. A decoding error of ``read`` is the caller's."""
+    refuse_special_file(path, special)
+    try:
+        size = Path(path).stat().st_size
+        if size > limits.MAX_SOURCE_BYTES:
+            raise BadInput(f"{path}: {size:,} bytes is more than a {noun} may have "
+                           f"({limits.MAX_SOURCE_BYTES:,}, MAX_SOURCE_BYTES)")
+        return read(Path(path))
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file (expected {missing})") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def at_cache_line(scenario: Scenario, message: str, value: str | None = None) -> str:

@@ -121,8 +121,6 @@ def report_table(report, written: dict[str, list[str]]) -> list[str]:
 def _write_classes(report, out_dir: str) -> dict[str, list[str]]:
     """Each shrunk class as ``DIR/<class>.kvs`` and ``DIR/<class>.json``; a file that exists is
     left alone and said so."""
-    from ..export.atomic import write_text_atomic
-
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -134,31 +132,28 @@ def _write_classes(report, out_dir: str) -> dict[str, list[str]]:
             if report.interrupted and found.scenario is not None:  # Ctrl-C cut its shrink: keep it as found
                 written[name] = _write_unshrunk(found, report.mode, folder)
             continue
-        paths = written[name] = []
-        kvs, bundle = folder / f"{name}.kvs", folder / f"{name}.json"
-        for path in (kvs, bundle):
-            if path.exists():
-                paths.append(f"{path} exists: not overwritten")
-                continue
-            try:
-                if path == kvs:
-                    write_text_atomic(path, found.shrunk.text)
-                    paths.append(str(path))
-                else:
-                    paths.append(write_failure_bundle(found.shrunk.minimal, report.mode, found.shrunk.failure,
-                                                      str(path), ()).removeprefix("wrote "))
-            except OSError as exc:
-                raise BadInput(f"{path}: cannot write ({exc.strerror or exc})") from None
+        written[name] = _write_class_files(folder, name, found.shrunk.text, "", found.shrunk.minimal,
+                                           report.mode, found.shrunk.failure)
     return written
 
 
 def _write_unshrunk(found, mode: str, folder: Path) -> list[str]:
     """A class whose shrink Ctrl-C cut, as its first run found it: ``DIR/<class>.kvs`` (not
     minimal, and said so) and its bundle; a file that exists is left alone."""
-    from ..export.atomic import write_text_atomic
     from ..model.scenario import format_scenario
 
-    kvs, bundle = folder / f"{found.name}.kvs", folder / f"{found.name}.json"
+    return _write_class_files(folder, found.name, format_scenario(found.scenario),
+                              " (as found, not shrunk: interrupted)", found.scenario, mode, found.failure)
+
+
+def _write_class_files(folder: Path, name: str, kvs_text: str, kvs_note: str, scenario, mode: str,
+                       failure) -> list[str]:
+    """``DIR/<name>.kvs`` holding ``kvs_text`` (its path said with ``kvs_note`` after it) and
+    ``DIR/<name>.json`` the failure bundle of ``scenario``; a file that exists is left alone
+    and said so. What was written, one line each."""
+    from ..export.atomic import write_text_atomic
+
+    kvs, bundle = folder / f"{name}.kvs", folder / f"{name}.json"
     paths = []
     for path in (kvs, bundle):
         if path.exists():
@@ -166,11 +161,10 @@ def _write_unshrunk(found, mode: str, folder: Path) -> list[str]:
             continue
         try:
             if path == kvs:
-                write_text_atomic(path, format_scenario(found.scenario))
-                paths.append(f"{path} (as found, not shrunk: interrupted)")
+                write_text_atomic(path, kvs_text)
+                paths.append(f"{path}{kvs_note}")
             else:
-                paths.append(write_failure_bundle(found.scenario, mode, found.failure, str(path), ())
-                             .removeprefix("wrote "))
+                paths.append(write_failure_bundle(scenario, mode, failure, str(path), ()).removeprefix("wrote "))
         except OSError as exc:
             raise BadInput(f"{path}: cannot write ({exc.strerror or exc})") from None
     return paths

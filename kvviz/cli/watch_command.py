@@ -39,6 +39,7 @@ from .common import (
     launch_watch_ui,
     no_such_file_hint,
     plural,
+    read_source_file,
     refuse_special_file,
     require_terminal,
     sample_or_path,
@@ -509,17 +510,8 @@ def _prompt(request: str, tokenizer) -> tuple[int, ...]:
         data = sys.stdin.buffer.read(limits.MAX_SOURCE_BYTES + 1)
         source = "<stdin>"
     else:
-        refuse_special_file(request, "a prompt file (token ids, or text with --tokenizer)")
-        try:
-            size = Path(request).stat().st_size
-            if size > limits.MAX_SOURCE_BYTES:
-                raise BadInput(f"{request}: {size:,} bytes is more than a prompt may have "
-                               f"({limits.MAX_SOURCE_BYTES:,}, MAX_SOURCE_BYTES)")
-            data = Path(request).read_bytes()
-        except FileNotFoundError:
-            raise BadInput(f"{request}: no such file (expected a prompt: token ids, or text with --tokenizer)") from None
-        except OSError as exc:
-            raise BadInput(f"{request}: cannot read ({exc.strerror or exc})") from None
+        data = read_source_file(request, "prompt", "a prompt file (token ids, or text with --tokenizer)",
+                                "a prompt: token ids, or text with --tokenizer")
         source = request
     if len(data) > limits.MAX_SOURCE_BYTES:
         raise BadInput(f"{source}: more than {limits.MAX_SOURCE_BYTES:,} bytes (MAX_SOURCE_BYTES)")
@@ -592,19 +584,11 @@ def _write_scenario(messages, replay_file: str, output: str, tokens_per_page: in
 
 def _scenario_file(scenario_file: str) -> str:
     """The text of the ``--against`` scenario: bounded, UTF-8, or bad input in one line."""
-    refuse_special_file(scenario_file, "a .kvs scenario")
     try:
-        size = Path(scenario_file).stat().st_size
-        if size > limits.MAX_SOURCE_BYTES:
-            raise BadInput(f"{scenario_file}: {size:,} bytes is more than a scenario may have "
-                           f"({limits.MAX_SOURCE_BYTES:,}, MAX_SOURCE_BYTES)")
-        return Path(scenario_file).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{scenario_file}: no such file (expected a .kvs scenario)") from None
+        return read_source_file(scenario_file, "scenario", "a .kvs scenario", "a .kvs scenario",
+                                lambda path: path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise BadInput(f"{scenario_file}: not UTF-8 text at byte {exc.start} (expected a .kvs scenario)") from None
-    except OSError as exc:
-        raise BadInput(f"{scenario_file}: cannot read ({exc.strerror or exc})") from None
 
 
 TRACE_BLOCK_TOKENS = 16

@@ -362,22 +362,14 @@ class PageGrid:
         self.frame = frame
 
     def cells(self) -> list[Text]:
+        """Each drawn page's cell as Rich text styled by its state, pool order."""
         snap = self.frame.snapshot
         diff = self.frame.diff
-        taken, freed, evicted = set(diff.pages_taken), set(diff.pages_freed), set(diff.pages_evicted)
-        alloc_names = {a.id: a.label for a in snap.allocations}
-        digits = len(str(max(snap.page_count - 1, 0)))
+        cell = self._cell_maker(snap, set(diff.pages_taken), set(diff.pages_freed), set(diff.pages_evicted))
         out = []
         for info in snap.pages[:MAX_GRID_PAGES]:
-            if info.state == "cached":
-                state = "cached" if info.ref else "evictable"
-                body = f"C{info.ref}" if info.ref else "E"
-            elif info.state == "owned":
-                state, body = "owned", alloc_names.get(info.owner, "?")[:3]
-            else:
-                state, body = "free", "."
-            mark = "!" if info.page in evicted else "+" if info.page in taken else "-" if info.page in freed else " "
-            out.append(Text(f"{info.page:>{digits}}:{body:<3}{mark}", style=STATE_STYLE.get(state, "red")))
+            text, state = cell(info)
+            out.append(Text(text, style=STATE_STYLE.get(state, "red")))
         return out
 
     def rows(self) -> list[tuple[str, str]]:

@@ -27,8 +27,6 @@ above it before parsing.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import platform
@@ -37,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.kv_events.recording import Message, message_line
+from ..backends.kv_events.recording import Message, message_line, strict_base64
 from ..jsonread import JsonNumberTooLong, loads
 from ..limits import MAX_BUNDLE_BYTES, MAX_WATCH_BUNDLE_STEPS
 from ..printable import printable
@@ -289,7 +287,7 @@ def _message(row: Any, i: int) -> Message:
     if not _is_int(rank) or rank < 0:
         raise ValueError(f"{where}: rank must be an integer >= 0")
     if "topic_b64" in row:
-        topic = _base64(row["topic_b64"], f"{where}.topic_b64")
+        topic = strict_base64(row["topic_b64"], f"{where}.topic_b64", ValueError)
     elif isinstance(row.get("topic"), str):
         try:
             topic = row["topic"].encode("utf-8")
@@ -297,16 +295,7 @@ def _message(row: Any, i: int) -> Message:
             raise ValueError(f"{where}: topic holds a lone surrogate") from None
     else:
         raise ValueError(f"{where}: topic must be a string")
-    return Message(topic=topic, seq=seq, payload=_base64(payload, f"{where}.payload"), rank=rank)
-
-
-def _base64(value: Any, where: str) -> bytes:
-    if not isinstance(value, str):
-        raise ValueError(f"{where} must be a base64 string")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError(f"{where} is not valid base64") from None
+    return Message(topic=topic, seq=seq, payload=strict_base64(payload, f"{where}.payload", ValueError), rank=rank)
 
 
 def open_watch_bundle(path: str | os.PathLike) -> OpenedWatchBundle:

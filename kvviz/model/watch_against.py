@@ -251,15 +251,22 @@ def _inferred_hit(recorded: DecodedBatch, request: _KvcoreBatch, contents: Block
     first stored block, or all its full blocks when it stored none; None when that cannot be told."""
     if len(request.acquires) != 1:
         return None if request.acquires else 0
-    tokens = request.acquires[0]
-    stored = [content for kind, content in recorded.events if kind == "stored"]
+    return _prompt_hit(recorded, contents, request.acquires[0], tokens_per_page)
+
+
+def _prompt_hit(batch: DecodedBatch, contents: BlockContents, prompt: Sequence[int],
+                tokens_per_page: int) -> int | None:
+    """Tokens the server matched for ``prompt``, the batch's one request: where its first stored
+    block starts (all its full blocks when it stored none); None when that block is not rooted
+    or not on the prompt's tokens (kvcore against a scenario, and the radix model, alike)."""
+    stored = [content for kind, content in batch.events if kind == "stored"]
     if not stored:
-        return len(tokens) // tokens_per_page * tokens_per_page
+        return len(prompt) // tokens_per_page * tokens_per_page
     first = stored[0]
     if not contents.rooted(first):
         return None
     chain = contents.chain_tokens(first)
-    if tokens[:len(chain)] != chain:  # the stored chain is not this request's
+    if tuple(prompt[:len(chain)]) != chain:  # the stored chain is not this request's
         return None
     return len(chain) - len(contents.tokens(first))
 
@@ -285,6 +292,19 @@ def _difference(index: int, seq: int | None, recorded: list[tuple[str, int]], co
 
     return BatchDifference(index, seq, described(only_recording, "stored"), described(only_kvcore, "stored"),
                            described(only_recording, "removed"), described(only_kvcore, "removed"))
+
+
+def _tally_events(ours, theirs, stores: list[int], removes: list[int]) -> None:
+    """Add one batch's ``stored`` and ``removed`` events to ``stores`` and ``removes``: [in
+    both, only in ``ours`` (the recording), only in ``theirs`` (the model run)], each event
+    counted as often as it stands (kvcore against a scenario, and the radix model, alike)."""
+    for kind, tally in (("stored", stores), ("removed", removes)):
+        mine = Counter(e for e in ours if e[0] == kind)
+        other = Counter(e for e in theirs if e[0] == kind)
+        both = sum((mine & other).values())
+        tally[0] += both
+        tally[1] += sum(mine.values()) - both
+        tally[2] += sum(other.values()) - both
 
 
 def against(messages: Sequence, scenario_text: str, *, source: str = "") -> AgainstReport:
@@ -313,13 +333,7 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
     for index in range(max(len(recorded), len(computed))):
         ours = recorded[index].events if index < len(recorded) else ()
         theirs = computed[index].events if index < len(computed) else []
-        for kind, tally in (("stored", stores), ("removed", removes)):
-            mine = Counter(e for e in ours if e[0] == kind)
-            kv = Counter(e for e in theirs if e[0] == kind)
-            both = sum((mine & kv).values())
-            tally[0] += both
-            tally[1] += sum(mine.values()) - both
-            tally[2] += sum(kv.values()) - both
+        _tally_events(ours, theirs, stores, removes)
         if index < len(recorded) and index < len(computed):
             if list(ours) == theirs:
                 agreeing += 1

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections import Counter
 from collections.abc import Sequence
 
-from .watch_against import AgainstReport, _difference
+from .watch_against import AgainstReport, _difference, _prompt_hit, _tally_events
 from .watch_to_kvs import BlockContents, decode_messages, scaled_prompt
 
 __all__ = ["RadixModel", "against_radix", "looks_like_sglang"]
@@ -178,7 +177,7 @@ def against_radix(messages: Sequence, requests: Sequence, *, page_tokens: int = 
         hits += model.request(prompt)
         computed.append(model.take_events())
         if recording_hits is not None and index < len(recorded):
-            hit = _inferred_hit(recorded[index], contents, prompt, page_tokens)
+            hit = _prompt_hit(recorded[index], contents, prompt, page_tokens)
             recording_hits = None if hit is None else recording_hits + hit
     agreeing, differing, first = 0, [], None
     stores, removes = [0, 0, 0], [0, 0, 0]
@@ -187,13 +186,7 @@ def against_radix(messages: Sequence, requests: Sequence, *, page_tokens: int = 
         if index < len(recorded) and recorded[index].cleared:
             ours.insert(0, ("cleared", -1))
         theirs = computed[index] if index < len(computed) else []
-        for kind, tally in (("stored", stores), ("removed", removes)):
-            mine = Counter(e for e in ours if e[0] == kind)
-            sim = Counter(e for e in theirs if e[0] == kind)
-            both = sum((mine & sim).values())
-            tally[0] += both
-            tally[1] += sum(mine.values()) - both
-            tally[2] += sum(sim.values()) - both
+        _tally_events(ours, theirs, stores, removes)
         if index < len(recorded) and index < len(computed):
             if ours == theirs:
                 agreeing += 1
@@ -219,18 +212,3 @@ def against_radix(messages: Sequence, requests: Sequence, *, page_tokens: int = 
         notes=() if cleared_apart else ("resets (AllBlocksCleared) are compared as events: the model reset where "
                                         "the recording did",),
         design="trie", design_reason=design_reason)
-
-
-def _inferred_hit(batch, contents: BlockContents, prompt: Sequence[int], page_tokens: int) -> int | None:
-    """Tokens the server matched for the batch's request: where its first stored page starts (all
-    its full pages when it stored none); None when that page is not on the request's tokens."""
-    stored = [content for kind, content in batch.events if kind == "stored"]
-    if not stored:
-        return len(prompt) // page_tokens * page_tokens
-    first = stored[0]
-    if not contents.rooted(first):
-        return None
-    chain = contents.chain_tokens(first)
-    if tuple(prompt[:len(chain)]) != chain:
-        return None
-    return len(chain) - len(contents.tokens(first))

@@ -133,15 +133,7 @@ class ExportActions:
     def action_export(self) -> None:
         """Export the current step (a picture of the views, without toasts) and say where
         the files went."""
-        self.without_notifications(self._export_and_tell)
-
-    def _export_and_tell(self) -> None:
-        try:
-            written = self.export_step()
-        except (OSError, ValueError) as error:
-            self.notify(f"Export failed: {error}", severity="error", timeout=8)
-            return
-        self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
+        self.without_notifications(lambda: export_and_tell(self))
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
                            time_format: str | None = None) -> str | None:
@@ -224,6 +216,17 @@ class ExportActions:
             default = SCRIPT_NAME
         self.push_screen(PromptScreen("Save the script as", default, check=write,
                                       help="enter writes the .kvs file · escape cancels"))
+
+
+def export_and_tell(app) -> None:
+    """Run ``app.export_step()`` and toast the files it wrote, or why it could not (the
+    explorer's and the watch's Export say the same)."""
+    try:
+        written = app.export_step()
+    except (OSError, ValueError) as error:
+        app.notify(f"Export failed: {error}", severity="error", timeout=8)
+        return
+    app.notify("\n".join(str(p) for p in written), title=f"Exported step {app.step}", timeout=8)
 
 
 def offer_download(app, path: Path, text: str) -> Path:

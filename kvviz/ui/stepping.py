@@ -29,7 +29,7 @@ class Position:
 
 class StepActions:
     """``action_*`` methods for stepping; the screen or app provides ``go_to(step)``, ``step``
-    and ``last_step``."""
+    and ``last_step``. The explorer's and the watch's ``g`` prompt is :meth:`action_jump`."""
 
     step: int
     last_step: int
@@ -52,6 +52,27 @@ class StepActions:
     def action_last_step(self) -> None:
         """The newest step."""
         self.go_to(self.last_step)
+
+    #: How the jump prompt's refusal names the steps there are (``{last}``: the last one).
+    JUMP_STEPS = "the timeline has steps 0..{last}"
+
+    def action_jump(self) -> None:
+        """Ask for a step number and go there (:meth:`jump_to`)."""
+        last = self.last_step
+
+        def check(value: str) -> str | None:
+            return step_number_problem(value, last, self.JUMP_STEPS.format(last=last))
+
+        def done(value: str | None) -> None:
+            if value is not None:
+                self.jump_to(int(value))
+
+        self.app.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check,
+                                          restrict=r"[0-9]*", max_length=len(str(last)) + 8), done)
+
+    def jump_to(self, step: int) -> None:
+        """Go to the step typed at :meth:`action_jump`'s prompt."""
+        self.go_to(step)
 
 
 class SubStepMoves:
@@ -253,17 +274,3 @@ class TimelineSteps(SubStepMoves, StepActions):
             self.go_to(target)
             return
         self.notify("No invariant violations in this timeline: v has no step to go to.", timeout=4)
-
-    def action_jump(self) -> None:
-        """Ask for a step number and go there."""
-        last = self.last_step
-
-        def check(value: str) -> str | None:
-            return step_number_problem(value, last, f"the timeline has steps 0..{last}")
-
-        def done(value: str | None) -> None:
-            if value is not None:
-                self.go_to(int(value))
-
-        self.app.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check,
-                                          restrict=r"[0-9]*", max_length=len(str(last)) + 8), done)

@@ -29,16 +29,16 @@ from pathlib import Path
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..model.designs.events import DESIGN
 from ..model.view import literal
-from .exporting import offer_download, portable_svg
+from .exporting import export_and_tell, offer_download, portable_svg
 from .saving import free_stem, slug
-from .screens.prompt_screen import PromptScreen, step_number_problem
+from .screens.help_screen import HelpScreen, keys_and_legend
+from .screens.prompt_screen import PromptScreen
 from .stepping import StepActions
 from .terminal_title import step_title, title_the_terminal
 from .themes import set_up_appearance, variable_defaults
@@ -94,30 +94,19 @@ LEGEND = f"""\
 [b]What is not shown[/b]  {literal(NOT_CARRIED)}: a view of what is cached and removed, not of who holds it"""
 
 
-class WatchHelpScreen(ModalScreen[None]):
+class WatchHelpScreen(HelpScreen):
     """The watch's keys and legend; escape, ? or q closes it."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
-
+    # A wider box than the explorer's help (this subclass's rule wins over HelpScreen's).
     DEFAULT_CSS = """
-    WatchHelpScreen { align: center middle; }
-    WatchHelpScreen > VerticalScroll {
-        width: 100; max-width: 100%; height: auto; max-height: 100%;
-        border: round $accent; background: $surface; padding: 0 1;
-    }
+    WatchHelpScreen > VerticalScroll { width: 100; }
     """
 
-    def compose(self) -> ComposeResult:
-        width = max(len(key) for key, _ in KEYS)
-        keys = "\n".join(f"  [b $accent]{literal(f'{key:<{width}}')}[/]  {literal(what)}" for key, what in KEYS)
-        with VerticalScroll() as box:
-            box.border_title = "kvviz watch help"
-            box.border_subtitle = "escape closes"
-            yield Static(Content.from_markup(f"[b]Keys[/b]\n{keys}\n\n{LEGEND}"))
+    BOX_TITLE = "kvviz watch help"
 
-    def action_close(self) -> None:
-        """Close the help."""
-        self.dismiss(None)
+    def markup(self) -> str:
+        """The watch's keys, then its legend."""
+        return keys_and_legend(KEYS, LEGEND)
 
 
 class WatchApp(StepActions, App[None]):
@@ -444,20 +433,12 @@ class WatchApp(StepActions, App[None]):
         """The newest batch, live again."""
         self.action_live()
 
-    def action_jump(self) -> None:
-        """Ask for a step number and go there (paused)."""
-        last = self.last_step
+    JUMP_STEPS = "the watch has steps 0..{last} so far"
 
-        def check(value: str) -> str | None:
-            return step_number_problem(value, last, f"the watch has steps 0..{last} so far")
-
-        def done(value: str | None) -> None:
-            if value is not None:
-                self.pause()
-                self.go_to(int(value))
-
-        self.push_screen(PromptScreen(f"Go to step (0..{last})", str(self.step), check=check, restrict=r"[0-9]*",
-                                      max_length=len(str(last)) + 8), done)
+    def jump_to(self, step: int) -> None:
+        """Go to the step typed at the jump prompt, paused there."""
+        self.pause()
+        self.go_to(step)
 
     def action_search(self) -> None:
         """Ask what to find in the forest (a hash prefix, token ids, or text with a tokenizer)."""
@@ -525,15 +506,7 @@ class WatchApp(StepActions, App[None]):
         """Export the step shown (the picture without the toasts of earlier exports) and say
         where the files went."""
         self.clear_notifications()
-        self.call_after_refresh(self._export_and_tell)
-
-    def _export_and_tell(self) -> None:
-        try:
-            written = self.export_step()
-        except (OSError, ValueError) as error:
-            self.notify(f"Export failed: {error}", severity="error", timeout=8)
-            return
-        self.notify("\n".join(str(p) for p in written), title=f"Exported step {self.step}", timeout=8)
+        self.call_after_refresh(lambda: export_and_tell(self))
 
     # -- selection ---------------------------------------------------------------------------
 

@@ -405,3 +405,49 @@ def test_a_hit_on_unpublished_pages_is_explained_by_who_holds_them():
     assert q.answer == 0
     assert any(c.value == 8 and c.tag == "unpublished" for c in q.choices if c.mistake)
     assert "x holds the next page's tokens but has not published them" in q.why
+
+
+def test_the_free_pages_question_is_asked_answered_and_worded_alike_on_a_trie_and_a_base_cache():
+    from kvviz.model.words import there_are
+
+    asked = Counter()
+    for _, session in oracle.random_sessions(8):
+        for view in _views(session):
+            for kind in ("free", "base_free"):
+                spec = KINDS[kind]
+                if not spec.applies(view):
+                    continue
+                asked[kind] += 1
+                assert (spec.title, spec.form, spec.noun) == ("free pages", "number", "page")
+                assert spec.ask(view) == (f"{view.text()} How many pages are free after it "
+                                          f"({there_are(view.snap0.free_count)} now)?")
+                assert spec.answer(view) == view.snap1.free_count and spec.bound(view) == view.snap0.page_count
+                assert spec.describe(1) == "1 free page" and spec.describe(3) == "3 free pages"
+    assert asked["free"] and asked["base_free"]
+
+
+def test_the_block_table_question_is_asked_answered_and_worded_alike_on_every_design():
+    asked = Counter()
+    for _, session in oracle.random_sessions(8):
+        for view in _views(session):
+            for kind in ("block_table", "base_table", "hash_table"):
+                spec = KINDS[kind]
+                if not spec.applies(view):
+                    continue
+                asked[kind] += 1
+                assert (spec.title, spec.form, spec.noun) == ("block table", "list", "page")
+                assert spec.ask(view) == f"{view.text()} What is {view.op.name}'s block table after it?"
+                assert spec.answer(view) == tuple(view.mine(view.snap1).pages)
+                assert spec.bound(view) == view.snap0.page_count - 1
+                assert spec.describe((3,)) == "page 3" and spec.describe((3, 5)) == "pages 3 5"
+    assert asked["block_table"] and asked["base_table"] and asked["hash_table"]
+
+
+def test_a_run_of_cached_pages_counts_whole_pages_from_the_start_wherever_each_is_cached():
+    from kvviz.model.quiz.core import cached_pages_run
+
+    cached = {(1, 2), (3, 4), (7, 8)}
+    assert cached_pages_run((3, 4, 1, 2, 5, 6, 7, 8), 2, cached) == 4  # stops at the first page not cached
+    assert cached_pages_run((3, 4, 1), 2, cached) == 2  # a partial last page never counts
+    assert cached_pages_run((5, 6, 1, 2), 2, cached) == 0
+    assert cached_pages_run((), 2, cached) == 0

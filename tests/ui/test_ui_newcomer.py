@@ -312,6 +312,10 @@ async def test_go_to_refuses_a_step_of_thousands_of_digits_and_keeps_running(app
         await pilot.pause()
         assert isinstance(app.screen, PromptScreen), "still asking, the app alive"
         assert "does not exist" in str(app.screen.query_one("#prompt-error").render())
+        app.screen.confirm(str(app.last_step + 1))
+        await pilot.pause()
+        refusal = str(app.screen.query_one("#prompt-error").render())
+        assert f"does not exist: the timeline has steps 0..{app.last_step}" in refusal
         app.screen.confirm("0" * 30 + "4")  # leading zeros are still a small number
         await pilot.pause()
         assert app.step == 4

@@ -119,7 +119,25 @@ async def test_g_jumps_to_a_step_typed():
         await pilot.pause()
         app.screen.confirm("7")
         await pilot.pause()
-        assert "does not exist" in str(app.screen.query_one("#prompt-error").render()) and app.step == 2
+        refusal = str(app.screen.query_one("#prompt-error").render())
+        assert "step 7 does not exist: the watch has steps 0..6 so far" in refusal and app.step == 2
+
+
+async def test_the_watch_help_is_a_100_wide_box_titled_for_the_watch_with_its_own_keys_and_legend():
+    from textual.containers import VerticalScroll
+    from textual.widgets import Static
+
+    from kvviz.ui.watch_app import LEGEND
+
+    app = live_app(story_timeline())
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_help()
+        await pilot.pause()
+        box = app.screen.query_one(VerticalScroll)
+        text = str(app.screen.query_one(Static).render())
+        assert box.outer_size.width == 100 and box.border_title == "kvviz watch help"
+        assert text.startswith("Keys\n") and all(what in text for _, what in KEYS)
+        assert LEGEND.splitlines()[-1].split("]")[-1] in text
 
 
 async def test_help_lists_every_binding_and_q_quits():

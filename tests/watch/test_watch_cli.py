@@ -154,8 +154,10 @@ def test_a_bundle_whose_claims_were_edited_diverges(bundle, tmp_path, change, wo
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.__setitem__("extra", 1), "unknown field(s) 'extra'"),
     (lambda d: d["messages"][3].__setitem__("payload", "not base64!"), "messages[3].payload is not valid base64"),
+    (lambda d: d["messages"][3].__setitem__("payload", 7), "messages[3].payload must be a base64 string"),
+    (lambda d: d["messages"][3].__setitem__("topic_b64", "a!"), "messages[3].topic_b64 is not valid base64"),
     (lambda d: d["messages"].pop(), "field 'step' is 300 but the bundle holds 299 messages"),
-], ids=["unknown-field", "base64", "count"])
+], ids=["unknown-field", "base64", "base64-not-a-string", "topic-base64", "count"])
 def test_a_malformed_bundle_is_bad_input(bundle, tmp_path, change, words):
     result = open_bundle(tampered(bundle, tmp_path, change))
     assert result.exit_code == 2 and words in result.output, result.output
@@ -306,6 +308,38 @@ def test_against_a_scenario_that_is_missing_or_not_for_a_hash_cache_is_bad_input
     trie.write_text("cache trie pages=4 tokens_per_page=2\nacquire a 1 2\n")
     result = run("--replay-file", str(VLLM), "--against", str(trie))
     assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+
+
+@pytest.mark.parametrize("option, noun, special, missing", [
+    ("--against", "scenario", "a .kvs scenario", "a .kvs scenario"),
+    ("--explain", "prompt", "a prompt file (token ids, or text with --tokenizer)",
+     "a prompt: token ids, or text with --tokenizer"),
+])
+def test_a_scenario_or_prompt_file_that_is_missing_a_folder_or_too_large_is_refused_in_one_line(
+        tmp_path, monkeypatch, option, noun, special, missing):
+    from kvviz import limits
+
+    def refusal(path) -> str:
+        result = run("--replay-file", str(VLLM), option, str(path), "--print")
+        assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+        return result.output.strip().removeprefix("kvviz: error: ")
+
+    assert refusal(tmp_path / "none") == f"{tmp_path / 'none'}: no such file (expected {missing})"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert refusal(fifo) == f"{fifo}: is a FIFO (named pipe), not a regular file (expected {special})"
+    big = tmp_path / "big"
+    big.write_text("1 2 3 4 5 6 7 8 9 10\n")
+    monkeypatch.setattr(limits, "MAX_SOURCE_BYTES", 12)
+    assert refusal(big) == f"{big}: 21 bytes is more than a {noun} may have (12, MAX_SOURCE_BYTES)"
+
+
+def test_an_against_scenario_that_is_not_utf8_is_refused_at_its_byte(tmp_path):
+    scenario = tmp_path / "latin1.kvs"
+    scenario.write_bytes(b"# caf\xe9\n")
+    result = run("--replay-file", str(VLLM), "--against", str(scenario), "--print")
+    assert result.exit_code == 2 and result.output == (
+        f"kvviz: error: {scenario}: not UTF-8 text at byte 5 (expected a .kvs scenario)\n"), result.output
 
 
 def test_to_kvs_writes_the_recording_as_a_scenario(tmp_path):

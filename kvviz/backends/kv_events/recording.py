@@ -143,7 +143,7 @@ def _message(raw: bytes, path: str | os.PathLike, number: int) -> Message:
     rank = record.get("rank", 0)
     if not _is_int(rank) or rank < 0:
         raise bad('"rank" must be an int ≥ 0')
-    return Message(topic=topic, seq=seq, payload=_base64(record.get("payload"), '"payload"', bad), rank=rank)
+    return Message(topic=topic, seq=seq, payload=strict_base64(record.get("payload"), '"payload"', bad), rank=rank)
 
 
 def _json_what(error: json.JSONDecodeError) -> str:
@@ -156,7 +156,7 @@ def _json_what(error: json.JSONDecodeError) -> str:
 
 def _topic(record: dict, bad) -> bytes:
     if "topic_b64" in record:
-        return _base64(record["topic_b64"], '"topic_b64"', bad)
+        return strict_base64(record["topic_b64"], '"topic_b64"', bad)
     topic = record.get("topic")
     if not isinstance(topic, str):
         raise bad('"topic" must be a string')
@@ -166,7 +166,9 @@ def _topic(record: dict, bad) -> bytes:
         raise bad('"topic" holds a lone surrogate; write a non-UTF-8 topic as "topic_b64"') from None
 
 
-def _base64(value: object, name: str, bad) -> bytes:
+def strict_base64(value: object, name: str, bad: Callable[[str], Exception]) -> bytes:
+    """``value`` decoded as strict base64 (a recording's and a watch bundle's payloads), or
+    ``bad("<name> must be a base64 string")`` / ``bad("<name> is not valid base64")`` raised."""
     if not isinstance(value, str):
         raise bad(f"{name} must be a base64 string")
     try:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from kvcore import events as ev
 
-from ..words import are, count, there_are
-from .core import Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, page_list, pages_text
+from ..words import are, count
+from .core import (Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
+                   page_list, pages_text)
 
 
 def needed(view: StepView) -> int:
@@ -72,13 +73,9 @@ def _free_hints(view: StepView) -> tuple[str, str, str]:
             third)
 
 
-BASE_FREE = QuestionKind(
-    "base_free", "free pages", "number", "page",
+BASE_FREE = free_pages_kind(
+    "base_free",
     applies=_free_applies,
-    ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
-    answer=lambda v: v.snap1.free_count,
-    bound=lambda v: v.snap0.page_count,
-    describe=lambda x: count(x, "free page"),
     distractors=_free_distractors,
     hints=_free_hints,
     why=lambda v, x: (f"The free list went from {v.snap0.free_count} to {x}: "
@@ -112,13 +109,9 @@ def _table_distractors(view: StepView, answer: Value) -> list[Mistake]:
     return out
 
 
-BASE_TABLE = QuestionKind(
-    "base_table", "block table", "list", "page",
+BASE_TABLE = block_table_kind(
+    "base_table",
     applies=lambda v: v.ok and v.op.kind == "acquire" and v.mine(v.snap1) is not None and needed(v) >= 2,
-    ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
-    answer=lambda v: tuple(v.mine(v.snap1).pages),
-    bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda x: page_list(x),
     distractors=_table_distractors,
     hints=lambda v: ("A base acquire takes its pages from the front of the free list, in token order.",
                      "Look at the free list's order (the hand-out order), not at the page numbers.",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kvcore import events as ev
 
 from ..designs import design_of
+from ..words import count, there_are
 from .choices import LETTERS, Choice, letter_choice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -272,6 +273,45 @@ class QuestionKind:
     def hint(self, view: StepView) -> str:
         """The first of the graduated hints at ``view`` (the rule)."""
         return self.hints(view)[0]
+
+
+def free_pages_kind(name: str, **rules) -> QuestionKind:
+    """A "how many pages are free after the op" question: the asking, the answer (the free
+    count after the step), its bound and its words are the same on every design; ``rules``
+    give the rest (``applies``, ``distractors``, ``hints``, ``why``, ``diverge``, ...)."""
+    return QuestionKind(
+        name, "free pages", "number", "page",
+        ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
+        answer=lambda v: v.snap1.free_count,
+        bound=lambda v: v.snap0.page_count,
+        describe=lambda x: count(x, "free page"),
+        **rules,
+    )
+
+
+def cached_pages_run(tokens, tokens_per_page: int, cached) -> int:
+    """Tokens of the longest run of whole pages from the start of ``tokens`` each of whose
+    tokens is in ``cached`` (a set of token tuples), wherever it is cached: what a match
+    would give if a page's place (its prefix, its key) did not count."""
+    k = 0
+    while (k + 1) * tokens_per_page <= len(tokens) and \
+            tuple(tokens[k * tokens_per_page:(k + 1) * tokens_per_page]) in cached:
+        k += 1
+    return k * tokens_per_page
+
+
+def block_table_kind(name: str, **rules) -> QuestionKind:
+    """A "what is the allocation's block table after the acquire" question: the asking, the
+    answer (its pages after the step, in order), their bound and words are the same on every
+    design; ``rules`` give the rest (``applies``, ``distractors``, ``hints``, ``why``, ...)."""
+    return QuestionKind(
+        name, "block table", "list", "page",
+        ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
+        answer=lambda v: tuple(v.mine(v.snap1).pages),
+        bound=lambda v: v.snap0.page_count - 1,
+        describe=lambda x: page_list(x),
+        **rules,
+    )
 
 
 def pages_text(value) -> str:

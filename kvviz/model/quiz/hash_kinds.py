@@ -10,7 +10,7 @@ from kvcore import events as ev
 
 from ..free_queue import _explicit
 from ..words import count
-from .core import Divergence, Mistake, QuestionKind, StepView, Value, page_list, pages_text
+from .core import Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, page_list, pages_text
 
 
 def _queue(snap) -> list[int]:
@@ -94,13 +94,8 @@ DROP = QuestionKind(
 
 def _any_prefix_hit(view: StepView) -> int:
     """Tokens matched if a block matched wherever its tokens are cached (its key ignored)."""
-    snap, tokens = view.snap0, view.op.tokens
-    tpp = snap.tokens_per_page
-    cached = {b.tokens for b in snap.blocks}
-    k = 0
-    while (k + 1) * tpp <= len(tokens) and tuple(tokens[k * tpp:(k + 1) * tpp]) in cached:
-        k += 1
-    return k * tpp
+    snap = view.snap0
+    return cached_pages_run(view.op.tokens, snap.tokens_per_page, {b.tokens for b in snap.blocks})
 
 
 def _hash_hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
@@ -166,14 +161,10 @@ def _table_distractors(view: StepView, answer: Value) -> list[Mistake]:
     return out
 
 
-HASH_TABLE = QuestionKind(
-    "hash_table", "block table", "list", "page",
+HASH_TABLE = block_table_kind(
+    "hash_table",
     applies=lambda v: (not v.tree and v.ok and v.op.kind == "acquire" and v.mine(v.snap1) is not None
                        and len(v.mine(v.snap1).pages) >= 2),
-    ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
-    answer=lambda v: tuple(v.mine(v.snap1).pages),
-    bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda x: page_list(x),
     distractors=_table_distractors,
     hints=lambda v: ("Matched pages first (they leave the free queue), then new pages from the queue's head, in "
                      "token order.",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..policy_words import key_fields, key_value, words_for
 from ..why import why_evicted, why_short_match
 from ..words import are, count, there_are
-from .core import (Divergence, Mistake, QuestionKind, StepView, Value, ceil_div, page_list, pages_text,
-                   simulate_evictions, walk)
+from .core import (Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
+                   free_pages_kind, page_list, pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
 
@@ -318,13 +318,9 @@ def unpublished_hit(view: StepView) -> int:
 
 def prefix_ignored_hit(view: StepView) -> int:
     """Tokens matched if a page matched wherever its tokens are cached, whatever came before."""
-    snap, tokens = view.snap0, view.op.tokens
-    tpp = snap.tokens_per_page
-    cached = {n.tokens for n in snap.nodes if n.parent is not None}
-    k = 0
-    while (k + 1) * tpp <= len(tokens) and tuple(tokens[k * tpp:(k + 1) * tpp]) in cached:
-        k += 1
-    return k * tpp
+    snap = view.snap0
+    return cached_pages_run(view.op.tokens, snap.tokens_per_page,
+                            {n.tokens for n in snap.nodes if n.parent is not None})
 
 
 def _hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
@@ -497,13 +493,9 @@ def _table_diverge(view: StepView, value: Value) -> Divergence | None:
                                          f"{(index or 0) + 1} block {k} got page {page}.")
 
 
-TABLE = QuestionKind(
-    "block_table", "block table", "list", "page",
+TABLE = block_table_kind(
+    "block_table",
     applies=_table_applies,
-    ask=lambda v: f"{v.text()} What is {v.op.name}'s block table after it?",
-    answer=lambda v: tuple(v.mine(v.snap1).pages),
-    bound=lambda v: v.snap0.page_count - 1,
-    describe=lambda x: page_list(x),
     distractors=_table_distractors,
     hints=_table_hints,
     why=_table_why,
@@ -759,13 +751,9 @@ def _free_diverge(view: StepView, value: Value) -> Divergence | None:
                                          f"{view.snap1.free_count}.")
 
 
-FREE = QuestionKind(
-    "free", "free pages", "number", "page",
+FREE = free_pages_kind(
+    "free",
     applies=free_applies,
-    ask=lambda v: f"{v.text()} How many pages are free after it ({there_are(v.snap0.free_count)} now)?",
-    answer=lambda v: v.snap1.free_count,
-    bound=lambda v: v.snap0.page_count,
-    describe=lambda x: count(x, "free page"),
     distractors=_free_distractors,
     hints=_free_hints,
     why=_free_why,

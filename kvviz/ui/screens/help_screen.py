@@ -76,13 +76,19 @@ LEGEND = """\
 
 def help_markup() -> str:
     """The help text as Textual markup."""
-    width = max(len(key) for key, _ in KEYS)
-    keys = "\n".join(f"  [b $accent]{literal(f'{key:<{width}}')}[/]  {literal(what)}" for key, what in KEYS)
-    return f"[b]Keys[/b]\n{keys}\n\n{LEGEND}"
+    return keys_and_legend(KEYS, LEGEND)
+
+
+def keys_and_legend(keys: tuple[tuple[str, str], ...], legend: str) -> str:
+    """A help text as Textual markup: the keys in an aligned column, then the legend."""
+    width = max(len(key) for key, _ in keys)
+    lines = "\n".join(f"  [b $accent]{literal(f'{key:<{width}}')}[/]  {literal(what)}" for key, what in keys)
+    return f"[b]Keys[/b]\n{lines}\n\n{legend}"
 
 
 class HelpScreen(ModalScreen[None]):
-    """Keys and legend; any of escape, ? or q closes it."""
+    """Keys and legend; any of escape, ? or q closes it. A subclass names its own box
+    title and text (the watch's help)."""
 
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
@@ -94,11 +100,17 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
+    BOX_TITLE = "kvviz help"
+
+    def markup(self) -> str:
+        """The text shown, as Textual markup."""
+        return help_markup()
+
     def compose(self) -> ComposeResult:
         with VerticalScroll() as box:
-            box.border_title = "kvviz help"
+            box.border_title = self.BOX_TITLE
             box.border_subtitle = "escape closes"
-            yield Static(Content.from_markup(help_markup()))
+            yield Static(Content.from_markup(self.markup()))
 
     def action_close(self) -> None:
         """Close the help."""

@@ -203,16 +203,14 @@ class AllocationTable(LineView):
             spans.append(("⚠", style("allocation-table--violation")))
         return spans
 
-    def line_signature(self, index: int) -> Hashable | None:
+    line_signature = LineView.marked_line_signature
+
+    def row_signature(self, row: Row, marks: tuple) -> Hashable:
         # What render_row reads for this line: an eviction's sub-steps move the focus from
         # page to page of one long block table, which redraws the two lines holding them.
-        if index >= len(self._rows):
-            return ("blank",)
-        row = self._rows[index]
         line = row.data
         view = self.view
-        marks = (self._on_cursor(row), row.item is not None and bool(view.focus) and self.is_focus(row),
-                 row.item is not None and self.is_linked(row.item), view.revision, self.NAME_WIDTH)
+        marks = (*marks, self.NAME_WIDTH)
         if not isinstance(line, AllocationLine):
             return (line, marks)
         info, diff = line.allocation, view.frame.diff

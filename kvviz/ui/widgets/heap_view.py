@@ -174,16 +174,13 @@ class HeapView(LineView):
             spans.append((" ⚠", style("heap-view--violation")))
         return spans
 
-    def line_signature(self, index: int) -> Hashable | None:
+    line_signature = LineView.marked_line_signature
+
+    def row_signature(self, row: Row, marks: tuple) -> Hashable:
         # What render_row reads: a sift's swap redraws its two slots' lines, not the heap.
-        if index >= len(self._rows):
-            return ("blank",)
-        row = self._rows[index]
         line = row.data
         view = self.view
         kind = view.substep.step.kind if view.substep is not None else None
-        marks = (self._on_cursor(row), bool(view.focus) and self.is_focus(row),
-                 row.item is not None and self.is_linked(row.item), view.revision)
         if not isinstance(line, HeapLine):
             return (line, view.snapshot.kind, view.snapshot.policy, marks)
         diff = view.frame.diff

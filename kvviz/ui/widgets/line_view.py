@@ -344,6 +344,27 @@ class LineView(LineCanvas, can_focus=True):
     def _on_cursor(self, row: Row) -> bool:
         return row.item is not None and row.item == self.cursor and self.has_focus
 
+    def row_marks(self, row: Row) -> tuple[bool, bool, bool, int]:
+        """What every line of ``row`` shows beyond its own data, for a ``line_signature``:
+        the cursor on it, the sub-step's focus, the selection's link, and the view's revision."""
+        view = self.view
+        return (self._on_cursor(row), bool(view.focus) and self.is_focus(row),
+                row.item is not None and self.is_linked(row.item), view.revision)
+
+    def marked_line_signature(self, index: int) -> Hashable | None:
+        """A ``line_signature`` for a view that defines :meth:`row_signature` (assign it as its
+        ``line_signature``): ``("blank",)`` past the rows, else the row's signature given its
+        :meth:`row_marks`."""
+        if self.view is None or index >= len(self._rows):
+            return ("blank",)
+        row = self._rows[index]
+        return self.row_signature(row, self.row_marks(row))
+
+    def row_signature(self, row: Row, marks: tuple) -> Hashable | None:
+        """What ``row`` looks like, given its :meth:`row_marks` (for :meth:`marked_line_signature`;
+        None: not known)."""
+        return None
+
     def line_key(self, index: int) -> Hashable:
         return index < len(self._rows) and self._on_cursor(self._rows[index])
 

@@ -329,8 +329,7 @@ class TrieView(LineView):
             return ("blank",)
         row = self._rows[index]
         line = row.data
-        marks = (self._on_cursor(row), bool(view.focus) and self.is_focus(row),
-                 row.item is not None and self.is_linked(row.item), view.revision)
+        marks = self.row_marks(row)
         if not isinstance(line, TrieLine):  # the root's counts, or the base cache's note
             return (line, view.snapshot.kind, self._counts(view), marks)
         lookup = view.previous_node if line.ghost else view.node
