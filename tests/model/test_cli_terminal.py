@@ -111,7 +111,7 @@ def fake_apps(monkeypatch):
     monkeypatch.setattr(kvviz.ui.app, "make_app", FakeApp)
     monkeypatch.setattr(kvviz.ui.diff_app, "make_diff_app", FakeApp)
     # diff needs shortfin to run; the UI check comes after the run, so a stand-in run will do
-    monkeypatch.setattr(kvviz.model.compare, "run_diff", lambda scenario: SimpleNamespace(divergence=None))
+    monkeypatch.setattr(kvviz.model.compare, "run_diff", lambda scenario, *backend: SimpleNamespace(divergence=None))
     return FakeApp.runs
 
 
