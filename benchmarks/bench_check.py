@@ -76,8 +76,8 @@ def with_pool(text: str, pages: int) -> str:
 
 def per_step_ms(text: str, steps: int) -> float:
     """CPU ms per step of a session applying the first ``steps`` steps of scenario ``text``."""
-    from kvviz.model.scenario import parse_scenario
-    from kvviz.model.session import Session
+    from kvviz.core.scenario import parse_scenario
+    from kvviz.core.session import Session
 
     scenario = parse_scenario(text)
     ops = scenario.steps[:steps]
@@ -126,12 +126,12 @@ def run_each_design(args, bench_design, bench: str) -> None:
 
 def bench_design(args, design: str) -> None:
     """Print one design's figures: the slice's check and run --json CPU, and the curve."""
-    from kvviz import limits
+    from kvviz.core import limits
 
     with tempfile.TemporaryDirectory() as tmp:
         slice_path, cpu = make_slice(args.trace, args.first, design, tmp, "bench_check")
         text = slice_path.read_text()
-        from kvviz.model.scenario import parse_scenario
+        from kvviz.core.scenario import parse_scenario
 
         scenario = parse_scenario(text)
         steps, pages = len(scenario.steps), scenario.config.pages

@@ -18,7 +18,7 @@ For each design of ``--design`` (default ``trie,hash``):
    (every state whole) would print: 601 x the whole state's bytes, refused by
    MAX_STEP_STATE_PAGES on this slice.
 3. The curve: the slice's ops on pools of 1k, 10k and 100k pages, each step applied to a kvviz
-   session and written as its JSON line (kvviz.model.timeline_json.TimelineWriter): CPU ms
+   session and written as its JSON line (kvviz.report.timeline_json.TimelineWriter): CPU ms
    per step between the first and the last lines, the JSON bytes and the state-digest
    elements hashed per step after the first, and the 100k / 1k ratio (flat: near 1). The
    first and the last lines are timed apart: they carry the whole state's sha256 digest
@@ -55,9 +55,9 @@ def per_step(text: str) -> dict[str, float]:
     ``first_read``, ``last_read``: the whole state, its sha256 digest, and on the first its
     state digest, O(the pool) by definition); mean bytes and state-digest elements hashed per
     line after the first."""
-    from kvviz.model.scenario import parse_scenario
-    from kvviz.model.session import Session
-    from kvviz.model.timeline_json import TimelineWriter, read_states
+    from kvviz.core.scenario import parse_scenario
+    from kvviz.core.session import Session
+    from kvviz.report.timeline_json import TimelineWriter, read_states
 
     scenario = parse_scenario(text)
     steps = len(scenario.steps)
@@ -105,7 +105,7 @@ def bench_design(args, design: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         slice_path, cpu = make_slice(args.trace, args.first, design, tmp, "bench_run_json")
         text = slice_path.read_text()
-        from kvviz.model.scenario import parse_scenario
+        from kvviz.core.scenario import parse_scenario
 
         scenario = parse_scenario(text)
         steps, pages = len(scenario.steps), scenario.config.pages

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvviz.model.failure import DIFF, first_failure  # noqa: E402
-from kvviz.model.fuzz import random_scenario, run_rng  # noqa: E402
-from kvviz.model.shrink import shrink  # noqa: E402
+from kvviz.core.failure import DIFF, first_failure  # noqa: E402
+from kvviz.compare.fuzz import random_scenario, run_rng  # noqa: E402
+from kvviz.compare.shrink import shrink  # noqa: E402
 
 CLASSES = ("B4b", "B9", "B10", "SF1", "SF2", "SF3")
 MAX_SECONDS, MAX_OPS = 30.0, 8
@@ -73,10 +73,10 @@ def late_failures(seed: int) -> int:
     """Random scenarios fail early (a small pool runs into a known issue within tens of ops),
     so cutting after the first failure does much of the work above. Here the failure comes
     last: each museum demo that diverges on shortfin, after ~280 unrelated ops (whole lifetimes
-    of fresh allocations, nothing published: tests/shrink/helpers.padded), shrunk in ``diff``
+    of fresh allocations, nothing published: tests/compare/helpers.padded), shrunk in ``diff``
     mode. Returns the bars missed (time, and no larger than the demo)."""
-    from kvviz.demos import load_demo
-    from tests.shrink.helpers import padded
+    from kvviz.core.demos import load_demo
+    from tests.compare.helpers import padded
 
     print("\nlate failures (diff): a museum demo after ~280 unrelated ops")
     print(f"  {'demo':<28} {'ops before':>10} {'fails at':>8} {'after':>5} {'demo ops':>8}  {'runs':>5} "

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvviz.trace.mooncake import read_trace  # noqa: E402
+from kvviz.core.mooncake import read_trace  # noqa: E402
 from kvviz.trace.replay import ReplayConfig, replay, sweep_capacities, sweep_workers  # noqa: E402
 from kvviz.trace.stack_distance import lru_curve  # noqa: E402
 

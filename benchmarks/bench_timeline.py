@@ -60,8 +60,8 @@ from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from kvviz.model.scenario import CacheConfig, Op, format_op
-from kvviz.model.session import Session
+from kvviz.core.scenario import CacheConfig, Op, format_op
+from kvviz.core.session import Session
 
 PAGES = 512
 TOKENS_PER_PAGE = 4

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvviz.trace.mooncake import read_trace  # noqa: E402
+from kvviz.core.mooncake import read_trace  # noqa: E402
 from kvviz.trace.replay import ReplayConfig, replay  # noqa: E402
 
 DEFAULT_TRACE = ROOT / "kvviz" / "samples" / "mooncake" / "conversation_trace.jsonl.gz"  # the shipped sample `conversation`
@@ -69,7 +69,7 @@ def main() -> int:
 
 _REPLAY_200 = """
 import resource, sys
-from kvviz.trace.mooncake import read_trace
+from kvviz.core.mooncake import read_trace
 from kvviz.trace.replay import ReplayConfig, replay
 result = replay(read_trace(sys.argv[1], first=200).requests, ReplayConfig(capacity_tokens=int(sys.argv[2])))
 print(result.page_count, result.token_hit_rate, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

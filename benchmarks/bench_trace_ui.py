@@ -49,7 +49,7 @@ TARGET_JUMP_MS = 200.0
 
 CHILD = r"""
 import gc, json, sys, time
-import kvviz.cli.common as common
+import kvviz.commands as common
 
 TARGETS = json.loads(sys.argv[2])
 figures = {"jumps": []}
@@ -144,7 +144,7 @@ def run_headless(app):
 
 common._run_app = run_headless
 common.require_terminal = lambda: None
-import kvviz.cli.trace_command as trace_command
+import kvviz.trace.command as trace_command
 trace_command.require_terminal = lambda: None
 sys.argv = ["kvviz", "trace", sys.argv[1], "--ui", *sys.argv[3:]]
 from kvviz.cli import main

@@ -54,9 +54,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from kvviz.ui.app import make_app  # noqa: E402
-from kvviz.model.scenario import CacheConfig, Op  # noqa: E402
-from kvviz.model.session import Session  # noqa: E402
+from kvviz.explore.app import make_app  # noqa: E402
+from kvviz.core.scenario import CacheConfig, Op  # noqa: E402
+from kvviz.core.session import Session  # noqa: E402
 
 PAGES = 2048
 TOKENS_PER_PAGE = 4
@@ -173,7 +173,7 @@ async def time_steps(session: Session, start: int, steps: int) -> tuple[list[flo
 
 
 def settle_heap() -> None:
-    """What the CLI does before it runs the app (``kvviz.cli.common.settle_heap``): the
+    """What the CLI does before it runs the app (``kvviz.commands.settle_heap``): the
     session built so far moved out of the cyclic garbage collector's sight. Without it a full
     collection walking the bench's whole session (60-90 ms) lands inside a timed step, which
     a person running ``kvviz`` never waits for. (Not imported: the bench needs no CLI.)"""
@@ -248,7 +248,7 @@ def substep_profile(session: Session, steps: int) -> dict[str, float]:
     """Where a sub-step's time goes outside the views, per sub-step from the op's middle, in
     ms: kvcore's states (re-runs of the op on a restored copy, 16 states a run) and the diff
     of two neighbouring states that the views mark."""
-    from kvviz.model.diff import diff_snapshots
+    from kvviz.core.snapshot_diff import diff_snapshots
 
     index = len(session) - 1
     subs = session.substeps(index)
@@ -270,9 +270,9 @@ def substep_profile(session: Session, steps: int) -> dict[str, float]:
 
 STARTUP_CHILD = """
 import sys
-from kvviz.ui.app import make_app
-from kvviz.demos import load_demo
-from kvviz.model.session import Session
+from kvviz.explore.app import make_app
+from kvviz.core.demos import load_demo
+from kvviz.core.session import Session
 
 app = make_app(Session.from_scenario(load_demo("lru")), animations=False, cursor_blink=False)
 original = app._display

@@ -14,7 +14,7 @@ figure this benchmark printed first.
 A publisher process of our own (tests/watch/publisher.py ``--flood N``, on 127.0.0.1) sends
 the shared vLLM recording's payloads as fast as it can, looped with rising seq (400 batches,
 7,850 events; 19.6 events per batch), once the subscriber has subscribed. The subscriber
-(``kvviz.backends.kv_events.subscriber.Subscriber``, topic ``kv``, no replay endpoint so that
+(``kvviz.watch.subscriber.Subscriber``, topic ``kv``, no replay endpoint so that
 every lost message shows as a gap) receives and decodes on its own thread; this process polls
 it like the UI does and counts, from the first message polled to the last:
 
@@ -43,8 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvviz.backends.kv_events.subscriber import DEFAULT_HWM, Subscriber  # noqa: E402
-from kvviz.model.watch import WatchTimeline  # noqa: E402
+from kvviz.watch.subscriber import DEFAULT_HWM, Subscriber  # noqa: E402
+from kvviz.watch.timeline import WatchTimeline  # noqa: E402
 
 PUBLISHER = ROOT / "tests" / "watch" / "publisher.py"
 DEFAULT_RECORDING = ROOT / "kvviz" / "samples" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl.gz"  # the shipped sample

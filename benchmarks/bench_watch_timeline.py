@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The watch's timeline (kvviz.model.watch.WatchTimeline): adding batches, reaching any frame
+"""The watch's timeline (kvviz.watch.timeline.WatchTimeline): adding batches, reaching any frame
 cold, and memory, on the shared vLLM recording and on a long synthetic stream.
 
 Run:  python benchmarks/bench_watch_timeline.py                  (vLLM recording + 100,000 batches)
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import msgspec
 
-from kvviz.backends.kv_events.recording import Message, read_recording
-from kvviz.model.watch import WatchTimeline
+from kvviz.watch.recording import Message, read_recording
+from kvviz.watch.timeline import WatchTimeline
 
 VLLM = Path(__file__).resolve().parents[1] / "kvviz" / "samples" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl.gz"  # the shipped sample
 

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TRIE_MACHINE = "tests/core/test_stateful.py::TestTrieCacheAgainstModel"
-HASH_MACHINE = "tests/core/test_hash_stateful.py::TestHashCacheMachine"
-EVICTION_ORDER_TEST = ("tests/core/test_eviction_paths.py::"
+TRIE_MACHINE = "tests/kvcore/test_stateful.py::TestTrieCacheAgainstModel"
+HASH_MACHINE = "tests/kvcore/test_hash_stateful.py::TestHashCacheMachine"
+EVICTION_ORDER_TEST = ("tests/kvcore/test_eviction_paths.py::"
                        "test_batch_eviction_takes_the_smaller_child_however_the_heap_was_filled")
-FAST_PATH_TEST = ("tests/core/test_trie_fast.py::"
+FAST_PATH_TEST = ("tests/kvcore/test_trie_fast.py::"
                   "test_the_fast_path_leaves_what_the_readable_path_leaves_after_every_operation")
 
 

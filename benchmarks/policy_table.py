@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kvcore import POLICIES  # noqa: E402
-from kvviz.trace.mooncake import read_trace  # noqa: E402
+from kvviz.core.mooncake import read_trace  # noqa: E402
 from kvviz.trace.replay import ReplayConfig, replay  # noqa: E402
 from tests.trace.naive_replay import chain_reuse, naive_replay  # noqa: E402
 

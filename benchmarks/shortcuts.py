@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvviz.cli.practice_command import _session  # noqa: E402
-from kvviz.cli.quiz_command import UNLISTED  # noqa: E402
-from kvviz.demos import LESSONS  # noqa: E402
-from kvviz.model.exercise import build_exercise  # noqa: E402
-from kvviz.model.quiz import questions  # noqa: E402
+from kvviz.teach.practice_command import _session  # noqa: E402
+from kvviz.explore.quiz_command import UNLISTED  # noqa: E402
+from kvviz.core.demos import LESSONS  # noqa: E402
+from kvviz.teach.exercise import build_exercise  # noqa: E402
+from kvviz.teach.quiz import questions  # noqa: E402
 
 MARGIN = 15.0
 MIN_SAMPLES = 20

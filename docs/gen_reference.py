@@ -7,7 +7,7 @@
 Every page is built from the one source the program itself uses, never copied: the commands
 and options from the click group (what ``kvviz CMD --help`` prints), the JSON formats and the
 help topics from the text ``kvviz help TOPIC`` prints, the keys from the help screen's table,
-the limits from ``kvviz/limits.py`` (values and docstrings). ``tests/docs`` fails when a
+the limits from ``kvviz/core/limits.py`` (values and docstrings). ``tests/docs`` fails when a
 committed page differs from what this writes; the kvcore API page is mkdocstrings' (built
 from the docstrings when the site is built).
 """
@@ -94,7 +94,7 @@ def cli_page() -> str:
 
 
 def _topic(name: str) -> str:
-    from kvviz.cli.help_topics import TOPICS
+    from kvviz.help import TOPICS
 
     return TOPICS[name].page()
 
@@ -110,7 +110,7 @@ def json_page() -> str:
 
 
 def topics_page() -> str:
-    from kvviz.cli.help_topics import TOPICS
+    from kvviz.help import TOPICS
 
     lines = [HEADER.format(source="`kvviz help TOPIC`"), "# Help topics", "",
              "Every page `kvviz help TOPIC` prints (`kvviz help` lists them). The JSON formats "
@@ -124,7 +124,7 @@ def topics_page() -> str:
 
 
 def keys_page() -> str:
-    from kvviz.ui.practice import QUIZ_KEYS
+    from kvviz.explore.quiz_mode import QUIZ_KEYS
     from kvviz.ui.screens.help_screen import KEYS
 
     lines = [HEADER.format(source="the help screen's table, kvviz.ui.screens.help_screen.KEYS"), "# Keys", "",
@@ -171,11 +171,11 @@ def limits_page() -> str:
     import kvcore.pool
     import kvcore.snapshot
     import kvcore.verify
-    from kvviz import limits
-    from kvviz.model import compare
+    from kvviz.core import limits
+    from kvviz.compare import engine as compare
 
-    lines = [HEADER.format(source="kvviz/limits.py"), "# Limits", "",
-             "Every size kvviz bounds lives in `kvviz/limits.py`, big enough for real traces and small "
+    lines = [HEADER.format(source="kvviz/core/limits.py"), "# Limits", "",
+             "Every size kvviz bounds lives in `kvviz/core/limits.py`, big enough for real traces and small "
              "enough that no input can exhaust memory or time. Each is checked before the work it bounds "
              "starts (bad input: one line, exit 2, nothing written) and each is tested at its edge.", ""]
     section = None
@@ -195,7 +195,7 @@ def limits_page() -> str:
               "snapshot that `to_dict`, `to_json` and `digest` serialise (`SnapshotTooLarge` above); `==`, "
               "`check_snapshot` and `restore` have no such limit |",
               f"| `kvcore.verify.FIELD_LIMITS` | {fields} | what `restore(verify=True)` accepts |",
-              f"| `kvviz.model.compare.MAX_FAILED_CHECKS_LISTED` | {compare.MAX_FAILED_CHECKS_LISTED:,} | failed "
+              f"| `kvviz.compare.engine.MAX_FAILED_CHECKS_LISTED` | {compare.MAX_FAILED_CHECKS_LISTED:,} | failed "
               "expects and violations `kvviz compare --print` lists per side (the rest are counted) |", ""]
     return "\n".join(lines)
 

@@ -6,10 +6,10 @@ docs/practice_screenshot.py)."""
 import asyncio
 from pathlib import Path
 
-from kvviz.demos import load_demo
-from kvviz.model.exercise import build_exercise
-from kvviz.model.session import Session
-from kvviz.ui.screens.exercise_screen import make_exercise_app
+from kvviz.core.demos import load_demo
+from kvviz.teach.exercise import build_exercise
+from kvviz.core.session import Session
+from kvviz.teach.exercise_screen import make_exercise_app
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP = 29

@@ -5,9 +5,9 @@ a stored block selected (run from the checkout: python docs/watch_screenshot.py)
 import asyncio
 from pathlib import Path
 
-from kvviz.backends.kv_events.recording import read_recording
-from kvviz.model.watch import WatchTimeline
-from kvviz.ui.watch_app import make_watch_app
+from kvviz.watch.recording import read_recording
+from kvviz.watch.timeline import WatchTimeline
+from kvviz.watch.app import make_watch_app
 
 ROOT = Path(__file__).resolve().parents[1]
 REC = ROOT.parent / "shared" / "data" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"

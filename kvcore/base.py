@@ -36,7 +36,7 @@ from .snapshot import (
 #: (bench_check's curve, one run at load 7: 0.65 / 1.29 / 1.01 ms per step at 1k / 10k /
 #: 100k pages, against 0.63 / 0.77 / 0.67 with lazy sequences from 4,096 pages). Not lower
 #: than 8,192: exporting an 8,000-page session from lazy sequences peaked at 6.06 times the
-#: bundle's size, over the 6 that tests/model/test_export.py allows.
+#: bundle's size, over the 6 that tests/report/test_export.py allows.
 _EXPLICIT_PAGES = 1 << 13
 
 

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """DESIGN's invariants for a timeline: each snapshot checked at the cost of what changed
 since the one before, with :func:`kvcore.invariants.check_snapshot` as the contract (its
-verdict at every step; the oracles in tests/core/test_invariants_incremental.py and
-tests/core/test_hash_incremental.py).
+verdict at every step; the oracles in tests/kvcore/test_invariants_incremental.py and
+tests/kvcore/test_hash_incremental.py).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ class IncrementalChecker:
     health only: at the first doubt (a check that fails, a field a cache never changes, a
     previous snapshot with violations, another cache's snapshot) it runs the full check and
     returns its violations, so its verdict is the full check's at every step (the oracle in
-    tests/core/test_invariants_incremental.py).
+    tests/kvcore/test_invariants_incremental.py).
 
     Hash-cache snapshots get their own index (:class:`_HashIndex`: blocks by id and page,
     each key's copies and child blocks, each page's ref, the key its holders' published
     prefixes need there and the allocation whose tail holds it, the queued pages) and the
-    same contract (the oracle in tests/core/test_hash_incremental.py).
+    same contract (the oracle in tests/kvcore/test_hash_incremental.py).
     """
 
     def __init__(self) -> None:

@@ -359,7 +359,7 @@ class SnapshotChanges:
     weak reference): the ids of the node and allocation rows and the pages whose rows are
     not the same objects (added, changed or gone), each sorted; on a hash cache ``nodes``
     holds the ids of its ``blocks`` rows (a hash page row's ``node`` is a block id too), as
-    ``tests/core/test_hash_incremental.py`` checks. Every other row is the very
+    ``tests/kvcore/test_hash_incremental.py`` checks. Every other row is the very
     object of ``before``, so checks and diffs of consecutive snapshots cost what changed.
     Not part of the state: not compared, hashed or serialised (a copy made with
     ``dataclasses.replace`` has none)."""

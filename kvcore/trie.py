@@ -17,13 +17,13 @@ Semantics are docs/design.md's "Trie semantics". The parts a reader would ask ab
   nodes it adopts, the nodes it creates), each of which the operation references (ref > 0,
   hence not a candidate) before writing the field. A node becomes a candidate again only
   in release (or when eviction empties its children), and is pushed with its key then.
-  tests/core/test_policies.py checks it after every operation of random runs.
+  tests/kvcore/test_policies.py checks it after every operation of random runs.
 
-The operations read as the pseudo-code the UI shows (kvviz/model/designs/trie.py):
+The operations read as the pseudo-code the UI shows (kvviz/core/designs/trie.py):
 :meth:`~TriePagedAttentionCache.acquire_pages_for_tokens`, ``_publish``, ``_release`` and
 ``_evict``, each one path, raising events only while the cache records them. A cache that
 records nothing runs acquire and eviction fused into fewer passes, in
-:mod:`kvcore.trie_fast`, whose contract is the code here (tests/core/test_trie_fast.py).
+:mod:`kvcore.trie_fast`, whose contract is the code here (tests/kvcore/test_trie_fast.py).
 """
 
 from __future__ import annotations

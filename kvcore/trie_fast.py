@@ -3,8 +3,8 @@
 its eviction and release with their steps fused, for speed. The contract is the readable code in
 :mod:`kvcore.trie`: these functions run only while the cache records no events, and must
 leave exactly the state the readable ones leave (the same block tables, nodes, heap array,
-counters and clock). tests/core/test_trie_fast.py holds them equal on random runs
-(Hypothesis), tests/core/test_eviction_paths.py on long evicting workloads.
+counters and clock). tests/kvcore/test_trie_fast.py holds them equal on random runs
+(Hypothesis), tests/kvcore/test_eviction_paths.py on long evicting workloads.
 
 What the fusion buys (``benchmarks/bench_core.py``'s deterministic work figure, bytecodes per
 acquire -> publish -> release of its workload): the readable code costs 2,228 per lifecycle

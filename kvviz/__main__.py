@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """`python -m kvviz`."""
 
-from .cli import main
+from kvviz.cli import main
 
 main()

@@ -2,7 +2,7 @@
 """Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``) or ``--soak``.
 
 - ``ci``   — what ``pytest`` runs. Ordinary property tests get Hypothesis's usual 100
-             examples; the state machines (tests/core/test_stateful.py, test_hash_stateful.py)
+             examples; the state machines (tests/kvcore/test_stateful.py, test_hash_stateful.py)
              and the incremental-invariant tests scale their own budgets from the profile name,
              sized so that benchmarks/planted_bugs.py's planted bugs are all caught.
 - ``dev``  — quick feedback while editing.
@@ -87,7 +87,7 @@ def pytest_collection_finish(session) -> None:
     before, 4.7 s after; tests/watch and tests/practice 42.7 s, 37.7 s after.
 
     Then full passes come ten times less often, as in kvviz itself once its heap is settled
-    (``kvviz.cli.common.settle_heap``: ``(700, 10, 100)``, Python's default is
+    (``kvviz.commands.settle_heap``: ``(700, 10, 100)``, Python's default is
     ``(700, 10, 10)``). Many tests build 10^5-page caches or 3,000-step timelines, and each
     automatic full pass walked all of it again: on tests/ui, tests/model and tests/core
     (``-n 2``) 284 full passes took 100 s of CPU, a fifth of the whole; 72 took 44 s after,
@@ -107,7 +107,7 @@ def _data_directories(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _private_data_directory(_data_directories, monkeypatch):
     """Every test gets its own empty user data directory (``XDG_DATA_HOME``): the course's
-    progress file (kvviz/model/course.py) is read by ``kvviz demo --list`` and written by
+    progress file (kvviz/teach/course.py) is read by ``kvviz demo --list`` and written by
     ``kvviz practice``, and no test may read or write the real home's. Subprocesses inherit it.
 
     Made with ``tempfile.mkdtemp`` inside one session folder, not ``tmp_path_factory.mktemp``:

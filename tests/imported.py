@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What an import pulls in, seen from a fresh interpreter: the purity tests of kvcore
-(tests/core/test_purity.py), the model (tests/model/test_purity.py) and the pseudo-code
-(tests/model/test_pseudocode.py)."""
+(tests/kvcore/test_purity.py), the model (tests/layers/test_purity.py) and the pseudo-code
+(tests/core/test_pseudocode.py)."""
 
 from __future__ import annotations
 

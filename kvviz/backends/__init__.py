@@ -26,7 +26,7 @@ can do, it reads the capability properties. The rules a backend keeps:
   instead; callers (the CLI, ``kvviz open``) catch only that.
 
 Backends import kvcore and the standard library (and their foreign cache), never click, the
-UI or :mod:`kvviz.model.session` (the session drives backends, not the reverse); ops and
+UI or :mod:`kvviz.core.session` (the session drives backends, not the reverse); ops and
 configs are declared here structurally (:class:`OpLike`, :class:`ConfigLike`) so a backend
 needs nothing from :mod:`kvviz.model`.
 """
@@ -110,7 +110,7 @@ class Call:
 
 
 class OpLike(Protocol):
-    """One op, as :class:`kvviz.model.scenario.Op` carries it (declared here so backends need
+    """One op, as :class:`kvviz.core.scenario.Op` carries it (declared here so backends need
     nothing from the model).
 
     ``kind`` is one of :data:`OPS`; ``tokens`` is None for a release and for a publish
@@ -134,7 +134,7 @@ class OpLike(Protocol):
 
 
 class ConfigLike(Protocol):
-    """A cache config, as :class:`kvviz.model.scenario.CacheConfig` carries it."""
+    """A cache config, as :class:`kvviz.core.scenario.CacheConfig` carries it."""
 
     @property
     def kind(self) -> str: ...
@@ -174,9 +174,9 @@ class Backend(Protocol):
         cache observed between its calls: one :class:`Call` per call).
     ``pseudocode``
         The code the sub-step pane lights for this backend's sub-steps: a
-        :class:`kvviz.model.designs.code.Code` (its calls, one line each, and the op ->
+        :class:`kvviz.backends.code.Code` (its calls, one line each, and the op ->
         algorithm map), or None when its sub-steps are the cache design's own events (kvcore:
-        the design's code, :attr:`kvviz.model.designs.Design.code`).
+        the design's code, :attr:`kvviz.core.designs.Design.code`).
     ``known_issues``
         ``{code: issue}``: the known departures from kvcore :meth:`take_findings` may report
         (each with its ``code``, ``kind``, ``title`` and ``source``), for reports to list; ``{}``
@@ -210,7 +210,7 @@ class Backend(Protocol):
     def watch(self, callback) -> None:
         """Pass what happens inside the next ops to ``callback(event)`` as it happens; while
         the callback runs, :meth:`snapshot` is the state right then. ``None`` stops watching.
-        The sub-steps of :mod:`kvviz.model.substeps` are made of this; a callback may raise
+        The sub-steps of :mod:`kvviz.core.substeps` are made of this; a callback may raise
         to abandon the op half-done, on a backend that is then thrown away."""
 
     def take_events(self) -> tuple:

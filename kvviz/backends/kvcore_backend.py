@@ -7,7 +7,7 @@ import kvcore
 from kvcore import Snapshot, Violation, check_snapshot
 from kvcore.incremental import IncrementalChecker
 
-from . import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
 
 KINDS = ("trie", "base", "hash")
 """The cache kinds kvcore runs (hash: vLLM's design, :class:`kvcore.HashBlockPagedAttentionCache`)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from ..extras import install_command
-from . import BackendError, BackendFactory, BackendUnavailable
-from .kvcore_backend import kvcore_backend
+from kvviz.extras import install_command
+from kvviz.backends import BackendError, BackendFactory, BackendUnavailable
+from kvviz.backends.kvcore_backend import kvcore_backend
 
 __all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES",
            "REFERENCE_BACKEND", "BackendError",
@@ -68,7 +68,7 @@ def make_backend_factory(name: str) -> BackendFactory:
 
 def _shortfin_factory() -> BackendFactory:
     try:
-        from .shortfin_backend import shortfin_backend
+        from kvviz.backends.shortfin_backend import shortfin_backend
     except ImportError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
         if (cause.name or "").split(".")[0] in _OWN_PACKAGES:
@@ -91,7 +91,7 @@ def _missing(exc: ImportError) -> str:
 
 def _vllm_factory() -> BackendFactory:
     try:
-        from .vllm_backend import vllm_backend
+        from kvviz.backends.vllm_backend import vllm_backend
     except ImportError as exc:
         raise BackendUnavailable(
             f"the vllm backend needs vLLM 0.33.0 and a CPU torch, and they are not installed "
@@ -101,7 +101,7 @@ def _vllm_factory() -> BackendFactory:
 
 def _sglang_factory() -> BackendFactory:
     try:
-        from .sglang_backend import sglang_backend
+        from kvviz.backends.sglang_backend import sglang_backend
     except ImportError as exc:
         raise BackendUnavailable(
             f"the sglang backend needs SGLang 0.5.23 and a CPU torch, and they are not installed "

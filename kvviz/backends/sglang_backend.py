@@ -45,9 +45,9 @@ from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
-from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
-from .foreign import Finding, KnownIssue, LogicalClock, logical_time
-from .sglang_code import SGLANG_CODE
+from kvviz.backends import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_time
+from kvviz.backends.sglang_code import SGLANG_CODE
 
 try:
     import torch as _torch

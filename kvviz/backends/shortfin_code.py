@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..model.designs.code import Code, block, parse, rows
+from kvviz.backends.code import Code, block, parse, rows
 
 __all__ = ["CALLS", "SHORTFIN_CODE"]
 

@@ -46,9 +46,9 @@ from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
-from . import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
-from .foreign import KnownIssue
-from .vllm_code import VLLM_CODE
+from kvviz.backends import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends.foreign import KnownIssue
+from kvviz.backends.vllm_code import VLLM_CODE
 
 try:
     import torch as _torch

@@ -5,7 +5,7 @@ Every command that reads a trace or a recording takes a sample's name where it t
 (``kvviz trace conversation --sweep``, ``kvviz watch --replay-file vllm-conversation``,
 ``--against-trace conversation``). A path that exists wins over a sample of the same name, so
 a file of one's own is never shadowed. The files are gzip-compressed; the readers
-(:func:`kvviz.trace.mooncake.read_trace`, :func:`kvviz.backends.kv_events.recording.read_recording`)
+(:func:`kvviz.core.mooncake.read_trace`, :func:`kvviz.watch.recording.read_recording`)
 take gzip as they take plain text. Each folder holds its README and a NOTICE with the
 licence and attribution. Standard library only, so any layer may ask where a sample is.
 """

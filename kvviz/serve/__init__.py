@@ -10,6 +10,6 @@
 - :mod:`.server`: the web server (:class:`~.server.KvvizServer`): the landing page, the app
   pages, the session cap, downloads, shutdown.
 
-The CLI (:mod:`kvviz.cli.serve_command`) builds the plan and starts the server; this package
+The CLI (:mod:`kvviz.serve.command`) builds the plan and starts the server; this package
 imports neither the CLI nor the UI (the app runs in the processes it starts).
 """

@@ -41,8 +41,8 @@ import jinja2
 from aiohttp import WSCloseCode, WSMsgType, web
 from textual_serve.server import Server
 
-from .plan import ServedPage, ServePlan
-from .sessions import GroupedAppService, kill_group_now
+from kvviz.serve.plan import ServedPage, ServePlan
+from kvviz.serve.sessions import GroupedAppService, kill_group_now
 
 log = logging.getLogger("kvviz.serve")
 

@@ -4,11 +4,11 @@
 ``mooncake`` reads and validates the JSONL traces, ``replay`` measures hit rates, evictions
 and held pages at a given capacity (or a sweep of capacities), ``to_kvs`` turns a slice
 into a scenario file and ``plot`` draws hit rate against capacity in plain text. The
-``kvviz trace`` command (Rich output) is :mod:`kvviz.cli.trace_command`. This package is
+``kvviz trace`` command (Rich output) is :mod:`kvviz.trace.command`. This package is
 pure: it imports neither ``rich`` nor ``textual``, the UI nor the CLI.
 """
 
-from .mooncake import (
+from kvviz.core.mooncake import (
     DEFAULT_BLOCK_TOKENS,
     PrefixReuse,
     Trace,
@@ -19,7 +19,7 @@ from .mooncake import (
     prefix_reuse,
     read_trace,
 )
-from .replay import ReplayConfig, ReplayResult, replay, sweep, sweep_capacities
+from kvviz.trace.replay import ReplayConfig, ReplayResult, replay, sweep, sweep_capacities
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",

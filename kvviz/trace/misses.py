@@ -20,7 +20,7 @@ capacity class is what the replay missed beyond them, so the shares add up to th
 exactly, and at unlimited capacity (sequential, nothing fails) it is 0: an earlier request's block
 is always still cached (tests/trace/test_trace_misses.py checks it on both designs). A Mooncake
 trace's last block is named by a hash id and cached partial, so its ``below_floor`` and
-``partial_tail`` are 0; traffic read from tokens (:mod:`kvviz.trace.traffic`) has them.
+``partial_tail`` are 0; traffic read from tokens (:mod:`kvviz.core.traffic`) has them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .mooncake import TraceRequest
+from kvviz.core.mooncake import TraceRequest
 
 __all__ = ["MISS_CLASSES", "MissBreakdown", "TraceMisses", "miss_breakdown", "trace_misses"]
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .replay import ReplayResult
+from kvviz.trace.replay import ReplayResult
 
 __all__ = ["CURVE_MARKS", "LINE_MARK", "Curve", "HitRateLine", "choice_label", "eviction_name", "hit_rate_curves",
            "hit_rate_plot", "percent"]

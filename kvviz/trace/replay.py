@@ -45,9 +45,9 @@ from typing import Literal
 import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
-from ..limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
-from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
-from .stack_distance import STACK_DESIGNS, LruCurve, lru_curve
+from kvviz.core.limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
+from kvviz.core.mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
+from kvviz.trace.stack_distance import STACK_DESIGNS, LruCurve, lru_curve
 
 __all__ = [
     "DEFAULT_DECODE_MS_PER_TOKEN",
@@ -480,7 +480,7 @@ def trace_fingerprint(requests: Sequence[TraceRequest]) -> str:
 @dataclass(frozen=True, slots=True)
 class TraceSource:
     """Where a sweep's worker processes read the requests themselves: the trace's path, how
-    the caller read it (:func:`kvviz.trace.mooncake.read_trace`'s options) and the
+    the caller read it (:func:`kvviz.core.mooncake.read_trace`'s options) and the
     :func:`trace_fingerprint` of what it read. Only this small frozen value crosses to a
     worker, never the requests; a worker that reads anything else raises :class:`TraceChanged`."""
 
@@ -514,7 +514,7 @@ class TraceSource:
         try:
             tokenize = None
             if self.tokenizer is not None:
-                from ..model.tokenizer_file import load_tokenizer
+                from kvviz.core.tokenizer_file import load_tokenizer
 
                 tokenize = load_tokenizer(self.tokenizer).encode
             requests = read_trace(self.path, block_tokens=self.block_tokens, on_error=self.on_error,

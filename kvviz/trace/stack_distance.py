@@ -55,7 +55,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
+from kvviz.core.mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 __all__ = ["STACK_DESIGNS", "LruCurve", "lru_curve"]
 

@@ -21,7 +21,7 @@ what the replay measured. What is written::
 Tokens are the requests' hash ids (one token = one 512-token block, see
 :mod:`kvviz.trace.replay`); runs of consecutive ids are written as ranges ``a..b``. A request
 that does not fit is an acquire with ``expect fail alloc``: it fails and changes nothing, in
-the scenario as in the replay. The text comes from :func:`kvviz.model.scenario.format_scenario`,
+the scenario as in the replay. The text comes from :func:`kvviz.core.scenario.format_scenario`,
 the language's canonical writer, and :attr:`TraceScenario.scenario` is that text parsed back:
 what ``--ui`` opens is exactly what ``--to-kvs`` writes and ``kvviz check`` reads, with every
 op's and expect's canonical text (what the UI shows for a step) and every limit of the
@@ -29,7 +29,7 @@ language checked, so a slice the language would refuse is refused here, not by `
 
 Units: the cache counts in blocks. The title starts with "1 page = 1 block of 512 tokens"
 (shown wherever the scenario's title is), and :data:`TraceScenario.units` is the
-:class:`~kvviz.model.narrate.Units` that narrates in blocks.
+:class:`~kvviz.core.narrate.Units` that narrates in blocks.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..limits import MAX_PAGES, MAX_SOURCE_BYTES
-from ..model.narrate import Units
-from ..model.scenario import CacheConfig, Expect, Op, Scenario, ScenarioError, Step, format_scenario, parse_scenario
-from .mooncake import TraceRequest
-from .replay import OpRecord, ReplayConfig, ReplayResult, capacity_pages, replay, unlimited_pages
+from kvviz.core.limits import MAX_PAGES, MAX_SOURCE_BYTES
+from kvviz.core.narrate import Units
+from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, ScenarioError, Step, format_scenario, parse_scenario
+from kvviz.core.mooncake import TraceRequest
+from kvviz.trace.replay import OpRecord, ReplayConfig, ReplayResult, capacity_pages, replay, unlimited_pages
 
 __all__ = ["TraceScenario", "trace_to_scenario"]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from textual.css.query import NoMatches
 
-from .saving import NoFreeName, edit_tag, free_path, free_stem, slug
-from .screens.prompt_screen import PromptScreen
+from kvviz.ui.saving import NoFreeName, edit_tag, free_path, free_stem, slug
+from kvviz.ui.screens.prompt_screen import PromptScreen
 
 SCRIPT_NAME = "kvviz-session.kvs"
 """The name ctrl+s offers first (numbered when taken)."""
@@ -74,7 +74,7 @@ class ExportActions:
         files never take the unchanged scenario's names; a name that is taken gets ``-2``,
         ``-3``, ... (never overwritten).
         """
-        from ..export.bundle import session_script
+        from kvviz.report.bundle import session_script
 
         folder = self.export_dir or Path.cwd()
         edited = f"-edited-{edit_tag(session_script(self.session))}" if self.edited else ""
@@ -93,12 +93,12 @@ class ExportActions:
     def export_step(self) -> list[Path]:
         """Write the bundle, the Markdown and an SVG screenshot of the current step (under
         names no file has yet); returns the paths written."""
-        from ..export import write_export
-        from ..export.atomic import write_text_atomic
+        from kvviz.report import write_export
+        from kvviz.report.atomic import write_text_atomic
 
         paths = self.export_paths()
         if self.is_web:  # one download: a browser lets one key press open one, not three
-            from ..export import render_export
+            from kvviz.report import render_export
 
             return [offer_download(self, paths[".json"], render_export(self.session, self.step, ".json",
                                                                        substep=self.substep))]
@@ -139,7 +139,7 @@ class ExportActions:
                            time_format: str | None = None) -> str | None:
         """The palette's Screenshot: an SVG of the views (no toasts) in the export folder,
         under a name no file has yet; says the path it wrote, or why it could not."""
-        from ..export.atomic import write_text_atomic
+        from kvviz.report.atomic import write_text_atomic
 
         folder = Path(path).expanduser() if path else (self.export_dir or Path.cwd())
         name = filename or f"kvviz-{slug(self.session.title)}-step{self.step}-screen.svg"
@@ -176,8 +176,8 @@ class ExportActions:
     def save_script(self, path: str | Path) -> Path:
         """Write the session's script (every op so far) as a ``.kvs`` file; returns the path.
         Replaces an existing file: the caller asked the user first."""
-        from ..export.atomic import write_text_atomic
-        from ..export.bundle import session_script
+        from kvviz.report.atomic import write_text_atomic
+        from kvviz.report.bundle import session_script
 
         path = self.script_path(path)
         if self.is_web:
@@ -232,8 +232,8 @@ def export_and_tell(app) -> None:
 def offer_download(app, path: Path, text: str) -> Path:
     """Served in a browser: hand ``text`` to it as a download named ``path.name`` (Textual's
     ``deliver_text``; textual-serve streams it to the tab) and return that name. ValueError,
-    nothing offered, past :data:`~kvviz.limits.MAX_BUNDLE_BYTES` (what ``kvviz open`` reads)."""
-    from ..limits import MAX_BUNDLE_BYTES
+    nothing offered, past :data:`~kvviz.core.limits.MAX_BUNDLE_BYTES` (what ``kvviz open`` reads)."""
+    from kvviz.core.limits import MAX_BUNDLE_BYTES
 
     size = len(text.encode("utf-8"))
     if size > MAX_BUNDLE_BYTES:

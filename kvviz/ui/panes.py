@@ -5,7 +5,7 @@ Every kvviz screen has two panes that depend on the cache's design: the upper on
 what is cached, the lower one the eviction order. A trie (and a base cache, whose views say
 it has neither) gets the trie view and the heap view; a hash cache (vLLM's design: no tree,
 no heap) the block view and the free-queue view. One table, keyed like the exports by the
-design's view (:attr:`kvviz.model.designs.Design.views`), read by the main app and the
+design's view (:attr:`kvviz.core.designs.Design.views`), read by the main app and the
 side-by-side app alike, so a new design is one entry (or none, when it reuses a view).
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..model.designs import design
-from ..model.hash_view import blocks_title, free_queue_title
-from ..model.view import heap_title
-from .widgets.block_view import BlockView
-from .widgets.free_queue_view import FreeQueueView
-from .widgets.heap_view import HeapView
-from .widgets.line_view import LineView
-from .widgets.trie_view import TrieView
+from kvviz.core.designs import design
+from kvviz.core.hash_view import blocks_title, free_queue_title
+from kvviz.core.view import heap_title
+from kvviz.ui.widgets.block_view import BlockView
+from kvviz.ui.widgets.free_queue_view import FreeQueueView
+from kvviz.ui.widgets.heap_view import HeapView
+from kvviz.ui.widgets.line_view import LineView
+from kvviz.ui.widgets.trie_view import TrieView
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ TRIE_PANES = (Pane("trie", TrieView, _trie_title), Pane("heap", HeapView, heap_t
 HASH_PANES = (Pane("blocks", BlockView, blocks_title), Pane("queue", FreeQueueView, free_queue_title))
 
 PANES: dict[str, tuple[Pane, Pane]] = {"trie": TRIE_PANES, "blocks": HASH_PANES}
-"""By the design's view of what is cached (:attr:`kvviz.model.designs.Design.views`): (the
+"""By the design's view of what is cached (:attr:`kvviz.core.designs.Design.views`): (the
 pane of what is cached, the pane of the eviction order)."""
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..limits import MAX_NAME_TRIES  # beyond it the folder is full of kvviz exports: refused with a message
+from kvviz.core.limits import MAX_NAME_TRIES  # beyond it the folder is full of kvviz exports: refused with a message
 
 
 class NoFreeName(OSError):

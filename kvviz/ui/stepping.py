@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model.designs import design_of
-from .screens.prompt_screen import PromptScreen, step_number_problem
+from kvviz.core.designs import design_of
+from kvviz.ui.screens.prompt_screen import PromptScreen, step_number_problem
 
 #: States the first run of an op's sub-steps keeps when the UI steps into it: the one the step
 #: in shows. The rest of the window is built once that frame is painted (the prefetch after
@@ -139,7 +139,7 @@ class SubStepMoves:
 
     def notable_substep(self, direction: int) -> bool:
         """The next (``direction`` 1) or previous (-1) notable sub-step of this op (a kind its
-        design stops at, :attr:`~kvviz.model.designs.Design.stops`: where matching stops, a
+        design stops at, :attr:`~kvviz.core.designs.Design.stops`: where matching stops, a
         page taken, a victim popped and evicted, ...); False when there is none that way."""
         steps = self.substeps_of(self.step)
         stops = design_of(steps.before).stops

@@ -35,7 +35,7 @@ def test_no_generated_reference_page_is_stale():
 
 
 def test_a_changed_help_text_makes_its_page_stale(monkeypatch):
-    from kvviz.model import timeline_json
+    from kvviz.report import timeline_json
 
     gen = generator()
     monkeypatch.setattr(timeline_json, "JSON_HELP", timeline_json.JSON_HELP + "a field added\n")
@@ -114,7 +114,7 @@ def test_the_site_builds_with_no_warning(tmp_path):
 
 
 def test_every_limit_says_what_it_bounds_so_its_generated_row_does():
-    from kvviz import limits
+    from kvviz.core import limits
 
     documented = generator()._documented_names(ROOT / "kvviz" / "limits.py", r"MAX_[A-Z_]+")
     names = [n for n in vars(limits) if re.fullmatch(r"MAX_[A-Z_]+", n)]
@@ -127,7 +127,7 @@ def test_every_limit_says_what_it_bounds_so_its_generated_row_does():
 def test_a_command_invoked_on_its_own_first_leaves_the_cli_page_as_the_command_line_makes_it():
     # click caches a command's help option the first time it is asked for: invoked alone (as
     # some tests do) it is --help only, where `kvviz diff -h` works. The page must not care.
-    from kvviz.cli.diff_command import diff
+    from kvviz.compare.diff_command import diff
 
     assert CliRunner().invoke(diff, ["--help"]).exit_code == 0
     assert "cli.md" not in generator().stale()

@@ -14,9 +14,9 @@ from engine_guard import require_engine
 require_engine("sglang")
 
 from kvviz.cli import cli  # noqa: E402
-from kvviz.demos import load_demo  # noqa: E402
-from kvviz.model.compare import format_report, report_dict, run_diff  # noqa: E402
-from kvviz.model.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
+from kvviz.core.demos import load_demo  # noqa: E402
+from kvviz.compare.engine import format_report, report_dict, run_diff  # noqa: E402
+from kvviz.core.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
 
 SPLIT_DEMO = "sglang-split-refresh"
 
@@ -106,8 +106,8 @@ def test_every_divergence_on_random_scenarios_is_a_known_sglang_issue():
 
 def test_a_refused_acquire_that_matched_nothing_changes_nothing_on_sglang():
     from kvviz.backends.registry import make_backend_factory
-    from kvviz.model.scenario import parse_scenario
-    from kvviz.model.session import Session
+    from kvviz.core.scenario import parse_scenario
+    from kvviz.core.session import Session
 
     scenario = parse_scenario("cache trie pages=1 tokens_per_page=1\nacquire a 1 extra=1\n")
     session = Session.from_scenario(scenario, backend_factory=make_backend_factory("sglang"))
@@ -117,7 +117,7 @@ def test_a_refused_acquire_that_matched_nothing_changes_nothing_on_sglang():
 
 
 def test_a_refused_acquire_whose_lookup_matched_is_reported_as_the_known_lru_touch():
-    from kvviz.model.scenario import parse_scenario
+    from kvviz.core.scenario import parse_scenario
 
     scenario = parse_scenario("cache trie pages=1 tokens_per_page=1\nacquire a 1\npublish a\nacquire b 1 1\n")
     run = run_diff(scenario, "sglang")

@@ -11,9 +11,9 @@ from engine_guard import require_engine
 require_engine("sglang")
 
 from kvviz.backends.registry import make_backend_factory  # noqa: E402
-from kvviz.demos import load_demo  # noqa: E402
-from kvviz.model.session import Session  # noqa: E402
-from kvviz.ui.app import make_app  # noqa: E402
+from kvviz.core.demos import load_demo  # noqa: E402
+from kvviz.core.session import Session  # noqa: E402
+from kvviz.explore.app import make_app  # noqa: E402
 
 SIZE = (160, 45)
 

@@ -11,9 +11,9 @@ from engine_guard import require_engine
 
 require_engine("vllm")
 
-from kvviz.demos import demo_names, load_demo  # noqa: E402
-from kvviz.model.compare import format_report, run_diff  # noqa: E402
-from kvviz.model.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
+from kvviz.core.demos import demo_names, load_demo  # noqa: E402
+from kvviz.compare.engine import format_report, run_diff  # noqa: E402
+from kvviz.core.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
 
 NAMES = ("a", "b", "c", "d")
 ALPHABET = (1, 2, 3, 5)

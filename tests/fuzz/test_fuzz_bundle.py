@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.cli import cli
-from kvviz.demos import load_demo
-from kvviz.export.bundle import BundleError, make_bundle, open_bundle
-from kvviz.model.scenario import parse_scenario
-from kvviz.model.session import Session
+from kvviz.core.demos import load_demo
+from kvviz.report.bundle import BundleError, make_bundle, open_bundle
+from kvviz.core.scenario import parse_scenario
+from kvviz.core.session import Session
 
 from .bounds import alarm, fuzz_scale, memory_cap
 

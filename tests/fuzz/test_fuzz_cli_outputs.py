@@ -54,7 +54,7 @@ def _make(folder: Path, what: str) -> Path:
 @FUZZ
 @given(what=st.sampled_from(TARGETS), text=st.text(max_size=200), capped=st.booleans())
 def test_the_atomic_writer_replaces_a_regular_file_or_nothing_and_refuses_the_rest(what, text, capped):
-    from kvviz.export.atomic import open_atomic
+    from kvviz.report.atomic import open_atomic
 
     with tempfile.TemporaryDirectory() as name, memory_cap(HEADROOM), alarm(SECONDS):
         folder = Path(name)
@@ -77,7 +77,7 @@ def test_the_atomic_writer_replaces_a_regular_file_or_nothing_and_refuses_the_re
 @FUZZ
 @given(pages=st.integers(1, 64), ops=st.integers(0, 12), step=st.none() | st.integers(0, 12))
 def test_run_json_refuses_before_its_first_line_or_stays_within_its_step_limit(pages, ops, step):
-    import kvviz.limits as limits
+    import kvviz.core.limits as limits
     from kvviz.cli import cli
 
     script = f"cache trie pages={pages} tokens_per_page=1\n" + "".join(
@@ -90,7 +90,7 @@ def test_run_json_refuses_before_its_first_line_or_stays_within_its_step_limit(p
             path = Path(name) / "s.kvs"
             path.write_text(script)
             # --snapshots: every state whole, as --step N writes its one (the changes form has its
-            # own bound, tests/model/test_run_json_changes.py).
+            # own bound, tests/report/test_run_json_changes.py).
             args = ["run", str(path), "--json", "--snapshots"] + ([] if step is None else ["--step", str(step)])
             result = CliRunner().invoke(cli, args, catch_exceptions=True)
     finally:

@@ -25,8 +25,8 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvviz.backends.kv_events.forest import Forest
-from kvviz.backends.kv_events.wire import Batch, DecodeError, decode_payload
+from kvviz.watch.forest import Forest
+from kvviz.watch.wire import Batch, DecodeError, decode_payload
 
 from .bounds import alarm, fuzz_scale, memory_cap
 

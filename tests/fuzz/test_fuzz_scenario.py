@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.cli import cli
-from kvviz.demos import demo_dir
-from kvviz.limits import MAX_SCENARIO_ERRORS
-from kvviz.model.scenario import ScenarioError, format_scenario, parse_scenario, parse_scenario_bytes
-from kvviz.model.scenario import parse as parse_module
+from kvviz.core.demos import demo_dir
+from kvviz.core.limits import MAX_SCENARIO_ERRORS
+from kvviz.core.scenario import ScenarioError, format_scenario, parse_scenario, parse_scenario_bytes
+from kvviz.core.scenario import parse as parse_module
 
 from .bounds import alarm, fuzz_scale, memory_cap
 

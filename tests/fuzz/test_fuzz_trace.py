@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.cli import cli
-from kvviz.limits import MAX_NUMBER
-from kvviz.model.scenario import parse_scenario_file
-from kvviz.trace.mooncake import TraceFormatError, read_trace
+from kvviz.core.limits import MAX_NUMBER
+from kvviz.core.scenario import parse_scenario_file
+from kvviz.core.mooncake import TraceFormatError, read_trace
 from kvviz.trace.replay import ReplayConfig
 from kvviz.trace.to_kvs import trace_to_scenario
 

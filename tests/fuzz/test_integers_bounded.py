@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvviz.cli import cli
-from kvviz.jsonread import JsonNumberTooLong, loads
-from kvviz.limits import MAX_JSON_INT_DIGITS
+from kvviz.core.jsonread import JsonNumberTooLong, loads
+from kvviz.core.limits import MAX_JSON_INT_DIGITS
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "kv-events"
 VLLM = DATA / "vllm-0.33.0-conversation-400.jsonl"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from kvviz.backends.kv_events.wire import WATCH_EXTRA_MISSING
+from kvviz.watch.wire import WATCH_EXTRA_MISSING
 from kvviz.backends.registry import INSTALL_SHORTFIN
-from kvviz.cli.serve_command import SERVE_EXTRA_MISSING
+from kvviz.serve.command import SERVE_EXTRA_MISSING
 
 SENTENCE = re.compile(r'kvviz (\w+) needs the (\w+) extra: install it with: pip install -e "\.\[(\w+)\]"')
 

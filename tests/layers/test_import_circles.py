@@ -104,33 +104,33 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> list[Path]:
 
 def test_a_type_only_circle_is_a_circle(tmp_path):
     files = _tree(tmp_path, {
-        "kvviz/model/expect.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .session import Frame\n",
-        "kvviz/model/session.py": "from .expect import evaluate\n",
+        "kvviz/core/expect.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .session import Frame\n",
+        "kvviz/core/session.py": "from .expect import evaluate\n",
     })
-    assert circles(import_graph(files, tmp_path)) == [["kvviz.model.expect", "kvviz.model.session"]]
+    assert circles(import_graph(files, tmp_path)) == [["kvviz.core.expect", "kvviz.core.session"]]
 
 
 def test_a_circle_through_a_function_and_a_third_module_is_found(tmp_path):
     files = _tree(tmp_path, {
-        "kvviz/export/a.py": "from . import b\n",
-        "kvviz/export/b.py": "def f():\n    from .c import x\n",
-        "kvviz/export/c.py": "import kvviz.export.a\n",
-        "kvviz/export/d.py": "from .a import y\n",
+        "kvviz/report/a.py": "from . import b\n",
+        "kvviz/report/b.py": "def f():\n    from .c import x\n",
+        "kvviz/report/c.py": "import kvviz.report.a\n",
+        "kvviz/report/d.py": "from .a import y\n",
     })
-    assert circles(import_graph(files, tmp_path)) == [["kvviz.export.a", "kvviz.export.b", "kvviz.export.c"]]
+    assert circles(import_graph(files, tmp_path)) == [["kvviz.report.a", "kvviz.report.b", "kvviz.report.c"]]
 
 
 def test_a_package_re_exporting_its_submodules_is_no_circle_but_a_name_of_its_own_is(tmp_path):
     re_export = _tree(tmp_path / "one", {
-        "kvviz/model/designs/__init__.py": "from .hash import DESIGN\n",
-        "kvviz/model/designs/hash.py": "from . import code\n",
-        "kvviz/model/designs/code.py": "",
+        "kvviz/core/designs/__init__.py": "from .hash import DESIGN\n",
+        "kvviz/core/designs/hash.py": "from . import code\n",
+        "kvviz/backends/code.py": "",
     })
     assert circles(import_graph(re_export, tmp_path / "one")) == []
     own_name = _tree(tmp_path / "two", {
-        "kvviz/model/designs/__init__.py": "from .hash import DESIGN\nclass Design: ...\n",
-        "kvviz/model/words.py": "from .designs import Design\n",
-        "kvviz/model/designs/hash.py": "from ..words import count\n",
+        "kvviz/core/designs/__init__.py": "from .hash import DESIGN\nclass Design: ...\n",
+        "kvviz/core/words.py": "from .designs import Design\n",
+        "kvviz/core/designs/hash.py": "from ..words import count\n",
     })
     assert circles(import_graph(own_name, tmp_path / "two")) == [
-        ["kvviz.model.designs", "kvviz.model.designs.hash", "kvviz.model.words"]]
+        ["kvviz.core.designs", "kvviz.core.designs.hash", "kvviz.core.words"]]

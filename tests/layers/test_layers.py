@@ -5,7 +5,7 @@ hide an edge the way it hid ``export/svg.py -> app`` before.
 
     kvcore                                   imports only the standard library
     kvviz.model / backends / trace / export  never textual, click, kvviz.ui or kvviz.cli
-    kvviz.backends                           never kvviz.model.session (the session drives backends)
+    kvviz.backends                           never kvviz.core.session (the session drives backends)
     kvviz.ui                                 never kvviz.cli (the CLI starts the UI, not the reverse)
 """
 
@@ -19,11 +19,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PURE = ("kvviz.model", "kvviz.backends", "kvviz.trace", "kvviz.export", "kvviz.limits", "kvviz.demos", "kvviz.samples")
+PURE = ("kvviz.model", "kvviz.backends", "kvviz.trace", "kvviz.report", "kvviz.core.limits", "kvviz.core.demos", "kvviz.samples")
 RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     # (importers, what they must not import)
     (PURE, ("textual", "click", "kvviz.ui", "kvviz.cli")),
-    (("kvviz.backends",), ("kvviz.model.session",)),
+    (("kvviz.backends",), ("kvviz.core.session",)),
     (("kvviz.ui",), ("kvviz.cli",)),
     # kvviz serve runs the app in the processes it starts: it never loads the UI or the CLI.
     (("kvviz.serve",), ("kvviz.ui", "kvviz.cli", "textual.app", "click")),
@@ -32,7 +32,7 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """``kvviz/ui/app.py`` -> ``kvviz.ui.app``; a package's ``__init__.py`` is the package."""
+    """``kvviz/explore/app.py`` -> ``kvviz.explore.app``; a package's ``__init__.py`` is the package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -96,20 +96,20 @@ def test_every_module_keeps_to_its_layer():
 
 
 @pytest.mark.parametrize(("module", "source", "edge"), [
-    ("kvviz/export/svg.py", "def f():\n    from ..ui.app import screenshot_svg\n", "kvviz.ui.app"),
+    ("kvviz/report/svg.py", "def f():\n    from ..ui.app import screenshot_svg\n", "kvviz.explore.app"),
     ("kvviz/cli/x.py", "", None),  # the CLI may import anything
-    ("kvviz/model/session.py", "def f():\n    import textual.app\n", "textual.app"),
+    ("kvviz/core/session.py", "def f():\n    import textual.app\n", "textual.app"),
     ("kvviz/trace/replay.py", "class C:\n    def m(self):\n        from kvviz.cli import common\n", "kvviz.cli"),
     ("kvviz/backends/registry.py", "def f():\n    from ..model.session import kvcore_backend\n",
-     "kvviz.model.session"),
+     "kvviz.core.session"),
     ("kvviz/backends/commands.py", "import click\n", "click"),
-    ("kvviz/ui/app.py", "def f():\n    from ..cli.common import settle_heap\n", "kvviz.cli.common"),
-    ("kvviz/ui/app.py", "from ..model.session import Session\n", None),  # the UI may read the model
+    ("kvviz/explore/app.py", "def f():\n    from ..cli.common import settle_heap\n", "kvviz.commands"),
+    ("kvviz/explore/app.py", "from ..model.session import Session\n", None),  # the UI may read the model
     ("kvcore/trie.py", "def f():\n    import rich\n", "rich"),
     ("kvcore/trie.py", "def f():\n    import numpy\n", "numpy"),
     ("kvcore/trie.py", "import heapq\nfrom .heap import x\n", None),
-    ("kvviz/export/__init__.py", "from .bundle import x\nfrom ..ui import screenshot\n", "kvviz.ui"),
-    ("kvviz/serve/server.py", "def f():\n    from ..ui.app import make_app\n", "kvviz.ui.app"),
+    ("kvviz/report/__init__.py", "from .bundle import x\nfrom ..ui import screenshot\n", "kvviz.ui"),
+    ("kvviz/serve/server.py", "def f():\n    from ..ui.app import make_app\n", "kvviz.explore.app"),
     ("kvviz/serve/server.py", "from textual_serve.server import Server\n", None),  # textual-serve is its engine
 ])
 def test_the_checker_catches_an_edge_even_inside_a_function(tmp_path, module, source, edge):
@@ -124,6 +124,6 @@ def test_the_checker_catches_an_edge_even_inside_a_function(tmp_path, module, so
 
 
 def test_relative_imports_resolve_against_the_package():
-    assert "kvviz.ui.app" in imports_of("from ..ui.app import make_app\n", "kvviz.export.svg")
-    assert "kvviz.export.bundle" in imports_of("from .bundle import x\n", "kvviz.export", is_package=True)
-    assert "kvviz.model.session.Session" in imports_of("from .session import Session\n", "kvviz.model.why")
+    assert "kvviz.explore.app" in imports_of("from ..ui.app import make_app\n", "kvviz.report.svg")
+    assert "kvviz.report.bundle" in imports_of("from .bundle import x\n", "kvviz.report", is_package=True)
+    assert "kvviz.core.session.Session" in imports_of("from .session import Session\n", "kvviz.core.why")

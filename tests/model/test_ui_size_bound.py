@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from kvviz.cli import cli
-from kvviz.cli.common import BadInput, refuse_ui_too_big
-from kvviz.limits import MAX_UI_OP_PAGES
-from kvviz.model import session as session_module
-from kvviz.model.scenario import parse_scenario
+from kvviz.commands import BadInput, refuse_ui_too_big
+from kvviz.core.limits import MAX_UI_OP_PAGES
+from kvviz.core import session as session_module
+from kvviz.core.scenario import parse_scenario
 
 
 def big_last(pages: int, tokens_per_page: int = 1) -> str:

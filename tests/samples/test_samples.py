@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvviz.backends.kv_events.recording import RecordingError, read_recording
+from kvviz.watch.recording import RecordingError, read_recording
 from kvviz.cli import cli
 from kvviz.samples import SAMPLES, UnknownSample, open_data, resolve, sample_names
-from kvviz.trace.mooncake import read_trace
+from kvviz.core.mooncake import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"  # what the samples were made from, beside the checkout
@@ -106,7 +106,7 @@ def test_kvviz_help_samples_lists_every_sample():
 
 
 def test_kvviz_serve_watch_runs_the_sample_file_whatever_folder_its_apps_start_in(tmp_path, monkeypatch):
-    from kvviz.cli.serve_command import served_command
+    from kvviz.serve.command import served_command
 
     monkeypatch.chdir(tmp_path)
     words, title = served_command(("watch", "--replay-file", "vllm-conversation"), cli)

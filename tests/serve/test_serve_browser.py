@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.demos import demo_names
+from kvviz.core.demos import demo_names
 
 from .served import CHROMIUM, GONE_SECONDS, START_SECONDS, group_members, kill_group, poll, served
 

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvviz.cli import cli
-from kvviz.cli.serve_command import demo_pages, served_command
-from kvviz.demos import demo_names
+from kvviz.serve.command import demo_pages, served_command
+from kvviz.core.demos import demo_names
 from kvviz.serve.plan import ServedPage, ServePlan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import sys
 import click
 import pytest
 
-from kvviz.cli.serve_command import _sessions_by_memory
-from kvviz.limits import MAX_SERVE_MEMORY_BYTES
+from kvviz.serve.command import _sessions_by_memory
+from kvviz.core.limits import MAX_SERVE_MEMORY_BYTES
 from kvviz.serve.sessions import measure_tab
 
 MIB = 2**20

@@ -15,10 +15,10 @@ import os
 
 import pytest
 
-from kvviz.demos import load_demo
-from kvviz.export.bundle import open_bundle
-from kvviz.model.session import Session
-from kvviz.ui.app import KvvizApp, make_app
+from kvviz.core.demos import load_demo
+from kvviz.report.bundle import open_bundle
+from kvviz.core.session import Session
+from kvviz.explore.app import KvvizApp, make_app
 
 SIZE = (120, 40)
 

@@ -80,7 +80,7 @@ DESIGNS = ("trie", "hash")
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """What the replay reads of a request (``kvviz.trace.mooncake.TraceRequest`` fits too)."""
+    """What the replay reads of a request (``kvviz.core.mooncake.TraceRequest`` fits too)."""
 
     input_length: int
     hash_ids: tuple[int, ...]

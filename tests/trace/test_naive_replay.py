@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvcore import POLICIES
-from kvviz.trace.mooncake import TraceRequest, read_trace
+from kvviz.core.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import ReplayConfig, replay
 
 from .naive_replay import POLICY_KEYS, NaiveHashBlocks, Request, chain_reuse, naive_replay, read_requests

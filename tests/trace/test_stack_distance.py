@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.trace.mooncake import TraceRequest, read_trace
+from kvviz.core.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import ReplayConfig, replay
 from kvviz.trace.stack_distance import lru_curve
 
@@ -129,7 +129,7 @@ def test_a_capped_last_block_counts_only_the_input_length():
 
 
 def test_an_input_running_past_its_last_block_hits_only_its_full_blocks_as_the_replay_does():
-    # Your own traffic (kvviz.trace.traffic): a prompt's partial last block gets no hash id, so
+    # Your own traffic (kvviz.core.traffic): a prompt's partial last block gets no hash id, so
     # its input runs past its blocks; the tail is never a hit, and the pass must not add it.
     requests = [TraceRequest(i, i + 1, i, 3 * PAGE + 13, 1, (1, 2, 3)) for i in range(2)]
     curve = lru_curve(requests)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvviz.cli.trace_command import parse_capacity, trace
+from kvviz.trace.command import parse_capacity, trace
 from kvviz.trace.plot import hit_rate_plot
 from kvviz.trace.replay import ReplayResult
 
@@ -167,7 +167,7 @@ def test_times_in_ascii_with_signed_exponents_are_read(small):
 def test_a_capacity_far_beyond_the_trace_costs_memory_only_for_its_blocks(small):
     import tracemalloc
 
-    from kvviz.trace.mooncake import read_trace
+    from kvviz.core.mooncake import read_trace
     from kvviz.trace.replay import ReplayConfig, replay
 
     requests = read_trace(small).requests
@@ -202,18 +202,18 @@ def test_a_line_nested_a_thousand_deep_is_one_line_of_error_or_a_skipped_line(tm
 def test_a_trace_beyond_the_block_limit_is_refused_before_the_replay(small, monkeypatch):
     import importlib
 
-    import kvviz.trace.mooncake
+    import kvviz.core.mooncake
 
     replay_module = importlib.import_module("kvviz.trace.replay")  # kvviz.trace.replay is also a function
 
-    monkeypatch.setattr(kvviz.trace.mooncake, "MAX_TRACE_BLOCKS", 9)  # small.jsonl holds exactly 9 blocks
+    monkeypatch.setattr(kvviz.core.mooncake, "MAX_TRACE_BLOCKS", 9)  # small.jsonl holds exactly 9 blocks
     assert run(small, "--json").exit_code == 0
-    monkeypatch.setattr(kvviz.trace.mooncake, "MAX_TRACE_BLOCKS", 8)
+    monkeypatch.setattr(kvviz.core.mooncake, "MAX_TRACE_BLOCKS", 8)
     result = run(small, "--on-error", "skip")
     assert result.exit_code == 2
     assert result.stderr == (f"kvviz: error: {small}:3: the trace holds more than 8 blocks up to here, more than "
                              "kvviz replays at once: read fewer requests (--first N)\n")
-    monkeypatch.setattr(kvviz.trace.mooncake, "MAX_TRACE_BLOCKS", 9)
+    monkeypatch.setattr(kvviz.core.mooncake, "MAX_TRACE_BLOCKS", 9)
     monkeypatch.setattr(replay_module, "MAX_TRACE_BLOCKS", 9)
     assert run(small, "--with-output").exit_code == 2  # 9 prompt blocks + output blocks
     assert "kvviz replays at most 9" in run(small, "--with-output").stderr
@@ -229,7 +229,7 @@ def test_to_kvs_refuses_to_replace_the_trace_it_reads(small):
 
 
 def test_to_kvs_never_writes_a_scenario_check_would_refuse(tmp_path):
-    from kvviz.model.scenario import parse_scenario_file
+    from kvviz.core.scenario import parse_scenario_file
 
     path = tmp_path / "max.jsonl"
     path.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [9223372036854775807]}\n'
@@ -309,11 +309,11 @@ def test_base_and_concurrency_flags_reach_the_replay():
 
 
 def test_ui_opens_a_lazy_timeline_of_the_first_requests(small, monkeypatch):
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     opened = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
-    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    monkeypatch.setattr(kvviz.trace.command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.trace.command, "require_terminal", lambda: None)
     result = run(small, "--ui", "--first", "2")
     assert result.exit_code == 0, result.output
     (session,) = opened
@@ -332,12 +332,12 @@ def test_ui_builds_its_timeline_with_the_collector_paused_and_runs_it_again_afte
     # quarter of the CPU time of opening a 3,000-step trace. The app settles the heap later.
     import gc
 
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     collecting = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui",
+    monkeypatch.setattr(kvviz.trace.command, "launch_ui",
                         lambda session, step=None: collecting.append(gc.isenabled()))
-    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    monkeypatch.setattr(kvviz.trace.command, "require_terminal", lambda: None)
     assert gc.isenabled()
     result = run(small, "--ui", "--first", "2")
     assert result.exit_code == 0, result.output
@@ -346,22 +346,22 @@ def test_ui_builds_its_timeline_with_the_collector_paused_and_runs_it_again_afte
 
 
 def test_ui_freezes_what_it_built_before_the_app_starts(small, monkeypatch):
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     order = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "freeze_heap", lambda: order.append("freeze"))
-    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: order.append(len(session)))
-    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    monkeypatch.setattr(kvviz.trace.command, "freeze_heap", lambda: order.append("freeze"))
+    monkeypatch.setattr(kvviz.trace.command, "launch_ui", lambda session, step=None: order.append(len(session)))
+    monkeypatch.setattr(kvviz.trace.command, "require_terminal", lambda: None)
     assert run(small, "--ui", "--first", "2").exit_code == 0
     assert order == ["freeze", 7]  # the session of 6 ops was built before, and the app starts after
 
 
 def test_the_ui_shows_each_steps_op_and_expects_in_the_scenario_language(small, monkeypatch):
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     opened = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
-    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    monkeypatch.setattr(kvviz.trace.command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.trace.command, "require_terminal", lambda: None)
     assert run(small, "--ui", "--capacity-tokens", "unlimited").exit_code == 0
     (session,) = opened
     assert [s.op_text for s in session.summaries[1:4]] == ["acquire q0001 1..3", "publish q0001", "release q0001"]
@@ -373,11 +373,11 @@ def test_the_ui_shows_each_steps_op_and_expects_in_the_scenario_language(small, 
 
 @needs_data
 def test_the_ui_defaults_to_a_capacity_that_evicts_so_there_are_evictions_to_step_to(monkeypatch):
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     opened = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
-    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    monkeypatch.setattr(kvviz.trace.command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.trace.command, "require_terminal", lambda: None)
     assert run(CONVERSATION, "--ui", "--first", "300").exit_code == 0
     assert run(CONVERSATION, "--ui", "--first", "300", "--capacity-tokens", "unlimited").exit_code == 0
     default, unlimited = opened
@@ -404,24 +404,24 @@ def test_a_file_of_only_bad_lines_is_one_line_of_error_even_when_skipping(tmp_pa
 
 
 def test_ui_without_a_terminal_is_refused_before_the_trace_is_read(small, monkeypatch):
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     read = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "read_trace", lambda *a, **k: read.append(a))
+    monkeypatch.setattr(kvviz.trace.command, "read_trace", lambda *a, **k: read.append(a))
     result = run(small, "--ui")
     assert (result.exit_code, read) == (2, [])
     assert result.stderr.startswith("kvviz: error: the UI needs a terminal") and "drop --ui" in result.stderr
 
 
 def test_a_publish_of_many_blocks_is_narrated_as_ranges_not_page_by_page(tmp_path, monkeypatch):
-    import kvviz.cli.trace_command
+    import kvviz.trace.command
 
     path = tmp_path / "long.jsonl"
     path.write_text('{"timestamp": 0, "input_length": 6000, "output_length": 5, "hash_ids": '
                     f'{list(range(1, 13))}}}\n')
     opened = []
-    monkeypatch.setattr(kvviz.cli.trace_command, "launch_ui", lambda session, step=None: opened.append(session))
-    monkeypatch.setattr(kvviz.cli.trace_command, "require_terminal", lambda: None)
+    monkeypatch.setattr(kvviz.trace.command, "launch_ui", lambda session, step=None: opened.append(session))
+    monkeypatch.setattr(kvviz.trace.command, "require_terminal", lambda: None)
     assert run(path, "--ui", "--capacity-tokens", "unlimited").exit_code == 0
     (session,) = opened
     acquire, publish = session.frame(1).explanation, session.frame(2).explanation

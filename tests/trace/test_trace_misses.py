@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvviz.cli.trace_command import trace
+from kvviz.trace.command import trace
 from kvviz.trace.misses import MISS_CLASSES, miss_breakdown, trace_misses
-from kvviz.trace.mooncake import TraceRequest, read_trace
+from kvviz.core.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import ReplayConfig, replay
 
 TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "mooncake" / "conversation_trace.jsonl"
@@ -85,7 +85,7 @@ prompts = st.lists(st.lists(st.integers(0, 2), min_size=0, max_size=12), min_siz
 
 @given(prompts, st.sampled_from(["trie", "hash"]), st.sampled_from([None, 8, 24]))
 def test_the_classes_add_up_to_the_misses_and_capacity_is_zero_when_unlimited(prompts, design, capacity):
-    from kvviz.trace.traffic import traffic_request
+    from kvviz.core.traffic import traffic_request
 
     interned: dict = {}
     requests = []

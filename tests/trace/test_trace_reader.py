@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.trace.mooncake import TraceFormatError, parse_line, prefix_reuse, read_trace
+from kvviz.core.mooncake import TraceFormatError, parse_line, prefix_reuse, read_trace
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data" / "mooncake"
 CONVERSATION = DATA / "conversation_trace.jsonl"
@@ -142,7 +142,7 @@ def test_first_counts_valid_requests_not_lines(tmp_path):
 
 
 def test_prefix_reuse_counts_leading_blocks_seen_before_capped_at_the_input():
-    from kvviz.trace.mooncake import TraceRequest
+    from kvviz.core.mooncake import TraceRequest
 
     requests = [
         TraceRequest(0, 1, 0, 1500, 0, (1, 2, 3)),
@@ -166,9 +166,9 @@ def test_the_trace_model_imports_neither_rich_nor_textual_and_the_command_no_tex
         out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
         return set(out.stdout.split())
 
-    model = top_modules("import kvviz.trace, kvviz.trace.mooncake, kvviz.trace.replay, kvviz.trace.to_kvs")
+    model = top_modules("import kvviz.trace, kvviz.core.mooncake, kvviz.trace.replay, kvviz.trace.to_kvs")
     assert "rich" not in model and "textual" not in model
-    assert "textual" not in top_modules("import kvviz.cli.trace_command")
+    assert "textual" not in top_modules("import kvviz.trace.command")
 
 
 def test_skip_counts_every_bad_line_but_lists_only_the_first_thousand(tmp_path):
@@ -186,7 +186,7 @@ def _padded(size: int) -> bytes:
 
 
 def test_a_line_of_exactly_the_size_limit_is_read_and_one_byte_more_is_refused(tmp_path):
-    from kvviz.limits import MAX_TRACE_LINE_BYTES
+    from kvviz.core.limits import MAX_TRACE_LINE_BYTES
 
     at_limit = _padded(MAX_TRACE_LINE_BYTES)
     assert len(at_limit) == MAX_TRACE_LINE_BYTES
@@ -197,7 +197,7 @@ def test_a_line_of_exactly_the_size_limit_is_read_and_one_byte_more_is_refused(t
 
 
 def test_nesting_at_the_limit_is_parsed_and_one_level_deeper_is_refused():
-    from kvviz.limits import MAX_TRACE_NESTING
+    from kvviz.core.limits import MAX_TRACE_NESTING
 
     def nested(depth):  # the object is depth 1, so the extra field holds depth - 1 lists
         return line()[:-1] + ', "x": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvcore import PagePool, TriePagedAttentionCache, BasePagedAttentionCache
-from kvviz.trace.mooncake import TraceRequest, read_trace
+from kvviz.core.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import ReplayConfig, output_blocks, replay, sweep, sweep_capacities
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data" / "mooncake"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvviz.cli.trace_command import trace
-from kvviz.trace.mooncake import TraceRequest, read_trace
+from kvviz.trace.command import trace
+from kvviz.core.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import (
     ONE_PASS,
     ReplayConfig,

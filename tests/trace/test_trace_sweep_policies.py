@@ -11,8 +11,8 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from kvviz.cli.trace_command import trace
-from kvviz.trace.mooncake import prefix_reuse, read_trace
+from kvviz.trace.command import trace
+from kvviz.core.mooncake import prefix_reuse, read_trace
 from kvviz.trace.plot import CURVE_MARKS, Curve, hit_rate_curves, percent
 from kvviz.trace.replay import (
     ReplayConfig,

@@ -17,8 +17,8 @@ from dataclasses import asdict
 import pytest
 from click.testing import CliRunner
 
-from kvviz.cli.trace_command import trace
-from kvviz.trace.mooncake import read_trace
+from kvviz.trace.command import trace
+from kvviz.core.mooncake import read_trace
 from kvviz.trace.plot import LINE_MARK
 from kvviz.trace.replay import ReplayConfig, TraceChanged, TraceSource, sweep_capacities, sweep_choices
 

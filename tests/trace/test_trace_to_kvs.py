@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.model.scenario import parse_scenario
-from kvviz.model.session import Session
-from kvviz.trace.mooncake import TraceRequest, read_trace
+from kvviz.core.scenario import parse_scenario
+from kvviz.core.session import Session
+from kvviz.core.mooncake import TraceRequest, read_trace
 from kvviz.trace.replay import ReplayConfig
 from kvviz.trace.to_kvs import trace_to_scenario
 

@@ -10,9 +10,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kvviz.cli.trace_command import trace
+from kvviz.trace.command import trace
 from kvviz.trace.misses import miss_breakdown, trace_misses
-from kvviz.trace.mooncake import TraceFormatError, read_trace
+from kvviz.core.mooncake import TraceFormatError, read_trace
 from kvviz.trace.replay import ReplayConfig, TraceSource, replay
 
 LINES = [
@@ -64,7 +64,7 @@ def test_text_is_cut_by_the_tokenizer_also_when_a_sweep_worker_reads_it_again(tm
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)["result"]
     assert data["hit_tokens"] == 4 and data["misses"]["diverged"]["tokens"] == 2  # "a red" leaves "on the"
-    from kvviz.model.tokenizer_file import load_tokenizer
+    from kvviz.core.tokenizer_file import load_tokenizer
 
     requests = read_trace(path, block_tokens=2, tokenize=load_tokenizer(str(tokenizer)).encode).requests
     assert requests[0].input_length == len(ids("the cat sat on the mat"))

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from ui_fixtures import lru_session, small_session, violation_session  # noqa: E402
 
-from kvviz.ui.app import make_app  # noqa: E402
+from kvviz.explore.app import make_app  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

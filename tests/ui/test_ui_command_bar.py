@@ -4,9 +4,9 @@ and saving the script."""
 
 from __future__ import annotations
 
-from kvviz.model.scenario import parse_scenario_file
+from kvviz.core.scenario import parse_scenario_file
 from kvviz.ui.screens.branch_screen import BranchScreen
-from kvviz.ui.widgets.command_bar import complete
+from kvviz.explore.command_bar import complete
 from kvviz.ui.screens.prompt_screen import PromptScreen
 
 SIZE = (100, 30)

@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`kvviz compare` in the UI: two configurations side by side (kvviz/ui/diff_app.py on a
+"""`kvviz compare` in the UI: two configurations side by side (kvviz/compare/app.py on a
 compare run), with running counters per side."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvviz.demos import load_demo
-from kvviz.model.compare import SideSpec, run_compare
-from kvviz.model.view import NODE
-from kvviz.ui.diff_app import DiffApp, make_diff_app
+from kvviz.core.demos import load_demo
+from kvviz.compare.engine import SideSpec, run_compare
+from kvviz.core.view import NODE
+from kvviz.compare.app import DiffApp, make_diff_app
 from kvviz.ui.widgets.trie_view import TrieView
 
 SIZE = (160, 45)

@@ -161,7 +161,7 @@ async def test_question_mark_opens_help_listing_keys_and_legend(app_on, small):
 
 
 def test_help_documents_every_app_key():
-    from kvviz.ui.screens.timeline_screen import TimelineScreen
+    from kvviz.explore.timeline_screen import TimelineScreen
 
     documented = " ".join(key for key, _ in KEYS)
     names = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?", "colon": ":",

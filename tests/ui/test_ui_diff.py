@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``kvviz diff --ui``: kvcore and shortfin side by side (kvviz/ui/diff_app.py)."""
+"""``kvviz diff --ui``: kvcore and shortfin side by side (kvviz/compare/app.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ pytest.importorskip("shortfin")
 
 from click.testing import CliRunner
 
-from kvviz.ui.diff_app import DiffApp, make_diff_app
-from kvviz.model.compare import run_diff
-from kvviz.model.scenario import parse_scenario_file
+from kvviz.compare.app import DiffApp, make_diff_app
+from kvviz.compare.engine import run_diff
+from kvviz.core.scenario import parse_scenario_file
 
 ROOT = Path(__file__).resolve().parents[2]
 B9 = ROOT / "demos" / "shortfin-b9-lookup-no-ref.kvs"
@@ -95,7 +95,7 @@ async def test_stepping_changes_both_columns_and_d_jumps_back(b9_run):
 async def test_a_selection_lands_in_the_column_whose_view_made_it(b9_run):
     """Each view's selection message names the view (``message.control``); the diff app
     uses it to put the selection in that column only."""
-    from kvviz.model.view import NODE, PAGE
+    from kvviz.core.view import NODE, PAGE
     from kvviz.ui.widgets.page_grid import PageGrid
     from kvviz.ui.widgets.trie_view import TrieView
 
@@ -122,11 +122,11 @@ def test_snapshot_at_the_divergence(snap_compare, b9_run):
 
 
 def test_cli_diff_ui_calls_run_diff_app(monkeypatch):
-    import kvviz.cli.diff_command
+    import kvviz.compare.diff_command
     from kvviz.cli import cli
 
     calls = []
-    monkeypatch.setattr(kvviz.cli.diff_command, "launch_diff_ui", lambda run: calls.append(run))
+    monkeypatch.setattr(kvviz.compare.diff_command, "launch_diff_ui", lambda run: calls.append(run))
     result = CliRunner().invoke(cli, ["diff", str(B9), "--ui"], prog_name="kvviz")
     assert len(calls) == 1, result.output
     assert calls[0].divergence.step == 5

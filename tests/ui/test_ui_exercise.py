@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.demos import load_demo
-from kvviz.model.exercise import MOVE_KINDS, build_exercise
-from kvviz.model.session import Session
-from kvviz.ui.screens.exercise_screen import make_exercise_app
+from kvviz.core.demos import load_demo
+from kvviz.teach.exercise import MOVE_KINDS, build_exercise
+from kvviz.core.session import Session
+from kvviz.teach.exercise_screen import make_exercise_app
 from kvviz.ui.widgets.cache_column import CacheColumn
-from kvviz.ui.widgets.move_panel import MovePanel
+from kvviz.teach.move_panel import MovePanel
 
 SIZE = (140, 42)
 WHERE = {"stop": "lru", "take": "lru", "victim": "lru", "swap": "lru", "dedup": "dedup", "drop": "hash-vs-trie"}

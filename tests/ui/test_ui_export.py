@@ -7,9 +7,9 @@ import json
 
 from click.testing import CliRunner
 
-from kvviz.ui.screenshot import screenshot_svg
+from kvviz.explore.screenshot import screenshot_svg
 from kvviz.cli import cli
-from kvviz.export.bundle import open_bundle
+from kvviz.report.bundle import open_bundle
 
 SIZE = (100, 30)
 
@@ -34,7 +34,7 @@ async def test_e_writes_bundle_markdown_and_svg_of_the_current_step(app_on, smal
 
 
 async def test_export_goes_to_the_current_directory_without_an_export_dir(small, tmp_path):
-    from kvviz.ui.app import make_app
+    from kvviz.explore.app import make_app
 
     app = make_app(small, 2, animations=False, cursor_blink=False)
     async with app.run_test(size=SIZE):

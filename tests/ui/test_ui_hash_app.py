@@ -5,10 +5,10 @@ session of another design swaps the views back."""
 
 from __future__ import annotations
 
-from kvviz.demos import load_demo
-from kvviz.model.hash_view import free_queue_title
-from kvviz.model.session import Session
-from kvviz.model.view import PAGE
+from kvviz.core.demos import load_demo
+from kvviz.core.hash_view import free_queue_title
+from kvviz.core.session import Session
+from kvviz.core.view import PAGE
 from kvviz.ui.widgets.block_view import BlockView
 
 SIZE = (160, 45)

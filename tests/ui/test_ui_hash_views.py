@@ -15,13 +15,13 @@ import kvcore
 from kvcore import Snapshot
 from kvcore.hashblock import HashBlockPagedAttentionCache
 from kvviz.backends.kvcore_backend import KvcoreBackend
-from kvviz.demos import load_demo
-from kvviz.model.compare import SideSpec, run_compare
-from kvviz.model.hash_view import EvictedBlock, NotAHashSnapshot, QueueEntry, block_lines, free_queue_title
-from kvviz.model.scenario import CacheConfig, parse_command, parse_scenario_file
-from kvviz.model.session import Session
-from kvviz.model.view import PAGE, FrameView
-from kvviz.ui.diff_app import make_diff_app
+from kvviz.core.demos import load_demo
+from kvviz.compare.engine import SideSpec, run_compare
+from kvviz.core.hash_view import EvictedBlock, NotAHashSnapshot, QueueEntry, block_lines, free_queue_title
+from kvviz.core.scenario import CacheConfig, parse_command, parse_scenario_file
+from kvviz.core.session import Session
+from kvviz.core.view import PAGE, FrameView
+from kvviz.compare.app import make_diff_app
 from kvviz.ui.themes import set_up_appearance, variable_defaults
 from kvviz.ui.widgets.block_view import UNREACHABLE, BlockView
 from kvviz.ui.widgets.free_queue_view import FreeQueueView

@@ -10,9 +10,9 @@ from pathlib import Path
 from textual.content import Content
 from textual.theme import BUILTIN_THEMES
 
-from kvviz.ui.app import slug
+from kvviz.explore.app import slug
 from kvviz.ui.themes import KV_VARIABLES, THEMES, variable_defaults
-from kvviz.model.view import literal
+from kvviz.core.view import literal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,6 +42,6 @@ def test_export_names_are_short_slugs_cut_at_a_word():
 
 
 def test_the_selection_rules_import_no_textual():
-    code = "import sys, kvviz.model.view; print('textual' in sys.modules)"
+    code = "import sys, kvviz.core.view; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import kvcore
 from kvviz.backends.kvcore_backend import KvcoreBackend, kvcore_backend
-from kvviz.model.scenario import CacheConfig, parse_command
-from kvviz.model.session import Session
+from kvviz.core.scenario import CacheConfig, parse_command
+from kvviz.core.session import Session
 
 SIZE = (120, 40)
 PLANTED_AT_TICK = 30
@@ -103,7 +103,7 @@ async def test_a_timeline_with_nothing_deferred_calls_the_hook_after_the_first_p
 
 async def test_the_first_paint_starts_the_idle_work(app_on, monkeypatch):
     # Textual's Ready (the first frame is on screen) is what starts it: polled, with a bound.
-    from kvviz.ui.app import KvvizApp
+    from kvviz.explore.app import KvvizApp
 
     started = []
     monkeypatch.setattr(KvvizApp, "work_while_idle", lambda app: started.append(app.session.deferred_checks))

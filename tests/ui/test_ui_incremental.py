@@ -8,15 +8,15 @@ No wall clock: the tests count what ran and in which order, and compare pictures
 
 from __future__ import annotations
 
-from kvviz.model.scenario import Op
-from kvviz.model.session import Session
-from tests.model.sessions import evicting_session as shared_evicting_session
+from kvviz.core.scenario import Op
+from kvviz.core.session import Session
+from tests.core.sessions import evicting_session as shared_evicting_session
 
 SIZE = (120, 40)
 
 
 def evicting_session() -> Session:
-    """The sub-step tests' evicting op (tests/model/sessions.py), titled for the screen."""
+    """The sub-step tests' evicting op (tests/core/sessions.py), titled for the screen."""
     return shared_evicting_session(title="evicting")
 
 
@@ -250,7 +250,7 @@ async def test_a_step_into_an_op_keeps_only_the_state_it_shows_and_prefetches_th
         app_on, monkeypatch):
     # Step-in's cost (issue 21: <= 100 ms) is one snapshot, not a window of them: the rest of
     # the window is the prefetch's, after the frame.
-    from kvviz.model.substeps import OpSubSteps, STATE_WINDOW
+    from kvviz.core.substeps import OpSubSteps, STATE_WINDOW
 
     session = evicting_session()
     last = len(session) - 1

@@ -10,7 +10,7 @@ import re
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from kvviz.ui.screens import timeline_screen
+from kvviz.explore import timeline_screen
 from kvviz.ui.widgets.key_footer import KeyFooter
 
 SIZE = (140, 45)

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 from kvcore import events as ev
-from kvviz.demos import load_demo
-from kvviz.model.session import Session
-from kvviz.model.view import FrameView
+from kvviz.core.demos import load_demo
+from kvviz.core.session import Session
+from kvviz.core.view import FrameView
 from kvviz.ui.widgets.narration import narration_markup
 
 

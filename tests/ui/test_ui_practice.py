@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.model.quiz import feedback, questions
-from kvviz.ui.app import KvvizApp
-from kvviz.ui.practice import QuizRun
+from kvviz.teach.quiz import feedback, questions
+from kvviz.explore.app import KvvizApp
+from kvviz.explore.quiz_mode import QuizRun
 
 SIZE = (120, 40)
 
 
 def _export(session):
-    from kvviz.export.bundle import session_script
+    from kvviz.report.bundle import session_script
 
     return session_script(session), len(session)
 
@@ -47,9 +47,9 @@ async def test_p_and_the_palette_entry_switch_practice_on_and_off(app_on, lru):
 
 
 async def test_practice_on_a_hash_cache_asks_the_hash_caches_own_questions(app_on):
-    from kvviz.demos import load_demo
-    from kvviz.model.designs import design
-    from kvviz.model.session import Session
+    from kvviz.core.demos import load_demo
+    from kvviz.core.designs import design
+    from kvviz.core.session import Session
 
     app = app_on(Session.from_scenario(load_demo("hash-vs-trie")))
     async with app.run_test(size=SIZE) as pilot:
@@ -232,7 +232,7 @@ async def test_a_typed_op_keeps_the_score_and_the_answers(app_on, small):
         if app.practice.pending is not None:
             app.action_skip_question()
         asked = app.practice.tally.asked
-        from kvviz.model.scenario import parse_command
+        from kvviz.core.scenario import parse_command
 
         app.apply_op(parse_command("acquire z 1..4", small.live_names(), small.vocab))
         practice = app._current_practice()
@@ -251,7 +251,7 @@ def test_renewed_runs_keep_only_answers_to_the_same_question(lru, small):
 
 
 def test_launch_ui_opens_practice_mode_with_the_seed(monkeypatch, lru):
-    from kvviz.cli import common
+    from kvviz import commands as common
 
     started = []
     monkeypatch.setattr(common, "_run_app", started.append)
@@ -264,7 +264,7 @@ def test_launch_ui_opens_practice_mode_with_the_seed(monkeypatch, lru):
 
 @pytest.mark.parametrize("reveal", [False, True])
 def test_snapshot_question_and_reveal(snap_compare, lru, reveal):
-    from kvviz.ui.app import make_app
+    from kvviz.explore.app import make_app
 
     first = questions(lru, 0)[0]
     app = make_app(lru, first.step - 1, animations=False, cursor_blink=False, practice=True)
@@ -279,7 +279,7 @@ def test_snapshot_question_and_reveal(snap_compare, lru, reveal):
 
 
 async def test_the_hint_takes_the_key_lines_place(app_on, lru):
-    from kvviz.ui.practice import QUIZ_KEYS
+    from kvviz.explore.quiz_mode import QUIZ_KEYS
 
     first = questions(lru, 0)[0]
     app = app_on(lru, first.step - 1, practice=True)
@@ -293,8 +293,8 @@ async def test_the_hint_takes_the_key_lines_place(app_on, lru):
 
 
 async def test_a_choice_of_ten_or_more_is_typed_in_full_and_one_digit_never_answers_at_once(app_on):
-    from kvviz.model.scenario import parse_scenario
-    from kvviz.model.session import Session
+    from kvviz.core.scenario import parse_scenario
+    from kvviz.core.session import Session
 
     # 12 pages free before the release of r's 2 unpublished pages: the choices are 12 and up.
     session = Session.from_scenario(parse_scenario(
@@ -315,9 +315,9 @@ async def test_a_choice_of_ten_or_more_is_typed_in_full_and_one_digit_never_answ
 
 
 async def test_f_steps_into_the_sub_step_where_a_wrong_answer_parted(app_on):
-    from kvviz.model.generate import generate
-    from kvviz.model.scenario import parse_scenario
-    from kvviz.model.session import Session
+    from kvviz.teach.generate import generate
+    from kvviz.core.scenario import parse_scenario
+    from kvviz.core.session import Session
 
     # kvviz quiz --random --seed 0 --level medium: the cascade question at step 13
     session = Session.from_scenario(parse_scenario(generate(0, "medium")))
@@ -360,8 +360,8 @@ def _line_of_candidates_question(session):
 
 
 async def test_the_story_and_the_why_are_withheld_while_a_question_is_asked(app_on, lru):
-    from kvviz.model.view import PAGE, Selection
-    from kvviz.ui.practice import WITHHELD_STORY, WITHHELD_WHY
+    from kvviz.core.view import PAGE, Selection
+    from kvviz.explore.quiz_mode import WITHHELD_STORY, WITHHELD_WHY
 
     victim = _line_of_candidates_question(lru)
     story = lru.frame(victim.step - 1).story
@@ -409,7 +409,7 @@ async def test_leaving_practice_while_asking_shows_the_story_again(app_on, lru):
 
 def test_the_p_key_is_quiz_mode_in_the_footer_help_and_palette():
     from kvviz.ui.screens.help_screen import KEYS
-    from kvviz.ui.screens.timeline_screen import TimelineScreen
+    from kvviz.explore.timeline_screen import TimelineScreen
 
     binding = next(b for b in TimelineScreen.BINDINGS if getattr(b, "key", None) == "p")
     assert binding.description == "quiz"

@@ -12,8 +12,8 @@ the line on screen must be the line drawn afresh from the view's current rows.
 
 from __future__ import annotations
 
-from kvviz.model.scenario import CacheConfig, Op
-from kvviz.model.session import Session
+from kvviz.core.scenario import CacheConfig, Op
+from kvviz.core.session import Session
 from kvviz.ui.widgets.line_view import LineView
 
 SIZE = (120, 40)

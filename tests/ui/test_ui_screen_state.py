@@ -5,11 +5,11 @@ cache column titles the main screen and the side-by-side app alike."""
 
 from __future__ import annotations
 
-from kvviz.demos import load_demo
-from kvviz.model.compare import SideSpec, run_compare
-from kvviz.model.session import Session
-from kvviz.model.view import PAGE, Selection
-from kvviz.ui.diff_app import make_diff_app
+from kvviz.core.demos import load_demo
+from kvviz.compare.engine import SideSpec, run_compare
+from kvviz.core.session import Session
+from kvviz.core.view import PAGE, Selection
+from kvviz.compare.app import make_diff_app
 from kvviz.ui.stepping import Position
 
 SIZE = (120, 40)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from kvviz.model.view import ALLOCATION, NODE, PAGE, Selection, highlight_for
+from kvviz.core.view import ALLOCATION, NODE, PAGE, Selection, highlight_for
 
 SIZE = (100, 30)
 

@@ -4,7 +4,7 @@ looking at the report). Deterministic: animations and cursor blink off, no clock
 
 from __future__ import annotations
 
-from kvviz.ui.app import make_app
+from kvviz.explore.app import make_app
 
 SIZE = (100, 30)
 

@@ -4,7 +4,7 @@ showing kvcore's state after the sub-step with what it moves in focus; the narra
 sentence; the pseudo-code pane and a bug-museum demo's buggy code beside ours.
 
 Binding tests press keys; the rest call actions or set state. The sub-steps themselves are
-the model's (tests/model/test_substeps.py proves them); here each expectation is read from
+the model's (tests/core/test_substeps.py proves them); here each expectation is read from
 ``session.substeps(i)`` and compared with what the widgets draw.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 import pytest
 from rich.style import Style
 
-from kvviz.demos import load_demo
-from kvviz.model import pseudocode
-from kvviz.model.session import Session
-from kvviz.model.view import FrameView, later_neighbour, same_shape
-from kvviz.model.designs import design
-from test_ui_newcomer import reaches_a_session
+from kvviz.core.demos import load_demo
+from kvviz.core import pseudocode
+from kvviz.core.session import Session
+from kvviz.core.view import FrameView, later_neighbour, same_shape
+from kvviz.core.designs import design
+from test_ui_views_fit import reaches_a_session
 
 SIZE = (140, 44)
 CASCADE = 7  # eviction-cascade: acquire x evicts a chain leaf first, then its parent
@@ -97,7 +97,7 @@ async def test_left_at_the_first_substep_of_the_first_op_stays(app_on, small):
 
 
 async def test_escape_steps_out_first_then_clears_the_selection(app_on):
-    from kvviz.model.view import NODE, Selection
+    from kvviz.core.view import NODE, Selection
 
     app = app_on(demo("eviction-cascade"), step=CASCADE)
     async with app.run_test(size=SIZE) as pilot:
@@ -162,7 +162,7 @@ async def test_playing_runs_through_the_last_op_and_pauses_at_its_last_substep(a
 
 
 async def test_in_practice_mode_stepping_on_past_an_op_asks_the_next_steps_question_first(app_on, lru):
-    from kvviz.model.quiz import questions
+    from kvviz.teach.quiz import questions
 
     question = questions(lru, 0)[0]
     before = question.step - 1
@@ -486,7 +486,7 @@ def test_substeps_of_one_op_one_apart_are_neighbours_and_a_substep_is_no_whole_s
     session = demo("eviction-cascade")
     subs = session.substeps(CASCADE)
     frame = session.frame(CASCADE)
-    from kvviz.model.view import SubStepView, substep_frame
+    from kvviz.core.view import SubStepView, substep_frame
 
     def at(k):
         return FrameView(substep_frame(frame, subs.state(k - 1), subs.state(k), subs[k]),
@@ -538,7 +538,7 @@ SNAPSHOT_SIZE = (140, 44)
 
 def stepped_in(session, step, index, **opts):
     """A deterministic app showing sub-step ``index`` of step ``step``'s op."""
-    from kvviz.ui.app import make_app
+    from kvviz.explore.app import make_app
 
     app = make_app(session, step, animations=False, cursor_blink=False, **opts)
 

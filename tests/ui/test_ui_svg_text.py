@@ -9,7 +9,7 @@ import html
 import re
 
 from kvviz.ui.exporting import portable_svg
-from kvviz.ui.screenshot import screenshot_svg
+from kvviz.explore.screenshot import screenshot_svg
 
 TEXT = re.compile(r'<text [^>]*?x="([\d.]+)"[^>]*?textLength="([\d.]+)"[^>]*>([^<]*)</text>')
 

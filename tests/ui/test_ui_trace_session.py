@@ -9,8 +9,8 @@ from pathlib import Path
 
 from textual.widgets._footer import FooterKey
 
-from kvviz.model.session import Session
-from kvviz.trace.mooncake import read_trace
+from kvviz.core.session import Session
+from kvviz.core.mooncake import read_trace
 from kvviz.trace.replay import ReplayConfig
 from kvviz.trace.to_kvs import trace_to_scenario
 from kvviz.ui.widgets.allocation_table import AllocationTable

@@ -4,8 +4,8 @@ narration, the timeline marks, the why panel, themes."""
 
 from __future__ import annotations
 
-from kvviz.model.scenario import CacheConfig, parse_command
-from kvviz.model.session import Session
+from kvviz.core.scenario import CacheConfig, parse_command
+from kvviz.core.session import Session
 from kvviz.ui.widgets.timeline_bar import track_cells
 
 SIZE = (100, 30)
@@ -154,7 +154,7 @@ async def test_clicking_the_timeline_jumps_to_that_step(app_on, small):
 
 
 async def test_the_why_panel_answers_for_a_selected_evicted_page_and_an_allocation(app_on, small):
-    from kvviz.model.view import ALLOCATION, PAGE, Selection
+    from kvviz.core.view import ALLOCATION, PAGE, Selection
 
     app = app_on(small, step=9)
     async with app.run_test(size=SIZE):
@@ -179,9 +179,9 @@ async def test_built_in_and_kvviz_themes_all_render(app_on, small):
 
 async def test_the_heap_view_names_and_shows_the_policys_key():
     """Under lfu the heap is the LFU heap and each entry shows (hits, last_access, seq)."""
-    from kvviz.model.scenario import parse_scenario
-    from kvviz.model.session import Session
-    from kvviz.ui.app import make_app
+    from kvviz.core.scenario import parse_scenario
+    from kvviz.core.session import Session
+    from kvviz.explore.app import make_app
 
     script = ("cache trie pages=4 tokens_per_page=1 policy=lfu\n"
               "acquire a 1\npublish a\nrelease a\n"
@@ -204,7 +204,7 @@ async def test_the_heap_view_names_and_shows_the_policys_key():
 async def test_a_deep_chain_evicted_at_once_keeps_every_rows_guides_bounded(app_on):
     # A 1,500-page chain evicted by one acquire: its ghosts are a chain 1,500 deep. Guides grew
     # two columns a level, n² characters in all (a 100,000-page eviction took 20 GB).
-    from kvviz.model.scenario import parse_scenario
+    from kvviz.core.scenario import parse_scenario
     from kvviz.ui.widgets.trie_view import MAX_GUIDE_CHARS
 
     n = 1_500

@@ -9,12 +9,12 @@ import pytest
 from ui_watch_fixtures import (A2, A3, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage, message,
                                received, removed, stored, story, story_timeline)
 
-from kvviz.backends.kv_events.subscriber import NOTHING_ARRIVED_HINT, RankStats, SubscriberStats
-from kvviz.backends.kv_events.wire import key_label
-from kvviz.model.designs.events import DESIGN
-from kvviz.model.watch import WatchTimeline
+from kvviz.watch.subscriber import NOTHING_ARRIVED_HINT, RankStats, SubscriberStats
+from kvviz.watch.wire import key_label
+from kvviz.watch.events import DESIGN
+from kvviz.watch.timeline import WatchTimeline
 from kvviz.ui.screens.prompt_screen import PromptScreen
-from kvviz.ui.watch_app import KEYS, WatchHelpScreen, make_watch_app
+from kvviz.watch.app import KEYS, WatchHelpScreen, make_watch_app
 
 SIZE = (140, 40)
 
@@ -127,7 +127,7 @@ async def test_the_watch_help_is_a_100_wide_box_titled_for_the_watch_with_its_ow
     from textual.containers import VerticalScroll
     from textual.widgets import Static
 
-    from kvviz.ui.watch_app import LEGEND
+    from kvviz.watch.app import LEGEND
 
     app = live_app(story_timeline())
     async with app.run_test(size=SIZE) as pilot:
@@ -184,7 +184,7 @@ async def test_the_timer_drains_the_subscriber():
 
 
 async def test_a_backlog_is_drained_a_chunk_at_a_time_and_the_header_says_it_is_catching_up():
-    from kvviz.ui.watch_app import POLL_BATCH
+    from kvviz.watch.app import POLL_BATCH
 
     backlog = [received(message(seq, stored([seq + 1], parent=seq or None))) for seq in range(POLL_BATCH * 3 + 7)]
     subscriber = QueuedSubscriber(backlog)
@@ -354,7 +354,7 @@ async def test_a_small_terminal_still_shows_the_status_and_counts(size):
 
 
 async def test_e_exports_the_step_shown_as_a_bundle_a_report_and_a_picture(tmp_path):
-    from kvviz.export.watch_bundle import is_watch_bundle, open_watch_bundle
+    from kvviz.watch.bundle import is_watch_bundle, open_watch_bundle
 
     app = live_app(story_timeline(), step=3, export_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:

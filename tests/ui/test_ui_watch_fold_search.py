@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("msgspec", reason="the watch extra is not installed")
 
-from kvviz.backends.kv_events.recording import read_recording  # noqa: E402
-from kvviz.backends.kv_events.wire import key_label  # noqa: E402
-from kvviz.model.watch import WatchTimeline  # noqa: E402
-from kvviz.model.watch_explain import explain  # noqa: E402
-from kvviz.model.watch_to_kvs import scaled_prompt  # noqa: E402
-from kvviz.ui.widgets.forest_view import FoldedRun, fold_runs, forest_lines  # noqa: E402
-from kvviz.ui.watch_app import make_watch_app  # noqa: E402
+from kvviz.watch.recording import read_recording  # noqa: E402
+from kvviz.watch.wire import key_label  # noqa: E402
+from kvviz.watch.timeline import WatchTimeline  # noqa: E402
+from kvviz.watch.explain import explain  # noqa: E402
+from kvviz.watch.to_kvs import scaled_prompt  # noqa: E402
+from kvviz.watch.widgets.forest_view import FoldedRun, fold_runs, forest_lines  # noqa: E402
+from kvviz.watch.app import make_watch_app  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 VLLM = DATA / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
@@ -132,7 +132,7 @@ async def test_the_insight_pane_explains_the_prompt_at_the_step_shown_and_the_ba
         text = str(app.query_one("#insight").render())
         assert text.startswith("hit (proven by the stream) at step 120")
         assert "this batch's request matched 1 cached block (16 tokens) and stored 169" in text
-        from kvviz.model.watch_hot import hot_prefixes
+        from kvviz.watch.hot import hot_prefixes
 
         assert "hot prefixes (batches 1..400)" in text and hot_prefixes(messages())[0].line() in text
 
@@ -141,7 +141,7 @@ async def test_the_forest_shows_each_blocks_text_beside_its_tokens(tmp_path):
     pytest.importorskip("tokenizers", reason="the watch extra is not installed")
     from tests.watch.tiny_tokenizer import write_recording, write_tokenizer
 
-    from kvviz.model.tokenizer_file import load_tokenizer
+    from kvviz.core.tokenizer_file import load_tokenizer
 
     tokenizer_file, recording = tmp_path / "tokenizer.json", tmp_path / "r.jsonl"
     write_tokenizer(tokenizer_file)
@@ -157,8 +157,8 @@ async def test_the_forest_shows_each_blocks_text_beside_its_tokens(tmp_path):
 async def test_following_a_live_stream_does_not_explain_or_rank_again_on_every_batch(monkeypatch):
     from ui_watch_fixtures import QuietSubscriber, received
 
-    import kvviz.model.watch_explain as explaining
-    import kvviz.model.watch_hot as hot
+    import kvviz.watch.explain as explaining
+    import kvviz.watch.hot as hot
 
     calls = {"explain": 0, "hot": 0}
     real_explain, real_hot = explaining.explain, hot.hot_prefixes

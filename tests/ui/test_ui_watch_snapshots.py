@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ui_watch_fixtures import QuietSubscriber, message, received, stored, story_timeline
 
-from kvviz.ui.watch_app import make_watch_app
+from kvviz.watch.app import make_watch_app
 
 SIZE = (120, 34)
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from ui_watch_fixtures import A2, A3, B2, ORPHAN, ORPHAN_PARENT, ROOT_A, message, removed, stored, story_timeline
 
-from kvviz.model.designs.events import DESIGN
-from kvviz.model.watch import WatchTimeline
-from kvviz.ui.watch_view import (SPARK_SAMPLES_PER_CELL, StreamTotals, WatchView, note_kind, sparkline_samples,
+from kvviz.watch.events import DESIGN
+from kvviz.watch.timeline import WatchTimeline
+from kvviz.watch.view import (SPARK_SAMPLES_PER_CELL, StreamTotals, WatchView, note_kind, sparkline_samples,
                                  step_summary)
-from kvviz.ui.widgets.forest_view import MAX_INDENT, forest_lines, token_values
-from kvviz.ui.widgets.medium_bars import bar, medium_rows
-from kvviz.ui.widgets.watch_header import banner_text, rate_text, source_label, sparkline
+from kvviz.watch.widgets.forest_view import MAX_INDENT, forest_lines, token_values
+from kvviz.watch.widgets.medium_bars import bar, medium_rows
+from kvviz.watch.widgets.watch_header import banner_text, rate_text, source_label, sparkline
 
 
 def test_chains_are_laid_out_depth_first_under_their_parents():
@@ -164,7 +164,7 @@ def test_the_header_names_an_endpoint_as_given_and_a_recording_by_its_file():
 def test_the_narration_panel_tells_each_note_once():
     from ui_watch_fixtures import garbage
 
-    from kvviz.ui.widgets.watch_narration import watch_narration_markup
+    from kvviz.watch.widgets.watch_narration import watch_narration_markup
 
     timeline = WatchTimeline("tcp://127.0.0.1:5557")
     for msg in [message(0, stored([ROOT_A])), message(4, stored([A2], parent=ROOT_A, first_token=4)), garbage(5)]:
@@ -181,7 +181,7 @@ def test_a_rate_of_nothing_reads_0_not_minus_0_0():
 
 
 def test_unknown_fields_are_told_at_the_step_that_first_sent_them_and_not_again():
-    from kvviz.ui.widgets.watch_narration import watch_narration_markup
+    from kvviz.watch.widgets.watch_narration import watch_narration_markup
 
     timeline = WatchTimeline("a recording")
     for seq, block in enumerate([ROOT_A, B2, A3]):

@@ -8,9 +8,9 @@ import dataclasses
 from pathlib import Path
 
 from kvviz.backends.kvcore_backend import KvcoreBackend
-from kvviz.demos import load_demo
-from kvviz.model.scenario import CacheConfig, parse_command, parse_scenario_file
-from kvviz.model.session import Session
+from kvviz.core.demos import load_demo
+from kvviz.core.scenario import CacheConfig, parse_command, parse_scenario_file
+from kvviz.core.session import Session
 
 HERE = Path(__file__).parent
 SMALL = HERE / "scenarios" / "lru_small.kvs"

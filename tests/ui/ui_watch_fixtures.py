@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import msgspec
 
-from kvviz.backends.kv_events.recording import Message
-from kvviz.backends.kv_events.subscriber import Received
-from kvviz.backends.kv_events.wire import decode_payload
-from kvviz.model.watch import WatchTimeline
+from kvviz.watch.recording import Message
+from kvviz.watch.subscriber import Received
+from kvviz.watch.wire import decode_payload
+from kvviz.watch.timeline import WatchTimeline
 
 BLOCK = 4
 """Tokens per block in these streams."""

@@ -19,11 +19,11 @@ import pytest
 
 msgspec = pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
 
-from kvviz.backends.kv_events.recording import Message, read_recording  # noqa: E402
-from kvviz.model.scenario import format_scenario, parse_scenario  # noqa: E402
-from kvviz.model.watch_against import against  # noqa: E402
-from kvviz.model.watch_to_kvs import recording_to_scenario, requests_scenario, scaled_prompt  # noqa: E402
-from kvviz.trace.mooncake import read_trace  # noqa: E402
+from kvviz.watch.recording import Message, read_recording  # noqa: E402
+from kvviz.core.scenario import format_scenario, parse_scenario  # noqa: E402
+from kvviz.watch.against import against  # noqa: E402
+from kvviz.watch.to_kvs import recording_to_scenario, requests_scenario, scaled_prompt  # noqa: E402
+from kvviz.core.mooncake import read_trace  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 VLLM = DATA / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
@@ -285,7 +285,7 @@ def test_against_refuses_a_scenario_for_another_cache_kind():
 
 
 def test_the_batch_against_names_is_the_step_the_watch_shows_as_that_batch(vllm_messages):
-    from kvviz.model.watch import WatchTimeline
+    from kvviz.watch.timeline import WatchTimeline
 
     text = requests_scenario(read_trace(TRACE, first=400).requests, gpu_blocks=3001)
     difference = against(vllm_messages, text).first_difference

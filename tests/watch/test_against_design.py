@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 pytest.importorskip("msgspec", reason="the watch extra is not installed")
 
-from kvviz.backends.kv_events.recording import read_recording  # noqa: E402
+from kvviz.watch.recording import read_recording  # noqa: E402
 from kvviz.cli import cli  # noqa: E402
-from kvviz.model.watch_radix import RadixModel, looks_like_sglang  # noqa: E402
-from kvviz.model.watch_to_kvs import BlockContents  # noqa: E402
+from kvviz.watch.radix import RadixModel, looks_like_sglang  # noqa: E402
+from kvviz.watch.to_kvs import BlockContents  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 VLLM = DATA / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"

@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from foreign_recordings import PUBLISHERS, write_recording  # noqa: E402
 from watch_expected import unpack  # noqa: E402
 
-from kvviz.backends.kv_events.recording import Message, read_recording  # noqa: E402
-from kvviz.backends.kv_events.subscriber import Subscriber  # noqa: E402
-from kvviz.backends.kv_events.wire import BlockStored, decode_payload, key_label  # noqa: E402
+from kvviz.watch.recording import Message, read_recording  # noqa: E402
+from kvviz.watch.subscriber import Subscriber  # noqa: E402
+from kvviz.watch.wire import BlockStored, decode_payload, key_label  # noqa: E402
 from kvviz.cli import cli  # noqa: E402
-from kvviz.model.watch import WatchTimeline  # noqa: E402
+from kvviz.watch.timeline import WatchTimeline  # noqa: E402
 
 NAMES = sorted(PUBLISHERS)
 
@@ -106,7 +106,7 @@ def test_the_watch_ui_steps_through_each_foreign_recording_and_selects_every_blo
 
 
 async def _step_and_select(timeline: WatchTimeline) -> None:
-    from kvviz.ui.watch_app import make_watch_app
+    from kvviz.watch.app import make_watch_app
 
     app = make_watch_app(timeline, step=0)
     async with app.run_test(size=(160, 48)) as pilot:

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcore.snapshot import StateDigest
-from kvviz.backends.kv_events.forest import Forest, ForestState, block_order
-from kvviz.backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, UnknownEvent,
+from kvviz.watch.forest import Forest, ForestState, block_order
+from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, UnknownEvent,
                                            decode_payload)
 
 from .wire_reference import SGLANG, VLLM, figures, read_lines

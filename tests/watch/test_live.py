@@ -24,9 +24,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kvviz.backends.kv_events.forest import Forest
-from kvviz.backends.kv_events.subscriber import EndpointError, Received, Subscriber, parse_endpoint
-from kvviz.backends.kv_events.wire import BlockRemoved, BlockStored, UnknownEvent
+from kvviz.watch.forest import Forest
+from kvviz.watch.subscriber import EndpointError, Received, Subscriber, parse_endpoint
+from kvviz.watch.wire import BlockRemoved, BlockStored, UnknownEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHER = Path(__file__).with_name("publisher.py")
@@ -500,7 +500,7 @@ def test_stop_ends_the_thread_and_closes_the_sockets_even_with_nobody_publishing
 
 
 def test_the_most_ranks_allowed_start_and_stop_without_running_out_of_sockets():
-    from kvviz.limits import MAX_WATCH_RANKS
+    from kvviz.core.limits import MAX_WATCH_RANKS
 
     with socket.socket() as probe:  # a port range nobody listens on: connects stay pending
         probe.bind(("127.0.0.1", 0))
@@ -517,8 +517,8 @@ def test_the_most_ranks_allowed_start_and_stop_without_running_out_of_sockets():
 
 def cached_set(messages) -> set:
     """The blocks (key, medium) cached after ``messages``, through kvviz's timeline."""
-    from kvviz.backends.kv_events.recording import Message
-    from kvviz.model.watch import WatchTimeline
+    from kvviz.watch.recording import Message
+    from kvviz.watch.timeline import WatchTimeline
 
     timeline = WatchTimeline.from_messages(
         Message(topic=topic, seq=seq, payload=payload) for seq, (topic, payload) in enumerate(messages))
@@ -527,7 +527,7 @@ def cached_set(messages) -> set:
 
 def watched_set(received: list[Received]) -> tuple[set, dict]:
     """(blocks cached, summary) of a timeline fed what the subscriber delivered, as the CLI feeds it."""
-    from kvviz.model.watch import WatchTimeline
+    from kvviz.watch.timeline import WatchTimeline
 
     timeline = WatchTimeline()
     for item in received:

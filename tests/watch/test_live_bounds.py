@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from kvviz.backends.kv_events import recording
-from kvviz.backends.kv_events.recording import read_recording
-from kvviz.backends.kv_events.subscriber import REPLAY_TOTAL_S
+from kvviz.watch import recording
+from kvviz.watch.recording import read_recording
+from kvviz.watch.subscriber import REPLAY_TOTAL_S
 
 from .test_live import DEADLINE_S, RECORDED, publisher, receive, seqs, subscribe  # noqa: F401 - fixtures
 
@@ -210,8 +210,8 @@ def test_a_disk_that_fills_under_record_is_told_at_once_and_the_watch_ends_in_on
 
 def test_a_flood_nobody_polls_stops_at_the_queues_byte_bound_and_the_rest_is_a_gap_not_memory(publisher,
                                                                                                 subscribe):
-    from kvviz.backends.kv_events.subscriber import message_cost
-    from kvviz.backends.kv_events.subscriber import PENDING_BYTES
+    from kvviz.watch.subscriber import message_cost
+    from kvviz.watch.subscriber import PENDING_BYTES
 
     live = publisher({"steps": [{"send": 20_000}]})
     subscriber = subscribe(live.pub, topic="kv")
@@ -237,8 +237,8 @@ the test sets them), ZeroMQ's queue, the forest and the allocator's slack."""
 
 BOUNDED_WATCH = """\
 import sys
-import kvviz.backends.kv_events.subscriber as subscriber
-import kvviz.model.watch as watch
+import kvviz.watch.subscriber as subscriber
+import kvviz.watch.timeline as watch
 watch.LIVE_TIMELINE_BYTES = {timeline}
 subscriber.PENDING_BYTES = {pending}
 from kvviz.cli import cli

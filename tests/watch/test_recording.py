@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from kvviz.backends.kv_events import recording
-from kvviz.backends.kv_events.recording import (Message, RecordingError, RecordingExists, RecordingWriter, message_line,
+from kvviz.watch import recording
+from kvviz.watch.recording import (Message, RecordingError, RecordingExists, RecordingWriter, message_line,
                                                 read_recording)
 
 from .wire_reference import SGLANG, VLLM, read_lines

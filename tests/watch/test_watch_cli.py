@@ -87,7 +87,7 @@ def test_print_says_the_summary_in_lines():
 
 
 def test_the_json_help_documents_every_field_the_records_have():
-    from kvviz.model.watch_json import WATCH_JSON_HELP
+    from kvviz.watch.json_output import WATCH_JSON_HELP
 
     records = json_lines(run("--replay-file", str(VLLM), "--json", "--every", "400").output)
     documented = {line.split()[0] for line in WATCH_JSON_HELP.splitlines() if line.startswith("  ") and line.split()}
@@ -183,10 +183,10 @@ def test_the_markdown_report_draws_the_forest_bounded_with_the_steps_chains(tmp_
 def test_the_markdown_report_draws_the_blocks_a_clear_took_out_as_removed():
     import msgspec
 
-    from kvviz.backends.kv_events.recording import Message
-    from kvviz.backends.kv_events.wire import key_label
-    from kvviz.export.watch_markdown import forest_mermaid
-    from kvviz.model.watch import WatchTimeline
+    from kvviz.watch.recording import Message
+    from kvviz.watch.wire import key_label
+    from kvviz.watch.markdown import forest_mermaid
+    from kvviz.watch.timeline import WatchTimeline
 
     def stored(keys, parent=None):
         return {"type": "BlockStored", "block_hashes": keys, "parent_block_hash": parent,
@@ -238,7 +238,7 @@ def test_a_recording_cut_off_mid_line_replays_with_one_warning_naming_the_line(t
 
 
 def test_record_into_an_existing_file_is_refused_in_one_line_and_the_file_kept(tmp_path, monkeypatch):
-    from kvviz.backends.kv_events import subscriber
+    from kvviz.watch import subscriber
 
     def no_socket(*args, **kwargs):
         raise AssertionError("subscribed before refusing --record")
@@ -317,7 +317,7 @@ def test_against_a_scenario_that_is_missing_or_not_for_a_hash_cache_is_bad_input
 ])
 def test_a_scenario_or_prompt_file_that_is_missing_a_folder_or_too_large_is_refused_in_one_line(
         tmp_path, monkeypatch, option, noun, special, missing):
-    from kvviz import limits
+    from kvviz.core import limits
 
     def refusal(path) -> str:
         result = run("--replay-file", str(VLLM), option, str(path), "--print")
@@ -422,8 +422,8 @@ def end(publisher) -> None:
 def test_ctrl_c_with_messages_received_but_not_polled_sums_up_what_the_recording_holds(tmp_path, monkeypatch):
     """Ctrl-C lands while the subscriber holds 83 messages (recorded, queued, not yet polled):
     the summary counts the 83 the recording has, not what the loop had taken."""
-    from kvviz.backends.kv_events.subscriber import Subscriber
-    from kvviz.cli import watch_command
+    from kvviz.watch.subscriber import Subscriber
+    from kvviz.watch import command as watch_command
 
     real_start, real_poll = watch_command._start, Subscriber.poll
     interrupted = []
@@ -469,7 +469,7 @@ def test_count_records_the_messages_it_counts_no_more(tmp_path):
 
 
 def test_a_live_watch_that_received_nothing_says_what_to_check_and_exits_1():
-    from kvviz.backends.kv_events.subscriber import NOTHING_ARRIVED_HINT
+    from kvviz.watch.subscriber import NOTHING_ARRIVED_HINT
 
     silent = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there: no handshake
     watch = subprocess.run([sys.executable, "-m", "kvviz", "watch", silent, "--print", "--max-seconds", "0.3"],
@@ -491,8 +491,8 @@ def test_a_live_watch_of_a_wrong_topic_says_it_connected_but_nothing_came(tmp_pa
 
 def requests_kvs(tmp_path: Path, **options) -> Path:
     """The scenario of the requests that made the vLLM recording (H5's recipe, README of the data)."""
-    from kvviz.model.watch_to_kvs import requests_scenario
-    from kvviz.trace.mooncake import read_trace
+    from kvviz.watch.to_kvs import requests_scenario
+    from kvviz.core.mooncake import read_trace
 
     requests = read_trace(DATA.parent / "mooncake" / "conversation_trace.jsonl", first=400).requests
     out = tmp_path / "requests.kvs"
@@ -618,7 +618,7 @@ def test_a_changed_message_whose_effect_is_gone_a_step_later_diverges_at_its_own
 
 
 def test_writing_and_opening_a_bundle_never_serialises_a_whole_forest(tmp_path, monkeypatch):
-    from kvviz.backends.kv_events.forest import ForestState
+    from kvviz.watch.forest import ForestState
 
     def whole_forest(_state):
         raise AssertionError("an O(blocks) serialisation of a forest")
@@ -631,8 +631,8 @@ def test_writing_and_opening_a_bundle_never_serialises_a_whole_forest(tmp_path, 
 
 
 def test_a_bundle_past_the_step_limit_is_refused_before_any_replay_on_both_sides(bundle, tmp_path, monkeypatch):
-    from kvviz.export import watch_bundle
-    from kvviz.model.watch import WatchTimeline
+    from kvviz.watch import bundle as watch_bundle
+    from kvviz.watch.timeline import WatchTimeline
 
     def no_replay(*_args, **_kwargs):
         raise AssertionError("replayed before the bound was checked")

@@ -13,10 +13,10 @@ import pytest
 
 msgspec = pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
 
-from kvviz.backends.kv_events.recording import Message, read_recording  # noqa: E402
-from kvviz.model.watch import WatchTimeline  # noqa: E402
-from kvviz.model.watch_explain import CAUSES, PromptError, explain, read_prompt  # noqa: E402
-from kvviz.model.watch_to_kvs import scaled_prompt  # noqa: E402
+from kvviz.watch.recording import Message, read_recording  # noqa: E402
+from kvviz.watch.timeline import WatchTimeline  # noqa: E402
+from kvviz.watch.explain import CAUSES, PromptError, explain, read_prompt  # noqa: E402
+from kvviz.watch.to_kvs import scaled_prompt  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 VLLM = DATA / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
@@ -156,7 +156,7 @@ def test_a_gap_before_the_step_makes_the_verdict_unknown_never_a_confident_cause
 
 
 def test_the_json_has_every_documented_field():
-    from kvviz.model.watch_json import WATCH_JSON_HELP
+    from kvviz.watch.json_output import WATCH_JSON_HELP
 
     found = explain(vllm_timeline(), prompt_of(5), 6).to_dict()
     for name in ("cause", "proven", "step", "block_size", "prompt_tokens", "full_blocks", "matched_blocks",

@@ -14,13 +14,13 @@ import pytest
 
 msgspec = pytest.importorskip("msgspec", reason="the watch extra is not installed")  # the CI installs it
 
-from kvviz.backends.kv_events import forest as forest_module  # noqa: E402
-from kvviz.backends.kv_events.recording import Message, read_recording  # noqa: E402
-from kvviz.backends.kv_events.wire import (AllBlocksCleared, BlockRemoved, BlockStored, UnknownEvent,  # noqa: E402
+from kvviz.watch import forest as forest_module  # noqa: E402
+from kvviz.watch.recording import Message, read_recording  # noqa: E402
+from kvviz.watch.wire import (AllBlocksCleared, BlockRemoved, BlockStored, UnknownEvent,  # noqa: E402
                                            key_label)
-from kvviz.model import watch as watch_module  # noqa: E402
-from kvviz.model.designs import DESIGN_MODULES, Design, design  # noqa: E402
-from kvviz.model.watch import WatchTimeline  # noqa: E402
+from kvviz.watch import timeline as watch_module  # noqa: E402
+from kvviz.core.designs import DESIGN_MODULES, Design, design  # noqa: E402
+from kvviz.watch.timeline import WatchTimeline  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from watch_expected import expected_figures  # noqa: E402
@@ -324,7 +324,7 @@ def test_every_kind_of_lint_is_counted_in_the_summary_with_its_first_sentence():
                                 "rank": 1, "timestamp": 1, "token_count": 1, "token_pairs": 1}
     assert summary["first_lints"]["lora"] == {"step": 2, "seq": 1,
                                               "lint": "event 3 (BlockStored): lora_id is a string; read as none"}
-    from kvviz.model.watch_json import summary_lines
+    from kvviz.watch.json_output import summary_lines
 
     lines = summary_lines(summary)
     assert "lints (odd but decoded): block_size_missing 1, lora 2, medium 1, placeholder_tokens 1, rank 1, " \
@@ -333,7 +333,7 @@ def test_every_kind_of_lint_is_counted_in_the_summary_with_its_first_sentence():
 
 
 def test_the_summary_and_progress_lines_put_one_in_the_singular():
-    from kvviz.model.watch_json import progress_line, summary_lines
+    from kvviz.watch.json_output import progress_line, summary_lines
 
     timeline = WatchTimeline("x")
     timeline.add(Message(b"kv", 0, payload([{"type": "BlockStored", "block_hashes": [9], "parent_block_hash": 8,
@@ -400,8 +400,8 @@ def test_a_timeline_keeps_payloads_not_decoded_batches():
     # The same 800 vLLM batches applied to a bare forest and added to a timeline (no keyframe
     # but the first): the difference is what the steps themselves keep, beyond their payloads
     # (the caller's here). A decoded batch kept would be 23 KB a step.
-    from kvviz.backends.kv_events.forest import Forest
-    from kvviz.backends.kv_events.wire import decode_payload
+    from kvviz.watch.forest import Forest
+    from kvviz.watch.wire import decode_payload
 
     stream = looped(VLLM, 800)
 
@@ -422,8 +422,8 @@ def test_a_timeline_keeps_payloads_not_decoded_batches():
 
 
 def test_what_a_timeline_counts_of_its_steps_and_keyframes_is_an_upper_estimate_within_twice_the_truth():
-    from kvviz.backends.kv_events.forest import Forest
-    from kvviz.backends.kv_events.wire import decode_payload
+    from kvviz.watch.forest import Forest
+    from kvviz.watch.wire import decode_payload
 
     stream = looped(VLLM, 800)
 

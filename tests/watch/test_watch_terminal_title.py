@@ -20,10 +20,10 @@ from textual.drivers.headless_driver import HeadlessDriver  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 from foreign_recordings import write_recording  # noqa: E402
 
-from kvviz.backends.kv_events.recording import read_recording  # noqa: E402
-from kvviz.model.watch import WatchTimeline  # noqa: E402
+from kvviz.watch.recording import read_recording  # noqa: E402
+from kvviz.watch.timeline import WatchTimeline  # noqa: E402
 from kvviz.ui.terminal_title import step_title  # noqa: E402
-from kvviz.ui.watch_app import WatchApp, make_watch_app  # noqa: E402
+from kvviz.watch.app import WatchApp, make_watch_app  # noqa: E402
 
 SIZE = (140, 40)
 OSC_TITLE = re.compile("\x1b\\]2;([^\x07\x1b]*)\x07")
@@ -99,9 +99,9 @@ def test_in_a_terminal_of_ones_own_the_watch_leaves_the_title_alone(tmp_path, te
 
 
 def test_the_main_app_and_the_watch_title_a_step_in_one_wording(tmp_path, terminal, monkeypatch):
-    from kvviz.demos import load_demo
-    from kvviz.model.session import Session
-    from kvviz.ui.app import KvvizApp, make_app
+    from kvviz.core.demos import load_demo
+    from kvviz.core.session import Session
+    from kvviz.explore.app import KvvizApp, make_app
 
     monkeypatch.setattr(KvvizApp, "is_web", property(lambda app: True))
     session = Session.from_scenario(load_demo("lru"))

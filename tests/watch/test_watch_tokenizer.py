@@ -15,7 +15,7 @@ tokenizers = pytest.importorskip("tokenizers", reason="the watch extra is not in
 from click.testing import CliRunner  # noqa: E402
 
 from kvviz.cli import cli  # noqa: E402
-from kvviz.model.tokenizer_file import TokenizerError, load_tokenizer  # noqa: E402
+from kvviz.core.tokenizer_file import TokenizerError, load_tokenizer  # noqa: E402
 
 from tests.watch.tiny_tokenizer import write_recording, write_tokenizer  # noqa: E402
 

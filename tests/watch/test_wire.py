@@ -11,8 +11,8 @@ from collections import Counter
 import msgspec
 import pytest
 
-from kvviz import limits
-from kvviz.backends.kv_events.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError,
+from kvviz.core import limits
+from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError,
                                            UnknownEvent, decode_payload, key_label, key_order, key_text,
                                            medium_label, scan_msgpack)
 
@@ -334,7 +334,7 @@ def test_a_stored_event_with_tokens_but_no_hashes_is_a_lint_not_a_crash():
     zero while sharing the tokens out among the hashes."""
     import msgspec
 
-    from kvviz.backends.kv_events.wire import decode_payload
+    from kvviz.watch.wire import decode_payload
 
     event = {"type": "BlockStored", "block_hashes": [], "parent_block_hash": None, "token_ids": list(range(16)),
              "block_size": 16, "lora_id": None, "medium": "GPU"}

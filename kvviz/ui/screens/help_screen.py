@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ...model.view import literal
+from kvviz.core.view import literal
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("→ / l, ← / h", "step forward / back"),

@@ -7,5 +7,5 @@ sub-step shown); chrome: ``timeline_bar``,
 ``command_bar``; the command palette: ``palette``. ``line_canvas`` is the one Line-API base
 (strip and style caches) of the views and the timeline bar; ``line_view`` adds rows and a
 cursor. The screens live in ``kvviz.ui.screens``; the frozen values every view renders
-(no Textual) in ``kvviz.model.view``.
+(no Textual) in ``kvviz.core.view``.
 """

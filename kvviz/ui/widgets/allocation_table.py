@@ -14,8 +14,8 @@ from textual.widget import Widget
 
 from kvcore import AllocationInfo
 
-from ...model.view import FrameView
-from .line_view import LineView, Row, SelectionMessage, Span
+from kvviz.core.view import FrameView
+from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 
 @dataclass(frozen=True, slots=True)

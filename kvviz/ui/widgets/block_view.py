@@ -2,7 +2,7 @@
 """The cached blocks of a hash cache (vLLM's design), where the trie view stands for a trie.
 
 Blocks are grouped by chain as far as the chain is cached: each block hangs under the block
-its parent key names (:func:`kvviz.model.hash_view.block_lines`). A block whose parent key
+its parent key names (:func:`kvviz.core.hash_view.block_lines`). A block whose parent key
 is not cached at all (its parent's page was taken and reused, the block itself not yet)
 heads a chain of its own and is marked ⊘ **unreachable**: no acquire can match it, nor the
 blocks under it, until the parent is cached again. Each block shows its page, its page's ref
@@ -19,11 +19,11 @@ from collections.abc import Hashable
 from textual.message import Message
 from textual.widget import Widget
 
-from ...model.hash_view import (MAX_INDENT, BlockLine, EvictedBlock, QueueOrder, block_counts, block_lines,
+from kvviz.core.hash_view import (MAX_INDENT, BlockLine, EvictedBlock, QueueOrder, block_counts, block_lines,
                                 block_marks)
-from ...model.view import FrameView
-from ...model.designs import design_of
-from .line_view import LineView, Row, SelectionMessage, Span
+from kvviz.core.view import FrameView
+from kvviz.core.designs import design_of
+from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 UNREACHABLE = "⊘"
 """The marker of a block whose parent key is not cached."""

@@ -22,12 +22,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 
-from ...model.view import FrameView
-from ...model.words import TOKENS, count
-from ..panes import Pane, panes_for
-from .allocation_table import AllocationTable
-from .line_view import LineView
-from .page_grid import PageGrid
+from kvviz.core.view import FrameView
+from kvviz.core.words import TOKENS, count
+from kvviz.ui.panes import Pane, panes_for
+from kvviz.ui.widgets.allocation_table import AllocationTable
+from kvviz.ui.widgets.line_view import LineView
+from kvviz.ui.widgets.page_grid import PageGrid
 
 
 def pool_title(snapshot, units) -> str:

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The pseudo-code pane: the algorithm of the sub-step shown, its line(s) lit.
 
-Stepped into an op, the pane draws one :class:`~kvviz.model.view.CodeView` of the frozen
-:class:`~kvviz.model.view.SubStepView` (the text is the model's, :mod:`kvviz.model.pseudocode`;
+Stepped into an op, the pane draws one :class:`~kvviz.core.view.CodeView` of the frozen
+:class:`~kvviz.core.view.SubStepView` (the text is the model's, :mod:`kvviz.core.pseudocode`;
 the pane owns none): line numbers, the lines the sub-step runs lit (several when it spans
 them) and kept in sight, and, beside a bug-museum demo's buggy variant, the lines where the
 two differ marked ``≠``. The app shows two of these: ours (``variant="ours"``) and the buggy
@@ -18,8 +18,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Hashable
 
-from ...model.view import CodeView, FrameView
-from .line_view import LineView, Row, Span
+from kvviz.core.view import CodeView, FrameView
+from kvviz.ui.widgets.line_view import LineView, Row, Span
 
 
 class CodePane(LineView):

@@ -5,7 +5,7 @@ Every page with ref 0 is in one queue, which is the eviction order: new pages ar
 its head, and a page taken there that still caches a block loses it then (lazy eviction).
 Listed head to tail, each page with its place, the block it still caches (⊘ when that block
 is unreachable) or "empty"; the head is marked as the next page taken. Runs of consecutive
-empty pages share a row (:func:`kvviz.model.hash_view.queue_entries`). Pages that joined the
+empty pages share a row (:func:`kvviz.core.hash_view.queue_entries`). Pages that joined the
 queue in the step are green; pages that left it (taken for new data, or matched again) are
 listed in red.
 """
@@ -16,12 +16,12 @@ from collections.abc import Hashable
 
 from textual.message import Message
 
-from ...model.hash_view import LeftQueue, QueueEntry, block_marks, queue_entries
-from ...model.view import FrameView
-from ...model.designs import design_of
-from .block_view import UNREACHABLE
-from .line_view import LineView, Row, Span
-from .page_grid import PageGrid
+from kvviz.core.hash_view import LeftQueue, QueueEntry, block_marks, queue_entries
+from kvviz.core.view import FrameView
+from kvviz.core.designs import design_of
+from kvviz.ui.widgets.block_view import UNREACHABLE
+from kvviz.ui.widgets.line_view import LineView, Row, Span
+from kvviz.ui.widgets.page_grid import PageGrid
 
 
 class FreeQueueView(LineView):

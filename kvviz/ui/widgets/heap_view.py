@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from textual.message import Message
 from textual.widget import Widget
 
-from ...model.view import FrameView, key_fields, key_text
-from ...model.designs import design_of
-from .line_view import LineView, Row, SelectionMessage, Span
+from kvviz.core.view import FrameView, key_fields, key_text
+from kvviz.core.designs import design_of
+from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ...model.view import FrameView
-from .line_canvas import LineCanvas, Span, spans_to_strip
+from kvviz.core.view import FrameView
+from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
 
 
 @dataclass(frozen=True, slots=True)

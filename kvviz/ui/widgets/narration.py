@@ -2,7 +2,7 @@
 """Narration and event log of the current step: the script's story, the generated
 explanation, the error of a failed op, invariant violations and ``expect`` results (in red
 when they fail), then every event the cache reported, in order (one line each, from
-:func:`kvviz.model.narrate.describe_event`, which every event log shares).
+:func:`kvviz.core.narrate.describe_event`, which every event log shares).
 
 Stepped into an op, it tells the sub-step shown instead, among its neighbours.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from textual.content import Content
 
 
-from ...model.narrate import TOKENS, Units, count, describe_event, evicts
-from ...model.view import FrameView, literal
-from .line_view import MarkupView, Row
+from kvviz.core.narrate import TOKENS, Units, count, describe_event, evicts
+from kvviz.core.view import FrameView, literal
+from kvviz.ui.widgets.line_view import MarkupView, Row
 
 BLANK = Content("")
 """An empty line (the sub-step list is padded to the pane with these)."""

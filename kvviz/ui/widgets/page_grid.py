@@ -26,11 +26,11 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ...model.hash_view import QueueOrder
-from ...model.view import FrameView, later_neighbour
-from ...model.designs import design_of
-from .line_canvas import LineCanvas, Span, spans_to_strip
-from .line_view import SelectionMessage
+from kvviz.core.hash_view import QueueOrder
+from kvviz.core.view import FrameView, later_neighbour
+from kvviz.core.designs import design_of
+from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
+from kvviz.ui.widgets.line_view import SelectionMessage
 
 COMPACT_ABOVE = 64
 """Pools with more pages than this start in the compact layout."""

@@ -7,7 +7,7 @@ Clicking the track jumps there.
 Long timelines share a cell between several steps (the most serious mark wins); where
 evictions are dense, a shared cell shows how many of its steps evicted, as a bar from ▁ to █
 (a profile, not a solid row of ▾). Marks come from the per-step summaries in the frozen
-:class:`~kvviz.model.view.TimelineView` the app hands down, so no frame is rebuilt to draw
+:class:`~kvviz.core.view.TimelineView` the app hands down, so no frame is rebuilt to draw
 the bar.
 """
 
@@ -17,9 +17,9 @@ from textual import events
 from textual.message import Message
 from textual.strip import Strip
 
-from ...model.narrate import count
-from ...model.view import TimelineView
-from .line_canvas import LineCanvas, Span, spans_to_strip
+from kvviz.core.narrate import count
+from kvviz.core.view import TimelineView
+from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
 
 # Most serious first: a cell covering several steps shows the first that applies.
 MARKS = (("violation", "!"), ("failed", "✗"), ("expect", "?"), ("eviction", "▾"), ("plain", "─"))

@@ -16,9 +16,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from ...model.view import FrameView, later_neighbour, same_shape
-from ...model.designs import design_of
-from .line_view import LineView, Row, SelectionMessage, Span
+from kvviz.core.view import FrameView, later_neighbour, same_shape
+from kvviz.core.designs import design_of
+from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 COMPRESS_ABOVE = 200
 """Tries with more nodes than this start with chains compressed."""

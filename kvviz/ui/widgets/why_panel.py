@@ -2,16 +2,16 @@
 """The why panel: answers "why was this page evicted?" and "why did this request match
 only k pages?" for the selection.
 
-The app asks the question (:func:`kvviz.model.view.answer_for`, which reads other frames of
-the session) and hands the frozen :class:`~kvviz.model.why.Answer` down in
+The app asks the question (:func:`kvviz.core.view.answer_for`, which reads other frames of
+the session) and hands the frozen :class:`~kvviz.core.why.Answer` down in
 ``FrameView.why``; the panel only draws it.
 """
 
 from __future__ import annotations
 
-from ...model.view import WHY_HINT, FrameView, literal
-from ...model.why import Answer
-from .line_view import MarkupView
+from kvviz.core.view import WHY_HINT, FrameView, literal
+from kvviz.core.why import Answer
+from kvviz.ui.widgets.line_view import MarkupView
 
 
 def answer_markup(answer: Answer) -> str:

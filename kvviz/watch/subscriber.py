@@ -1,0 +1,896 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The live side of ``kvviz watch``: subscribe to a server's KV-event stream over ZeroMQ.
+
+One ``SUB`` socket per data-parallel rank (rank *r* at port + *r*, as vLLM and SGLang bind
+them), a background thread that receives **and decodes** every message (so the UI thread
+only drains a queue), per-rank ``seq`` bookkeeping, and replay of missed batches from the
+server's replay endpoint (one ``DEALER`` per rank, at the replay port + *r*).
+
+What the thread survives, and how it says so (``Received.note``, worded once in ``NOTES``):
+
+- a message of 3 frames (topic, seq, payload) is the norm; frames past the third are ignored
+  (noted); 2 frames are (seq, payload), or (topic, payload) when the first frame is not 8
+  bytes or starts with the subscribed topic (ROCm ATOM sends ``[topic, payload]`` with a topic
+  and the payload alone without); 1 frame is the payload alone. A message without a well-formed 8-byte seq frame is
+  numbered as the rank's next seq and noted.
+- a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
+  (first an empty delimiter frame then the 8-byte big-endian start seq, the only request vLLM's
+  and SGLang's replay ``ROUTER`` accept; when nothing answers within ``replay_wait`` seconds,
+  the seq alone, while still listening for a late answer to the first) and delivered in order
+  before the message that revealed the gap, each noted ``replayed``; duplicates are
+  dropped. What no replay fills is noted on that message. A replay is bounded by
+  ``REPLAY_TOTAL_S`` seconds and ``MAX_WATCH_REPLAY_MESSAGES`` frames: a server answering
+  slowly delays live messages by that much at most (ZeroMQ holds them meanwhile).
+- a first message whose seq is above 0 is a late attach: with a replay endpoint, everything
+  before it that the server still keeps is asked for and delivered first (so the view starts
+  from the server's whole buffer, not from the middle of it).
+- a seq that goes backwards (or repeats) is a publisher restart (noted); with a replay
+  endpoint the new publisher's batches before it are asked for, so the view restarts whole.
+- a reconnect (a second handshake on a rank) may hide a restart whose new seq already passed
+  the old one: the first message after it is not trusted to continue the old seqs. With a
+  replay endpoint, the server is asked from the last seq received; the same payload at that
+  seq proves the same publisher (the gap is then filled as any gap), anything else is a
+  restart (the view resets and the new publisher's buffer is replayed).
+- a payload that cannot be decoded is delivered with ``error`` set and counted; never fatal.
+- a frame over ``MAX_FRAME_BYTES`` is refused by ZeroMQ before it is allocated
+  (``ZMQ_MAXMSGSIZE``), which drops that connection; the subscriber then connects again
+  itself (ZeroMQ would not: it treats the refusal as a protocol error and gives the peer up).
+
+This is the only kvviz module that imports ``zmq``, and it does so only when a subscriber is
+built, so ``import kvviz.cli`` works without the ``watch`` extra. It writes no files: the CLI
+records what ``poll()`` returns.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kvviz.watch.recording import Message
+from kvviz.watch.stream import Gap, Restart, SeqTracker
+from kvviz.watch.wire import WATCH_EXTRA_MISSING, Batch, DecodeError, decode_payload
+from kvviz.core.limits import MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
+
+SEQ_BYTES = 8
+END_OF_REPLAY = b"\xff" * SEQ_BYTES
+"""The replay answer's end marker: seq -1 as a signed 8-byte big-endian integer."""
+
+PENDING_BYTES = 64 * 1024 * 1024
+"""What the received messages waiting for the UI may cost in all (frames, decoded batches and
+their objects, as :func:`message_cost` counts them: 37 KB for a 3.3 KB vLLM batch, so some
+1,800 of them). Past it the thread waits, as with ``MAX_WATCH_PENDING``: ZeroMQ's high-water
+mark holds the rest, then the server's (a gap, reported and replayed), never a silent loss."""
+
+DEFAULT_HWM = 1_000
+"""Messages a SUB socket may queue before ZeroMQ stops reading the connection (ZeroMQ's own
+default). The decoded queue behind it is bounded in bytes (``PENDING_BYTES``); this
+count only has to absorb the moments the thread spends decoding, and each message in it is at
+most ``MAX_FRAME_BYTES`` per frame (a typical vLLM batch is 3.3 KB: 3.3 MB)."""
+
+MAX_FRAME_BYTES = MAX_EVENT_PAYLOAD_BYTES
+"""ZeroMQ's ``ZMQ_MAXMSGSIZE`` on every socket kvviz reads: a frame claiming more (a topic, a
+seq or a payload) is refused from its header, before anything is allocated, and its connection
+dropped; the decoder would refuse such a payload anyway."""
+
+MESSAGE_OVERHEAD_BYTES = 256
+"""What one queued message costs besides its frames and its decoded batch: the ``Received``
+and ``Message`` objects and the bytes objects' headers (tracemalloc over the shared vLLM and
+SGLang recordings: 185 bytes, plus 33 per bytes object)."""
+
+DECODED_BYTES_PER_PAYLOAD_BYTE = 10
+"""A decoded batch's size per payload byte, an upper estimate (tracemalloc over the shared
+recordings: 6.9 for vLLM 0.33's, 9.3 for SGLang 0.5.23's): msgpack's one-byte ints become
+28-byte Python ints in lists."""
+
+POLL_MS = 100
+"""How long the thread waits on its sockets before it looks at the stop flag: the bound on
+how long ``stop()`` takes."""
+
+BURST = 256
+"""Messages received from one ready socket before polling again: fewer poll calls per
+message at full speed, and no rank starves the others."""
+
+REPLAY_IDLE_S = 2.0
+"""Seconds a replay answer may pause between two of its messages before kvviz gives up on
+the rest (and notes what is still missing)."""
+
+REPLAY_TOTAL_S = 5.0
+"""Seconds one replay answer may take in all, however steadily it trickles in: live messages
+wait (in ZeroMQ's queue) while a replay is read, so a slow replay delays them by this much at
+most, then what it did not bring is noted missing."""
+
+ENVELOPES = ("delimited", "bare")
+"""Replay request envelopes, in the order tried: an empty delimiter frame then the 8-byte seq
+(the only request vLLM's and SGLang's ROUTERs accept: they check for 3 frames with the
+identity, and log "Invalid replay request" otherwise), then the seq alone (a ROUTER that
+reads the last frame). The first that answers is kept for that rank."""
+
+NOTES = {
+    "replayed": "replayed",
+    "unnumbered": "no seq frame: numbered {seq}",
+    "extra_frames": "{frames} frames: the last {extra} ignored",
+    "short_seq": "seq frame of {size} bytes: numbered {seq}",
+    "gap": "gap {span} not replayed",
+    "gap_partly": "gap {span} partly replayed: {missing} missing",
+    "restart": "restart: seq {seq} after {previous}",
+    "reconnect_restart": "restart: seq {seq} after {previous}, on a new connection {why}",
+    "reconnect_unproven": "a new connection after seq {previous}: the replay endpoint did not answer, "
+                          "so a publisher restart cannot be ruled out",
+}
+"""Every note the subscriber writes, worded once. Notes on one message are joined by "; ".
+``gap`` and ``restart`` notes start with those words, so a reader can count them."""
+
+NOTHING_ARRIVED_HINT = ("the usual causes: a wrong port or rank offset (rank r publishes at port + r), "
+                        "a wrong topic (vLLM's is `kv`: --topic kv; SGLang's is empty: no --topic), "
+                        "a server started without --kv-events-config, or a host that does not resolve")
+"""What to check when a live watch has received nothing, worded once (the CLI's last line,
+the UI's banner until the first message)."""
+
+
+def connection_words(connected: tuple[bool, ...]) -> str:
+    """Each rank's ZeroMQ handshake in words: "connected" or "not connected" for one rank;
+    "rank 0 connected, rank 1 not connected" for a few; "3 of 8 ranks connected" for more."""
+    if len(connected) == 1:
+        return "connected" if connected[0] else "not connected"
+    if len(connected) <= 4:
+        return ", ".join(f"rank {r} {'connected' if up else 'not connected'}" for r, up in enumerate(connected))
+    return f"{sum(connected):,} of {len(connected):,} ranks connected"
+
+
+def nothing_arrived_line(stats: SubscriberStats, endpoints: tuple[str, ...]) -> str:
+    """One line for a live watch that received nothing: where it listened, whether ZeroMQ's
+    handshake came up (not connected: the port or host; connected: the topic or the server's
+    events config), and :data:`NOTHING_ARRIVED_HINT`."""
+    where = endpoints[0] if len(endpoints) == 1 else f"{endpoints[0]} … {endpoints[-1]}"
+    return f"no messages arrived from {where} ({connection_words(stats.connected)}): {NOTHING_ARRIVED_HINT}"
+
+
+def memory_help() -> str:
+    """What a live watch's subscriber holds in memory, and its bounds, in words (``kvviz help
+    watch``, beside the timeline's)."""
+    return f"""\
+Memory of a live watch:
+  Each ZeroMQ frame is at most {MAX_FRAME_BYTES:,} bytes (ZMQ_MAXMSGSIZE): a bigger one is
+  refused from its header, unallocated, and kvviz connects again. ZeroMQ queues at most
+  {DEFAULT_HWM:,} messages per rank; the decoded queue behind it at most
+  {PENDING_BYTES:,} bytes (PENDING_BYTES), a message counted as its frames,
+  {DECODED_BYTES_PER_PAYLOAD_BYTE} bytes per payload byte decoded, and {MESSAGE_OVERHEAD_BYTES} bytes of
+  objects: 37 KB for a 3.3 KB vLLM batch, about 1,800 of them. When nobody takes them the
+  receiving thread waits, and what the server then drops is a gap, said and replayed.
+  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most
+  (live messages wait meanwhile).
+  --record writes only lines --replay-file reads (a message over MAX_RECORDING_LINE_BYTES is
+  counted and not written); a disk that fills stops the recording, not the watch (one line,
+  exit 1)."""
+
+
+_ENDPOINT = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):(?P<port>[0-9]{1,5})")
+
+
+GIVEN_UP_S = 0.5
+"""Seconds after a peer dropped by which ZeroMQ has scheduled its reconnect (it does so at
+once, announcing ``EVENT_CONNECT_RETRIED``); past them with no retry, the subscriber connects
+again itself."""
+
+SOCKETS_PER_RANK = 5
+"""ZeroMQ sockets one rank may hold: its SUB, the two pairs of the SUB's monitor, and up to two
+replay DEALERs (one kept, one trying the other envelope)."""
+SPARE_SOCKETS = 16
+FILES_PER_RANK = 8
+"""Open files one rank may hold: a mailbox per socket and a TCP connection per SUB/DEALER
+(measured: 3 per rank idle, without replays)."""
+SPARE_FILES = 64
+_EMFILE = 24
+
+
+def _allow_open_files(needed: int) -> None:
+    """Raise this process's soft limit of open files to ``needed`` (up to the hard limit, as
+    any process may), or :class:`EndpointError` in one line when the hard limit is lower."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: ZeroMQ's own error says so if it comes to that
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise EndpointError(f"these ranks need about {needed:,} open files and this process may open "
+                            f"{hard:,} (ulimit -Hn): follow fewer ranks")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
+class EndpointError(ValueError):
+    """An endpoint kvviz cannot connect to; ``str()`` is one line saying what to type."""
+
+
+def parse_endpoint(endpoint: str, ranks: int = 1, what: str = "endpoint") -> tuple[str, int]:
+    """``tcp://HOST:PORT`` -> ``(HOST, PORT)``, checked so that ``PORT + ranks - 1`` is a port.
+
+    A bind address (``tcp://*:5557``, what a server's config says) is refused with the fix:
+    a subscriber connects to the server's host."""
+    if not isinstance(endpoint, str):
+        raise EndpointError(f"{what} must be text like tcp://127.0.0.1:5557, not {type(endpoint).__name__}")
+    if endpoint.startswith("tcp://*") or endpoint.startswith("tcp://0.0.0.0"):
+        raise EndpointError(
+            f"{what} {endpoint!r} is where a server binds; connect to its host instead, "
+            f"e.g. tcp://127.0.0.1:{endpoint.rpartition(':')[2] or '5557'}"
+        )
+    match = _ENDPOINT.fullmatch(endpoint)
+    if match is None:
+        raise EndpointError(f"{what} {endpoint!r} is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)")
+    port = int(match["port"])
+    if not 1 <= port <= 65535:
+        raise EndpointError(f"{what} {endpoint!r}: port {port} is not between 1 and 65535")
+    if port + ranks - 1 > 65535:
+        raise EndpointError(f"{what} {endpoint!r}: {ranks} ranks need ports {port}..{port + ranks - 1}, past 65535")
+    return match["host"], port
+
+
+def rank_endpoint(host: str, port: int, rank: int) -> str:
+    """The endpoint of data-parallel rank ``rank``: the base port + rank."""
+    return f"tcp://{host}:{port + rank}"
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message as the subscriber delivers it, in order: the raw message (what a recording
+    keeps), its decoded batch (``None`` when ``error`` says why it could not be decoded), and
+    a note in words when something about its arrival is worth saying (see ``NOTES``)."""
+
+    message: Message
+    batch: Batch | None
+    error: str | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class RankStats:
+    """One rank's socket: where it points, whether ZeroMQ's handshake with the server is up,
+    and the last seq delivered (``None`` before the first)."""
+
+    endpoint: str
+    connected: bool
+    messages: int
+    last_seq: int | None
+
+
+@dataclass(frozen=True)
+class SubscriberStats:
+    """The subscriber's counters at one moment (a frozen copy: read it from any thread).
+
+    ``messages``/``bytes`` count every delivered message and its payload bytes, replayed
+    ones included; ``gaps`` counts gaps seen, ``missing`` the seqs no replay filled;
+    ``replays_asked`` counts requests sent (both envelopes), ``replays_answered`` the replays
+    that got an answer, ``replayed`` the messages they delivered; ``duplicates`` replayed
+    messages dropped because their seq had already come; ``unnumbered`` messages without a
+    seq frame; ``failure`` is why the thread stopped early (``None`` while it runs or after
+    a clean stop); ``hook_errors`` counts the times ``on_received`` raised (the message was
+    still delivered), ``hook_error`` is the first such error in one line; ``reconnects`` the
+    connections kvviz made again itself after ZeroMQ gave a peer up (refused: a frame over
+    ``MAX_FRAME_BYTES``, a protocol error); ``pending_bytes`` what the queued messages cost now (bounded by
+    ``PENDING_BYTES``)."""
+
+    messages: int = 0
+    bytes: int = 0
+    undecodable: int = 0
+    gaps: int = 0
+    missing: int = 0
+    restarts: int = 0
+    replays_asked: int = 0
+    replays_answered: int = 0
+    replayed: int = 0
+    duplicates: int = 0
+    unnumbered: int = 0
+    ranks: tuple[RankStats, ...] = ()
+    failure: str | None = None
+    hook_errors: int = 0
+    hook_error: str | None = None
+    reconnects: int = 0
+    pending_bytes: int = 0
+
+    @property
+    def connected(self) -> tuple[bool, ...]:
+        """Per rank: is the socket's handshake with the server up."""
+        return tuple(r.connected for r in self.ranks)
+
+    @property
+    def last_seq(self) -> tuple[int | None, ...]:
+        """Per rank: the last seq delivered."""
+        return tuple(r.last_seq for r in self.ranks)
+
+
+@dataclass
+class _Counters:
+    """The thread's mutable counters behind ``Subscriber.stats`` (guarded by its lock)."""
+
+    messages: int = 0
+    bytes: int = 0
+    undecodable: int = 0
+    gaps: int = 0
+    missing: int = 0
+    restarts: int = 0
+    replays_asked: int = 0
+    replays_answered: int = 0
+    replayed: int = 0
+    duplicates: int = 0
+    unnumbered: int = 0
+    hook_errors: int = 0
+    hook_error: str | None = None
+    reconnects: int = 0
+    connected: list[bool] = field(default_factory=list)
+    rank_messages: list[int] = field(default_factory=list)
+    last_seq: list[int | None] = field(default_factory=list)
+    failure: str | None = None
+
+
+def _zmq():
+    """``zmq``, imported when a subscriber starts: kvviz works without the watch extra."""
+    try:
+        import zmq
+    except ImportError:
+        raise ImportError(WATCH_EXTRA_MISSING) from None
+    return zmq
+
+
+class Subscriber:
+    """Subscribes to ``endpoint`` (rank *r* at its port + *r*) and delivers every message,
+    decoded, in arrival order (replayed gaps in seq order before the message that revealed
+    them).
+
+    ``topic`` filters on the topic frame's prefix (empty: everything, which a publisher that
+    sends an empty topic or a single frame needs). ``replay_endpoint`` is the server's replay
+    ``ROUTER`` (rank *r* at its port + *r*); without it a gap is only noted. ``hwm`` is the
+    SUB sockets' receive high-water mark. ``on_received`` is called on the background thread
+    after each message is queued, in delivery order (a wake-up hook, or a recorder; ``poll()``
+    still returns the message; an exception it raises is counted in ``stats``, not fatal).
+    ``replay_wait`` is how long one envelope's replay request waits for a first answer before
+    the next envelope is tried (the earlier request is still heard meanwhile).
+
+    Endpoint errors raise ``EndpointError`` here, before anything connects."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        topic: str = "",
+        ranks: int = 1,
+        replay_endpoint: str | None = None,
+        hwm: int = DEFAULT_HWM,
+        on_received: Callable[[Received], None] | None = None,
+        replay_wait: float = 0.5,
+    ) -> None:
+        if not isinstance(ranks, int) or not 1 <= ranks <= MAX_WATCH_RANKS:
+            raise EndpointError(f"--ranks {ranks!r}: expected 1 to {MAX_WATCH_RANKS}")
+        if not isinstance(hwm, int) or hwm < 0:
+            raise EndpointError(f"high-water mark {hwm!r}: expected a count >= 0 (0: unlimited)")
+        host, port = parse_endpoint(endpoint, ranks)
+        self.endpoints = tuple(rank_endpoint(host, port, r) for r in range(ranks))
+        self.replay_endpoints: tuple[str, ...] = ()
+        if replay_endpoint is not None:
+            replay_host, replay_port = parse_endpoint(replay_endpoint, ranks, "replay endpoint")
+            self.replay_endpoints = tuple(rank_endpoint(replay_host, replay_port, r) for r in range(ranks))
+        self.topic = topic
+        self.ranks = ranks
+        self.hwm = hwm
+        self.replay_wait = replay_wait
+        self._on_received = on_received
+        self._queue: queue.Queue[Received] = queue.Queue(maxsize=MAX_WATCH_PENDING)
+        self._pending_bytes = 0  # what the queued messages cost (message_cost), under _room
+        self._room = threading.Condition()
+        self._notices: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._counters = _Counters(
+            connected=[False] * ranks, rank_messages=[0] * ranks, last_seq=[None] * ranks
+        )
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._context = None
+        self._subs: list = []
+        self._monitors: list = []
+        self._dealers: list = [None] * ranks
+        self._envelope: list[str | None] = [None] * ranks
+        self._tracker = SeqTracker()
+        self._handshakes = [0] * ranks
+        self._reconnected = [False] * ranks  # a new connection since the rank's last message
+        self._last_payload: list[bytes | None] = [None] * ranks  # what proves a reconnect's publisher
+        self._given_up_by: list[float | None] = [None] * ranks  # when a dropped peer counts as given up
+
+    # -- the caller's side -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connects the sockets (on this thread, so a bad endpoint fails here) and starts the
+        background thread that receives and decodes."""
+        if self._thread is not None:
+            raise RuntimeError("this subscriber has already started")
+        zmq = _zmq()
+        endpoint = self.endpoints[0]
+        try:
+            _allow_open_files(self.ranks * FILES_PER_RANK + SPARE_FILES)
+            self._context = zmq.Context()
+            # ZeroMQ's default of 1,023 sockets is 341 ranks (a SUB and its monitor's pair each).
+            self._context.set(zmq.MAX_SOCKETS, self.ranks * SOCKETS_PER_RANK + SPARE_SOCKETS)
+            for endpoint in self.endpoints:
+                sub = self._context.socket(zmq.SUB)
+                sub.setsockopt(zmq.LINGER, 0)
+                sub.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:5557, or a host name with only an IPv6 address
+                sub.setsockopt(zmq.RCVHWM, self.hwm)
+                sub.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+                self._subs.append(sub)
+                self._monitors.append(
+                    sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+                                           | zmq.EVENT_CONNECT_RETRIED)
+                )
+                sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode("utf-8"))
+                sub.connect(endpoint)
+        except zmq.ZMQError as error:
+            self._close()
+            raise EndpointError(f"cannot connect to {endpoint}: {error}"
+                                + (f" (--ranks {self.ranks}: fewer ranks, or a higher `ulimit -n`)"
+                                   if error.errno == _EMFILE else "")) from None
+        except EndpointError:
+            self._close()
+            raise
+        self._thread = threading.Thread(target=self._run, name="kvviz-watch-subscriber", daemon=True)
+        self._thread.start()
+
+    def poll(self, max_items: int = 1000) -> list[Received]:
+        """Up to ``max_items`` received messages, oldest first, without waiting. Thread-safe."""
+        out: list[Received] = []
+        while len(out) < max_items:
+            try:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        if out:
+            with self._room:
+                self._pending_bytes -= sum(message_cost(r) for r in out)
+                self._room.notify_all()
+        return out
+
+    def tell(self, line: str) -> None:
+        """Queue a one-line notice for whoever shows the watch (the UI, at its next poll):
+        what the caller's hook met, e.g. a recording that stopped. Thread-safe."""
+        self._notices.put(line)
+
+    def notices(self) -> list[str]:
+        """The notices told since the last call, oldest first. Thread-safe."""
+        out: list[str] = []
+        while True:
+            try:
+                out.append(self._notices.get_nowait())
+            except queue.Empty:
+                return out
+
+    @property
+    def pending(self) -> int:
+        """Messages received and decoded that no :meth:`poll` has taken yet (approximate while
+        the thread runs): what a UI catching up on a backlog says is waiting."""
+        return self._queue.qsize()
+
+    def stop(self) -> None:
+        """Stops the thread (within ``POLL_MS`` plus a replay in progress), then closes every
+        socket (linger 0: nothing waits for the network) and the context. Idempotent."""
+        self._stopping.set()
+        with self._room:
+            self._room.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        self._close()
+
+    @property
+    def running(self) -> bool:
+        """Is the background thread receiving."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def stats(self) -> SubscriberStats:
+        """The counters now (a frozen copy)."""
+        with self._lock:
+            c = self._counters
+            ranks = tuple(
+                RankStats(endpoint, c.connected[r], c.rank_messages[r], c.last_seq[r])
+                for r, endpoint in enumerate(self.endpoints)
+            )
+            return SubscriberStats(
+                messages=c.messages, bytes=c.bytes, undecodable=c.undecodable, gaps=c.gaps,
+                missing=c.missing, restarts=c.restarts, replays_asked=c.replays_asked,
+                replays_answered=c.replays_answered, replayed=c.replayed, duplicates=c.duplicates,
+                unnumbered=c.unnumbered, ranks=ranks, failure=c.failure, hook_errors=c.hook_errors,
+                hook_error=c.hook_error, reconnects=c.reconnects, pending_bytes=self._pending_bytes,
+            )
+
+    def __enter__(self) -> Subscriber:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _close(self) -> None:
+        for sub in self._subs:
+            try:
+                sub.disable_monitor()
+            except Exception:  # noqa: BLE001 - already closed or never monitored: nothing to undo
+                pass
+        for sock in [*self._monitors, *self._subs, *(d for d in self._dealers if d is not None)]:
+            sock.close(linger=0)
+        self._monitors, self._subs, self._dealers = [], [], [None] * self.ranks
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+    # -- the background thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        zmq = _zmq()
+        try:
+            poller = zmq.Poller()
+            for sock in (*self._subs, *self._monitors):
+                poller.register(sock, zmq.POLLIN)
+            while not self._stopping.is_set():
+                ready = dict(poller.poll(POLL_MS))
+                for rank, monitor in enumerate(self._monitors):
+                    if monitor in ready:
+                        self._on_monitor(rank, monitor)
+                self._reconnect_given_up()
+                for rank, sub in enumerate(self._subs):
+                    if sub not in ready:
+                        continue
+                    # A reconnect's handshake must be seen before the new connection's first
+                    # message, whichever socket the poll happened to list first.
+                    self._on_monitor(rank, self._monitors[rank])
+                    for _ in range(BURST):
+                        try:
+                            frames = sub.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._on_frames(rank, frames)
+                        if self._stopping.is_set():
+                            return
+        except Exception as error:  # noqa: BLE001 - the thread must say why it stopped, not vanish
+            with self._lock:
+                self._counters.failure = f"{type(error).__name__}: {error}"
+
+    def _on_monitor(self, rank: int, monitor) -> None:
+        from zmq.utils.monitor import recv_monitor_message
+
+        zmq = _zmq()
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            with self._lock:
+                if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    self._counters.connected[rank] = True
+                    self._reconnected[rank] = self._handshakes[rank] > 0
+                    self._handshakes[rank] += 1
+                elif event["event"] == zmq.EVENT_DISCONNECTED:
+                    self._counters.connected[rank] = False
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self._given_up_by[rank] = time.monotonic() + GIVEN_UP_S
+            else:  # ZeroMQ is reconnecting (a retry is scheduled) or has reconnected
+                self._given_up_by[rank] = None
+
+    def _reconnect_given_up(self) -> None:
+        """Connects again each SUB whose peer dropped without ZeroMQ scheduling a retry within
+        ``GIVEN_UP_S``. ZeroMQ reconnects by itself after a network error, but not after a
+        protocol error (a frame over ``ZMQ_MAXMSGSIZE``, a bad greeting): it gives that
+        endpoint up for good. What the socket still holds is read first (a disconnect drops it)."""
+        zmq = _zmq()
+        now = time.monotonic()
+        for rank, due in enumerate(self._given_up_by):
+            if due is None or now < due:
+                continue
+            self._given_up_by[rank] = None
+            sub, endpoint = self._subs[rank], self.endpoints[rank]
+            while not self._stopping.is_set():
+                try:
+                    frames = sub.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._on_frames(rank, frames)
+            try:
+                sub.disconnect(endpoint)
+            except zmq.ZMQError:  # the endpoint was already forgotten: nothing to undo
+                pass
+            sub.connect(endpoint)
+            with self._lock:
+                self._counters.reconnects += 1
+
+    def _on_frames(self, rank: int, frames: list[bytes]) -> None:
+        """One live message: split its frames, place its seq, fill what came before it (a
+        gap, a late attach's history, a restarted publisher's buffer)."""
+        topic, seq_frame, payload, notes = self._split(frames, self.topic.encode("utf-8"))
+        seq = self._seq_of(rank, seq_frame, notes)
+        previous = self._tracker.last(rank)
+        reconnected, self._reconnected[rank] = self._reconnected[rank], False
+        if previous is None:
+            self._tracker.observe(rank, seq)
+            if seq > 0 and self.replay_endpoints:  # a late attach: the history is a gap like any
+                notes.extend(self._fill_gap(rank, 0, seq - 1, topic))
+        elif reconnected and self.replay_endpoints and seq > previous:
+            notes.extend(self._after_reconnect(rank, seq, previous, topic))
+        else:
+            outcome = self._tracker.observe(rank, seq)
+            if isinstance(outcome, Gap):
+                notes.extend(self._fill_gap(rank, outcome.first, outcome.last, topic))
+            elif isinstance(outcome, Restart):
+                notes.extend(self._restart(rank, seq, NOTES["restart"].format(seq=seq, previous=previous), topic))
+        self._deliver(Message(topic=topic, seq=seq, payload=payload, rank=rank), "; ".join(notes) or None)
+
+    def _after_reconnect(self, rank: int, seq: int, previous: int, topic: bytes) -> list[str]:
+        """The first message on a new connection, its seq past the last one received: the
+        same publisher (fill the gap) or a restarted one that outran the old seq (restart).
+        The replay endpoint decides: asked from ``previous``, the same publisher answers the
+        payload received at ``previous``."""
+        answered = self._ask_replay(rank, previous, seq - 1)
+        if answered is None:  # no answer: nothing tells a restart from a gap; the seq is trusted
+            self._tracker.observe(rank, seq)
+            unproven = NOTES["reconnect_unproven"].format(previous=previous)
+            return [unproven] + (self._fill_gap(rank, previous + 1, seq - 1, topic, {}) if seq > previous + 1 else [])
+        echo = answered.get(previous)
+        if echo is not None and echo[1] == self._last_payload[rank]:
+            self._tracker.observe(rank, seq)
+            if seq == previous + 1:
+                return []
+            return self._fill_gap(rank, previous + 1, seq - 1, topic, answered)
+        why = ("(the replay endpoint's seq {0} differs from the one received)" if echo is not None
+               else "(the replay endpoint no longer has seq {0})").format(previous)
+        return self._restart(rank, seq, NOTES["reconnect_restart"].format(seq=seq, previous=previous, why=why), topic)
+
+    def _restart(self, rank: int, seq: int, note: str, topic: bytes) -> list[str]:
+        """A restarted publisher at ``seq``: forget the old seqs, replay what the new one sent
+        before ``seq`` (with a replay endpoint), and put ``note`` on the first message of the
+        new run. Returns the notes for the message at ``seq``."""
+        with self._lock:
+            self._counters.restarts += 1
+        self._tracker.forget(rank)
+        self._tracker.observe(rank, seq)
+        if seq == 0 or not self.replay_endpoints:
+            return [note]
+        return self._fill_gap(rank, 0, seq - 1, topic, lead=note)
+
+    @staticmethod
+    def _split(frames: list[bytes], topic: bytes = b"") -> tuple[bytes, bytes | None, bytes, list[str]]:
+        """(topic, seq frame or None, payload, notes) of a live message of any frame count.
+        ``topic`` is the subscription: when it is not empty, the SUB socket let the message in
+        because its first frame starts with it, so a 2-frame message is (topic, payload) even
+        when its topic is 8 bytes long (ROCm ATOM sends ``[topic, payload]``, no seq)."""
+        notes: list[str] = []
+        if len(frames) >= 3:
+            if len(frames) > 3:
+                notes.append(NOTES["extra_frames"].format(frames=len(frames), extra=len(frames) - 3))
+            return frames[0], frames[1], frames[2], notes
+        if len(frames) == 2:
+            if len(frames[0]) == SEQ_BYTES and not (topic and frames[0].startswith(topic)):
+                return b"", frames[0], frames[1], notes
+            return frames[0], None, frames[1], notes
+        return b"", None, frames[0] if frames else b"", notes
+
+    def _seq_of(self, rank: int, seq_frame: bytes | None, notes: list[str]) -> int:
+        """The message's seq; one without a (well-formed) seq frame takes the rank's next."""
+        if seq_frame is not None and len(seq_frame) == SEQ_BYTES:
+            return int.from_bytes(seq_frame, "big")
+        with self._lock:
+            last = self._counters.last_seq[rank]
+            self._counters.unnumbered += 1
+        seq = 0 if last is None else last + 1
+        if seq_frame is None:
+            notes.append(NOTES["unnumbered"].format(seq=seq))
+        else:
+            notes.append(NOTES["short_seq"].format(size=len(seq_frame), seq=seq))
+        return seq
+
+    def _deliver(self, message: Message, note: str | None) -> None:
+        """Decode ``message``, queue it (waiting while the queue holds
+        ``PENDING_BYTES``), count it and tell the hook. A subscriber stopping
+        delivers nothing more: what is counted, queued and recorded stays one set."""
+        batch, error = None, None
+        try:
+            batch = decode_payload(message.payload, seq=message.seq, topic=message.topic.decode("utf-8", "replace"))
+        except DecodeError as problem:
+            error = str(problem)
+        except Exception as problem:  # noqa: BLE001 - a decoder bug must not end the watch
+            error = f"decoder failed ({type(problem).__name__}): {problem}"
+        received = Received(message=message, batch=batch, error=error, note=note)
+        if not self._enqueue(received):
+            return
+        self._last_payload[message.rank] = message.payload
+        with self._lock:
+            c = self._counters
+            c.messages += 1
+            c.bytes += len(message.payload)
+            c.rank_messages[message.rank] += 1
+            c.last_seq[message.rank] = message.seq
+            if error is not None:
+                c.undecodable += 1
+        if self._on_received is not None:
+            try:
+                self._on_received(received)
+            except Exception as problem:  # noqa: BLE001 - the caller's hook (a recording) must not end the watch
+                with self._lock:
+                    self._counters.hook_errors += 1
+                    if self._counters.hook_error is None:
+                        self._counters.hook_error = f"{type(problem).__name__}: {problem}"
+
+    def _enqueue(self, received: Received) -> bool:
+        """Queue ``received`` once the queue has room for it in bytes (one message always
+        fits an empty queue); False when the subscriber stopped meanwhile. A full queue means
+        nobody polls: waiting here lets ZeroMQ's high-water mark hold the rest, then the
+        server's (a gap, reported and replayed), never a silent loss."""
+        cost = message_cost(received)
+        with self._room:
+            while (self._pending_bytes and self._pending_bytes + cost > PENDING_BYTES
+                   and not self._stopping.is_set()):
+                self._room.wait(POLL_MS / 1000)
+            if self._stopping.is_set():
+                return False
+            self._pending_bytes += cost
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(received, timeout=POLL_MS / 1000)
+                return True
+            except queue.Full:
+                continue
+        with self._room:
+            self._pending_bytes -= cost
+        return False
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def _fill_gap(self, rank: int, first: int, last: int, topic: bytes,
+                  answered: dict[int, tuple[bytes | None, bytes]] | None = None,
+                  lead: str | None = None) -> list[str]:
+        """Asks the replay endpoint for ``first..last`` (unless ``answered`` already holds its
+        answer), delivers what comes in seq order, and returns the notes for the message after
+        the gap (nothing when all were filled). ``lead`` is a note for the first message
+        delivered (a restart's): on the first replayed one, or returned when none came."""
+        span = f"{first}" if first == last else f"{first}-{last}"
+        if answered is None:
+            answered = (self._ask_replay(rank, first, last) if self.replay_endpoints else None) or {}
+        answered = {seq: answer for seq, answer in answered.items() if first <= seq <= last}
+        for seq in sorted(answered):
+            replayed_topic, payload = answered[seq]
+            self._tracker.filled(rank, seq)
+            with self._lock:
+                self._counters.replayed += 1
+            replayed_topic = topic if replayed_topic is None else replayed_topic
+            message = Message(topic=replayed_topic, seq=seq, payload=payload, rank=rank)
+            self._deliver(message, NOTES["replayed"] if lead is None else f"{lead}; {NOTES['replayed']}")
+            lead = None
+        missing = (last - first + 1) - len(answered)
+        with self._lock:
+            self._counters.gaps += 1
+            self._counters.missing += missing
+        notes = [] if lead is None else [lead]
+        if missing == 0:
+            return notes
+        if not answered:
+            return notes + [NOTES["gap"].format(span=span)]
+        return notes + [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
+
+    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]] | None:
+        """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
+        endpoint sent. Tries the envelopes in ``ENVELOPES`` order, each after ``replay_wait``
+        seconds of silence, and keeps listening to the earlier requests meanwhile, so a slow
+        answer to the first envelope still counts. The envelope that answered is kept. None
+        when nothing answered (an empty answer is ``{}``)."""
+        known = self._envelope[rank]
+        asked: list[tuple[str, object]] = []
+        start = first.to_bytes(SEQ_BYTES, "big")
+        for envelope in ENVELOPES if known is None else (known,):
+            reused = self._dealers[rank] if envelope == known else None
+            self._dealers[rank] = None
+            dealer = reused if reused is not None else self._new_dealer(rank)
+            dealer.send_multipart([b"", start] if envelope == "delimited" else [start])
+            asked.append((envelope, dealer))
+            with self._lock:
+                self._counters.replays_asked += 1
+            answering = self._first_answer([d for _, d in asked])
+            if answering is None:
+                if self._stopping.is_set():
+                    break
+                continue
+            for _, other in asked:
+                if other is not answering:
+                    other.close(linger=0)
+            answered, ended = self._collect(answering, first, last)
+            if ended:
+                self._dealers[rank] = answering
+            else:
+                # A half answer may still be arriving: a fresh socket keeps it out of the next replay.
+                answering.close(linger=0)
+            self._envelope[rank] = next(e for e, d in asked if d is answering)
+            with self._lock:
+                self._counters.replays_answered += 1
+            return answered
+        for _, dealer in asked:
+            dealer.close(linger=0)
+        return None
+
+    def _new_dealer(self, rank: int):
+        zmq = _zmq()
+        dealer = self._context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.IPV6, 1)
+        dealer.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        dealer.connect(self.replay_endpoints[rank])
+        return dealer
+
+    def _first_answer(self, dealers: list):
+        """The first of ``dealers`` to have an answer waiting within ``replay_wait`` seconds
+        (``None`` when none has, or the subscriber is stopping)."""
+        zmq = _zmq()
+        poller = zmq.Poller()
+        for dealer in dealers:
+            poller.register(dealer, zmq.POLLIN)
+        ready = dict(poller.poll(int(self.replay_wait * 1000)))
+        if self._stopping.is_set():
+            return None
+        return next((d for d in dealers if d in ready), None)
+
+    def _collect(self, dealer, first: int, last: int) -> tuple[dict[int, tuple[bytes | None, bytes]], bool]:
+        """Reads one replay answer whose first frame is waiting: (the wanted seqs' messages,
+        saw the end marker). Waits ``REPLAY_IDLE_S`` between frames, ``REPLAY_TOTAL_S`` in all,
+        and reads at most ``MAX_WATCH_REPLAY_MESSAGES`` frames (a server's buffer holds 10,000
+        by default)."""
+        answered: dict[int, tuple[bytes | None, bytes]] = {}
+        deadline = time.monotonic() + REPLAY_TOTAL_S
+        for _ in range(MAX_WATCH_REPLAY_MESSAGES):
+            wait = min(REPLAY_IDLE_S, deadline - time.monotonic())
+            if self._stopping.is_set() or wait <= 0 or not dealer.poll(int(wait * 1000)):
+                return answered, False
+            frames = dealer.recv_multipart()
+            if len(frames) < 2:
+                continue  # not an answer kvviz can read; the end marker or the wait ends this
+            seq_frame, payload = frames[-2], frames[-1]
+            if seq_frame == END_OF_REPLAY:
+                return answered, True
+            if len(seq_frame) != SEQ_BYTES:
+                continue
+            seq = int.from_bytes(seq_frame, "big")
+            if not first <= seq <= last:
+                continue  # past the gap: the live socket brings those
+            if seq in answered:
+                with self._lock:
+                    self._counters.duplicates += 1
+                continue
+            answered[seq] = (_replay_topic(frames), payload)
+        return answered, False
+
+
+def message_cost(received: Received) -> int:
+    """What one received message costs in memory, as the queue counts it: its frames, its
+    decoded batch (``DECODED_BYTES_PER_PAYLOAD_BYTE`` per payload byte) and the objects around
+    them (``MESSAGE_OVERHEAD_BYTES``)."""
+    message = received.message
+    return (len(message.topic) + len(message.payload) * (1 + DECODED_BYTES_PER_PAYLOAD_BYTE)
+            + MESSAGE_OVERHEAD_BYTES)
+
+
+def _replay_topic(frames: list[bytes]) -> bytes | None:
+    """The topic of a replay answer, when it carries one: ``(b"", topic, seq, payload)``
+    does; ``(b"", seq, payload)`` (older vLLM) and ``(seq, payload)`` do not (``None``: the
+    live message's topic is used)."""
+    if len(frames) >= 4:
+        return frames[-3]
+    if len(frames) == 3 and frames[0] != b"":
+        return frames[0]
+    return None
+
+
+def _spans(first: int, last: int, present) -> str:
+    """The seqs of ``first..last`` not in ``present``, as runs: ``"12-13, 15"``. Costs the
+    number of seqs present, not the gap's width (a garbage seq frame can open a gap of 2^63)."""
+    runs: list[str] = []
+    start = first
+    for seq in sorted(s for s in present if first <= s <= last) + [last + 1]:
+        if seq > start:
+            runs.append(f"{start}" if start == seq - 1 else f"{start}-{seq - 1}")
+        start = seq + 1
+    return ", ".join(runs)
