@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvviz.core.failure import DIFF, first_failure  # noqa: E402
+from kvviz.compare.failure import DIFF, first_failure
 from kvviz.compare.fuzz import random_scenario, run_rng  # noqa: E402
 from kvviz.compare.shrink import shrink  # noqa: E402
 

@@ -179,7 +179,7 @@ def limits_page() -> str:
              "enough that no input can exhaust memory or time. Each is checked before the work it bounds "
              "starts (bad input: one line, exit 2, nothing written) and each is tested at its edge.", ""]
     section = None
-    for where, name, doc in _documented_names(ROOT / "kvviz" / "limits.py", r"MAX_[A-Z_]+"):
+    for where, name, doc in _documented_names(ROOT / "kvviz" / "core" / "limits.py", r"MAX_[A-Z_]+"):
         if where != section:
             section = where
             lines += ["", f"## {_escape(where[0].upper() + where[1:])}", "", "| limit | value | bounds |",

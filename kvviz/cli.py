@@ -17,17 +17,19 @@ from contextlib import contextmanager
 import click
 
 from kvviz.commands import BadInput
-from kvviz.explore.commands import check, demo, export, help_, open_, run
 from kvviz.compare.compare_command import compare
 from kvviz.compare.diff_command import diff
 from kvviz.compare.fuzz_command import fuzz
-from kvviz.explore.quiz_command import quiz
-from kvviz.serve.command import serve
 from kvviz.compare.shrink_command import shrink
+from kvviz.explore.commands import check, demo, export, open_, run
+from kvviz.explore.quiz_command import quiz
+from kvviz.help import help_
+from kvviz.report.bundle_kinds import register_bundle_kind
+from kvviz.serve.command import serve
 from kvviz.teach.practice_command import practice
 from kvviz.teach.progress_command import progress
 from kvviz.trace.command import trace
-from kvviz.watch.command import watch
+from kvviz.watch.command import WATCH_BUNDLE, watch
 
 
 INTERRUPTED = 130
@@ -105,6 +107,10 @@ for _command in (demo, run, check, export, open_, help_, diff, compare, trace, q
     cli.add_command(_command)
 for _command in (shrink, fuzz):  # a failure cut to a minimal report; random scenarios until one fails
     cli.add_command(_command)
+
+
+# `kvviz open` reads a watch bundle too; explore does not import watch, the group wires it in.
+register_bundle_kind(WATCH_BUNDLE)
 
 
 def main() -> None:

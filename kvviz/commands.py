@@ -408,29 +408,6 @@ def refuse_ui_too_big(scenario) -> None:
                        f"the UI shows in bounded time (MAX_UI_OP_PAGES); use --print, --json or kvviz check")
 
 
-def show(session, step: int | None, print_only: bool, demo: str | None = None, substep: int | None = None) -> None:
-    """Print the session (``--print``) or open it in the UI at ``step``; ``demo`` names the
-    demo or file it came from (a bug-museum demo's buggy code is shown beside ours);
-    ``substep`` (0-based) opens the UI inside the step's op there, or prints that sub-step's
-    line under the step.
-
-    Printed, a failed expect or invariant is a failed check, as in ``kvviz check``: a line on
-    stderr at the end and exit code 1.
-    """
-    if print_only:
-        failed = print_session(session, step)
-        if substep is not None and step:
-            sub = session.substeps(step)[substep]
-            click.echo(f"sub-step {substep + 1}/{len(session.substeps(step))} {sub.kind}: {sub.sentence}")
-        if failed:
-            sys.stdout.flush()  # the verdict comes after the steps it sums up, even on a shared tty
-            click.echo(f"kvviz: {failed_checks_line(session, failed)}", err=True)
-            sys.exit(1)
-        return
-    check_step(session, step)
-    launch_ui(session, step, demo=demo, substep=substep)
-
-
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
 """The driver textual-serve names in ``TEXTUAL_DRIVER`` for the app processes it starts."""
 
@@ -469,51 +446,7 @@ def _isatty(stream) -> bool:
         return False
 
 
-def launch_ui(session, step: int | None = None, *, practice_seed: int | None = None,
-              demo: str | None = None, substep: int | None = None) -> None:
-    """Open ``session`` in the terminal UI at ``step``: the only place a command starts the app.
-    With ``practice_seed``, in practice mode asking that seed's questions; ``demo``: the demo
-    name or file path it came from (the code pane's buggy variant, ``b``)."""
-    from kvviz.explore.app import make_app
-
-    practice = {} if practice_seed is None else {"practice": True, "practice_seed": practice_seed}
-    inside = {} if substep is None else {"substep": substep}  # a bundle that points inside an op
-    # The heap is settled once the first frame is painted and the session's idle work done:
-    # the collection (~0.1 s on a 3,000-step trace) is then not in the time to the first frame,
-    # nor are the UI's own objects left for the collector to walk during the first jumps.
-    _run_app(make_app(session, step, demo=demo, after_idle_work=settle_heap, **practice, **inside))
-
-
-def launch_diff_ui(run, step: int | None = None) -> None:
-    """Open a two-sided run (``kvviz diff``, ``kvviz compare``) side by side in the terminal UI,
-    at ``step`` (default: the first difference)."""
-    from kvviz.compare.app import make_diff_app
-
-    _run_app(make_diff_app(run, step))
-
-
-def launch_watch_ui(timeline, *, subscriber=None, step: int | None = None, asked=None, tokenizer=None) -> None:
-    """Open a watched KV-event stream (``kvviz watch``) in the terminal UI: a recording's
-    ``timeline`` at ``step``, or a live one fed by ``subscriber`` (started by the caller);
-    ``asked``: an ``--explain`` prompt (``.prompt``, ``.at``) to explain at the step shown;
-    ``tokenizer``: token ids shown as text."""
-    from kvviz.watch.app import make_watch_app
-
-    if asked is not None and step is None:
-        step = asked.at
-    prompt = None if asked is None else asked.prompt
-    _run_app(make_watch_app(timeline, subscriber=subscriber, step=step, prompt=prompt, tokenizer=tokenizer))
-
-
-def render_svg(session, step: int, substep: int | None = None) -> str:
-    """The UI's screenshot at ``step`` (inside its op at ``substep``) as SVG text (what
-    ``export -o x.svg`` writes)."""
-    from kvviz.explore.screenshot import screenshot_svg
-
-    return screenshot_svg(session, step) if substep is None else screenshot_svg(session, step, substep=substep)
-
-
-def _run_app(app) -> None:
+def run_app(app) -> None:
     """Run ``app`` on the terminal, on a settled heap: settled now, or, for an app that calls
     :func:`settle_heap` itself once its first frame is painted (KvvizApp's
     ``after_idle_work``), with the collector paused until then."""

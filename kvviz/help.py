@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import click
+
+from kvviz.commands import BadInput
+
 
 @dataclass(frozen=True)
 class Topic:
@@ -171,3 +175,19 @@ def topic_list() -> str:
     lines = ["kvviz help TOPIC prints one of these pages (kvviz COMMAND -h: a command's options):", ""]
     lines += [f"  {name:<{width}}  {topic.summary}" for name, topic in TOPICS.items()]
     return "\n".join(lines) + "\n"
+
+
+@click.command(name="help")
+@click.argument("topic", required=False)
+def help_(topic: str | None) -> None:
+    """Documentation topics (no TOPIC: list them): `kvviz help scenarios` (the language),
+    `kvviz help json` (the fields of `kvviz run --json`), keys, quiz, compare, trace, watch,
+    samples (the shipped traces and recordings)."""
+    if topic is None:
+        click.echo(topic_list(), nl=False)
+        return
+    name = ALIASES.get(topic.lower(), topic.lower())
+    if name in TOPICS:
+        click.echo(TOPICS[name].page(), nl=False)
+        return
+    raise BadInput(f"no help topic {topic!r} (expected one of: {', '.join(TOPICS)})")

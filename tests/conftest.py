@@ -31,27 +31,6 @@ from hypothesis import HealthCheck, settings
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-# The pilot's pace (every ``App.run_test``: tests/ui, tests/watch, tests/practice, snapshots).
-# After each key (twice) and at each pause, Textual's pilot waits for "idle": it sleeps
-# ``SLEEP_GRANULARITY`` (1/50 s) at a time until one sleep passes with under ``SLEEP_IDLE``
-# (1 ms) of CPU. A screen paints at most every ``UPDATE_PERIOD`` (1/60 s), so a frame asked
-# for before a sleep comes inside it. The last sleep is always idle, so each key cost at
-# least 40 ms of wall time: 66 ms a key on the lru demo against 15 ms of CPU (measured).
-# Here the same rules at a finer grain: sleeps of 1/400 s, frames every 1/500 s (still
-# inside one sleep: what waits for the next frame, such as the footer's rebuild, has run
-# when the pilot calls the app idle), and the same 1 ms of CPU. A rule scaled down with the
-# sleep (1/8 ms) was too tight: the event loop's own wake-up costs 0.1-0.3 ms, and waits ran
-# to their 1 s cap. (Textual reads the frame rate, TEXTUAL_FPS, when pytest-textual-snapshot
-# imports it, before this file: the period is set on the screen module.)
-import textual._wait  # noqa: E402
-import textual.screen  # noqa: E402
-
-for _module, _name in ((textual._wait, "SLEEP_GRANULARITY"), (textual.screen, "UPDATE_PERIOD")):
-    if not isinstance(getattr(_module, _name, None), float):  # a Textual upgrade renamed it
-        raise RuntimeError(f"tests/conftest.py: Textual has no {_module.__name__}.{_name} to pace the pilot by")
-textual._wait.SLEEP_GRANULARITY = 1 / 400
-textual.screen.UPDATE_PERIOD = 1 / 500
-
 _COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
 
 settings.register_profile("ci", max_examples=100, **_COMMON)

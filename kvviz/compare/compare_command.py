@@ -16,7 +16,8 @@ import sys
 import click
 
 from kvviz.backends.registry import BACKENDS, BackendError
-from kvviz.commands import BadInput, check_step, launch_diff_ui, load_file_or_demo
+from kvviz.commands import BadInput, check_step, load_file_or_demo
+from kvviz import commands
 
 
 def _backend_option(side: str):
@@ -78,3 +79,11 @@ def compare(file: str, left_spec: str | None, right_spec: str, left_backend: str
     else:
         launch_diff_ui(run, step)  # at the first difference unless --step
     sys.exit(1 if run.divergence else 0)
+
+
+def launch_diff_ui(run, step: int | None = None) -> None:
+    """Open a two-sided run (``kvviz diff``, ``kvviz compare``) side by side in the terminal UI,
+    at ``step`` (default: the first difference)."""
+    from kvviz.compare.app import make_diff_app
+
+    commands.run_app(make_diff_app(run, step))

@@ -9,7 +9,8 @@ import sys
 import click
 
 from kvviz.backends.registry import BACKENDS, DIFF_BACKEND, REFERENCE_BACKEND, BackendError
-from kvviz.commands import launch_diff_ui, load_file_or_demo, refused_scenario
+from kvviz.commands import load_file_or_demo, refused_scenario
+from kvviz.compare.compare_command import launch_diff_ui
 
 
 @click.command()

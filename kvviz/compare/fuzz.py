@@ -23,7 +23,8 @@ import kvcore
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from kvviz.core.failure import Failure, first_failure
+from kvviz.compare.failure import first_failure
+from kvviz.core.failure import Failure
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step, format_op
 from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
 

@@ -78,7 +78,7 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
 
 def _known(name: str, mode: str) -> str:
     """``defect``/``design`` for a known issue's code, else ``new``."""
-    from kvviz.core.failure import DIFF
+    from kvviz.compare.failure import DIFF
 
     if mode not in ("shortfin", DIFF):
         return "new"
@@ -92,7 +92,7 @@ def _known(name: str, mode: str) -> str:
 
 def report_table(report, written: dict[str, list[str]]) -> list[str]:
     """The lines ``kvviz fuzz`` prints: a heading, one row per class (in order found), totals."""
-    from kvviz.core.failure import mode_label
+    from kvviz.compare.failure import mode_label
 
     failed = report.runs - report.passed
     lines = [f"kvviz fuzz {mode_label(report.mode)}, seed {report.seed}: {report.runs:,} runs of {report.ops} ops, "

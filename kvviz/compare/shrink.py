@@ -40,7 +40,8 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from kvviz.core.failure import DIFF, Failure, FailureIdentity, RunStopped, first_failure, mode_label
+from kvviz.compare.failure import DIFF, RunStopped, first_failure, mode_label
+from kvviz.core.failure import Failure, FailureIdentity
 from kvviz.core.scenario import Op, Scenario, Step, format_expect, format_op, format_scenario, parse_scenario
 from kvviz.core.scenario.values import DEFAULT_CACHE_CONFIG
 from kvviz.core.vocab import Vocabulary
@@ -450,7 +451,7 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
     backends' errors when ``mode`` cannot run it (shortfin not installed, a base cache to diff).
     ``on_progress(runs, ops)`` is told after every run; ``backend_factory`` replaces the mode's
     (a planted kvcore in a test); ``sources`` keeps the first failure of those sources only
-    (:func:`~kvviz.core.failure.first_failure`). Raises :class:`TooBigToShrink` when the
+    (:func:`~kvviz.compare.failure.first_failure`). Raises :class:`TooBigToShrink` when the
     budget's ``seconds`` do not fit the first run and the runs after the search."""
     clock, started = _clock_of(budget)
     try:

@@ -36,7 +36,7 @@ def mode_options(f):
 
 def chosen_mode(backend: str | None, diff_mode: bool) -> str:
     """The mode the options name; both is bad input."""
-    from kvviz.core.failure import DIFF
+    from kvviz.compare.failure import DIFF
 
     if diff_mode and backend is not None:
         raise BadInput("--backend and --diff exclude each other: a diff runs kvcore and shortfin both")
@@ -205,7 +205,7 @@ def write_failure_bundle(scenario, mode: str, failure, path: str, inputs) -> str
     """Write the bundle of ``failure``'s step of ``scenario`` (a diff's on the shortfin side),
     at the first sub-step where it shows; the line saying what was written."""
     from kvviz.report.bundle import write_bundle
-    from kvviz.core.failure import DIFF, failure_substep
+    from kvviz.compare.failure import DIFF, failure_substep
     from kvviz.commands import make_session
 
     session = make_session(scenario, None, "shortfin" if mode == DIFF else mode)

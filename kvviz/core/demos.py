@@ -19,10 +19,10 @@ _HERE = Path(__file__).resolve().parent
 
 def demo_dir() -> Path:
     """The folder holding the demo ``.kvs`` files."""
-    packaged = _HERE / "demos"
+    packaged = _HERE.parent / "demos"  # the wheel carries them as kvviz/demos
     if packaged.is_dir():
         return packaged
-    return _HERE.parent / "demos"
+    return _HERE.parent.parent / "demos"  # a checkout: the repository's demos/
 
 
 # The course: the lessons in teaching order, each building on the ones before it. What a

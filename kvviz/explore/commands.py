@@ -15,9 +15,24 @@ import click
 from kvviz.core import limits
 from kvviz.core.scenario import ScenarioError
 from kvviz.printable import printable
-from kvviz.commands import (BadInput, backend_option, check_step, failed_checks_line, kind_option, load_file_or_demo,
-                     load_scenario, make_session, plural, print_session, refuse_special_file, render_svg,
-                     refuse_ui_too_big, require_terminal, show, stdout_console, stream_session)
+from kvviz.commands import (
+    BadInput,
+    backend_option,
+    check_step,
+    failed_checks_line,
+    kind_option,
+    load_file_or_demo,
+    load_scenario,
+    make_session,
+    plural,
+    print_session,
+    refuse_special_file,
+    refuse_ui_too_big,
+    require_terminal,
+    stdout_console,
+    stream_session,
+)
+from kvviz.explore.launch import render_svg, show
 
 
 @click.command()
@@ -440,13 +455,12 @@ def open_(bundle: str, print_only: bool) -> None:
     twice `kvviz watch --print` of its recording, and stops checking at the first step whose
     digest differs."""
     from kvviz.report.bundle import BundleError, open_bundle
-    from kvviz.watch.bundle import is_watch_bundle
+    from kvviz.report.bundle_kinds import bundle_kind_of
 
     refuse_special_file(bundle, "a .json bundle")  # a FIFO would block the read forever
-    if is_watch_bundle(bundle):  # a watched stream's step (kvviz watch -o X.json): its own replay
-        from kvviz.watch.command import open_watch_bundle
-
-        open_watch_bundle(bundle, print_only)
+    kind = bundle_kind_of(bundle)
+    if kind is not None:  # e.g. a watched stream's step (kvviz watch -o X.json): its own replay
+        kind.open(bundle, print_only)
         return
     try:
         opened = open_bundle(bundle)
@@ -465,21 +479,3 @@ def open_(bundle: str, print_only: bool) -> None:
     show(opened.session, opened.step, print_only, substep=opened.substep)  # the moment the report points at
     if opened.divergence:
         sys.exit(1)
-
-
-@click.command(name="help")
-@click.argument("topic", required=False)
-def help_(topic: str | None) -> None:
-    """Documentation topics (no TOPIC: list them): `kvviz help scenarios` (the language),
-    `kvviz help json` (the fields of `kvviz run --json`), keys, quiz, compare, trace, watch,
-    samples (the shipped traces and recordings)."""
-    from kvviz.help import ALIASES, TOPICS, topic_list
-
-    if topic is None:
-        click.echo(topic_list(), nl=False)
-        return
-    name = ALIASES.get(topic.lower(), topic.lower())
-    if name in TOPICS:
-        click.echo(TOPICS[name].page(), nl=False)
-        return
-    raise BadInput(f"no help topic {topic!r} (expected one of: {', '.join(TOPICS)})")

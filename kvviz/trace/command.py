@@ -65,10 +65,10 @@ from kvviz.commands import (
     SampleOrPath,
     collector_paused,
     freeze_heap,
-    launch_ui,
     require_terminal,
     stdout_console,
 )
+from kvviz.explore.launch import launch_ui
 
 __all__ = ["parse_capacity", "trace"]
 

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The kvviz terminal UI (Textual): ``app`` (the timeline app and its one factory,
-``make_app``), whose main screen is ``screens.timeline_screen`` (reactive position,
-selection, play, practice) with its actions in ``stepping``, ``playing``, ``practice`` and
-``substep_panes``; ``exporting`` (the files ``e``, ctrl+s and the palette's screenshot
-write); ``diff_app`` (two caches side by side, each a ``widgets.cache_column`` like the main
-screen's); ``widgets`` and ``screens``, ``themes``, ``saving`` (file names that never
-overwrite), ``screenshot`` (headless SVG). Only :mod:`kvviz.cli` starts it."""
+"""The Textual kit the apps share: no app of its own.
+
+``stepping`` (moving through a timeline), ``exporting`` and ``saving`` (files that never
+overwrite), ``panes`` (which panes a design shows), ``themes``, ``terminal_title``; the screens
+every app may push (``screens``: prompt, help, branch) and the widgets of a cache
+(``widgets``: line canvas and line view, cache column, page grid, trie, heap, free queue,
+blocks, allocations, narration, code pane, timeline bar, why panel, key footer, palette).
+The apps are the features': :mod:`kvviz.explore.app`, :mod:`kvviz.compare.app`,
+:mod:`kvviz.watch.app`."""

@@ -36,7 +36,6 @@ from kvviz.watch.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decode
 from kvviz.printable import printable
 from kvviz.commands import (
     BadInput,
-    launch_watch_ui,
     no_such_file_hint,
     plural,
     read_source_file,
@@ -44,6 +43,8 @@ from kvviz.commands import (
     require_terminal,
     sample_or_path,
 )
+from kvviz import commands
+from kvviz.report.bundle_kinds import BundleKind
 
 EXTRA_LINE = WATCH_EXTRA_MISSING
 """The one line ``kvviz watch`` prints when msgspec or pyzmq is missing."""
@@ -550,21 +551,11 @@ def _print_explanation(timeline, asked: _Asked, as_json: bool) -> None:
 # -- what a recording becomes -------------------------------------------------------------------
 
 
-def _optional(module: str, name: str, flag: str):
-    """``name`` from the model's ``module`` (H5's), or bad input saying the flag is not built."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(f"kvviz.model.{module}"), name)
-    except (ImportError, AttributeError) as exc:
-        raise BadInput(f"{flag} is not available in this kvviz: kvviz.model.{module}.{name} is missing ({exc})") from None
-
-
 def _write_scenario(messages, replay_file: str, output: str, tokens_per_page: int | None,
                     pages: int | None) -> None:
     from kvviz.report.atomic import write_text_atomic
 
-    recording_to_scenario = _optional("watch_to_kvs", "recording_to_scenario", "--to-kvs")
+    from kvviz.watch.to_kvs import recording_to_scenario
     try:
         text = recording_to_scenario(messages, tokens_per_page=tokens_per_page, pages=pages, source=replay_file)
         if output == "-":  # stdout, never a file named "-"
@@ -663,7 +654,7 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
 def _against(messages, text: str, source: str, as_json: bool, design_reason: str = "") -> None:
     import dataclasses
 
-    against = _optional("watch_against", "against", "--against")
+    from kvviz.watch.against import against
     from kvviz.core.scenario import ScenarioError
 
     try:
@@ -720,6 +711,19 @@ def _export(messages, replay_file: str, step: int | None, output: str, tokenizer
 # -- kvviz open of a watch bundle ---------------------------------------------------------------
 
 
+def launch_watch_ui(timeline, *, subscriber=None, step: int | None = None, asked=None, tokenizer=None) -> None:
+    """Open a watched KV-event stream (``kvviz watch``) in the terminal UI: a recording's
+    ``timeline`` at ``step``, or a live one fed by ``subscriber`` (started by the caller);
+    ``asked``: an ``--explain`` prompt (``.prompt``, ``.at``) to explain at the step shown;
+    ``tokenizer``: token ids shown as text."""
+    from kvviz.watch.app import make_watch_app
+
+    if asked is not None and step is None:
+        step = asked.at
+    prompt = None if asked is None else asked.prompt
+    commands.run_app(make_watch_app(timeline, subscriber=subscriber, step=step, prompt=prompt, tokenizer=tokenizer))
+
+
 def open_watch_bundle(path: str, print_only: bool) -> None:
     """``kvviz open WATCH-BUNDLE``: replay the bundled messages, verify every digest, show
     the bundled step (the UI, or its summary with ``--print``). Exit 1 on a divergence."""
@@ -746,3 +750,13 @@ def open_watch_bundle(path: str, print_only: bool) -> None:
         launch_watch_ui(opened.timeline, step=opened.step)
     if opened.divergence:
         sys.exit(1)
+
+
+def _is_watch_bundle(path: str) -> bool:
+    from kvviz.watch.bundle import is_watch_bundle
+
+    return is_watch_bundle(path)
+
+
+WATCH_BUNDLE = BundleKind("watch", _is_watch_bundle, open_watch_bundle)
+"""What ``kvviz open`` needs to know of a watch bundle (wired in by :mod:`kvviz.cli`)."""

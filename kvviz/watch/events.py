@@ -33,7 +33,7 @@ Narration clauses (:attr:`Design.clauses`), with the fields each is filled with:
 from __future__ import annotations
 
 from kvviz.watch.wire import AllBlocksCleared, BlockRemoved, BlockStored, UnknownEvent
-from kvviz.core.designs import Design, EventWords, Nouns
+from kvviz.core.designs import Design, EventWords, Nouns, register
 
 NOUNS = Nouns(entry="block", entries="blocks", structure="forest", removed="removed", free=None, step="batch")
 
@@ -68,7 +68,7 @@ CLAUSES = {
 
 UNKNOWABLE = "the stream carries no reference counts, eviction order or owners"
 
-DESIGN = Design(
+DESIGN = register(Design(
     name="events",
     title="KV events of a server",
     nouns=NOUNS,
@@ -84,8 +84,10 @@ DESIGN = Design(
     quiz=False,
     quiz_refusal="practice questions need the cache's own state (refs, eviction order); "
                  "the KV-event stream carries neither",
-)
-"""The events design: the cache a server's KV-event stream describes."""
+))
+"""The events design: the cache a server's KV-event stream describes. Registered with the
+kernel's design table here, by the watch feature that owns it, so ``design("events")`` finds
+it once the watch is loaded (the kernel does not import the watch)."""
 
 EVENTS_DESIGN = DESIGN
 

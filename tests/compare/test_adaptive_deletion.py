@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from kvcore import TriePagedAttentionCache
-from kvviz.core.failure import first_failure
+from kvviz.compare.failure import first_failure
 from kvviz.core.scenario import parse_scenario
 from kvviz.compare.shrink import ShrinkBudget, shrink
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kvcore import Violation
-from kvviz.core.failure import (Failure, FailureIdentity, failure_substep, first_failure, frame_failures,
-                                 known_cause, unexpected_full)
+from kvviz.compare.failure import failure_substep, first_failure
+from kvviz.core.failure import Failure, FailureIdentity, frame_failures, known_cause, unexpected_full
 from kvviz.core.scenario import parse_scenario
 from kvviz.core.session import Session
 
@@ -109,7 +109,7 @@ def test_the_bundle_points_at_the_first_substep_whose_state_breaks_the_same_inva
 def test_compare_and_diff_fail_at_their_first_divergence_with_one_identity():
     from kvviz.core.demos import load_demo
     from kvviz.compare.engine import SideSpec, run_compare
-    from kvviz.core.failure import divergence_failure
+    from kvviz.compare.failure import divergence_failure
 
     policies = load_demo("policies")
     run = run_compare(policies, SideSpec("trie", "lru"), SideSpec("trie", "lfu"))

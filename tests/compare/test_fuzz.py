@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.core.failure import DIFF, first_failure
+from kvviz.compare.failure import DIFF, first_failure
 from kvviz.compare.fuzz import fuzz, random_scenario, run_rng
 from kvviz.core.scenario import parse_scenario
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from kvviz.cli import cli
 from kvviz.compare import shrink as shrink_module
-from kvviz.core.failure import first_failure
+from kvviz.compare.failure import first_failure
 from kvviz.core.scenario import parse_scenario
 from kvviz.core.session import Session
 

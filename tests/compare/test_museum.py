@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from kvviz.core.demos import demo_names, is_lesson, load_demo
-from kvviz.core.failure import DIFF, first_failure
+from kvviz.compare.failure import DIFF, first_failure
 from kvviz.compare.shrink import ShrinkBudget, shrink
 
 from .helpers import assert_one_minimal, padded, plant_tail_leak, require_shortfin

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.failure import first_failure
+from kvviz.compare.failure import first_failure
 from kvviz.compare.fuzz import random_scenario, run_rng
 from kvviz.core.scenario import parse_scenario
 from kvviz.compare.shrink import NotFailing, ShrinkBudget, ddmin, rename_allocations, scenario_size, shrink

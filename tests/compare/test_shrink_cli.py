@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from kvviz.cli import cli
 from kvviz.report.bundle import open_bundle
-from kvviz.core.failure import DIFF, first_failure
+from kvviz.compare.failure import DIFF, first_failure
 from kvviz.core.scenario import parse_scenario
 
 from .helpers import require_shortfin

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kvviz.core import failure
+from kvviz.compare import failure
 from kvviz.core.scenario import parse_scenario
 from kvviz.compare.shrink import ShrinkBudget, TooBigToShrink, shrink
 

@@ -243,7 +243,7 @@ def _imported_by(module: str) -> set[str]:
 def test_the_pseudocode_is_pure_data_needing_only_the_standard_library():
     # The types the algorithms are written in, and a backend's code, need nothing else; the
     # lookups read the designs, whose event tables are keyed by kvcore's event classes.
-    assert _imported_by("kvviz.backends.code") == {"kvviz"}
+    assert _imported_by("kvviz.backends.code") <= {"kvviz", "kvcore"}  # its package's protocol reads kvcore
     assert _imported_by("kvviz.backends.shortfin_code") <= {"kvviz", "kvcore"}  # no shortfin needed
     assert _imported_by("kvviz.core.pseudocode") == {"kvviz", "kvcore"}  # no textual or rich either
 

@@ -116,7 +116,7 @@ def test_the_site_builds_with_no_warning(tmp_path):
 def test_every_limit_says_what_it_bounds_so_its_generated_row_does():
     from kvviz.core import limits
 
-    documented = generator()._documented_names(ROOT / "kvviz" / "limits.py", r"MAX_[A-Z_]+")
+    documented = generator()._documented_names(ROOT / "kvviz" / "core" / "limits.py", r"MAX_[A-Z_]+")
     names = [n for n in vars(limits) if re.fullmatch(r"MAX_[A-Z_]+", n)]
     assert sorted(name for _, name, _ in documented) == sorted(names)
     assert [name for _, name, doc in documented if not doc] == []

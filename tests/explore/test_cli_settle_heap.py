@@ -10,6 +10,7 @@ import gc
 import pytest
 
 import kvviz.commands as common
+from kvviz.explore.launch import launch_ui
 
 
 class FakeApp:
@@ -36,14 +37,14 @@ def settled(monkeypatch):
 def test_an_app_that_settles_the_heap_itself_runs_with_the_collector_paused_until_it_does(settled):
     app = FakeApp(settled, settles_itself=True)
     assert gc.isenabled()
-    common._run_app(app)
+    common.run_app(app)
     assert app.seen == (False, [])  # paused, and nothing settled before the app ran
     assert gc.isenabled()  # back as it was once the app returned
 
 
 def test_any_other_app_runs_on_a_heap_settled_before_it_starts(settled):
     app = FakeApp(settled, settles_itself=False)
-    common._run_app(app)
+    common.run_app(app)
     assert app.seen == (True, ["settle_heap"])
 
 
@@ -51,9 +52,9 @@ def test_launch_ui_hands_the_app_the_heap_settling_for_when_it_is_idle(settled, 
     from kvviz.explore.app import KvvizApp
 
     started = []
-    monkeypatch.setattr(common, "_run_app", started.append)
+    monkeypatch.setattr(common, "run_app", started.append)
     session = common.make_session(common.load_scenario("lru", demo=True), None)
-    common.launch_ui(session)
+    launch_ui(session)
     (app,) = started
     assert isinstance(app, KvvizApp)
     app.after_idle_work()

@@ -143,7 +143,9 @@ def test_with_a_terminal_the_ui_starts(fake_apps, monkeypatch):
     common = kvviz.commands
     monkeypatch.setattr(common, "_isatty", lambda stream: True)
     monkeypatch.setattr(common, "settle_heap", lambda: None)  # gc.freeze() is for the kvviz process only
-    common.launch_ui(common.make_session(common.load_scenario("lru", demo=True), None), 3)
+    from kvviz.explore.launch import launch_ui
+
+    launch_ui(common.make_session(common.load_scenario("lru", demo=True), None), 3)
     assert len(fake_apps) == 1
 
 
@@ -208,7 +210,7 @@ def test_the_ui_knows_which_demo_it_shows_so_b_can_show_the_buggy_code(monkeypat
     from kvviz.core import pseudocode
 
     opened = []
-    monkeypatch.setattr(kvviz.commands, "_run_app", opened.append)
+    monkeypatch.setattr(kvviz.commands, "run_app", opened.append)
     result = CliRunner().invoke(cli, args, prog_name="kvviz")
     assert result.exit_code == 0, result.output
     (app,) = opened

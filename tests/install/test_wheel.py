@@ -13,6 +13,8 @@ import pytest
 
 from kvviz.samples import SAMPLES
 
+pytestmark = pytest.mark.slow  # builds and installs a wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -15,6 +15,8 @@ hash invariants must hold. ``HYPOTHESIS_PROFILE=soak`` runs 100,000 examples.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 
@@ -28,6 +30,8 @@ from kvcore import events as ev
 from .refmodel import ModelAllocationFailure, ModelInvalid
 from .refmodel_hash import HashModel, model_view, snapshot_view, view_differences
 from .test_stateful import ERROR_CLASSES, CacheMachine
+
+pytestmark = pytest.mark.slow  # the hash cache's long state machine
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # The ci budget: the planted hash bug (benchmarks/planted_bugs.py) fell after at most 42 passing

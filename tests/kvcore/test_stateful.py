@@ -58,6 +58,8 @@ from .refmodel import (
     view_differences,
 )
 
+pytestmark = pytest.mark.slow  # the trie's long state machine
+
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # Examples per machine and profile. The trie machine is the one that matters; the base
 # cache has no trie, so fewer examples cover it.

@@ -20,6 +20,8 @@ from kvviz.core.demos import demo_names
 
 from .served import CHROMIUM, GONE_SECONDS, START_SECONDS, group_members, kill_group, poll, served
 
+pytestmark = pytest.mark.slow  # drives a real browser
+
 FIRST_FRAME_MS = int(START_SECONDS * 1000)
 STEP_MS = 30_000
 

@@ -22,6 +22,8 @@ import pytest
 
 from .served import GONE_SECONDS, START_SECONDS, command_line, group_members, poll, served
 
+pytestmark = pytest.mark.slow  # starts kvviz serve and its app processes
+
 
 def status_of(url: str) -> int:
     try:

@@ -25,7 +25,7 @@ def _definitions(pattern: str) -> list[str]:
 
 
 def test_choice_letters_and_hint_words_are_defined_once():
-    assert [d.split(":")[0] for d in _definitions(r"class Choice\b")] == ["model/quiz/choices.py"]
+    assert [d.split(":")[0] for d in _definitions(r"class Choice\b")] == ["teach/quiz/choices.py"]
     assert len(_definitions(r"LETTERS = ")) == 1
     assert len(_definitions(r"HINT_WORDS = ")) == 1
     assert len(_definitions(r"FIX_WORDS = ")) == 1

@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from ui_fixtures import lru_session, small_session, violation_session  # noqa: E402
 
 from kvviz.explore.app import make_app  # noqa: E402
+from tests.textual_pacing import pace_the_pilot  # noqa: E402
+
+pace_the_pilot()  # the UI tests here drive App.run_test (tests/textual_pacing.py says why)
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,8 @@ No wall clock: the tests count what ran and in which order, and compare pictures
 
 from __future__ import annotations
 
+import pytest
+
 from kvviz.core.scenario import Op
 from kvviz.core.session import Session
 from tests.core.sessions import evicting_session as shared_evicting_session
@@ -143,6 +145,7 @@ async def fresh_picture(app_on, session, app, size) -> Terminal:
     return terminal
 
 
+@pytest.mark.slow  # a long random walk of the app
 async def test_after_random_steps_jumps_and_substeps_the_terminal_shows_what_a_fresh_app_draws(app_on):
     import random
 

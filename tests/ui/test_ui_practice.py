@@ -252,11 +252,12 @@ def test_renewed_runs_keep_only_answers_to_the_same_question(lru, small):
 
 def test_launch_ui_opens_practice_mode_with_the_seed(monkeypatch, lru):
     from kvviz import commands as common
+    from kvviz.explore.launch import launch_ui
 
     started = []
-    monkeypatch.setattr(common, "_run_app", started.append)
-    common.launch_ui(lru, practice_seed=7)
-    common.launch_ui(lru)
+    monkeypatch.setattr(common, "run_app", started.append)
+    launch_ui(lru, practice_seed=7)
+    launch_ui(lru)
     assert isinstance(started[0], KvvizApp)
     assert started[0].start_practice and started[0].practice_seed == 7
     assert not started[1].start_practice

@@ -28,6 +28,8 @@ from kvviz.watch.forest import Forest
 from kvviz.watch.subscriber import EndpointError, Received, Subscriber, parse_endpoint
 from kvviz.watch.wire import BlockRemoved, BlockStored, UnknownEvent
 
+pytestmark = pytest.mark.slow  # a live ZeroMQ publisher
+
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHER = Path(__file__).with_name("publisher.py")
 RECORDING = ROOT.parent / "shared" / "data" / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"

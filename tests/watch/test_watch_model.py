@@ -20,6 +20,7 @@ from kvviz.watch.wire import (AllBlocksCleared, BlockRemoved, BlockStored, Unkno
                                            key_label)
 from kvviz.watch import timeline as watch_module  # noqa: E402
 from kvviz.core.designs import DESIGN_MODULES, Design, design  # noqa: E402
+from kvviz.watch.events import EVENTS_DESIGN  # noqa: E402  (registers the events design)
 from kvviz.watch.timeline import WatchTimeline  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -61,7 +62,7 @@ def timeline_of(batches: list[list], keyframe_every: int = 256, start_seq: int =
 
 def test_the_events_design_is_the_first_entry_and_words_every_stream_event_class():
     events = design("events")
-    assert isinstance(events, Design) and list(DESIGN_MODULES)[0] == "events"
+    assert isinstance(events, Design) and events is EVENTS_DESIGN and "events" not in DESIGN_MODULES
     for cls in (BlockStored, BlockRemoved, AllBlocksCleared, UnknownEvent):
         assert events.words(cls).kind and events.words(cls).log
     assert events.words(BlockRemoved).evicts and events.words(AllBlocksCleared).evicts

@@ -12,7 +12,7 @@ module here and a row in :data:`DESIGN_MODULES`, a new event class one row of it
 Entries: kvcore's three caches, :mod:`.trie` (shared prefixes, ref counts, a heap of
 eviction candidates), :mod:`.base` (no sharing) and :mod:`.hash` (vLLM's chained block keys
 and one free queue, lazy eviction), and the KV-event stream of a real server
-(:mod:`.events`). A kvcore design's record also carries what stepping into an op needs: each
+(:mod:`kvviz.watch.events`, registered by the watch feature with :func:`register`). A kvcore design's record also carries what stepping into an op needs: each
 event's sub-step sentence and focus (:attr:`EventWords.substep`), the pseudo-code and its
 sub-step -> line rows (:attr:`Design.code`), its narration (:attr:`Design.narrate`), and what
 its views and exports show (:attr:`Design.views`).
@@ -238,7 +238,6 @@ class Design:
 
 
 DESIGN_MODULES: Mapping[str, str] = _frozen({
-    "events": "events",
     "trie": "trie",
     "base": "base",
     "hash": "hash",
