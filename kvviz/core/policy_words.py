@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvcore import KEY_FIELDS
+from kvviz.core.words import count as plural
 
 __all__ = ["PolicyWords", "WORDS", "key_fields", "key_phrase", "key_value", "words_for"]
 
@@ -32,10 +33,6 @@ def key_fields(snapshot) -> str:
 def key_value(key: tuple[int, ...]) -> str:
     """A key tuple as sentences write it: "(2, 2)", and "(5)" for a one-field key (not "(5,)")."""
     return "(" + ", ".join(map(str, key)) + ")"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word if n == 1 else word + 's'}"
 
 
 def _ties(seq: int) -> str:
@@ -106,7 +103,7 @@ WORDS: dict[str, PolicyWords] = {w.policy: w for w in (
         rule="first in, first out, however recently a page was used",
         last_mistake="the newest leaf: fifo evicts the leaf created first"),
     PolicyWords(
-        "lfu", gloss=lambda k: f"{_plural(k[0], 'hit')}, then last used at tick {k[1]}; {_ties(k[2])}",
+        "lfu", gloss=lambda k: f"{plural(k[0], 'hit')}, then last used at tick {k[1]}; {_ties(k[2])}",
         first=lambda k: "the unreferenced leaf with the fewest hits", next="the next fewest hits",
         rule="the fewest hits go first; among equal hits, the least recently used",
         last_mistake="the most hit leaf: lfu evicts the fewest hits first"),

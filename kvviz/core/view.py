@@ -215,7 +215,7 @@ def heap_name(snapshot) -> str:
     return f"{policy.upper() if len(policy) <= 4 else policy.capitalize()} heap"
 
 
-def key_text(snapshot, node) -> str:
+def node_key_text(snapshot, node) -> str:
     """``node``'s eviction key under the snapshot's policy, compact: "(26,4)"."""
     return "(" + ",".join(map(str, snapshot.node_key(node))) + ")"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 __all__ = ["EVICTIONS_TOLD", "Labeler", "NODES_TOLD", "PAGES_LISTED", "TOKENS", "Units", "are", "count",
            "default_labeler", "did_you_mean", "there_are",
-           "key_text", "nodes_text", "number_ranges", "pages_text", "some_pages"]
+           "policy_key_text", "nodes_text", "number_ranges", "pages_text", "some_pages"]
 
 Labeler = Callable[[tuple[int, ...]], str]
 """Turns tokens into the words a script spelled (:meth:`kvviz.core.vocab.Vocabulary.label_tokens`)."""
@@ -136,6 +136,6 @@ def some_pages(evictions) -> str:
     return pages + (f" and {len(evictions) - PAGES_LISTED:,} more" if len(evictions) > PAGES_LISTED else "")
 
 
-def key_text(key) -> str:
+def policy_key_text(key) -> str:
     """A key compact, as sub-steps write it: ``(3,1)``; ``none`` for no key."""
     return "(" + ",".join(map(str, key)) + ")" if key is not None else "none"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from kvviz.core.limits import MAX_QUIZ_STEPS
 from kvviz.core.narrate import count
-from kvviz.teach.quiz import AnswerError, Divergence, Question, Reply, Tally, feedback, questions, refusal
+from kvviz.teach.quiz import AnswerError, Parting, Question, Reply, Tally, feedback, questions, refusal
 from kvviz.teach.quiz.choices import HINT_WORDS
 from kvviz.core.view import FrameView
 from kvviz.core.why import Answer
@@ -65,7 +65,7 @@ class QuizView:
     score: str
     status: str
     asking: bool
-    parted: Divergence | None = None
+    parted: Parting | None = None
 
     @property
     def hint(self) -> bool:
@@ -156,7 +156,7 @@ class QuizRun:
         if self.pending is not None:
             self.hints_shown = min(self.hints_shown + 1, len(self.pending.hints))
 
-    def parted(self) -> Divergence | None:
+    def parted(self) -> Parting | None:
         """Where the revealed question's wrong answer parted from the cache (None otherwise)."""
         if self.revealed is None:
             return None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kvviz.core.designs import design_of
 from kvviz.core.free_queue import free_page_count, next_victim, queue_text
 from kvviz.core.policy_words import key_fields, key_value, words_for
-from kvviz.core.view import heap_name, key_text
+from kvviz.core.view import heap_name, node_key_text
 from kvviz.report.text import block_lines
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,7 +71,7 @@ def mermaid(frame: "Frame", session: "Session") -> str:
             lines.append(f'  more["... {len(snap.nodes) - 1 - MAX_MERMAID_NODES} more nodes"]')
             break
         label = _esc(_tokens(session, n.tokens))
-        key = f" · key {key_text(snap, n)}" if show_key else ""
+        key = f" · key {node_key_text(snap, n)}" if show_key else ""
         lines.append(f'  n{n.id}["{label}<br/>page {n.page} · ref {n.ref} · t{n.last_access}{key}"]')
         lines.append(f"  n{n.parent} --> n{n.id}")
     if frame.index > 0 and frame.diff.nodes_evicted:

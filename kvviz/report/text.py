@@ -28,7 +28,7 @@ from kvcore.events import BlockEvicted
 from kvviz.core.designs import design_of
 from kvviz.core.free_queue import free_page_count, next_victim, place_text, queue_text
 from kvviz.core.policy_words import key_fields, key_phrase, key_value, words_for
-from kvviz.core.view import heap_name, key_text
+from kvviz.core.view import heap_name, node_key_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvviz.core.session import Frame, Session
@@ -86,7 +86,7 @@ def trie_tree(frame: "Frame", session: "Session") -> Tree | Text:
         state = "cached" if n.ref else "evictable"
         style = "green" if node_id in added else "blue" if node_id in touched else (
             "cyan" if n.ref else "magenta")
-        key = f" key {key_text(snap, n)}" if show_key else ""
+        key = f" key {node_key_text(snap, n)}" if show_key else ""
         tokens = labels.get(n.tokens)
         if tokens is None:
             tokens = labels[n.tokens] = vocab.label_tokens(n.tokens, limit=MAX_LABEL_TOKENS)
@@ -353,7 +353,7 @@ def free_queue_line(snap) -> Text:
     return Text(f"free queue (head first, * holds a cached block): {queue_text(snap)}{then}")
 
 
-class PageGrid:
+class PageGridText:
     """One cell per page: ``.`` free, owner name for an unpublished tail, ``C<ref>`` cached
     and referenced, ``E`` evictable; ``+`` taken, ``-`` freed, ``!`` evicted in this step.
     As many columns as the console width allows."""
@@ -481,9 +481,9 @@ class PageGrid:
 _LAST_GRID: dict = {}  # the grid drawn last: its snapshot (weakly), cells, marked pages, pool size
 
 
-def page_grid(frame: "Frame") -> PageGrid:
+def page_grid(frame: "Frame") -> PageGridText:
     """The page pool as a grid renderable."""
-    return PageGrid(frame)
+    return PageGridText(frame)
 
 
 def allocations_table(frame: "Frame", session: "Session") -> Table:
@@ -622,7 +622,7 @@ def plain_text(console, renderable) -> str:
             lines = _text_lines(part, width)
         elif isinstance(part, TreeLines):
             lines = _tree_lines(console, part)
-        elif isinstance(part, PageGrid):
+        elif isinstance(part, PageGridText):
             lines = _grid_lines(part, width)
         if lines is None:
             with console.capture() as capture:
@@ -741,8 +741,8 @@ def _needs_rich(tree: Tree, console) -> bool:
     return bool(tree.hide_root or guide_style.bold or guide_style.underline2)
 
 
-def _grid_lines(grid: "PageGrid", width: int) -> list[str] | None:
-    """The lines :class:`PageGrid` draws at ``width``."""
+def _grid_lines(grid: "PageGridText", width: int) -> list[str] | None:
+    """The lines :class:`PageGridText` draws at ``width``."""
     cells = grid.rows()
     lines = grid.layout(cells, width)
     hidden = len(grid.frame.snapshot.pages) - len(cells)

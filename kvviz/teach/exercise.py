@@ -39,7 +39,7 @@ from kvcore import Snapshot
 
 from kvviz.core.designs import Design, design_of
 from kvviz.teach.quiz.choices import LETTERS, Choice, letter_choice, score_line
-from kvviz.core.words import Labeler, are, count, default_labeler, key_text
+from kvviz.core.words import Labeler, are, count, default_labeler, policy_key_text
 
 __all__ = ["MAX_CHOICES", "MOVE_KINDS", "Choice", "Exercise", "Move", "MoveKind", "MoveResult", "Play",
            "Verdict", "build_exercise", "move_kinds_of", "read_choice", "state_lines"]
@@ -445,10 +445,10 @@ def _find_victim(o: _Op) -> list[_Draft]:
             node = nodes[node_id]
             if node_id == e.node:
                 options.append((node_id, None, f"node {node_id} is a leaf with ref 0 and the smallest key "
-                                               f"{key_text(key(node))} of all the candidates"))
+                                               f"{policy_key_text(key(node))} of all the candidates"))
             else:
-                options.append((node_id, "not-smallest", f"node {node_id}'s key {key_text(key(node))} is larger "
-                                                         f"than node {e.node}'s {key_text(key(victim))}"))
+                options.append((node_id, "not-smallest", f"node {node_id}'s key {policy_key_text(key(node))} is larger "
+                                                         f"than node {e.node}'s {policy_key_text(key(victim))}"))
         if len(options) > MAX_CHOICES - 2:  # keep the victim and the keys nearest it
             others = sorted((o_ for o_ in options if o_[1]), key=lambda t: key(nodes[t[0]]))
             options = [o_ for o_ in options if not o_[1]] + others[:MAX_CHOICES - 3]
@@ -461,7 +461,7 @@ def _find_victim(o: _Op) -> list[_Draft]:
         for node in sorted(held, key=key)[:1]:
             options.append((node.id, "referenced", f"node {node.id} has ref {node.ref}: a live allocation uses it, "
                                                    "so it cannot be evicted"))
-        choices = [(f"evict {_node_name(state, nid)} [{o.label(nodes[nid].tokens)}] key {key_text(key(nodes[nid]))}",
+        choices = [(f"evict {_node_name(state, nid)} [{o.label(nodes[nid].tokens)}] key {policy_key_text(key(nodes[nid]))}",
                     (nid,), mistake, why) for nid, mistake, why in sorted(options)]
         if len(choices) < 2:  # one node in the whole trie: the other choice is to find nothing
             choices.append(("evict nothing: no node can go, the acquire fails", (), "nothing-evictable",
@@ -485,7 +485,7 @@ def _sift_choices(state: Snapshot, slot: int, right: tuple[int, ...], label: Lab
         return state.node_key(nodes[heap[s]])
 
     def k(s: int) -> str:
-        return f"[{s}] node {heap[s]} {key_text(key(s))}"
+        return f"[{s}] node {heap[s]} {policy_key_text(key(s))}"
 
     neighbours = ([(slot - 1) // 2] if slot > 0 else []) + [c for c in (2 * slot + 1, 2 * slot + 2) if c < len(heap)]
     children = [c for c in neighbours if c > slot]
@@ -877,7 +877,7 @@ def _structure_lines(snap: Snapshot, label: Labeler) -> list[str]:
     for n in nodes:
         kids = snap.children(n.id)
         out.append(f"  node {n.id}: parent {n.parent or 'root'}, [{label(n.tokens)}], page {n.page}, ref {n.ref}, "
-                   f"key {key_text(snap.node_key(n))}, children {', '.join(map(str, kids)) if kids else 'none'}")
+                   f"key {policy_key_text(snap.node_key(n))}, children {', '.join(map(str, kids)) if kids else 'none'}")
     return out
 
 
@@ -890,7 +890,7 @@ def _free_lines(snap: Snapshot) -> list[str]:
 
 def _heap_lines(snap: Snapshot) -> list[str]:
     nodes = {n.id: n for n in snap.nodes}
-    cells = [f"[{i}] node {nid} {key_text(snap.node_key(nodes[nid]))}" for i, nid in enumerate(snap.heap)]
+    cells = [f"[{i}] node {nid} {policy_key_text(snap.node_key(nodes[nid]))}" for i, nid in enumerate(snap.heap)]
     return [f"Heap array (policy {snap.policy}, slot: node key):", *(f"  {c}" for c in cells)] if cells else [
         "Heap: empty"]
 

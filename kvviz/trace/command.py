@@ -69,6 +69,7 @@ from kvviz.commands import (
     stdout_console,
 )
 from kvviz.explore.launch import launch_ui
+from kvviz.core.words import count as plural
 
 __all__ = ["parse_capacity", "trace"]
 
@@ -156,10 +157,6 @@ class _AsciiIntRange(click.IntRange):
         return super().convert(value, param, ctx)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
 def _fail(message: str) -> None:
     """Bad input: one line on stderr and exit code 2, never a traceback."""
     raise BadInput(message)
@@ -195,9 +192,9 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult, reque
     table.add_column("value", justify="right")
     table.add_column("note")
     if result.capacity_tokens is None:
-        capacity = f"unlimited ({_plural(result.page_count, 'page')})"
+        capacity = f"unlimited ({plural(result.page_count, 'page')})"
     else:
-        capacity = f"{_plural(result.capacity_tokens, 'token')} = {_plural(result.page_count, 'page')}"
+        capacity = f"{plural(result.capacity_tokens, 'token')} = {plural(result.page_count, 'page')}"
     mode = "concurrent" if result.concurrency else "sequential"
     if result.concurrency:
         mode_note = (f"prefill {result.prefill_ms_per_token:g} ms/token, "
@@ -206,7 +203,7 @@ def _summary_table(trace: Trace, reuse: PrefixReuse, result: ReplayResult, reque
         mode_note = "acquire, publish, release each request"
     rows = [
         ("requests", f"{result.requests:,}",
-         f"{_plural(trace.skipped_count, 'bad line')} skipped" if trace.skipped_count else ""),
+         f"{plural(trace.skipped_count, 'bad line')} skipped" if trace.skipped_count else ""),
         ("input tokens", f"{result.input_tokens:,}", f"{reuse.blocks:,} blocks of {result.page_tokens} tokens"),
         ("cache", _cache_label(result), capacity),
         ("replay", mode, mode_note + (", with output" if result.with_output else "")),
@@ -509,7 +506,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         _fail(f"{file} is too large to load")
     if not loaded.requests:
         if loaded.skipped:  # one line, not a list of warnings followed by the error
-            _fail(f"{file} has no valid requests: {_plural(loaded.skipped_count, 'bad line')} skipped, the first "
+            _fail(f"{file} has no valid requests: {plural(loaded.skipped_count, 'bad line')} skipped, the first "
                   f"{loaded.skipped[0]}")
         _fail(f"{file} has no valid requests")
     template = ReplayConfig(capacity_tokens=capacity_tokens, page_tokens=page_tokens, with_output=with_output,
@@ -559,7 +556,7 @@ def trace(file: Path, capacity_tokens: int | None, page_tokens: int, use_base: b
         if as_json:
             click.echo(json.dumps(message, indent=2), err=to_stdout)
         else:
-            click.echo(f"wrote {written}: {_plural(len(requests), 'request')}, {_plural(scenario.ops, 'op')} "
+            click.echo(f"wrote {written}: {plural(len(requests), 'request')}, {plural(scenario.ops, 'op')} "
                        f"(token hit rate {percent(scenario.result.token_hit_rate)})", err=to_stdout)
         return
     reuse = prefix_reuse(requests, block_tokens=page_tokens)
@@ -681,7 +678,7 @@ def _open_in_ui(loaded: Trace, requests, config: ReplayConfig, *, default_capaci
 
 def _report_skipped(loaded: Trace) -> None:
     skipped = loaded.skipped
-    click.echo(f"kvviz: warning: skipped {_plural(loaded.skipped_count, 'bad line')} in {loaded.path}:", err=True)
+    click.echo(f"kvviz: warning: skipped {plural(loaded.skipped_count, 'bad line')} in {loaded.path}:", err=True)
     for problem in skipped[:_SKIPPED_SHOWN]:
         click.echo(f"  {problem}", err=True)
     if loaded.skipped_count > _SKIPPED_SHOWN:

@@ -42,6 +42,7 @@ from kvviz.core.narrate import Units
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, ScenarioError, Step, format_scenario, parse_scenario
 from kvviz.core.mooncake import TraceRequest
 from kvviz.trace.replay import OpRecord, ReplayConfig, ReplayResult, capacity_pages, replay, unlimited_pages
+from kvviz.core.words import count as plural
 
 __all__ = ["TraceScenario", "trace_to_scenario"]
 
@@ -64,10 +65,6 @@ class TraceScenario:
 
 def _seconds(time_ms: float) -> str:
     return f"{time_ms / 1000:,.3f} s"
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 def _first_seen(requests: Sequence[TraceRequest]) -> dict[str, tuple[int, str | None]]:
@@ -106,9 +103,9 @@ def _arrival(record: OpRecord, seen: dict[str, tuple[int, str | None]]) -> str:
         shared = f"its first {matched:,} blocks were first seen in {owner}"
     output = f"{request.output_length:,} output tokens"
     if record.extra_blocks:
-        output += f" (+{_plural(record.extra_blocks, 'block')})"
+        output += f" (+{plural(record.extra_blocks, 'block')})"
     return (f"{request.name} arrives at {_seconds(record.time_ms)} (trace line {request.line}): "
-            f"{request.input_length:,} prompt tokens in {_plural(len(request.hash_ids), 'block')}, "
+            f"{request.input_length:,} prompt tokens in {plural(len(request.hash_ids), 'block')}, "
             f"{output}; {shared}.")
 
 
@@ -127,16 +124,16 @@ def trace_to_scenario(
     needed = unlimited_pages(requests, config)
     if config.capacity_tokens is None:
         pages = needed
-        capacity = f"unlimited capacity ({_plural(pages, 'page')}: every block of the excerpt)"
+        capacity = f"unlimited capacity ({plural(pages, 'page')}: every block of the excerpt)"
     else:
         pages = capacity_pages(config.capacity_tokens, config.page_tokens)
-        capacity = (f"{_plural(config.capacity_tokens, 'token')} = {_plural(pages, 'page')} of "
+        capacity = (f"{plural(config.capacity_tokens, 'token')} = {plural(pages, 'page')} of "
                     f"{config.page_tokens} tokens")
     notes = []
     if pages > needed:
         # Pages beyond every block of the slice are never taken (the free list is FIFO), so
         # the smaller pool behaves identically and stays within the language's page limit.
-        notes.append(f"# The cache is written with {_plural(needed, 'page')}: the excerpt never uses more, "
+        notes.append(f"# The cache is written with {plural(needed, 'page')}: the excerpt never uses more, "
                      f"so it behaves exactly like {pages:,}.")
         pages = needed
     if pages > MAX_PAGES:
@@ -154,7 +151,7 @@ def trace_to_scenario(
             narration = _arrival(entry, seen)
             if entry.op == "fail":
                 need = len(request.hash_ids) + entry.extra_blocks
-                narration += (f" It needs up to {_plural(need, 'page')} and does not fit: the acquire fails and "
+                narration += (f" It needs up to {plural(need, 'page')} and does not fit: the acquire fails and "
                               "changes nothing.")
                 expects = (Expect("fail", detail="alloc"),)
             else:
@@ -164,7 +161,7 @@ def trace_to_scenario(
                                   "(the others were evicted or are not published yet).")
                 if matched:  # the hit in the trace's units, as the replay counts it
                     hit = min(matched * config.page_tokens, request.input_length)
-                    narration += (f" From the cache: {matched:,} of {_plural(len(request.hash_ids), 'block')}, "
+                    narration += (f" From the cache: {matched:,} of {plural(len(request.hash_ids), 'block')}, "
                                   f"{hit:,} of its {request.input_length:,} prompt tokens.")
                 expects = (Expect("hit", name, (entry.matched_blocks,)),)
                 if entry.evicted_pages:
@@ -186,9 +183,9 @@ def trace_to_scenario(
     drafted = Scenario(
         # The units first: a header that truncates the title still says what a page is.
         title=f"{source}: 1 page = 1 block of {config.page_tokens} tokens, requests {first_number}-{last_number}",
-        description=(f"{_plural(len(requests), 'request')} of a Mooncake trace, replayed {mode} on a "
+        description=(f"{plural(len(requests), 'request')} of a Mooncake trace, replayed {mode} on a "
                      f"{config.cache} cache with {capacity}: token hit rate {result.token_hit_rate:.1%}, "
-                     f"{_plural(result.pages_evicted, 'page')} evicted, {result.failed_to_fit:,} failed to fit."
+                     f"{plural(result.pages_evicted, 'page')} evicted, {result.failed_to_fit:,} failed to fit."
                      + (f" {note}" if note else "")),
         config=CacheConfig(config.cache, max(pages, 1), 1),
         steps=tuple(steps),
@@ -206,7 +203,7 @@ def trace_to_scenario(
     text = "\n".join(comments + notes) + "\n" + format_scenario(drafted)
     size = len(text.encode("utf-8"))
     if size > MAX_SOURCE_BYTES:  # said here, in the trace's terms, rather than as a parse error
-        raise ValueError(f"the scenario for {_plural(len(requests), 'request')} would be {size:,} bytes; kvviz "
+        raise ValueError(f"the scenario for {plural(len(requests), 'request')} would be {size:,} bytes; kvviz "
                          f"reads scenarios of at most {MAX_SOURCE_BYTES:,}: take fewer requests (--first N)")
     try:
         scenario = parse_scenario(text)

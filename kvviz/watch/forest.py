@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from kvcore.snapshot import StateDigest
 
-from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, Key, UnknownEvent, key_order, key_text)
+from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, Key, UnknownEvent, key_order, block_hash_text)
 
 BlockId = tuple[Key, str | None]
 """A block of the forest: its key and its medium."""
@@ -176,7 +176,7 @@ class BlockMap(Mapping):
 
 def _row(b: ForestBlock) -> dict:
     """``b`` as a row of :meth:`ForestState.to_dict`."""
-    return {"key": key_text(b.key), "medium": b.medium, "parent": None if b.parent is None else key_text(b.parent),
+    return {"key": block_hash_text(b.key), "medium": b.medium, "parent": None if b.parent is None else block_hash_text(b.parent),
             "tokens": list(b.tokens), "lora": b.lora, "stored_at": b.stored_at, "copies": b.copies,
             "orphan": b.orphan}
 
@@ -199,8 +199,8 @@ def block_element(block: ForestBlock) -> str:
     out by hand: ``json.dumps`` of the row costs 3x this on every block a batch changes."""
     tokens = block.tokens
     token_text = ",".join(map(str, tokens)) if all(type(t) is int for t in tokens) else ",".join(map(_value, tokens))
-    parent = "null" if block.parent is None else '"' + key_text(block.parent) + '"'
-    return (f'["block",{{"copies":{block.copies},"key":"{key_text(block.key)}","lora":{_value(block.lora)},'
+    parent = "null" if block.parent is None else '"' + block_hash_text(block.parent) + '"'
+    return (f'["block",{{"copies":{block.copies},"key":"{block_hash_text(block.key)}","lora":{_value(block.lora)},'
             f'"medium":{_value(block.medium)},"orphan":{"true" if block.orphan else "false"},"parent":{parent},'
             f'"stored_at":{block.stored_at},"tokens":[{token_text}]}}]')
 
@@ -276,7 +276,7 @@ class ForestState:
 
     def to_dict(self) -> dict:
         """The state as canonical JSON-ready data: blocks in :func:`block_order`, keys as
-        :func:`~.wire.key_text`."""
+        :func:`~.wire.block_hash_text`."""
         blocks = sorted(self.blocks.values(), key=lambda b: block_order((b.key, b.medium)))
         return {
             "cached_blocks": self._size,

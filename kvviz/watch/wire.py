@@ -90,7 +90,7 @@ def key_label(key: Key, width: int = 12) -> str:
     return text
 
 
-def key_text(key: Key) -> str:
+def block_hash_text(key: Key) -> str:
     """A block hash as canonical text (exports, digests): an int in decimal with its sign, as
     sent; bytes as ``0x`` and hex. The two never collide (an int is never written with 0x)."""
     return str(key) if isinstance(key, int) else "0x" + bytes(key).hex()

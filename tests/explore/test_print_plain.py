@@ -17,7 +17,7 @@ from rich.console import Console
 import kvviz.report.text as text_module
 from kvviz.cli import cli
 from kvviz.core.demos import demo_names, load_demo
-from kvviz.report.text import (MAX_GRID_PAGES, PageGrid, frame_renderable, plain_rule, plain_text,
+from kvviz.report.text import (MAX_GRID_PAGES, PageGridText, frame_renderable, plain_rule, plain_text,
                                writes_plain)
 from kvviz.core.scenario import parse_scenario
 from kvviz.core.session import Session
@@ -98,9 +98,9 @@ def test_grid_cells_remade_where_a_step_changed_them_are_the_cells_made_whole():
         changes = frame.snapshot._changes
         reused += changes is not None and text_module._LAST_GRID.get("snapshot") is not None and \
             changes.before() is text_module._LAST_GRID["snapshot"]()
-        drawn = PageGrid(frame).rows()
+        drawn = PageGridText(frame).rows()
         diff = frame.diff
-        cell = PageGrid._cell_maker(frame.snapshot, set(diff.pages_taken), set(diff.pages_freed),
+        cell = PageGridText._cell_maker(frame.snapshot, set(diff.pages_taken), set(diff.pages_freed),
                                     set(diff.pages_evicted))
         assert drawn == [cell(info) for info in frame.snapshot.pages[:MAX_GRID_PAGES]], i
     assert reused > 200  # the incremental path is what ran

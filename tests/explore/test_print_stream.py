@@ -15,7 +15,7 @@ from rich.table import Table
 
 from kvviz.cli import cli
 from kvviz.core.demos import demo_path
-from kvviz.report.text import PageGrid, TreeLines, trie_tree
+from kvviz.report.text import PageGridText, TreeLines, trie_tree
 from kvviz.core.scenario import parse_scenario_file
 from kvviz.core.session import Session
 
@@ -105,7 +105,7 @@ def _styled_cells(renderable, width: int) -> list[list[tuple[str, str]]]:
             for line in console.render_lines(renderable, pad=False)]
 
 
-def _rich_grid(grid: PageGrid, width: int) -> Table:
+def _rich_grid(grid: PageGridText, width: int) -> Table:
     """The grid as Rich's table drew it before (the oracle)."""
     cells = grid.cells()
     columns = max(1, min(32, width // (max(len(c) for c in cells) + 1)))
@@ -120,7 +120,7 @@ def _rich_grid(grid: PageGrid, width: int) -> Table:
 def test_the_page_grid_reads_and_colours_as_rich_s_table_drew_it(name, kind):
     _, frames = _frames(name, kind)
     for frame in frames:
-        grid = PageGrid(frame)
+        grid = PageGridText(frame)
         for width in (30, 80, 120):
             assert _plain(grid, width) == _plain(_rich_grid(grid, width), width)
             assert _styled_cells(grid, width) == _styled_cells(_rich_grid(grid, width), width)

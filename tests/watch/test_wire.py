@@ -13,7 +13,7 @@ import pytest
 
 from kvviz.core import limits
 from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError,
-                                           UnknownEvent, decode_payload, key_label, key_order, key_text,
+                                           UnknownEvent, decode_payload, key_label, key_order, block_hash_text,
                                            medium_label, scan_msgpack)
 
 from .wire_reference import SGLANG, VLLM, count_values, events_of, figures, read_lines
@@ -145,7 +145,7 @@ def test_a_signed_and_an_unsigned_fold_of_one_hash_show_the_same_label():
     assert key_label(-(2**63), width=16) == key_label(2**63, width=16)
     assert key_label(0x7F3A000000000001) == "7f3a0000000…"
     assert key_label(b"\x01\xff") == "01ff"
-    assert key_text(-5) == "-5" and key_text(b"\x01") == "0x01"
+    assert block_hash_text(-5) == "-5" and block_hash_text(b"\x01") == "0x01"
     assert sorted([b"a", 3, -2], key=key_order) == [-2, 3, b"a"]
 
 

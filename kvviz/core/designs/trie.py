@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from kvcore import events as ev
 
 from kvviz.core.policy_words import key_fields, key_phrase, key_value, words_for
-from kvviz.core.words import (EVICTIONS_TOLD, NODES_TOLD, TOKENS, Labeler, count, default_labeler, key_text, nodes_text,
+from kvviz.core.words import (EVICTIONS_TOLD, NODES_TOLD, TOKENS, Labeler, count, default_labeler, policy_key_text, nodes_text,
                      number_ranges, pages_text, some_pages)
 from kvviz.core.designs import Design, EventWords, Focus, LogContext, Nouns, OpContext
 from kvviz.backends.code import Code, block, parse, rows
@@ -199,35 +199,35 @@ def _pop(c: OpContext, e: ev.HeapPopped):
                 f"{e.node} goes), then sifts down")
     else:
         rest = f"; the last entry, node {e.moved}, moves to slot [0] and sifts down"
-    return (f"pop the heap's top: node {e.node}, key {key_text(e.key)}, the smallest, is the victim{rest}",
+    return (f"pop the heap's top: node {e.node}, key {policy_key_text(e.key)}, the smallest, is the victim{rest}",
             Focus(nodes=(e.node,), slots=(0,)), {"cascade": cascade})
 
 
 def _swap(c: OpContext, e: ev.HeapSwapped):
     if e.direction == "down":
-        why = f"is larger than its child {key_text(e.other_key)} at [{e.other_slot}]"
+        why = f"is larger than its child {policy_key_text(e.other_key)} at [{e.other_slot}]"
     else:
-        why = f"is smaller than its parent {key_text(e.other_key)} at [{e.other_slot}]"
-    return (f"sift {e.direction}: {key_text(e.key)} at [{e.slot}] {why}: swap",
+        why = f"is smaller than its parent {policy_key_text(e.other_key)} at [{e.other_slot}]"
+    return (f"sift {e.direction}: {policy_key_text(e.key)} at [{e.slot}] {why}: swap",
             Focus(nodes=(e.node, e.other), slots=(e.slot, e.other_slot)),
             {"direction": e.direction, "after": c.heap_move})
 
 
 def _evict(c: OpContext, e: ev.Evicted):
     c.pages_of[e.node] = e.page
-    return (f"evict node {e.node} [{c.label(e.tokens)}], key {key_text(e.key)}: out of the trie; "
+    return (f"evict node {e.node} [{c.label(e.tokens)}], key {policy_key_text(e.key)}: out of the trie; "
             f"page {e.page} goes to {c.name(e.allocation)}",
             Focus(nodes=(e.node,), pages=(e.page,), allocation=c.name(e.allocation)), {})
 
 
 def _candidate(c: OpContext, e: ev.CandidateAdded):
-    return (f"{c.node(e.node)} has ref 0 and no children now: an eviction candidate, key {key_text(e.key)}",
+    return (f"{c.node(e.node)} has ref 0 and no children now: an eviction candidate, key {policy_key_text(e.key)}",
             Focus(nodes=(e.node,), pages=(e.page,)), {})
 
 
 def _push(c: OpContext, e: ev.HeapPushed):
     c.heap_move = "push"
-    return (f"node {e.node}, key {key_text(e.key)}, joins the heap at slot [{e.slot}], the array's end",
+    return (f"node {e.node}, key {policy_key_text(e.key)}, joins the heap at slot [{e.slot}], the array's end",
             Focus(nodes=(e.node,), slots=(e.slot,)), {})
 
 

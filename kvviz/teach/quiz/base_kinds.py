@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvcore import events as ev
 
 from kvviz.core.words import are, count
-from kvviz.teach.quiz.core import (Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
+from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
                    page_list, pages_text)
 
 
@@ -83,7 +83,7 @@ BASE_FREE = free_pages_kind(
                          if v.op.kind == "release" else
                          f"it took {count(v.snap0.free_count - x, 'page')}, one per started page; a base cache "
                          "shares nothing, so nothing is found.")),
-    diverge=lambda v, x: Divergence(v.index, _first(v, (ev.PagesTaken, ev.PagesFreed)),
+    diverge=lambda v, x: Parting(v.index, _first(v, (ev.PagesTaken, ev.PagesFreed)),
                                     f"you said {count(x, 'free page')}: the op "
                                     f"{'returned' if v.op.kind == 'release' else 'took'} "
                                     f"{count(abs(v.snap1.free_count - v.snap0.free_count), 'page')}."),
@@ -119,7 +119,7 @@ BASE_TABLE = block_table_kind(
                      f"{pages_text(v.snap0.free[:needed(v) + 1])}."),
     why=lambda v, x: (f"{v.op.name} holds pages {pages_text(x)}: the first {count(len(x), 'page')} of the free "
                       "list, in order (a base cache shares nothing)."),
-    diverge=lambda v, x: Divergence(v.index, _first(v, ev.PagesTaken),
+    diverge=lambda v, x: Parting(v.index, _first(v, ev.PagesTaken),
                                     f"you said {page_list(x)}: the op took {page_list(v.mine(v.snap1).pages)} from "
                                     "the free list's front."),
 )
@@ -168,7 +168,7 @@ BASE_FAIL = QuestionKind(
                      f"It needs {count(needed(v), 'page')}; {are(v.snap0.free_count)} free."),
     why=lambda v, x: (f"It needs {count(needed(v), 'page')} and {are(v.snap0.free_count)} free, so "
                       + (f"it fails, {count(x, 'page')} short; a failed op changes nothing." if x else "it succeeds.")),
-    diverge=lambda v, x: Divergence(v.index, 0, f"you said {BASE_FAIL.describe(x)}: kvcore compared "
+    diverge=lambda v, x: Parting(v.index, 0, f"you said {BASE_FAIL.describe(x)}: kvcore compared "
                                                 f"{count(needed(v), 'page')} needed with "
                                                 f"{v.snap0.free_count} free before changing anything."),
     weight=2,

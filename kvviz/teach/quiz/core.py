@@ -225,7 +225,7 @@ def simulate_evictions(snap: "Snapshot", protected, count: int, key=None, cascad
 
 
 @dataclass(frozen=True)
-class Divergence:
+class Parting:
     """Where a learner's answer and the cache part ways: the step, the sub-step (0-based
     index into the op's sub-steps; None: the step as a whole) and one sentence."""
 
@@ -246,7 +246,7 @@ class QuestionKind:
     wrong answers with the mistake each models; ``hints(view)``: graduated hints (the rule,
     where to look, the computation with this state's numbers); ``why(view, answer)``: one
     sentence; ``diverge(view, value)``: where a wrong value parts from the cache
-    (a :class:`Divergence`, or None); ``weight``: how much more often than a weight-1 kind
+    (a :class:`Parting`, or None); ``weight``: how much more often than a weight-1 kind
     it is picked where both apply; ``lesson``: the demo lessons it is the point of (a
     demo's quiz asks it wherever it applies there); ``hides_order(view)``: whether the
     eviction order in array form (the heap, whose top is the next victim) would give the
@@ -265,7 +265,7 @@ class QuestionKind:
     distractors: Callable[[StepView, Value], list[Mistake]]
     hints: Callable[[StepView], tuple[str, str, str]]
     why: Callable[[StepView, Value], str]
-    diverge: Callable[[StepView, Value], Divergence | None] = lambda view, value: None
+    diverge: Callable[[StepView, Value], Parting | None] = lambda view, value: None
     weight: int = 1
     lesson: frozenset[str] = frozenset()
     hides_order: Callable[[StepView], bool] = lambda view: False
@@ -404,7 +404,7 @@ class Question:
         return Reply(text, value, value == self.answer, chosen.mistake if chosen else None,
                      chosen.tag if chosen else None)
 
-    def divergence(self, value: Value) -> Divergence | None:
+    def divergence(self, value: Value) -> Parting | None:
         """Where ``value`` parts from what the cache did (None when right or unknown)."""
         if value == self.answer or self.view is None:
             return None

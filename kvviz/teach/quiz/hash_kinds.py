@@ -10,7 +10,7 @@ from kvcore import events as ev
 
 from kvviz.core.free_queue import _explicit
 from kvviz.core.words import count
-from kvviz.teach.quiz.core import Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, page_list, pages_text
+from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, page_list, pages_text
 
 
 def _queue(snap) -> list[int]:
@@ -82,7 +82,7 @@ DROP = QuestionKind(
     why=lambda v, x: (f"Page {x} was the first page taken from the queue's head that still cached a block (block "
                       f"{_drops(v)[0].block}); the pages before it held none. A block leaves only when its page is "
                       "reused."),
-    diverge=lambda v, x: Divergence(v.index, _first(v, lambda e: isinstance(e, ev.BlockEvicted)),
+    diverge=lambda v, x: Parting(v.index, _first(v, lambda e: isinstance(e, ev.BlockEvicted)),
                                     f"you chose page {x}: the first page taken from the head that cached a block was "
                                     f"page {_drops(v)[0].page}."),
     weight=3,
@@ -134,7 +134,7 @@ HASH_HITS = QuestionKind(
                      f"{v.snap0.tokens_per_page} tokens; the cache holds {count(len(v.snap0.blocks), 'block')}."),
     why=lambda v, x: (f"The lookup matched {count(x // v.snap0.tokens_per_page, 'block')} in a row from block 0: "
                       f"{v.matched.reason}."),
-    diverge=lambda v, x: Divergence(v.index, _first(v, lambda e: isinstance(e, ev.Matched)),
+    diverge=lambda v, x: Parting(v.index, _first(v, lambda e: isinstance(e, ev.Matched)),
                                     f"you said {count(x, 'token')}: the lookup matched {v.matched.matched_tokens}; "
                                     f"{v.matched.reason}."),
     weight=2,
@@ -173,7 +173,7 @@ HASH_TABLE = block_table_kind(
     why=lambda v, x: (f"{v.op.name} holds pages {pages_text(x)}: "
                       f"{count(len(v.matched.pages) if v.matched else 0, 'matched page')}, then new pages from the "
                       "free queue's head."),
-    diverge=lambda v, x: Divergence(v.index, _first(v, lambda e: isinstance(e, (ev.PagesTaken, ev.Matched))),
+    diverge=lambda v, x: Parting(v.index, _first(v, lambda e: isinstance(e, (ev.PagesTaken, ev.Matched))),
                                     f"you said {page_list(x)}: the cache gave {page_list(v.mine(v.snap1).pages)}."),
     weight=2,
 )

@@ -12,7 +12,7 @@ from kvcore import events as ev
 
 from kvviz.core.words import count
 from kvviz.core.policy_words import key_fields, key_value
-from kvviz.teach.quiz.core import Divergence, Mistake, QuestionKind, StepView, Value, page_list
+from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list
 
 
 # the next swap ---------------------------------------------------------------------------
@@ -114,13 +114,13 @@ def _swap_hints(view: StepView) -> tuple[str, str, str]:
             f"Node {moved} has key {key_value(snap.node_key(snap.node(moved)))}; its children: {listed}.")
 
 
-def _swap_diverge(view: StepView, value: Value) -> Divergence | None:
+def _swap_diverge(view: StepView, value: Value) -> Parting | None:
     index, swap = _first_swap(view)
     if swap is None:
         index = _pop(view)[0]
-        return Divergence(view.index, index, f"you chose node {value}: after the pop at sub-step {index + 1}, node "
+        return Parting(view.index, index, f"you chose node {value}: after the pop at sub-step {index + 1}, node "
                                              f"{_pop(view)[1].moved} had no child with a smaller key, so it stayed.")
-    return Divergence(view.index, index, f"you chose node {value}: at sub-step {index + 1} node {swap.node} (key "
+    return Parting(view.index, index, f"you chose node {value}: at sub-step {index + 1} node {swap.node} (key "
                                          f"{key_value(swap.key)}) swapped with node {swap.other} (key "
                                          f"{key_value(swap.other_key)}), the child with the smaller key.")
 
@@ -187,7 +187,7 @@ def _candidate_hints(view: StepView) -> tuple[str, str, str]:
             f"Its path before the release: {listed}.")
 
 
-def _candidate_diverge(view: StepView, value: Value) -> Divergence | None:
+def _candidate_diverge(view: StepView, value: Value) -> Parting | None:
     wrong = sorted(set(value) ^ set(_added(view)))
     if not wrong:
         return None
@@ -196,11 +196,11 @@ def _candidate_diverge(view: StepView, value: Value) -> Divergence | None:
     index = next((s.index for s in view.substeps() if isinstance(s.event, (ev.CandidateAdded, ev.RefDropped))
                   and s.event.page == page), None)
     if page in _added(view):
-        return Divergence(view.index, index, f"page {page} became a candidate at sub-step {(index or 0) + 1}: its "
+        return Parting(view.index, index, f"page {page} became a candidate at sub-step {(index or 0) + 1}: its "
                                              "ref reached 0 and it had no child.")
     why = (f"it still has ref {view.snap1.node(node.id).ref}" if view.snap1.node(node.id).ref
            else "it has a child")
-    return Divergence(view.index, index, f"page {page} (node {node.id}) did not become a candidate: {why}.")
+    return Parting(view.index, index, f"page {page} (node {node.id}) did not become a candidate: {why}.")
 
 
 CANDIDATE = QuestionKind(
@@ -257,7 +257,7 @@ def _dedup_hints(view: StepView) -> tuple[str, str, str]:
             f"Its unpublished full blocks: {'; '.join(blocks) or 'none'}.")
 
 
-def _dedup_diverge(view: StepView, value: Value) -> Divergence | None:
+def _dedup_diverge(view: StepView, value: Value) -> Parting | None:
     wrong = sorted(set(value) ^ set(_dedup_blocks(view)))
     if not wrong:
         return None
@@ -269,7 +269,7 @@ def _dedup_diverge(view: StepView, value: Value) -> Divergence | None:
                      None)
     said = "a dedup" if k in value else "no dedup"
     real = "was already cached: adopted" if k in _dedup_blocks(view) else "was not cached yet: a new node"
-    return Divergence(view.index, index, f"you said block {k} is {said}: it {real} (sub-step {(index or 0) + 1}).")
+    return Parting(view.index, index, f"you said block {k} is {said}: it {real} (sub-step {(index or 0) + 1}).")
 
 
 DEDUP = QuestionKind(

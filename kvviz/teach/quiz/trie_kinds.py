@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kvviz.core.policy_words import key_fields, key_value, words_for
 from kvviz.core.why import why_evicted, why_short_match
 from kvviz.core.words import are, count, there_are
-from kvviz.teach.quiz.core import (Divergence, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
+from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
                    free_pages_kind, page_list, pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
@@ -166,12 +166,12 @@ def _victim_hints(view: StepView) -> tuple[str, str, str]:
             f"The candidates now, by node id: {listed or 'none'}. The smallest key goes first.")
 
 
-def _victim_diverge(view: StepView, value: Value) -> Divergence | None:
+def _victim_diverge(view: StepView, value: Value) -> Parting | None:
     index, event = _evicted_at(view, 0)
     if index is None:
         return None
     why = _not_chosen(view.snap0, value, protected_by(view))
-    return Divergence(view.index, index, f"you chose page {value}: at sub-step {index + 1} the cache evicted "
+    return Parting(view.index, index, f"you chose page {value}: at sub-step {index + 1} the cache evicted "
                                          f"node {event.node} (page {event.page}, key {key_value(event.key)}); "
                                          f"{why}.")
 
@@ -242,7 +242,7 @@ def _victims_hints(view: StepView) -> tuple[str, str, str]:
             f"Candidates before the first eviction, by node id: {listed or 'none'}.")
 
 
-def _victims_diverge(view: StepView, value: Value) -> Divergence | None:
+def _victims_diverge(view: StepView, value: Value) -> Parting | None:
     answer = VICTIMS.answer(view)
     k = next((i for i, (a, b) in enumerate(zip(answer, value)) if a != b), None)
     if k is None:
@@ -252,7 +252,7 @@ def _victims_diverge(view: StepView, value: Value) -> Divergence | None:
         return None
     state = view.substeps().state(index - 1) if index > 0 else view.snap0
     why = _not_chosen(state, value[k], protected_by(view))
-    return Divergence(view.index, index, f"your eviction {k + 1} was page {value[k]}: at sub-step {index + 1} the "
+    return Parting(view.index, index, f"your eviction {k + 1} was page {value[k]}: at sub-step {index + 1} the "
                                          f"cache evicted node {event.node} (page {event.page}, key "
                                          f"{key_value(event.key)}); {why}.")
 
@@ -373,7 +373,7 @@ def _hit_hints(view: StepView) -> tuple[str, str, str]:
             f"root, times {tpp} tokens.")
 
 
-def _hit_diverge(view: StepView, value: Value) -> Divergence | None:
+def _hit_diverge(view: StepView, value: Value) -> Parting | None:
     from kvcore import events as ev
 
     index = first_substep(view, lambda e: isinstance(e, ev.Walked) and e.node is None)
@@ -383,7 +383,7 @@ def _hit_diverge(view: StepView, value: Value) -> Divergence | None:
     got = view.matched.matched_tokens
     more = (f"you said {count(value, 'token')}: the walk stopped after {count(got // tpp, 'full page')}"
             if value > got else f"you said {count(value, 'token')}: the walk matched {count(got // tpp, 'full page')}")
-    return Divergence(view.index, index, f"{more} (sub-step {(index or 0) + 1}); {view.matched.reason}.")
+    return Parting(view.index, index, f"{more} (sub-step {(index or 0) + 1}); {view.matched.reason}.")
 
 
 HITS = QuestionKind(
@@ -477,18 +477,18 @@ def _table_hints(view: StepView) -> tuple[str, str, str]:
             f"{'' if need <= snap.free_count else ', then evictions'}.")
 
 
-def _table_diverge(view: StepView, value: Value) -> Divergence | None:
+def _table_diverge(view: StepView, value: Value) -> Parting | None:
     from kvcore import events as ev
 
     answer = view.mine(view.snap1).pages
     k = next((i for i, (a, b) in enumerate(zip(answer, value)) if a != b), min(len(answer), len(value)))
     page = answer[k] if k < len(answer) else None
     if page is None:
-        return Divergence(view.index, None, f"your block table has {count(len(value), 'page')}; the cache's has "
+        return Parting(view.index, None, f"your block table has {count(len(value), 'page')}; the cache's has "
                                             f"{len(answer)}: {pages_text(answer)}.")
     index = first_substep(view, lambda e: (isinstance(e, (ev.PagesTaken, ev.Matched)) and page in e.pages)
                           or (isinstance(e, (ev.Evicted, ev.Deduplicated)) and e.page == page))
-    return Divergence(view.index, index, f"block {k} of your table is "
+    return Parting(view.index, index, f"block {k} of your table is "
                                          f"{'page ' + str(value[k]) if k < len(value) else 'missing'}: at sub-step "
                                          f"{(index or 0) + 1} block {k} got page {page}.")
 
@@ -556,12 +556,12 @@ def _ref_hints(view: StepView) -> tuple[str, str, str]:
             "matches it adds one, a release of a holder drops one, an adopting publish adds one.")
 
 
-def _ref_diverge(view: StepView, value: Value) -> Divergence | None:
+def _ref_diverge(view: StepView, value: Value) -> Parting | None:
     from kvcore import events as ev
 
     node = ref_node(view)
     index = first_substep(view, lambda e: isinstance(e, (ev.RefTaken, ev.RefDropped)) and e.node == node)
-    return Divergence(view.index, index, f"you said ref {value}: at sub-step {(index or 0) + 1} the op changed "
+    return Parting(view.index, index, f"you said ref {value}: at sub-step {(index or 0) + 1} the op changed "
                                          f"node {node}'s ref from {view.snap0.node(node).ref} to "
                                          f"{view.snap1.node(node).ref}.")
 
@@ -634,12 +634,12 @@ def _fail_hints(view: StepView) -> tuple[str, str, str]:
             f"It needs {count(r.needed, 'new page')}; {are(r.free)} free and {are(r.evictable)} evictable.")
 
 
-def _fail_diverge(view: StepView, value: Value) -> Divergence | None:
+def _fail_diverge(view: StepView, value: Value) -> Parting | None:
     from kvcore import events as ev
 
     index = first_substep(view, lambda e: isinstance(e, ev.Failed))
     r = room(view)
-    return Divergence(view.index, index if index is not None else 0,
+    return Parting(view.index, index if index is not None else 0,
                       f"you said {FAIL.describe(value)}: kvcore counted {count(r.needed, 'new page')} against "
                       f"{r.free} free and {r.evictable} evictable before changing anything.")
 
@@ -742,11 +742,11 @@ def _free_hints(view: StepView) -> tuple[str, str, str]:
             third)
 
 
-def _free_diverge(view: StepView, value: Value) -> Divergence | None:
+def _free_diverge(view: StepView, value: Value) -> Parting | None:
     from kvcore import events as ev
 
     index = first_substep(view, lambda e: isinstance(e, (ev.PagesTaken, ev.PagesFreed, ev.Deduplicated)))
-    return Divergence(view.index, index, f"you said {count(value, 'free page')}: from sub-step {(index or 0) + 1} "
+    return Parting(view.index, index, f"you said {count(value, 'free page')}: from sub-step {(index or 0) + 1} "
                                          f"the free list went from {view.snap0.free_count} to "
                                          f"{view.snap1.free_count}.")
 
@@ -825,7 +825,7 @@ def _evictable_hints(view: StepView) -> tuple[str, str, str]:
             f"Before the op: {refs or 'none of them was cached'}.")
 
 
-def _evictable_diverge(view: StepView, value: Value) -> Divergence | None:
+def _evictable_diverge(view: StepView, value: Value) -> Parting | None:
     from kvcore import events as ev
 
     answer = set(EVICTABLE.answer(view))
@@ -836,7 +836,7 @@ def _evictable_diverge(view: StepView, value: Value) -> Divergence | None:
     node = view.snap1.node_for_page(page)
     index = first_substep(view, lambda e: isinstance(e, (ev.RefTaken, ev.RefDropped)) and e.node == node.id)
     said = "evictable" if page in value else "not evictable"
-    return Divergence(view.index, index, f"you said page {page} is {said}: after the op node {node.id} has ref "
+    return Parting(view.index, index, f"you said page {page} is {said}: after the op node {node.id} has ref "
                                          f"{node.ref}" + (f" (sub-step {index + 1} changed it)" if index is not None
                                                           else " (the op did not touch it)") + ".")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from textual.message import Message
 from textual.widget import Widget
 
-from kvviz.core.view import FrameView, key_fields, key_text
+from kvviz.core.view import FrameView, key_fields, node_key_text
 from kvviz.core.designs import design_of
 from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
@@ -147,7 +147,7 @@ class HeapView(LineView):
                 gone = "popped: the victim"  # still in the trie until the next sub-step evicts it
             else:
                 gone = "evicted" if line.node in diff.nodes_evicted else "referenced again"
-            return [(f"left: node {line.node} p{node.page} {key_text(view.previous, node)} {gone}",
+            return [(f"left: node {line.node} p{node.page} {node_key_text(view.previous, node)} {gone}",
                      style("heap-view--left"))]
         node = view.node(line.node)
         if line.node in diff.heap_added:
@@ -162,7 +162,7 @@ class HeapView(LineView):
         spans: list[Span] = [
             (f"{indent}[{line.index}] ", style("heap-view--meta")),
             (f"node {line.node} p{node.page}" if node else f"node {line.node} (missing)", style(entry_style)),
-            (f" {key_text(view.snapshot, node)}" if node else "", style("heap-view--meta")),
+            (f" {node_key_text(view.snapshot, node)}" if node else "", style("heap-view--meta")),
         ]
         if view.substep is not None and line.index in view.focus.slots:
             tag = SLOT_TAGS.get(view.substep.step.kind)

@@ -30,7 +30,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from kvviz.watch.wire import key_label, key_order, key_text, medium_label
+from kvviz.watch.wire import key_label, key_order, block_hash_text, medium_label
 from kvviz.printable import printable
 from kvviz.core.narrate import count
 from kvviz.watch.view import WatchView
@@ -243,7 +243,7 @@ def matches(line: ForestLine, query: str, decode=None) -> bool:
         tokens = tuple(block.tokens)
         return any(tokens[i:i + len(ids)] == ids for i in range(len(tokens) - len(ids) + 1))
     label = key_label(block.key, 0).lower()
-    if label.startswith(wanted) or key_text(block.key).lower().startswith(wanted):
+    if label.startswith(wanted) or block_hash_text(block.key).lower().startswith(wanted):
         return True
     if len(words) == 1 and wanted.isdigit() and int(wanted) in block.tokens:
         return True
