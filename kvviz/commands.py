@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from kvviz.core import limits
+from kvviz.core.designs import BASE, TRIE
 from kvviz.report.atomic import special_file_kind
 from kvviz.backends import BackendUnavailable
 from kvviz.backends.registry import BACKENDS, BackendError, make_backend_factory
@@ -234,9 +235,9 @@ def kind_option(f):
 
     The command gets ``kind``: ``"trie"``, ``"base"`` or None (the header's); both is bad input.
     """
-    f = click.option("--base", "base", is_flag=True, expose_value=False, callback=_kind_flag,
+    f = click.option("--base", BASE, is_flag=True, expose_value=False, callback=_kind_flag,
                      help="Run on the base cache (no sharing).")(f)
-    f = click.option("--trie", "trie", is_flag=True, expose_value=False, callback=_kind_flag,
+    f = click.option("--trie", TRIE, is_flag=True, expose_value=False, callback=_kind_flag,
                      help="Run on the trie cache.")(f)
     return f
 
@@ -253,7 +254,7 @@ def backend_option(f):
 
 def backend_factory(backend: str, kind: str | None):
     """The session's backend factory for ``--backend`` (and ``--trie``/``--base``)."""
-    if backend != "kvcore" and kind == "base":
+    if backend != "kvcore" and kind == BASE:
         raise BadInput(f"--base runs kvcore's base cache; the {backend} backend is a trie cache (drop --base)")
     try:
         return make_backend_factory(backend)

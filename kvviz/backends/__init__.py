@@ -40,10 +40,11 @@ from typing import Protocol, runtime_checkable
 from kvcore import InvalidOperation, Snapshot, Violation
 from kvcore.base import int_tokens
 from kvcore.events import EVENT_TYPES
+from kvcore.snapshot import KINDS
 
 __all__ = [
-    "ALL_EVENTS", "OPS", "Backend", "BackendError", "BackendFactory", "BackendUnavailable", "Call", "ConfigLike",
-    "OpLike", "UnknownAllocation", "already_live", "extended_tokens", "unknown_op",
+    "ALL_EVENTS", "BASE", "HASH", "OPS", "TRIE", "Backend", "BackendError", "BackendFactory", "BackendUnavailable",
+    "Call", "ConfigLike", "OpLike", "UnknownAllocation", "already_live", "extended_tokens", "unknown_op",
 ]
 
 OPS = ("acquire", "publish", "extend", "release")
@@ -51,6 +52,11 @@ OPS = ("acquire", "publish", "extend", "release")
 
 ALL_EVENTS: frozenset[str] = frozenset(EVENT_TYPES)
 """Every kvcore event kind (class names of :mod:`kvcore.events`): what kvcore observes."""
+
+TRIE, BASE, HASH = KINDS
+"""kvcore's cache kinds by name, from its one list (:data:`kvcore.snapshot.KINDS`), for a backend
+that branches on one (the layers above name them through :mod:`kvviz.core.designs`, which a
+backend may not import)."""
 
 
 # -- errors -----------------------------------------------------------------------------------

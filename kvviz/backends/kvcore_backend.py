@@ -7,9 +7,10 @@ import kvcore
 from kvcore import Snapshot, Violation, check_snapshot
 from kvcore.incremental import IncrementalChecker
 
-from kvviz.backends import ALL_EVENTS, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends import (ALL_EVENTS, HASH, TRIE, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 
-KINDS = ("trie", "base", "hash")
+KINDS = kvcore.snapshot.KINDS
 """The cache kinds kvcore runs (hash: vLLM's design, :class:`kvcore.HashBlockPagedAttentionCache`)."""
 
 POLICIES = kvcore.POLICIES
@@ -41,7 +42,7 @@ class KvcoreBackend:
         """A new empty cache; ``policy`` orders a trie's evictions (a base cache has none; a
         hash cache's free queue is its order, so the factory lets only 'lru' through);
         ``recompute_last_token`` is a hash cache's vLLM rule (kvcore.make_cache)."""
-        return cls(kvcore.make_cache(kind, pages, tokens_per_page, policy if kind == "trie" else "lru",
+        return cls(kvcore.make_cache(kind, pages, tokens_per_page, policy if kind == TRIE else "lru",
                                      recompute_last_token=recompute_last_token))
 
     @classmethod
@@ -135,16 +136,16 @@ def kvcore_backend(config: ConfigLike | None, snapshot: Snapshot | None) -> Kvco
     """The default backend factory: a fresh kvcore cache for ``config``, or one restored from
     ``snapshot``. Raises :class:`~kvviz.backends.BackendError` for a config kvcore cannot run."""
     # A hash cache's vLLM rule rides on the config (snapshots hold state, not rules).
-    recompute = bool(getattr(config, "recompute_last_token", False)) and getattr(config, "kind", None) == "hash"
+    recompute = bool(getattr(config, "recompute_last_token", False)) and getattr(config, "kind", None) == HASH
     if snapshot is not None:  # the session's own keyframes: made by kvcore, already checked
         return KvcoreBackend.from_snapshot(snapshot, verify=False,
-                                           recompute_last_token=recompute and snapshot.kind == "hash")
+                                           recompute_last_token=recompute and snapshot.kind == HASH)
     if config.kind not in KINDS:
         raise BackendError(f"the kvcore backend runs a trie, a base or a hash cache, not {config.kind!r}")
     if config.policy not in POLICIES:
         raise BackendError(f"the kvcore backend evicts by {', '.join(POLICIES[:-1])} or {POLICIES[-1]}, "
                            f"not {config.policy!r}")
-    if config.kind == "hash" and config.policy != "lru":
+    if config.kind == HASH and config.policy != "lru":
         raise BackendError(f"a hash cache evicts in its free queue's order, which is LRU: policy must be lru, "
                            f"not {config.policy!r}")
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from kvviz.extras import install_command
-from kvviz.backends import BackendError, BackendFactory, BackendUnavailable
+from kvviz.backends import HASH, TRIE, BackendError, BackendFactory, BackendUnavailable
 from kvviz.backends.kvcore_backend import kvcore_backend
 
 __all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES",
@@ -41,7 +41,7 @@ INSTALL_ENGINES = "bash scripts/install-engines.sh VENV"
 """The command that installs vLLM 0.33.0 and SGLang 0.5.23 (CPU torch pinned) into a venv, from a
 checkout of kvviz (a pip extra cannot say ``--no-deps``; the script can)."""
 
-ENGINE_KINDS = MappingProxyType({"shortfin": "trie", "vllm": "hash", "sglang": "trie"})
+ENGINE_KINDS = MappingProxyType({"shortfin": TRIE, "vllm": HASH, "sglang": TRIE})
 """The cache kind each foreign backend drives: what ``kvviz diff --backend NAME`` compares with
 kvcore's design of the same kind."""
 

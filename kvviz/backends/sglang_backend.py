@@ -45,7 +45,8 @@ from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
-from kvviz.backends import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_time
 from kvviz.backends.sglang_code import SGLANG_CODE
 
@@ -409,7 +410,7 @@ class SglangBackend:
             allocations.append(AllocationInfo(h.id, h.name, h.tokens, tuple(h.pages), h.published, h.hit_tokens))
         table = tuple(rows.get(p) or free_row(p) for p in range(self.pages))
         s = self._stats
-        return Snapshot(kind="trie", tokens_per_page=tpp, page_count=self.pages, clock=self.clock.now,
+        return Snapshot(kind=TRIE, tokens_per_page=tpp, page_count=self.pages, clock=self.clock.now,
                         next_seq=self._next_id, next_allocation_id=self._next_allocation_id, pages=table,
                         free=tuple(self.pool.free), nodes=tuple(sorted(nodes, key=lambda n: n.id)),
                         allocations=tuple(allocations), heap=tuple(i for _, i in sorted(heap)),
@@ -440,7 +441,7 @@ def sglang_backend(config: ConfigLike, snapshot: Snapshot | None) -> SglangBacke
     """The SGLang backend's factory: a fresh SGLang ``RadixCache`` for ``config`` (``cache trie``, lru)."""
     if snapshot is not None:
         raise BackendError("the sglang backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != "trie":
+    if config.kind != TRIE:
         raise BackendError(f"the sglang backend drives SGLang's radix tree, kvcore's 'trie' design; a "
                            f"{config.kind!r} cache runs on kvcore (use --backend kvcore)")
     if config.policy != "lru":

@@ -56,7 +56,8 @@ from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 
 from kvviz.extras import install_command
-from kvviz.backends import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.backends.shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
@@ -523,7 +524,7 @@ def shortfin_backend(config: ConfigLike, snapshot: Snapshot | None) -> ShortfinB
     replays from frame 0 because :attr:`ShortfinBackend.can_restore` is False)."""
     if snapshot is not None:
         raise BackendError("the shortfin backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != "trie":
+    if config.kind != TRIE:
         raise BackendError(f"the shortfin backend drives shortfin's trie cache; a {config.kind!r} cache runs on "
                            f"kvcore (use --backend kvcore, or `cache trie` in the script)")
     if config.policy != "lru":

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from kvcore import Snapshot, Stats, Violation, check_snapshot
 from kvcore.snapshot import CACHED, FREE, OWNED, AllocationInfo, NodeInfo, PageInfo
 
+from kvviz.backends import TRIE
+
 
 @dataclass
 class Handle:
@@ -153,7 +155,7 @@ def read_snapshot(cache, ids: NodeIds, handles: Iterable[Handle], *, clock: int,
     candidates = [n for n in cache.leaves if n.ref_count.is_empty()]
     candidates.sort(key=lambda n: (n.access_time, ids.id_of(n)))
     return Snapshot(
-        kind="trie", tokens_per_page=cache.tokens_per_page, page_count=page_count, clock=clock,
+        kind=TRIE, tokens_per_page=cache.tokens_per_page, page_count=page_count, clock=clock,
         next_seq=ids.next_id, next_allocation_id=next_allocation_id, pages=tuple(rows), free=free,
         nodes=tuple(nodes), allocations=tuple(allocations), heap=tuple(ids.id_of(n) for n in candidates),
         stats=stats if stats is not None else Stats(),

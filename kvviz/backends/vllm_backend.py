@@ -46,7 +46,8 @@ from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
-from kvviz.backends import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens, unknown_op
+from kvviz.backends import (HASH, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 from kvviz.backends.foreign import KnownIssue
 from kvviz.backends.vllm_code import VLLM_CODE
 
@@ -353,7 +354,7 @@ class VllmBackend:
                       for seq, page, key, parent, tokens in sorted(blocks))
         free = tuple(b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks())
         s = self._stats
-        return Snapshot(kind="hash", tokens_per_page=self.tokens_per_page, page_count=self.pages, clock=self._clock,
+        return Snapshot(kind=HASH, tokens_per_page=self.tokens_per_page, page_count=self.pages, clock=self._clock,
                         next_seq=self._next_seq, next_allocation_id=self._next_allocation_id, pages=tuple(rows),
                         free=free, nodes=(), allocations=tuple(allocations), heap=(),
                         stats=Stats(s["lookups"], s["lookup_tokens"], s["hit_tokens"], s["evictions"], s["dedups"]),
@@ -391,7 +392,7 @@ def vllm_backend(config: ConfigLike, snapshot: Snapshot | None) -> VllmBackend:
     """The vLLM backend's factory: a fresh vLLM ``KVCacheManager`` for ``config`` (``cache hash``)."""
     if snapshot is not None:
         raise BackendError("the vllm backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != "hash":
+    if config.kind != HASH:
         raise BackendError(f"the vllm backend drives vLLM's prefix cache, kvcore's 'hash' design; a {config.kind!r} "
                            f"cache runs on kvcore (use `cache hash` in the script, or --backend kvcore)")
     if config.policy != "lru":

@@ -47,7 +47,7 @@ from kvcore import Snapshot
 
 from kvviz.backends.registry import (BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError,
                                  make_backend_factory)
-from kvviz.core.designs import design, design_of
+from kvviz.core.designs import BASE, HASH, TRIE, design, design_of
 from kvviz.core.free_queue import free_page_count, queue_text
 from kvviz.core.words import count, did_you_mean
 from kvviz.core.scenario import CacheConfig, Scenario, Step
@@ -175,11 +175,11 @@ def observe(frame: Frame) -> Observation:
 
 # -- the two configurations ------------------------------------------------------------------
 
-COMPARE_KINDS = ("trie", "hash", "base")
+COMPARE_KINDS = (TRIE, HASH, BASE)
 """The cache kinds a side may name. ``hash`` (vLLM's design) is accepted here whatever the
 backend runs today: the backend factory refuses a kind it cannot build, with its own words."""
 
-POLICY_KINDS = ("trie",)
+POLICY_KINDS = (TRIE,)
 """The kinds whose evictions follow a policy: the base cache never evicts and the hash design
 evicts by its free queue, so a policy on them would be a setting that does nothing."""
 
@@ -203,7 +203,7 @@ class SideSpec:
     def config(self, header: CacheConfig) -> CacheConfig:
         """The header's pool and page size with this side's kind and policy (and a hash header's
         ``recompute_last_token``, vLLM's rule, on a hash side: it decides what a hit covers)."""
-        recompute = header.recompute_last_token and header.kind == self.kind == "hash"
+        recompute = header.recompute_last_token and header.kind == self.kind == HASH
         return CacheConfig(self.kind, header.pages, header.tokens_per_page, self.policy, recompute_last_token=recompute)
 
     def to_dict(self) -> dict:
@@ -475,11 +475,11 @@ def run_diff(scenario: Scenario, backend: str = DIFF_BACKEND) -> DiffRun:
     if backend == REFERENCE_BACKEND:  # both sides would be one backend, under one key
         raise DiffError(f"a diff compares {REFERENCE_BACKEND} with another backend, not with itself "
                         f"(expected one of: {', '.join(b for b in BACKENDS if b != REFERENCE_BACKEND)})")
-    kind = ENGINE_KINDS.get(backend, "trie")
-    if kind == "trie" and not design(scenario.config.kind).tree:
+    kind = ENGINE_KINDS.get(backend, TRIE)
+    if kind == TRIE and not design(scenario.config.kind).tree:
         raise DiffError(f"a diff compares {REFERENCE_BACKEND}'s trie cache with {backend}'s; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
-    policy = scenario.config.policy if kind == "trie" else "lru"
+    policy = scenario.config.policy if kind == TRIE else "lru"
     run = _run(scenario, [(name, name, title, SideSpec(kind, policy, name))
                           for name, title in ((REFERENCE_BACKEND, f"{REFERENCE_BACKEND} {kind}"), (backend, backend))],
                DiffRun, "diff")

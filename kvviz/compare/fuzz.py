@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kvviz.compare.failure import first_failure
+from kvviz.core.designs import TRIE
 from kvviz.core.failure import Failure
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step, format_op
 from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
@@ -39,7 +40,7 @@ STEMS = ((1, 2, 3, 5) * 3, (1, 2, 1, 2) * 3)
 KINDS = ("acquire", "acquire", "publish", "extend", "release")
 
 
-def random_scenario(rng: random.Random, ops: int, *, kind: str = "trie", policy: str = "lru",
+def random_scenario(rng: random.Random, ops: int, *, kind: str = TRIE, policy: str = "lru",
                     title: str = "random ops") -> Scenario:
     """``ops`` random ops on a small cache (see the module docstring), drawn from ``rng``.
 
@@ -133,7 +134,7 @@ class FuzzReport:
 def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new: bool = True,
          shrink_budget: ShrinkBudget = ShrinkBudget(max_runs=3_000), backend_factory: Callable | None = None,
          out_of_time: Callable[[], bool] | None = None, on_class: Callable[[FuzzClass], None] | None = None,
-         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = "trie") -> FuzzReport:
+         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = TRIE) -> FuzzReport:
     """Run ``runs`` random scenarios of ``ops`` ops on a ``kind`` cache evicting by ``policy``
     in ``mode`` (a backend's name or ``diff``);
     shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it.

@@ -16,6 +16,7 @@ import click
 from kvviz.backends.registry import BackendError
 from kvviz.commands import BadInput
 from kvviz.compare.shrink_command import Progress, chosen_mode, check_seconds, deadline, mode_options, write_failure_bundle
+from kvviz.core.designs import KVCORE_DESIGNS, TRIE
 
 MAX_RUNS = 1_000_000
 """The most ``--runs`` accepted: a bound checked before any work."""
@@ -32,7 +33,7 @@ MAX_OPS = 10_000
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Write each new class's minimal scenario and bundle here (DIR/<class>.kvs, .json); "
                    "existing files are never overwritten.")
-@click.option("--kind", type=click.Choice(("trie", "base", "hash")), default="trie", show_default=True,
+@click.option("--kind", type=click.Choice(KVCORE_DESIGNS), default=TRIE, show_default=True,
               help="The cache design (shortfin and --diff: trie only).")
 @click.option("--policy", type=click.Choice(("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")),
               default="lru", show_default=True, help="The trie's eviction policy (shortfin: lru only).")
@@ -55,7 +56,7 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
 
     mode = chosen_mode(backend, diff_mode)
     check_seconds(max_seconds)
-    if kind != "trie" and policy != "lru":
+    if kind != TRIE and policy != "lru":
         raise BadInput(f"--policy {policy}: the {kind} cache takes lru only (it has no eviction policy to choose)")
     if out_dir is not None:
         folder = Path(out_dir)

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvviz.compare.failure import DIFF, RunStopped, first_failure, mode_label
+from kvviz.core.designs import TRIE
 from kvviz.core.failure import Failure, FailureIdentity
 from kvviz.core.scenario import Op, Scenario, Step, format_expect, format_op, format_scenario, parse_scenario
 from kvviz.core.scenario.values import DEFAULT_CACHE_CONFIG
@@ -162,7 +163,7 @@ def ddmin(items: Sequence, test: Callable[[list], bool], granularity: int = 2, a
     return items
 
 
-def well_formed(steps: Sequence[Step], kind: str = "trie") -> bool:
+def well_formed(steps: Sequence[Step], kind: str = TRIE) -> bool:
     """Whether the parser accepts these steps' allocation names: an acquire names no live
     allocation, every other op a live one; an op with an ``expect fail`` on every kind leaves
     liveness as it was (the parser's rule)."""

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kvcore import Snapshot
 
-from kvviz.core.designs import design_of
+from kvviz.core.designs import HASH, design_of
 from kvviz.core.snapshot_diff import Diff
 from kvviz.core.free_queue import free_page_count, next_victim, unreachable_blocks
 
@@ -263,7 +263,7 @@ EXPECT_KINDS: dict[str, ExpectKind] = {
                     lambda frame: frame.snapshot.owned_count),
     "candidates": _count("expect candidates N", "the heap holds N eviction candidates (childless ref-0 nodes), "
                          "whatever the policy (not on a hash cache: it has no heap)",
-                         lambda frame: len(frame.snapshot.heap), not_for={"hash": _NO_HEAP}),
+                         lambda frame: len(frame.snapshot.heap), not_for={HASH: _NO_HEAP}),
     "victim": ExpectKind(("page",), "expect victim P", "page P is the next eviction victim: the heap's top (hash: "
                          "the first page in the free queue holding a cached block)", _victim,
                          show=lambda kind, value: "no victim (nothing is evictable)" if value is None

@@ -26,10 +26,8 @@ from dataclasses import dataclass, field
 from kvcore import events as ev
 from kvcore.snapshot import BlockInfo, QueuedPages
 
+from kvviz.core.designs import HASH
 from kvviz.core.narrate import count
-
-HASH = "hash"
-"""The snapshot kind these views are for."""
 
 MAX_INDENT = 16
 """Chains deeper than this are drawn at this depth (their depth is written on the row), so a

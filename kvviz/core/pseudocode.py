@@ -36,7 +36,7 @@ from types import MappingProxyType
 
 from kvviz.core import bug_museum
 from kvviz.backends.registry import MUSEUM_PREFIXES
-from kvviz.core.designs import KVCORE_DESIGNS, design
+from kvviz.core.designs import KVCORE_DESIGNS, TRIE, design
 from kvviz.backends.code import Algorithm, Code, Line, block, parse
 
 _parse = parse  # the parser's old private name (tests build broken tables with it)
@@ -81,14 +81,14 @@ def code_for(cache_kind: str, code: Code | None = None) -> Code | None:
         return None
 
 
-def algorithm_for(op_kind: str, cache_kind: str = "trie", *, code: Code | None = None) -> str:
+def algorithm_for(op_kind: str, cache_kind: str = TRIE, *, code: Code | None = None) -> str:
     """The algorithm an op of ``op_kind`` runs on a ``cache_kind`` cache (the call stack's
     outermost frame); "" for a cache kind without pseudo-code."""
     found = code_for(cache_kind, code)
     return found.entry.get(op_kind, "") if found is not None else ""
 
 
-def lines_for(op_kind: str, substep_kind: str, *, cache_kind: str = "trie",
+def lines_for(op_kind: str, substep_kind: str, *, cache_kind: str = TRIE,
               context: Mapping | None = None, code: Code | None = None) -> tuple[str, tuple[int, ...]]:
     """The algorithm and the 1-based line numbers that produced a ``substep_kind`` sub-step
     inside an ``op_kind`` op on a ``cache_kind`` cache, read from its design's pseudo-code, or

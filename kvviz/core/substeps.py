@@ -36,7 +36,7 @@ from kvcore import KVCacheError, Snapshot
 from kvcore import events as ev
 
 from kvviz.backends import Call
-from kvviz.core.designs import Focus, OpContext, design_of
+from kvviz.core.designs import TRIE, Focus, OpContext, design_of
 from kvviz.core.words import Labeler, default_labeler
 
 __all__ = ["STATES_KEPT", "STATE_WINDOW", "SUBSTEP_KINDS", "Focus", "OpSubSteps", "SubStep", "build"]
@@ -115,7 +115,7 @@ class _Stop(BaseException):
 LinesFor = Callable[..., tuple[str, tuple[int, ...]]]
 
 
-def _no_lines(op_kind: str, kind: str, *, cache_kind: str = "trie", context=None,
+def _no_lines(op_kind: str, kind: str, *, cache_kind: str = TRIE, context=None,
               code=None) -> tuple[str, tuple[int, ...]]:
     return op_kind, ()
 

@@ -39,6 +39,7 @@ from kvcore.state_digest import STATE_DIGEST_SCHEME
 
 from kvviz.backends import Call
 from kvviz.backends.registry import BACKENDS
+from kvviz.core.designs import HASH
 from kvviz.core.limits import MAX_STEP_STATE_PAGES, MAX_TIMELINE_JSON_ITEMS
 from kvviz.report.state_changes import FORMAT as CHANGES_FORMAT
 from kvviz.report.state_changes import StateReader, StateWriter
@@ -249,7 +250,7 @@ def state_items_bound(config: "CacheConfig", ops: Iterable["Op"]) -> int:
         spans = -(-(tokens + extra) // tpp)
         takes = op.kind in ("acquire", "extend")
         total += 32 + 2 * given + tokens + spans + spans * per_page * (2 if takes else 1)
-        if op.kind != "release" and config.kind == "hash":  # evicting or caching a parent
+        if op.kind != "release" and config.kind == HASH:  # evicting or caching a parent
             total += pages * (6 + tpp)
     return total
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvviz.core.demos import LESSONS
+from kvviz.core.designs import BASE, HASH, TRIE
 from kvviz.teach.exercise import MOVE_KINDS, Exercise, build_exercise
 from kvviz.core.words import count
 
@@ -73,22 +74,22 @@ class Concept:
     (random rounds; the demo round runs the demo as written)."""
 
     kinds: tuple[str, ...]
-    design: str = "trie"
+    design: str = TRIE
     policy: str = "lru"
 
 
 CONCEPTS: Mapping[str, Concept] = {
     "prefix-sharing": Concept(("stop", "take")),
-    "base-vs-trie": Concept(("stop", "take"), "base"),
-    "hash-vs-trie": Concept(("stop", "take", "drop"), "hash"),
+    "base-vs-trie": Concept(("stop", "take"), BASE),
+    "hash-vs-trie": Concept(("stop", "take", "drop"), HASH),
     "progressive-publish": Concept(("stop", "dedup")),
     "dedup": Concept(("dedup",)),
     "refcount": Concept(("victim", "take")),
     "lru": Concept(("victim", "swap")),
     "eviction-cascade": Concept(("victim",)),
     "heap-ties": Concept(("swap", "victim")),
-    "policies": Concept(("victim", "swap"), "trie", "lfu"),
-    "priority": Concept(("victim",), "trie", "priority"),
+    "policies": Concept(("victim", "swap"), TRIE, "lfu"),
+    "priority": Concept(("victim",), TRIE, "priority"),
     "extend": Concept(("take",)),
     "multi-turn-chat": Concept(("stop", "take", "dedup")),
 }
@@ -100,7 +101,7 @@ COURSE: tuple[str, ...] = tuple(x for x in _FIRST if x in LESSONS) + tuple(x for
 lesson the project is named for) right after the first, so eviction comes within a few rounds."""
 
 #: Where a review of one kind runs: the design that has it.
-_REVIEW_DESIGN = {"drop": "hash"}
+_REVIEW_DESIGN = {"drop": HASH}
 
 
 class ProgressError(ValueError):
@@ -231,7 +232,7 @@ def next_round(progress: Progress) -> Round | None:
     stage = _next_stage(progress)
     if kind is not None and (stage is None or not progress.rounds or progress.rounds[-1].review is None):
         lesson = next((r.lesson for r in reversed(progress.rounds) if dict(r.misses).get(kind)), COURSE[0])
-        design = _REVIEW_DESIGN.get(kind, "trie")
+        design = _REVIEW_DESIGN.get(kind, TRIE)
         seed = _seed(progress, 50 + list(MOVE_KINDS).index(kind))
         return Round(lesson, "review", f"review of {MOVE_KINDS[kind].title} ({kind}), random seed {seed}", None, True,
                      seed, "medium", design, None, (kind,), review=kind)
@@ -244,9 +245,9 @@ def next_round(progress: Progress) -> Round | None:
         return Round(lesson, stage, f"lesson {lesson}: its demo, moves {', '.join(c.kinds)}", lesson, False, seed,
                      None, None, None, c.kinds, max_moves=40)
     return Round(lesson, stage, f"lesson {lesson}: a random {stage} scenario (seed {seed}) on "
-                                f"{c.design}" + (f" {c.policy}" if c.design == "trie" else "")
+                                f"{c.design}" + (f" {c.policy}" if c.design == TRIE else "")
                  + f", moves {', '.join(c.kinds)}", None, True, seed, stage, c.design,
-                 c.policy if c.design == "trie" else None, c.kinds)
+                 c.policy if c.design == TRIE else None, c.kinds)
 
 
 def round_exercise(session, round_: Round) -> Exercise:

@@ -17,6 +17,7 @@ import sys
 
 import click
 
+from kvviz.core.designs import BASE, HASH, KVCORE_DESIGNS, TRIE
 from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_NUMBER
 from kvviz.teach.course import CONCEPTS
 from kvviz.teach.exercise import MOVE_KINDS, Play, build_exercise, state_lines
@@ -26,7 +27,7 @@ from kvviz.core.words import count
 from kvviz.core.scenario import ScenarioError, parse_scenario
 from kvviz.commands import BadInput, load_file_or_demo, make_session
 
-DESIGNS = ("trie", "base", "hash")
+DESIGNS = KVCORE_DESIGNS
 MAX_PRACTICE_MOVES = 2_000
 
 
@@ -118,7 +119,7 @@ def _session(source, random_: bool, seed: int, level: str | None, policy: str | 
         raise BadInput(f"give a demo or file ({source!r}) or --random, not both")
     if level is not None and not random_:
         raise BadInput("--level sets the generated scenario's difficulty: use it with --random")
-    if policy is not None and design in ("base", "hash"):
+    if policy is not None and design in (BASE, HASH):
         raise BadInput(f"--policy {policy}: a {design} cache has no eviction policy (trie only)")
     if random_:
         text = generate(seed, level or "easy")
@@ -141,9 +142,9 @@ def _on(scenario, design: str | None, policy: str | None):
 
     config = scenario.config
     kind = design or config.kind
-    if policy is not None and kind != "trie":
+    if policy is not None and kind != TRIE:
         raise BadInput(f"--policy {policy}: this scenario runs on a {kind} cache, which has no eviction policy")
-    wanted = policy or (config.policy if kind == "trie" else "lru")  # base and hash evict by lru only
+    wanted = policy or (config.policy if kind == TRIE else "lru")  # base and hash evict by lru only
     if wanted != config.policy:
         scenario = replace(scenario, config=replace(config, policy=wanted))
     return make_session(scenario, kind if kind != config.kind else None)

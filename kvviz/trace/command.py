@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kvviz.core.designs import BASE, TRIE
 from kvviz.report.atomic import refuse_overwriting_inputs, write_text_atomic
 from kvviz.core.limits import MAX_CAPACITY_TOKENS
 from kvviz.core.mooncake import (
@@ -226,7 +227,7 @@ def _misses(requests, result: ReplayResult, known: dict | None = None):
     (it shares nothing: its misses are not the trace's). ``known`` caches the trace's part."""
     from kvviz.trace.misses import miss_breakdown, trace_misses
 
-    if result.cache == "base":
+    if result.cache == BASE:
         return None
     known = {} if known is None else known
     key = (result.page_tokens, result.concurrency)
@@ -262,9 +263,9 @@ def _misses_table(title: str, requests, results: Sequence[ReplayResult], known: 
 
 def _cache_label(result: ReplayResult) -> str:
     """``trie, lru``; ``hash, free-queue``; ``base``."""
-    if result.cache == "base":
-        return "base"
-    return f"{result.cache}, {result.policy if result.cache == 'trie' else eviction_name(result)}"
+    if result.cache == BASE:
+        return BASE
+    return f"{result.cache}, {result.policy if result.cache == TRIE else eviction_name(result)}"
 
 
 def _sweep_table(trace: Trace, results: Sequence[ReplayResult], unlimited: ReplayResult) -> Table:
@@ -346,17 +347,17 @@ def _choices(policy_text: str, design_text: str, use_base: bool, do_sweep: bool,
              template: ReplayConfig) -> tuple[ReplayConfig, ...]:
     """The configurations a replay or sweep runs: each design, and on the trie each policy."""
     policies = _listed("--policy", policy_text, POLICIES)
-    designs = ("base",) if use_base else _listed("--design", design_text, DESIGNS)
-    if use_base and design_text != "trie":
+    designs = (BASE,) if use_base else _listed("--design", design_text, DESIGNS)
+    if use_base and design_text != TRIE:
         _fail("--base and --design exclude each other: the base cache is its own design")
     if not do_sweep and (len(policies) > 1 or len(designs) > 1):
         _fail("several policies or designs are compared by a sweep: add --sweep (one replay takes one of each)")
-    if "trie" not in designs and policies != ("lru",):
+    if TRIE not in designs and policies != ("lru",):
         evicts = "(--base) never evicts" if use_base else "(--design hash) evicts by its free queue"
         _fail(f"--policy orders the trie's evictions; the {designs[0]} cache {evicts}")
     configs = []
     for design in designs:
-        for policy in policies if design == "trie" else ("lru",):
+        for policy in policies if design == TRIE else ("lru",):
             configs.append(replace(template, cache=design, policy=policy))
     return tuple(configs)
 
@@ -434,7 +435,7 @@ the block floor, partial tail; the shares add up to the miss rate.
 @click.option("--policy", "policy_text", default="lru", show_default=True, metavar="POLICY[,POLICY...]",
               help=f"The trie's eviction policy: {', '.join(POLICIES)} (SGLang's names). With --sweep, "
                    f"several separated by commas: a curve each.")
-@click.option("--design", "design_text", default="trie", show_default=True, metavar="DESIGN[,DESIGN...]",
+@click.option("--design", "design_text", default=TRIE, show_default=True, metavar="DESIGN[,DESIGN...]",
               help="trie (SGLang's radix tree) or hash (vLLM's hash blocks and free queue). With --sweep, "
                    "both separated by a comma: a curve each.")
 @click.option("--with-output", is_flag=True, help="Also hold pages for each request's output tokens.")
@@ -632,7 +633,7 @@ def _print_sweep(loaded: Trace, reuse: PrefixReuse, requests, configs: Sequence[
 def _print_misses(console, requests, curves, known: dict) -> None:
     """A miss-breakdown table per choice of the sweep (none for the base cache)."""
     for curve in curves:
-        if curve.unlimited.cache != "base":
+        if curve.unlimited.cache != BASE:
             console.print()
             console.print(_misses_table(f"Why prompt tokens missed: {choice_label(curve.unlimited)}", requests,
                                         (*curve.results, curve.unlimited), known))

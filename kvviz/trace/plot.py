@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kvviz.core.designs import HASH, TRIE
 from kvviz.trace.replay import ReplayResult
 
 __all__ = ["CURVE_MARKS", "LINE_MARK", "Curve", "HitRateLine", "choice_label", "eviction_name", "hit_rate_curves",
@@ -66,12 +67,12 @@ class Curve:
 def eviction_name(result: ReplayResult) -> str:
     """How the result's cache evicts, for titles: ``LRU``, ``FIFO``, ... or the hash design's
     ``free-queue``."""
-    return "free-queue" if result.cache == "hash" else result.policy.upper()
+    return "free-queue" if result.cache == HASH else result.policy.upper()
 
 
 def choice_label(result: ReplayResult) -> str:
     """The choice a result measured, as a sweep names it: ``trie lru``, ``hash``, ``base``."""
-    return f"trie {result.policy}" if result.cache == "trie" else result.cache
+    return f"trie {result.policy}" if result.cache == TRIE else result.cache
 
 
 def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | None = None, *,
@@ -85,7 +86,7 @@ def hit_rate_plot(results: Sequence[ReplayResult], unlimited: ReplayResult | Non
     character column's capacity where it is known, and a legend line saying from where.
     """
     first = results[0] if results else None
-    kind = first.cache if first is not None else "trie"
+    kind = first.cache if first is not None else TRIE
     eviction = eviction_name(first) if first is not None else "LRU"
     return _plot([Curve("", results, unlimited, line)], f"token hit rate vs cache capacity ({kind} cache, {eviction} "
                                                         f"eviction)", column_width, max_rows, legend=False)

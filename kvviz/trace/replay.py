@@ -45,6 +45,7 @@ from typing import Literal
 import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
+from kvviz.core.designs import BASE, HASH, TRIE
 from kvviz.core.limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
 from kvviz.core.mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 from kvviz.trace.stack_distance import STACK_DESIGNS, LruCurve, lru_curve
@@ -89,11 +90,11 @@ DEFAULT_DECODE_MS_PER_TOKEN = 30.0
 
 CacheKind = Literal["trie", "hash", "base"]
 
-DESIGNS = ("trie", "hash")
+DESIGNS = (TRIE, HASH)
 """The designs ``--design`` chooses: SGLang's radix trie, vLLM's hash blocks (chained block hashes
 and one free queue; ``kvcore.make_cache("hash", ...)``). The base cache (``--base``) shares nothing."""
 
-_CACHE_KINDS = (*DESIGNS, "base")
+_CACHE_KINDS = (*DESIGNS, BASE)
 
 @dataclass(frozen=True, slots=True)
 class OpRecord:
@@ -137,7 +138,7 @@ class ReplayConfig:
 
     capacity_tokens: int | None = None
     page_tokens: int = DEFAULT_BLOCK_TOKENS
-    cache: CacheKind = "trie"
+    cache: CacheKind = TRIE
     with_output: bool = False
     concurrency: bool = False
     prefill_ms_per_token: float = DEFAULT_PREFILL_MS_PER_TOKEN
@@ -154,7 +155,7 @@ class ReplayConfig:
             raise ValueError(f"cache must be 'trie', 'hash' or 'base', not {self.cache!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
-        if self.cache != "trie" and self.policy != "lru":
+        if self.cache != TRIE and self.policy != "lru":
             raise ValueError(f"policy orders the trie's evictions; the {self.cache} cache takes none, "
                              f"not {self.policy!r}")
         for name in ("prefill_ms_per_token", "decode_ms_per_token"):
@@ -263,9 +264,9 @@ def sweep_capacities(low: int = 10**4, high: int = 10**9, steps_per_decade: int 
 
 
 def _make_cache(config: ReplayConfig, page_count: int):
-    if config.cache == "trie":
+    if config.cache == TRIE:
         return TriePagedAttentionCache(PagePool(page_count), 1, config.policy)
-    if config.cache == "base":
+    if config.cache == BASE:
         return BasePagedAttentionCache(PagePool(page_count), 1)
     return kvcore.make_cache(config.cache, page_count, 1, config.policy)
 
@@ -314,7 +315,7 @@ def replay(
     if progress is not None:
         progress(len(requests))
     served, failed, hit_tokens, evicted, peak_held, peak_live = counts
-    if config.cache == "hash":
+    if config.cache == HASH:
         # The hash design's free queue holds cached blocks too (eviction is lazy, when a page is
         # taken), so "pages missing beyond the free ones" undercounts: ask the cache itself.
         evicted = cache.snapshot().stats.evictions
@@ -339,7 +340,7 @@ def replay(
         wall_seconds=wall,
         prefill_ms_per_token=config.prefill_ms_per_token if config.concurrency else None,
         decode_ms_per_token=config.decode_ms_per_token if config.concurrency else None,
-        policy=config.policy if config.cache == "trie" else "lru",
+        policy=config.policy if config.cache == TRIE else "lru",
     )
 
 
@@ -674,7 +675,7 @@ def _expected_cost(task: ReplayConfig | _LineTask) -> tuple:
     if isinstance(task, _LineTask):
         return (0,)
     capacity = math.inf if task.capacity_tokens is None else task.capacity_tokens
-    return (1, task.cache != "hash", -capacity)
+    return (1, task.cache != HASH, -capacity)
 
 
 def _sweep_pooled(source: TraceSource, tasks, workers: int, request_count: int,

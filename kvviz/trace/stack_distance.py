@@ -55,11 +55,12 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvviz.core.designs import HASH, TRIE
 from kvviz.core.mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 __all__ = ["STACK_DESIGNS", "LruCurve", "lru_curve"]
 
-STACK_DESIGNS = ("trie", "hash")
+STACK_DESIGNS = (TRIE, HASH)
 """The designs :func:`lru_curve` describes: the trie under lru and the hash design's free queue."""
 
 
@@ -131,7 +132,7 @@ class LruCurve:
         return self.token_hit_rate(pages) if self.is_exact(pages) else None
 
 
-def lru_curve(requests: Sequence[TraceRequest], *, design: str = "trie",
+def lru_curve(requests: Sequence[TraceRequest], *, design: str = TRIE,
               page_tokens: int = DEFAULT_BLOCK_TOKENS) -> LruCurve:
     """One pass over ``requests`` (sequential, no output blocks): the LRU curve of ``design``.
 

@@ -32,7 +32,7 @@ from kvcore.events import BlockCached, BlockEvicted
 
 from kvviz.backends import BackendError
 from kvviz.backends.kvcore_backend import kvcore_backend
-from kvviz.core.designs import design
+from kvviz.core.designs import HASH, design
 from kvviz.core.scenario import Scenario, parse_scenario
 from kvviz.core.words import count
 from kvviz.watch.to_kvs import BlockContents, DecodedBatch, decode_messages
@@ -119,7 +119,7 @@ class AgainstReport:
     failed_ops: int = 0
     """Scenario ops kvcore refused (an acquire that did not fit, and the ops on its name)."""
     notes: tuple[str, ...] = field(default=())
-    design: str = "hash"
+    design: str = HASH
     """The design the recording was compared with: ``hash`` (kvcore's hash cache, vLLM's) or
     ``trie`` (a radix cache of pages with LRU leaf eviction, SGLang's)."""
     design_reason: str = ""
@@ -139,9 +139,9 @@ class AgainstReport:
         scenario = self.source or "the scenario"
         if self.scenario_title:
             scenario += f" ({self.scenario_title})"
-        beside = ("kvcore's hash cache (vLLM's design)" if self.design == "hash" else
+        beside = ("kvcore's hash cache (vLLM's design)" if self.design == HASH else
                   "a radix cache of pages, LRU leaf eviction (SGLang's design)")
-        other = "kvcore" if self.design == "hash" else "the radix model"
+        other = "kvcore" if self.design == HASH else "the radix model"
         out = [
             f"against {scenario}: the recording's {self.recording_batches:,} batches beside {beside}, "
             f"{count(self.pages, 'page')} of {count(self.tokens_per_page, 'token')}{rule}, "

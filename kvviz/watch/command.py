@@ -32,6 +32,7 @@ from pathlib import Path
 import click
 
 from kvviz.core import limits
+from kvviz.core.designs import HASH, TRIE
 from kvviz.watch.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
 from kvviz.printable import printable
 from kvviz.commands import (
@@ -112,7 +113,7 @@ def require_watch_extra(live: bool) -> None:
                    "is batch i, hash id h the tokens h*16..h*16+15, prompts scaled by 16/512, "
                    "acquire-publish-release each, vLLM's 3,000 blocks (2,999 pages: one is its null block), the "
                    "last token recomputed. A trace file or a sample's name: --against-trace conversation")
-@click.option("--design", "design", type=click.Choice(["trie", "hash"]), default=None,
+@click.option("--design", "design", type=click.Choice([TRIE, HASH]), default=None,
               help="With --against-trace: compare with SGLang's radix cache of pages (trie: LRU leaves, "
                    "--pages x --tokens-per-page tokens, default 3,000 x 16 = 48,000) or vLLM's hash blocks (hash). "
                    "Default: chosen from the stream (signed block hashes: SGLang's publisher), and said.")
@@ -596,12 +597,12 @@ def _against_trace(messages, trace_file: str, first: int, tokens_per_page: int |
 
     if design is None:
         sglang = looks_like_sglang(messages)
-        design = "trie" if sglang else "hash"
+        design = TRIE if sglang else HASH
         reason = (f"chosen from the stream: {sglang}; --design hash for vLLM's" if sglang else
                   "chosen from the stream: no signed block hashes, so vLLM's publisher; --design trie for SGLang's")
     else:
         reason = f"--design {design}"
-    if design == "hash":
+    if design == HASH:
         text, source = _trace_scenario(trace_file, first, tokens_per_page, pages)
         _against(messages, text, source, as_json, reason)
         return

@@ -22,6 +22,7 @@ import dataclasses
 import heapq
 from collections.abc import Sequence
 
+from kvviz.core.designs import TRIE
 from kvviz.watch.against import AgainstReport, _difference, _prompt_hit, _tally_events
 from kvviz.watch.to_kvs import BlockContents, decode_messages, scaled_prompt
 
@@ -211,4 +212,4 @@ def against_radix(messages: Sequence, requests: Sequence, *, page_tokens: int = 
         undecodable_batches=tuple(b.index + 1 for b in recorded if b.error is not None),
         notes=() if cleared_apart else ("resets (AllBlocksCleared) are compared as events: the model reset where "
                                         "the recording did",),
-        design="trie", design_reason=design_reason)
+        design=TRIE, design_reason=design_reason)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvviz.core.designs import HASH
 from kvviz.watch.wire import AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, decode_payload
 from kvviz.core.limits import MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_PAGE
 from kvviz.core.scenario import CacheConfig, Op, Scenario, ScenarioError, Step, format_ints, format_scenario, parse_scenario
@@ -276,7 +277,7 @@ def recording_to_scenario(messages: Sequence, *, tokens_per_page: int | None = N
         title=f"{source}: {len(batches):,} batches as requests on a hash cache",
         description=(f"Each chain of blocks the server stored, acquired from the root and published, one batch per "
                      f"message; {len(distinct):,} distinct blocks stored, on pages of {counted(tokens_per_page, 'token')}."),
-        config=CacheConfig("hash", pages, tokens_per_page, "lru", recompute_last_token),
+        config=CacheConfig(HASH, pages, tokens_per_page, "lru", recompute_last_token),
         steps=tuple(steps),
     )
     comments = [f"# {source}, converted by kvviz watch --to-kvs: batch i is message i of the recording."]
@@ -353,7 +354,7 @@ def requests_scenario(requests: Sequence, *, block_tokens: int = 16, gpu_blocks:
         description=(f"From {source}. Hash id h is the tokens h*{block_tokens}..h*{block_tokens}+{block_tokens - 1}, prompt lengths "
                      f"scaled by {block_tokens}/{MOONCAKE_BLOCK_TOKENS}; {gpu_blocks:,} vLLM blocks less its null "
                      f"block = {gpu_blocks - 1:,} pages; acquire, publish, release per request."),
-        config=CacheConfig("hash", gpu_blocks - 1, block_tokens, "lru", recompute_last_token),
+        config=CacheConfig(HASH, gpu_blocks - 1, block_tokens, "lru", recompute_last_token),
         steps=tuple(steps),
     )
     return format_scenario(drafted)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from importlib import import_module
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,15 +237,24 @@ class Design:
         return tuple(cls for cls, words in self.events.items() if words.evicts)
 
 
+TRIE: Final = "trie"
+"""The trie design's name (:mod:`.trie`): shared prefixes, ref counts, a heap of eviction
+candidates. Code outside this package and the scenario language names a design through
+these constants, never a string of its own."""
+BASE: Final = "base"
+"""The base design's name (:mod:`.base`): no sharing."""
+HASH: Final = "hash"
+"""The hash design's name (:mod:`.hash`): vLLM's chained block keys and one free queue."""
+
 DESIGN_MODULES: Mapping[str, str] = _frozen({
-    "trie": "trie",
-    "base": "base",
-    "hash": "hash",
+    TRIE: "trie",
+    BASE: "base",
+    HASH: "hash",
 })
 """Each design's module under this package, by design name: one row per design. The module
 exports its design as ``DESIGN`` (its own imports are what the layer test reads)."""
 
-KVCORE_DESIGNS = ("trie", "base", "hash")
+KVCORE_DESIGNS = (TRIE, BASE, HASH)
 """The designs of kvcore's own caches (whose events are :mod:`kvcore.events`), in the order
 an event's log line is looked up when no design is named."""
 
@@ -307,6 +316,6 @@ def eviction_events() -> tuple[type, ...]:
     return tuple(out)
 
 
-__all__ = ["DESIGN_MODULES", "Design", "EventWords", "Focus", "KVCORE_DESIGNS", "LogContext", "Nouns", "OpContext",
-           "SubStepWords", "design", "design_of", "eviction_events", "kvcore_designs", "register", "unregister",
-           "words_for_event"]
+__all__ = ["BASE", "DESIGN_MODULES", "Design", "EventWords", "Focus", "HASH", "KVCORE_DESIGNS", "LogContext", "Nouns",
+           "OpContext", "SubStepWords", "TRIE", "design", "design_of", "eviction_events", "kvcore_designs", "register",
+           "unregister", "words_for_event"]

@@ -86,7 +86,7 @@ class HeapView(LineView):
     def build_rows(self, view: FrameView, width: int) -> list[Row]:
         snap = view.snapshot
         if not design_of(snap).shares:  # nothing cached, nothing to evict (the base cache)
-            return [Row(None, "base")]
+            return [Row(None, "unshared")]
         heap = snap.heap
         self._top_is_next = self._top_is_smallest(view)
         rows: list[Row] = [Row(None, "header")]
@@ -131,7 +131,7 @@ class HeapView(LineView):
 
     def render_row(self, row: Row, width: int) -> list[Span]:
         style = self.style_of
-        if row.data == "base":
+        if row.data == "unshared":
             return [(f"{self.view.snapshot.kind} cache: no trie, no eviction", style("line-view--muted"))]
         if row.data == "header":
             return [(f"candidates: childless, ref 0 · next victim on top · key {key_fields(self.view.snapshot)}",

@@ -180,7 +180,7 @@ class TrieView(LineView):
         snap = view.snapshot
         self._children, self._ghosts = {}, frozenset()
         if not design_of(snap).shares:  # no sharing, no trie (the base cache)
-            return [Row(None, "base")]
+            return [Row(None, "unshared")]
         ghosts: set[int] = set()
         children: dict[int, list[int]] = {}
         for n in snap.nodes:
@@ -236,7 +236,7 @@ class TrieView(LineView):
     def render_row(self, row: Row, width: int) -> list[Span]:
         view = self.view
         style = self.style_of
-        if row.data == "base":
+        if row.data == "unshared":
             return [(f"{view.snapshot.kind} cache: no trie, nothing is shared", style("line-view--muted"))]
         snap = view.snapshot
         if row.data == "root":
