@@ -76,7 +76,7 @@ TAIL_TOKENS = 96
 SEQUENCE_TOKENS = SYSTEM_TOKENS + BRANCH_TOKENS + TAIL_TOKENS  # 256
 VOCABULARY = 32_000
 
-#: Targets (issue 21; issue 2 asked 0.50 / 0.40 of the raw floor, before the token check).
+#: Targets.
 TARGET_NO_EVICTION = 0.60  # trie lifecycle req/s / checking floor req/s, 200,000 pages
 TARGET_EVICTION = 0.50  # same with 20,000 pages
 TARGET_EVICTION_GROWTH = 1.5  # eviction cost per page at 100k leaves / at 1k leaves
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
               f"trie {large_pool:,} pages {lifecycle_work(trie(large_pool)(), counted, warm):,.0f}, "
               f"{small_pool:,} pages {lifecycle_work(trie(small_pool)(), counted, warm):,.0f}")
 
-        # The other eviction policies (issue 14) on the evicting pool, interleaved with lru
+        # The other eviction policies on the evicting pool, interleaved with lru
         # again so that all of them see the same machine load; floor ratios use this run's.
         policy_best, policy_last = best_interleaved(repeats, {
             "raw floor": (lambda: None, lambda _: raw_floor(sequences)),

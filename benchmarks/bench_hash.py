@@ -32,7 +32,7 @@ from kvcore import HashBlockPagedAttentionCache, PagePool, TriePagedAttentionCac
 from kvcore.blockkey import chain_keys  # noqa: E402
 
 TOKENS_PER_PAGE = bench_core.TOKENS_PER_PAGE
-TARGET = 0.20  # hash lifecycle req/s / checking floor req/s, both pools (issue 21)
+TARGET = 0.20  # hash lifecycle req/s / checking floor req/s, both pools
 
 
 def keys_only(sequences) -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Seconds to check DESIGN's invariants on large caches (issue 11, item 3).
+"""Seconds to check DESIGN's invariants on large caches.
 
 Run:  python benchmarks/bench_invariants.py             (10k, 100k and 1M pages)
       python benchmarks/bench_invariants.py --pages 10000 100000

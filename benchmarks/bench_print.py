@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How fast ``kvviz run --print`` prints a long scenario, and how soon its first step shows
-(issue 21: "``run --print`` streams: the first step appears at once, 1,000 steps × 2,048
-pages in ≤ 15 s").
+"""How fast ``kvviz run --print`` prints a long scenario, and how soon its first step shows.
 
 Run:  python benchmarks/bench_print.py              (writes the scenario to a temp folder)
       python benchmarks/bench_print.py --steps 300  (a shorter run)
       python benchmarks/bench_print.py --write s.kvs (only write the scenario, then stop)
-      python benchmarks/bench_print.py --slice      (issue 21's other row: ``kvviz run SLICE
+      python benchmarks/bench_print.py --slice      (``kvviz run SLICE
                                                     --print --step 600`` of the Mooncake slice)
 
 The workload: ``cache trie pages=2048 tokens_per_page=16``; requests share one of 24 prompts
@@ -79,7 +77,7 @@ def measure(path: Path) -> dict:
 
 
 def print_slice_step(first: int, step: int) -> int:
-    """Issue 21's row "``kvviz run s.kvs --print --step 600`` on the same slice" (31 s then): the
+    """Row "``kvviz run s.kvs --print --step 600`` on the same slice" (31 s then): the
     slice made as ``benchmarks/bench_check.py`` makes it (``kvviz trace TRACE --first N
     --to-kvs``), then one ``run --print --step`` of it in a child process, its CPU and wall
     seconds and the bytes printed."""

@@ -1,7 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What ``kvviz run --json`` of a real trace slice costs (issue 21: "check / run --json of
-the 600-step slice: <= 3 s CPU each, and the per-step cost flat from a 1k-page to a
-100k-page pool").
+"""What ``kvviz run --json`` of a real trace slice costs.
 
 Run:  python benchmarks/bench_run_json.py                  (both designs: about a minute on an idle machine)
       python benchmarks/bench_run_json.py --design hash      (vLLM's hash blocks only; --design trie, the trie)

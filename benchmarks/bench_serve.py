@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How fast ``kvviz serve`` answers a browser (issue 25): first frame and per-step latency,
+"""How fast ``kvviz serve`` answers a browser: first frame and per-step latency,
 measured in a real headless Chromium (the system's, driven by Playwright).
 
 Run:  python benchmarks/bench_serve.py                 (about a minute)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """How long ``kvviz shrink`` takes on a 300-op random scenario that fails on shortfin, and how
-small the result is, per known failure class (issue 24: at most 30 s, at most 8 ops each).
+small the result is, per known failure class.
 
 Run:  python benchmarks/bench_shrink.py                 (both modes, seed 1)
       python benchmarks/bench_shrink.py --mode diff --seed 4 --ops 300

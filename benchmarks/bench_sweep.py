@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The sweep on a process pool against the serial sweep, and the one-pass LRU curve against
-the per-capacity replays it replaces (issue 21).
+the per-capacity replays it replaces.
 
     python benchmarks/bench_sweep.py [TRACE] [--policy lru,lfu] [--design trie,hash]
         [--first N] [--workers K] [--rounds R] [--baseline DIR] [--skip-serial] [--skip-sweeps]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How fast ``kvviz trace TRACE --ui`` opens a real trace and jumps about it (issue 21).
+"""How fast ``kvviz trace TRACE --ui`` opens a real trace and jumps about it.
 
 Run:  python benchmarks/bench_trace_ui.py            (the Mooncake conversation trace: 1,000
                                                       requests, 3,000 steps, 10,757 pages)

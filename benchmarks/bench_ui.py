@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How fast the terminal UI steps and starts (issue 4, "Quality bars").
+"""How fast the terminal UI steps and starts.
 
 Run:  python benchmarks/bench_ui.py            (about a minute)
       python benchmarks/bench_ui.py --quick    (fewer samples)
@@ -12,7 +12,7 @@ Figures:
   is measured from calling the step action to the moment the screen has composed the new
   frame (Textual hands the compositor's update to the driver; headless, the driver only
   drops it). Median over ``--steps`` consecutive steps, each frame not seen before.
-  Target ≤ 16 ms (issue 21; issue 4 asked 30 ms).
+  Target ≤ 16 ms.
 * **sub-step**: stepped into one op (``i``), the time of one → (one sub-step) on a
   2,048-page trie cache filled with cached chains (256 chains of 8 pages, all released),
   where one acquire needs 500 pages and so evicts ~500 pages, a sub-step each for every
@@ -23,7 +23,7 @@ Figures:
   (the sub-steps built and the first window of states: one run of the op; the median of
   ``--intos`` step-ins, each the first into the op, on a fresh app) and where a sub-step's
   time goes (kvcore's states, the diff, the views).
-  Targets (issue 21): a sub-step ≤ 16 ms median, the step-in ≤ 100 ms.
+  Targets: a sub-step ≤ 16 ms median, the step-in ≤ 100 ms.
 * **startup**: wall time from launching ``python`` to the first painted frame of
   ``kvviz demo lru`` (the same app factory, headless, in a fresh interpreter: imports,
   parsing and running the demo, composing and painting). Median of ``--starts`` launches.

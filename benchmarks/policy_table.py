@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 14's table: the hit rate of every eviction policy and both designs on both Mooncake
+"""Table: the hit rate of every eviction policy and both designs on both Mooncake
 traces, sequential replay of the whole trace at 3,000,000 tokens of capacity (5,859 pages of
 512 tokens), plus the unlimited-capacity ratio. Prints it as Markdown, then each run's time.
 

@@ -416,7 +416,7 @@ WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
 def require_terminal() -> None:
     """Bad input unless stdin and stdout are both terminals: the UI needs both.
 
-    Redirected to a file, Textual wrote escape codes for minutes (issue 15 #7). We refuse
+    Redirected to a file, Textual wrote escape codes for minutes. We refuse
     rather than print instead: the text form differs by command (``--print`` for a session,
     the report for ``diff``/``trace``), a trace's text would be thousands of frames, and a
     redirect should not quietly change what a command produces. The message names the flag.

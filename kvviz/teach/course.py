@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The course with mastery (issue 23): per-lesson practice, thresholds, spaced review.
+"""The course with mastery: per-lesson practice, thresholds, spaced review.
 
 The lessons are :data:`kvviz.core.demos.LESSONS`; the course takes them in :data:`COURSE` order
 (the same, with eviction brought forward: ``refcount`` and ``lru`` follow the first lesson).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Perform-the-op exercises: the learner plays the cache, move by move (issue 23).
+"""Perform-the-op exercises: the learner plays the cache, move by move.
 
 At an op, the exercise stops before each move the cache makes and asks the learner to make
 it: where acquire's walk stops, which pages leave the free list, which node is the victim,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``kvviz practice``: play the cache, move by move (issue 23's perform-the-op exercises).
+"""``kvviz practice``: play the cache, move by move.
 
 At each op of a demo, a file or a seeded random scenario, the learner makes the cache's
 moves (the walk's stop, the pages taken, the victim, each heap swap, a dedup, a hash queue's

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``kvviz progress``: the course's progress file, shown or reset (issue 23).
+"""``kvviz progress``: the course's progress file, shown or reset.
 
 The file lives under the user's data directory (:func:`kvviz.teach.course.progress_path`:
 ``$XDG_DATA_HOME/kvviz/progress.json`` or ``~/.local/share/kvviz/progress.json``), never the

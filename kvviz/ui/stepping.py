@@ -13,7 +13,7 @@ from kvviz.ui.screens.prompt_screen import PromptScreen, step_number_problem
 
 #: States the first run of an op's sub-steps keeps when the UI steps into it: the one the step
 #: in shows. The rest of the window is built once that frame is painted (the prefetch after
-#: paint), so a step into an op costs one snapshot, not a window of them (issue 21: step-in).
+#: paint), so a step into an op costs one snapshot, not a window of them.
 UI_STATES_AT_ONCE = 1
 
 

@@ -284,7 +284,7 @@ def test_a_hash_block_whose_parent_is_gone_is_unreachable_and_keeps_its_own_toke
     assert (child.path, child.reachable, child.name) == ((3, 4), False, "block 2")
 
 
-# -- issue 20 #12: no empty section, no "no difference" beside failures it hides, did-you-mean --
+# -- No empty section, no "no difference" beside failures it hides, did-you-mean --
 
 TWICE_COMPUTED = """\
 cache trie pages=4 tokens_per_page=4

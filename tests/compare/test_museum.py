@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every bug-museum demo that fails somewhere, padded with random unrelated ops, shrinks back
-to a scenario no larger than the demo and failing the same way (issue 24's "done when").
+to a scenario no larger than the demo and failing the same way.
 
 Where each demo fails: on shortfin 3.9.0 alone (its first invariant violation, in shortfin's
 terms: the demos' expect lines speak of kvcore's page numbers) and, for those whose bug

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A design is one entry (issue 19): a toy cache of this test's own, one Design registered
+"""A design is one entry: a toy cache of this test's own, one Design registered
 for it and one panes row, and kvviz narrates it, steps into its ops, lights its pseudo-code and
 exports it in the design's words, with no kvviz file touched. Also: every kvcore event class
 has one row per kvcore design that reports it, and the tables that used to disagree agree."""

@@ -155,7 +155,7 @@ def test_the_table_declares_only_known_slots():
         assert kind.usage.startswith("expect ")
 
 
-# -- expects and narration for one cache kind (issue 15, item 6) -------------------------------
+# -- expects and narration for one cache kind -------------------------------
 
 BOTH_KINDS = """
 cache trie pages=6 tokens_per_page=4
@@ -216,7 +216,7 @@ def test_a_scoped_expect_run_on_the_other_kind_would_fail():
     assert trie_only and not any(evaluate(x, frame).ok for x in trie_only)
 
 
-# -- issue 20 #13: a failed list expect shows where the lists differ ---------------------------
+# -- A failed list expect shows where the lists differ ---------------------------
 
 
 def _fresh_frame(pages: int):
@@ -254,7 +254,7 @@ def test_a_failed_pages_expect_differing_late_shows_that_place():
     assert "24 35 26" in expected_part and "24 25 26" in got_part
 
 
-# -- issue 20 #3: one word per page state: cached = referenced + evictable ----------------------
+# -- One word per page state: cached = referenced + evictable ----------------------
 
 
 def test_expect_cached_and_evictable_say_the_pool_legend_s_words():

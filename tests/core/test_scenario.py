@@ -661,7 +661,7 @@ def test_a_command_puts_its_words_in_the_given_vocabulary():
     [
         ("", 1, "empty command"),
         ("# only a comment", 1, "empty command"),
-        # Issue 15: the bar takes expect lines too (see below); a misspelt one is still refused.
+        # the bar takes expect lines too (see below); a misspelt one is still refused.
         ("expects free 3", 1, "unknown op 'expects'; did you mean 'expect'?"),
         ("[trie] acquire r1", 1, "a scope tag before an op"),
         ("relase r1", 1, "unknown op 'relase'; did you mean 'release'?"),
@@ -844,7 +844,7 @@ def test_near_miss_scripts_parse_or_raise_a_scenario_error(text):
     parses_or_scenario_error(parse_scenario, text)
 
 
-# -- one budget for every list (issue 11) ----------------------------------------------------
+# -- one budget for every list ----------------------------------------------------
 
 
 def test_expect_page_lists_count_towards_the_scenario_budget(monkeypatch):
@@ -868,7 +868,7 @@ def test_an_expect_may_list_exactly_the_line_limit():
 def test_a_scenario_of_huge_expect_lists_is_refused_without_building_them():
     import tracemalloc
 
-    text = "acquire a 1..4\n" + "expect pages a 0..999999\n" * 60  # issue 11: took 47 s and 4.1 GB
+    text = "acquire a 1..4\n" + "expect pages a 0..999999\n" * 60  # took 47 s and 4.1 GB
     tracemalloc.start()
     try:
         error = error_of(text, "big.kvs")
@@ -920,7 +920,7 @@ def test_a_scenario_with_a_million_page_expect_formats_small():
     assert parse_scenario(text) == dataclasses.replace(scenario, source=text)
 
 
-# -- every error of a file (issue 15) --------------------------------------------------------
+# -- every error of a file --------------------------------------------------------
 
 
 def test_a_file_reports_every_error_with_its_line_and_column():
@@ -961,7 +961,7 @@ def test_dangling_narration_is_reported_with_the_other_errors():
     assert [(e.line, e.column) for e in error.errors] == [(1, 1), (2, 1)]
 
 
-# -- scoped to a cache kind (issue 15, item 6) -----------------------------------------------
+# -- scoped to a cache kind -----------------------------------------------
 
 
 def test_an_expect_may_be_scoped_to_a_cache_kind():
@@ -1048,7 +1048,7 @@ def test_the_help_documents_scope_tags():
     assert "[base] > " in SCENARIO_HELP
 
 
-# -- the command bar takes expect lines (issue 15) --------------------------------------------
+# -- the command bar takes expect lines --------------------------------------------
 
 
 def test_a_command_may_be_an_expect_line_to_check_at_once():
@@ -1162,7 +1162,7 @@ def test_names_listed_in_expect_live_count_towards_the_budget(monkeypatch):
                                                      "lines count too)")
 
 
-# -- eviction policies (issue 14) -------------------------------------------------------------
+# -- eviction policies -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("policy", POLICIES)

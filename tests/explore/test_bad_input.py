@@ -411,7 +411,7 @@ def test_an_export_onto_its_own_input_exits_2_and_leaves_the_input_alone(suffix,
     assert set(tmp_path.iterdir()) == before
 
 
-# -- issue 20 #16: the one atomic writer replaces regular files only --------------------------
+# -- The one atomic writer replaces regular files only --------------------------
 
 TRACE_LINES = ('{"timestamp": 0, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
                '{"timestamp": 10, "input_length": 1300, "output_length": 5, "hash_ids": [1, 2, 4]}\n')

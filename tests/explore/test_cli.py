@@ -452,7 +452,7 @@ def test_version_names_the_package():
     assert re.fullmatch(r"kvviz, version \d+\.\d+\.\d+\S*\n", result.stdout)
 
 
-# -- issue 20 #22: an exit 2 about a file names FILE:LINE:COL -----------------------------------
+# -- An exit 2 about a file names FILE:LINE:COL -----------------------------------
 
 LOCATED = re.compile(r"^kvviz: error: (?P<path>[^:\s]+\.kvs):(?P<line>\d+):(?P<col>\d+): ")
 
@@ -489,7 +489,7 @@ def test_diff_of_a_hash_scenario_names_the_kind_on_its_cache_line():
 
 
 def test_quiz_of_a_hash_scenario_asks_the_hash_caches_questions():
-    result = in_process("quiz", "hash-vs-trie", "--plain", "--no-state")  # issue 23: no longer refused
+    result = in_process("quiz", "hash-vs-trie", "--plain", "--no-state")  # no longer refused
     assert result.exit_code == 0 and "Question 1 of" in result.output
 
 
@@ -509,7 +509,7 @@ def test_every_demo_a_command_refuses_is_refused_at_a_file_line_and_column(comma
     assert refused >= 1  # priority and hash-vs-trie at least
 
 
-# -- issue 20 #23: a hash replay converts to a `cache hash` scenario ----------------------------
+# -- A hash replay converts to a `cache hash` scenario ----------------------------
 
 TRACE = ('{"timestamp": 0, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
          '{"timestamp": 10, "input_length": 1300, "output_length": 5, "hash_ids": [1, 2, 4]}\n'
@@ -548,7 +548,7 @@ def test_the_hash_scenario_of_a_trace_differs_from_the_trie_one_only_in_its_cach
     assert ops[0] == ops[1]  # one op sequence: the replay's
 
 
-# -- issue 20 #7: check fails on a misuse the script does not expect ----------------------------
+# -- Check fails on a misuse the script does not expect ----------------------------
 
 MISUSE = """\
 cache trie pages=4 tokens_per_page=4
@@ -608,7 +608,7 @@ def test_every_shipped_demo_still_checks_ok():
         assert result.exit_code == 0, (name, result.output)
 
 
-# -- issue 20 #21: run --json bounds its step snapshots before the first line -------------------
+# -- Run --json bounds its step snapshots before the first line -------------------
 
 HUGE_POOL = "cache trie pages=1000000 tokens_per_page=4\nacquire a 1..8\npublish a\nrelease a\n"
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """How the CLI starts a UI on a settled heap (kvviz/commands.py): kvviz's app settles it
-itself once its first frame is painted and its idle work done (issue 21), with the
+itself once its first frame is painted and its idle work done, with the
 collector paused until then; any other app (diff, watch) on a heap settled before it runs."""
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ def test_why_answers_speak_of_the_queue_and_lazy_eviction(session):
 def test_the_quiz_asks_a_hash_session_the_hash_caches_own_questions(session):
     from kvviz.core.designs import design
 
-    assert refusal(session) is None  # issue 23: the hash design brings its own question kinds
+    assert refusal(session) is None  # the hash design brings its own question kinds
     assert {q.kind for q in questions(session)} <= set(design("hash").questions)
     assert refusal(Session.from_scenario(parse_scenario("acquire a 1\n"))) is None
 

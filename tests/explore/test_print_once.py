@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """`kvviz run --print` reads as a listing, not a form: the legends once at the top, each
-expect as it was written, a failed `expect victim` on an empty heap in words (issue 20 #15)."""
+expect as it was written, a failed `expect victim` on an empty heap in words."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`kvviz run --print` without colour (a pipe, a file) writes its text as strings (issue 21:
-1,000 steps x 2,048 pages spent most of their time in Rich). The oracle is Rich itself: every
+"""`kvviz run --print` without colour (a pipe, a file) writes its text as strings. The oracle is Rich itself: every
 step of every demo, the hash and base designs, deep chains, wide characters and narrow
 consoles print exactly the text ``console.print`` prints; the page grid's cells, remade only
 where a step changed them, are the cells made whole."""

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`kvviz run --print` streams (issue 21): each step is on stdout as soon as the session has
+"""`kvviz run --print` streams: each step is on stdout as soon as the session has
 applied it, the text is what the whole session printed at the end would be, and the page
 grid and the trie, drawn without Rich's per-cell machinery, read exactly as Rich drew them."""
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fuzz what kvviz writes (issue 20 #16, #21): the atomic writer replaces only a regular file
+"""Fuzz what kvviz writes: the atomic writer replaces only a regular file
 or nothing, and ``kvviz run --json`` either refuses before its first line or writes no more
 step snapshots x pages than its limit.
 

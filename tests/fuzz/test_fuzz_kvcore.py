@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fuzz kvcore's promises (issue 11, item 7): misuse never corrupts a cache, and restore
+"""Fuzz kvcore's promises: misuse never corrupts a cache, and restore
 never gives back a different cache.
 
 * **Junk arguments**: random caches driven by calls whose tokens, extra slots, names and
@@ -219,7 +219,7 @@ def test_a_pool_refuses_free_orders_that_hand_a_page_out_twice():
     raise AssertionError("PagePool(3, free_order=[0, 0, 1]) was accepted")
 
 
-# ----------------------------------------- issue 20: edges of the fields a key packs, huge pools
+# ----------------------------------------- edges of the fields a key packs, huge pools
 
 #: Values around the edges of the packed key's fields (kvcore/heap.py: last_access in 64 bits,
 #: seq in 40) and of the pool (2**63 pages).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fuzzing the scenario language end to end with mutants of the shipped demos (issue 11).
+"""Fuzzing the scenario language end to end with mutants of the shipped demos.
 
 The promise: whatever a ``.kvs`` file holds, parsing gives a scenario (whose canonical text
 parses back to it and stays about as small as the source) or one :class:`ScenarioError`
@@ -38,7 +38,7 @@ from .bounds import alarm, fuzz_scale, memory_cap
 SCALE = fuzz_scale()
 MEMORY_HEADROOM = 1536 * 1024 * 1024
 """Address space one example may add: a scenario at the token budget (ten million values)
-takes about 400 MB to run; issue 11's reproduction took 4.1 GB."""
+takes about 400 MB to run; reproduction took 4.1 GB."""
 SECONDS_PER_EXAMPLE = 20  # generous: the machine is shared; the bugs this catches took 47 s and more
 
 SOURCES = tuple(path.read_bytes() for path in sorted(demo_dir().glob("*.kvs")))
@@ -51,7 +51,7 @@ BIG_LINES = (
     "expect pages r1 0..999999", "expect evicted 0..999999", "[trie] expect pages a 0..999999",
     "acquire big 0..999999", "extend r1 + 0..999999", "publish r1 0..999999",
 )
-"""Lines at the per-line limit: flooding a script with them is issue 11's reproduction."""
+"""Lines at the per-line limit: flooding a script with them is reproduction."""
 JUNK_LINES = (
     "acquire", "acquire r1", "release ghost", "expect", "expect pages r1 0..999999", "expect evicted 0..2000000",
     "expect live " + "n " * 500, "[trie] expect ok", "[base] expect fail alloc", "[tire] expect ok", "[trie]",
@@ -165,7 +165,7 @@ def assert_kept_the_promise(result, command: str) -> None:
     """Exit 0 or 1 with output, or 2 with exactly one error; never a traceback.
 
     The error is one ``kvviz: error:`` line. A scenario with several problems may list the
-    others after it (issue 15: report them all), each located, at most
+    others after it, each located, at most
     MAX_SCENARIO_ERRORS in all and then a count."""
     assert result.exception is None or isinstance(result.exception, SystemExit), (
         f"{command}: {type(result.exception).__name__}: {result.exception}")

@@ -8,7 +8,7 @@ It is written to be obviously right rather than fast, and shares no code with kv
 - ref counts are never stored: :meth:`ReferenceCache.refs` recomputes them from scratch
   from the live allocations' published prefixes;
 - an eviction victim is found by scanning every node for the childless ref-0 ones and
-  taking the minimum of the policy's key, written out here from issue 14's table
+  taking the minimum of the policy's key, written out here from table
   (:func:`policy_key`), not read from kvcore.
 
 Semantics follow DESIGN.md and the API contract: FIFO free list (take from the front,
@@ -40,12 +40,12 @@ class ModelAllocationFailure(Exception):
         self.held = held
 
 
-#: Issue 14's table, one key tuple per policy, smallest evicted first.
+#: table, one key tuple per policy, smallest evicted first.
 POLICIES = ("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")
 
 
 def policy_key(policy: str, node: "ModelNode") -> tuple[int, ...]:
-    """The eviction key of ``node`` under ``policy`` (issue 14's table, verbatim)."""
+    """The eviction key of ``node`` under ``policy``."""
     return {
         "lru": (node.last_access, node.seq),
         "fifo": (node.seq,),

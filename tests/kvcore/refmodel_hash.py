@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """A naive reference model of the hash-block cache (vLLM's design), the oracle of its
-property tests. Written from issue 14's text and vLLM's source, not from kvcore's class:
+property tests. Written from text and vLLM's source, not from kvcore's class:
 
 - a cached block is ``page -> (seq, prefix)`` where ``prefix`` is every token of the
   request up to the end of the block: two blocks have the same chained key exactly when

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The hash cache's snapshots and invariant checks cost what a step changed, and say what
-the whole ones say (issue 21).
+the whole ones say.
 
 Oracles: a snapshot read from the live structures (``_snapshot_from_live``) for the kept
 rows, and ``check_snapshot`` for :class:`kvcore.incremental.IncrementalChecker`, at every

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The hash-block cache (vLLM's design) by hand: issue 14's scenarios, one at a time.
+"""The hash-block cache (vLLM's design) by hand: scenarios, one at a time.
 
 Pages are small (2 tokens) so a block is two numbers; ``A``, ``B``, ... name blocks.
 """

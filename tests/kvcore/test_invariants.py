@@ -75,7 +75,7 @@ def test_the_live_heap_bookkeeping_is_checked_too():
 
 
 def _one_allocation_of(pages: int, publish: bool):
-    """``cache trie pages=N tokens_per_page=1`` / ``acquire a 0..N-1`` (issue 11, item 3)."""
+    """``cache trie pages=N tokens_per_page=1`` / ``acquire a 0..N-1``."""
     cache = kvcore.make_cache("trie", pages, 1)
     allocation = cache.acquire_pages_for_tokens(range(pages), name="a")
     if publish:

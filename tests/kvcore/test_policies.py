@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Eviction policies (issue 14): each evicts what its key says, keys never change while a
+"""Eviction policies: each evicts what its key says, keys never change while a
 node is a candidate (so the heap stays incremental), and the policy survives snapshots."""
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def test_restore_round_trips_the_policy_and_the_counters(policy):
 
 def test_snapshots_from_before_policies_still_restore_byte_for_byte():
     """Seven-field node rows and allocations without a priority are what kvcore wrote before
-    issue 14: they read back with hits and priority 0 and serialise unchanged."""
+    they read back with hits and priority 0 and serialise unchanged."""
     cache = TriePagedAttentionCache(PagePool(6), 2)
     cache.acquire_pages_for_tokens([1, 2, 3, 4]).publish_pages_for_tokens()
     d = cache.snapshot().to_dict()

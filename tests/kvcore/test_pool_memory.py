@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A pool costs memory for the pages used, not the pages configured (issue 11, item 4):
+"""A pool costs memory for the pages used, not the pages configured:
 ``--capacity-tokens 1e12`` built ``list(range(n))`` and was OOM-killed. The hand-out order
 stays exactly the old FIFO one, and snapshots of huge pools stay small and exact."""
 
@@ -162,7 +162,7 @@ def test_a_snapshot_of_a_huge_pool_hashes_without_walking_every_page():
     assert hash(snap) == hash(cache.snapshot())
 
 
-# -- a step costs what it changed, not the pool's size (issue 21) ---------------------------
+# -- a step costs what it changed, not the pool's size ---------------------------
 # Counted in bytes allocated, never in seconds: the same ops on pools of 1k, 10k and 100k
 # pages must allocate about the same per step (a snapshot that listed the pool's pages, or a
 # pool that listed its untouched pages, allocates in proportion to the pool and fails here).

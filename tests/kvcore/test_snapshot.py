@@ -188,7 +188,7 @@ def test_to_json_is_the_canonical_dump_of_to_dict_at_every_step(kind):
     assert cache.snapshot().stats.lookups > 60
 
 
-# -- issue 20 #19: a pool too large to serialise is refused, in bounded memory ---------------
+# -- A pool too large to serialise is refused, in bounded memory ---------------
 
 
 @pytest.mark.parametrize("kind", ["trie", "base", "hash"])

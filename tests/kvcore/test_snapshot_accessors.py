@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Snapshot's free-page accessors (issue 19): ``free_count`` and ``free_position`` say what
+"""Snapshot's free-page accessors: ``free_count`` and ``free_position`` say what
 walking ``free`` would, on every design, for explicit and lazily stored free lists alike,
 and the field table of Snapshot's docstring holds on every design."""
 

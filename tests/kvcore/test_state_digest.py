@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """``Snapshot.state_digest()``: the set digest of a state (kvcore.state-digest/1), the oracle
-``kvviz run --json`` keeps up to date step by step (issue 21).
+``kvviz run --json`` keeps up to date step by step.
 
 It must name the state: equal states give one digest, and changing any one thing a snapshot
 holds (a field, a row of each table, the free list's order, a heap slot) gives another. Its

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Arguments and snapshots kvcore refuses (issue 11, item 7): each refusal is a KVCacheError
+"""Arguments and snapshots kvcore refuses: each refusal is a KVCacheError
 raised before anything changes, and ``restore(verify=True)`` gives back an equal cache or
 refuses the snapshot with the reason."""
 
@@ -227,7 +227,7 @@ CORRUPT_TRIE = [
     ("a negative clock", lambda d: d.update(clock=-1)),
     ("a negative last_access", lambda d: _set(_node(d, [9, 10]), 5, -3)),
     ("negative stats", lambda d: d["stats"].update(evictions=-1)),
-    ("an unknown policy", lambda d: d.update(policy="arc")),  # lfu and the rest are policies now (issue 14)
+    ("an unknown policy", lambda d: d.update(policy="arc")),  # lfu and the rest are policies now
     ("a page count far above the page table", lambda d: d.update(page_count=2**40)),
     ("a page count below the page table", lambda d: d.update(page_count=d["page_count"] - 1)),
 ]
@@ -324,7 +324,7 @@ def test_tokens_whose_iteration_fails_are_refused_not_half_read(cls):
     assert cache.clock == 0 and cache.allocations == {}
 
 
-# ------------------------------------------------- issue 20: bounds a restored cache keeps
+# ------------------------------------------------- bounds a restored cache keeps
 
 # Every field a packed heap key depends on (kvcore/heap.py): last_access under 2**64, seq
 # under 2**40. A restored clock or next_seq at the edge would let the next op build a key
@@ -371,7 +371,7 @@ def test_a_cache_restored_near_the_largest_accepted_clock_or_next_seq_keeps_work
             assert TriePagedAttentionCache.restore(restored.snapshot()).snapshot() == restored.snapshot()
 
 
-# ------------------------------------------- issue 20: pools a cache cannot be born with
+# ------------------------------------------- pools a cache cannot be born with
 
 
 @pytest.mark.parametrize("page_count", [2**63, 2**63 + 1, 2**70])

@@ -208,7 +208,7 @@ def test_a_divergence_says_when_another_version_recorded_the_bundle(bundle):
     (lambda d: d["error"].update(trace="..."), "field 'error' has unknown field(s) 'trace'"),
     (lambda d: d["expects"][0].update(why="because"), "field 'expects[0]' has unknown field(s) 'why'"),
     (lambda d: d["snapshot"]["pages"][0].append("hidden"), "snapshot.pages[0]: 6 fields where kvcore.snapshot/1 has 5"),
-    (lambda d: d["snapshot"]["nodes"][1].append(0), "snapshot.nodes[1]: 10 fields"),  # 9: node 1 has hits (issue 14)
+    (lambda d: d["snapshot"]["nodes"][1].append(0), "snapshot.nodes[1]: 10 fields"),  # 9: node 1 has hits
     (lambda d: d["snapshot"]["allocations"][0].update(secret=1), "snapshot.allocations[0]: unknown field 'secret'"),
     (lambda d: d["snapshot"]["stats"].update(bonus=1), "snapshot.stats: unknown field 'bonus'"),
     (lambda d: d["snapshot"].update(note="x"), "snapshot: unknown field 'note'"),

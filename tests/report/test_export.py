@@ -309,7 +309,7 @@ def big_session(acquires: int, tokens: int, pages: int, tokens_per_page: int = 1
 
 
 def test_four_acquires_of_a_million_tokens_are_refused_before_any_frame_is_built(tmp_path, monkeypatch):
-    """Issue 11's reproduction: 149 bytes of script exported a 75 MB bundle open refused."""
+    """Reproduction: 149 bytes of script exported a 75 MB bundle open refused."""
     session = big_session(4, 1_000_000, 1_000_000, tokens_per_page=4)
     monkeypatch.setattr(Session, "frame", lambda *a: pytest.fail("the bundle was built before it was refused"))
     out = tmp_path / "big.json"

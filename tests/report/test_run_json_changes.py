@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`kvviz run --json` writes a step as what it changed (issue 21): the first state whole,
+"""`kvviz run --json` writes a step as what it changed: the first state whole,
 every later one as its changes, each with its digest.
 
 The oracle: the states rebuilt from the JSON, step for step, are the session's own

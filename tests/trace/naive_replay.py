@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """An independent, naive sequential replay of Mooncake requests: no kvcore, no kvviz cache code.
 
-It exists to check the hit rates ``kvviz.trace.replay`` measures (issue 14's "Checks"): the
+It exists to check the hit rates ``kvviz.trace.replay`` measures: the
 same requests through two caches written from the issue's text alone, one obvious data
 structure each, and the figures must agree exactly.
 
 What one request does (read from ``kvviz/trace/replay.py``, ``_replay_sequential``, and the
-trie semantics of DESIGN.md; the hash-block rules are issue 14's "a hash-block cache"):
+trie semantics of DESIGN.md; the hash-block rules are "a hash-block cache"):
 
 * One hash id is one block of ``page_tokens`` (512) prompt tokens and one page: the replay
   runs kvcore with ``tokens_per_page=1`` and the hash ids as the tokens, so here a block is
@@ -30,7 +30,7 @@ smallest key of the policy (:data:`POLICY_KEYS`, written out from the issue's ta
 touches the matched nodes again and creates the rest (ref 1, no hits, priority 0: a trace sets
 no priorities). Release drops one ref on the path.
 
-Hash blocks (issue 14, vLLM's design): a dict from block key (the parent block's key, the
+Hash blocks: a dict from block key (the parent block's key, the
 block's hash id) to the pages caching it, a page -> key dict and one explicit free queue of
 ref-0 pages (all pages at the start, in page order). Acquire matches the longest run of cached
 keys from the first block (a key cached on several pages gives its first one, as vLLM's
@@ -73,7 +73,7 @@ POLICY_KEYS: dict[str, Callable[[dict], tuple]] = {
     "slru": lambda n: (0 if n["hits"] < 2 else 1, n["last_access"], n["seq"]),
     "priority": lambda n: (n["priority"], n["last_access"], n["seq"]),
 }
-"""Issue 14's eviction keys, smallest evicted first, written out again here (not imported)."""
+"""Eviction keys, smallest evicted first, written out again here (not imported)."""
 
 DESIGNS = ("trie", "hash")
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""kvviz's sequential replay against an independent naive one (issue 14's "Checks").
+"""kvviz's sequential replay against an independent naive one.
 
 ``naive_replay`` (tests/trace/naive_replay.py) has no kvcore or kvviz cache code: a
 dict-of-dicts trie evicting by a min over every node of the issue's keys, and a dict of block

@@ -240,7 +240,7 @@ def test_base_cache_replay_matches_kvcore_and_holds_one_request_at_a_time():
     assert cache.snapshot().free_count == 97
 
 
-# -- eviction policies (issue 14) -------------------------------------------------------------
+# -- eviction policies -------------------------------------------------------------
 
 # One-block requests (512 tokens each) filling exactly 7 pages, touched so that the policies
 # disagree; "hit k" is a later request for block k (a hit on it):

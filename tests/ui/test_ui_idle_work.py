@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The app's idle work (issue 21): a lazily built timeline's keyframe checks run after the
+"""The app's idle work: a lazily built timeline's keyframe checks run after the
 first paint, a bounded piece at a time (:meth:`KvvizApp.work_while_idle`), their violations
 reach the timeline bar, and the hook the CLI settles the heap in is called once, when they
 are done. Driven by calling the method, never by waiting for the idle chain."""

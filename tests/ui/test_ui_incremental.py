@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the UI does so that a step costs what it changed (issue 21), checked against doing it
+"""What the UI does so that a step costs what it changed, checked against doing it
 in full: the work left for after a frame runs after it, and every line drawn by the
 incremental paths equals the line a freshly mounted app draws at the same position.
 
@@ -251,7 +251,7 @@ async def test_the_trie_rows_kept_without_the_ghosts_are_the_rows_built_afresh(a
 
 async def test_a_step_into_an_op_keeps_only_the_state_it_shows_and_prefetches_the_window_after_the_frame(
         app_on, monkeypatch):
-    # Step-in's cost (issue 21: <= 100 ms) is one snapshot, not a window of them: the rest of
+    # Step-in's cost is one snapshot, not a window of them: the rest of
     # the window is the prefetch's, after the frame.
     from kvviz.core.substeps import OpSubSteps, STATE_WINDOW
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a newcomer and a fuzzer hit in the UI the second time (issue 20): keys that did
+"""What a newcomer and a fuzzer hit in the UI the second time: keys that did
 nothing silently, a hint nobody earned, text cut without an ellipsis, modals that hid the
 step, units mixed in a trace's timeline, a save name that killed the app."""
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Views redraw only the lines that changed (issue 21), and what is on screen is still right.
+"""Views redraw only the lines that changed, and what is on screen is still right.
 
 The trie, heap, allocation and code views file their rendered lines by a signature of what
 each shows (:meth:`kvviz.ui.widgets.line_view.LineView.line_signature`) and, after a move,

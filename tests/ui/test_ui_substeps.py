@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Inside an op (issue 12): stepping into an op, through its sub-steps and out; every view
+"""Inside an op: stepping into an op, through its sub-steps and out; every view
 showing kvcore's state after the sub-step with what it moves in focus; the narration's
 sentence; the pseudo-code pane and a bug-museum demo's buggy code beside ours.
 

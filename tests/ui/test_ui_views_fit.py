@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a newcomer hit in the UI (issue 15) and the shape the views must keep (issue 10):
+"""What a newcomer hit in the UI and the shape the views must keep:
 widgets get frozen values only, one Line-API base, text that is not lost under scrollbars."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Cache designs, one entry each (issue 19: "a design is one entry").
+"""Cache designs, one entry each.
 
 A :class:`Design` is one frozen value carrying everything design-specific that the model,
 the exports and the UI need to speak about a cache: its nouns (a *block* or a *node*, a
