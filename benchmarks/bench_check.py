@@ -55,7 +55,7 @@ def child_cpu(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
 
 def make_slice(trace: Path, first: int, design: str, folder: str | Path, bench: str) -> tuple[Path, float]:
     """``kvviz trace TRACE --first N --design D --to-kvs FOLDER/slice.kvs`` (the slice every
-    bench of issue 21 measures): its path and the CPU seconds it took; exits naming ``bench``
+    timeline bench measures): its path and the CPU seconds it took; exits naming ``bench``
     if kvviz trace fails."""
     slice_path = Path(folder) / "slice.kvs"
     cpu, code = child_cpu(["trace", str(trace), "--first", str(first), "--design", design, "--to-kvs", str(slice_path)])

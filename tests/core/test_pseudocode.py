@@ -3,7 +3,7 @@
 sub-step kind of the contract to lines that exist, every line reachable, and buggy variants
 that differ from ours exactly where they say.
 
-The contract (SUBSTEPS.md, issue 12) is written out here on its own, not read from the
+The contract (docs/substeps.md) is written out here on its own, not read from the
 module under test, so a kind the table forgets fails. Pure and fast: the demos' own
 sub-steps are checked in test_pseudocode_substeps.py.
 """

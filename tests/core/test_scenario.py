@@ -295,7 +295,7 @@ def test_header_lines_may_follow_narration_before_the_first_op():
         ("cache trie pagez=4", 12, "unknown cache option 'pagez'; did you mean 'pages'?"),
         ("cache trie pages=4 pages=5", 20, "pages given twice"),
         ("cache trie tpp=4 page_size=4", 18, "tokens_per_page given twice"),
-        ("cache trie policy=arc", 19, "unknown policy 'arc'"),  # fifo is a policy since issue 14
+        ("cache trie policy=arc", 19, "unknown policy 'arc'"),
     ],
 )
 def test_bad_cache_lines_are_errors_at_the_offending_item(line, column, message):

@@ -674,7 +674,7 @@ def test_any_unknown_allocation_error_is_shown_as_an_invalid_operation_by_its_ty
 @pytest.mark.parametrize("config, message", [
     (CacheConfig("radix", 8, 4), "the kvcore backend runs a trie, a base or a hash cache, not 'radix'"),
     (CacheConfig("trie", 8, 4, "arc"),
-     "the kvcore backend evicts by lru, fifo, lfu, mru, filo, slru or priority, not 'arc'"),  # fifo runs since issue 14
+     "the kvcore backend evicts by lru, fifo, lfu, mru, filo, slru or priority, not 'arc'"),
 ])
 def test_a_config_the_kvcore_backend_cannot_run_is_a_backend_error_before_any_op(config, message):
     with pytest.raises(BackendError) as info:

@@ -152,7 +152,7 @@ def test_the_eviction_cascade_lesson_asks_the_order_of_a_cascade(seed):
     assert cascades and all(asked.get(step) == "victims" for step in cascades), asked
 
 
-# -- the reproduced whys of issue 23 ---------------------------------------------------------------
+# -- the reproduced whys ---------------------------------------------------------------
 
 
 def _at(seed, level, step, kind, kind_of_cache="trie"):

@@ -298,7 +298,7 @@ async def test_enter_accepts_the_completion_the_box_shows(app_on, small):
         assert len(app.session) == before + 1 and app.session.last.op.text == shows, "what the box showed"
 
 
-# -- issue 11 item 4: a step number of thousands of digits --------------------------------
+# -- a step number of thousands of digits --------------------------------
 
 
 async def test_go_to_refuses_a_step_of_thousands_of_digits_and_keeps_running(app_on, small):
