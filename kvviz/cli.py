@@ -31,7 +31,6 @@ from kvviz.teach.progress_command import progress
 from kvviz.trace.command import trace
 from kvviz.watch.command import WATCH_BUNDLE, watch
 
-
 INTERRUPTED = 130
 """The exit code after Ctrl-C: 128 + SIGINT's 2."""
 
