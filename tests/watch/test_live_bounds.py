@@ -23,6 +23,8 @@ from kvviz.watch.subscriber import REPLAY_TOTAL_S
 
 from .test_live import DEADLINE_S, RECORDED, publisher, receive, seqs, subscribe  # noqa: F401 - fixtures
 
+pytestmark = pytest.mark.slow  # live ZeroMQ publishers and peers of our own, some for seconds
+
 KV = b"kv"
 
 
@@ -257,7 +259,6 @@ def resident_bytes(pid: int) -> int | None:
     return None
 
 
-@pytest.mark.slow
 def test_a_flooding_publisher_keeps_the_watch_under_its_memory_cap_and_every_seq_is_shown_or_counted_missing(
         publisher):
     live = publisher({"steps": [{"send": 2_000_000}]})

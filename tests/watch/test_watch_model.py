@@ -397,6 +397,7 @@ def traced_bytes(build) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow  # measures memory over thousands of steps
 def test_a_timeline_keeps_payloads_not_decoded_batches():
     # The same 800 vLLM batches applied to a bare forest and added to a timeline (no keyframe
     # but the first): the difference is what the steps themselves keep, beyond their payloads
@@ -422,6 +423,7 @@ def test_a_timeline_keeps_payloads_not_decoded_batches():
     assert per_step < watch_module.STEP_OVERHEAD_BYTES
 
 
+@pytest.mark.slow  # measures memory over thousands of steps
 def test_what_a_timeline_counts_of_its_steps_and_keyframes_is_an_upper_estimate_within_twice_the_truth():
     from kvviz.watch.forest import Forest
     from kvviz.watch.wire import decode_payload
