@@ -31,6 +31,7 @@ from kvviz.teach.progress_command import progress
 from kvviz.trace.command import trace
 from kvviz.watch.command import WATCH_BUNDLE, watch
 
+
 INTERRUPTED = 130
 """The exit code after Ctrl-C: 128 + SIGINT's 2."""
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import click
 
-from kvviz.backends import BackendUnavailable
-from kvviz.backends.registry import BACKENDS, BackendError, make_backend_factory
 from kvviz.core import limits
 from kvviz.core.designs import BASE, TRIE
+from kvviz.report.atomic import special_file_kind
+from kvviz.backends import BackendUnavailable
+from kvviz.backends.registry import BACKENDS, BackendError, make_backend_factory
 from kvviz.core.narrate import count as plural  # "1 step", "2 steps": one wording for CLI and narration
-from kvviz.core.scenario import Scenario, ScenarioError, parse_scenario_file
 from kvviz.extras import install_command
 from kvviz.printable import printable
-from kvviz.report.atomic import special_file_kind
+from kvviz.core.scenario import Scenario, ScenarioError, parse_scenario_file
 
 
 class BadInput(click.ClickException):

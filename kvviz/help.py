@@ -39,9 +39,9 @@ def _json() -> str:
 
 
 def _watch() -> str:
-    from kvviz.watch.json_output import WATCH_JSON_HELP
     from kvviz.watch.subscriber import memory_help
     from kvviz.watch.timeline import timeline_memory_help
+    from kvviz.watch.json_output import WATCH_JSON_HELP
 
     return WATCH_JSON_HELP + "\n\n" + memory_help() + "\n" + timeline_memory_help()
 

@@ -6,18 +6,9 @@ from __future__ import annotations
 import kvcore
 from kvcore import Snapshot, Violation, check_snapshot
 from kvcore.incremental import IncrementalChecker
-from kvviz.backends import (
-    ALL_EVENTS,
-    HASH,
-    TRIE,
-    BackendError,
-    ConfigLike,
-    OpLike,
-    UnknownAllocation,
-    already_live,
-    extended_tokens,
-    unknown_op,
-)
+
+from kvviz.backends import (ALL_EVENTS, HASH, TRIE, BackendError, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 
 KINDS = kvcore.snapshot.KINDS
 """The cache kinds kvcore runs (hash: vLLM's design, :class:`kvcore.HashBlockPagedAttentionCache`)."""

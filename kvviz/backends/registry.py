@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from kvviz.extras import install_command
 from kvviz.backends import HASH, TRIE, BackendError, BackendFactory, BackendUnavailable
 from kvviz.backends.kvcore_backend import kvcore_backend
-from kvviz.extras import install_command
 
 __all__ = ["BACKENDS", "DIFF_BACKEND", "ENGINE_KINDS", "INSTALL_ENGINES", "INSTALL_SHORTFIN", "MUSEUM_PREFIXES",
            "REFERENCE_BACKEND", "BackendError",

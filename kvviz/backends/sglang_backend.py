@@ -39,29 +39,14 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from kvcore import (
-    BasePagedAttentionCache,
-    CacheAllocationFailure,
-    InvalidOperation,
-    KVCacheError,
-    Snapshot,
-    Stats,
-    check_snapshot,
-)
+from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import check_snapshot
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
-from kvviz.backends import (
-    TRIE,
-    BackendError,
-    Call,
-    ConfigLike,
-    OpLike,
-    UnknownAllocation,
-    already_live,
-    extended_tokens,
-    unknown_op,
-)
+
+from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_time
 from kvviz.backends.sglang_code import SGLANG_CODE
 

@@ -54,20 +54,12 @@ from dataclasses import dataclass, replace
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
-from kvviz.backends import (
-    TRIE,
-    BackendError,
-    Call,
-    ConfigLike,
-    OpLike,
-    UnknownAllocation,
-    already_live,
-    extended_tokens,
-    unknown_op,
-)
+
+from kvviz.extras import install_command
+from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.backends.shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
-from kvviz.extras import install_command
 
 try:
     from shortfin_apps.llm.components.kvcache import trie_attention_cache as _trie_module

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from kvcore import Snapshot, Stats, Violation, check_snapshot
 from kvcore.snapshot import CACHED, FREE, OWNED, AllocationInfo, NodeInfo, PageInfo
+
 from kvviz.backends import TRIE
 
 

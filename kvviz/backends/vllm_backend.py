@@ -39,30 +39,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvcore import (
-    BasePagedAttentionCache,
-    CacheAllocationFailure,
-    InvalidOperation,
-    KVCacheError,
-    Snapshot,
-    Stats,
-    check_snapshot,
-)
+from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import check_snapshot
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
-from kvviz.backends import (
-    HASH,
-    BackendError,
-    Call,
-    ConfigLike,
-    OpLike,
-    UnknownAllocation,
-    already_live,
-    extended_tokens,
-    unknown_op,
-)
+
+from kvviz.backends import (HASH, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
+                            extended_tokens, unknown_op)
 from kvviz.backends.foreign import KnownIssue
 from kvviz.backends.vllm_code import VLLM_CODE
 

@@ -28,6 +28,10 @@ from textual.widgets import Static
 
 from kvviz.backends.registry import REFERENCE_BACKEND
 from kvviz.compare.engine import FIELD_NAMES, CompareRun, Counters, divergence_summary
+from kvviz.ui.stepping import StepActions
+from kvviz.ui.themes import set_up_appearance, variable_defaults
+from kvviz.ui.widgets.allocation_table import AllocationTable
+from kvviz.ui.widgets.cache_column import CacheColumn
 from kvviz.core.narrate import count
 from kvviz.core.view import (
     ALLOCATION,
@@ -42,11 +46,7 @@ from kvviz.core.view import (
     violation_marks,
 )
 from kvviz.ui.panes import panes_for
-from kvviz.ui.stepping import StepActions
-from kvviz.ui.themes import set_up_appearance, variable_defaults
-from kvviz.ui.widgets.allocation_table import AllocationTable
 from kvviz.ui.widgets.block_view import BlockView
-from kvviz.ui.widgets.cache_column import CacheColumn
 from kvviz.ui.widgets.free_queue_view import FreeQueueView
 from kvviz.ui.widgets.heap_view import HeapView
 from kvviz.ui.widgets.key_footer import KeyFooter

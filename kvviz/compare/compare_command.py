@@ -15,9 +15,9 @@ import sys
 
 import click
 
-from kvviz import commands
 from kvviz.backends.registry import BACKENDS, BackendError
 from kvviz.commands import BadInput, check_step, load_file_or_demo
+from kvviz import commands
 
 
 def _backend_option(side: str):

@@ -44,20 +44,15 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
-from kvviz.backends.registry import (
-    BACKENDS,
-    DIFF_BACKEND,
-    ENGINE_KINDS,
-    REFERENCE_BACKEND,
-    BackendError,
-    make_backend_factory,
-)
+
+from kvviz.backends.registry import (BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError,
+                                 make_backend_factory)
 from kvviz.core.designs import BASE, HASH, TRIE, design, design_of
 from kvviz.core.free_queue import free_page_count, queue_text
+from kvviz.core.words import count, did_you_mean
 from kvviz.core.scenario import CacheConfig, Scenario, Step
 from kvviz.core.scenario.values import POLICIES
 from kvviz.core.session import Frame, ScopedScript, Session
-from kvviz.core.words import count, did_you_mean
 
 FIELDS = ("outcome", "free", "cached", "block_tables", "unreachable")
 FIELD_NAMES = {"outcome": "success or failure", "free": "free pages", "cached": "cached blocks",

@@ -18,15 +18,16 @@ not seen before is shrunk (:func:`~kvviz.compare.shrink.shrink`), later ones are
 from __future__ import annotations
 
 import random
+
+import kvcore
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import kvcore
 from kvviz.compare.failure import first_failure
-from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
 from kvviz.core.designs import TRIE
 from kvviz.core.failure import Failure
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step, format_op
+from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
 
 __all__ = ["FuzzClass", "FuzzReport", "fuzz", "random_scenario"]
 

@@ -15,14 +15,7 @@ import click
 
 from kvviz.backends.registry import BackendError
 from kvviz.commands import BadInput
-from kvviz.compare.shrink_command import (
-    Progress,
-    check_seconds,
-    chosen_mode,
-    deadline,
-    mode_options,
-    write_failure_bundle,
-)
+from kvviz.compare.shrink_command import Progress, chosen_mode, check_seconds, deadline, mode_options, write_failure_bundle
 from kvviz.core.designs import KVCORE_DESIGNS, TRIE
 
 MAX_RUNS = 1_000_000

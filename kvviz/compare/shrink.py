@@ -36,9 +36,9 @@ the first run took each.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from kvviz.compare.failure import DIFF, RunStopped, first_failure, mode_label
 from kvviz.core.designs import TRIE

@@ -204,9 +204,9 @@ def _write(result, output: str | None, bundle_path: str | None, inputs) -> list[
 def write_failure_bundle(scenario, mode: str, failure, path: str, inputs) -> str:
     """Write the bundle of ``failure``'s step of ``scenario`` (a diff's on the shortfin side),
     at the first sub-step where it shows; the line saying what was written."""
-    from kvviz.commands import make_session
-    from kvviz.compare.failure import DIFF, failure_substep
     from kvviz.report.bundle import write_bundle
+    from kvviz.compare.failure import DIFF, failure_substep
+    from kvviz.commands import make_session
 
     session = make_session(scenario, None, "shortfin" if mode == DIFF else mode)
     substep = failure_substep(session, failure)

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kvcore import Snapshot
+
 from kvviz.core.designs import HASH, design_of
-from kvviz.core.free_queue import free_page_count, next_victim, unreachable_blocks
 from kvviz.core.snapshot_diff import Diff
+from kvviz.core.free_queue import free_page_count, next_victim, unreachable_blocks
 
 __all__ = ["ERROR_KINDS", "EXPECT_KINDS", "FAILURE_SPELLINGS", "SLOTS", "Expect", "ExpectKind", "ExpectResult",
            "Observed", "abbreviate", "abbreviate_at", "evaluate", "first_difference"]

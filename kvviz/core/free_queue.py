@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvcore import BlockInfo, QueuedPages, Snapshot
+
 from kvviz.core.designs import design_of
 
 __all__ = ["QUEUE_SHOWN", "free_page_count", "next_victim", "place_text", "queue_text", "queued_runs",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from kvcore import events as ev
 from kvcore.snapshot import BlockInfo, QueuedPages
+
 from kvviz.core.designs import HASH
 from kvviz.core.narrate import count
 

@@ -41,15 +41,9 @@ from pathlib import Path
 from typing import Literal
 
 from kvviz.core.jsonread import JsonNumberTooLong, loads
-from kvviz.core.limits import (
-    MAX_NUMBER,
-    MAX_TRACE_BLOCKS,
-    MAX_TRACE_LINE_BYTES,
-    MAX_TRACE_NESTING,
-    MAX_TRACE_SKIPS_LISTED,
-)
-from kvviz.core.traffic import TRAFFIC_FIELDS, TrafficProblem, traffic_request
+from kvviz.core.limits import MAX_NUMBER, MAX_TRACE_BLOCKS, MAX_TRACE_LINE_BYTES, MAX_TRACE_NESTING, MAX_TRACE_SKIPS_LISTED
 from kvviz.samples import open_data
+from kvviz.core.traffic import TRAFFIC_FIELDS, TrafficProblem, traffic_request
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",

@@ -24,20 +24,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvcore import Snapshot
+
 from kvviz.core.designs import Design, LogContext, design_of, words_for_event
 from kvviz.core.designs.trie import match_stop
 from kvviz.core.free_queue import free_page_count
-from kvviz.core.words import (
-    EVICTIONS_TOLD,
-    NODES_TOLD,
-    PAGES_LISTED,
-    TOKENS,
-    Labeler,
-    Units,
-    count,
-    default_labeler,
-    number_ranges,
-)
+from kvviz.core.words import (EVICTIONS_TOLD, NODES_TOLD, PAGES_LISTED, TOKENS, Labeler, Units, count, default_labeler,
+                    number_ranges)
 
 __all__ = ["EVICTIONS_TOLD", "NODES_TOLD", "PAGES_LISTED", "TOKENS", "Labeler", "Units", "count", "default_labeler",
            "describe_event", "evicts", "match_stop", "narrate", "number_ranges"]

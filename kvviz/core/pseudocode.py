@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from types import MappingProxyType
 
-from kvviz.backends.code import Algorithm, Code, Line, block, parse
-from kvviz.backends.registry import MUSEUM_PREFIXES
 from kvviz.core import bug_museum
+from kvviz.backends.registry import MUSEUM_PREFIXES
 from kvviz.core.designs import KVCORE_DESIGNS, TRIE, design
+from kvviz.backends.code import Algorithm, Code, Line, block, parse
 
 _parse = parse  # the parser's old private name (tests build broken tables with it)
 _block = block

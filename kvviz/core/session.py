@@ -22,17 +22,19 @@ from dataclasses import dataclass, field
 
 from kvcore import KVCacheError, Snapshot, Violation
 from kvcore import events as ev
+
 from kvviz.backends import Backend, BackendFactory, UnknownAllocation
 from kvviz.backends.kvcore_backend import kvcore_backend
 from kvviz.core.designs import eviction_events
+from kvviz.core.snapshot_diff import Diff, diff_snapshots
 from kvviz.core.expect import ExpectResult, evaluate
 from kvviz.core.narrate import TOKENS, Units, narrate
-from kvviz.core.pseudocode import lines_for
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step
-from kvviz.core.snapshot_diff import Diff, diff_snapshots
+from kvviz.core.pseudocode import lines_for
 from kvviz.core.substeps import STATE_WINDOW, OpSubSteps
 from kvviz.core.substeps import build as build_substeps
 from kvviz.core.vocab import Vocabulary
+
 
 EVICTION_EVENTS = eviction_events()  # every design's rows that evict: one table (designs/)
 """The events that mean a cached page was evicted, on every cache kind."""

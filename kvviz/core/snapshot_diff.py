@@ -17,6 +17,7 @@ from itertools import compress
 from operator import attrgetter, ne
 
 from kvcore import Snapshot
+
 from kvviz.core.designs import design_of
 
 

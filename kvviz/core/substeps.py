@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from kvcore import KVCacheError, Snapshot
 from kvcore import events as ev
+
 from kvviz.backends import Call
 from kvviz.core.designs import TRIE, Focus, OpContext, design_of
 from kvviz.core.words import Labeler, default_labeler

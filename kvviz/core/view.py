@@ -19,16 +19,18 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
-from kvviz.core import pseudocode
-from kvviz.core.designs import design_of
+
 from kvviz.core.policy_words import key_fields  # noqa: F401 - re-exported: the heap view names its key by it
-from kvviz.core.snapshot_diff import diff_snapshots
-from kvviz.core.substeps import Focus, SubStep
 from kvviz.core.vocab import Vocabulary
 from kvviz.core.why import Answer, page_status, why_evicted, why_short_match
+from kvviz.core import pseudocode
+from kvviz.core.designs import design_of
+from kvviz.core.snapshot_diff import diff_snapshots
+from kvviz.core.substeps import Focus, SubStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvcore import Snapshot
+
     from kvviz.core.session import Frame, Session
 
 NODE, PAGE, ALLOCATION = "node", "page", "allocation"

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 from kvcore import events as ev
 from kvcore.events import BlockEvicted
+
 from kvviz.core.designs import design_of
 from kvviz.core.designs.trie import match_stop
 from kvviz.core.free_queue import next_victim, place_text, queue_text
-from kvviz.core.policy_words import key_phrase, key_value, words_for
 from kvviz.core.words import TOKENS, Units, count
+from kvviz.core.policy_words import key_phrase, key_value, words_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvviz.core.session import Session

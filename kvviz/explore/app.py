@@ -27,14 +27,14 @@ from kvviz.core.expect import ExpectResult, evaluate
 from kvviz.core.scenario import Expect, ScenarioError, parse_command
 from kvviz.core.session import Session
 from kvviz.core.words import count
-from kvviz.explore.command_bar import CommandBar
-from kvviz.explore.playing import SPEEDS  # noqa: F401 - the app's names
-from kvviz.explore.timeline_screen import TimelineScreen
 from kvviz.ui.exporting import SCRIPT_NAME, ExportActions, name_problem, shortened  # noqa: F401 - the app's names
+from kvviz.explore.playing import SPEEDS  # noqa: F401 - the app's names
 from kvviz.ui.saving import slug  # noqa: F401 - the app's names
 from kvviz.ui.screens.branch_screen import BranchScreen
+from kvviz.explore.timeline_screen import TimelineScreen
 from kvviz.ui.terminal_title import step_title, title_the_terminal
 from kvviz.ui.themes import set_up_appearance, variable_defaults
+from kvviz.explore.command_bar import CommandBar
 from kvviz.ui.widgets.palette import KvvizCommands
 
 

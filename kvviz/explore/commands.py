@@ -12,6 +12,9 @@ from pathlib import Path
 
 import click
 
+from kvviz.core import limits
+from kvviz.core.scenario import ScenarioError
+from kvviz.printable import printable
 from kvviz.commands import (
     BadInput,
     backend_option,
@@ -29,10 +32,7 @@ from kvviz.commands import (
     stdout_console,
     stream_session,
 )
-from kvviz.core import limits
-from kvviz.core.scenario import ScenarioError
 from kvviz.explore.launch import render_svg, show
-from kvviz.printable import printable
 
 
 @click.command()

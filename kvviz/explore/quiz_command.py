@@ -16,14 +16,14 @@ import sys
 
 import click
 
-from kvviz.commands import BadInput, at_cache_line, load_file_or_demo, make_session
-from kvviz.core.designs import design_of
 from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
-from kvviz.core.scenario import ScenarioError, parse_scenario
-from kvviz.explore.launch import launch_ui
+from kvviz.core.designs import design_of
 from kvviz.teach.generate import LEVELS, generate
 from kvviz.teach.quiz import AnswerError, Question, Tally, feedback, questions, record, refusal, shown_candidates
 from kvviz.teach.quiz.choices import HINT_WORDS
+from kvviz.core.scenario import ScenarioError, parse_scenario
+from kvviz.commands import BadInput, at_cache_line, load_file_or_demo, make_session
+from kvviz.explore.launch import launch_ui
 
 _NEXT_EVICTED = re.compile(r";\s+next\s+evicted:\s+block\s+\d+\s+on\s+page\s+\d+,\s+when\s+an\s+acquire\s+takes\s+that"
                            r"\s+far")

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 
 from kvviz.core.limits import MAX_QUIZ_STEPS
 from kvviz.core.narrate import count
-from kvviz.core.view import FrameView
-from kvviz.core.why import Answer
 from kvviz.teach.quiz import AnswerError, Parting, Question, Reply, Tally, feedback, questions, refusal
 from kvviz.teach.quiz.choices import HINT_WORDS
+from kvviz.core.view import FrameView
+from kvviz.core.why import Answer
 from kvviz.ui.stepping import Position
 
 """Answer lines that ask for the next hint instead (as in ``kvviz quiz --plain``)."""

@@ -14,17 +14,8 @@ import dataclasses
 from textual.containers import Horizontal
 
 from kvviz.core import pseudocode
-from kvviz.core.view import (
-    NO_HIGHLIGHT,
-    FrameView,
-    SubStepView,
-    code_views,
-    focus_highlight,
-    highlight_for,
-    nearby,
-    needs_previous,
-    substep_frame,
-)
+from kvviz.core.view import (NO_HIGHLIGHT, FrameView, SubStepView, code_views, focus_highlight, highlight_for, nearby,
+                          needs_previous, substep_frame)
 from kvviz.ui.stepping import UI_STATES_AT_ONCE
 
 CODE_BESIDE_WIDTH = 100

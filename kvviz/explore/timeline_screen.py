@@ -23,40 +23,29 @@ from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 
-from kvviz.core.view import (
-    ALLOCATION,
-    NODE,
-    PAGE,
-    FrameView,
-    Selection,
-    TimelineView,
-    TokenLabels,
-    answer_for,
-    highlight_for,
-    needs_previous,
-    violation_marks,
-)
-from kvviz.explore.command_bar import CommandBar
-from kvviz.explore.playing import DEFAULT_SPEED, SPEEDS, PlayActions
-from kvviz.explore.question_panel import QuestionPanel
-from kvviz.explore.quiz_mode import QuizActions, QuizRun
-from kvviz.explore.substep_panes import SubStepPanes
+from kvviz.core.view import (ALLOCATION, NODE, PAGE, FrameView, Selection, TimelineView, TokenLabels, answer_for,
+                           highlight_for, needs_previous, violation_marks)
 from kvviz.ui.panes import PANES
-from kvviz.ui.screens.help_screen import HelpScreen
+from kvviz.explore.playing import DEFAULT_SPEED, SPEEDS, PlayActions
+from kvviz.explore.quiz_mode import QuizActions, QuizRun
 from kvviz.ui.stepping import UI_STATES_AT_ONCE, Position, TimelineSteps
+from kvviz.explore.substep_panes import SubStepPanes
 from kvviz.ui.widgets.allocation_table import AllocationTable
 from kvviz.ui.widgets.block_view import BlockView
 from kvviz.ui.widgets.cache_column import CacheColumn
 from kvviz.ui.widgets.code_pane import CodePane
+from kvviz.explore.command_bar import CommandBar
 from kvviz.ui.widgets.free_queue_view import FreeQueueView
 from kvviz.ui.widgets.heap_view import HeapView
 from kvviz.ui.widgets.key_footer import KeyFooter
 from kvviz.ui.widgets.line_view import LineView
 from kvviz.ui.widgets.narration import Narration
 from kvviz.ui.widgets.page_grid import PageGrid
+from kvviz.explore.question_panel import QuestionPanel
 from kvviz.ui.widgets.timeline_bar import TimelineBar
 from kvviz.ui.widgets.trie_view import TrieView
 from kvviz.ui.widgets.why_panel import WhyPanel
+from kvviz.ui.screens.help_screen import HelpScreen
 
 _STEP_KEYS = Binding.Group("step", compact=True)
 _EVENT_KEYS = Binding.Group("event", compact=True)

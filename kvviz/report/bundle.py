@@ -35,11 +35,12 @@ from typing import Any
 
 import kvcore
 from kvcore import KVCacheError, Snapshot, SnapshotFormatError
+
 from kvviz.core.jsonread import JsonNumberTooLong, loads
 from kvviz.core.limits import MAX_BUNDLE_BYTES, MAX_SOURCE_BYTES
+from kvviz.printable import printable
 from kvviz.core.scenario import Scenario, ScenarioError, format_expect, format_scenario, parse_scenario
 from kvviz.core.session import Frame, Session
-from kvviz.printable import printable
 from kvviz.report.atomic import OutputTooLarge, open_atomic
 from kvviz.report.jsontext import iter_json, iter_json_blocks
 

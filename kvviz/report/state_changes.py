@@ -47,20 +47,12 @@ from operator import attrgetter, ne
 from typing import Any
 
 from kvcore import Snapshot
-
 # The snapshot format's own row encoders and state-digest elements: one definition each.
 from kvcore.rows import allocation_row, block_row, node_row, page_row
 from kvcore.snapshot import FreePages, PageTable, QueuedPages, untouched_free
-from kvcore.state_digest import (
-    StateDigest,
-    field_element,
-    free_elements,
-    free_pair_element,
-    ids_increase,
-    page_element,
-    placed_element,
-    row_element,
-)
+from kvcore.state_digest import (StateDigest, field_element, free_elements, free_pair_element, ids_increase,
+                                 page_element, placed_element, row_element)
+
 from kvviz.core.designs import design_of
 
 FORMAT = "changes/1"

@@ -24,6 +24,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from kvcore.events import BlockEvicted
+
 from kvviz.core.designs import design_of
 from kvviz.core.free_queue import free_page_count, next_victim, place_text, queue_text
 from kvviz.core.policy_words import key_fields, key_phrase, key_value, words_for

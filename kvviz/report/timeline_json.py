@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING, Any
 from kvcore import Snapshot
 from kvcore.events import event_to_dict
 from kvcore.state_digest import STATE_DIGEST_SCHEME
+
 from kvviz.backends import Call
 from kvviz.backends.registry import BACKENDS
 from kvviz.core.designs import HASH
 from kvviz.core.limits import MAX_STEP_STATE_PAGES, MAX_TIMELINE_JSON_ITEMS
-from kvviz.core.substeps import SUBSTEP_KINDS, SubStep
 from kvviz.report.state_changes import FORMAT as CHANGES_FORMAT
 from kvviz.report.state_changes import StateReader, StateWriter
+from kvviz.core.substeps import SUBSTEP_KINDS, SubStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvviz.core.scenario import CacheConfig, Op

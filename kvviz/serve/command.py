@@ -24,8 +24,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from kvviz.commands import BadInput, sample_or_path
 from kvviz.extras import needs_extra
+from kvviz.commands import BadInput, sample_or_path
 
 SERVE_EXTRA_MISSING = needs_extra("kvviz serve", "serve")
 

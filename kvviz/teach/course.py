@@ -38,8 +38,8 @@ from pathlib import Path
 
 from kvviz.core.demos import LESSONS
 from kvviz.core.designs import BASE, HASH, TRIE
-from kvviz.core.words import count
 from kvviz.teach.exercise import MOVE_KINDS, Exercise, build_exercise
+from kvviz.core.words import count
 
 __all__ = ["COURSE", "CONCEPTS", "MAX_PROGRESS_BYTES", "MIN_MOVES", "PASS_SHARE", "REVIEW_INTERVALS", "SCHEMA", "STAGES",
            "Concept", "LessonStatus", "Progress", "ProgressError", "Round", "RoundResult", "lesson_status",

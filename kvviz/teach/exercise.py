@@ -36,9 +36,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvcore import Snapshot
+
 from kvviz.core.designs import Design, design_of
-from kvviz.core.words import Labeler, are, count, default_labeler, policy_key_text
 from kvviz.teach.quiz.choices import LETTERS, Choice, letter_choice, score_line
+from kvviz.core.words import Labeler, are, count, default_labeler, policy_key_text
 
 __all__ = ["MAX_CHOICES", "MOVE_KINDS", "Choice", "Exercise", "Move", "MoveKind", "MoveResult", "Play",
            "Verdict", "build_exercise", "move_kinds_of", "read_choice", "state_lines"]

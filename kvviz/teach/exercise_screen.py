@@ -27,16 +27,16 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Static
 
-from kvviz.core.view import FrameView, Highlight, TokenLabels, substep_frame
 from kvviz.teach.exercise import MOVE_KINDS, Exercise, Move, Play
-from kvviz.teach.move_panel import MovePanel
 from kvviz.teach.quiz.choices import LETTERS
+from kvviz.core.view import FrameView, Highlight, TokenLabels, substep_frame
 from kvviz.ui.panes import panes_for
 from kvviz.ui.themes import set_up_appearance, variable_defaults
 from kvviz.ui.widgets.cache_column import CacheColumn
 from kvviz.ui.widgets.heap_view import HeapView
 from kvviz.ui.widgets.key_footer import KeyFooter
 from kvviz.ui.widgets.trie_view import TrieView
+from kvviz.teach.move_panel import MovePanel
 
 CHOICE_KEYS = LETTERS[:8]
 """The letters that choose (a move has at most :data:`kvviz.teach.exercise.MAX_CHOICES`)."""

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 
 from kvcore import CacheAllocationFailure, KVCacheError, PagePool, TriePagedAttentionCache
+
 from kvviz.core.scenario import format_tokens
 
 

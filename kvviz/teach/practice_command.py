@@ -17,15 +17,15 @@ import sys
 
 import click
 
-from kvviz.commands import BadInput, load_file_or_demo, make_session
 from kvviz.core.designs import BASE, HASH, KVCORE_DESIGNS, TRIE
 from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_NUMBER
-from kvviz.core.scenario import ScenarioError, parse_scenario
-from kvviz.core.words import count
 from kvviz.teach.course import CONCEPTS
 from kvviz.teach.exercise import MOVE_KINDS, Play, build_exercise, state_lines
 from kvviz.teach.generate import LEVELS, generate
 from kvviz.teach.quiz.choices import FIX_WORDS, HINT_WORDS
+from kvviz.core.words import count
+from kvviz.core.scenario import ScenarioError, parse_scenario
+from kvviz.commands import BadInput, load_file_or_demo, make_session
 
 DESIGNS = KVCORE_DESIGNS
 MAX_PRACTICE_MOVES = 2_000

@@ -24,20 +24,9 @@ from pathlib import Path
 
 import click
 
+from kvviz.teach.course import (MAX_PROGRESS_BYTES, Progress, ProgressError, Round, next_round as course_next,
+                            next_up_line, parse_progress, progress_path, progress_text, record, summary_lines)
 from kvviz.commands import BadInput
-from kvviz.teach.course import (
-    MAX_PROGRESS_BYTES,
-    Progress,
-    ProgressError,
-    Round,
-    next_up_line,
-    parse_progress,
-    progress_path,
-    progress_text,
-    record,
-    summary_lines,
-)
-from kvviz.teach.course import next_round as course_next
 
 
 def load() -> Progress:

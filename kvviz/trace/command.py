@@ -24,15 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvviz.commands import (
-    BadInput,
-    SampleOrPath,
-    collector_paused,
-    freeze_heap,
-    require_terminal,
-    stdout_console,
-)
 from kvviz.core.designs import BASE, TRIE
+from kvviz.report.atomic import refuse_overwriting_inputs, write_text_atomic
 from kvviz.core.limits import MAX_CAPACITY_TOKENS
 from kvviz.core.mooncake import (
     DEFAULT_BLOCK_TOKENS,
@@ -44,20 +37,16 @@ from kvviz.core.mooncake import (
     prefix_reuse,
     read_trace,
 )
-from kvviz.core.words import count as plural
-from kvviz.explore.launch import launch_ui
-from kvviz.report.atomic import refuse_overwriting_inputs, write_text_atomic
-from kvviz.trace.plot import Curve, choice_label, eviction_name, hit_rate_curves, hit_rate_plot, percent
 from kvviz.trace.replay import (
+    DESIGNS,
+    POLICIES,
     DEFAULT_DECODE_MS_PER_TOKEN,
     DEFAULT_PREFILL_MS_PER_TOKEN,
-    DESIGNS,
-    ONE_PASS,
-    POLICIES,
     ReplayConfig,
     ReplayResult,
     ReplayTooLarge,
     SweepCurve,
+    ONE_PASS,
     SweepWorkerFailed,
     TraceChanged,
     TraceSource,
@@ -70,7 +59,18 @@ from kvviz.trace.replay import (
     sweep_choices,
     sweep_replay_count,
 )
+from kvviz.trace.plot import Curve, choice_label, eviction_name, hit_rate_curves, hit_rate_plot, percent
 from kvviz.trace.to_kvs import trace_to_scenario
+from kvviz.commands import (
+    BadInput,
+    SampleOrPath,
+    collector_paused,
+    freeze_heap,
+    require_terminal,
+    stdout_console,
+)
+from kvviz.explore.launch import launch_ui
+from kvviz.core.words import count as plural
 
 __all__ = ["parse_capacity", "trace"]
 

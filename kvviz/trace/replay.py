@@ -44,6 +44,7 @@ from typing import Literal
 
 import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
+
 from kvviz.core.designs import BASE, HASH, TRIE
 from kvviz.core.limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
 from kvviz.core.mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace

@@ -38,11 +38,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvviz.core.limits import MAX_PAGES, MAX_SOURCE_BYTES
-from kvviz.core.mooncake import TraceRequest
 from kvviz.core.narrate import Units
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, ScenarioError, Step, format_scenario, parse_scenario
-from kvviz.core.words import count as plural
+from kvviz.core.mooncake import TraceRequest
 from kvviz.trace.replay import OpRecord, ReplayConfig, ReplayResult, capacity_pages, replay, unlimited_pages
+from kvviz.core.words import count as plural
 
 __all__ = ["TraceScenario", "trace_to_scenario"]
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from kvcore import KVCacheError
 from kvcore.events import BlockCached, BlockEvicted
+
 from kvviz.backends import BackendError
 from kvviz.backends.kvcore_backend import kvcore_backend
 from kvviz.core.designs import HASH, design

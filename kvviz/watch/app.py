@@ -33,6 +33,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Static
 
+from kvviz.watch.events import DESIGN
 from kvviz.core.view import literal
 from kvviz.ui.exporting import export_and_tell, offer_download, portable_svg
 from kvviz.ui.saving import free_stem, slug
@@ -41,13 +42,12 @@ from kvviz.ui.screens.prompt_screen import PromptScreen
 from kvviz.ui.stepping import StepActions
 from kvviz.ui.terminal_title import step_title, title_the_terminal
 from kvviz.ui.themes import set_up_appearance, variable_defaults
-from kvviz.ui.widgets.key_footer import KeyFooter
-from kvviz.ui.widgets.timeline_bar import TimelineBar
-from kvviz.watch.events import DESIGN
 from kvviz.watch.view import StreamTotals, WatchView, sparkline_samples, step_summary
 from kvviz.watch.widgets.forest_view import LEGEND as FOREST_LEGEND
 from kvviz.watch.widgets.forest_view import ForestView
+from kvviz.ui.widgets.key_footer import KeyFooter
 from kvviz.watch.widgets.medium_bars import MediumBars
+from kvviz.ui.widgets.timeline_bar import TimelineBar
 from kvviz.watch.widgets.watch_header import WatchHeader, source_label
 from kvviz.watch.widgets.watch_narration import WatchNarration
 from kvviz.watch.widgets.watch_timeline_bar import WatchTimelineBar

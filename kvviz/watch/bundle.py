@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvviz.watch.recording import Message, message_line, strict_base64
 from kvviz.core.jsonread import JsonNumberTooLong, loads
 from kvviz.core.limits import MAX_BUNDLE_BYTES, MAX_WATCH_BUNDLE_STEPS
 from kvviz.printable import printable
 from kvviz.report.atomic import OutputTooLarge, open_atomic
-from kvviz.watch.recording import Message, message_line, strict_base64
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvviz.watch.timeline import WatchTimeline

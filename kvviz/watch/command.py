@@ -31,7 +31,10 @@ from pathlib import Path
 
 import click
 
-from kvviz import commands
+from kvviz.core import limits
+from kvviz.core.designs import HASH, TRIE
+from kvviz.watch.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
+from kvviz.printable import printable
 from kvviz.commands import (
     BadInput,
     no_such_file_hint,
@@ -41,11 +44,8 @@ from kvviz.commands import (
     require_terminal,
     sample_or_path,
 )
-from kvviz.core import limits
-from kvviz.core.designs import HASH, TRIE
-from kvviz.printable import printable
+from kvviz import commands
 from kvviz.report.bundle_kinds import BundleKind
-from kvviz.watch.wire import WATCH_EXTRA_MISSING  # no msgspec needed: it decodes lazily
 
 EXTRA_LINE = WATCH_EXTRA_MISSING
 """The one line ``kvviz watch`` prints when msgspec or pyzmq is missing."""
@@ -555,6 +555,7 @@ def _print_explanation(timeline, asked: _Asked, as_json: bool) -> None:
 def _write_scenario(messages, replay_file: str, output: str, tokens_per_page: int | None,
                     pages: int | None) -> None:
     from kvviz.report.atomic import write_text_atomic
+
     from kvviz.watch.to_kvs import recording_to_scenario
     try:
         text = recording_to_scenario(messages, tokens_per_page=tokens_per_page, pages=pages, source=replay_file)
@@ -654,8 +655,8 @@ def _trace_scenario(trace_file: str, first: int, tokens_per_page: int | None,
 def _against(messages, text: str, source: str, as_json: bool, design_reason: str = "") -> None:
     import dataclasses
 
-    from kvviz.core.scenario import ScenarioError
     from kvviz.watch.against import against
+    from kvviz.core.scenario import ScenarioError
 
     try:
         report = against(messages, text, source=source)
@@ -728,8 +729,7 @@ def open_watch_bundle(path: str, print_only: bool) -> None:
     """``kvviz open WATCH-BUNDLE``: replay the bundled messages, verify every digest, show
     the bundled step (the UI, or its summary with ``--print``). Exit 1 on a divergence."""
     require_watch_extra(live=False)
-    from kvviz.watch.bundle import WatchBundleError
-    from kvviz.watch.bundle import open_watch_bundle as replay_bundle
+    from kvviz.watch.bundle import WatchBundleError, open_watch_bundle as replay_bundle
     from kvviz.watch.json_output import summary_lines
 
     try:

@@ -32,8 +32,8 @@ Narration clauses (:attr:`Design.clauses`), with the fields each is filled with:
 
 from __future__ import annotations
 
-from kvviz.core.designs import Design, EventWords, Nouns, register
 from kvviz.watch.wire import AllBlocksCleared, BlockRemoved, BlockStored, UnknownEvent
+from kvviz.core.designs import Design, EventWords, Nouns, register
 
 NOUNS = Nouns(entry="block", entries="blocks", structure="forest", removed="removed", free=None, step="batch")
 

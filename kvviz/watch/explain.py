@@ -27,10 +27,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kvviz.core.limits import MAX_TOKENS_PER_OP
-from kvviz.core.words import count
-from kvviz.watch.to_kvs import BlockContents, block_size_counts, decode_messages, usual_block_size
 from kvviz.watch.wire import key_label, medium_label
+from kvviz.core.limits import MAX_TOKENS_PER_OP
+from kvviz.watch.to_kvs import BlockContents, block_size_counts, decode_messages, usual_block_size
+from kvviz.core.words import count
 
 __all__ = ["CAUSES", "EXPLAIN_SCHEMA", "Explanation", "PromptError", "explain", "read_prompt"]
 

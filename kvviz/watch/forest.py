@@ -37,16 +37,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from kvcore.snapshot import StateDigest
-from kvviz.watch.wire import (
-    AllBlocksCleared,
-    Batch,
-    BlockRemoved,
-    BlockStored,
-    Key,
-    UnknownEvent,
-    block_hash_text,
-    key_order,
-)
+
+from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, Key, UnknownEvent, key_order, block_hash_text)
 
 BlockId = tuple[Key, str | None]
 """A block of the forest: its key and its medium."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvviz.core.words import count
 from kvviz.watch.to_kvs import ORPHAN, BlockContents, decode_messages
+from kvviz.core.words import count
 
 __all__ = ["HOT_LISTED", "BatchMatch", "HotPrefix", "batch_match", "hot_prefixes"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 
-from kvviz.core.words import count
+from kvviz.watch.wire import LINT_KINDS
 from kvviz.printable import printable
 from kvviz.watch.events import UNKNOWABLE
-from kvviz.watch.explain import EXPLAIN_SCHEMA
+from kvviz.core.words import count
 from kvviz.watch.timeline import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
-from kvviz.watch.wire import LINT_KINDS
+from kvviz.watch.explain import EXPLAIN_SCHEMA
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 

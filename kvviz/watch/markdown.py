@@ -11,10 +11,10 @@ report GitHub shows.
 
 from __future__ import annotations
 
-from kvviz.printable import printable
+from kvviz.watch.wire import key_label, key_order, medium_label
 from kvviz.watch.events import UNKNOWABLE
 from kvviz.watch.timeline import WatchTimeline
-from kvviz.watch.wire import key_label, key_order, medium_label
+from kvviz.printable import printable
 
 MAX_MERMAID_BLOCKS = 200
 """Blocks the forest graph draws (those the step stored and their ancestors first, then the

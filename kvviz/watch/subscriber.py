@@ -50,10 +50,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kvviz.core.limits import MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 from kvviz.watch.recording import Message
 from kvviz.watch.stream import Gap, Restart, SeqTracker
 from kvviz.watch.wire import WATCH_EXTRA_MISSING, Batch, DecodeError, decode_payload
+from kvviz.core.limits import MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 
 SEQ_BYTES = 8
 END_OF_REPLAY = b"\xff" * SEQ_BYTES

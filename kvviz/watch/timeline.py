@@ -36,23 +36,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kvviz.printable import printable
-from kvviz.watch.events import DESIGN
 from kvviz.watch.forest import BatchEffect, Forest, ForestState
 from kvviz.watch.recording import Message
 from kvviz.watch.stream import Gap, Restart, SeqTracker
-from kvviz.watch.wire import (
-    AllBlocksCleared,
-    Batch,
-    BlockRemoved,
-    BlockStored,
-    DecodeError,
-    Key,
-    UnknownEvent,
-    decode_payload,
-    key_label,
-    lint_kind,
-)
+from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, Key,
+                                       UnknownEvent, decode_payload, key_label, lint_kind)
+from kvviz.printable import printable
+from kvviz.watch.events import DESIGN
 
 SUMMARY_SCHEMA = "kvviz.watch-summary/1"
 """The ``schema`` of :meth:`WatchTimeline.summary`; bumped when a field changes meaning."""

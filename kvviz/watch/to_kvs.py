@@ -33,19 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvviz.core.designs import HASH
-from kvviz.core.limits import MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_PAGE
-from kvviz.core.scenario import (
-    CacheConfig,
-    Op,
-    Scenario,
-    ScenarioError,
-    Step,
-    format_ints,
-    format_scenario,
-    parse_scenario,
-)
-from kvviz.core.words import count as counted
 from kvviz.watch.wire import AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, decode_payload
+from kvviz.core.limits import MAX_PAGES, MAX_SOURCE_BYTES, MAX_TOKENS_PER_PAGE
+from kvviz.core.scenario import CacheConfig, Op, Scenario, ScenarioError, Step, format_ints, format_scenario, parse_scenario
+from kvviz.core.words import count as counted
 
 __all__ = ["BlockContents", "DecodedBatch", "block_size_counts", "decode_messages", "pages_needed",
            "recording_to_scenario", "requests_scenario", "scaled_prompt", "usual_block_size"]

@@ -17,8 +17,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.narrate import count
 from kvviz.watch.events import DESIGN
+from kvviz.core.narrate import count
 
 SPARK_CELLS = 16
 """Cells of the header's sparkline of cached blocks."""

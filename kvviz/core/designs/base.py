@@ -13,8 +13,8 @@ acquire's match, and ``why_unshared``: why a match found nothing, in a why-answe
 
 from __future__ import annotations
 
-from kvviz.backends.code import Code, block, parse, rows
 from kvviz.core.designs import Design, Nouns
+from kvviz.backends.code import Code, block, parse, rows
 from kvviz.core.designs.trie import ALGORITHMS as TRIE_ALGORITHMS
 from kvviz.core.designs.trie import CLAUSES as TRIE_CLAUSES
 from kvviz.core.designs.trie import EVENT_WORDS, EXTEND_ROWS, STOPS, narrate_clauses

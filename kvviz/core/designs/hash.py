@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from kvcore import events as ev
 from kvcore.events import BlockCached, BlockEvicted, PagesQueued, PageUnqueued
-from kvviz.backends.code import Code, block, parse, rows
+
+from kvviz.core.free_queue import place_text
+from kvviz.core.words import EVICTIONS_TOLD, TOKENS, Labeler, count, pages_text, some_pages
 from kvviz.core.designs import Design, EventWords, Focus, LogContext, Nouns, OpContext
+from kvviz.backends.code import Code, block, parse, rows
 from kvviz.core.designs.trie import EVENT_WORDS as TRIE_WORDS
 from kvviz.core.designs.trie import LOG as TRIE_LOG
 from kvviz.core.designs.trie import say_dropped, taken_from
-from kvviz.core.free_queue import place_text
-from kvviz.core.words import EVICTIONS_TOLD, TOKENS, Labeler, count, pages_text, some_pages
 
 NOUNS = Nouns(entry="block", entries="blocks", structure="hash map", removed="lazily evicted", free="free queue",
               step="op")

@@ -46,22 +46,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kvcore import events as ev
-from kvviz.backends.code import Code, block, parse, rows
-from kvviz.core.designs import Design, EventWords, Focus, LogContext, Nouns, OpContext
+
 from kvviz.core.policy_words import key_fields, key_phrase, key_value, words_for
-from kvviz.core.words import (
-    EVICTIONS_TOLD,
-    NODES_TOLD,
-    TOKENS,
-    Labeler,
-    count,
-    default_labeler,
-    nodes_text,
-    number_ranges,
-    pages_text,
-    policy_key_text,
-    some_pages,
-)
+from kvviz.core.words import (EVICTIONS_TOLD, NODES_TOLD, TOKENS, Labeler, count, default_labeler, policy_key_text, nodes_text,
+                     number_ranges, pages_text, some_pages)
+from kvviz.core.designs import Design, EventWords, Focus, LogContext, Nouns, OpContext
+from kvviz.backends.code import Code, block, parse, rows
 
 NOUNS = Nouns(entry="node", entries="nodes", structure="trie", removed="evicted", free="free list", step="op")
 

@@ -12,44 +12,14 @@ check the state after it. Four modules, one idea each: :mod:`.values` (the froze
 
 from __future__ import annotations
 
+from kvviz.core.limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES, MAX_TOKENS_PER_OP,
+                       MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
 from kvviz.core.expect import EXPECT_KINDS as EXPECT_FORMS
-from kvviz.core.limits import (
-                       MAX_EXTRA,
-                       MAX_NUMBER,
-                       MAX_PAGES,
-                       MAX_SCENARIO_ERRORS,
-                       MAX_SOURCE_BYTES,
-                       MAX_TOKENS_PER_OP,
-                       MAX_TOKENS_PER_PAGE,
-                       MAX_TOKENS_PER_SCENARIO,
-)
-from kvviz.core.scenario.format import (
-                       format_cache,
-                       format_expect,
-                       format_ints,
-                       format_op,
-                       format_scenario,
-                       format_tokens,
-                       kinds_tag,
-)
+from kvviz.core.scenario.format import format_cache, format_expect, format_ints, format_op, format_scenario, format_tokens, kinds_tag
 from kvviz.core.scenario.help import SCENARIO_EXAMPLE, SCENARIO_HELP
 from kvviz.core.scenario.parse import parse_command, parse_scenario, parse_scenario_bytes, parse_scenario_file
-from kvviz.core.scenario.values import (
-                       CACHE_KINDS,
-                       COMMAND_KEYWORDS,
-                       DEFAULT_CACHE_CONFIG,
-                       OP_FORMS,
-                       OP_OPTIONS,
-                       POLICIES,
-                       CacheConfig,
-                       Expect,
-                       Op,
-                       Paragraph,
-                       Scenario,
-                       ScenarioError,
-                       Step,
-                       applies,
-)
+from kvviz.core.scenario.values import (CACHE_KINDS, COMMAND_KEYWORDS, DEFAULT_CACHE_CONFIG, OP_FORMS, OP_OPTIONS, POLICIES,
+                     CacheConfig, Expect, Op, Paragraph, Scenario, ScenarioError, Step, applies)
 
 __all__ = [
     "CACHE_KINDS", "COMMAND_KEYWORDS", "DEFAULT_CACHE_CONFIG", "EXPECT_FORMS", "MAX_EXTRA", "MAX_NUMBER",

@@ -14,8 +14,8 @@ from itertools import count, groupby
 from operator import sub
 
 from kvviz.core.expect import EXPECT_KINDS
-from kvviz.core.scenario.values import DEFAULT_CACHE_CONFIG, CacheConfig, Expect, Op, Paragraph, Scenario, Step
 from kvviz.core.vocab import Vocabulary
+from kvviz.core.scenario.values import DEFAULT_CACHE_CONFIG, CacheConfig, Expect, Op, Paragraph, Scenario, Step
 
 __all__ = ["format_cache", "format_expect", "format_ints", "format_op", "format_scenario", "format_tokens",
            "kinds_tag"]

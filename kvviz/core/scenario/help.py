@@ -7,14 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
+from kvviz.core.limits import MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_TOKENS_PER_OP, MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO
 from kvviz.core.expect import EXPECT_KINDS
-from kvviz.core.limits import (
-    MAX_PAGES,
-    MAX_SCENARIO_ERRORS,
-    MAX_TOKENS_PER_OP,
-    MAX_TOKENS_PER_PAGE,
-    MAX_TOKENS_PER_SCENARIO,
-)
 
 __all__ = ["SCENARIO_EXAMPLE", "SCENARIO_HELP"]
 

@@ -22,38 +22,16 @@ from dataclasses import replace
 from itertools import chain
 from typing import NamedTuple
 
+from kvviz.core.limits import (MAX_EXTRA, MAX_NUMBER, MAX_PAGES, MAX_SCENARIO_ERRORS, MAX_SOURCE_BYTES,
+                       MAX_TOKENS_PER_OP, MAX_TOKENS_PER_PAGE, MAX_TOKENS_PER_SCENARIO)
+from kvviz.printable import first_control, printable
 from kvviz.core.designs import design
 from kvviz.core.expect import EXPECT_KINDS, FAILURE_SPELLINGS
-from kvviz.core.limits import (
-    MAX_EXTRA,
-    MAX_NUMBER,
-    MAX_PAGES,
-    MAX_SCENARIO_ERRORS,
-    MAX_SOURCE_BYTES,
-    MAX_TOKENS_PER_OP,
-    MAX_TOKENS_PER_PAGE,
-    MAX_TOKENS_PER_SCENARIO,
-)
-from kvviz.core.scenario.format import format_expect, format_op
-from kvviz.core.scenario.values import (
-    CACHE_KINDS,
-    DEFAULT_CACHE_CONFIG,
-    MAX_PRIORITY,
-    ONLY_LRU,
-    OP_FORMS,
-    OP_OPTIONS,
-    POLICIES,
-    CacheConfig,
-    Expect,
-    Op,
-    Paragraph,
-    Scenario,
-    ScenarioError,
-    Step,
-)
 from kvviz.core.vocab import Vocabulary
 from kvviz.core.words import did_you_mean
-from kvviz.printable import first_control, printable
+from kvviz.core.scenario.format import format_expect, format_op
+from kvviz.core.scenario.values import (CACHE_KINDS, DEFAULT_CACHE_CONFIG, MAX_PRIORITY, ONLY_LRU, OP_FORMS, OP_OPTIONS, POLICIES,
+                     CacheConfig, Expect, Op, Paragraph, Scenario, ScenarioError, Step)
 
 __all__ = ["parse_command", "parse_scenario", "parse_scenario_bytes", "parse_scenario_file"]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import kvcore
 from kvcore.policies import MAX_PRIORITY as _PRIORITY_BOUND
+
 from kvviz.core.expect import Expect, applies  # an expect line is its table's value; re-exported for the parser
 from kvviz.core.vocab import Vocabulary
 

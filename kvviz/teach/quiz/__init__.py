@@ -19,32 +19,9 @@ Modules: :mod:`.core` (types, reading), :mod:`.trie_kinds`, :mod:`.substep_kinds
 
 from __future__ import annotations
 
-from kvviz.teach.quiz.asking import (
-                   KINDS,
-                   kinds_of,
-                   lesson_of,
-                   questions,
-                   questions_at,
-                   refusal,
-                   shown_candidates,
-                   step_views,
-)
-from kvviz.teach.quiz.core import (
-                   LETTERS,
-                   MAX_DISTRACTORS,
-                   MISTAKES,
-                   AnswerError,
-                   Choice,
-                   Mistake,
-                   Parting,
-                   Question,
-                   QuestionKind,
-                   Reply,
-                   StepView,
-                   Value,
-                   simulate_evictions,
-                   walk,
-)
+from kvviz.teach.quiz.asking import KINDS, kinds_of, lesson_of, questions, questions_at, refusal, shown_candidates, step_views
+from kvviz.teach.quiz.core import (LETTERS, MAX_DISTRACTORS, MISTAKES, AnswerError, Choice, Parting, Mistake, Question,
+                   QuestionKind, Reply, StepView, Value, simulate_evictions, walk)
 from kvviz.teach.quiz.feedback import Tally, feedback, record
 from kvviz.teach.quiz.trie_kinds import partial_hit, ref_node, room, shown_pages
 

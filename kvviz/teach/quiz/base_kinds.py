@@ -7,19 +7,10 @@ its hints and whys state its own rules, never the trie's.
 from __future__ import annotations
 
 from kvcore import events as ev
+
 from kvviz.core.words import are, count
-from kvviz.teach.quiz.core import (
-    Mistake,
-    Parting,
-    QuestionKind,
-    StepView,
-    Value,
-    block_table_kind,
-    ceil_div,
-    free_pages_kind,
-    page_list,
-    pages_text,
-)
+from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
+                   page_list, pages_text)
 
 
 def needed(view: StepView) -> int:

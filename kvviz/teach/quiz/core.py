@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvcore import events as ev
+
 from kvviz.core.designs import design_of
 from kvviz.core.words import count, there_are
 from kvviz.teach.quiz.choices import LETTERS, Choice, letter_choice
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvcore import Snapshot
+
     from kvviz.core.session import Frame, Session
 
 MAX_DISTRACTORS = 3

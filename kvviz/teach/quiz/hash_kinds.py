@@ -7,19 +7,10 @@ not the trie's: one free queue head first, lazy eviction, keys that chain every 
 from __future__ import annotations
 
 from kvcore import events as ev
+
 from kvviz.core.free_queue import _explicit
 from kvviz.core.words import count
-from kvviz.teach.quiz.core import (
-    Mistake,
-    Parting,
-    QuestionKind,
-    StepView,
-    Value,
-    block_table_kind,
-    cached_pages_run,
-    page_list,
-    pages_text,
-)
+from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, page_list, pages_text
 
 
 def _queue(snap) -> list[int]:

@@ -9,9 +9,11 @@ the state a swap question shows is the heap right before the pop, taken from tha
 from __future__ import annotations
 
 from kvcore import events as ev
-from kvviz.core.policy_words import key_fields, key_value
+
 from kvviz.core.words import count
-from kvviz.teach.quiz.core import Mistake, Parting, QuestionKind, StepView, Value, page_list
+from kvviz.core.policy_words import key_fields, key_value
+from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list
+
 
 # the next swap ---------------------------------------------------------------------------
 

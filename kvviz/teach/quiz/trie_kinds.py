@@ -13,21 +13,8 @@ from dataclasses import dataclass
 from kvviz.core.policy_words import key_fields, key_value, words_for
 from kvviz.core.why import why_evicted, why_short_match
 from kvviz.core.words import are, count, there_are
-from kvviz.teach.quiz.core import (
-    Mistake,
-    Parting,
-    QuestionKind,
-    StepView,
-    Value,
-    block_table_kind,
-    cached_pages_run,
-    ceil_div,
-    free_pages_kind,
-    page_list,
-    pages_text,
-    simulate_evictions,
-    walk,
-)
+from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
+                   free_pages_kind, page_list, pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
 

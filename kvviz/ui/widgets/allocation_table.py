@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from kvcore import AllocationInfo
+
 from kvviz.core.view import FrameView
 from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 

@@ -19,9 +19,10 @@ from collections.abc import Hashable
 from textual.message import Message
 from textual.widget import Widget
 
-from kvviz.core.designs import design_of
-from kvviz.core.hash_view import MAX_INDENT, BlockLine, EvictedBlock, QueueOrder, block_counts, block_lines, block_marks
+from kvviz.core.hash_view import (MAX_INDENT, BlockLine, EvictedBlock, QueueOrder, block_counts, block_lines,
+                                block_marks)
 from kvviz.core.view import FrameView
+from kvviz.core.designs import design_of
 from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 UNREACHABLE = "⊘"

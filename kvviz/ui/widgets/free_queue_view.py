@@ -16,9 +16,9 @@ from collections.abc import Hashable
 
 from textual.message import Message
 
-from kvviz.core.designs import design_of
 from kvviz.core.hash_view import LeftQueue, QueueEntry, block_marks, queue_entries
 from kvviz.core.view import FrameView
+from kvviz.core.designs import design_of
 from kvviz.ui.widgets.block_view import UNREACHABLE
 from kvviz.ui.widgets.line_view import LineView, Row, Span
 from kvviz.ui.widgets.page_grid import PageGrid

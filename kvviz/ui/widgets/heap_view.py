@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from textual.message import Message
 from textual.widget import Widget
 
-from kvviz.core.designs import design_of
 from kvviz.core.view import FrameView, key_fields, node_key_text
+from kvviz.core.designs import design_of
 from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 

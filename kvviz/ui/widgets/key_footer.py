@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
+
 PINNED_KEYS = ("question_mark", "q")
 """The keys shown first, in this order: help (or a hint) and quit."""
 

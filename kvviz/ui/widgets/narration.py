@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
+
 from kvviz.core.narrate import TOKENS, Units, count, describe_event, evicts
 from kvviz.core.view import FrameView, literal
 from kvviz.ui.widgets.line_view import MarkupView, Row

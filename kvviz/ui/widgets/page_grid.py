@@ -16,6 +16,7 @@ cells show their place in it (``q0``: the next page taken).
 from __future__ import annotations
 
 from collections import Counter
+
 from collections.abc import Hashable
 
 from rich.style import Style
@@ -25,9 +26,9 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from kvviz.core.designs import design_of
 from kvviz.core.hash_view import QueueOrder
 from kvviz.core.view import FrameView, later_neighbour
+from kvviz.core.designs import design_of
 from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
 from kvviz.ui.widgets.line_view import SelectionMessage
 

@@ -16,8 +16,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from kvviz.core.designs import design_of
 from kvviz.core.view import FrameView, later_neighbour, same_shape
+from kvviz.core.designs import design_of
 from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 COMPRESS_ABOVE = 200

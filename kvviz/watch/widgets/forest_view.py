@@ -30,11 +30,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from kvviz.core.narrate import count
+from kvviz.watch.wire import key_label, key_order, block_hash_text, medium_label
 from kvviz.printable import printable
-from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
+from kvviz.core.narrate import count
 from kvviz.watch.view import WatchView
-from kvviz.watch.wire import block_hash_text, key_label, key_order, medium_label
+from kvviz.ui.widgets.line_view import LineView, Row, SelectionMessage, Span
 
 MAX_INDENT = 12
 """Most branch levels drawn further right; blocks below deeper branches stay at this indent

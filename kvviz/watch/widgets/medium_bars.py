@@ -14,9 +14,10 @@ from collections import Counter
 
 from textual.strip import Strip
 
-from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
-from kvviz.watch.view import WatchView
 from kvviz.watch.wire import medium_label
+
+from kvviz.watch.view import WatchView
+from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
 
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 """Partial bar cells, in eighths."""

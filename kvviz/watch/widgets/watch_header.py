@@ -22,10 +22,10 @@ from pathlib import PurePath
 
 from textual.strip import Strip
 
-from kvviz.core.narrate import count
-from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
 from kvviz.watch.subscriber import NOTHING_ARRIVED_HINT, connection_words
+from kvviz.core.narrate import count
 from kvviz.watch.view import WatchView
+from kvviz.ui.widgets.line_canvas import LineCanvas, Span, spans_to_strip
 
 SPARKS = "▁▂▃▄▅▆▇█"
 """The sparkline's glyphs, lowest to highest."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from kvviz.core.narrate import count
 from kvviz.core.view import literal
-from kvviz.ui.widgets.line_view import MarkupView
 from kvviz.watch.timeline import narration_without_notes
 from kvviz.watch.view import WatchView, batch_words, note_kind
+from kvviz.ui.widgets.line_view import MarkupView
 
 NOTE_STYLES = {"gap": "b $error", "restart": "b $error", "undecodable": "b $error", "replayed": "$kv-touched"}
 """The colour of a note, by its kind (other notes: the warning colour)."""

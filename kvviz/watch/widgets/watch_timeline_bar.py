@@ -12,9 +12,9 @@ about it.
 from __future__ import annotations
 
 from kvviz.core.narrate import count
+from kvviz.watch.view import WatchView
 from kvviz.ui.widgets.line_canvas import Span
 from kvviz.ui.widgets.timeline_bar import TimelineBar
-from kvviz.watch.view import WatchView
 
 
 class WatchTimelineBar(TimelineBar):
