@@ -47,9 +47,7 @@ and differences by design) and reports them through :meth:`ShortfinBackend.take_
 from __future__ import annotations
 
 import threading
-import time as _real_time
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import events as ev
@@ -58,6 +56,8 @@ from kvcore.base import _describe_tokens, int_tokens, pages_for
 from kvviz.extras import install_command
 from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
                             extended_tokens, unknown_op)
+from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock
+from kvviz.backends.foreign import logical_time as _logical_time
 from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.backends.shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
@@ -76,16 +76,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 SHORTFIN_VERSION = "3.9.0"
 
 # -- what we know about shortfin 3.9.0 ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class KnownIssue:
-    """A known way shortfin 3.9.0 departs from kvcore: a ``defect`` or a difference by ``design``."""
-
-    code: str
-    kind: str  # "defect" | "design"
-    title: str
-    source: str  # where it is documented
 
 
 KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
@@ -110,19 +100,6 @@ KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
     KnownIssue("D3", "design", "allocate sizes new pages by the tokens it is given alone, ignoring room left "
                "in the allocation's last page", "shortfin's allocate: docs/bugs.md#d3"),
 )}
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One known issue seen while applying an op: its code and what happened."""
-
-    code: str
-    message: str
-
-    @property
-    def issue(self) -> KnownIssue:
-        """The :class:`KnownIssue` this finding is an instance of."""
-        return KNOWN_ISSUES[self.code]
 
 
 class ShortfinError(KVCacheError):
@@ -151,37 +128,9 @@ class CpuPagePool(_PagePool):
         self.available_pages = list(self.attn_page_entries)
 
 
-class LogicalClock:
-    """A stand-in for the ``time`` module whose ``monotonic()`` returns 1, 2, 3, ...
-
-    Every other attribute is the real ``time`` module's.
-    """
-
-    def __init__(self, now: int = 0):
-        self.now = now
-
-    def monotonic(self) -> int:
-        """The next tick."""
-        self.now += 1
-        return self.now
-
-    def __getattr__(self, name: str):
-        return getattr(_real_time, name)
-
-
-_PATCH_LOCK = threading.RLock()  # two sessions must not swap the module's clock under each other
-
-
-@contextmanager
 def logical_time(clock: LogicalClock):
     """Give shortfin's trie module ``clock`` as its ``time`` for the duration of the block."""
-    with _PATCH_LOCK:
-        saved = _trie_module.time
-        _trie_module.time = clock
-        try:
-            yield clock
-        finally:
-            _trie_module.time = saved
+    return _logical_time(_trie_module, clock)
 
 
 # kvcore's extra-slot check, so both backends refuse the same values with the same message
@@ -498,7 +447,7 @@ class ShortfinBackend:
         return count
 
     def _find(self, code: str, message: str) -> None:
-        self._findings.append(Finding(code, message))
+        self._findings.append(Finding(code, message, KNOWN_ISSUES))
 
     def _count_nodes(self) -> int:
         count, stack = 0, [self.cache.root]
