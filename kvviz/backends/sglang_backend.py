@@ -42,12 +42,12 @@ from dataclasses import dataclass, replace
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
 from kvcore import events as ev
-from kvcore.base import _describe_tokens, int_tokens, pages_for
+from kvcore.base import int_tokens, pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
-from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
-                            extended_tokens, unknown_op)
+from kvviz.backends import TRIE, ConfigLike, OpLike, already_live, unknown_op
 from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_time
+from kvviz.backends.foreign_backend import EngineCalls, check_config, extension, op_events, publish_tokens
 from kvviz.backends.sglang_code import SGLANG_CODE
 
 try:
@@ -131,7 +131,7 @@ class _Handle:
     hit_tokens: int
 
 
-class SglangBackend:
+class SglangBackend(EngineCalls):
     """Drives one SGLang ``RadixCache``; allocations are addressed by name.
 
     Implements :class:`kvviz.backends.Backend`; :func:`sglang_backend` is its factory."""
@@ -144,6 +144,8 @@ class SglangBackend:
     substeps = "calls"
     pseudocode = SGLANG_CODE
     known_issues: Mapping = KNOWN_ISSUES
+    engine = "SGLang"
+    error = SglangError
 
     def __init__(self, pages: int, tokens_per_page: int):
         self.pages = pages
@@ -164,16 +166,6 @@ class SglangBackend:
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
-
-    def live_names(self) -> list[str]:
-        """Names of live allocations, in creation order."""
-        return [h.name for h in sorted(self._handles.values(), key=lambda h: h.id)]
-
-    def _handle(self, name: str) -> _Handle:
-        handle = self._handles.get(name)
-        if handle is None:
-            raise UnknownAllocation.named(name, self.live_names())
-        return handle
 
     def apply(self, op: OpLike) -> None:
         """Run one op through SGLang's calls; raises a KVCacheError if it fails."""
@@ -196,16 +188,11 @@ class SglangBackend:
             raise
         finally:
             after = self._snapshot = self._read()
-            self._events.extend(_events(kind, name, before, after))
+            self._events.extend(op_events(kind, name, before, after))
 
     def watch(self, callback) -> None:
         """Tell ``callback`` of each call into SGLang as it returns (a :class:`~kvviz.backends.Call`)."""
         self._watch = callback
-
-    def take_events(self) -> tuple:
-        """Events since the last call, read off the states before and after each op."""
-        events, self._events = tuple(self._events), []
-        return events
 
     def take_findings(self) -> tuple[Finding, ...]:
         """Known issues seen since the last call (see :data:`KNOWN_ISSUES`)."""
@@ -258,20 +245,11 @@ class SglangBackend:
 
     def _publish(self, op: OpLike) -> None:
         name, tpp = op.name, self.tokens_per_page
-        handle = self._handle(name)
+        handle = self.handle(name)
         own = handle.tokens
         tokens = own
         if op.tokens is not None:
-            tokens = int_tokens(op.tokens, f"publish {name}")
-            common = min(len(tokens), len(own))
-            if tokens[:common] != own[:common]:
-                first = next(i for i in range(common) if tokens[i] != own[i])
-                raise InvalidOperation(f"publish {name}: tokens disagree with the allocation's at position {first} "
-                                       f"(allocation has {own[first]}, publish has {tokens[first]})")
-            capacity = len(handle.pages) * tpp
-            if len(tokens) > len(own) and len(tokens) > capacity:
-                raise InvalidOperation(f"publish {name}: {len(tokens)} tokens do not fit in its {len(handle.pages)} "
-                                       f"pages ({capacity} slots); extend it first")
+            tokens = publish_tokens(name, own, op.tokens, len(handle.pages), tpp)
             if len(tokens) > len(own):
                 handle.tokens = tokens
         full = len(tokens) // tpp
@@ -294,14 +272,9 @@ class SglangBackend:
 
     def _extend(self, op: OpLike) -> None:
         name = op.name
-        handle = self._handle(name)
+        handle = self.handle(name)
         own = handle.tokens
-        new_tokens = extended_tokens(own, op)
-        _check_extra(op.extra, "extend")
-        if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
-            raise InvalidOperation(
-                f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "
-                f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
+        new_tokens = extension(own, op)
         needed = pages_for(len(new_tokens) + op.extra, self.tokens_per_page) - len(handle.pages)
         if needed > 0:
             if not self._make_room(f"extend {name}", needed):
@@ -313,7 +286,7 @@ class SglangBackend:
         handle.tokens = new_tokens
 
     def _release(self, name: str) -> None:
-        handle = self._handle(name)
+        handle = self.handle(name)
         self._call(f"release {name}", self.cache.dec_lock_ref, handle.node)
         self.pool.give_back(handle.pages[handle.published:])
         del self._handles[name]
@@ -356,17 +329,6 @@ class SglangBackend:
         if node is self.cache.root_node:
             return []
         return _pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
-
-    def _call(self, what: str, method, *args, **kwargs):
-        """Call a SGLang method; anything it raises is a crash of the real cache."""
-        try:
-            result = method(*args, **kwargs)
-        except Exception as exc:
-            raise SglangError(f"{what}: SGLang {SGLANG_VERSION}'s {method.__name__} raised "
-                              f"{type(exc).__name__}: {exc}") from exc
-        if self._watch is not None:
-            self._watch(Call(method.__name__, what))
-        return result
 
     def _find(self, code: str, message: str) -> None:
         self._findings.append(Finding(code, message, KNOWN_ISSUES))
@@ -422,32 +384,11 @@ def _radix_key(tokens) -> object:
     return _radix_module.RadixKey(token_ids=array("q", tokens), extra_key=None)
 
 
-def _events(kind: str, name: str, before: Snapshot, after: Snapshot) -> list:
-    """The kvcore events two states show: the op, the pages it took, its release."""
-    alloc = after.allocation_named(name) or before.allocation_named(name)
-    alloc_id = alloc.id if alloc is not None else -1
-    out: list = [ev.OpStarted(kind, alloc_id, after.clock)]
-    old, new = before.allocation_named(name), after.allocation_named(name)
-    if new is not None:
-        taken = tuple(p for p in new.pages if old is None or p not in old.pages)
-        if taken:
-            out.append(ev.PagesTaken(alloc_id, taken))
-    if kind == "release" and old is not None and new is None:
-        out.append(ev.Released(alloc_id))
-    return out
-
-
 def sglang_backend(config: ConfigLike, snapshot: Snapshot | None) -> SglangBackend:
     """The SGLang backend's factory: a fresh SGLang ``RadixCache`` for ``config`` (``cache trie``, lru)."""
-    if snapshot is not None:
-        raise BackendError("the sglang backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != TRIE:
-        raise BackendError(f"the sglang backend drives SGLang's radix tree, kvcore's 'trie' design; a "
-                           f"{config.kind!r} cache runs on kvcore (use --backend kvcore)")
-    if config.policy != "lru":
-        raise BackendError(f"kvviz drives SGLang's radix cache by LRU; a {config.policy!r} policy runs on kvcore "
-                           f"(use --backend kvcore)")
-    for what, value, least in (("pages", config.pages, 1), ("tokens_per_page", config.tokens_per_page, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise BackendError(f"the sglang backend needs {what} to be an integer >= {least}, got {value!r}")
+    check_config("sglang", config, snapshot, kind=TRIE,
+                 wrong_kind="the sglang backend drives SGLang's radix tree, kvcore's 'trie' design; a {kind!r} "
+                            "cache runs on kvcore (use --backend kvcore)",
+                 wrong_policy="kvviz drives SGLang's radix cache by LRU; a {policy!r} policy runs on kvcore "
+                              "(use --backend kvcore)")
     return SglangBackend(config.pages, config.tokens_per_page)
