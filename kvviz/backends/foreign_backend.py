@@ -13,9 +13,10 @@ from kvcore import BasePagedAttentionCache, InvalidOperation, KVCacheError, Snap
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens
 
-from kvviz.backends import BackendError, Call, ConfigLike, OpLike, UnknownAllocation, extended_tokens
+from kvviz.backends import (BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens,
+                            unknown_op)
 
-__all__ = ["EngineCalls", "check_config", "extension", "op_events", "publish_tokens"]
+__all__ = ["OP_EVENTS", "EngineCalls", "acquisition", "check_config", "extension", "op_events", "publish_tokens"]
 
 # kvcore's extra-slot check, so every backend refuses the same values with the same message
 # (a copy once drifted: it accepted extra=True, which kvcore refuses).
@@ -51,6 +52,15 @@ class EngineCalls:
         events, self._events = tuple(self._events), []
         return events
 
+    def _op(self, op: OpLike):
+        """What runs ``op``: the backend's ``_acquire``, ``_publish`` or ``_extend`` of it, or
+        its ``_release`` of its name; kvcore's refusal for any other kind."""
+        ops = {"acquire": lambda: self._acquire(op), "publish": lambda: self._publish(op),
+               "extend": lambda: self._extend(op), "release": lambda: self._release(op.name)}
+        if op.kind not in ops:
+            raise unknown_op(op.kind)
+        return ops[op.kind]
+
     def _call(self, what: str, method, *args, **kwargs):
         """Call an engine method; anything it raises but ``passes`` is a crash of the real cache."""
         try:
@@ -66,6 +76,16 @@ class EngineCalls:
         if self._watch is not None:
             self._watch(Call(method.__name__, what))
         return result
+
+
+def acquisition(op: OpLike, live) -> tuple:
+    """kvcore's rules for an acquire ``op`` while ``live`` names are allocated: integer
+    tokens, a valid ``extra``, a name not live. Its tokens."""
+    tokens = int_tokens(() if op.tokens is None else op.tokens, f"acquire {op.name}")
+    _check_extra(op.extra, "acquire")
+    if op.name in live:
+        raise already_live(op.name)
+    return tokens
 
 
 def publish_tokens(name: str, own: tuple, tokens, pages: int, tokens_per_page: int) -> tuple:
@@ -94,6 +114,10 @@ def extension(own: tuple, op: OpLike) -> tuple:
             f"extend {op.name}: the new tokens must start with the allocation's {len(own)} tokens "
             f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
     return new_tokens
+
+
+OP_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
+"""What :func:`op_events` reports: all an engine that emits no per-move events shows."""
 
 
 def op_events(kind: str, name: str, before: Snapshot, after: Snapshot) -> list:

@@ -39,15 +39,15 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
-from kvcore import events as ev
-from kvcore.base import int_tokens, pages_for
+from kvcore.base import pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
-from kvviz.backends import TRIE, ConfigLike, OpLike, already_live, unknown_op
+from kvviz.backends import TRIE, ConfigLike, OpLike
 from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_time
-from kvviz.backends.foreign_backend import EngineCalls, check_config, extension, op_events, publish_tokens
+from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
+                                            publish_tokens)
 from kvviz.backends.sglang_code import SGLANG_CODE
 
 try:
@@ -61,9 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the engi
 
 SGLANG_VERSION = "0.5.23"
 
-_check_extra = BasePagedAttentionCache._check_extra
-
-OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
+OBSERVED_EVENTS = OP_EVENTS
 """What the backend reports: SGLang emits no per-move events, so only what two states show."""
 
 
@@ -170,15 +168,12 @@ class SglangBackend(EngineCalls):
     def apply(self, op: OpLike) -> None:
         """Run one op through SGLang's calls; raises a KVCacheError if it fails."""
         kind, name = op.kind, op.name
-        ops = {"acquire": lambda: self._acquire(op), "publish": lambda: self._publish(op),
-               "extend": lambda: self._extend(op), "release": lambda: self._release(name)}
-        if kind not in ops:
-            raise unknown_op(kind)
+        run = self._op(op)
         before = self._snapshot
         tick = self.clock.now
         try:
             with logical_time(_radix_module, self.clock):
-                ops[kind]()
+                run()
         except KVCacheError:
             if replace(self._read(), clock=tick) == before:
                 # Refused, and SGLang stamped nothing a snapshot shows (a lookup that matched no
@@ -212,10 +207,7 @@ class SglangBackend(EngineCalls):
 
     def _acquire(self, op: OpLike) -> None:
         name, tpp = op.name, self.tokens_per_page
-        tokens = int_tokens(() if op.tokens is None else op.tokens, f"acquire {name}")
-        _check_extra(op.extra, "acquire")
-        if name in self._handles:
-            raise already_live(name)
+        tokens = acquisition(op, self._handles)
         if op.priority:
             raise InvalidOperation(f"acquire {name} priority={op.priority}: kvviz drives SGLang's radix cache by "
                                    f"LRU only; run priorities on kvcore or drop priority=")

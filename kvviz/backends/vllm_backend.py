@@ -39,16 +39,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
-from kvcore import events as ev
-from kvcore.base import int_tokens, pages_for
+from kvcore.base import pages_for
 from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
-from kvviz.backends import HASH, ConfigLike, OpLike, already_live, unknown_op
+from kvviz.backends import HASH, ConfigLike, OpLike
 from kvviz.backends.foreign import KnownIssue
-from kvviz.backends.foreign_backend import EngineCalls, check_config, extension, op_events, publish_tokens
+from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
+                                            publish_tokens)
 from kvviz.backends.vllm_code import VLLM_CODE
 
 try:
@@ -68,9 +68,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the engi
 
 VLLM_VERSION = "0.33.0"
 
-_check_extra = BasePagedAttentionCache._check_extra
-
-OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
+OBSERVED_EVENTS = OP_EVENTS
 """What the backend reports: vLLM emits no per-move events, so only what two states show."""
 
 
@@ -135,15 +133,12 @@ class VllmBackend(EngineCalls):
     def apply(self, op: OpLike) -> None:
         """Run one op through vLLM's calls; raises a KVCacheError if it fails (nothing changed)."""
         kind, name = op.kind, op.name
-        ops = {"acquire": lambda: self._acquire(op), "publish": lambda: self._publish(op),
-               "extend": lambda: self._extend(op), "release": lambda: self._release(name)}
-        if kind not in ops:
-            raise unknown_op(kind)
+        run = self._op(op)
         before = self._snapshot
         saved = self._clock, dict(self._stats)
         self._clock += 1
         try:
-            ops[kind]()
+            run()
         except KVCacheError:
             self._clock, self._stats = saved  # a refused op counts no tick, no lookup (kvcore's rule)
             raise
@@ -172,10 +167,7 @@ class VllmBackend(EngineCalls):
 
     def _acquire(self, op: OpLike) -> None:
         name = op.name
-        tokens = int_tokens(() if op.tokens is None else op.tokens, f"acquire {name}")
-        _check_extra(op.extra, "acquire")
-        if name in self._handles:
-            raise already_live(name)
+        tokens = acquisition(op, self._handles)
         if op.priority:
             raise InvalidOperation(f"acquire {name} priority={op.priority}: vLLM's prefix cache has no eviction "
                                    f"priorities (its free queue is the order); run it on kvcore or drop priority=")

@@ -8,7 +8,8 @@ import pytest
 
 from kvcore import InvalidOperation, KVCacheError
 from kvviz.backends import BackendError, Call, UnknownAllocation
-from kvviz.backends.foreign_backend import EngineCalls, check_config, extension, publish_tokens
+from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
+                                            publish_tokens)
 
 
 class ToyError(KVCacheError):
@@ -55,6 +56,40 @@ def test_allocations_are_named_in_creation_order_and_an_unknown_name_is_refused(
     with pytest.raises(UnknownAllocation):
         backend.handle("c")
     assert backend.take_events() == ("e",) and backend.take_events() == ()
+
+
+def test_each_op_kind_runs_the_backends_method_of_that_name_and_others_are_refused():
+    backend = ToyBackend()
+    backend._acquire = lambda op: ("acquired", op.name)
+    backend._release = lambda name: ("released", name)
+    assert backend._op(SimpleNamespace(kind="acquire", name="a"))() == ("acquired", "a")
+    assert backend._op(SimpleNamespace(kind="release", name="a"))() == ("released", "a")
+    with pytest.raises(InvalidOperation, match="unknown op 'evict'"):
+        backend._op(SimpleNamespace(kind="evict", name="a"))
+
+
+def test_an_acquire_of_a_live_name_or_of_bad_extra_slots_is_refused_with_kvcores_messages():
+    with pytest.raises(InvalidOperation, match="already live"):
+        acquisition(SimpleNamespace(name="a", tokens=(1,), extra=0), {"a": None})
+    with pytest.raises(InvalidOperation):
+        acquisition(SimpleNamespace(name="a", tokens=(1,), extra=True), {})
+    assert acquisition(SimpleNamespace(name="a", tokens=None, extra=0), {}) == ()
+
+
+def test_the_events_two_states_show_are_the_ones_op_events_reports():
+    class Snap:
+        clock = 3
+
+        def __init__(self, *allocations):
+            self.allocations = {a.name: a for a in allocations}
+
+        def allocation_named(self, name):
+            return self.allocations.get(name)
+
+    a = SimpleNamespace(id=7, name="a", pages=(0, 1))
+    events = op_events("acquire", "a", Snap(), Snap(a)) + op_events("release", "a", Snap(a), Snap())
+    assert {type(e).__name__ for e in events} == OP_EVENTS
+    assert [e.pages for e in events if hasattr(e, "pages")] == [(0, 1)]
 
 
 def test_publish_tokens_that_disagree_or_do_not_fit_are_refused_with_kvcores_messages():
