@@ -29,12 +29,26 @@ class EngineCalls:
     A subclass sets ``engine`` (how messages name it, e.g. ``"vLLM"``), ``version``,
     ``error`` (the :class:`~kvcore.KVCacheError` a crash becomes) and ``passes`` (what the
     engine raises that is no crash: re-raised as it is, after the watcher hears of it), and
-    keeps ``_handles`` (name -> handle with an ``id``), ``_events`` and ``_watch``."""
+    calls :meth:`_start` before its first call."""
 
     engine: str
     version: str
     error: type[KVCacheError]
     passes: tuple[type[BaseException], ...] = ()
+
+    def _start(self) -> None:
+        """A fresh backend's bookkeeping: no allocations, stats at 0, no events, no watcher."""
+        self._handles: dict = {}
+        self._next_allocation_id = 0
+        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
+        self._events: list = []
+        self._watch = None  # watch(): a callback told of each engine call as it returns
+
+    def watch(self, callback) -> None:
+        """Tell ``callback`` of each call into the engine as it returns (a
+        :class:`~kvviz.backends.Call`); while it runs, ``snapshot()`` reads the engine's state
+        right then. The reader sees only between calls, so these are the finest sub-steps."""
+        self._watch = callback
 
     def live_names(self) -> list[str]:
         """Names of live allocations, in creation order."""

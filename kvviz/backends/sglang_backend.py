@@ -153,14 +153,10 @@ class SglangBackend(EngineCalls):
         with logical_time(_radix_module, self.clock):
             self.cache = _radix_module.RadixCache.create_simulated(mock_allocator=self.pool,
                                                                    page_size=tokens_per_page)
-        self._handles: dict[str, _Handle] = {}
-        self._next_allocation_id = 0
+        self._start()
         self._ids: dict[tuple[int, tuple], int] = {}  # (page, its token path) -> node id
         self._next_id = 1
-        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
-        self._events: list = []
         self._findings: list[Finding] = []
-        self._watch = None
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -184,10 +180,6 @@ class SglangBackend(EngineCalls):
         finally:
             after = self._snapshot = self._read()
             self._events.extend(op_events(kind, name, before, after))
-
-    def watch(self, callback) -> None:
-        """Tell ``callback`` of each call into SGLang as it returns (a :class:`~kvviz.backends.Call`)."""
-        self._watch = callback
 
     def take_findings(self) -> tuple[Finding, ...]:
         """Known issues seen since the last call (see :data:`KNOWN_ISSUES`)."""

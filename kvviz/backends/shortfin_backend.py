@@ -176,12 +176,8 @@ class ShortfinBackend(EngineCalls):
         with logical_time(self.clock):
             self.cache = (cache_class or _trie_module.TriePagedAttentionCache)(self.pool, tokens_per_page)
         self._ids = NodeIds(self.cache.root)
-        self._handles: dict[str, Handle] = {}
-        self._next_allocation_id = 0
-        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
-        self._events: list = []
+        self._start()
         self._findings: list[Finding] = []
-        self._watch = None  # watch(): a callback told of each shortfin call as it returns
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -212,12 +208,6 @@ class ShortfinBackend(EngineCalls):
             after = self._snapshot = self._read()
             if after != before:
                 self._events.extend(synthesize_events(kind, name, before, after))
-
-    def watch(self, callback) -> None:
-        """Tell ``callback`` of each call into shortfin as it returns (a :class:`~kvviz.backends.Call`);
-        while it runs, :meth:`snapshot` reads shortfin's state right then. The reader sees
-        only between calls, so these are the finest sub-steps this backend has."""
-        self._watch = callback
 
     def take_findings(self) -> tuple[Finding, ...]:
         """Known issues seen since the last call (see :data:`KNOWN_ISSUES`)."""

@@ -116,16 +116,12 @@ class VllmBackend(EngineCalls):
         self.manager = _KVCacheManager(config, max_model_len=1 << 30, scheduler_block_size=tokens_per_page,
                                        hash_block_size=tokens_per_page, enable_caching=True)
         self._hasher = _get_request_block_hasher(tokens_per_page, _sha256)
-        self._handles: dict[str, _Handle] = {}
-        self._next_allocation_id = 0
+        self._start()
         self._chain: dict[bytes, tuple[bytes | None, tuple[int, ...]]] = {}  # hash -> (parent, tokens)
         self._keys: dict[bytes, bytes] = {}  # vLLM's hash -> kvcore's key of the same chain
         self._seq: dict[tuple[int, bytes], int] = {}  # (page, hash) -> block id, in caching order
         self._next_seq = 1
         self._clock = 0
-        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
-        self._events: list = []
-        self._watch = None
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -145,10 +141,6 @@ class VllmBackend(EngineCalls):
         finally:
             after = self._snapshot = self._read()
             self._events.extend(op_events(kind, name, before, after))
-
-    def watch(self, callback) -> None:
-        """Tell ``callback`` of each call into vLLM as it returns (a :class:`~kvviz.backends.Call`)."""
-        self._watch = callback
 
     def take_findings(self) -> tuple:
         """No known departures from kvcore's hash design are recognised (see :data:`KNOWN_ISSUES`)."""

@@ -50,6 +50,15 @@ def test_what_the_engine_raises_as_a_refusal_passes_through_and_the_watcher_hear
     assert backend.heard == [Call("refuse", "acquire a: it raised Refused")]
 
 
+def test_a_fresh_backend_has_no_allocations_no_stats_no_events_and_no_watcher_until_watched():
+    backend = ToyBackend()
+    backend._start()
+    assert (backend.live_names(), backend.take_events(), backend._watch) == ([], (), None)
+    assert set(backend._stats.values()) == {0}
+    backend.watch(print)
+    assert backend._watch is print
+
+
 def test_allocations_are_named_in_creation_order_and_an_unknown_name_is_refused():
     backend = ToyBackend()
     assert backend.live_names() == ["a", "b"]
