@@ -24,7 +24,8 @@ release    ``release_pages(info)``, then ``free_allocated_pages`` of its unpubli
 
 Misuse (unknown names, tokens that do not extend an allocation, ...) is refused before
 shortfin is called, with kvcore's messages, so both backends fail alike on bad scripts. The
-checks kvcore exposes as functions are kvcore's own, called here, not copies:
+checks kvcore exposes as functions are kvcore's own, called here or in :mod:`.foreign_backend`
+(the checks every foreign backend shares), not copies:
 ``kvcore.base.int_tokens`` (tokens must be integers), ``kvcore.base.pages_for`` (pages for a
 number of slots), ``kvcore.BasePagedAttentionCache._check_extra`` (the extra-slot check and
 its message) and ``kvcore.base._describe_tokens`` (how messages quote tokens).
