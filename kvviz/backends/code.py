@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["Algorithm", "Code", "Line", "Row", "block", "no_qualifier", "parse", "rows"]
+__all__ = ["Algorithm", "Code", "Line", "Row", "block", "call_code", "no_qualifier", "parse", "rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,3 +160,27 @@ class Code:
         algorithms = dict(other.algorithms)
         algorithms.update(self.algorithms)
         return Code(algorithms, self.entry, self.rows, self.qualify, self.calls)
+
+
+def call_code(name: str, title: str, source: str, text: str,
+              calls: Mapping[str, tuple[tuple[str, str], ...]]) -> Code:
+    """The pseudo-code of a backend whose sub-steps are its calls into a foreign cache: one
+    algorithm ``name`` (parsed from ``text``) holds every op; ``calls`` is each op's calls, in
+    order, with the anchor of the line that makes each. An op's ``start`` and ``refused`` light
+    its def line (anchored by the op's name), and a ``call`` sub-step's qualifier is the method
+    it called (the op's first call when the context does not say)."""
+
+    def qualify(op_kind: str, kind: str, context: Mapping) -> str:
+        if kind != "call":
+            return ""
+        call = context.get("call")
+        if call is None:
+            op_calls = calls.get(op_kind, ())
+            return op_calls[0][0] if op_calls else ""
+        return call
+
+    table: dict = {}
+    for op, op_calls in calls.items():
+        table |= rows(op, name, {"start": (op,), "refused": (op,),
+                                 **{f"call/{call}": (anchor,) for call, anchor in op_calls}})
+    return Code({name: parse(name, title, source, text)}, {op: name for op in calls}, table, qualify, calls)

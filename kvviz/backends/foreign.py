@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the backends of foreign caches share (the vLLM and SGLang backends; the shortfin backend
-still carries its own copies of the same three, see :mod:`.shortfin_backend`): a known issue, a
-finding of one, and the logical clock that replaces a cache module's ``time`` during an op.
+"""What the backends of foreign caches (shortfin, vLLM, SGLang) share: a known issue, a finding
+of one, and the logical clock that replaces a cache module's ``time`` during an op.
 
 Imports only the standard library, so an engine's catalogue reads without the engine.
 """

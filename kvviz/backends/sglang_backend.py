@@ -39,15 +39,15 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
-from kvcore import events as ev
-from kvcore.base import _describe_tokens, int_tokens, pages_for
+from kvcore.base import pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
-from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
-                            extended_tokens, unknown_op)
+from kvviz.backends import TRIE, ConfigLike, OpLike
 from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_time
+from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
+                                            publish_tokens)
 from kvviz.backends.sglang_code import SGLANG_CODE
 
 try:
@@ -61,9 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the engi
 
 SGLANG_VERSION = "0.5.23"
 
-_check_extra = BasePagedAttentionCache._check_extra
-
-OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
+OBSERVED_EVENTS = OP_EVENTS
 """What the backend reports: SGLang emits no per-move events, so only what two states show."""
 
 
@@ -131,7 +129,7 @@ class _Handle:
     hit_tokens: int
 
 
-class SglangBackend:
+class SglangBackend(EngineCalls):
     """Drives one SGLang ``RadixCache``; allocations are addressed by name.
 
     Implements :class:`kvviz.backends.Backend`; :func:`sglang_backend` is its factory."""
@@ -144,6 +142,8 @@ class SglangBackend:
     substeps = "calls"
     pseudocode = SGLANG_CODE
     known_issues: Mapping = KNOWN_ISSUES
+    engine = "SGLang"
+    error = SglangError
 
     def __init__(self, pages: int, tokens_per_page: int):
         self.pages = pages
@@ -153,40 +153,23 @@ class SglangBackend:
         with logical_time(_radix_module, self.clock):
             self.cache = _radix_module.RadixCache.create_simulated(mock_allocator=self.pool,
                                                                    page_size=tokens_per_page)
-        self._handles: dict[str, _Handle] = {}
-        self._next_allocation_id = 0
+        self._start()
         self._ids: dict[tuple[int, tuple], int] = {}  # (page, its token path) -> node id
         self._next_id = 1
-        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
-        self._events: list = []
         self._findings: list[Finding] = []
-        self._watch = None
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
 
-    def live_names(self) -> list[str]:
-        """Names of live allocations, in creation order."""
-        return [h.name for h in sorted(self._handles.values(), key=lambda h: h.id)]
-
-    def _handle(self, name: str) -> _Handle:
-        handle = self._handles.get(name)
-        if handle is None:
-            raise UnknownAllocation.named(name, self.live_names())
-        return handle
-
     def apply(self, op: OpLike) -> None:
         """Run one op through SGLang's calls; raises a KVCacheError if it fails."""
         kind, name = op.kind, op.name
-        ops = {"acquire": lambda: self._acquire(op), "publish": lambda: self._publish(op),
-               "extend": lambda: self._extend(op), "release": lambda: self._release(name)}
-        if kind not in ops:
-            raise unknown_op(kind)
+        run = self._op(op)
         before = self._snapshot
         tick = self.clock.now
         try:
             with logical_time(_radix_module, self.clock):
-                ops[kind]()
+                run()
         except KVCacheError:
             if replace(self._read(), clock=tick) == before:
                 # Refused, and SGLang stamped nothing a snapshot shows (a lookup that matched no
@@ -196,16 +179,7 @@ class SglangBackend:
             raise
         finally:
             after = self._snapshot = self._read()
-            self._events.extend(_events(kind, name, before, after))
-
-    def watch(self, callback) -> None:
-        """Tell ``callback`` of each call into SGLang as it returns (a :class:`~kvviz.backends.Call`)."""
-        self._watch = callback
-
-    def take_events(self) -> tuple:
-        """Events since the last call, read off the states before and after each op."""
-        events, self._events = tuple(self._events), []
-        return events
+            self._events.extend(op_events(kind, name, before, after))
 
     def take_findings(self) -> tuple[Finding, ...]:
         """Known issues seen since the last call (see :data:`KNOWN_ISSUES`)."""
@@ -225,10 +199,7 @@ class SglangBackend:
 
     def _acquire(self, op: OpLike) -> None:
         name, tpp = op.name, self.tokens_per_page
-        tokens = int_tokens(() if op.tokens is None else op.tokens, f"acquire {name}")
-        _check_extra(op.extra, "acquire")
-        if name in self._handles:
-            raise already_live(name)
+        tokens = acquisition(op, self._handles)
         if op.priority:
             raise InvalidOperation(f"acquire {name} priority={op.priority}: kvviz drives SGLang's radix cache by "
                                    f"LRU only; run priorities on kvcore or drop priority=")
@@ -258,20 +229,11 @@ class SglangBackend:
 
     def _publish(self, op: OpLike) -> None:
         name, tpp = op.name, self.tokens_per_page
-        handle = self._handle(name)
+        handle = self.handle(name)
         own = handle.tokens
         tokens = own
         if op.tokens is not None:
-            tokens = int_tokens(op.tokens, f"publish {name}")
-            common = min(len(tokens), len(own))
-            if tokens[:common] != own[:common]:
-                first = next(i for i in range(common) if tokens[i] != own[i])
-                raise InvalidOperation(f"publish {name}: tokens disagree with the allocation's at position {first} "
-                                       f"(allocation has {own[first]}, publish has {tokens[first]})")
-            capacity = len(handle.pages) * tpp
-            if len(tokens) > len(own) and len(tokens) > capacity:
-                raise InvalidOperation(f"publish {name}: {len(tokens)} tokens do not fit in its {len(handle.pages)} "
-                                       f"pages ({capacity} slots); extend it first")
+            tokens = publish_tokens(name, own, op.tokens, len(handle.pages), tpp)
             if len(tokens) > len(own):
                 handle.tokens = tokens
         full = len(tokens) // tpp
@@ -294,14 +256,9 @@ class SglangBackend:
 
     def _extend(self, op: OpLike) -> None:
         name = op.name
-        handle = self._handle(name)
+        handle = self.handle(name)
         own = handle.tokens
-        new_tokens = extended_tokens(own, op)
-        _check_extra(op.extra, "extend")
-        if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
-            raise InvalidOperation(
-                f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "
-                f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
+        new_tokens = extension(own, op)
         needed = pages_for(len(new_tokens) + op.extra, self.tokens_per_page) - len(handle.pages)
         if needed > 0:
             if not self._make_room(f"extend {name}", needed):
@@ -313,7 +270,7 @@ class SglangBackend:
         handle.tokens = new_tokens
 
     def _release(self, name: str) -> None:
-        handle = self._handle(name)
+        handle = self.handle(name)
         self._call(f"release {name}", self.cache.dec_lock_ref, handle.node)
         self.pool.give_back(handle.pages[handle.published:])
         del self._handles[name]
@@ -356,17 +313,6 @@ class SglangBackend:
         if node is self.cache.root_node:
             return []
         return _pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
-
-    def _call(self, what: str, method, *args, **kwargs):
-        """Call a SGLang method; anything it raises is a crash of the real cache."""
-        try:
-            result = method(*args, **kwargs)
-        except Exception as exc:
-            raise SglangError(f"{what}: SGLang {SGLANG_VERSION}'s {method.__name__} raised "
-                              f"{type(exc).__name__}: {exc}") from exc
-        if self._watch is not None:
-            self._watch(Call(method.__name__, what))
-        return result
 
     def _find(self, code: str, message: str) -> None:
         self._findings.append(Finding(code, message, KNOWN_ISSUES))
@@ -422,32 +368,11 @@ def _radix_key(tokens) -> object:
     return _radix_module.RadixKey(token_ids=array("q", tokens), extra_key=None)
 
 
-def _events(kind: str, name: str, before: Snapshot, after: Snapshot) -> list:
-    """The kvcore events two states show: the op, the pages it took, its release."""
-    alloc = after.allocation_named(name) or before.allocation_named(name)
-    alloc_id = alloc.id if alloc is not None else -1
-    out: list = [ev.OpStarted(kind, alloc_id, after.clock)]
-    old, new = before.allocation_named(name), after.allocation_named(name)
-    if new is not None:
-        taken = tuple(p for p in new.pages if old is None or p not in old.pages)
-        if taken:
-            out.append(ev.PagesTaken(alloc_id, taken))
-    if kind == "release" and old is not None and new is None:
-        out.append(ev.Released(alloc_id))
-    return out
-
-
 def sglang_backend(config: ConfigLike, snapshot: Snapshot | None) -> SglangBackend:
     """The SGLang backend's factory: a fresh SGLang ``RadixCache`` for ``config`` (``cache trie``, lru)."""
-    if snapshot is not None:
-        raise BackendError("the sglang backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != TRIE:
-        raise BackendError(f"the sglang backend drives SGLang's radix tree, kvcore's 'trie' design; a "
-                           f"{config.kind!r} cache runs on kvcore (use --backend kvcore)")
-    if config.policy != "lru":
-        raise BackendError(f"kvviz drives SGLang's radix cache by LRU; a {config.policy!r} policy runs on kvcore "
-                           f"(use --backend kvcore)")
-    for what, value, least in (("pages", config.pages, 1), ("tokens_per_page", config.tokens_per_page, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise BackendError(f"the sglang backend needs {what} to be an integer >= {least}, got {value!r}")
+    check_config("sglang", config, snapshot, kind=TRIE,
+                 wrong_kind="the sglang backend drives SGLang's radix tree, kvcore's 'trie' design; a {kind!r} "
+                            "cache runs on kvcore (use --backend kvcore)",
+                 wrong_policy="kvviz drives SGLang's radix cache by LRU; a {policy!r} policy runs on kvcore "
+                              "(use --backend kvcore)")
     return SglangBackend(config.pages, config.tokens_per_page)

@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from kvviz.backends.code import Code, block, parse, rows
+from kvviz.backends.code import block, call_code
 
 __all__ = ["CALLS", "SGLANG_CODE"]
 
@@ -37,31 +35,6 @@ CALLS = {
 """Each op's calls, in order, with the anchor of the line that makes each."""
 
 
-def _qualify(op_kind: str, kind: str, context: Mapping) -> str:
-    """A ``call`` sub-step's qualifier is the method it called (the op's first when unsaid)."""
-    if kind != "call":
-        return ""
-    call = context.get("call")
-    if call is None:
-        calls = CALLS.get(op_kind, ())
-        return calls[0][0] if calls else ""
-    return call
-
-
-def _rows() -> dict:
-    t = {}
-    for op, calls in CALLS.items():
-        t |= rows(op, "sglang", {"start": (op,), "refused": (op,),
-                               **{f"call/{call}": (anchor,) for call, anchor in calls}})
-    return t
-
-
-SGLANG_CODE = Code(
-    {"sglang": parse("sglang", "the sglang backend: calls into SGLang 0.5.23's RadixCache",
-                   "kvviz/backends/sglang_backend.py SglangBackend", _SGLANG)},
-    {op: "sglang" for op in CALLS},
-    _rows(),
-    _qualify,
-    CALLS,
-)
+SGLANG_CODE = call_code("sglang", "the sglang backend: calls into SGLang 0.5.23's RadixCache",
+                        "kvviz/backends/sglang_backend.py SglangBackend", _SGLANG, CALLS)
 """The SGLang backend's pseudo-code and its call map."""

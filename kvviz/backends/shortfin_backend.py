@@ -24,7 +24,8 @@ release    ``release_pages(info)``, then ``free_allocated_pages`` of its unpubli
 
 Misuse (unknown names, tokens that do not extend an allocation, ...) is refused before
 shortfin is called, with kvcore's messages, so both backends fail alike on bad scripts. The
-checks kvcore exposes as functions are kvcore's own, called here, not copies:
+checks kvcore exposes as functions are kvcore's own, called here or in :mod:`.foreign_backend`
+(the checks every foreign backend shares), not copies:
 ``kvcore.base.int_tokens`` (tokens must be integers), ``kvcore.base.pages_for`` (pages for a
 number of slots), ``kvcore.BasePagedAttentionCache._check_extra`` (the extra-slot check and
 its message) and ``kvcore.base._describe_tokens`` (how messages quote tokens).
@@ -47,17 +48,17 @@ and differences by design) and reports them through :meth:`ShortfinBackend.take_
 from __future__ import annotations
 
 import threading
-import time as _real_time
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import events as ev
-from kvcore.base import _describe_tokens, int_tokens, pages_for
+from kvcore.base import int_tokens, pages_for
 
 from kvviz.extras import install_command
-from kvviz.backends import (TRIE, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
-                            extended_tokens, unknown_op)
+from kvviz.backends import TRIE, ConfigLike, OpLike, already_live, unknown_op
+from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock
+from kvviz.backends.foreign import logical_time as _logical_time
+from kvviz.backends.foreign_backend import EngineCalls, check_config, extension, publish_tokens
 from kvviz.backends.shortfin_code import SHORTFIN_CODE
 from kvviz.backends.shortfin_reader import Handle, NodeIds, check_shortfin_snapshot, read_snapshot
 
@@ -76,16 +77,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 SHORTFIN_VERSION = "3.9.0"
 
 # -- what we know about shortfin 3.9.0 ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class KnownIssue:
-    """A known way shortfin 3.9.0 departs from kvcore: a ``defect`` or a difference by ``design``."""
-
-    code: str
-    kind: str  # "defect" | "design"
-    title: str
-    source: str  # where it is documented
 
 
 KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
@@ -110,19 +101,6 @@ KNOWN_ISSUES: dict[str, KnownIssue] = {k.code: k for k in (
     KnownIssue("D3", "design", "allocate sizes new pages by the tokens it is given alone, ignoring room left "
                "in the allocation's last page", "shortfin's allocate: docs/bugs.md#d3"),
 )}
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One known issue seen while applying an op: its code and what happened."""
-
-    code: str
-    message: str
-
-    @property
-    def issue(self) -> KnownIssue:
-        """The :class:`KnownIssue` this finding is an instance of."""
-        return KNOWN_ISSUES[self.code]
 
 
 class ShortfinError(KVCacheError):
@@ -151,37 +129,9 @@ class CpuPagePool(_PagePool):
         self.available_pages = list(self.attn_page_entries)
 
 
-class LogicalClock:
-    """A stand-in for the ``time`` module whose ``monotonic()`` returns 1, 2, 3, ...
-
-    Every other attribute is the real ``time`` module's.
-    """
-
-    def __init__(self, now: int = 0):
-        self.now = now
-
-    def monotonic(self) -> int:
-        """The next tick."""
-        self.now += 1
-        return self.now
-
-    def __getattr__(self, name: str):
-        return getattr(_real_time, name)
-
-
-_PATCH_LOCK = threading.RLock()  # two sessions must not swap the module's clock under each other
-
-
-@contextmanager
 def logical_time(clock: LogicalClock):
     """Give shortfin's trie module ``clock`` as its ``time`` for the duration of the block."""
-    with _PATCH_LOCK:
-        saved = _trie_module.time
-        _trie_module.time = clock
-        try:
-            yield clock
-        finally:
-            _trie_module.time = saved
+    return _logical_time(_trie_module, clock)
 
 
 # kvcore's extra-slot check, so both backends refuse the same values with the same message
@@ -198,7 +148,7 @@ OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (
 # -- the backend ------------------------------------------------------------------------------
 
 
-class ShortfinBackend:
+class ShortfinBackend(EngineCalls):
     """Drives one shortfin ``TriePagedAttentionCache``; allocations are addressed by name.
 
     Implements :class:`kvviz.backends.Backend`; :func:`shortfin_backend` is its factory.
@@ -214,6 +164,9 @@ class ShortfinBackend:
     substeps = "calls"  # what the reader can see: the state between shortfin's calls
     pseudocode = SHORTFIN_CODE  # its calls, one line each
     known_issues = KNOWN_ISSUES
+    engine = "shortfin"
+    error = ShortfinError
+    passes = (_ShortfinAllocationFailure,)  # a refusal, not a crash: the backend reports it
 
     def __init__(self, pages: int, tokens_per_page: int, *, cache_class=None,
                  free_unpublished_on_release: bool = True):
@@ -224,26 +177,11 @@ class ShortfinBackend:
         with logical_time(self.clock):
             self.cache = (cache_class or _trie_module.TriePagedAttentionCache)(self.pool, tokens_per_page)
         self._ids = NodeIds(self.cache.root)
-        self._handles: dict[str, Handle] = {}
-        self._next_allocation_id = 0
-        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
-        self._events: list = []
+        self._start()
         self._findings: list[Finding] = []
-        self._watch = None  # watch(): a callback told of each shortfin call as it returns
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
-
-    def live_names(self) -> list[str]:
-        """Names of live allocations, in creation order."""
-        return [h.name for h in sorted(self._handles.values(), key=lambda h: h.id)]
-
-    def handle(self, name: str) -> Handle:
-        """The live allocation called ``name``; UnknownAllocation if there is none."""
-        handle = self._handles.get(name)
-        if handle is None:
-            raise UnknownAllocation.named(name, self.live_names())
-        return handle
 
     def apply(self, op: OpLike) -> None:
         """Run one op through shortfin's calls; raises a KVCacheError if it fails.
@@ -271,17 +209,6 @@ class ShortfinBackend:
             after = self._snapshot = self._read()
             if after != before:
                 self._events.extend(synthesize_events(kind, name, before, after))
-
-    def watch(self, callback) -> None:
-        """Tell ``callback`` of each call into shortfin as it returns (a :class:`~kvviz.backends.Call`);
-        while it runs, :meth:`snapshot` reads shortfin's state right then. The reader sees
-        only between calls, so these are the finest sub-steps this backend has."""
-        self._watch = callback
-
-    def take_events(self) -> tuple:
-        """Events since the last call, synthesised from the state before and after each op."""
-        events, self._events = tuple(self._events), []
-        return events
 
     def take_findings(self) -> tuple[Finding, ...]:
         """Known issues seen since the last call (see :data:`KNOWN_ISSUES`)."""
@@ -371,7 +298,7 @@ class ShortfinBackend:
         own = tuple(info.tokens)
         target = info
         if tokens is not None:
-            tokens = self._publish_tokens(name, info, own, tokens)
+            tokens = publish_tokens(name, own, tokens, len(info.pages), self.tokens_per_page)
             if tokens != own:
                 target = replace(info, tokens=list(tokens), num_tokens=len(tokens))
         dup_before = {p.index for p in self.cache._duplicated_pages}
@@ -392,31 +319,12 @@ class ShortfinBackend:
             self._find("B4b", f"publish {name}: {new.number_of_published_pages} page(s) published, but the "
                               f"allocation's reference stayed on {where}")
 
-    def _publish_tokens(self, name, info, own: tuple, tokens: tuple) -> tuple:
-        """kvcore's rules for publish tokens: integers; agree on the common length; longer must fit."""
-        tokens = int_tokens(tokens, f"publish {name}")
-        common = min(len(tokens), len(own))
-        if tokens[:common] != own[:common]:
-            first = next(i for i in range(common) if tokens[i] != own[i])
-            raise InvalidOperation(f"publish {name}: tokens disagree with the allocation's at position {first} "
-                                   f"(allocation has {own[first]}, publish has {tokens[first]})")
-        capacity = len(info.pages) * self.tokens_per_page
-        if len(tokens) > len(own) and len(tokens) > capacity:
-            raise InvalidOperation(f"publish {name}: {len(tokens)} tokens do not fit in its {len(info.pages)} "
-                                   f"pages ({capacity} slots); extend it first")
-        return tokens
-
     def _extend(self, op: OpLike) -> None:
         name, extra = op.name, op.extra
         handle = self.handle(name)
         info = handle.info
         own = tuple(info.tokens)
-        new_tokens = extended_tokens(own, op)
-        _check_extra(extra, "extend")
-        if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
-            raise InvalidOperation(
-                f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "
-                f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
+        new_tokens = extension(own, op)
         added = list(new_tokens[len(own):])
         needed = pages_for(len(new_tokens) + extra, self.tokens_per_page) - len(info.pages)
         if needed <= 0:
@@ -472,21 +380,6 @@ class ShortfinBackend:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _call(self, what: str, method, *args, **kwargs):
-        """Call a shortfin method; anything it raises besides its allocation failure is a crash."""
-        try:
-            result = method(*args, **kwargs)
-        except _ShortfinAllocationFailure:
-            if self._watch is not None:
-                self._watch(Call(method.__name__, f"{what}: it raised {_ShortfinAllocationFailure.__name__}"))
-            raise
-        except Exception as exc:
-            raise ShortfinError(f"{what}: shortfin {SHORTFIN_VERSION}'s {method.__name__} raised "
-                                f"{type(exc).__name__}: {exc}") from exc
-        if self._watch is not None:
-            self._watch(Call(method.__name__, what))
-        return result
-
     def _holders(self, node) -> int:
         """Live allocations whose published path ends at ``node`` (shortfin's reference holders)."""
         tpp, root = self.tokens_per_page, self.cache.root
@@ -498,7 +391,7 @@ class ShortfinBackend:
         return count
 
     def _find(self, code: str, message: str) -> None:
-        self._findings.append(Finding(code, message))
+        self._findings.append(Finding(code, message, KNOWN_ISSUES))
 
     def _count_nodes(self) -> int:
         count, stack = 0, [self.cache.root]
@@ -522,17 +415,11 @@ def shortfin_backend(config: ConfigLike, snapshot: Snapshot | None) -> ShortfinB
     Raises :class:`~kvviz.backends.BackendError` (one line, what to use instead) for a config
     shortfin cannot run, and for a snapshot (shortfin cannot restore one; the session
     replays from frame 0 because :attr:`ShortfinBackend.can_restore` is False)."""
-    if snapshot is not None:
-        raise BackendError("the shortfin backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != TRIE:
-        raise BackendError(f"the shortfin backend drives shortfin's trie cache; a {config.kind!r} cache runs on "
-                           f"kvcore (use --backend kvcore, or `cache trie` in the script)")
-    if config.policy != "lru":
-        raise BackendError(f"shortfin's trie cache evicts by LRU only; a {config.policy!r} policy runs on kvcore "
-                           f"(use --backend kvcore)")
-    for what, value, least in (("pages", config.pages, 0), ("tokens_per_page", config.tokens_per_page, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise BackendError(f"the shortfin backend needs {what} to be an integer >= {least}, got {value!r}")
+    check_config("shortfin", config, snapshot, kind=TRIE,
+                 wrong_kind="the shortfin backend drives shortfin's trie cache; a {kind!r} cache runs on kvcore "
+                            "(use --backend kvcore, or `cache trie` in the script)",
+                 wrong_policy="shortfin's trie cache evicts by LRU only; a {policy!r} policy runs on kvcore "
+                              "(use --backend kvcore)", least_pages=0)
     return ShortfinBackend(config.pages, config.tokens_per_page)
 
 

@@ -11,9 +11,7 @@ tests and docs read it without shortfin installed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from kvviz.backends.code import Code, block, parse, rows
+from kvviz.backends.code import block, call_code
 
 __all__ = ["CALLS", "SHORTFIN_CODE"]
 
@@ -50,32 +48,6 @@ CALLS = {
 """Each op's calls, in order, with the anchor of the line that makes each."""
 
 
-def _qualify(op_kind: str, kind: str, context: Mapping) -> str:
-    """A ``call`` sub-step's qualifier is the method it called (the op's first call when the
-    context does not say: acquire's lookup, release's release_pages)."""
-    if kind != "call":
-        return ""
-    call = context.get("call")
-    if call is None:
-        calls = CALLS.get(op_kind, ())
-        return calls[0][0] if calls else ""
-    return call
-
-
-def _rows() -> dict:
-    t = {}
-    for op, calls in CALLS.items():  # each op's def line is anchored by its name
-        t |= rows(op, "shortfin", {"start": (op,), "refused": (op,),
-                                   **{f"call/{call}": (anchor,) for call, anchor in calls}})
-    return t
-
-
-SHORTFIN_CODE = Code(
-    {"shortfin": parse("shortfin", "the shortfin backend: calls into shortfin 3.9.0's trie cache",
-                       "kvviz/backends/shortfin_backend.py ShortfinBackend", _SHORTFIN)},
-    {op: "shortfin" for op in CALLS},  # one algorithm holds all of its ops
-    _rows(),
-    _qualify,
-    CALLS,
-)
+SHORTFIN_CODE = call_code("shortfin", "the shortfin backend: calls into shortfin 3.9.0's trie cache",
+                          "kvviz/backends/shortfin_backend.py ShortfinBackend", _SHORTFIN, CALLS)
 """The shortfin backend's pseudo-code and its call map."""

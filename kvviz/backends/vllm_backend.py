@@ -39,16 +39,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvcore import BasePagedAttentionCache, CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
+from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
-from kvcore import events as ev
-from kvcore.base import _describe_tokens, int_tokens, pages_for
+from kvcore.base import pages_for
 from kvcore.blockkey import block_key
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
-from kvviz.backends import (HASH, BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live,
-                            extended_tokens, unknown_op)
+from kvviz.backends import HASH, ConfigLike, OpLike
 from kvviz.backends.foreign import KnownIssue
+from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
+                                            publish_tokens)
 from kvviz.backends.vllm_code import VLLM_CODE
 
 try:
@@ -68,9 +68,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the engi
 
 VLLM_VERSION = "0.33.0"
 
-_check_extra = BasePagedAttentionCache._check_extra
-
-OBSERVED_EVENTS = frozenset(cls.__name__ for cls in (ev.OpStarted, ev.PagesTaken, ev.Released))
+OBSERVED_EVENTS = OP_EVENTS
 """What the backend reports: vLLM emits no per-move events, so only what two states show."""
 
 
@@ -91,7 +89,7 @@ class _Handle:
     priority: int = 0
 
 
-class VllmBackend:
+class VllmBackend(EngineCalls):
     """Drives one vLLM ``KVCacheManager``; allocations are addressed by name.
 
     Implements :class:`kvviz.backends.Backend`; :func:`vllm_backend` is its factory."""
@@ -104,6 +102,8 @@ class VllmBackend:
     substeps = "calls"
     pseudocode = VLLM_CODE
     known_issues: Mapping = KNOWN_ISSUES
+    engine = "vLLM"
+    error = VllmError
 
     def __init__(self, pages: int, tokens_per_page: int, recompute_last_token: bool = False):
         self.pages = pages
@@ -116,57 +116,31 @@ class VllmBackend:
         self.manager = _KVCacheManager(config, max_model_len=1 << 30, scheduler_block_size=tokens_per_page,
                                        hash_block_size=tokens_per_page, enable_caching=True)
         self._hasher = _get_request_block_hasher(tokens_per_page, _sha256)
-        self._handles: dict[str, _Handle] = {}
-        self._next_allocation_id = 0
+        self._start()
         self._chain: dict[bytes, tuple[bytes | None, tuple[int, ...]]] = {}  # hash -> (parent, tokens)
         self._keys: dict[bytes, bytes] = {}  # vLLM's hash -> kvcore's key of the same chain
         self._seq: dict[tuple[int, bytes], int] = {}  # (page, hash) -> block id, in caching order
         self._next_seq = 1
         self._clock = 0
-        self._stats = dict(lookups=0, lookup_tokens=0, hit_tokens=0, evictions=0, dedups=0)
-        self._events: list = []
-        self._watch = None
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
 
-    def live_names(self) -> list[str]:
-        """Names of live allocations, in creation order."""
-        return [h.name for h in sorted(self._handles.values(), key=lambda h: h.id)]
-
-    def _handle(self, name: str) -> _Handle:
-        handle = self._handles.get(name)
-        if handle is None:
-            raise UnknownAllocation.named(name, self.live_names())
-        return handle
-
     def apply(self, op: OpLike) -> None:
         """Run one op through vLLM's calls; raises a KVCacheError if it fails (nothing changed)."""
         kind, name = op.kind, op.name
-        ops = {"acquire": lambda: self._acquire(op), "publish": lambda: self._publish(op),
-               "extend": lambda: self._extend(op), "release": lambda: self._release(name)}
-        if kind not in ops:
-            raise unknown_op(kind)
+        run = self._op(op)
         before = self._snapshot
         saved = self._clock, dict(self._stats)
         self._clock += 1
         try:
-            ops[kind]()
+            run()
         except KVCacheError:
             self._clock, self._stats = saved  # a refused op counts no tick, no lookup (kvcore's rule)
             raise
         finally:
             after = self._snapshot = self._read()
-            self._events.extend(_events(kind, name, before, after))
-
-    def watch(self, callback) -> None:
-        """Tell ``callback`` of each call into vLLM as it returns (a :class:`~kvviz.backends.Call`)."""
-        self._watch = callback
-
-    def take_events(self) -> tuple:
-        """Events since the last call, read off the states before and after each op."""
-        events, self._events = tuple(self._events), []
-        return events
+            self._events.extend(op_events(kind, name, before, after))
 
     def take_findings(self) -> tuple:
         """No known departures from kvcore's hash design are recognised (see :data:`KNOWN_ISSUES`)."""
@@ -185,10 +159,7 @@ class VllmBackend:
 
     def _acquire(self, op: OpLike) -> None:
         name = op.name
-        tokens = int_tokens(() if op.tokens is None else op.tokens, f"acquire {name}")
-        _check_extra(op.extra, "acquire")
-        if name in self._handles:
-            raise already_live(name)
+        tokens = acquisition(op, self._handles)
         if op.priority:
             raise InvalidOperation(f"acquire {name} priority={op.priority}: vLLM's prefix cache has no eviction "
                                    f"priorities (its free queue is the order); run it on kvcore or drop priority=")
@@ -221,22 +192,13 @@ class VllmBackend:
 
     def _publish(self, op: OpLike) -> None:
         name = op.name
-        handle = self._handle(name)
+        handle = self.handle(name)
         request = handle.request
         own = tuple(request.all_token_ids)
         count = len(own)
         if op.tokens is not None:
-            tokens = int_tokens(op.tokens, f"publish {name}")
-            common = min(len(tokens), len(own))
-            if tokens[:common] != own[:common]:
-                first = next(i for i in range(common) if tokens[i] != own[i])
-                raise InvalidOperation(f"publish {name}: tokens disagree with the allocation's at position {first} "
-                                       f"(allocation has {own[first]}, publish has {tokens[first]})")
-            capacity = len(self._pages(request)) * self.tokens_per_page
+            tokens = publish_tokens(name, own, op.tokens, len(self._pages(request)), self.tokens_per_page)
             if len(tokens) > len(own):
-                if len(tokens) > capacity:
-                    raise InvalidOperation(f"publish {name}: {len(tokens)} tokens do not fit in its "
-                                           f"{len(self._pages(request))} pages ({capacity} slots); extend it first")
                 request.append_output_token_ids(list(tokens[len(own):]))
                 request.num_computed_tokens = len(tokens)
             count = len(tokens)
@@ -245,15 +207,10 @@ class VllmBackend:
 
     def _extend(self, op: OpLike) -> None:
         name = op.name
-        handle = self._handle(name)
+        handle = self.handle(name)
         request = handle.request
         own = tuple(request.all_token_ids)
-        new_tokens = extended_tokens(own, op)
-        _check_extra(op.extra, "extend")
-        if len(new_tokens) < len(own) or new_tokens[:len(own)] != own:
-            raise InvalidOperation(
-                f"extend {name}: the new tokens must start with the allocation's {len(own)} tokens "
-                f"{_describe_tokens(own)}, got {len(new_tokens)} tokens {_describe_tokens(new_tokens)}")
+        new_tokens = extension(own, op)
         added = list(new_tokens[len(own):])
         needed = pages_for(len(new_tokens) + op.extra, self.tokens_per_page) - len(self._pages(request))
         if needed > 0:
@@ -271,23 +228,12 @@ class VllmBackend:
         request.num_computed_tokens = len(new_tokens)
 
     def _release(self, name: str) -> None:
-        handle = self._handle(name)
+        handle = self.handle(name)
         self._learn(handle.request)
         self._call(f"release {name}", self.manager.free, handle.request)
         del self._handles[name]
 
     # -- internals --------------------------------------------------------------------------
-
-    def _call(self, what: str, method, *args, **kwargs):
-        """Call a vLLM method; anything it raises is a crash of the real cache."""
-        try:
-            result = method(*args, **kwargs)
-        except Exception as exc:
-            raise VllmError(f"{what}: vLLM {VLLM_VERSION}'s {method.__name__} raised "
-                            f"{type(exc).__name__}: {exc}") from exc
-        if self._watch is not None:
-            self._watch(Call(method.__name__, what))
-        return result
 
     def _pages(self, request) -> list[int]:
         blocks = self.manager.coordinator.single_type_managers[0].req_to_blocks.get(request.request_id, [])
@@ -373,33 +319,11 @@ def _reachable(key: bytes, chain: dict, cached: dict) -> bool:
     return True
 
 
-def _events(kind: str, name: str, before: Snapshot, after: Snapshot) -> list:
-    """The kvcore events two states show: the op, the pages it took, its release."""
-    alloc = after.allocation_named(name) or before.allocation_named(name)
-    alloc_id = alloc.id if alloc is not None else -1
-    out: list = [ev.OpStarted(kind, alloc_id, after.clock)]
-    old, new = before.allocation_named(name), after.allocation_named(name)
-    if new is not None:
-        taken = tuple(p for p in new.pages if old is None or p not in old.pages)
-        if taken:
-            out.append(ev.PagesTaken(alloc_id, taken))
-    if kind == "release" and old is not None and new is None:
-        out.append(ev.Released(alloc_id))
-    return out
-
-
 def vllm_backend(config: ConfigLike, snapshot: Snapshot | None) -> VllmBackend:
     """The vLLM backend's factory: a fresh vLLM ``KVCacheManager`` for ``config`` (``cache hash``)."""
-    if snapshot is not None:
-        raise BackendError("the vllm backend cannot restore a snapshot; replay from frame 0")
-    if config.kind != HASH:
-        raise BackendError(f"the vllm backend drives vLLM's prefix cache, kvcore's 'hash' design; a {config.kind!r} "
-                           f"cache runs on kvcore (use `cache hash` in the script, or --backend kvcore)")
-    if config.policy != "lru":
-        raise BackendError(f"vLLM's free queue is LRU; a {config.policy!r} policy runs on kvcore "
-                           f"(use --backend kvcore)")
-    for what, value, least in (("pages", config.pages, 1), ("tokens_per_page", config.tokens_per_page, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise BackendError(f"the vllm backend needs {what} to be an integer >= {least}, got {value!r}")
+    check_config("vllm", config, snapshot, kind=HASH,
+                 wrong_kind="the vllm backend drives vLLM's prefix cache, kvcore's 'hash' design; a {kind!r} "
+                            "cache runs on kvcore (use `cache hash` in the script, or --backend kvcore)",
+                 wrong_policy="vLLM's free queue is LRU; a {policy!r} policy runs on kvcore (use --backend kvcore)")
     return VllmBackend(config.pages, config.tokens_per_page,
                        recompute_last_token=bool(getattr(config, "recompute_last_token", False)))

@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from kvviz.backends.code import Code, block, parse, rows
+from kvviz.backends.code import block, call_code
 
 __all__ = ["CALLS", "VLLM_CODE"]
 
@@ -34,31 +32,6 @@ CALLS = {
 """Each op's calls, in order, with the anchor of the line that makes each."""
 
 
-def _qualify(op_kind: str, kind: str, context: Mapping) -> str:
-    """A ``call`` sub-step's qualifier is the method it called (the op's first when unsaid)."""
-    if kind != "call":
-        return ""
-    call = context.get("call")
-    if call is None:
-        calls = CALLS.get(op_kind, ())
-        return calls[0][0] if calls else ""
-    return call
-
-
-def _rows() -> dict:
-    t = {}
-    for op, calls in CALLS.items():
-        t |= rows(op, "vllm", {"start": (op,), "refused": (op,),
-                               **{f"call/{call}": (anchor,) for call, anchor in calls}})
-    return t
-
-
-VLLM_CODE = Code(
-    {"vllm": parse("vllm", "the vllm backend: calls into vLLM 0.33.0's KVCacheManager",
-                   "kvviz/backends/vllm_backend.py VllmBackend", _VLLM)},
-    {op: "vllm" for op in CALLS},
-    _rows(),
-    _qualify,
-    CALLS,
-)
+VLLM_CODE = call_code("vllm", "the vllm backend: calls into vLLM 0.33.0's KVCacheManager",
+                      "kvviz/backends/vllm_backend.py VllmBackend", _VLLM, CALLS)
 """The vLLM backend's pseudo-code and its call map."""

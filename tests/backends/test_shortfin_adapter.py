@@ -18,6 +18,7 @@ import kvcore.base  # noqa: E402
 from kvcore import CacheAllocationFailure, InvalidOperation  # noqa: E402
 from kvcore import events as ev  # noqa: E402
 from kvviz.backends import ALL_EVENTS, Backend, BackendError, BackendFactory  # noqa: E402
+from kvviz.backends import foreign  # noqa: E402
 from kvviz.backends import shortfin_backend as shortfin_backend_module  # noqa: E402
 from kvviz.backends.kvcore_backend import KvcoreBackend  # noqa: E402
 from kvviz.backends.registry import make_backend_factory  # noqa: E402
@@ -242,6 +243,16 @@ def test_extend_that_shortfin_sizes_by_the_new_tokens_alone_is_reported_as_d3():
     assert len(backend.snapshot().allocation_named("a").pages) == 3  # shortfin took 2
 
 
+def test_shortfins_findings_are_the_foreign_backends_findings_read_in_shortfins_catalogue():
+    backend = spy_backend(pages=4)
+    backend.apply(Op("acquire", "a", (1,), 0, False))
+    backend.apply(Op("extend", "a", (2, 3, 4, 5, 6), 0, True))
+    (finding,) = backend.take_findings()
+    assert type(finding) is foreign.Finding
+    assert finding.issue is shortfin_backend_module.KNOWN_ISSUES["D3"]
+    assert type(finding.issue) is foreign.KnownIssue
+
+
 # -- release --------------------------------------------------------------------------------
 
 
@@ -289,6 +300,10 @@ def test_shortfin_sees_a_logical_clock_during_an_op_and_the_real_one_after():
     node = backend.snapshot().node(1)
     assert (backend.clock.now, node.last_access) == (3, 3)  # root at 1, created at 2, touched at 3
     assert trie_module.time is time
+
+
+def test_shortfins_clock_is_the_foreign_backends_logical_clock():
+    assert LogicalClock is foreign.LogicalClock
 
 
 def test_the_real_clock_comes_back_even_when_shortfin_raises():
