@@ -145,7 +145,7 @@ def served_command(target: tuple[str, ...], group: click.Group) -> tuple[tuple[s
                            "not served")
         words = ("watch", *_absolute_after("--replay-file", words[1:], "recording"))
     title = {"demo": lambda: _demo_title(words[1]), "run": lambda: Path(words[1]).name,
-             "quiz": lambda: "practice: " + " ".join(words[1:]) if len(words) > 1 else "practice",
+             "quiz": lambda: "quiz: " + " ".join(words[1:]) if len(words) > 1 else "quiz",
              "watch": lambda: "watch " + Path(params["replay_file"]).name}[words[0]]()
     return tuple(words), title
 

@@ -86,6 +86,12 @@ def test_the_served_command_is_the_targets_own_command_line(tmp_path):
     recording.write_text("")
     words, title = served_command(("watch", "--replay-file", str(recording)), cli)
     assert words == ("watch", "--replay-file", str(recording.resolve())) and title == "watch r.jsonl"
+    assert served_command(("quiz", "lru"), cli)[1] == "quiz: lru"  # p is quiz mode; practice is kvviz practice
+
+
+def test_the_landing_page_calls_p_quiz_mode_as_the_app_does():
+    landing = (ROOT / "kvviz" / "serve" / "templates" / "landing.html").read_text(encoding="utf-8")
+    assert "<kbd>p</kbd> quiz" in landing and "practice" not in landing
     assert served_command((), cli) is None
 
 
