@@ -53,7 +53,7 @@ async def test_screenshot_svg_also_works_inside_a_running_event_loop(small):
 
 
 def test_kvviz_export_writes_the_same_svg_headless(tmp_path):
-    from ui_fixtures import SMALL
+    from tests.ui_fixtures import SMALL
 
     out = tmp_path / "x.svg"
     result = CliRunner().invoke(cli, ["export", str(SMALL), "--step", "6", "-o", str(out)])

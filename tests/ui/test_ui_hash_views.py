@@ -28,7 +28,7 @@ from kvviz.ui.widgets.free_queue_view import FreeQueueView
 from kvviz.ui.widgets.heap_view import HeapView
 from kvviz.ui.widgets.page_grid import PageGrid
 from kvviz.ui.widgets.trie_view import TrieView
-from ui_fixtures import SMALL
+from tests.ui_fixtures import SMALL
 
 SIZE = (100, 40)
 COMPARE_SIZE = (160, 45)

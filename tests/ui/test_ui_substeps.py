@@ -18,7 +18,7 @@ from kvviz.core import pseudocode
 from kvviz.core.session import Session
 from kvviz.core.view import FrameView, later_neighbour, same_shape
 from kvviz.core.designs import design
-from test_ui_views_fit import reaches_a_session
+from tests.ui.test_ui_views_fit import reaches_a_session
 
 SIZE = (140, 44)
 CASCADE = 7  # eviction-cascade: acquire x evicts a chain leaf first, then its parent
@@ -176,7 +176,7 @@ async def test_in_practice_mode_stepping_on_past_an_op_asks_the_next_steps_quest
 
 
 async def test_the_footer_offers_into_or_out(app_on, small):
-    from test_ui_controls import footer_actions
+    from tests.ui.test_ui_controls import footer_actions
 
     app = app_on(small, step=2)
     async with app.run_test(size=(160, 40)) as pilot:

@@ -11,6 +11,8 @@ from kvviz.teach.quiz import feedback, questions
 from kvviz.explore.app import KvvizApp
 from kvviz.explore.quiz_mode import QuizRun
 
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
+
 SIZE = (120, 40)
 
 

@@ -14,6 +14,8 @@ from kvviz.teach.exercise_screen import make_exercise_app
 from kvviz.ui.widgets.cache_column import CacheColumn
 from kvviz.teach.move_panel import MovePanel
 
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
+
 SIZE = (140, 42)
 WHERE = {"stop": "lru", "take": "lru", "victim": "lru", "swap": "lru", "dedup": "dedup", "drop": "hash-vs-trie"}
 

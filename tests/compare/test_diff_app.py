@@ -15,6 +15,8 @@ from kvviz.compare.app import DiffApp, make_diff_app
 from kvviz.compare.engine import run_diff
 from kvviz.core.scenario import parse_scenario_file
 
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
+
 ROOT = Path(__file__).resolve().parents[2]
 B9 = ROOT / "demos" / "shortfin-b9-lookup-no-ref.kvs"
 SIZE = (160, 45)

@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """SVG snapshots of ``kvviz watch`` at a fixed size (update with ``pytest
-tests/ui/test_ui_watch_snapshots.py --snapshot-update`` after looking at them as PNG).
+tests/watch/test_watch_snapshots.py --snapshot-update`` after looking at them as PNG).
 Deterministic: animations and cursor blink off, no clock (the subscriber has nothing to say),
 colours on."""
 
 from __future__ import annotations
 
-from ui_watch_fixtures import QuietSubscriber, message, received, stored, story_timeline
+import pytest
+
+from tests.watch.watch_fixtures import QuietSubscriber, message, received, stored, story_timeline
 
 from kvviz.watch.app import make_watch_app
+
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
 
 SIZE = (120, 34)
 

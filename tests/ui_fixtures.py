@@ -1,19 +1,31 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Sessions the UI tests open: the lru demo, a small scenario of our own, and a session on a
-cache that breaks an invariant (a fake backend that tampers with its snapshots)."""
+"""What every folder's UI tests share (tests/ui for the kit, and each feature's folder for its
+app): the sessions they open (the lru demo, a small scenario of our own, and a session on a cache
+that breaks an invariant, from a fake backend that tampers with its snapshots), the fixtures
+that build deterministic apps on them, and the hook that runs ``async def`` tests.
+
+A folder's conftest.py imports the fixtures and the hook it needs from here (pytest registers
+what a conftest module holds, imported or not), so no folder keeps a copy. Colours on and a
+scratch working directory are a fixture a test asks for (tests/ui's conftest asks for every
+test; a feature's UI test module with ``pytestmark``), not autouse here: most tests in a
+feature's folder run CLIs and need neither."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import inspect
 from pathlib import Path
+
+import pytest
 
 from kvviz.backends.kvcore_backend import KvcoreBackend
 from kvviz.core.demos import load_demo
 from kvviz.core.scenario import CacheConfig, parse_command, parse_scenario_file
 from kvviz.core.session import Session
+from kvviz.explore.app import make_app
 
-HERE = Path(__file__).parent
-SMALL = HERE / "scenarios" / "lru_small.kvs"
+SMALL = Path(__file__).parent / "ui" / "scenarios" / "lru_small.kvs"
 
 
 def lru_session() -> Session:
@@ -67,3 +79,48 @@ def violation_session() -> Session:
     for text in VIOLATION_SCRIPT:
         session.apply(parse_command(text, session.live_names(), session.vocab))
     return session
+
+
+@pytest.fixture
+def colours_on_in_a_scratch_directory(monkeypatch, tmp_path):
+    """Colours on (NO_COLOR would turn snapshots monochrome) and a scratch working directory,
+    so nothing a test exports lands in the checkout."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def app_on(tmp_path):
+    """``app_on(session, step=None)``: a deterministic app that exports into ``tmp_path``."""
+
+    def build(session, step=None, **opts):
+        opts.setdefault("export_dir", tmp_path)
+        opts.setdefault("play_timer", False)  # no clock: tests call play_tick() themselves
+        return make_app(session, step, animations=False, cursor_blink=False, **opts)
+
+    return build
+
+
+@pytest.fixture
+def small():
+    return small_session()
+
+
+@pytest.fixture
+def lru():
+    return lru_session()
+
+
+@pytest.fixture
+def leaky():
+    return violation_session()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run ``async def`` tests in a fresh event loop (no async plugin needed)."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        asyncio.run(pyfuncitem.obj(**arguments))
+        return True
+    return None

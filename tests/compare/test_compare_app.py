@@ -12,6 +12,8 @@ from kvviz.core.view import NODE
 from kvviz.compare.app import DiffApp, make_diff_app
 from kvviz.ui.widgets.trie_view import TrieView
 
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
+
 SIZE = (160, 45)
 
 

@@ -21,6 +21,8 @@ from kvviz.watch.to_kvs import scaled_prompt  # noqa: E402
 from kvviz.watch.widgets.forest_view import FoldedRun, fold_runs, forest_lines  # noqa: E402
 from kvviz.watch.app import make_watch_app  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
+
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 VLLM = DATA / "kv-events" / "vllm-0.33.0-conversation-400.jsonl"
 TRACE = DATA / "mooncake" / "conversation_trace.jsonl"
@@ -155,7 +157,7 @@ async def test_the_forest_shows_each_blocks_text_beside_its_tokens(tmp_path):
 
 
 async def test_following_a_live_stream_does_not_explain_or_rank_again_on_every_batch(monkeypatch):
-    from ui_watch_fixtures import QuietSubscriber, received
+    from tests.watch.watch_fixtures import QuietSubscriber, received
 
     import kvviz.watch.explain as explaining
     import kvviz.watch.hot as hot

@@ -6,8 +6,9 @@ handed to the app with ``receive``/``receive_messages`` (no timer, no socket).""
 from __future__ import annotations
 
 import pytest
-from ui_watch_fixtures import (A2, A3, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage, message,
-                               received, removed, stored, story, story_timeline)
+
+from tests.watch.watch_fixtures import (A2, A3, B2, ORPHAN, ROOT_A, QueuedSubscriber, QuietSubscriber, garbage,
+                                        message, received, removed, stored, story, story_timeline)
 
 from kvviz.watch.subscriber import NOTHING_ARRIVED_HINT, RankStats, SubscriberStats
 from kvviz.watch.wire import key_label
@@ -15,6 +16,8 @@ from kvviz.watch.events import DESIGN
 from kvviz.watch.timeline import WatchTimeline
 from kvviz.ui.screens.prompt_screen import PromptScreen
 from kvviz.watch.app import KEYS, WatchHelpScreen, make_watch_app
+
+pytestmark = pytest.mark.usefixtures("colours_on_in_a_scratch_directory")  # as in tests/ui: snapshots in colour, exports in tmp
 
 SIZE = (140, 40)
 

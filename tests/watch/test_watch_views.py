@@ -4,7 +4,7 @@ are read, the header's words. No app: plain values in, plain values out."""
 
 from __future__ import annotations
 
-from ui_watch_fixtures import A2, A3, B2, ORPHAN, ORPHAN_PARENT, ROOT_A, message, removed, stored, story_timeline
+from tests.watch.watch_fixtures import A2, A3, B2, ORPHAN, ORPHAN_PARENT, ROOT_A, message, removed, stored, story_timeline
 
 from kvviz.watch.events import DESIGN
 from kvviz.watch.timeline import WatchTimeline
@@ -162,7 +162,7 @@ def test_the_header_names_an_endpoint_as_given_and_a_recording_by_its_file():
 
 
 def test_the_narration_panel_tells_each_note_once():
-    from ui_watch_fixtures import garbage
+    from tests.watch.watch_fixtures import garbage
 
     from kvviz.watch.widgets.watch_narration import watch_narration_markup
 
