@@ -290,6 +290,9 @@ def mistake_value(view, q, tag):
             return len(tokens)
         if tag == "no-sharing":
             return 0
+        slips = {"pages-not-tokens": q.answer // tpp, "page-short": q.answer - tpp, "page-past-miss": q.answer + tpp}
+        if tag in slips:  # the right walk, miscounted
+            return slips[tag]
         if tag == "prefix-ignored":
             cached = {n.tokens for n in s0.nodes if n.parent is not None} | {b.tokens for b in s0.blocks}
             k = 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kvviz.core.policy_words import key_fields, key_value, words_for
 from kvviz.core.why import why_evicted, why_short_match
 from kvviz.core.words import are, count, there_are
-from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
+from kvviz.teach.quiz.core import (Parting, Mistake, around, page_slips, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
                    free_pages_kind, page_list, pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
@@ -338,12 +338,16 @@ def _hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
                            "no-sharing"))
     out.append(Mistake(len(tokens), "the whole request: tokens after the first page that differs are never matched",
                        "whole-request"))
-    return out
+    return around(view, "hits", answer, out + page_slips(view, answer, "the walk stops at the first page that is "
+                                                                       "not a child of the last match"))
+
 
 
 def _hit_applies(view: StepView) -> bool:
     if not (view.tree and view.ok and view.op.kind == "acquire" and view.matched):
         return False
+    if view.matched.matched_tokens == len(view.op.tokens):
+        return False  # every token hits: "the largest number offered" would be the answer, no choice can lie above
     return view.matched.matched_tokens > 0 or partial_hit(view) > 0 or unpublished_hit(view) > 0
 
 
