@@ -75,6 +75,7 @@ MISTAKES: dict[str, str] = {
     "extra-ignored": "forgets the extra token slots",
     "referenced-evictable": "counts referenced pages as evictable",
     "pool-full": "thinks a pool with no free page cannot take more",
+    "needed-not-short": "answers the pages it needs, not how many are missing",
     # refs and evictability
     "ref-unchanged": "expects the ref count not to change",
     "ref-zeroed": "drops the ref to 0 at release while others still hold the path",
@@ -510,6 +511,10 @@ def build(spec: QuestionKind, view: StepView, rng: random.Random) -> Question | 
     wrong = rng.sample(wrong, min(MAX_DISTRACTORS, len(wrong)))
     options = [(answer, None, None)] + [(m.value, m.mistake, m.tag) for m in wrong]
     rng.shuffle(options)  # numbers too: in value order, the best fixed position beat chance by 19 points
+    # Turned by the question itself: scenarios asked with the same seed drew the same orders, so
+    # one letter was right too often across them (base_fail's first, 48% against 33%).
+    turn = random.Random(f"kvviz-quiz/turn/{spec.name}/{view.index}/{view.op.text}/{answer}").randrange(len(options))
+    options = options[turn:] + options[:turn]
     choices = tuple(Choice(LETTERS[i], spec.describe(v), v, m, tag=t) for i, (v, m, t) in enumerate(options))
     return Question(spec.name, view.index, spec.ask(view), choices, answer, bound, tuple(spec.hints(view)),
                     spec.why(view, answer), spec, view)
