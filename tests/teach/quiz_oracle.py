@@ -290,6 +290,9 @@ def mistake_value(view, q, tag):
             return len(tokens)
         if tag == "no-sharing":
             return 0
+        slips = {"pages-not-tokens": q.answer // tpp, "page-short": q.answer - tpp, "page-past-miss": q.answer + tpp}
+        if tag in slips:  # the right walk, miscounted
+            return slips[tag]
         if tag == "prefix-ignored":
             cached = {n.tokens for n in s0.nodes if n.parent is not None} | {b.tokens for b in s0.blocks}
             k = 0
@@ -379,7 +382,7 @@ def mistake_value(view, q, tag):
         table = {"free-only": max(0, needed - free), "page-too-few": max(0, rest // tpp - free - evictable),
                  "extra-ignored": max(0, bare - free - evictable),
                  "own-prefix": max(0, needed - free - ref0),
-                 "referenced-evictable": 0, "pool-full": 1, "trie-rules": max(0, needed - free - 1),
+                 "referenced-evictable": 0, "pool-full": 1, "needed-not-short": needed, "trie-rules": max(0, needed - free - 1),
                  "page-too-many": max(0, ceil(len(op.tokens), tpp) + ceil(op.extra, tpp) - free - evictable)}
         return table[tag]
     if kind in ("free", "base_free"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvcore import events as ev
 
 from kvviz.core.words import are, count
-from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
+from kvviz.teach.quiz.core import (Parting, Mistake, around, QuestionKind, StepView, Value, block_table_kind, ceil_div, free_pages_kind,
                    page_list, pages_text)
 
 
@@ -151,7 +151,9 @@ def _fail_distractors(view: StepView, answer: Value) -> list[Mistake]:
     out.append(Mistake(0 if answer else 1, "the pool looks full: but free pages are all it needs"
                        if not answer else "referenced pages can be taken: a base cache only has its free list",
                        "pool-full" if not answer else "referenced-evictable"))
-    return out
+    out.append(Mistake(needed(view), "the pages it needs, not how many it is short: the free pages count against "
+                                      "them", "needed-not-short"))
+    return around(view, "base_fail", answer, out, bound=needed(view))  # the shortfall was the largest offered 60%
 
 
 BASE_FAIL = QuestionKind(

@@ -55,6 +55,9 @@ MISTAKES: dict[str, str] = {
     "no-sharing": "expects nothing to be shared",
     "whole-request": "matches the whole request, past the first page that differs",
     "prefix-ignored": "matches a page cached after another prefix",
+    "pages-not-tokens": "counts matched pages instead of tokens",
+    "page-short": "stops one page before the match ends",
+    "page-past-miss": "counts one page past the first page that misses",
     # block tables, free pages, room
     "copied-hits": "takes fresh pages for the hit pages instead of sharing them",
     "page-too-many": "rounds the extra slots up separately (a page too many)",
@@ -72,6 +75,7 @@ MISTAKES: dict[str, str] = {
     "extra-ignored": "forgets the extra token slots",
     "referenced-evictable": "counts referenced pages as evictable",
     "pool-full": "thinks a pool with no free page cannot take more",
+    "needed-not-short": "answers the pages it needs, not how many are missing",
     # refs and evictability
     "ref-unchanged": "expects the ref count not to change",
     "ref-zeroed": "drops the ref to 0 at release while others still hold the path",
@@ -178,6 +182,45 @@ class StepView:
     def substeps(self):
         """The op's sub-steps (kvcore's own stream, built on first asking)."""
         return self.session.substeps(self.index)
+
+
+def around(view: StepView, kind: str, answer: int, mistakes: list[Mistake], low: int = 0,
+           bound: int | None = None) -> list[Mistake]:
+    """At most :data:`MAX_DISTRACTORS` of ``mistakes`` for a number question, on both sides of
+    ``answer``: how many lie below it is drawn per question (seeded from the step, the kind and
+    the answer, so deterministic), so the answer's rank among the choices varies and "the
+    smallest (second smallest, largest) number" is no shortcut. At least ``low`` lie below when
+    that many exist (a kind whose answer 0 is common keeps 0's rank to itself). Values equal
+    to the answer, repeated, or outside ``0..bound`` are dropped (the first mistake naming a
+    value keeps it)."""
+    seen, below, above = {answer}, [], []
+    for m in mistakes:
+        if m.value in seen or m.value < 0 or (bound is not None and m.value > bound):
+            continue
+        seen.add(m.value)
+        (below if m.value < answer else above).append(m)
+    wanted = min(2, len(below) + len(above))  # three choices wherever three distinct ones exist
+    ranks = [r for r in range(min(MAX_DISTRACTORS, len(below)) + 1)
+             if r >= min(low, len(below)) and r + min(MAX_DISTRACTORS - r, len(above)) >= wanted]
+    rng = random.Random(f"kvviz-quiz/around/{kind}/{view.index}/{view.op.text}/{answer}")
+    r = rng.choice(ranks)
+    return rng.sample(below, r) + rng.sample(above, min(MAX_DISTRACTORS - r, len(above)))
+
+
+def page_slips(view: StepView, answer: Value, stop: str, unit: str = "page") -> list[Mistake]:
+    """The slips of a learner who walks the right pages but miscounts: pages for tokens, one
+    page short, one page past the miss (``stop`` says why the match ends there; ``unit`` is
+    what the cache matches: a trie's page, a hash cache's block)."""
+    tpp, tokens = view.snap0.tokens_per_page, view.op.tokens
+    out = []
+    if answer and tpp > 1:
+        out.append(Mistake(answer // tpp, f"counting matched {unit}s, not tokens: each {unit} holds "
+                                          f"{count(tpp, 'token')}", "pages-not-tokens"))
+    if answer:
+        out.append(Mistake(answer - tpp, f"one {unit} short: the last matched {unit} hits too", "page-short"))
+    if answer + tpp <= len(tokens):
+        out.append(Mistake(answer + tpp, f"one {unit} past the match: {stop}", "page-past-miss"))
+    return out
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -468,6 +511,10 @@ def build(spec: QuestionKind, view: StepView, rng: random.Random) -> Question | 
     wrong = rng.sample(wrong, min(MAX_DISTRACTORS, len(wrong)))
     options = [(answer, None, None)] + [(m.value, m.mistake, m.tag) for m in wrong]
     rng.shuffle(options)  # numbers too: in value order, the best fixed position beat chance by 19 points
+    # Turned by the question itself: scenarios asked with the same seed drew the same orders, so
+    # one letter was right too often across them (base_fail's first, 48% against 33%).
+    turn = random.Random(f"kvviz-quiz/turn/{spec.name}/{view.index}/{view.op.text}/{answer}").randrange(len(options))
+    options = options[turn:] + options[:turn]
     choices = tuple(Choice(LETTERS[i], spec.describe(v), v, m, tag=t) for i, (v, m, t) in enumerate(options))
     return Question(spec.name, view.index, spec.ask(view), choices, answer, bound, tuple(spec.hints(view)),
                     spec.why(view, answer), spec, view)

@@ -10,7 +10,7 @@ from kvcore import events as ev
 
 from kvviz.core.free_queue import _explicit
 from kvviz.core.words import count
-from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, page_list, pages_text
+from kvviz.teach.quiz.core import Parting, Mistake, around, page_slips, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, page_list, pages_text
 
 
 def _queue(snap) -> list[int]:
@@ -115,13 +115,21 @@ def _hash_hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
         out.append(Mistake(live * view.snap0.tokens_per_page, "only blocks still held: a released block stays "
                                                                 "cached in the queue until its page is reused",
                            "eager-eviction"))
-    return out
+    return around(view, "hash_hits", answer, out + page_slips(view, answer, "the lookup stops at the first block "
+                                                                            "whose chained key is not cached", "block"))
+
+
+def _hash_hit_applies(view: StepView) -> bool:
+    if view.tree or not view.ok or view.op.kind != "acquire" or view.matched is None:
+        return False
+    if view.matched.matched_tokens == len(view.op.tokens):
+        return False  # every token hits: "the largest number offered" would be the answer, no choice can lie above
+    return view.matched.matched_tokens > 0 or _any_prefix_hit(view) > 0
 
 
 HASH_HITS = QuestionKind(
     "hash_hits", "hit tokens", "number", "token",
-    applies=lambda v: (not v.tree and v.ok and v.op.kind == "acquire" and v.matched is not None
-                       and (v.matched.matched_tokens > 0 or _any_prefix_hit(v) > 0)),
+    applies=_hash_hit_applies,
     ask=lambda v: f"{v.text()} How many of its {count(len(v.op.tokens), 'token')} will hit the cache?",
     answer=lambda v: v.matched.matched_tokens,
     bound=lambda v: len(v.op.tokens),

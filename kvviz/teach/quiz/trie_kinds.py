@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kvviz.core.policy_words import key_fields, key_value, words_for
 from kvviz.core.why import why_evicted, why_short_match
 from kvviz.core.words import are, count, there_are
-from kvviz.teach.quiz.core import (Parting, Mistake, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
+from kvviz.teach.quiz.core import (Parting, Mistake, around, page_slips, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
                    free_pages_kind, page_list, pages_text, simulate_evictions, walk)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
@@ -338,7 +338,9 @@ def _hit_distractors(view: StepView, answer: Value) -> list[Mistake]:
                            "no-sharing"))
     out.append(Mistake(len(tokens), "the whole request: tokens after the first page that differs are never matched",
                        "whole-request"))
-    return out
+    return around(view, "hits", answer, out + page_slips(view, answer, "the walk stops at the first page that is "
+                                                                       "not a child of the last match"))
+
 
 
 def _hit_applies(view: StepView) -> bool:
@@ -709,7 +711,7 @@ def _free_distractors(view: StepView, answer: Value) -> list[Mistake]:
     if op.kind == "publish":
         out.append(Mistake(snap.free_count + 2 * len(view.dedups),
                            "both copies freed: the cached page stays, only the duplicate returns", "both-copies"))
-    return out
+    return around(view, "free", answer, out, low=1)  # chosen per question: 0 free pages answered 54% of these
 
 
 def _free_why(view: StepView, x: Value) -> str:
