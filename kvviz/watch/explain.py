@@ -225,6 +225,17 @@ def _history(timeline, at: int) -> _History:
     return _History(contents, batches, usual_block_size(sizes) if sizes else None, incomplete, late, no_tokens)
 
 
+def _cached_child(state, parent_key, tokens: tuple, lora):
+    """The blocks stored under ``parent_key`` (under the root: those with no parent), and the
+    one that holds ``tokens`` for ``lora`` on a primary medium, as an engine's lookup would
+    match it (None: not cached there)."""
+    candidates = state.children(parent_key)
+    if parent_key is None:
+        candidates = tuple(b for b in candidates if b.parent is None)
+    match = next((b for b in candidates if b.tokens == tokens and b.medium in PRIMARY_MEDIA and b.lora == lora), None)
+    return candidates, match
+
+
 def _explain_folded(folded: int, state, prompt: tuple, lora, base: dict) -> Explanation:
     """The verdict when steps 1..``folded`` are gone (a live watch bounded in bytes): the state
     after the step still proves a hit, but a miss's cause needs the history, so it is unknown."""
@@ -243,9 +254,7 @@ def _explain_folded(folded: int, state, prompt: tuple, lora, base: dict) -> Expl
     parent_key = None
     for index in range(full):
         tokens = prompt[index * size:(index + 1) * size]
-        candidates = [b for b in state.children(parent_key) if parent_key is not None or b.parent is None]
-        match = next((b for b in candidates if b.tokens == tokens and b.medium in PRIMARY_MEDIA and b.lora == lora),
-                     None)
+        _candidates, match = _cached_child(state, parent_key, tokens, lora)
         if match is None:
             return Explanation("unknown", False, block_size=size, full_blocks=full, matched_blocks=index,
                                block=index, **base, incomplete=(gone,),
@@ -334,11 +343,7 @@ def explain(timeline, prompt: Sequence[int], at: int | None = None, *, lora: int
     matched: list[dict] = []
     for index in range(full):
         tokens = prompt[index * size:(index + 1) * size]
-        candidates = state.children(parent_key)
-        if parent_key is None:
-            candidates = tuple(b for b in candidates if b.parent is None)
-        match = next((b for b in candidates if b.tokens == tokens and b.medium in PRIMARY_MEDIA and b.lora == lora),
-                     None)
+        candidates, match = _cached_child(state, parent_key, tokens, lora)
         if match is None:
             found = _miss(history, candidates, prompt, index, tokens, parent_content, lora, decode, base, matched)
             return _judged(found, history)
