@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from kvcore import POLICIES
 from kvviz.backends.registry import BackendError
 from kvviz.commands import BadInput
 from kvviz.compare.shrink_command import Progress, chosen_mode, check_seconds, deadline, mode_options, write_failure_bundle
@@ -35,7 +36,7 @@ MAX_OPS = 10_000
                    "existing files are never overwritten.")
 @click.option("--kind", type=click.Choice(KVCORE_DESIGNS), default=TRIE, show_default=True,
               help="The cache design (shortfin and --diff: trie only).")
-@click.option("--policy", type=click.Choice(("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")),
+@click.option("--policy", type=click.Choice(POLICIES),
               default="lru", show_default=True, help="The trie's eviction policy (shortfin: lru only).")
 @click.option("--no-shrink", is_flag=True, help="Count the classes only; do not shrink them.")
 @click.option("--max-seconds", type=float, default=300.0, show_default=True,

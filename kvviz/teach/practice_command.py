@@ -17,6 +17,7 @@ import sys
 
 import click
 
+from kvcore import POLICIES
 from kvviz.core.designs import BASE, HASH, KVCORE_DESIGNS, TRIE
 from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_NUMBER
 from kvviz.teach.course import CONCEPTS
@@ -38,7 +39,7 @@ MAX_PRACTICE_MOVES = 2_000
               help="Seed of the random scenario and of the choices' order: the same seed, the same exercise.")
 @click.option("--level", type=click.Choice(tuple(LEVELS)), default=None,
               help="With --random: the scenario's difficulty (default easy).")
-@click.option("--policy", type=click.Choice(("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")), default=None,
+@click.option("--policy", type=click.Choice(POLICIES), default=None,
               help="Run on this eviction policy (trie only).")
 @click.option("--design", type=click.Choice(DESIGNS), default=None, help="Run on this cache design.")
 @click.option("--move", "kinds", multiple=True, type=click.Choice(tuple(MOVE_KINDS)),
