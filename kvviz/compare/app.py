@@ -283,7 +283,7 @@ class DiffApp(StepActions, App[None]):
 
     def _findings_markup(self, side, differs: bool) -> list[str]:
         """The known issues ``side``'s backend saw up to this step; for a backend that looks for
-        them (shortfin), also when none explains a difference."""
+        them (shortfin), also when none explains a divergence."""
         step = self.step
         findings = [(i, f) for i, fs in enumerate(side.findings[:step + 1]) for f in fs]
         if not findings:
