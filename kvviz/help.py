@@ -107,9 +107,9 @@ side on shortfin's or SGLang 0.5.23's trie (lru only), vllm on vLLM 0.33.0's pre
 checkout: bash scripts/install-engines.sh VENV, then VENV/bin/kvviz. A misspelt kind or policy
 is refused with the names it could mean (trie:lruu: unknown policy 'lruu'; did you mean 'lru'?).
 
-Both sides step together. A divergence is what a user of the cache can observe: an op's
+Both sides step together. They diverge on what a user of the cache can observe: an op's
 success or failure, free pages, cached blocks, each allocation's block table; the first
-step where the sides differ is marked. Each side counts hit tokens, pages computed and
+step where the sides differ (the first divergence) is marked. Each side counts hit tokens, pages computed and
 reused, evictions and failed ops. The script's narration and expects apply on the side
 that runs its own cache line; the output says which side checked them.
 

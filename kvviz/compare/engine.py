@@ -5,7 +5,9 @@ A configuration is a :class:`SideSpec`: a cache kind (trie, hash or base), the t
 policy and the backend that runs it. ``kvviz compare`` puts any two side by side
 (:func:`run_compare`: ``trie:lru`` against ``trie:lfu``, the trie against the hash design);
 ``kvviz diff`` is the special case of the reference backend's trie against another
-backend's, the same config on both (:func:`run_diff`: kvcore's against shortfin's).
+backend's, the same config on both (:func:`run_diff`: kvcore's against shortfin's): the same
+:class:`CompareRun`, the same report (:func:`format_compare`) and the same JSON
+(:func:`compare_dict`, :data:`COMPARE_SCHEMA`).
 
 Both runs are ordinary :class:`~kvviz.core.session.Session` s, so every frame of either
 side can be viewed, exported or put side by side (``kvviz diff --ui``, ``kvviz compare``).
