@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -197,6 +198,21 @@ def test_diff_command_accepts_a_demo_name_and_emits_json():
     assert [f["code"] for f in report["findings"]] == ["B10"]
     assert d["right"]["violations"] and not d["left"]["violations"]
     assert d["left"]["observation"]["outcome"] == "CacheAllocationFailure"
+
+
+@pytest.mark.parametrize("name", ["lru", "shortfin-b9-lookup-no-ref"])
+def test_diff_prints_what_compare_with_shortfin_on_the_right_prints_text_and_json(name):
+    from kvviz.cli import cli
+
+    runner = CliRunner()
+    for flag in ("--print", "--json"):
+        diffed = runner.invoke(cli, ["diff", name, *([flag] if flag == "--json" else [])])
+        compared = runner.invoke(cli, ["compare", name, "--right", "trie", "--right-backend", "shortfin", flag])
+        assert diffed.exit_code == compared.exit_code == (1 if "b9" in name else 0), diffed.output
+        assert diffed.stdout == compared.stdout
+    header = runner.invoke(cli, ["diff", name]).stdout.splitlines()[0]
+    assert re.fullmatch(rf".*{name}\.kvs: kvcore trie:lru vs shortfin 3\.9\.0 trie:lru \(TriePagedAttentionCache\), "
+                        r"\d+ steps, \d+ pages of \d+ tokens", header), header
 
 
 def test_diff_command_exits_0_when_both_agree(tmp_path):
