@@ -122,7 +122,7 @@ divergence (the likely explanation), or that none explains it (a new finding).
 Exit 0 when the sides agree at every step, exit 1 at a divergence, 2 for bad input.
 kvviz diff FILE is the special case kvcore's trie against shortfin's; kvviz diff FILE
 --backend sglang puts SGLang's RadixCache there, --backend vllm kvcore's hash design against
-vLLM's KVCacheManager (the same report and JSON as kvviz compare --right-backend).
+vLLM's KVCacheManager: the report and JSON of kvviz compare --right KIND --right-backend B.
 """
 
 

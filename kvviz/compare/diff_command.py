@@ -27,8 +27,9 @@ from kvviz.compare.compare_command import launch_diff_ui
 def diff(file: str, as_json: bool, ui: bool, backend: str) -> None:
     """Run a scenario on kvcore and on a real cache and report the first step where they differ.
 
-    `kvviz diff FILE` is `kvviz compare FILE --right-backend shortfin`, the same report; `--backend vllm` puts vLLM
-    0.33.0 there, `--backend sglang` SGLang 0.5.23. Each engine's known behaviours (SGLang's
+    `kvviz diff FILE` is `kvviz compare FILE --right trie --right-backend shortfin --print`, the
+    same report (and with --json the same JSON); `--backend vllm` puts vLLM 0.33.0 there,
+    `--backend sglang` SGLang 0.5.23. Each engine's known behaviours (SGLang's
     whole-leaf eviction SG1, its split-refresh LRU bug SG2, a refused lookup touching LRU SG3)
     are named where they decide a divergence. The engines need their own venv with a CPU
     torch (~2 min, ~3.5 GB), from a checkout: `bash scripts/install-engines.sh VENV`, then

@@ -760,8 +760,8 @@ COMPARE_JSON_HELP = f"""\
 kvviz compare --json, kvviz diff --json: both sides, every step ({COMPARE_SCHEMA})
 
 One JSON object, keys sorted, indented. kvviz diff FILE --json prints the object kvviz
-compare FILE --right-backend shortfin --json prints (the reference on the left, the
-backend on the right). Exit codes as the text report: 0 when the sides agree at every step,
+compare FILE --right trie --right-backend shortfin --json prints (the reference on the
+left, the backend on the right). Exit codes as the text report: 0 when the sides agree at every step,
 1 at a divergence, 2 for bad input.
 
   schema            "{COMPARE_SCHEMA}"
@@ -769,7 +769,7 @@ backend on the right). Exit codes as the text report: 0 when the sides agree at 
   steps             the scenario's ops: records run from step 0 (the start) to steps
   sides             "left" and "right", each:
     kind, policy    the cache kind and its eviction policy ("lru" for a kind without one)
-    backend         the cache that runs the side (kvcore, shortfin, vllm, sglang)
+    backend         the cache that runs the side ({', '.join(BACKENDS)})
     label           kind:policy, after the backend when it is not kvcore (shortfin trie:lru)
     version         a foreign backend's version (shortfin's 3.9.0); null for kvcore
     cache_class     a foreign backend's cache class (TriePagedAttentionCache); null for kvcore
