@@ -99,13 +99,42 @@ def _topic(name: str) -> str:
     return TOPICS[name].page()
 
 
+COMPARE_RENAMED = (
+    ("kvviz.diff/1", "schema", "schema: kvviz.compare/2"),
+    ("kvviz.diff/1", "<backend>_version (shortfin_version, vllm_version, sglang_version)", "sides.right.version"),
+    ("kvviz.diff/1", "findings[]: step, code, kind, message", "findings[]: the same, and side (\"right\")"),
+    ("kvviz.diff/1", "divergence", "first_divergence"),
+    ("kvviz.diff/1", "divergence: step, line, op, fields, known, explained", "first_divergence: the same keys"),
+    ("kvviz.diff/1", "divergence.kvcore", "first_divergence.left"),
+    ("kvviz.diff/1", "divergence.<backend> (divergence.shortfin)", "first_divergence.right"),
+    ("kvviz.compare/1", "schema", "schema: kvviz.compare/2"),
+    ("kvviz.compare/1", "first_difference", "first_divergence"),
+    ("kvviz.compare/1", "first_difference.left, first_difference.right (observations)",
+     "first_divergence.left.observation, first_divergence.right.observation"),
+)
+"""The keys of the two schemas kvviz.compare/2 replaced, and where each went (the keys not
+listed kept their names; sides.X.version and cache_class, findings, first_divergence's known,
+explained and each side's snapshot and violations are new to the compare JSON)."""
+
+
 def json_page() -> str:
-    lines = [HEADER.format(source="`kvviz help json` and `kvviz help watch`"), "# JSON formats", "",
-             "The machine interfaces, field by field: the text `kvviz help json` and `kvviz help watch` "
-             "print. The other JSON outputs (`kvviz compare --json`, `kvviz trace --json`, "
+    lines = [HEADER.format(source="`kvviz help json`, `kvviz help compare` and `kvviz help watch`"),
+             "# JSON formats", "",
+             "The machine interfaces, field by field: the text `kvviz help json`, `kvviz help compare` and "
+             "`kvviz help watch` print. The other JSON outputs (`kvviz trace --json`, "
              "`kvviz quiz/practice --json`, bundles) are described with their commands in the guide.", ""]
-    for topic, title in (("json", "`kvviz run --json`: the timeline"), ("watch", "`kvviz watch --json`: the stream")):
-        lines += [f"## {title}", "", "```text", _topic(topic).rstrip("\n"), "```", ""]
+    from kvviz.compare.engine import COMPARE_JSON_HELP
+
+    for title, text in (("`kvviz run --json`: the timeline", _topic("json")),
+                        ("`kvviz compare --json`, `kvviz diff --json`: both sides", COMPARE_JSON_HELP),
+                        ("`kvviz watch --json`: the stream", _topic("watch"))):
+        lines += [f"## {title}", "", "```text", text.rstrip("\n"), "```", ""]
+        if "compare" in title:
+            lines += ["Before kvviz.compare/2, `kvviz compare --json` printed `kvviz.compare/1` and "
+                      "`kvviz diff --json` printed `kvviz.diff/1`; their keys went here (the others kept "
+                      "their names):", "", "| schema | old key | kvviz.compare/2 |", "|---|---|---|"]
+            lines += [f"| {schema} | `{old}` | `{new}` |" for schema, old, new in COMPARE_RENAMED]
+            lines.append("")
     return "\n".join(lines)
 
 

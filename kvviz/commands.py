@@ -233,7 +233,8 @@ def _kind_flag(ctx: click.Context, param: click.Parameter, given: bool) -> None:
 def kind_option(f):
     """``--trie`` / ``--base``: run on this cache kind instead of the script's header's.
 
-    The command gets ``kind``: ``"trie"``, ``"base"`` or None (the header's); both is bad input.
+    The command gets ``kind``: :data:`~kvviz.core.designs.TRIE`, :data:`~kvviz.core.designs.BASE` or None (the
+    header's); both is bad input.
     """
     f = click.option("--base", BASE, is_flag=True, expose_value=False, callback=_kind_flag,
                      help="Run on the base cache (no sharing).")(f)

@@ -107,21 +107,29 @@ side on shortfin's or SGLang 0.5.23's trie (lru only), vllm on vLLM 0.33.0's pre
 checkout: bash scripts/install-engines.sh VENV, then VENV/bin/kvviz. A misspelt kind or policy
 is refused with the names it could mean (trie:lruu: unknown policy 'lruu'; did you mean 'lru'?).
 
-Both sides step together. A difference is what a user of the cache can observe: an op's
+Both sides step together. They diverge on what a user of the cache can observe: an op's
 success or failure, free pages, cached blocks, each allocation's block table; the first
-step where the sides differ is marked. Each side counts hit tokens, pages computed and
+step where the sides differ (the first divergence) is marked. Each side counts hit tokens, pages computed and
 reused, evictions and failed ops. The script's narration and expects apply on the side
 that runs its own cache line; the output says which side checked them.
 
-  --print   the first difference, then a table of every step with both sides' counters
-  --json    one JSON object (schema kvviz.compare/1): both sides per step, with digests
-  (none)    the UI, two columns, at the first difference (or --step N)
+  --print   the first divergence, then a table of every step with both sides' counters
+  --json    one JSON object (schema kvviz.compare/2): both sides per step, with digests
+  (none)    the UI, two columns, at the first divergence (or --step N)
 
-Exit 0 when the sides agree at every step, exit 1 at a difference, 2 for bad input.
+A side run by another backend than kvcore names its known issues: those seen up to the
+divergence (the likely explanation), or that none explains it (a new finding).
+Exit 0 when the sides agree at every step, exit 1 at a divergence, 2 for bad input.
 kvviz diff FILE is the special case kvcore's trie against shortfin's; kvviz diff FILE
 --backend sglang puts SGLang's RadixCache there, --backend vllm kvcore's hash design against
-vLLM's KVCacheManager (one report, schema kvviz.diff/1, keys named by the backends).
+vLLM's KVCacheManager: the report and JSON of kvviz compare --right KIND --right-backend B.
 """
+
+
+def _compare() -> str:
+    from kvviz.compare.engine import COMPARE_JSON_HELP
+
+    return _COMPARE + "\n" + COMPARE_JSON_HELP
 
 _TRACE = """\
 kvviz trace: replay a Mooncake request trace (JSONL) through the KV cache
@@ -157,8 +165,8 @@ TOPICS: dict[str, Topic] = {
     "json": Topic("the fields of kvviz run --json (kvviz.timeline/3)", _json),
     "keys": Topic("the keys of the UI", _keys),
     "quiz": Topic("kvviz quiz: how questions are asked and answered, the question kinds", _quiz),
-    "compare": Topic("kvviz compare: two cache configurations side by side, what counts as a difference",
-                     lambda: _COMPARE),
+    "compare": Topic("kvviz compare and diff: two caches side by side, what counts as a divergence, the JSON",
+                     _compare),
     "trace": Topic("kvviz trace: replaying Mooncake traces, units, designs, --sweep, --to-kvs", lambda: _TRACE),
     "watch": Topic("the fields of kvviz watch --json (kvviz.watch-summary/1)", _watch),
     "samples": Topic("the traces and KV-event recordings shipped with kvviz, by name", _samples),

@@ -26,7 +26,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from kvviz.backends.registry import REFERENCE_BACKEND
 from kvviz.compare.engine import FIELD_NAMES, CompareRun, Counters, divergence_summary
 from kvviz.ui.stepping import StepActions
 from kvviz.ui.themes import set_up_appearance, variable_defaults
@@ -283,13 +282,12 @@ class DiffApp(StepActions, App[None]):
 
     def _findings_markup(self, side, differs: bool) -> list[str]:
         """The known issues ``side``'s backend saw up to this step; for a backend that looks for
-        them (shortfin), also when none explains a difference."""
+        them (shortfin), also when none explains a divergence."""
         step = self.step
         findings = [(i, f) for i, fs in enumerate(side.findings[:step + 1]) for f in fs]
         if not findings:
-            looks = side.spec.backend != REFERENCE_BACKEND  # the reference has no known departures
             return [f"[$kv-muted]No known {literal(side.name)} issue seen so far explains this.[/]"] \
-                if differs and looks else []
+                if differs and side.foreign else []  # the reference has no known departures
         lines = [f"[b]Known {literal(side.title)} issues seen up to step {step}:[/b]"]
         for i, f in findings:
             try:

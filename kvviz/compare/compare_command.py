@@ -4,8 +4,8 @@
 ``--left``/``--right`` name each side as ``KIND[:POLICY]`` (``trie:lru``, ``trie:lfu``,
 ``base``, ``hash``) and ``--left-backend``/``--right-backend`` the cache that runs it. The UI is
 ``kvviz diff --ui``'s side-by-side app with running counters per side; ``--print`` and
-``--json`` are headless. Exit 0 when both sides agree at every step, 1 at a difference, 2 for
-bad input, as ``kvviz diff``.
+``--json`` are headless, one report and one JSON schema with ``kvviz diff``. Exit 0 when both
+sides agree at every step, 1 at a divergence, 2 for bad input, as ``kvviz diff``.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ def _side(option: str, text: str, header, backend: str):
 @_backend_option("left")
 @_backend_option("right")
 @click.option("--print", "print_only", is_flag=True,
-              help="Print the first difference and a table of every step with both sides' counters.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per step per side (kvviz.compare/1).")
-@click.option("--step", type=int, default=None, help="Open the UI at this step (default: the first difference).")
+              help="Print the first divergence and a table of every step with both sides' counters.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the report as one JSON object, a record per step per side (kvviz.compare/2).")
+@click.option("--step", type=int, default=None, help="Open the UI at this step (default: the first divergence).")
 def compare(file: str, left_spec: str | None, right_spec: str, left_backend: str, right_backend: str,
             print_only: bool, as_json: bool, step: int | None) -> None:
     """Run a scenario (or a demo) on two cache configurations and show them side by side.
@@ -55,7 +56,7 @@ def compare(file: str, left_spec: str | None, right_spec: str, left_backend: str
     pages, cached blocks, block tables) is marked, and each side counts hit tokens, pages
     computed and reused, evictions and failed ops. The script's narration and expects apply
     on the side that runs its own `cache` line; the output says which side checked them.
-    Exit 0 when the sides agree at every step, 1 at a difference, 2 for bad input.
+    Exit 0 when the sides agree at every step, 1 at a divergence, 2 for bad input.
     """
     from kvviz.compare.engine import compare_dict, format_compare, run_compare
 
@@ -77,13 +78,13 @@ def compare(file: str, left_spec: str | None, right_spec: str, left_backend: str
     elif print_only:
         click.echo(format_compare(run), nl=False)
     else:
-        launch_diff_ui(run, step)  # at the first difference unless --step
+        launch_diff_ui(run, step)  # at the first divergence unless --step
     sys.exit(1 if run.divergence else 0)
 
 
 def launch_diff_ui(run, step: int | None = None) -> None:
     """Open a two-sided run (``kvviz diff``, ``kvviz compare``) side by side in the terminal UI,
-    at ``step`` (default: the first difference)."""
+    at ``step`` (default: the first divergence)."""
     from kvviz.compare.app import make_diff_app
 
     commands.run_app(make_diff_app(run, step))

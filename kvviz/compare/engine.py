@@ -5,7 +5,9 @@ A configuration is a :class:`SideSpec`: a cache kind (trie, hash or base), the t
 policy and the backend that runs it. ``kvviz compare`` puts any two side by side
 (:func:`run_compare`: ``trie:lru`` against ``trie:lfu``, the trie against the hash design);
 ``kvviz diff`` is the special case of the reference backend's trie against another
-backend's, the same config on both (:func:`run_diff`: kvcore's against shortfin's).
+backend's, the same config on both (:func:`run_diff`: kvcore's against shortfin's): the same
+:class:`CompareRun`, the same report (:func:`format_compare`) and the same JSON
+(:func:`compare_dict`, :data:`COMPARE_SCHEMA`).
 
 Both runs are ordinary :class:`~kvviz.core.session.Session` s, so every frame of either
 side can be viewed, exported or put side by side (``kvviz diff --ui``, ``kvviz compare``).
@@ -194,11 +196,14 @@ class SideSpec:
     backend: str = REFERENCE_BACKEND
 
     @property
+    def setting(self) -> str:
+        """The kind and its policy: ``trie:lru``, ``base``, ``hash`` (whichever backend runs it)."""
+        return f"{self.kind}:{self.policy}" if self.kind in POLICY_KINDS else self.kind
+
+    @property
     def label(self) -> str:
-        """``trie:lru``, ``base``, ``hash``; prefixed with the backend when it is not kvcore
-        (``shortfin trie:lru``)."""
-        text = f"{self.kind}:{self.policy}" if self.kind in POLICY_KINDS else self.kind
-        return text if self.backend == REFERENCE_BACKEND else f"{self.backend} {text}"
+        """:attr:`setting`, prefixed with the backend when it is not kvcore (``shortfin trie:lru``)."""
+        return self.setting if self.backend == REFERENCE_BACKEND else f"{self.backend} {self.setting}"
 
     def config(self, header: CacheConfig) -> CacheConfig:
         """The header's pool and page size with this side's kind and policy (and a hash header's
@@ -282,9 +287,9 @@ class Counters:
 
 @dataclass
 class Side:
-    """One side of a run: its key (``left``/``right``, or for a diff its backend's name:
-    widget ids and JSON), the ``name`` reports use, its column ``title``, its spec and session,
-    and per frame its backend's findings and its :class:`Counters`."""
+    """One side of a run: its key (``left`` or ``right``: widget ids and JSON), the ``name``
+    reports use, its column ``title``, its spec and session, and per frame its backend's
+    findings and its :class:`Counters`."""
 
     key: str
     name: str
@@ -297,6 +302,30 @@ class Side:
     expects_unchecked: int = 0
     expects_note: str = ""
     """Why the script's untagged lines were left out on this side ("" when they were not)."""
+
+    @property
+    def foreign(self) -> bool:
+        """Whether another backend than the reference runs this side (its known issues count)."""
+        return self.spec.backend != REFERENCE_BACKEND
+
+    @property
+    def version(self) -> str | None:
+        """The foreign backend's version (``3.9.0``); None for the reference."""
+        return self.session.backend.version if self.foreign else None
+
+    @property
+    def cache_class(self) -> str | None:
+        """The foreign cache's class (``TriePagedAttentionCache``); None for the reference."""
+        return self.session.backend.cache_name if self.foreign else None
+
+    @property
+    def description(self) -> str:
+        """The side once, for a report's header: ``kvcore trie:lru``, ``shortfin 3.9.0 trie:lru
+        (TriePagedAttentionCache)`` (a foreign backend's version and cache class are its own)."""
+        name = self.session.backend.name
+        if not self.foreign:
+            return f"{name} {self.spec.setting}"
+        return f"{name} {self.version} {self.spec.setting} ({self.cache_class})"
 
 
 class _SideRunner:
@@ -406,73 +435,54 @@ class CompareRun:
         return tuple(f for i in range(1, step + 1) for side in self.sides for f in side.findings[i])
 
 
-class DiffRun(CompareRun):
-    """A ``kvviz diff`` run: the reference backend's trie on the left, a foreign backend's on
-    the right (each side keyed and named by its backend)."""
-
-    @property
-    def reference(self) -> Session:
-        """The reference session (left: :data:`~kvviz.backends.registry.REFERENCE_BACKEND`)."""
-        return self.left.session
-
-    @property
-    def foreign(self) -> Session:
-        """The foreign backend's session (right)."""
-        return self.right.session
-
-    @property
-    def backend(self):
-        """The foreign side's backend: its name, version, cache class and known issues word
-        the report (the Backend Protocol)."""
-        return self.right.session.backend
-
-    @property
-    def findings(self) -> tuple[tuple, ...]:
-        """The foreign backend's findings per frame index; frame 0 has none."""
-        return tuple(self.right.findings)
+def side_names(left: SideSpec, right: SideSpec) -> tuple[str, str]:
+    """How reports name the two sides: by what tells them apart, the backend (``kvcore``,
+    ``shortfin``), the setting (``trie:lru``, ``trie:fifo``) or both; ``left`` and ``right``
+    when nothing does."""
+    parts = [(spec.backend if left.backend != right.backend else "",
+              spec.setting if left.setting != right.setting else "") for spec in (left, right)]
+    names = tuple(" ".join(p for p in part if p) for part in parts)
+    return names if all(names) else ("left", "right")
 
 
-def _run(scenario: Scenario, sides, run_class=CompareRun, command: str = "compare") -> CompareRun:
-    """Run both ``sides`` (``(key, name, title, spec)`` each) of ``scenario`` step by step and
-    find the first divergence."""
-    runners = [_SideRunner(scenario, *side, name_side=command == "compare") for side in sides]
-    left, right = (runner.side for runner in runners)
-    observations = [(observe(left.session.last), observe(right.session.last))]
+def run_compare(scenario: Scenario, left: SideSpec, right: SideSpec, command: str = "compare") -> CompareRun:
+    """Run ``scenario`` on the ``left`` and on the ``right`` configuration, step by step, and
+    find the first divergence (``command``, ``compare`` or ``diff``, titles the app).
+
+    Sides are keyed ``left`` and ``right`` and named by :func:`side_names`. Raises
+    :class:`~kvviz.backends.BackendError` for a configuration its backend cannot run
+    (:class:`~kvviz.backends.BackendUnavailable` when its packages are not installed); a
+    compare says which side, a diff keeps the backend's own words.
+    """
+    names = side_names(left, right)
+    runners = [_SideRunner(scenario, key, name, f"{key} · {spec.label}", spec, name_side=command == "compare")
+               for key, name, spec in zip(("left", "right"), names, (left, right))]
+    left_side, right_side = (runner.side for runner in runners)
+    observations = [(observe(left_side.session.last), observe(right_side.session.last))]
     divergence = None
     for index, step in enumerate(scenario.steps):
         lo, ro = (observe(runner.apply(index)) for runner in runners)
         observations.append((lo, ro))
         if divergence is None and lo != ro:
             step_number = index + 1
-            findings = tuple(f for i in range(1, step_number + 1) for side in (left, right) for f in side.findings[i])
+            findings = tuple(f for i in range(1, step_number + 1) for side in (left_side, right_side)
+                             for f in side.findings[i])
             divergence = Divergence(step_number, step.op.text, step.op.line, lo.differences(ro), lo, ro, findings)
-    return run_class(scenario, left, right, observations, divergence, command)
+    return CompareRun(scenario, left_side, right_side, observations, divergence, command)
 
 
-def run_compare(scenario: Scenario, left: SideSpec, right: SideSpec) -> CompareRun:
-    """Run ``scenario`` on the ``left`` and on the ``right`` configuration, step by step.
-
-    Sides are named by their labels in reports (``left``/``right`` when both labels are the
-    same). Raises :class:`~kvviz.backends.BackendError` for a configuration its backend cannot
-    run (:class:`~kvviz.backends.BackendUnavailable` when its packages are not installed).
-    """
-    same = left.label == right.label
-    return _run(scenario, [(key, key if same else spec.label, f"{key} · {spec.label}", spec)
-                           for key, spec in (("left", left), ("right", right))])
-
-
-def run_diff(scenario: Scenario, backend: str = DIFF_BACKEND) -> DiffRun:
-    """Run ``scenario`` on the reference backend's design of ``backend``'s kind and on
-    ``backend``, step by step, and compare them: ``compare`` with ``backend`` on the right
-    (shortfin and SGLang: the trie; vLLM: the hash design, whatever kind the script's header
-    names, so every demo can run on vLLM). Each side is keyed and named by its backend's name;
-    the right one's title is its name and version.
+def run_diff(scenario: Scenario, backend: str = DIFF_BACKEND) -> CompareRun:
+    """``kvviz diff``: :func:`run_compare` of the reference backend's design of ``backend``'s
+    kind (left) against ``backend`` (right), as ``kvviz compare --right-backend BACKEND`` runs
+    it (shortfin and SGLang: the trie; vLLM: the hash design, whatever kind the script's header
+    names, so every demo can run on vLLM). The app's column titles are each side's backend
+    (the right one with its version).
 
     Raises :class:`DiffError` for a trie backend given a scenario whose cache is not a trie,
     :class:`~kvviz.backends.BackendUnavailable` when ``backend``'s packages are not installed
     and :class:`~kvviz.backends.BackendError` for another config it cannot run.
     """
-    if backend == REFERENCE_BACKEND:  # both sides would be one backend, under one key
+    if backend == REFERENCE_BACKEND:  # both sides would be one backend
         raise DiffError(f"a diff compares {REFERENCE_BACKEND} with another backend, not with itself "
                         f"(expected one of: {', '.join(b for b in BACKENDS if b != REFERENCE_BACKEND)})")
     kind = ENGINE_KINDS.get(backend, TRIE)
@@ -480,10 +490,9 @@ def run_diff(scenario: Scenario, backend: str = DIFF_BACKEND) -> DiffRun:
         raise DiffError(f"a diff compares {REFERENCE_BACKEND}'s trie cache with {backend}'s; this scenario runs a "
                         f"{scenario.config.kind!r} cache (its `cache` line says so)")
     policy = scenario.config.policy if kind == TRIE else "lru"
-    run = _run(scenario, [(name, name, title, SideSpec(kind, policy, name))
-                          for name, title in ((REFERENCE_BACKEND, f"{REFERENCE_BACKEND} {kind}"), (backend, backend))],
-               DiffRun, "diff")
-    run.right.title = f"{run.backend.name} {run.backend.version}"
+    run = run_compare(scenario, SideSpec(kind, policy, REFERENCE_BACKEND), SideSpec(kind, policy, backend), "diff")
+    run.left.title = f"{REFERENCE_BACKEND} {kind}"
+    run.right.title = f"{run.right.session.backend.name} {run.right.version}"
     return run
 
 
@@ -597,74 +606,7 @@ def divergence_summary(run: CompareRun, step: int) -> list[str]:
     return [line for f in left.differences(right) for line in field_summary(f, left, right, names, tpp, label)]
 
 
-def format_report(run: DiffRun) -> str:
-    """The plain-text report ``kvviz diff`` prints; the foreign side's words (its name,
-    version, cache class, known issues) are its backend's."""
-    backend = run.backend
-    known_issues, version, foreign = backend.known_issues, backend.version, backend.name
-    scenario = run.scenario
-    name = scenario.path or scenario.title or "scenario"
-    steps = len(scenario.steps)
-    head = f"{name}: {run.left.title} vs {foreign} {version} {backend.cache_name}, {steps} steps"
-    d = run.divergence
-    if d is None:
-        lines = [head, "no divergence: outcomes, free pages, cached blocks and block tables agree at every step"]
-        seen = run.findings_until(steps)
-        if seen:
-            lines.append(f"{foreign} showed known issues that did not change what is compared here:")
-            lines += [f"  step {i}: {f.code}: {f.message}" for i, fs in enumerate(run.findings) for f in fs]
-        return "\n".join(lines) + "\n"
-    where = f" (line {d.line})" if d.line else ""
-    lines = [head, f"first divergence at step {d.step}{where}: {d.op_text}",
-             f"steps 0..{d.step - 1} agree" if d.step > 1 else "step 0 agrees", "", "what differs:"]
-    lines += ["  " + x for x in divergence_summary(run, d.step)]
-    for side, frame in zip(run.sides, run.frames(d.step)):
-        lines += ["", f"{side.name} at step {d.step}:"] + ["  " + x for x in state_lines(frame, side.session)]
-    lines.append("")
-    if d.findings:
-        lines.append(f"known {foreign} issues seen up to this step (the likely explanation):")
-        for i, fs in enumerate(run.findings[:d.step + 1]):
-            for f in fs:
-                issue = known_issues[f.code]
-                lines.append(f"  step {i}: {f.code} ({issue.kind}, {issue.source}): {f.message}")
-        for code in d.known:
-            lines.append(f"  {code}: {known_issues[code].title}")
-    else:
-        lines.append(f"no known {foreign} issue explains this divergence: a new finding (or a bug in kvviz)")
-    return "\n".join(lines) + "\n"
-
-
-def report_dict(run: DiffRun) -> dict:
-    """The JSON report ``kvviz diff --json`` prints (schema ``kvviz.diff/1``).
-
-    Keys named by a backend are its name: ``<foreign>_version`` is the foreign backend's
-    version (``shortfin_version``), and ``divergence`` holds each side under its key (its
-    backend's name: ``kvcore``, ``shortfin``) with its observation, snapshot and violations.
-    """
-    backend = run.backend
-    known_issues = backend.known_issues
-    d = run.divergence
-    out = {
-        "schema": "kvviz.diff/1",
-        "scenario": run.scenario.path or run.scenario.title,
-        f"{backend.name}_version": backend.version,
-        "steps": len(run.scenario.steps),
-        "findings": [{"step": i, "code": f.code, "kind": known_issues[f.code].kind, "message": f.message}
-                     for i, fs in enumerate(run.findings) for f in fs],
-        "divergence": None,
-    }
-    if d is not None:
-        out["divergence"] = {
-            "step": d.step, "line": d.line, "op": d.op_text, "fields": list(d.fields), "known": list(d.known),
-            "explained": d.explained,
-            **{side.key: {"observation": observation.to_dict(), "snapshot": frame.snapshot.to_dict(),
-                          "violations": [v.to_dict() for v in frame.violations]}
-               for side, observation, frame in zip(run.sides, (d.left, d.right), run.frames(d.step))},
-        }
-    return out
-
-
-# -- kvviz compare's reports --------------------------------------------------------------------
+# -- the report of both commands (kvviz compare --print, kvviz diff) -------------------------------
 
 COUNTER_COLUMNS = (("hit", "hit_tokens"), ("computed", "pages_computed"), ("reused", "pages_reused"),
                    ("evicted", "evictions"), ("failed", "failures"))
@@ -708,7 +650,7 @@ def _failed_checks(side: Side) -> list[str]:
         for v in frame.violations:
             total += 1
             if len(found) < MAX_FAILED_CHECKS_LISTED:
-                found.append(f"  step {i} `{frame.op.text}`: invariant {v}")
+                found.append(f"  step {i} `{frame.op.text}`: {v}")
     if not found:
         return []
     more = [f"  ... and {total - len(found):,} more"] if total > len(found) else []
@@ -749,28 +691,59 @@ def _table(run: CompareRun) -> list[str]:
     return rows
 
 
-def format_compare(run: CompareRun) -> str:
-    """The plain-text report ``kvviz compare --print`` prints: which expects each side checked,
-    the first difference, a table of every step with both sides' running counters, the totals
-    and both states at the first difference."""
+def _known_issues(run: CompareRun, side: Side) -> list[str]:
+    """What ``side``'s backend knows of (a foreign side: the reference has no known issues):
+    the known issues it saw up to the first divergence, its likely explanation; that none
+    explains it; or, when the sides agree, the known issues it showed all the same. Its words
+    (name, issues, their titles and sources) are its backend's."""
+    backend = side.session.backend
+    issues, name = backend.known_issues, backend.name
+    d = run.divergence
+    seen = [(i, f) for i, fs in enumerate(side.findings[:len(run) if d is None else d.step + 1]) for f in fs]
+    if d is None:
+        if not seen:
+            return []
+        return [f"{name} showed known issues that did not change what is compared here:",
+                *(f"  step {i}: {f.code}: {f.message}" for i, f in seen)]
+    if not seen:
+        return [f"no known {name} issue explains this divergence: a new finding (or a bug in kvviz)"]
+    lines = [f"known {name} issues seen up to this step (the likely explanation):"]
+    lines += [f"  step {i}: {f.code} ({issues[f.code].kind}, {issues[f.code].source}): {f.message}" for i, f in seen]
+    lines += [f"  {code}: {issues[code].title}" for code in dict.fromkeys(f.code for _, f in seen)]
+    return lines
+
+
+def report_header(run: CompareRun) -> str:
+    """The report's first line: the scenario, each side once (:attr:`Side.description`), its
+    steps and its pool."""
     scenario = run.scenario
-    name = scenario.path or scenario.title or "scenario"
     config = scenario.config
     left, right = run.sides
-    lines = [f"{name}: {left.key} {left.spec.label} vs {right.key} {right.spec.label}, "
-             f"{count(len(scenario.steps), 'step')}, {count(config.pages, 'page')} of "
-             f"{count(config.tokens_per_page, 'token')}"]
+    return (f"{scenario.path or scenario.title or 'scenario'}: {left.description} vs {right.description}, "
+            f"{count(len(scenario.steps), 'step')}, {count(config.pages, 'page')} of "
+            f"{count(config.tokens_per_page, 'token')}")
+
+
+def format_compare(run: CompareRun) -> str:
+    """The plain-text report ``kvviz compare --print`` and ``kvviz diff`` print: the header,
+    which expects each side checked and what failed, the first divergence and what differs
+    there, a foreign side's known issues, a table of every step with both sides' running
+    counters, the totals and both states at the first divergence."""
+    lines = [report_header(run)]
     lines += [f"expects: {expects_line(side)}" for side in run.sides]
-    for side in run.sides:  # what failed is shown, not only counted: "no difference" is about the sides
+    for side in run.sides:  # what failed is shown, not only counted: "no divergence" is about the sides
         lines += _failed_checks(side)
     d = run.divergence
     if d is None:
-        lines.append("no difference between the sides: outcomes, free pages, cached blocks and block tables "
-                     "agree at every step")
+        lines.append("no divergence: outcomes, free pages, cached blocks and block tables agree at every step")
     else:
         where = f" (line {d.line})" if d.line else ""
-        lines.append(f"first difference at step {d.step}{where}: {d.op_text}")
+        lines += [f"first divergence at step {d.step}{where}: {d.op_text}",
+                  f"steps 0..{d.step - 1} agree" if d.step > 1 else "step 0 agrees", "what differs:"]
         lines += ["  " + x for x in divergence_summary(run, d.step)]
+    for side in run.sides:
+        if side.foreign:
+            lines += ["", *_known_issues(run, side)]
     lines += ["", *_table(run), "", "totals:"]
     lines += [f"  {side.key} {side.spec.label}: {_counter_text(side.counters[-1])}" for side in run.sides]
     if d is not None:
@@ -780,29 +753,65 @@ def format_compare(run: CompareRun) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compare_dict(run: CompareRun) -> dict:
-    """The JSON report ``kvviz compare --json`` prints (schema ``kvviz.compare/1``).
+COMPARE_SCHEMA = "kvviz.compare/2"
+"""The schema of the JSON ``kvviz compare --json`` and ``kvviz diff --json`` print."""
 
-    ``sides`` maps ``left``/``right`` to the side's ``kind``, ``policy``, ``backend``, ``label``,
-    ``expects_checked``, ``expects_failed``, ``expects_unchecked`` and ``expects_note`` (why they
-    were left out). ``first_difference`` is null or ``step``, ``line``, ``op``, ``fields`` and
-    each side's observation. ``records`` has one object per step per side, in step order, left
-    first:
+COMPARE_JSON_HELP = f"""\
+kvviz compare --json, kvviz diff --json: both sides, every step ({COMPARE_SCHEMA})
 
-    ============== ==========================================================================
-    step, side     the step (0 = the start) and ``left`` or ``right``
-    op             the op's text (null at step 0)
-    outcome        ``ok``, the error kind of a failed op, or null at step 0
-    differs        the compared fields on which the two sides differ at this step
-    hit_tokens     the cache's running total of tokens matched by acquires (its stats)
-    pages_computed running total of pages allocations were given to fill
-    pages_reused   running total of pages acquires matched in the cache
-    evictions      the cache's running total of evicted pages (its stats)
-    failures       running total of failed ops
+One JSON object, keys sorted, indented. kvviz diff FILE --json prints the object kvviz
+compare FILE --right trie --right-backend shortfin --json prints (the reference on the
+left, the backend on the right). Exit codes as the text report: 0 when the sides agree at every step,
+1 at a divergence, 2 for bad input.
+
+  schema            "{COMPARE_SCHEMA}"
+  scenario          the scenario's path (or its title)
+  steps             the scenario's ops: records run from step 0 (the start) to steps
+  sides             "left" and "right", each:
+    kind, policy    the cache kind and its eviction policy ("lru" for a kind without one)
+    backend         the cache that runs the side ({', '.join(BACKENDS)})
+    label           kind:policy, after the backend when it is not kvcore (shortfin trie:lru)
+    version         a foreign backend's version (shortfin's 3.9.0); null for kvcore
+    cache_class     a foreign backend's cache class (TriePagedAttentionCache); null for kvcore
+    expects_checked, expects_failed   the script's expect lines this side checked, failed
+    expects_unchecked, expects_note   the lines left out on this side, and why
+  findings          the known issues a foreign side's backend saw, in step order, each:
+    step, side      the step (1..steps) and "left" or "right"
+    code, kind      the issue's code (B10, SG2) and "defect" or "design"
+    message         what the backend saw
+  first_divergence  null when the sides agree at every step; else:
+    step, line, op  the first step where they differ, its line in the file, its op
+    fields          the compared fields that differ: outcome, free, cached, block_tables,
+                    unreachable
+    known           codes of the known issues seen up to this step, first seen first
+    explained       true when one was seen (the likely explanation)
+    left, right     each side there: observation (the compared fields), snapshot (its
+                    whole state) and violations (its broken invariants)
+  records           one object per step per side, in step order, left first:
+    step, side      the step (0 = the start) and "left" or "right"
+    op              the op's text (null at step 0)
+    outcome         "ok", the error kind of a failed op, or null at step 0
+    differs         the compared fields on which the two sides differ at this step
+    hit_tokens      the cache's running total of tokens matched by acquires (its stats)
+    pages_computed  running total of pages allocations were given to fill
+    pages_reused    running total of pages acquires matched in the cache
+    evictions       the cache's running total of evicted pages (its stats)
+    failures        running total of failed ops
     expect_failures, violations   this step's failed expect lines and invariant violations
-    digest         the snapshot's sha256 (``kvviz open`` verifies the same digests)
-    ============== ==========================================================================
-    """
+    digest          the snapshot's sha256 (kvviz open verifies the same digests)
+"""
+"""The JSON's fields, field by field: ``kvviz help compare`` prints it and
+docs/reference/json.md is generated from it (with the keys of the schemas it replaced)."""
+
+
+def _at_divergence(observation: Observation, frame: Frame) -> dict:
+    return {"observation": observation.to_dict(), "snapshot": frame.snapshot.to_dict(),
+            "violations": [v.to_dict() for v in frame.violations]}
+
+
+def compare_dict(run: CompareRun) -> dict:
+    """The JSON report ``kvviz compare --json`` and ``kvviz diff --json`` print: schema
+    :data:`COMPARE_SCHEMA`, its fields in :data:`COMPARE_JSON_HELP`."""
     d = run.divergence
     records = []
     for step in range(len(run)):
@@ -814,15 +823,22 @@ def compare_dict(run: CompareRun) -> dict:
                 "differs": differs, **side.counters[step].to_dict(),
                 "expect_failures": len(frame.expect_failures), "violations": len(frame.violations),
                 "digest": frame.snapshot.digest()})
+    findings = [{"step": i, "side": side.key, "code": f.code,
+                 "kind": side.session.backend.known_issues[f.code].kind, "message": f.message}
+                for i in range(len(run)) for side in run.sides for f in side.findings[i]]
     return {
-        "schema": "kvviz.compare/1",
+        "schema": COMPARE_SCHEMA,
         "scenario": run.scenario.path or run.scenario.title,
         "steps": len(run.scenario.steps),
-        "sides": {side.key: {**side.spec.to_dict(), "expects_checked": side.expects_checked,
-                             "expects_failed": _expect_failures(side), "expects_unchecked": side.expects_unchecked,
-                             "expects_note": side.expects_note} for side in run.sides},
-        "first_difference": None if d is None else {
-            "step": d.step, "line": d.line, "op": d.op_text, "fields": list(d.fields),
-            "left": d.left.to_dict(), "right": d.right.to_dict()},
+        "sides": {side.key: {**side.spec.to_dict(), "version": side.version, "cache_class": side.cache_class,
+                             "expects_checked": side.expects_checked, "expects_failed": _expect_failures(side),
+                             "expects_unchecked": side.expects_unchecked, "expects_note": side.expects_note}
+                  for side in run.sides},
+        "findings": findings,
+        "first_divergence": None if d is None else {
+            "step": d.step, "line": d.line, "op": d.op_text, "fields": list(d.fields), "known": list(d.known),
+            "explained": d.explained,
+            **{side.key: _at_divergence(observation, frame)
+               for side, observation, frame in zip(run.sides, (d.left, d.right), run.frames(d.step))}},
         "records": records,
     }

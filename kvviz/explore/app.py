@@ -23,6 +23,7 @@ from textual import on
 from textual.app import App
 from textual.screen import Screen
 
+from kvviz.core.designs import TRIE
 from kvviz.core.expect import ExpectResult, evaluate
 from kvviz.core.scenario import Expect, ScenarioError, parse_command
 from kvviz.core.session import Session
@@ -220,7 +221,7 @@ class KvvizApp(ExportActions, App[None]):
 ON_SCREEN = ("position", "step", "substep", "last_step", "selection", "playing", "speed", "practice", "view",
              "show_buggy", "go_to", "show_substep", "select", "play_tick", "answer_question", "check_action",
              "has_buggy_code", "first_violation", "current_live_names", "_current_practice", "_timer",
-             "structure", "trie", "blocks", "pool", "allocations", "heap", "queue", "narration", "why",
+             "structure", TRIE, "blocks", "pool", "allocations", "heap", "queue", "narration", "why",
              "timeline", "command_bar", "question_panel", "code", "code_buggy",
              *sorted(name for name in dir(TimelineScreen) if name.startswith("action_") and not hasattr(Screen, name)))
 """The main screen's names the app answers for (the palette, the CLI and the tests call

@@ -23,6 +23,7 @@ from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 
+from kvviz.core.designs import TRIE
 from kvviz.core.view import (ALLOCATION, NODE, PAGE, FrameView, Selection, TimelineView, TokenLabels, answer_for,
                            highlight_for, needs_previous, violation_marks)
 from kvviz.ui.panes import PANES
@@ -227,7 +228,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         """The upper view shown: the trie, or a hash cache's blocks."""
         return self.column.structure
 
-    trie = _in_column("trie", TrieView)
+    trie = _in_column(TRIE, TrieView)
     blocks = _in_column("blocks", BlockView)
     pool = _in_column("pool", PageGrid)
     allocations = _in_column("allocations", AllocationTable)

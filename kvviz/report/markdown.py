@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from kvviz.core.designs import design_of
+from kvviz.core.designs import TRIE, design_of
 from kvviz.core.free_queue import free_page_count, next_victim, queue_text
 from kvviz.core.policy_words import key_fields, key_value, words_for
 from kvviz.core.view import heap_name, node_key_text
@@ -135,7 +135,7 @@ def _trie_section(frame: "Frame", session: "Session") -> list[str]:
     return ["## Trie", "", "```mermaid", mermaid(frame, session), "```", ""]
 
 
-SECTIONS = {"trie": _trie_section, "blocks": hash_sections}
+SECTIONS = {TRIE: _trie_section, "blocks": hash_sections}
 """The report's sections of what is cached, by the design's view of it
 (:attr:`kvviz.core.designs.Design.views`, first): a new design's view is one entry."""
 

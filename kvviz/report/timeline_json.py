@@ -39,7 +39,7 @@ from kvcore.state_digest import STATE_DIGEST_SCHEME
 
 from kvviz.backends import Call
 from kvviz.backends.registry import BACKENDS
-from kvviz.core.designs import HASH
+from kvviz.core.designs import HASH, KVCORE_DESIGNS
 from kvviz.core.limits import MAX_STEP_STATE_PAGES, MAX_TIMELINE_JSON_ITEMS
 from kvviz.report.state_changes import FORMAT as CHANGES_FORMAT
 from kvviz.report.state_changes import StateReader, StateWriter
@@ -261,6 +261,8 @@ def _kinds_table() -> str:
 
 
 _BACKEND_NAMES = " or ".join(f'"{name}"' for name in BACKENDS)  # the registry's, so help names each backend
+_KIND_NAMES = ", ".join(f'"{name}"' for name in KVCORE_DESIGNS[:-1]) + f' or "{KVCORE_DESIGNS[-1]}"'  # the designs'
+
 
 JSON_HELP = f"""\
 kvviz run FILE --json: the timeline as JSON lines ({SCHEMA})
@@ -290,7 +292,7 @@ invariant (one line on stderr after the JSON), 2 for bad input.
   type             "run"
   schema           "{SCHEMA}"
   title            the scenario's title ("" when it has none)
-  kind             the cache kind that ran: "trie", "base" or "hash"
+  kind             the cache kind that ran: {_KIND_NAMES}
   policy           its eviction policy (lru, fifo, lfu, mru, filo, slru, priority)
   pages            pages in the cache's pool
   tokens_per_page  tokens one page holds

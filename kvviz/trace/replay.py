@@ -40,12 +40,11 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
 
 import kvcore
 from kvcore import POLICIES, BasePagedAttentionCache, CacheAllocationFailure, PagePool, TriePagedAttentionCache
 
-from kvviz.core.designs import BASE, HASH, TRIE
+from kvviz.core.designs import BASE, HASH, TRIE, DesignKind
 from kvviz.core.limits import MAX_CAPACITY_TOKENS, MAX_SWEEP_BLOCKS, MAX_TRACE_BLOCKS
 from kvviz.core.mooncake import DEFAULT_BLOCK_TOKENS, TraceRequest, read_trace
 from kvviz.trace.stack_distance import STACK_DESIGNS, LruCurve, lru_curve
@@ -88,11 +87,9 @@ DEFAULT_PREFILL_MS_PER_TOKEN = 0.1
 DEFAULT_DECODE_MS_PER_TOKEN = 30.0
 """Decode cost per output token: 30 ms, a typical time between tokens for a large model."""
 
-CacheKind = Literal["trie", "hash", "base"]
-
 DESIGNS = (TRIE, HASH)
 """The designs ``--design`` chooses: SGLang's radix trie, vLLM's hash blocks (chained block hashes
-and one free queue; ``kvcore.make_cache("hash", ...)``). The base cache (``--base``) shares nothing."""
+and one free queue; ``kvcore.make_cache(HASH, ...)``). The base cache (``--base``) shares nothing."""
 
 _CACHE_KINDS = (*DESIGNS, BASE)
 
@@ -138,7 +135,7 @@ class ReplayConfig:
 
     capacity_tokens: int | None = None
     page_tokens: int = DEFAULT_BLOCK_TOKENS
-    cache: CacheKind = TRIE
+    cache: DesignKind = TRIE
     with_output: bool = False
     concurrency: bool = False
     prefill_ms_per_token: float = DEFAULT_PREFILL_MS_PER_TOKEN
@@ -152,7 +149,7 @@ class ReplayConfig:
         if self.page_tokens < 1:
             raise ValueError(f"page_tokens must be at least 1, not {self.page_tokens}")
         if self.cache not in _CACHE_KINDS:
-            raise ValueError(f"cache must be 'trie', 'hash' or 'base', not {self.cache!r}")
+            raise ValueError(f"cache must be one of {', '.join(map(repr, _CACHE_KINDS))}, not {self.cache!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
         if self.cache != TRIE and self.policy != "lru":

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvviz.core.designs import design
+from kvviz.core.designs import TRIE, design
 from kvviz.core.hash_view import blocks_title, free_queue_title
 from kvviz.core.view import heap_title
 from kvviz.ui.widgets.block_view import BlockView
@@ -38,10 +38,10 @@ def _trie_title(snapshot) -> str:
     return "Trie"
 
 
-TRIE_PANES = (Pane("trie", TrieView, _trie_title), Pane("heap", HeapView, heap_title))
+TRIE_PANES = (Pane(TRIE, TrieView, _trie_title), Pane("heap", HeapView, heap_title))
 HASH_PANES = (Pane("blocks", BlockView, blocks_title), Pane("queue", FreeQueueView, free_queue_title))
 
-PANES: dict[str, tuple[Pane, Pane]] = {"trie": TRIE_PANES, "blocks": HASH_PANES}
+PANES: dict[str, tuple[Pane, Pane]] = {TRIE: TRIE_PANES, "blocks": HASH_PANES}
 """By the design's view of what is cached (:attr:`kvviz.core.designs.Design.views`): (the
 pane of what is cached, the pane of the eviction order)."""
 

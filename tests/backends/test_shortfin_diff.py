@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +15,7 @@ require_shortfin()
 from kvviz.compare.diff_command import diff  # noqa: E402
 from kvviz.backends.registry import make_backend_factory  # noqa: E402
 from kvviz.core.demos import demo_dir  # noqa: E402
-from kvviz.compare.engine import Observation, format_report, observe, report_dict, run_diff  # noqa: E402
+from kvviz.compare.engine import Observation, compare_dict, format_compare, observe, run_diff  # noqa: E402
 from kvviz.core.scenario import parse_scenario, parse_scenario_file  # noqa: E402
 from kvviz.core.session import Session  # noqa: E402
 
@@ -146,22 +147,22 @@ SUITE = {
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_diff_finds_no_divergence_on_shortfins_own_suite(name):
     run = run_diff(parse_scenario(SUITE[name], path=name))
-    assert run.divergence is None, format_report(run)
-    assert "no divergence" in format_report(run)
+    assert run.divergence is None, format_compare(run)
+    assert "no divergence" in format_compare(run)
 
 
 def test_the_suite_scenarios_do_what_shortfins_tests_check():
     lru = run_diff(parse_scenario(lru_eviction(POOL // 2)))
-    frames = [lru.foreign.frame(i) for i in range(len(lru))]
+    frames = [lru.right.session.frame(i) for i in range(len(lru))]
     new = next(f for f in frames if f.op is not None and f.op.text.startswith("acquire new"))
     assert len(new.diff.nodes_evicted) == 1  # the least recently used released sequence
-    evicted = lru.foreign.frame(new.index - 1).snapshot.node(new.diff.nodes_evicted[0])
+    evicted = lru.right.session.frame(new.index - 1).snapshot.node(new.diff.nodes_evicted[0])
     assert evicted.tokens == tuple(range(500, 500 + P))
     rechecks = [f for f in frames if f.op is not None and f.op.name.startswith("recheck") and f.op.kind == "acquire"]
     assert [f.snapshot.allocation_named(f.op.name).hit_tokens for f in rechecks] == [P] * 5
     refs = run_diff(parse_scenario(reference_counting(5)))
-    failed = [i for i in range(len(refs)) if refs.foreign.frame(i).failed]
-    assert [refs.foreign.frame(i).op.name for i in failed] == ["new"]
+    failed = [i for i in range(len(refs)) if refs.right.session.frame(i).failed]
+    assert [refs.right.session.frame(i).op.name for i in failed] == ["new"]
 
 
 # -- observations, reports, the command -----------------------------------------------------
@@ -183,7 +184,7 @@ def test_diff_command_prints_both_states_at_the_divergence_and_exits_1():
     out = result.output
     assert "first divergence at step 5 (line " in out and "acquire R 1..8" in out
     assert "success or failure: kvcore CacheAllocationFailure, shortfin ok" in out
-    assert "kvcore at step 5:" in out and "shortfin at step 5:" in out
+    assert "left trie:lru at step 5:" in out and "right shortfin trie:lru at step 5:" in out
     assert "R: [1 (1)] published 1, 8 tokens" in out  # shortfin's real page numbers
     assert "B9 (defect, docs/bugs.md#b9)" in out
 
@@ -192,11 +193,26 @@ def test_diff_command_accepts_a_demo_name_and_emits_json():
     result = CliRunner().invoke(diff, ["shortfin-b10-zero-page-ref", "--json"])
     assert result.exit_code == 1, result.output
     report = json.loads(result.output)
-    d = report["divergence"]
-    assert (report["schema"], d["step"], d["known"], d["explained"]) == ("kvviz.diff/1", 5, ["B10"], True)
+    d = report["first_divergence"]
+    assert (report["schema"], d["step"], d["known"], d["explained"]) == ("kvviz.compare/2", 5, ["B10"], True)
     assert [f["code"] for f in report["findings"]] == ["B10"]
-    assert d["shortfin"]["violations"] and not d["kvcore"]["violations"]
-    assert d["kvcore"]["observation"]["outcome"] == "CacheAllocationFailure"
+    assert d["right"]["violations"] and not d["left"]["violations"]
+    assert d["left"]["observation"]["outcome"] == "CacheAllocationFailure"
+
+
+@pytest.mark.parametrize("name", ["lru", "shortfin-b9-lookup-no-ref"])
+def test_diff_prints_what_compare_with_shortfin_on_the_right_prints_text_and_json(name):
+    from kvviz.cli import cli
+
+    runner = CliRunner()
+    for flag in ("--print", "--json"):
+        diffed = runner.invoke(cli, ["diff", name, *([flag] if flag == "--json" else [])])
+        compared = runner.invoke(cli, ["compare", name, "--right", "trie", "--right-backend", "shortfin", flag])
+        assert diffed.exit_code == compared.exit_code == (1 if "b9" in name else 0), diffed.output
+        assert diffed.stdout == compared.stdout
+    header = runner.invoke(cli, ["diff", name]).stdout.splitlines()[0]
+    assert re.fullmatch(rf".*{name}\.kvs: kvcore trie:lru vs shortfin 3\.9\.0 trie:lru \(TriePagedAttentionCache\), "
+                        r"\d+ steps, \d+ pages of \d+ tokens", header), header
 
 
 def test_diff_command_exits_0_when_both_agree(tmp_path):
@@ -214,8 +230,8 @@ def test_diff_of_a_base_cache_scenario_is_bad_input(tmp_path):
     assert "compares kvcore's trie cache with shortfin's" in result.output
 
 
-def test_report_dict_is_json_and_has_both_snapshots():
-    report = report_dict(run_diff(demo("shortfin-b4b-root-ref")))
+def test_compare_dict_is_json_and_has_both_snapshots():
+    report = compare_dict(run_diff(demo("shortfin-b4b-root-ref")))
     json.dumps(report)
-    assert report["divergence"]["fields"] == ["free"]
-    assert report["divergence"]["shortfin"]["snapshot"]["schema"] == "kvcore.snapshot/1"
+    assert report["first_divergence"]["fields"] == ["free"]
+    assert report["first_divergence"]["right"]["snapshot"]["schema"] == "kvcore.snapshot/1"

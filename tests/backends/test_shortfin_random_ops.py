@@ -21,7 +21,7 @@ from shortfin_guard import require_shortfin
 require_shortfin()
 
 from kvviz.backends.shortfin_backend import KNOWN_ISSUES  # noqa: E402
-from kvviz.compare.engine import format_report, run_diff  # noqa: E402
+from kvviz.compare.engine import format_compare, run_diff  # noqa: E402
 from kvviz.core.scenario import CacheConfig, Op, Scenario, Step, format_op, format_scenario  # noqa: E402
 
 NAMES = ("a", "b", "c", "d")
@@ -75,12 +75,12 @@ def test_every_divergence_between_kvcore_and_shortfin_is_a_known_issue(scenario)
         if sf.violations and not run.findings_until(i):
             raise AssertionError(f"shortfin broke an invariant at step {i} with no known issue seen: "
                                  f"{[str(v) for v in sf.violations]}\n{script}")
-    for code in {f.code for fs in run.findings for f in fs}:
+    for code in {f.code for fs in run.right.findings for f in fs}:
         assert code in KNOWN_ISSUES
         event(f"seen {code}")
     d = run.divergence
     if d is None:
         event("no divergence")
         return
-    assert d.explained, f"unexplained divergence:\n{format_report(run)}\n{script}"
+    assert d.explained, f"unexplained divergence:\n{format_compare(run)}\n{script}"
     event(f"first divergence explained by {'+'.join(sorted(d.known))}")

@@ -4,6 +4,7 @@ kvviz/compare/compare_command.py). kvcore on both sides: no optional backend nee
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -173,7 +174,7 @@ def test_the_printed_report_has_a_row_per_step_and_says_which_expects_ran():
     run = run_compare(lru_demo(), SideSpec("trie", "lru"), SideSpec("trie", "fifo"))
     text = format_compare(run)
     assert text.isascii()
-    assert "first difference at step 28 (line " in text
+    assert "first divergence at step 28 (line " in text
     assert "expects: left (trie:lru) checked" in text and "expects: right (trie:fifo) checked 0" in text
     rows = [line for line in text.splitlines() if line[:4].strip().isdigit()]
     assert len(rows) == len(run)
@@ -193,16 +194,16 @@ def test_the_json_report_has_one_record_per_step_per_side_with_the_counters():
         assert {k: r[k] for k in Counters.__slots__} == side.counters[r["step"]].to_dict()
         assert r["digest"] == side.session.frame(r["step"]).snapshot.digest()
     assert data["sides"]["right"]["label"] == "base"
-    assert data["first_difference"]["step"] == run.divergence.step
+    assert data["first_divergence"]["step"] == run.divergence.step
 
 
 # -- the command -----------------------------------------------------------------------------
 
 
-def test_compare_print_exits_1_at_a_difference():
+def test_compare_print_exits_1_at_a_divergence():
     result = invoke("lru", "--left", "trie:lru", "--right", "trie:fifo", "--print")
     assert result.exit_code == 1, result.output
-    assert "first difference at step 28" in result.stdout
+    assert "first divergence at step 28" in result.stdout
 
 
 def test_compare_exits_0_when_both_sides_agree(tmp_path):
@@ -210,13 +211,13 @@ def test_compare_exits_0_when_both_sides_agree(tmp_path):
     path.write_text("cache trie pages=4 tokens_per_page=2\nacquire a 1 2\nrelease a\n", encoding="utf-8")
     result = invoke(path, "--right", "trie:fifo", "--print")  # nothing is evicted: no policy shows
     assert result.exit_code == 0, result.output
-    assert "no difference" in result.stdout
+    assert "no divergence" in result.stdout
 
 
 def test_compare_json_is_one_document():
     result = invoke("lru", "--right", "trie:lfu", "--json")
     data = json.loads(result.stdout)
-    assert data["schema"] == "kvviz.compare/1"
+    assert data["schema"] == "kvviz.compare/2"
     assert data["sides"]["left"]["label"] == "trie:lru"  # --left defaults to the script's cache line
 
 
@@ -242,7 +243,7 @@ def test_without_print_or_json_compare_opens_the_side_by_side_app(monkeypatch):
     result = invoke("lru", "--right", "trie:fifo")
     assert result.exit_code == 1, result.output
     assert len(calls) == 1 and isinstance(calls[0][0], CompareRun) and calls[0][0].command == "compare"
-    assert calls[0][1] is None  # the app opens at the first difference
+    assert calls[0][1] is None  # the app opens at the first divergence
     assert result.stdout == ""
     result = invoke("lru", "--right", "trie:fifo", "--step", "5")
     assert calls[-1][1] == 5
@@ -284,7 +285,7 @@ def test_a_hash_block_whose_parent_is_gone_is_unreachable_and_keeps_its_own_toke
     assert (child.path, child.reachable, child.name) == ((3, 4), False, "block 2")
 
 
-# -- No empty section, no "no difference" beside failures it hides, did-you-mean --
+# -- No empty section, no "no divergence" beside failures it hides, did-you-mean --
 
 TWICE_COMPUTED = """\
 cache trie pages=4 tokens_per_page=4
@@ -340,9 +341,9 @@ publish a
 """
 
 
-def test_no_difference_with_failed_expects_lists_the_failures_beside_it():
+def test_no_divergence_with_failed_expects_lists_the_failures_beside_it():
     text = _report(FAILING_EXPECT, "trie:fifo")
-    assert "no difference between the sides" in text
+    assert "no divergence: outcomes, free pages, cached blocks and block tables agree at every step" in text
     assert "line 3" in text and "expected free 1, got free 3" in text
 
 
@@ -410,33 +411,70 @@ def toy(monkeypatch):
 TOY_SCRIPT = "cache trie pages=2 tokens_per_page=2\nacquire a 1 2\nrelease a\n"
 
 
-def test_a_diff_against_any_backend_keys_names_and_words_each_side_by_its_backend(toy):
+def test_a_diff_against_any_backend_names_and_words_each_side_by_its_backend(toy):
     run = compare.run_diff(parse_scenario(TOY_SCRIPT, path="toy.kvs"), "toy")
-    assert [(s.key, s.name, s.title) for s in run.sides] == [("kvcore", "kvcore", "kvcore trie"),
-                                                             ("toy", "toy", "toy 0.1")]
-    assert run.backend.name == "toy" and run.reference is run.left.session and run.foreign is run.right.session
-    text = compare.format_report(run)
+    assert [(s.key, s.name, s.title) for s in run.sides] == [("left", "kvcore", "kvcore trie"),
+                                                             ("right", "toy", "toy 0.1")]
+    assert run.right.session.backend.name == "toy" and (run.left.version, run.right.version) == (None, "0.1")
+    text = compare.format_compare(run)
     lines = text.splitlines()
-    assert lines[:2] == ["toy.kvs: kvcore trie vs toy 0.1 ToyCache, 2 steps",
-                         "first divergence at step 1 (line 2): acquire a 1 2"]
-    assert "  free pages: kvcore 1, toy 0" in lines and "kvcore at step 1:" in lines and "toy at step 1:" in lines
-    assert lines[-3:] == ["known toy issues seen up to this step (the likely explanation):",
-                          "  step 1: T1 (defect, TOY.md T1): a page went missing",
-                          "  T1: the toy's pool is one page short"]
-    report = compare.report_dict(run)
-    assert report["toy_version"] == "0.1" and sorted(report["divergence"]) == [
-        "explained", "fields", "known", "kvcore", "line", "op", "step", "toy"]
-    assert report["divergence"]["toy"]["observation"]["free"] == 0
+    assert lines[0] == "toy.kvs: kvcore trie:lru vs toy 0.1 trie:lru (ToyCache), 2 steps, 2 pages of 2 tokens"
+    assert lines[3] == "first divergence at step 1 (line 2): acquire a 1 2"
+    assert "  free pages: kvcore 1, toy 0" in lines
+    assert "left trie:lru at step 1:" in lines and "right toy trie:lru at step 1:" in lines
+    known = lines.index("known toy issues seen up to this step (the likely explanation):")
+    assert lines[known + 1:known + 3] == ["  step 1: T1 (defect, TOY.md T1): a page went missing",
+                                          "  T1: the toy's pool is one page short"]
+    report = compare.compare_dict(run)
+    assert report["sides"]["right"]["version"] == "0.1" and sorted(report["first_divergence"]) == [
+        "explained", "fields", "known", "left", "line", "op", "right", "step"]
+    assert report["sides"]["right"]["cache_class"] == "ToyCache" and report["sides"]["left"]["cache_class"] is None
+    assert report["findings"] == [{"step": 1, "side": "right", "code": "T1", "kind": "defect",
+                                   "message": "a page went missing"}]
+    assert report["first_divergence"]["right"]["observation"]["free"] == 0
     assert "shortfin" not in text + json.dumps(report)
 
 
 def test_a_diff_that_agrees_lists_the_backends_findings_in_its_words(toy):
     run = compare.run_diff(parse_scenario(TOY_SCRIPT, path="toy.kvs"), "toy-whole")
     assert run.divergence is None
-    assert compare.format_report(run).splitlines()[1:] == [
-        "no divergence: outcomes, free pages, cached blocks and block tables agree at every step",
+    lines = compare.format_compare(run).splitlines()
+    agree = lines.index("no divergence: outcomes, free pages, cached blocks and block tables agree at every step")
+    assert lines[agree + 1:agree + 4] == [
+        "",
         "toy showed known issues that did not change what is compared here:",
         "  step 1: T1: a page went missing"]
+
+
+def test_a_diff_is_the_compare_of_the_reference_against_the_backend_one_report_one_json(toy):
+    """`kvviz diff FILE --backend B` and `kvviz compare FILE --right-backend B` make one run:
+    the same report, word for word, and the same JSON."""
+    scenario = parse_scenario(TOY_SCRIPT, path="toy.kvs")
+    diffed = compare.run_diff(scenario, "toy")
+    compared = run_compare(scenario, SideSpec("trie", "lru"), SideSpec("trie", "lru", "toy"))
+    assert compare.format_compare(diffed) == compare.format_compare(compared)
+    assert compare.compare_dict(diffed) == compare.compare_dict(compared)
+    assert (diffed.command, compared.command) == ("diff", "compare")
+
+
+SIDES = [("kvcore", "trie:lru"), ("kvcore", "trie:lfu"), ("kvcore", "base"), ("kvcore", "hash"), ("toy-whole", "trie")]
+
+
+@pytest.mark.parametrize("left", SIDES, ids="-".join)
+@pytest.mark.parametrize("right", SIDES, ids="-".join)
+def test_the_header_names_each_side_once_and_never_says_a_word_twice_in_a_row(toy, left, right):
+    """No "shortfin shortfin trie:lru": a side is its backend, a foreign one's version, its
+    setting and a foreign one's cache class, each once."""
+    left, right = (dataclasses.replace(parse_side(text, TRIE_LRU), backend=backend) for backend, text in (left, right))
+    run = run_compare(parse_scenario(TOY_SCRIPT, path="toy.kvs"), left, right)
+    header = compare.format_compare(run).splitlines()[0]
+    words = header.replace(",", "").split()
+    assert all(a != b for a, b in zip(words, words[1:])), header
+    assert header.startswith(f"toy.kvs: {run.left.description} vs {run.right.description}, 2 steps"), header
+    for side in run.sides:
+        expected = ([side.session.backend.name] + ([side.version] if side.foreign else []) + [side.spec.setting]
+                    + ([f"({side.cache_class})"] if side.foreign else []))
+        assert side.description.split() == expected
 
 
 def test_a_diff_of_the_reference_with_itself_or_of_a_cache_that_is_no_trie_is_refused_in_one_line(toy):

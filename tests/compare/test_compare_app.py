@@ -35,7 +35,7 @@ def counters_shown(app: DiffApp, side: str) -> list[int]:
     return [int(part.split()[0].replace(",", "")) for part in text_of(app, f"#{side}-counters").split(" · ")]
 
 
-async def test_opens_at_the_first_difference_with_both_configurations_named(lru_fifo):
+async def test_opens_at_the_first_divergence_with_both_configurations_named(lru_fifo):
     app = compare_app(lru_fifo)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -103,7 +103,7 @@ def test_a_diff_run_shows_no_counters_and_a_compare_run_does(lru_fifo):
     assert not make_diff_app(lru_fifo, counters=False).show_counters
 
 
-def test_snapshot_at_the_first_difference(snap_compare, lru_fifo):
+def test_snapshot_at_the_first_divergence(snap_compare, lru_fifo):
     assert snap_compare(compare_app(lru_fifo), terminal_size=SIZE)
 
 

@@ -47,15 +47,15 @@ async def test_opens_at_the_divergence_with_both_outcomes(b9_run):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.step == 5
-        kv_frames, kv_outcome = column(app, "kvcore")
-        sf_frames, sf_outcome = column(app, "shortfin")
+        kv_frames, kv_outcome = column(app, "left")
+        sf_frames, sf_outcome = column(app, "right")
         assert kv_frames == sf_frames == (5, 5, 5, 5)
-        assert app.widget("kvcore", "trie").view.frame is b9_run.reference.frame(5)
-        assert app.widget("shortfin", "trie").view.frame is b9_run.foreign.frame(5)
+        assert app.widget("left", "trie").view.frame is b9_run.left.session.frame(5)
+        assert app.widget("right", "trie").view.frame is b9_run.right.session.frame(5)
         assert "FAILED (CacheAllocationFailure)" in kv_outcome  # kvcore refuses R
         assert sf_outcome.startswith("ok") and "violation" in sf_outcome  # shortfin succeeds, wrongly
-        assert app.query_one("#kvcore-side").border_title == "kvcore trie"
-        assert app.query_one("#shortfin-side").border_title == "shortfin 3.9.0"
+        assert app.query_one("#left-side").border_title == "kvcore trie"
+        assert app.query_one("#right-side").border_title == "shortfin 3.9.0"
         header = text_of(app, "#header")
         assert "Step 5/7" in header and "acquire R 1..8" in header and "◆" in header
         report = text_of(app, "#report")
@@ -71,19 +71,19 @@ async def test_stepping_changes_both_columns_and_d_jumps_back(b9_run):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.step == 0
-        assert column(app, "kvcore")[0] == column(app, "shortfin")[0] == (0, 0, 0, 0)
+        assert column(app, "left")[0] == column(app, "right")[0] == (0, 0, 0, 0)
         assert "both agree" in text_of(app, "#report")
         await pilot.press("right", "l")
         assert app.step == 2
-        assert column(app, "kvcore")[0] == column(app, "shortfin")[0] == (2, 2, 2, 2)
+        assert column(app, "left")[0] == column(app, "right")[0] == (2, 2, 2, 2)
         await pilot.press("left")
         assert app.step == 1
         await pilot.press("h", "h")
         assert app.step == 0
         await pilot.press("end")
         assert app.step == 7
-        assert column(app, "kvcore")[0] == column(app, "shortfin")[0] == (7, 7, 7, 7)
-        assert "FAILED" in column(app, "shortfin")[1] and column(app, "kvcore")[1].startswith("ok")
+        assert column(app, "left")[0] == column(app, "right")[0] == (7, 7, 7, 7)
+        assert "FAILED" in column(app, "right")[1] and column(app, "left")[1].startswith("ok")
         assert "Step 7 differs" in text_of(app, "#report")
         await pilot.press("d")
         assert app.step == 5
@@ -104,19 +104,19 @@ async def test_a_selection_lands_in_the_column_whose_view_made_it(b9_run):
     app = diff_app(b9_run)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        trie = app.widget("kvcore", "trie")
-        node = b9_run.reference.frame(app.step).snapshot.nodes[-1].id
+        trie = app.widget("left", "trie")
+        node = b9_run.left.session.frame(app.step).snapshot.nodes[-1].id
         message = TrieView.NodeSelected(trie, node)
         assert message.control is trie
         trie.post_message(message)
         await pilot.pause()
-        assert (app.selection["kvcore"].kind, app.selection["kvcore"].id) == (NODE, node)
-        assert app.selection["shortfin"] is None
-        pool = app.widget("shortfin", "pool")
+        assert (app.selection["left"].kind, app.selection["left"].id) == (NODE, node)
+        assert app.selection["right"] is None
+        pool = app.widget("right", "pool")
         pool.post_message(PageGrid.PageSelected(pool, 3))
         await pilot.pause()
-        assert (app.selection["shortfin"].kind, app.selection["shortfin"].id) == (PAGE, 3)
-        assert app.selection["kvcore"].kind == NODE
+        assert (app.selection["right"].kind, app.selection["right"].id) == (PAGE, 3)
+        assert app.selection["left"].kind == NODE
 
 
 def test_snapshot_at_the_divergence(snap_compare, b9_run):

@@ -6,6 +6,9 @@ has one row per kvcore design that reports it, and the tables that used to disag
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from kvcore import BasePagedAttentionCache, PagePool
@@ -144,13 +147,37 @@ def test_every_kvcore_design_words_every_sub_step_kind_it_lights(name):
         assert worded <= kinds  # every event it words has a line
 
 
-def test_the_state_changes_read_a_snapshots_tables_from_its_design_and_name_no_design():
-    import ast
-    import inspect
+KVVIZ = Path(__file__).resolve().parents[2] / "kvviz"
+REGISTRY = KVVIZ / "core" / "designs"
+KEYWORD_TABLE = (KVVIZ / "core" / "scenario" / "values.py", "CACHE_KINDS")
+"""Where a design's name may be a string of its own: the registry's modules, and the scenario
+language's one table of cache-kind keywords (that assignment only, not the rest of its module)."""
 
-    from kvviz.report import state_changes
 
+def _design_name_literals(path: Path) -> list[tuple[int, str]]:
+    """The string constants of ``path`` equal to a kvcore design's name, as (line, value)."""
     names = set(designs.KVCORE_DESIGNS)
-    literals = [node.value for node in ast.walk(ast.parse(inspect.getsource(state_changes)))
-                if isinstance(node, ast.Constant) and node.value in names]
-    assert literals == [], f"state_changes.py branches on a design's name: {literals}"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    allowed: set[int] = set()
+    if path == KEYWORD_TABLE[0]:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == KEYWORD_TABLE[1] for t in node.targets):
+                allowed |= {id(c) for c in ast.walk(node.value)}
+    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in names and id(node) not in allowed)
+
+
+def test_design_names_are_string_literals_only_in_the_registry_and_the_keyword_table():
+    """Every other module names a design through TRIE/BASE/HASH (or DesignKind for a type), so
+    the state changes, the panes and the exports read a snapshot's tables from its design and
+    a design's name is spelled in one place."""
+    found = {str(path.relative_to(KVVIZ.parent)): literals
+             for path in sorted(KVVIZ.rglob("*.py")) if REGISTRY not in path.parents
+             for literals in [_design_name_literals(path)] if literals}
+    assert found == {}, f"design names spelled outside the registry: {found}"
+
+
+def test_the_keyword_table_spells_the_registrys_names():
+    from kvviz.core.scenario.values import CACHE_KINDS
+
+    assert CACHE_KINDS == designs.KVCORE_DESIGNS

@@ -15,7 +15,7 @@ require_engine("sglang")
 
 from kvviz.cli import cli  # noqa: E402
 from kvviz.core.demos import load_demo  # noqa: E402
-from kvviz.compare.engine import format_report, report_dict, run_diff  # noqa: E402
+from kvviz.compare.engine import compare_dict, format_compare, run_diff  # noqa: E402
 from kvviz.core.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
 
 SPLIT_DEMO = "sglang-split-refresh"
@@ -29,13 +29,14 @@ def test_the_split_refresh_demo_diverges_at_acquire_d_named_as_the_known_issue()
     kvcore, sglang = d.left.cached, d.right.cached
     assert (1, 2, 3, 4, 5, 6, 7, 8) in sglang and (1, 2, 3, 4, 5, 6, 7, 8) not in kvcore  # A's idle tail kept
     assert (100, 101, 102, 103) in kvcore and (100, 101, 102, 103) not in sglang  # B, newer, evicted
-    assert "SG2" in format_report(run)
+    assert "SG2" in format_compare(run)
 
 
 def test_the_split_refresh_diff_json_names_the_issue_and_both_sides():
-    report = report_dict(run_diff(load_demo(SPLIT_DEMO), "sglang"))
-    assert report["schema"] == "kvviz.diff/1" and report["sglang_version"] == "0.5.23"
-    assert report["divergence"]["known"] == ["SG2"] and set(report["divergence"]) >= {"kvcore", "sglang"}
+    report = compare_dict(run_diff(load_demo(SPLIT_DEMO), "sglang"))
+    assert report["schema"] == "kvviz.compare/2" and report["sides"]["right"]["version"] == "0.5.23"
+    assert (report["sides"]["left"]["backend"], report["sides"]["right"]["backend"]) == ("kvcore", "sglang")
+    assert report["first_divergence"]["known"] == ["SG2"] and set(report["first_divergence"]) >= {"left", "right"}
 
 
 def test_kvviz_diff_backend_sglang_exits_1_at_the_divergence():
@@ -59,7 +60,7 @@ def test_kvviz_run_lru_on_sglang_as_json_names_the_backend():
 
 def test_sglang_agrees_with_kvcores_trie_on_the_lru_demo():
     run = run_diff(load_demo("lru"), "sglang")
-    assert run.divergence is None, format_report(run)
+    assert run.divergence is None, format_compare(run)
 
 
 def random_scenario(rng: random.Random) -> Scenario:
@@ -98,7 +99,7 @@ def test_every_divergence_on_random_scenarios_is_a_known_sglang_issue():
         if run.divergence is None:
             agreed += 1
             continue
-        assert run.divergence.explained, format_scenario(scenario) + "\n" + format_report(run)
+        assert run.divergence.explained, format_scenario(scenario) + "\n" + format_compare(run)
         explained += 1
     assert ops >= 2000 and explained >= 1, (ops, explained)  # real scenarios, some diverging
     assert agreed >= 100, (agreed, explained)  # most agree: the comparison is not vacuous either way
@@ -121,7 +122,7 @@ def test_a_refused_acquire_whose_lookup_matched_is_reported_as_the_known_lru_tou
 
     scenario = parse_scenario("cache trie pages=1 tokens_per_page=1\nacquire a 1\npublish a\nacquire b 1 1\n")
     run = run_diff(scenario, "sglang")
-    assert [f.code for f in run.findings[3]] == ["SG3"]
+    assert [f.code for f in run.right.findings[3]] == ["SG3"]
     assert run.right.session.frame(3).error is not None
 
 
@@ -129,4 +130,4 @@ def test_sglangs_whole_leaf_eviction_is_named_where_it_decides_a_difference():
     run = run_diff(load_demo("heap-ties"), "sglang")
     d = run.divergence
     assert d is not None and "SG1" in d.known and d.explained
-    assert "SG1 (design" in format_report(run)
+    assert "SG1 (design" in format_compare(run)

@@ -12,7 +12,7 @@ from engine_guard import require_engine
 require_engine("vllm")
 
 from kvviz.core.demos import demo_names, load_demo  # noqa: E402
-from kvviz.compare.engine import format_report, run_diff  # noqa: E402
+from kvviz.compare.engine import format_compare, run_diff  # noqa: E402
 from kvviz.core.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
 
 NAMES = ("a", "b", "c", "d")
@@ -36,7 +36,7 @@ def test_most_demos_are_expressible_on_vllm():
 @pytest.mark.parametrize("name", DEMOS)
 def test_vllm_agrees_with_kvcores_hash_design_on_the_demo(name):
     run = run_diff(load_demo(name), "vllm")
-    assert run.divergence is None, format_report(run)
+    assert run.divergence is None, format_compare(run)
     vllm = run.right.session
     assert not [str(v) for i in range(len(vllm)) for v in vllm.frame(i).violations]
 
@@ -87,7 +87,7 @@ def test_vllm_agrees_with_kvcores_hash_design_on_random_scenarios(chunk):
         scenario = random_scenario(rng)
         ops += len(scenario.steps)
         run = run_diff(scenario, "vllm")
-        assert run.divergence is None, format_scenario(scenario) + "\n" + format_report(run)
+        assert run.divergence is None, format_scenario(scenario) + "\n" + format_compare(run)
         vllm = run.right.session
         assert not [str(v) for i in range(len(vllm)) for v in vllm.frame(i).violations], format_scenario(scenario)
     assert ops >= 10 * (RANDOM_SCENARIOS // 6)  # the scenarios hold ops (~20 each), not just a config

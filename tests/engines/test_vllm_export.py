@@ -29,9 +29,9 @@ def test_kvviz_run_backend_vllm_prints_vllms_own_state(tmp_path):
     assert "vllm" in result.output.lower()
 
 
-def test_kvviz_diff_backend_vllm_json_keeps_the_diff_schema_with_vllms_version():
+def test_kvviz_diff_backend_vllm_json_is_the_compare_schema_with_vllms_version():
     result = CliRunner().invoke(cli, ["diff", "lru", "--backend", "vllm", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["schema"] == "kvviz.diff/1" and report["vllm_version"] == "0.33.0"
-    assert report["divergence"] is None and report["findings"] == []
+    assert report["schema"] == "kvviz.compare/2" and report["sides"]["right"]["version"] == "0.33.0"
+    assert report["first_divergence"] is None and report["findings"] == []

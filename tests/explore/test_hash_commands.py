@@ -389,6 +389,6 @@ def test_the_demo_runs_in_demo_and_compare_checks_both_sides():
     assert "vLLM caches b's copy too" in flat and "free queue (head first" in flat
     result = invoke("compare", "hash-vs-trie", "--left", "hash", "--right", "trie:lru", "--print")
     assert result.exit_code == 1, result.output  # 1: the designs differ, first at b's publish
-    assert "first difference at step 4" in result.output
+    assert "first divergence at step 4" in result.output
     assert "left (hash) checked 39 expect lines, 0 failed" in result.output
     assert "right (trie:lru) checked 33 expect lines, 0 failed" in result.output

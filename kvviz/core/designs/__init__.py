@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from importlib import import_module
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +257,10 @@ exports its design as ``DESIGN`` (its own imports are what the layer test reads)
 KVCORE_DESIGNS = (TRIE, BASE, HASH)
 """The designs of kvcore's own caches (whose events are :mod:`kvcore.events`), in the order
 an event's log line is looked up when no design is named."""
+
+DesignKind = Literal["trie", "base", "hash"]
+"""The type of a kvcore design's name (:data:`KVCORE_DESIGNS`), for annotations: a type
+checker reads only literal strings here, so the names are spelled again, in this module."""
 
 _REGISTERED: dict[str, Design] = {}
 

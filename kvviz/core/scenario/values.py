@@ -12,15 +12,17 @@ from dataclasses import dataclass, field
 import kvcore
 from kvcore.policies import MAX_PRIORITY as _PRIORITY_BOUND
 
+from kvviz.core.designs import HASH, TRIE
 from kvviz.core.expect import Expect, applies  # an expect line is its table's value; re-exported for the parser
 from kvviz.core.vocab import Vocabulary
 
 CACHE_KINDS = ("trie", "base", "hash")
-"""The cache kinds a scenario may run on; also the kinds an expect or narration may be scoped to
+"""The scenario language's keyword table of cache kinds (the design registry's names,
+:data:`kvviz.core.designs.KVCORE_DESIGNS`, spelled as the language spells them): the kinds a scenario may run on; also the kinds an expect or narration may be scoped to
 (``hash``: vLLM's design, full blocks under chained keys and one free queue, no trie)."""
 
 ONLY_LRU = {
-    "hash": "a hash cache evicts in its free queue's order, which is LRU",
+    HASH: "a hash cache evicts in its free queue's order, which is LRU",
 }
 """The kinds that take ``policy=lru`` only, and why (the base cache takes any policy and
 ignores it: it never evicts)."""
@@ -55,7 +57,7 @@ class CacheConfig:
     ``recompute_last_token=yes``) is vLLM's rule that a hit stops before a prompt's last
     token (:class:`kvcore.HashBlockPagedAttentionCache`)."""
 
-    kind: str = "trie"
+    kind: str = TRIE
     pages: int = 8
     tokens_per_page: int = 4
     policy: str = "lru"
