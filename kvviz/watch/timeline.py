@@ -391,22 +391,39 @@ class WatchTimeline:
 
     def add_late(self, late: list[tuple[Message, str | None]]) -> int:
         """Put replayed messages of one rank (``(message, note)`` each) where they belong: before
-        the first kept step of their rank whose seq is past theirs. The steps from the keyframe
+        the step holding the seq right after their gap (its live successor). The steps from the keyframe
         before that place are derived again (the kept messages up to it, these, then the later
         ones), so every rank's steps stay in seq order and the state is the one a watch that
         received all in order would have. That first step's notes say "repaired: N messages
         inserted before batch X". Returns the step of the first inserted message; 0 when their
         place was folded away already (they are counted in the summary's ``replayed_too_late``)."""
         late = sorted(late, key=lambda pair: pair[0].seq)
-        rank, first_seq = late[0][0].rank, late[0][0].seq
-        place = None  # the step the first of them goes before
+        rank = late[0][0].rank
+        # One insertion per gap they fill (a merged replay may fill several), each before the
+        # step holding the seq right after that gap.
+        runs: list[tuple[int, list]] = []
+        for pair in late:
+            gap = next(g for g in self._tracker.missing(rank) if g.first <= pair[0].seq <= g.last)
+            if runs and runs[-1][0] == gap.last + 1:
+                runs[-1][1].append(pair)
+            else:
+                runs.append((gap.last + 1, [pair]))
+        first = 0
+        for after, run in runs:
+            inserted = self._insert(rank, after, run)
+            first = first or inserted
+        return first
+
+    def _insert(self, rank: int, after: int, late: list[tuple[Message, str | None]]) -> int:
+        """Put ``late`` (in seq order) before the kept step of ``rank`` whose seq is ``after``;
+        0 when that step was folded away (counted too late)."""
+        place = None
         for step in range(self._last, self._base, -1):
             message = self._messages[step - 1 - self._base]
-            if message.rank == rank:
-                if message.seq <= first_seq:
-                    break
+            if message.rank == rank and message.seq == after:
                 place = step
-        if place is None:
+                break
+        if place is None:  # its place was folded away
             self._too_late += len(late)
             return 0
         redo = self._rewind(place - 1)
@@ -416,15 +433,15 @@ class WatchTimeline:
         inserted = self._last + 1
         for message, note in late:
             self._add(message, note=note)
-        after = redo[place - 1 - keyframe:]
-        revealing, note = after[0]
+        rest = redo[place - 1 - keyframe:]
+        revealing, note = rest[0]
         parts = [part for part in (note or "").split("; ") if part]
         earlier = [part for part in parts if _REPAIRED.match(part)]  # a repair before this one, same place
         count = len(late) + sum(int(_REPAIRED.match(part)["count"].replace(",", "")) for part in earlier)
         parts = [part for part in parts if part not in earlier]
         parts.append(f"repaired: {count:,} message{'s' if count != 1 else ''} inserted before batch {self._last + 1}")
-        after[0] = (revealing, "; ".join(parts))
-        for message, note in after:
+        rest[0] = (revealing, "; ".join(parts))
+        for message, note in rest:
             self._add(message, note=note)
         return inserted
 

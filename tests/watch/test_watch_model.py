@@ -532,3 +532,24 @@ def test_late_replayed_messages_from_a_recording_are_put_back_in_one_rederivatio
     assert [m.seq for m in watched.messages] == list(range(30))
     assert watched.summary()["digest"] == WatchTimeline.from_messages(messages).summary()["digest"]
     assert watched.summary()["gaps"] == 0 and watched.take_rederived() == 8  # the keyframe before seq 10's place
+
+
+def test_a_replay_whose_place_was_folded_away_is_counted_too_late_and_its_gap_stays():
+    messages = _stream(21)
+    folded = WatchTimeline("x", keyframe_every=2, max_bytes=1)  # folds all but the newest interval
+    folded.add_all(messages[:3] + messages[6:])
+    assert folded.first_step > 4  # the step of seq 6, the gap's live successor, is folded away
+    assert folded.add_late([(m, "replayed") for m in messages[3:6]]) == 0
+    summary = folded.summary()
+    assert (summary["replayed_too_late"], summary["gaps"], summary["missing_messages"]) == (3, 1, 3)
+    assert summary["messages"] == 18
+
+
+def test_a_merged_replay_filling_two_gaps_puts_each_run_before_its_own_successor():
+    messages = _stream(16)
+    arrival = messages[:3] + messages[6:8] + messages[10:] + messages[3:6] + messages[8:10]
+    watched = WatchTimeline("x", keyframe_every=4)
+    watched.add_all(arrival)
+    assert [m.seq for m in watched.messages] == list(range(16))
+    assert watched.summary()["digest"] == WatchTimeline.from_messages(messages).summary()["digest"]
+    assert watched.summary()["gaps"] == 0
