@@ -865,7 +865,9 @@ class Subscriber:
                     other.close(linger=0)
             job.asked = [(e, d) for e, d in job.asked if d is answering]
         dealer = job.answering
-        while job.frames < MAX_WATCH_REPLAY_MESSAGES:
+        for _ in range(BURST):  # then the live sockets again: a big answer does not hold them
+            if job.frames >= MAX_WATCH_REPLAY_MESSAGES:
+                break
             try:
                 frames = dealer.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
