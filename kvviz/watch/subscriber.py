@@ -341,8 +341,9 @@ def _zmq():
 
 class Subscriber:
     """Subscribes to ``endpoint`` (rank *r* at its port + *r*) and delivers every message,
-    decoded, in arrival order (replayed gaps in seq order before the message that revealed
-    them).
+    decoded, in arrival order: a gap's replayed messages come after the live ones that went
+    on while the replay was read, in seq order, each noted ``replayed`` (a replay that decides
+    what a reconnect or a restart was comes before the message it is about).
 
     ``topic`` filters on the topic frame's prefix (empty: everything, which a publisher that
     sends an empty topic or a single frame needs). ``replay_endpoint`` is the server's replay
@@ -403,7 +404,8 @@ class Subscriber:
         self._given_up_by: list[float | None] = [None] * ranks  # when a dropped peer counts as given up
         self._poller = None  # the thread's poller: the SUBs, their monitors, the replays' DEALERs
         self._jobs: list[_ReplayJob | None] = [None] * ranks  # each rank's replay under way
-        self._queued: list[tuple[int, int, bytes] | None] = [None] * ranks  # the next one asked (gaps merged)
+        # the next one to ask, gaps merged: (first, last, topic, seqs missing in it)
+        self._queued: list[tuple[int, int, bytes, int] | None] = [None] * ranks
 
     # -- the caller's side -------------------------------------------------------------------
 
@@ -802,15 +804,15 @@ class Subscriber:
         span = f"{first}" if first == last else f"{first}-{last}"
         queued = self._queued[rank]
         if self._jobs[rank] is None:
-            self._start_replay(rank, first, last, topic)
+            self._start_replay(rank, first, last, topic, last - first + 1)
         elif queued is None:
-            self._queued[rank] = (first, last, topic)
+            self._queued[rank] = (first, last, topic, last - first + 1)
         else:
-            self._queued[rank] = (min(first, queued[0]), max(last, queued[1]), topic)
+            self._queued[rank] = (min(first, queued[0]), max(last, queued[1]), topic, queued[3] + last - first + 1)
         return NOTES["gap_asked"].format(span=span)
 
-    def _start_replay(self, rank: int, first: int, last: int, topic: bytes) -> None:
-        job = _ReplayJob(rank, first, last, topic)
+    def _start_replay(self, rank: int, first: int, last: int, topic: bytes, wanted: int) -> None:
+        job = _ReplayJob(rank, first, last, topic, wanted)
         self._jobs[rank] = job
         self._ask_next_envelope(job)
 
@@ -940,16 +942,16 @@ class Subscriber:
     def _cancel_replay(self, rank: int) -> None:
         """Drop ``rank``'s replay under way and the one queued (a restart: their seqs are
         another publisher's); what they would have filled stays missing."""
-        job, self._jobs[rank], self._queued[rank] = self._jobs[rank], None, None
+        job, queued = self._jobs[rank], self._queued[rank]
+        self._jobs[rank] = self._queued[rank] = None
         if job is None:
             return
         for _, dealer in job.asked:
             self._poller.unregister(dealer)
             dealer.close(linger=0)
         with self._lock:
-            self._counters.gaps += 1
-            self._counters.missing += sum(gap.count for gap in self._tracker.missing(rank)
-                                          if job.first <= gap.first and gap.last <= job.last)
+            self._counters.gaps += 1 + (queued is not None)
+            self._counters.missing += job.wanted + (0 if queued is None else queued[3])
 
     def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]] | None:
         """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
@@ -1051,6 +1053,7 @@ class _ReplayJob:
     first: int
     last: int
     topic: bytes
+    wanted: int  # the seqs missing in first..last (a merged replay's span holds live ones too)
     asked: list = field(default_factory=list)
     asked_at: float = 0.0
     answering: object = None

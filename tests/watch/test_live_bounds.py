@@ -399,3 +399,17 @@ def test_a_publisher_flooding_for_60_s_keeps_the_json_watch_and_the_ui_under_the
     assert ui["last_seq"] - ui["first_seq"] + 1 == ui["messages"] + ui["missing_messages"]
     assert shown["header_gaps"] == ui["gaps"]
     assert shown["first_step"] > 0 and shown["held"] == ui["messages"] - shown["first_step"] + 1  # lists folded too
+
+
+def test_a_restart_while_a_gap_is_being_replayed_drops_that_replay_and_its_gap_stays_missing(publisher, subscribe):
+    # The old publisher's answer (6 frames, one per 0.3 s) is still coming when
+    # the new publisher's seq 0 arrives: its batches must never be put into the new run.
+    live = publisher({"replay_trickle": 0.3,
+                      "steps": [{"send": 3}, {"skip": 3}, {"send": 2}, {"restart": True}, {"send": 3}]})
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
+    got = receive(subscriber, 8)
+    assert [r.message.seq for r in got] == [0, 1, 2, 6, 7, 0, 1, 2]
+    assert [r.note for r in got][3] == "gap 3-5: replay asked, live messages go on meanwhile"
+    assert got[5].note == "restart: seq 0 after 7"
+    stats = subscriber.stats
+    assert (stats.gaps, stats.missing, stats.replayed, stats.restarts) == (1, 3, 0, 1)
