@@ -19,6 +19,13 @@ the keyframe after them (their messages let go; their counts stay in the summary
 per-step numbers in the sparkline's columns), and :attr:`WatchTimeline.first_step` says where
 the kept steps start.
 
+A replayed message that comes after the live ones past its gap (the subscriber reads a gap's
+replay while live messages go on) is put back in its place: :meth:`WatchTimeline.add_late`
+goes back to the keyframe before the gap (each keyframe keeps a checkpoint of the counters)
+and derives the steps again, the replayed messages first, then the live ones, so each rank's
+steps stay in seq order and the state equals what a watch that received all in order shows.
+A recording keeps the messages in arrival order; reading it puts them back the same way.
+
 A publisher restart (a ``seq`` that goes backwards) resets the view: the forest is cleared
 at that step, before its batch is applied, and the step's notes say so. A message that
 cannot be decoded is a step too (its seq and why are noted; the forest is unchanged):
@@ -297,7 +304,9 @@ class WatchTimeline:
 
         ``batch``/``error``: the subscriber's decoding (None and None: decoded here);
         ``note``: the subscriber's word about it (``"replayed"``: it answers a replay
-        request, so its seq fills a gap rather than going back).
+        request, so its seq fills a gap rather than going back). A message whose seq is in a
+        gap of its rank, behind the rank's last one, is put in its place (:meth:`add_late`):
+        the step returned is where it went (0: too late, its place was folded away).
         """
         if self.is_late(message):
             return self.add_late([(message, note)])
