@@ -52,6 +52,9 @@ def summary_lines(summary: dict) -> list[str]:
         f"unknown event types: {_counts(s['unknown_types'])}",
         f"lints (odd but decoded): {_counts(s['lints'])}",
     ]
+    if s.get("replayed_too_late"):
+        lines.append(f"replayed too late: {s['replayed_too_late']:,} messages came after their place was folded "
+                     "away (not shown; their gap stays counted)")
     if s.get("blocks_not_kept"):
         lines.append(f"forest full from step {s['forest_full_step']:,}: {s['blocks_not_kept']:,} new blocks not "
                      f"added (its cap is MAX_WATCH_FOREST_BLOCKS); the view is incomplete from there")

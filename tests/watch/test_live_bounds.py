@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The live watch under hostile sizes and times, against peers of our own on 127.0.0.1: a frame
-header claiming 8 GiB, a 20 MiB message, a replay endpoint that answers one frame a second, a
-watch stopped by --max-seconds in the middle of a replay, a disk that fills under --record.
-Each must leave the watch running, bounded, and saying what happened in one line."""
+header claiming 8 GiB, a 20 MiB message, a replay endpoint that answers one frame every 0.5 s
+while live messages go on (they must keep flowing, and the end must equal an in-order watch),
+a watch stopped by --max-seconds in the middle of a replay, a disk that fills under --record,
+a publisher flooding the --json CLI and the UI for 60 s. Each must leave the watch running,
+bounded, and saying what happened in one line."""
 
 from __future__ import annotations
 

@@ -543,6 +543,8 @@ def test_a_replay_whose_place_was_folded_away_is_counted_too_late_and_its_gap_st
     summary = folded.summary()
     assert (summary["replayed_too_late"], summary["gaps"], summary["missing_messages"]) == (3, 1, 3)
     assert summary["messages"] == 18
+    assert ("replayed too late: 3 messages came after their place was folded away (not shown; their gap stays "
+            "counted)") in summary_lines(summary)
 
 
 def test_a_merged_replay_filling_two_gaps_puts_each_run_before_its_own_successor():
