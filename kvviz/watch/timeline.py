@@ -412,7 +412,10 @@ class WatchTimeline:
         # step holding the seq right after that gap.
         runs: list[tuple[int, list]] = []
         for pair in late:
-            gap = next(g for g in self._tracker.missing(rank) if g.first <= pair[0].seq <= g.last)
+            gap = next((g for g in self._tracker.missing(rank) if g.first <= pair[0].seq <= g.last), None)
+            if gap is None:  # not in a gap (any more): nowhere to put it
+                self._too_late += 1
+                continue
             if runs and runs[-1][0] == gap.last + 1:
                 runs[-1][1].append(pair)
             else:

@@ -555,3 +555,21 @@ def test_a_merged_replay_filling_two_gaps_puts_each_run_before_its_own_successor
     assert [m.seq for m in watched.messages] == list(range(16))
     assert watched.summary()["digest"] == WatchTimeline.from_messages(messages).summary()["digest"]
     assert watched.summary()["gaps"] == 0
+
+
+def test_a_late_replay_on_one_rank_keeps_the_other_ranks_batches_and_every_ranks_seq_order():
+    from dataclasses import replace
+
+    rank0 = _stream(12)
+    rank1 = [replace(m, rank=1) for m in _stream(12)]
+    interleaved = [m for pair in zip(rank0, rank1) for m in pair]  # 0/0, 0/1, 1/0, 1/1, ...
+    gap = {(1, seq) for seq in (4, 5, 6)}
+    arrival = [m for m in interleaved if (m.rank, m.seq) not in gap]
+    arrival += [m for m in rank1 if (1, m.seq) in gap]  # the replay's answer, after everything
+    watched = WatchTimeline("x", keyframe_every=4)
+    watched.add_all(arrival)
+    for rank in (0, 1):
+        assert [m.seq for m in watched.messages if m.rank == rank] == list(range(12))
+    assert watched.summary()["gaps"] == 0 and watched.summary()["messages"] == 24
+    # Rank 1's seqs 4-6 went before its seq 7; every other message kept its arrival order.
+    assert [m for m in watched.messages if (m.rank, m.seq) not in gap] == arrival[:-3]
