@@ -121,6 +121,27 @@ MAX_WATCH_PENDING = 1_000_000
 """Received messages waiting for the UI to take them. When nobody takes them the subscriber's
 thread waits and ZeroMQ's high-water mark holds the rest: memory stays bounded, and what the
 server then drops is a gap the subscriber reports (and replays), never a silent loss."""
+MAX_WATCH_PENDING_BYTES = 64 * 1024 * 1024
+"""What the received messages waiting for the UI may cost in all (frames, decoded batches and
+their objects, as ``kvviz.watch.subscriber.message_cost`` counts them: 37 KB for a 3.3 KB vLLM
+batch, so some 1,800 of them). Past it the subscriber's thread waits, as with
+``MAX_WATCH_PENDING``: ZeroMQ's high-water mark holds the rest, then the server's (a gap,
+reported and replayed), never a silent loss."""
+MAX_LIVE_TIMELINE_BYTES = 256 * 1024 * 1024
+"""What the kept steps of a live watch's timeline may cost: each step its payload and 400 bytes
+(measured 160), the UI's 300 bytes of per-step marks and totals (measured 280) when the UI
+shows it, and each keyframe 400 bytes per table entry the forest copied on write since the one
+before. With the shared vLLM recording's 3,000-block cache a step costs 3.7 KB and its
+keyframe share 11.7 KB, so some 17,000 steps are kept (3 minutes at 100 batches/s); older
+steps are folded into a keyframe (the summary still counts them). ``--record`` keeps them all."""
+MAX_WATCH_FOREST_BLOCKS = 1_000_000
+"""Blocks the forest a watch rebuilds may hold (blocks cached per medium). A block costs 534
+bytes plus 36 per token id it carries (tracemalloc, 64,000 blocks of random 63-bit hashes:
+1,149 bytes a block of 16 tokens, vLLM's default), so about 1.1 GB at the cap; a server's GPU
+cache is some 10,000 to 200,000 blocks. A publisher that stores blocks and never removes them
+would otherwise grow it without end: at the cap, a new block is not added (counted in the
+summary's ``blocks_not_kept`` and said once, at the step it happened); the view is incomplete
+from there on."""
 MAX_WATCH_REPLAY_MESSAGES = 1_000_000
 """Frames one replay answer may bring before the subscriber stops reading it (vLLM buffers
 10,000 batches by default)."""

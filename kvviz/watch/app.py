@@ -42,7 +42,8 @@ from kvviz.ui.screens.prompt_screen import PromptScreen
 from kvviz.ui.stepping import StepActions
 from kvviz.ui.terminal_title import step_title, title_the_terminal
 from kvviz.ui.themes import set_up_appearance, variable_defaults
-from kvviz.watch.view import StreamTotals, WatchView, sparkline_samples, step_summary
+from kvviz.watch.view import (FOLDED_STEP, VIEW_STEP_BYTES, StepWindow, StreamTotals, WatchView, sparkline_samples,
+                               step_summary)
 from kvviz.watch.widgets.forest_view import LEGEND as FOREST_LEGEND
 from kvviz.watch.widgets.forest_view import ForestView
 from kvviz.ui.widgets.key_footer import KeyFooter
@@ -141,6 +142,7 @@ class WatchApp(StepActions, App[None]):
         set_up_appearance(self, theme, animations)
         self.cursor_blink = cursor_blink
         self.timeline = timeline
+        timeline.viewer_step_bytes = VIEW_STEP_BYTES  # the lists below count in its memory bound
         self.subscriber = subscriber
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.start_step = step
@@ -150,11 +152,15 @@ class WatchApp(StepActions, App[None]):
         self.selected = None  # (key, medium) of the block under the forest's cursor
         self.why_text: str | None = None
         self.view: WatchView | None = None
-        self.summaries: list = []  # each step's marks, appended as batches arrive
-        # Per step, the stream's totals and the most blocks cached up to it: the header, the
-        # banner and the medium bars say what was known at the step shown, never later.
-        self.totals_at: list[StreamTotals] = []
-        self.peak_at: list[int] = []
+        # Per kept step (cut with the timeline's fold: StepWindow), its marks, the stream's totals
+        # and the most blocks cached up to it: the header, the banner and the medium bars say
+        # what was known at the step shown, never later.
+        self.summaries = StepWindow(FOLDED_STEP)
+        self.totals_at = StepWindow()
+        self.peak_at = StepWindow()
+        self._totals = StreamTotals()  # over every step counted, folded ones included
+        self._peak = 0
+        self._told_full = False  # the forest's cap was said (once)
         self._titles: dict[str, str] = {}
         self._terminal_title = ""  # served: the title last written (terminal_title)
         self._poll_timer = None
@@ -234,19 +240,13 @@ class WatchApp(StepActions, App[None]):
     def receive(self, received: Iterable) -> int:
         """Record ``received`` (the subscriber's ``Received`` values, in order) in the
         timeline; live, show the newest. Returns how many were recorded."""
-        added = 0
-        for item in received:
-            self.timeline.add(item.message, item.batch, item.error, item.note)
-            added += 1
+        added = self.timeline.add_all(received)
         self._arrived(added)
         return added
 
     def receive_messages(self, messages: Iterable) -> int:
         """Record raw ``Message`` values (the timeline decodes them). Returns how many."""
-        added = 0
-        for message in messages:
-            self.timeline.add(message)
-            added += 1
+        added = self.timeline.add_all(messages)
         self._arrived(added)
         return added
 
@@ -287,16 +287,38 @@ class WatchApp(StepActions, App[None]):
             self._show(rebuild=False)
 
     def _count_new_steps(self) -> None:
-        """Marks, totals and the peak for the steps not counted yet (each step once)."""
+        """Marks, totals and the peak for the steps not counted yet (each step once); the
+        values of steps the timeline folded away are let go, and those of steps it derived
+        again (a replay's late answer put in its place) are counted again."""
         timeline = self.timeline
+        rederived = timeline.take_rederived()
+        if rederived is not None and rederived < len(self.summaries):
+            for window in (self.summaries, self.totals_at, self.peak_at):
+                window.cut_to(rederived + 1)
+            self._totals, self._peak = self.totals_at[rederived], self.peak_at[rederived]
+            self._explained = {step: found for step, found in self._explained.items() if step <= rederived}
+            self._hot = None
+            if self.view is not None and self.view.step > rederived:
+                self.view = None  # the step shown was derived again: its frame is rebuilt
         cached, removed = timeline.cached_over_time, timeline.removed_per_step
+        first = timeline.first_step
         for index in range(len(self.summaries), self.last_step + 1):
-            notes = timeline.notes(index) if index >= timeline.first_step else ()  # a folded step's are gone
+            notes = timeline.notes(index) if index >= first else ()  # a folded step's are gone
             summary = step_summary(index, notes, removed[index])
-            self.summaries.append(summary)
-            totals = self.totals_at[-1] if self.totals_at else StreamTotals()
-            self.totals_at.append(totals.plus(summary) if index else totals)
-            self.peak_at.append(max(self.peak_at[-1] if self.peak_at else 0, cached[index]))
+            self._totals = self._totals.plus(summary) if index else self._totals
+            self._peak = max(self._peak, cached[index])
+            if index >= first:
+                self.summaries.append(summary)
+                self.totals_at.append(self._totals)
+                self.peak_at.append(self._peak)
+            else:  # folded before it was counted: only the running totals keep it
+                for window in (self.summaries, self.totals_at, self.peak_at):
+                    window.fold_to(index + 1)
+        for window in (self.summaries, self.totals_at, self.peak_at):
+            window.fold_to(first)
+        if timeline.full_words is not None and not self._told_full:
+            self._told_full = True
+            self.notify(timeline.full_words, severity="warning", timeout=10)
 
     # -- showing a step ----------------------------------------------------------------------
 
@@ -326,7 +348,7 @@ class WatchApp(StepActions, App[None]):
             connected=self._connected(), rates=timeline.rates(self.step),
             cached_samples=sparkline_samples(timeline.cached_over_time, self.step), peak=self.peak_at[self.step],
             totals=self.totals_at[self.step], orphans=orphans, selected=self.selected, why=self.why_text,
-            summaries=tuple(self.summaries))
+            summaries=self.summaries.frozen())
         self.view = view
         self.header.show(view)
         self.timeline_bar.show(view)

@@ -202,8 +202,7 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
     if headless:
         _replay_headless(timeline, messages, as_json, every)
         return
-    for message in messages:
-        timeline.add(message)
+    timeline.add_all(messages)
     if step is not None and step > timeline.last_step:
         raise BadInput(f"step {step} does not exist: the recording has steps 0..{timeline.last_step}")
     launch_watch_ui(timeline, step=step, asked=asked, tokenizer=tokenizer)
@@ -290,11 +289,11 @@ def _read_recording(path: str):
 
 
 def _timeline(source: str, live: bool = False):
-    """The timeline a watch fills; a live one keeps its steps within LIVE_TIMELINE_BYTES (a
+    """The timeline a watch fills; a live one keeps its steps within MAX_LIVE_TIMELINE_BYTES (a
     recording is bounded already, by MAX_RECORDING_BYTES)."""
-    from kvviz.watch import timeline as watch
+    from kvviz.watch.timeline import WatchTimeline
 
-    return watch.WatchTimeline(source, max_bytes=watch.LIVE_TIMELINE_BYTES if live else None)
+    return WatchTimeline(source, max_bytes=limits.MAX_LIVE_TIMELINE_BYTES if live else None)
 
 
 def _replay_headless(timeline, messages, as_json: bool, every: int | None) -> None:
@@ -452,6 +451,18 @@ def _follow_headless(subscriber, timeline, as_json: bool, every: int | None, cou
         nonlocal since
         while backlog and (count is None or timeline.last_step < count):
             item = backlog[0]
+            if timeline.is_late(item.message):  # a replay's answer after the live messages: in at once
+                late = 1
+                while (late < len(backlog) and backlog[late].message.rank == item.message.rank
+                       and timeline.is_late(backlog[late].message)):
+                    late += 1
+                timeline.add_all([backlog[i] for i in range(late)])
+                for _ in range(late):
+                    backlog.popleft()
+                if every is not None:  # the steps after the gap were derived again: a line for where it stands
+                    emit(timeline.progress(timeline.last_step, min(since, timeline.last_step)), "progress")
+                    since = timeline.last_step
+                continue
             step = timeline.add(item.message, item.batch, item.error, item.note)
             backlog.popleft()
             if every is not None and step % every == 0:

@@ -19,6 +19,7 @@ Narration clauses (:attr:`Design.clauses`), with the fields each is filled with:
 ``orphan``          ``parent``: a chain whose parent kvviz never saw
 ``more_chains``     ``chains``, ``blocks``: chains past the ones told one by one
 ``duplicates``      ``copies``: stored blocks that were already cached (another copy)
+``not_kept``        ``blocks``: new blocks not added, the forest holding its cap
 ``removed``         ``blocks``, ``medium``: blocks removed
 ``removed_unknown`` ``unknown``: of those, how many kvviz never saw stored
 ``cleared``         ``medium``: ``AllBlocksCleared``
@@ -56,6 +57,7 @@ CLAUSES = {
     "orphan": "under {parent} (never seen: an orphan)",
     "more_chains": "and {chains} more ({blocks})",
     "duplicates": "{copies} already cached (another copy)",
+    "not_kept": "{blocks} not added (the forest is full)",
     "removed": "removed {blocks}{medium}",
     "removed_unknown": " ({unknown} never seen)",
     "cleared": "cleared every block{medium}",

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 from kvcore.snapshot import StateDigest
 
+from kvviz.core import limits
+
 from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, Key, UnknownEvent, key_order, block_hash_text)
 
 BlockId = tuple[Key, str | None]
@@ -104,6 +106,9 @@ class BatchEffect:
     """Orphans whose parent key came (back) into the forest."""
     cleared_blocks: int = 0
     """Blocks the batch's AllBlocksCleared events took out."""
+    not_kept: int = 0
+    """New blocks a BlockStored named that were not added: the forest held its cap
+    (``Forest.max_blocks``)."""
 
 
 @dataclass(frozen=True)
@@ -299,9 +304,14 @@ class ForestState:
 
 
 class Forest:
-    """The forest the stream builds, batch by batch: mutable; :meth:`apply` is O(changed)."""
+    """The forest the stream builds, batch by batch: mutable; :meth:`apply` is O(changed).
 
-    def __init__(self) -> None:
+    ``max_blocks`` (default ``MAX_WATCH_FOREST_BLOCKS``) caps the blocks held: a store of a new
+    block into a full forest is not added, and counted in the effect's ``not_kept`` (a copy
+    of a block held is still counted, a removal still takes it)."""
+
+    def __init__(self, max_blocks: int | None = None) -> None:
+        self.max_blocks = limits.MAX_WATCH_FOREST_BLOCKS if max_blocks is None else max_blocks
         self._top: list = [None] * _FAN
         self._size = 0
         self._present: dict[Key, int] = {}  # key -> how many media hold it
@@ -314,10 +324,10 @@ class Forest:
         (tests and benchmarks read it)."""
 
     @classmethod
-    def from_state(cls, state: ForestState) -> Forest:
+    def from_state(cls, state: ForestState, max_blocks: int | None = None) -> Forest:
         """A forest that goes on from ``state`` (a keyframe): O(blocks), to rebuild the parent
         index. Its :meth:`totals` start from zero."""
-        forest = cls()
+        forest = cls(max_blocks)
         forest._top = list(state._top)
         forest._size = state._size
         forest._digest.total = state._sum
@@ -441,6 +451,10 @@ class Forest:
                 stored.append(block)
                 parent = key
                 continue
+            if self._size >= self.max_blocks:
+                effect.not_kept += 1
+                parent = key
+                continue
             block = ForestBlock(key, event.block_tokens(index), parent, medium, event.lora, step, 1,
                                 parent is not None and parent not in present)
             leaf[block_id] = block
@@ -544,7 +558,7 @@ class _EffectBuilder:
     """The lists a batch's effect collects while it applies."""
 
     __slots__ = ("stored", "removed", "removed_unknown", "duplicates", "cleared", "unknown_types",
-                 "orphaned", "adopted", "cleared_blocks")
+                 "orphaned", "adopted", "cleared_blocks", "not_kept")
 
     def __init__(self) -> None:
         self.stored: list[ForestBlock] = []
@@ -556,10 +570,11 @@ class _EffectBuilder:
         self.orphaned: list[BlockId] = []
         self.adopted: list[BlockId] = []
         self.cleared_blocks = 0
+        self.not_kept = 0
 
     def build(self) -> BatchEffect:
         return BatchEffect(stored=tuple(self.stored), removed=tuple(self.removed),
                            removed_unknown=tuple(self.removed_unknown), duplicates=self.duplicates,
                            cleared=self.cleared, unknown_types=tuple(self.unknown_types),
                            orphaned=tuple(self.orphaned), adopted=tuple(self.adopted),
-                           cleared_blocks=self.cleared_blocks)
+                           cleared_blocks=self.cleared_blocks, not_kept=self.not_kept)

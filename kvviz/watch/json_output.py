@@ -19,6 +19,7 @@ from kvviz.watch.events import UNKNOWABLE
 from kvviz.core.words import count
 from kvviz.watch.timeline import NO_MEDIUM, NOTES_LISTED, SUMMARY_SCHEMA
 from kvviz.watch.explain import EXPLAIN_SCHEMA
+from kvviz.core.limits import MAX_WATCH_FOREST_BLOCKS
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
@@ -51,6 +52,12 @@ def summary_lines(summary: dict) -> list[str]:
         f"unknown event types: {_counts(s['unknown_types'])}",
         f"lints (odd but decoded): {_counts(s['lints'])}",
     ]
+    if s.get("replayed_too_late"):
+        lines.append(f"replayed too late: {s['replayed_too_late']:,} messages came after their place was folded "
+                     "away (not shown; their gap stays counted)")
+    if s.get("blocks_not_kept"):
+        lines.append(f"forest full from step {s['forest_full_step']:,}: {s['blocks_not_kept']:,} new blocks not "
+                     f"added (its cap is MAX_WATCH_FOREST_BLOCKS); the view is incomplete from there")
     for kind, first in s["first_lints"].items():
         lines.append(f"  first {kind} lint at step {first['step']:,} (seq {first['seq']}): {first['lint']}")
     for gap in s["gap_list"][:10]:
@@ -134,6 +141,12 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
   undecodable       messages whose payload could not be decoded (the view is unchanged)
   undecodable_list  each {{"step", "seq", "error"}}, at most {NOTES_LISTED:,} listed
   replayed          messages that came from the replay endpoint (live only)
+  replayed_too_late replayed messages that came after their place in the timeline was folded
+                    away to bound a live watch's memory: not shown, their gap stays counted
+  blocks_not_kept   new blocks not added to the forest because it held its cap of
+                    {MAX_WATCH_FOREST_BLOCKS:,} blocks (MAX_WATCH_FOREST_BLOCKS; 0: never full)
+  forest_full_step  the step at which that first happened (null: never); the view is
+                    incomplete from there on
   per_medium        {{medium: cached blocks}} after the last step; "{NO_MEDIUM}" for blocks
                     sent without a medium
   first_seq         the first message's seq (null when none)

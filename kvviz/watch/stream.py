@@ -81,6 +81,17 @@ class SeqTracker:
                 return True
         return False
 
+    def is_missing(self, rank: int, seq: int) -> bool:
+        """Is ``seq`` of ``rank`` in a gap not filled yet (a replay may still bring it)."""
+        return any(first <= seq <= last for first, last in self._missing.get(rank, ()))
+
+    def copy(self) -> "SeqTracker":
+        """An independent copy (a timeline's checkpoint, to go back to)."""
+        other = SeqTracker()
+        other._last = dict(self._last)
+        other._missing = {rank: [list(pair) for pair in ranges] for rank, ranges in self._missing.items()}
+        return other
+
     def missing(self, rank: int | None = None) -> tuple[Gap, ...]:
         """The gaps not (yet) filled: ``rank``'s, or every rank's (by rank, then seq)."""
         ranks = sorted(self._missing) if rank is None else [rank]

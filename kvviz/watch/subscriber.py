@@ -16,11 +16,16 @@ What the thread survives, and how it says so (``Received.note``, worded once in 
 - a seq that jumps ahead is a gap: with a replay endpoint, the missing batches are asked for
   (first an empty delimiter frame then the 8-byte big-endian start seq, the only request vLLM's
   and SGLang's replay ``ROUTER`` accept; when nothing answers within ``replay_wait`` seconds,
-  the seq alone, while still listening for a late answer to the first) and delivered in order
-  before the message that revealed the gap, each noted ``replayed``; duplicates are
-  dropped. What no replay fills is noted on that message. A replay is bounded by
-  ``REPLAY_TOTAL_S`` seconds and ``MAX_WATCH_REPLAY_MESSAGES`` frames: a server answering
-  slowly delays live messages by that much at most (ZeroMQ holds them meanwhile).
+  the seq alone, while still listening for a late answer to the first). The answer is read by
+  the same poll loop as the live sockets, a frame at a time, so **live messages keep flowing
+  while a replay is read**: the message that revealed the gap is delivered at once (noted
+  ``gap …: replay asked``), and what the replay brings is delivered when it ends, in seq order,
+  each noted ``replayed`` (duplicates dropped), the last one saying what is still missing. A
+  :class:`~kvviz.watch.timeline.WatchTimeline` puts such late messages back in their place
+  (each rank's steps stay in seq order). One replay per rank at a time: gaps met meanwhile are
+  merged into the next request. A replay is bounded by ``REPLAY_TOTAL_S`` seconds and
+  ``MAX_WATCH_REPLAY_MESSAGES`` frames. Without a replay endpoint a gap is noted on the
+  message after it.
 - a first message whose seq is above 0 is a late attach: with a replay endpoint, everything
   before it that the server still keeps is asked for and delivered first (so the view starts
   from the server's whole buffer, not from the middle of it).
@@ -53,21 +58,16 @@ from typing import Callable
 from kvviz.watch.recording import Message
 from kvviz.watch.stream import Gap, Restart, SeqTracker
 from kvviz.watch.wire import WATCH_EXTRA_MISSING, Batch, DecodeError, decode_payload
+from kvviz.core import limits
 from kvviz.core.limits import MAX_EVENT_PAYLOAD_BYTES, MAX_WATCH_PENDING, MAX_WATCH_RANKS, MAX_WATCH_REPLAY_MESSAGES
 
 SEQ_BYTES = 8
 END_OF_REPLAY = b"\xff" * SEQ_BYTES
 """The replay answer's end marker: seq -1 as a signed 8-byte big-endian integer."""
 
-PENDING_BYTES = 64 * 1024 * 1024
-"""What the received messages waiting for the UI may cost in all (frames, decoded batches and
-their objects, as :func:`message_cost` counts them: 37 KB for a 3.3 KB vLLM batch, so some
-1,800 of them). Past it the thread waits, as with ``MAX_WATCH_PENDING``: ZeroMQ's high-water
-mark holds the rest, then the server's (a gap, reported and replayed), never a silent loss."""
-
 DEFAULT_HWM = 1_000
 """Messages a SUB socket may queue before ZeroMQ stops reading the connection (ZeroMQ's own
-default). The decoded queue behind it is bounded in bytes (``PENDING_BYTES``); this
+default). The decoded queue behind it is bounded in bytes (``MAX_WATCH_PENDING_BYTES``); this
 count only has to absorb the moments the thread spends decoding, and each message in it is at
 most ``MAX_FRAME_BYTES`` per frame (a typical vLLM batch is 3.3 KB: 3.3 MB)."""
 
@@ -99,9 +99,10 @@ REPLAY_IDLE_S = 2.0
 the rest (and notes what is still missing)."""
 
 REPLAY_TOTAL_S = 5.0
-"""Seconds one replay answer may take in all, however steadily it trickles in: live messages
-wait (in ZeroMQ's queue) while a replay is read, so a slow replay delays them by this much at
-most, then what it did not bring is noted missing."""
+"""Seconds one replay answer may take in all, however steadily it trickles in (live messages go
+on meanwhile): then what it did not bring is noted missing. The replays that decide what a
+reconnect or a restart was (the first message of a new connection, a seq going back) are
+read before that message is delivered: those hold the live messages, by this much at most."""
 
 ENVELOPES = ("delimited", "bare")
 """Replay request envelopes, in the order tried: an empty delimiter frame then the 8-byte seq
@@ -115,6 +116,7 @@ NOTES = {
     "extra_frames": "{frames} frames: the last {extra} ignored",
     "short_seq": "seq frame of {size} bytes: numbered {seq}",
     "gap": "gap {span} not replayed",
+    "gap_asked": "gap {span}: replay asked, live messages go on meanwhile",
     "gap_partly": "gap {span} partly replayed: {missing} missing",
     "restart": "restart: seq {seq} after {previous}",
     "reconnect_restart": "restart: seq {seq} after {previous}, on a new connection {why}",
@@ -157,12 +159,13 @@ Memory of a live watch:
   Each ZeroMQ frame is at most {MAX_FRAME_BYTES:,} bytes (ZMQ_MAXMSGSIZE): a bigger one is
   refused from its header, unallocated, and kvviz connects again. ZeroMQ queues at most
   {DEFAULT_HWM:,} messages per rank; the decoded queue behind it at most
-  {PENDING_BYTES:,} bytes (PENDING_BYTES), a message counted as its frames,
+  {limits.MAX_WATCH_PENDING_BYTES:,} bytes (MAX_WATCH_PENDING_BYTES), a message counted as its frames,
   {DECODED_BYTES_PER_PAYLOAD_BYTE} bytes per payload byte decoded, and {MESSAGE_OVERHEAD_BYTES} bytes of
   objects: 37 KB for a 3.3 KB vLLM batch, about 1,800 of them. When nobody takes them the
   receiving thread waits, and what the server then drops is a gap, said and replayed.
-  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most
-  (live messages wait meanwhile).
+  A replay answer may take {REPLAY_TOTAL_S:g} s and {MAX_WATCH_REPLAY_MESSAGES:,} frames at most;
+  live messages go on meanwhile, and what it brings is put back in its place (the steps after
+  the gap derived again, "repaired: N messages inserted before batch X").
   --record writes only lines --replay-file reads (a message over MAX_RECORDING_LINE_BYTES is
   counted and not written); a disk that fills stops the recording, not the watch (one line,
   exit 1)."""
@@ -272,7 +275,7 @@ class SubscriberStats:
     still delivered), ``hook_error`` is the first such error in one line; ``reconnects`` the
     connections kvviz made again itself after ZeroMQ gave a peer up (refused: a frame over
     ``MAX_FRAME_BYTES``, a protocol error); ``pending_bytes`` what the queued messages cost now (bounded by
-    ``PENDING_BYTES``)."""
+    ``MAX_WATCH_PENDING_BYTES``)."""
 
     messages: int = 0
     bytes: int = 0
@@ -338,8 +341,9 @@ def _zmq():
 
 class Subscriber:
     """Subscribes to ``endpoint`` (rank *r* at its port + *r*) and delivers every message,
-    decoded, in arrival order (replayed gaps in seq order before the message that revealed
-    them).
+    decoded, in arrival order: a gap's replayed messages come after the live ones that went
+    on while the replay was read, in seq order, each noted ``replayed`` (a replay that decides
+    what a reconnect or a restart was comes before the message it is about).
 
     ``topic`` filters on the topic frame's prefix (empty: everything, which a publisher that
     sends an empty topic or a single frame needs). ``replay_endpoint`` is the server's replay
@@ -398,6 +402,10 @@ class Subscriber:
         self._reconnected = [False] * ranks  # a new connection since the rank's last message
         self._last_payload: list[bytes | None] = [None] * ranks  # what proves a reconnect's publisher
         self._given_up_by: list[float | None] = [None] * ranks  # when a dropped peer counts as given up
+        self._poller = None  # the thread's poller: the SUBs, their monitors, the replays' DEALERs
+        self._jobs: list[_ReplayJob | None] = [None] * ranks  # each rank's replay under way
+        # the next one to ask, gaps merged: (first, last, topic, seqs missing in it)
+        self._queued: list[tuple[int, int, bytes, int] | None] = [None] * ranks
 
     # -- the caller's side -------------------------------------------------------------------
 
@@ -516,8 +524,10 @@ class Subscriber:
                 sub.disable_monitor()
             except Exception:  # noqa: BLE001 - already closed or never monitored: nothing to undo
                 pass
-        for sock in [*self._monitors, *self._subs, *(d for d in self._dealers if d is not None)]:
+        job_dealers = [dealer for job in self._jobs if job is not None for _, dealer in job.asked]
+        for sock in [*self._monitors, *self._subs, *(d for d in self._dealers if d is not None), *job_dealers]:
             sock.close(linger=0)
+        self._jobs = [None] * self.ranks
         self._monitors, self._subs, self._dealers = [], [], [None] * self.ranks
         if self._context is not None:
             self._context.term()
@@ -528,15 +538,17 @@ class Subscriber:
     def _run(self) -> None:
         zmq = _zmq()
         try:
-            poller = zmq.Poller()
+            poller = self._poller = zmq.Poller()
             for sock in (*self._subs, *self._monitors):
                 poller.register(sock, zmq.POLLIN)
             while not self._stopping.is_set():
-                ready = dict(poller.poll(POLL_MS))
+                ready = dict(poller.poll(self._poll_ms()))
                 for rank, monitor in enumerate(self._monitors):
                     if monitor in ready:
                         self._on_monitor(rank, monitor)
                 self._reconnect_given_up()
+                for job in [job for job in self._jobs if job is not None]:
+                    self._advance(job, ready)
                 for rank, sub in enumerate(self._subs):
                     if sub not in ready:
                         continue
@@ -617,7 +629,9 @@ class Subscriber:
             notes.extend(self._after_reconnect(rank, seq, previous, topic))
         else:
             outcome = self._tracker.observe(rank, seq)
-            if isinstance(outcome, Gap):
+            if isinstance(outcome, Gap) and self.replay_endpoints:
+                notes.append(self._replay_later(rank, outcome.first, outcome.last, topic))
+            elif isinstance(outcome, Gap):
                 notes.extend(self._fill_gap(rank, outcome.first, outcome.last, topic))
             elif isinstance(outcome, Restart):
                 notes.extend(self._restart(rank, seq, NOTES["restart"].format(seq=seq, previous=previous), topic))
@@ -628,6 +642,7 @@ class Subscriber:
         same publisher (fill the gap) or a restarted one that outran the old seq (restart).
         The replay endpoint decides: asked from ``previous``, the same publisher answers the
         payload received at ``previous``."""
+        self._cancel_replay(rank)
         answered = self._ask_replay(rank, previous, seq - 1)
         if answered is None:  # no answer: nothing tells a restart from a gap; the seq is trusted
             self._tracker.observe(rank, seq)
@@ -649,6 +664,7 @@ class Subscriber:
         new run. Returns the notes for the message at ``seq``."""
         with self._lock:
             self._counters.restarts += 1
+        self._cancel_replay(rank)
         self._tracker.forget(rank)
         self._tracker.observe(rank, seq)
         if seq == 0 or not self.replay_endpoints:
@@ -686,10 +702,11 @@ class Subscriber:
             notes.append(NOTES["short_seq"].format(size=len(seq_frame), seq=seq))
         return seq
 
-    def _deliver(self, message: Message, note: str | None) -> None:
+    def _deliver(self, message: Message, note: str | None, late: bool = False) -> None:
         """Decode ``message``, queue it (waiting while the queue holds
-        ``PENDING_BYTES``), count it and tell the hook. A subscriber stopping
-        delivers nothing more: what is counted, queued and recorded stays one set."""
+        ``MAX_WATCH_PENDING_BYTES``), count it and tell the hook. A subscriber stopping
+        delivers nothing more: what is counted, queued and recorded stays one set. A ``late``
+        message (a replay's answer after the live ones) leaves the rank's last seq as it is."""
         batch, error = None, None
         try:
             batch = decode_payload(message.payload, seq=message.seq, topic=message.topic.decode("utf-8", "replace"))
@@ -700,13 +717,15 @@ class Subscriber:
         received = Received(message=message, batch=batch, error=error, note=note)
         if not self._enqueue(received):
             return
-        self._last_payload[message.rank] = message.payload
+        if not late:
+            self._last_payload[message.rank] = message.payload
         with self._lock:
             c = self._counters
             c.messages += 1
             c.bytes += len(message.payload)
             c.rank_messages[message.rank] += 1
-            c.last_seq[message.rank] = message.seq
+            if not late:
+                c.last_seq[message.rank] = message.seq
             if error is not None:
                 c.undecodable += 1
         if self._on_received is not None:
@@ -725,7 +744,7 @@ class Subscriber:
         server's (a gap, reported and replayed), never a silent loss."""
         cost = message_cost(received)
         with self._room:
-            while (self._pending_bytes and self._pending_bytes + cost > PENDING_BYTES
+            while (self._pending_bytes and self._pending_bytes + cost > limits.MAX_WATCH_PENDING_BYTES
                    and not self._stopping.is_set()):
                 self._room.wait(POLL_MS / 1000)
             if self._stopping.is_set():
@@ -773,6 +792,166 @@ class Subscriber:
         if not answered:
             return notes + [NOTES["gap"].format(span=span)]
         return notes + [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
+
+    # -- replays read while live messages go on ----------------------------------------------
+
+    def _replay_later(self, rank: int, first: int, last: int, topic: bytes) -> str:
+        """Ask for gap ``first..last`` without waiting for the answer: the thread's poll loop
+        reads it (:meth:`_advance`) while live messages keep being delivered, and delivers what
+        it brings afterwards, in seq order, each noted ``replayed`` (a timeline puts them back
+        in their place). A rank has one replay under way; gaps met meanwhile are merged into the
+        next one. Returns the note for the message that revealed the gap."""
+        span = f"{first}" if first == last else f"{first}-{last}"
+        queued = self._queued[rank]
+        if self._jobs[rank] is None:
+            self._start_replay(rank, first, last, topic, last - first + 1)
+        elif queued is None:
+            self._queued[rank] = (first, last, topic, last - first + 1)
+        else:
+            self._queued[rank] = (min(first, queued[0]), max(last, queued[1]), topic, queued[3] + last - first + 1)
+        return NOTES["gap_asked"].format(span=span)
+
+    def _start_replay(self, rank: int, first: int, last: int, topic: bytes, wanted: int) -> None:
+        job = _ReplayJob(rank, first, last, topic, wanted)
+        self._jobs[rank] = job
+        self._ask_next_envelope(job)
+
+    def _ask_next_envelope(self, job: _ReplayJob) -> bool:
+        """Send ``job``'s request in the next envelope to try (the one that answered before,
+        or each of ``ENVELOPES`` in turn); False when none is left."""
+        known = self._envelope[job.rank]
+        tried = [envelope for envelope, _ in job.asked]
+        left = [e for e in (ENVELOPES if known is None else (known,)) if e not in tried]
+        if not left:
+            return False
+        envelope = left[0]
+        reused = self._dealers[job.rank] if envelope == known else None
+        self._dealers[job.rank] = None
+        dealer = reused if reused is not None else self._new_dealer(job.rank)
+        start = job.first.to_bytes(SEQ_BYTES, "big")
+        dealer.send_multipart([b"", start] if envelope == "delimited" else [start])
+        self._poller.register(dealer, _zmq().POLLIN)
+        job.asked.append((envelope, dealer))
+        job.asked_at = time.monotonic()
+        with self._lock:
+            self._counters.replays_asked += 1
+        return True
+
+    def _poll_ms(self) -> int:
+        """How long the poll loop may wait: ``POLL_MS``, or less when a replay's deadline is nearer."""
+        now = time.monotonic()
+        due = [POLL_MS / 1000]
+        for job in self._jobs:
+            if job is not None:
+                due.append((job.asked_at + self.replay_wait if job.answering is None
+                            else min(job.deadline, job.idle_until)) - now)
+        return max(0, int(min(due) * 1000) + 1)
+
+    def _advance(self, job: _ReplayJob, ready: dict) -> None:
+        """Move ``job`` on: take the first DEALER that answered, or try the next envelope when
+        ``replay_wait`` passed in silence; read what its DEALER holds; end it at the end marker,
+        its deadlines or ``MAX_WATCH_REPLAY_MESSAGES`` frames."""
+        zmq = _zmq()
+        now = time.monotonic()
+        if job.answering is None:
+            answering = next((dealer for _, dealer in job.asked if dealer in ready), None)
+            if answering is None:
+                if now >= job.asked_at + self.replay_wait and not self._ask_next_envelope(job):
+                    self._end_replay(job, answered=False, ended=False)
+                return
+            job.answering = answering
+            job.deadline, job.idle_until = now + REPLAY_TOTAL_S, now + REPLAY_IDLE_S
+            for _, other in job.asked:
+                if other is not answering:
+                    self._poller.unregister(other)
+                    other.close(linger=0)
+            job.asked = [(e, d) for e, d in job.asked if d is answering]
+        dealer = job.answering
+        for _ in range(BURST):  # then the live sockets again: a big answer does not hold them
+            if job.frames >= MAX_WATCH_REPLAY_MESSAGES:
+                break
+            try:
+                frames = dealer.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            job.frames += 1
+            job.idle_until = time.monotonic() + REPLAY_IDLE_S
+            if len(frames) < 2:
+                continue
+            seq_frame, payload = frames[-2], frames[-1]
+            if seq_frame == END_OF_REPLAY:
+                self._end_replay(job, answered=True, ended=True)
+                return
+            if len(seq_frame) != SEQ_BYTES:
+                continue
+            seq = int.from_bytes(seq_frame, "big")
+            if not (job.first <= seq <= job.last and self._tracker.is_missing(job.rank, seq)):
+                continue  # past the gap (the live socket brings those) or received already
+            if seq in job.answered:
+                with self._lock:
+                    self._counters.duplicates += 1
+                continue
+            job.answered[seq] = (_replay_topic(frames), payload)
+        now = time.monotonic()
+        if job.frames >= MAX_WATCH_REPLAY_MESSAGES or now >= job.deadline or now >= job.idle_until:
+            self._end_replay(job, answered=True, ended=False)
+
+    def _end_replay(self, job: _ReplayJob, answered: bool, ended: bool) -> None:
+        """Close or keep ``job``'s DEALER (kept only after the end marker: a half answer may
+        still be arriving), count it, deliver what it brought (seq order, each ``replayed``;
+        the last one also says what is still missing), and start the rank's next replay."""
+        rank = job.rank
+        self._jobs[rank] = None
+        for envelope, dealer in job.asked:
+            self._poller.unregister(dealer)
+            if ended and dealer is job.answering:
+                self._dealers[rank] = dealer
+                self._envelope[rank] = envelope
+            else:
+                dealer.close(linger=0)
+        if answered and not ended:
+            self._envelope[rank] = next(e for e, d in job.asked if d is job.answering)
+        with self._lock:
+            self._counters.replays_answered += int(answered)
+        self._deliver_replayed(job)
+        queued, self._queued[rank] = self._queued[rank], None
+        if queued is not None and not self._stopping.is_set():
+            self._start_replay(rank, *queued)
+
+    def _deliver_replayed(self, job: _ReplayJob) -> None:
+        span = f"{job.first}" if job.first == job.last else f"{job.first}-{job.last}"
+        seqs = sorted(job.answered)
+        for seq in seqs:
+            self._tracker.filled(job.rank, seq)
+        # What is still missing, from the tracker: a merged replay's span holds seqs received live too.
+        still = [gap for gap in self._tracker.missing(job.rank) if job.first <= gap.first and gap.last <= job.last]
+        missing = sum(gap.count for gap in still)
+        with self._lock:
+            self._counters.replayed += len(seqs)
+            self._counters.gaps += 1
+            self._counters.missing += missing
+        runs = ", ".join(f"{gap.first}" if gap.count == 1 else f"{gap.first}-{gap.last}" for gap in still)
+        for index, seq in enumerate(seqs):
+            topic, payload = job.answered[seq]
+            note = NOTES["replayed"]
+            if index == len(seqs) - 1 and missing:
+                note += "; " + NOTES["gap_partly"].format(span=span, missing=runs)
+            self._deliver(Message(topic=job.topic if topic is None else topic, seq=seq, payload=payload,
+                                  rank=job.rank), note, late=True)
+
+    def _cancel_replay(self, rank: int) -> None:
+        """Drop ``rank``'s replay under way and the one queued (a restart: their seqs are
+        another publisher's); what they would have filled stays missing."""
+        job, queued = self._jobs[rank], self._queued[rank]
+        self._jobs[rank] = self._queued[rank] = None
+        if job is None:
+            return
+        for _, dealer in job.asked:
+            self._poller.unregister(dealer)
+            dealer.close(linger=0)
+        with self._lock:
+            self._counters.gaps += 1 + (queued is not None)
+            self._counters.missing += job.wanted + (0 if queued is None else queued[3])
 
     def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]] | None:
         """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
@@ -862,6 +1041,26 @@ class Subscriber:
                 continue
             answered[seq] = (_replay_topic(frames), payload)
         return answered, False
+
+
+@dataclass
+class _ReplayJob:
+    """One replay under way, read a frame at a time by the thread's poll loop while live
+    messages go on: which seqs of which rank, the requests sent (envelope, DEALER) and when the
+    last went out, the DEALER that answered, the deadlines, and the answers so far."""
+
+    rank: int
+    first: int
+    last: int
+    topic: bytes
+    wanted: int  # the seqs missing in first..last (a merged replay's span holds live ones too)
+    asked: list = field(default_factory=list)
+    asked_at: float = 0.0
+    answering: object = None
+    deadline: float = 0.0  # REPLAY_TOTAL_S after the first answer
+    idle_until: float = 0.0  # REPLAY_IDLE_S after the last frame
+    frames: int = 0
+    answered: dict = field(default_factory=dict)
 
 
 def message_cost(received: Received) -> int:

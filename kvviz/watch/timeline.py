@@ -13,11 +13,18 @@ step costs at most ``keyframe_every`` batches to rebuild, wherever it is.
 Memory: a step keeps its message (the payload as received) and a few numbers, not its decoded
 batch: a step rebuilt by :meth:`WatchTimeline.frame` decodes its batches again (at most
 ``keyframe_every`` of them), so a step costs its payload plus about ``STEP_OVERHEAD_BYTES``.
-With ``max_bytes`` (a live watch: :data:`LIVE_TIMELINE_BYTES`) the steps
+With ``max_bytes`` (a live watch: ``MAX_LIVE_TIMELINE_BYTES``) the steps
 kept are bounded in bytes: when they cost more, the oldest keyframe intervals are folded into
 the keyframe after them (their messages let go; their counts stay in the summary, their
 per-step numbers in the sparkline's columns), and :attr:`WatchTimeline.first_step` says where
 the kept steps start.
+
+A replayed message that comes after the live ones past its gap (the subscriber reads a gap's
+replay while live messages go on) is put back in its place: :meth:`WatchTimeline.add_late`
+goes back to the keyframe before the gap (each keyframe keeps a checkpoint of the counters)
+and derives the steps again, the replayed messages first, then the live ones, so each rank's
+steps stay in seq order and the state equals what a watch that received all in order shows.
+A recording keeps the messages in arrival order; reading it puts them back the same way.
 
 A publisher restart (a ``seq`` that goes backwards) resets the view: the forest is cleared
 at that step, before its batch is applied, and the step's notes say so. A message that
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,6 +49,7 @@ from kvviz.watch.recording import Message
 from kvviz.watch.stream import Gap, Restart, SeqTracker
 from kvviz.watch.wire import (AllBlocksCleared, Batch, BlockRemoved, BlockStored, DecodeError, Key,
                                        UnknownEvent, decode_payload, key_label, lint_kind)
+from kvviz.core import limits
 from kvviz.printable import printable
 from kvviz.watch.events import DESIGN
 
@@ -56,13 +65,6 @@ CHAINS_TOLD = 3
 
 NOTES_LISTED = 1_000
 """Gaps, restarts and undecodable messages the summary lists one by one (all are counted)."""
-
-LIVE_TIMELINE_BYTES = 256 * 1024 * 1024
-"""What the kept steps and keyframes of a live watch's timeline may cost (:func:`step_cost`,
-:data:`COPIED_ENTRY_BYTES`): with the shared vLLM recording's 3,000-block cache a step costs
-3.7 KB and its keyframe share 11.7 KB, so some 17,000 steps are kept (3 minutes at 100
-batches/s). Older steps are folded into a keyframe; ``--record`` keeps them all. Past the
-kept steps a step costs 48 bytes of per-step numbers (the sparkline's and ``--every``'s)."""
 
 STEP_OVERHEAD_BYTES = 400
 """What a kept step costs besides its message's frames and its share of a keyframe
@@ -134,7 +136,8 @@ class WatchTimeline:
     Not thread-safe: one thread adds and reads (the UI's, or the headless command's).
     """
 
-    def __init__(self, source: str = "", keyframe_every: int = KEYFRAME_EVERY, max_bytes: int | None = None):
+    def __init__(self, source: str = "", keyframe_every: int = KEYFRAME_EVERY, max_bytes: int | None = None,
+                 max_blocks: int | None = None):
         if keyframe_every < 1:
             raise ValueError(f"keyframe_every must be at least 1, not {keyframe_every}")
         self.source = source
@@ -142,6 +145,12 @@ class WatchTimeline:
         self.keyframe_every = keyframe_every
         self.max_bytes = max_bytes
         """The most the kept steps may cost (None: every step is kept, as for a recording)."""
+        self.max_blocks = limits.MAX_WATCH_FOREST_BLOCKS if max_blocks is None else max_blocks
+        """The most blocks the forest holds (:class:`~kvviz.watch.forest.Forest`'s cap)."""
+        self._viewer_step_bytes = 0  # what a viewer keeps per kept step (the UI's marks), counted too
+        self._not_kept = 0  # new blocks not added: the forest held max_blocks
+        self._full_step: int | None = None  # the step that first met the cap
+        self._full_note: str | None = None  # what that step's notes say of it
         self._base = 0  # steps 1.._base are folded into the keyframe at _base
         self._kept_bytes = 0  # what the kept steps (step_cost) and keyframes (COPIED_ENTRY_BYTES) cost
         self._last = 0  # the newest step
@@ -150,13 +159,17 @@ class WatchTimeline:
         self._head_batch: Batch | None = None  # the newest step's batch; the others are decoded again
         self._errors: list[str | None] = []
         self._notes: list[tuple[str, ...]] = []
+        self._theirs: list[str | None] = []  # the subscriber's note of each kept step, as given (to re-add it)
+        self._rederived_from: int | None = None  # the first step re-derived since a viewer last asked
+        self._too_late = 0  # replayed messages whose place was folded away before they came
         self._resets: set[int] = set()  # steps whose batch starts from an empty forest (restarts)
         self._tracker = SeqTracker()
-        self._forest = Forest()
+        self._forest = Forest(self.max_blocks)
         self._head_effect: BatchEffect | None = None
         self._head_state: ForestState | None = None
         self._keyframes: list[ForestState] = [self._forest.state()]  # state after step _base + k * keyframe_every
         self._keyframe_bytes: list[int] = [0]  # what each keyframe is counted as in _kept_bytes
+        self._checkpoints: list[dict] = []  # the counters at each kept keyframe (filled below)
         self._copied_mark = 0  # the forest's copied-on-write count at the last keyframe
         self._scratch: tuple[int, Forest] | None = None  # a rebuilt forest, to step forward cheaply
         self._passed: dict[int, tuple[BatchEffect | None, ForestState]] = {}  # steps rebuilt on the way
@@ -191,14 +204,14 @@ class WatchTimeline:
         # why_block's index: key -> [(step, what, chain length, position, medium)], built lazily
         self._history: dict[Key, list[tuple[int, str, int, int, str | None]]] = {}
         self._indexed = 0  # the last step the why-index covers
+        self._checkpoints.append(self._checkpoint())
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message], source: str = "",
                       keyframe_every: int = KEYFRAME_EVERY) -> "WatchTimeline":
         """A timeline of ``messages`` (a recording), each decoded as it is added."""
         timeline = cls(source, keyframe_every)
-        for message in messages:
-            timeline.add(message)
+        timeline.add_all(messages)
         return timeline
 
     # -- adding ------------------------------------------------------------------------------
@@ -212,6 +225,35 @@ class WatchTimeline:
     def first_step(self) -> int:
         """The oldest step a view may show: 0, or the keyframe the folded steps went into."""
         return self._base
+
+    @property
+    def viewer_step_bytes(self) -> int:
+        """What a viewer (the UI) keeps for each kept step, counted in ``max_bytes`` with the
+        step: its per-step lists are cut at :attr:`first_step` as the steps are folded."""
+        return self._viewer_step_bytes
+
+    @viewer_step_bytes.setter
+    def viewer_step_bytes(self, value: int) -> None:
+        kept = self._last - self._base
+        self._kept_bytes += (value - self._viewer_step_bytes) * kept
+        self._viewer_step_bytes = value
+
+    @property
+    def full_step(self) -> int | None:
+        """The step at which the forest first held ``max_blocks`` and a new block was not
+        added (None: never); from there on the view is incomplete."""
+        return self._full_step
+
+    @property
+    def full_words(self) -> str | None:
+        """"batch N: " and the note of the step at which the forest first held its cap (None:
+        never): what a viewer says once."""
+        return None if self._full_step is None else f"batch {self._full_step}: {self._full_note}"
+
+    @property
+    def blocks_not_kept(self) -> int:
+        """New blocks not added because the forest held ``max_blocks``."""
+        return self._not_kept
 
     @property
     def kept_bytes(self) -> int:
@@ -262,11 +304,20 @@ class WatchTimeline:
 
         ``batch``/``error``: the subscriber's decoding (None and None: decoded here);
         ``note``: the subscriber's word about it (``"replayed"``: it answers a replay
-        request, so its seq fills a gap rather than going back).
+        request, so its seq fills a gap rather than going back). A message whose seq is in a
+        gap of its rank, behind the rank's last one, is put in its place (:meth:`add_late`):
+        the step returned is where it went (0: too late, its place was folded away).
         """
+        if self.is_late(message):
+            return self.add_late([(message, note)])
+        return self._add(message, batch, error, note)
+
+    def _add(self, message: Message, batch: Batch | None = None, error: str | None = None,
+             note: str | None = None) -> int:
         if batch is None and error is None:
             batch, error = _decode(message)
         step = self._last + 1
+        self._theirs.append(note)
         notes = self._seq_notes(step, message, note)
         self._last = step
         if self._first_seq is None:
@@ -274,10 +325,10 @@ class WatchTimeline:
         self._messages.append(message)
         self._head_batch = batch
         self._errors.append(error)
-        self._kept_bytes += step_cost(message)
+        self._kept_bytes += step_cost(message) + self._viewer_step_bytes
         if step in self._resets:
             dropped = len(self._forest)
-            self._forest = Forest()
+            self._forest = Forest(self.max_blocks)
             self._copied_mark = 0
             notes.append(DESIGN.clause("reset", dropped=DESIGN.nouns.count(dropped)))
             self._clears.append(step)
@@ -290,6 +341,12 @@ class WatchTimeline:
         else:
             effect = self._forest.apply(batch, step)
             self._count(step, batch, effect)
+            if effect.not_kept:
+                self._not_kept += effect.not_kept
+                if self._full_step is None:
+                    self._full_step = step
+                    notes.append(full_note(self.max_blocks, effect.not_kept))
+                    self._full_note = notes[-1]
         self._notes.append(tuple(notes))
         self._head_effect = effect
         # The frozen state is taken only when someone reads it (a keyframe, a view): taking
@@ -308,8 +365,156 @@ class WatchTimeline:
             self._keyframe_bytes.append((self._forest.copied - self._copied_mark) * COPIED_ENTRY_BYTES)
             self._copied_mark = self._forest.copied
             self._kept_bytes += self._keyframe_bytes[-1]
+            self._checkpoints.append(self._checkpoint())
             self._fold()
         return step
+
+    def add_all(self, items: Iterable) -> int:
+        """Add the subscriber's ``Received`` values (``.message``, ``.batch``, ``.error``,
+        ``.note``) or a recording's messages, in order: late replayed messages that come together go in at once (one
+        re-derivation, not one each). Returns how many were added."""
+        added = 0
+        late: list[tuple[Message, str | None]] = []
+        for item in items:
+            message = item if isinstance(item, Message) else item.message
+            note = None if message is item else item.note
+            if late and not (message.rank == late[0][0].rank and self.is_late(message)):
+                self.add_late(late)
+                late = []
+            if self.is_late(message):
+                late.append((message, note))
+            elif message is item:
+                self._add(message)
+            else:
+                self._add(message, item.batch, item.error, note)
+            added += 1
+        if late:
+            self.add_late(late)
+        return added
+
+    def is_late(self, message: Message) -> bool:
+        """A replayed message that comes after the live ones past its gap: its seq is before
+        the rank's last one, in a gap not filled yet."""
+        last = self._tracker.last(message.rank)
+        return last is not None and message.seq < last and self._tracker.is_missing(message.rank, message.seq)
+
+    def add_late(self, late: list[tuple[Message, str | None]]) -> int:
+        """Put replayed messages of one rank (``(message, note)`` each) where they belong: before
+        the step holding the seq right after their gap (its live successor). The steps from the keyframe
+        before that place are derived again (the kept messages up to it, these, then the later
+        ones), so every rank's steps stay in seq order and the state is the one a watch that
+        received all in order would have. That first step's notes say "repaired: N messages
+        inserted before batch X". Returns the step of the first inserted message; 0 when their
+        place was folded away already (they are counted in the summary's ``replayed_too_late``)."""
+        late = sorted(late, key=lambda pair: pair[0].seq)
+        rank = late[0][0].rank
+        # One insertion per gap they fill (a merged replay may fill several), each before the
+        # step holding the seq right after that gap.
+        runs: list[tuple[int, list]] = []
+        for pair in late:
+            gap = next((g for g in self._tracker.missing(rank) if g.first <= pair[0].seq <= g.last), None)
+            if gap is None:  # not in a gap (any more): nowhere to put it
+                self._too_late += 1
+                continue
+            if runs and runs[-1][0] == gap.last + 1:
+                runs[-1][1].append(pair)
+            else:
+                runs.append((gap.last + 1, [pair]))
+        first = 0
+        for after, run in runs:
+            inserted = self._insert(rank, after, run)
+            first = first or inserted
+        return first
+
+    def _insert(self, rank: int, after: int, late: list[tuple[Message, str | None]]) -> int:
+        """Put ``late`` (in seq order) before the kept step of ``rank`` whose seq is ``after``;
+        0 when that step was folded away (counted too late)."""
+        place = None
+        for step in range(self._last, self._base, -1):
+            message = self._messages[step - 1 - self._base]
+            if message.rank == rank and message.seq == after:
+                place = step
+                break
+        if place is None:  # its place was folded away
+            self._too_late += len(late)
+            return 0
+        redo = self._rewind(place - 1)
+        keyframe = self._last
+        for message, note in redo[:place - 1 - keyframe]:
+            self._add(message, note=note)
+        inserted = self._last + 1
+        for message, note in late:
+            self._add(message, note=note)
+        rest = redo[place - 1 - keyframe:]
+        revealing, note = rest[0]
+        parts = [part for part in (note or "").split("; ") if part]
+        earlier = [part for part in parts if _REPAIRED.match(part)]  # a repair before this one, same place
+        count = len(late) + sum(int(_REPAIRED.match(part)["count"].replace(",", "")) for part in earlier)
+        parts = [part for part in parts if part not in earlier]
+        parts.append(f"repaired: {count:,} message{'s' if count != 1 else ''} inserted before batch {self._last + 1}")
+        rest[0] = (revealing, "; ".join(parts))
+        for message, note in rest:
+            self._add(message, note=note)
+        return inserted
+
+    def take_rederived(self) -> int | None:
+        """The first step derived again (:meth:`add_late`) since the last call, or None: a
+        viewer's per-step values from there on are stale."""
+        rederived, self._rederived_from = self._rederived_from, None
+        return rederived
+
+    def _checkpoint(self) -> dict:
+        """What :meth:`_rewind` restores at a keyframe: every counter :meth:`add` moves."""
+        return {
+            "first_seq": self._first_seq, "tracker": self._tracker.copy(),
+            "events_by_type": Counter(self._events_by_type), "unknown_fields": Counter(self._unknown_fields),
+            "unknown_types": Counter(self._unknown_types), "lints": Counter(self._lints),
+            "first_lints": dict(self._first_lints),
+            "numbers": (self._blocks_stored, self._blocks_removed, self._removed_unknown, self._duplicates,
+                        self._orphans_stored, self._peak, self._gap_count, self._missing, self._restart_count,
+                        self._undecodable_count, self._replayed, self._not_kept, self._full_step, self._full_note),
+            "lists": (len(self._gaps), len(self._restarts), len(self._undecodable)),
+        }
+
+    def _rewind(self, step: int) -> list[tuple[Message, str | None]]:
+        """Go back to the keyframe at or before ``step`` (kept: at least the base) as if the
+        steps after it never came; returns their (message, subscriber's note), in order."""
+        K = self.keyframe_every
+        k = (step - self._base) // K
+        at = self._base + k * K
+        cut = at - self._base  # kept messages before the keyframe
+        redo = list(zip(self._messages[cut:], self._theirs[cut:]))
+        self._kept_bytes -= (sum(step_cost(m) for m, _ in redo) + len(redo) * self._viewer_step_bytes
+                             + sum(self._keyframe_bytes[k + 1:]))
+        del self._messages[cut:], self._errors[cut:], self._notes[cut:], self._theirs[cut:]
+        del self._keyframes[k + 1:], self._keyframe_bytes[k + 1:], self._checkpoints[k + 1:]
+        for column in (self._cached, self._peak_after, self._stored, self._removed, self._ts, self._notes_before):
+            del column[at + 1:]
+        saved = self._checkpoints[k]
+        self._last = at
+        self._first_seq = saved["first_seq"]
+        self._tracker = saved["tracker"].copy()
+        self._events_by_type = Counter(saved["events_by_type"])
+        self._unknown_fields = Counter(saved["unknown_fields"])
+        self._unknown_types = Counter(saved["unknown_types"])
+        self._lints = Counter(saved["lints"])
+        self._first_lints = dict(saved["first_lints"])
+        (self._blocks_stored, self._blocks_removed, self._removed_unknown, self._duplicates, self._orphans_stored,
+         self._peak, self._gap_count, self._missing, self._restart_count, self._undecodable_count, self._replayed,
+         self._not_kept, self._full_step, self._full_note) = saved["numbers"]
+        gaps, restarts, undecodable = saved["lists"]
+        del self._gaps[gaps:], self._restarts[restarts:], self._undecodable[undecodable:]
+        self._new_unknown_fields = {s: f for s, f in self._new_unknown_fields.items() if s <= at}
+        self._clears = self._clears[:bisect.bisect_right(self._clears, at)]
+        self._resets = {s for s in self._resets if s <= at}
+        self._forest = Forest.from_state(self._keyframes[k], self.max_blocks)
+        self._copied_mark = 0
+        self._head_batch = self._head_effect = self._head_state = None
+        self._passed.clear()
+        self._scratch = None
+        self._history, self._indexed = {}, self._base
+        self._rederived_from = at if self._rederived_from is None else min(self._rederived_from, at)
+        return redo
 
     def _fold(self) -> None:
         """While the kept steps cost more than ``max_bytes``, fold the oldest keyframe interval
@@ -322,9 +527,12 @@ class WatchTimeline:
             del self._messages[:K]
             del self._errors[:K]
             del self._notes[:K]
+            del self._theirs[:K]
             del self._keyframes[0]
+            del self._checkpoints[0]
             # The keyframe after the folded steps becomes the base: its cost was counted already.
-            self._kept_bytes -= sum(step_cost(m) for m in dropped) + self._keyframe_bytes.pop(0)
+            self._kept_bytes -= (sum(step_cost(m) for m in dropped) + K * self._viewer_step_bytes
+                                 + self._keyframe_bytes.pop(0))
             self._base += K
         self._resets = {step for step in self._resets if step > self._base}
         self._passed.clear()
@@ -367,8 +575,10 @@ class WatchTimeline:
             if len(self._gaps) < NOTES_LISTED:
                 self._gaps.append({"step": step, "rank": seen.rank, "first": seen.first, "last": seen.last})
             span = f"seq {seen.first}" if missing == 1 else f"seqs {seen.first}-{seen.last}"
+            asked = any(part.startswith("gap") and "replay asked" in part for part in theirs)
             notes.append(f"gap{rank}: {span} missing ({missing:,} message{'s' if missing != 1 else ''} "
-                         f"never received): the view is incomplete")
+                         + ("not received yet, a replay was asked" if asked else "never received")
+                         + "): the view is incomplete")
         elif isinstance(seen, Restart):
             self._restart_count += 1
             if len(self._restarts) < NOTES_LISTED:
@@ -492,13 +702,13 @@ class WatchTimeline:
             self._scratch = None  # it is about to move on
             return forest, step
         self._passed.clear()  # another interval: what was passed before is let go
-        return Forest.from_state(self._keyframes[k]), start
+        return Forest.from_state(self._keyframes[k], self.max_blocks), start
 
     def _replay(self, forest: Forest, step: int) -> tuple[Forest, BatchEffect | None]:
         """Apply step ``step`` to ``forest`` as :meth:`add` did: the forest to go on with
         (a new one after a restart) and the batch's effect (None: undecodable)."""
         if step in self._resets:
-            forest = Forest()  # a restart: the view starts again from nothing
+            forest = Forest(self.max_blocks)  # a restart: the view starts again from nothing
         batch = self._batch(step)
         return forest, None if batch is None else forest.apply(batch, step)
 
@@ -515,7 +725,7 @@ class WatchTimeline:
         """The forest after every step, 0..last_step, in one pass (one replay, no keyframes).
         ValueError once steps were folded."""
         self._require_whole("their states")
-        forest = Forest()
+        forest = Forest(self.max_blocks)
         yield forest.state()
         for step in range(1, self.last_step + 1):
             forest, _ = self._replay(forest, step)
@@ -651,6 +861,9 @@ class WatchTimeline:
             "undecodable": self._undecodable_count,
             "undecodable_list": list(self._undecodable),
             "replayed": self._replayed,
+            "replayed_too_late": self._too_late,
+            "blocks_not_kept": self._not_kept,
+            "forest_full_step": self._full_step,
             "per_medium": dict(sorted(per_medium.items())),
             "first_seq": self._first_seq,
             "last_seq": self._messages[-1].seq if self._messages else None,
@@ -674,10 +887,22 @@ def timeline_memory_help() -> str:
   The timeline keeps each step's payload as received and {STEP_OVERHEAD_BYTES} bytes (measured 160;
   a decoded batch is decoded again when a step is shown, not kept: it was 22.5 KB a vLLM
   batch), and a keyframe every {KEYFRAME_EVERY} steps, which owns what the forest copied on write
-  since the one before ({COPIED_ENTRY_BYTES} bytes an entry: 11.7 KB a step for a 3,000-block cache). A live watch keeps {LIVE_TIMELINE_BYTES:,} bytes of them
-  (LIVE_TIMELINE_BYTES: some 17,000 vLLM batches); older steps are folded into a keyframe
+  since the one before ({COPIED_ENTRY_BYTES} bytes an entry: 11.7 KB a step for a 3,000-block cache).
+  A live watch keeps {limits.MAX_LIVE_TIMELINE_BYTES:,} bytes of them, the UI's per-step marks included
+  (MAX_LIVE_TIMELINE_BYTES: some 17,000 vLLM batches); older steps are folded into a keyframe
   (the summary still counts them; the UI starts at the fold), and each costs 48 bytes of
   per-step numbers. --record keeps every message."""
+
+
+_REPAIRED = re.compile(r"repaired: (?P<count>[0-9,]+) messages? inserted before batch [0-9]+$")
+"""The note :meth:`WatchTimeline.add_late` puts on the first step after the messages it inserted."""
+
+
+def full_note(cap: int, not_kept: int) -> str:
+    """The one note of the step at which the forest first held its cap."""
+    return (f"the forest holds its cap of {cap:,} blocks (MAX_WATCH_FOREST_BLOCKS): "
+            f"{not_kept:,} new block{'s' if not_kept != 1 else ''} not added, nor any new one while it is full; "
+            f"the view is incomplete from here")
 
 
 def step_cost(message: Message) -> int:
@@ -745,6 +970,8 @@ def narrate_batch(step: int, message: Message, batch: Batch | None, effect: Batc
             if rest:
                 parts.append(DESIGN.clause("more_chains", chains=f"{len(rest):,}",
                                            blocks=nouns.count(sum(len(e.hashes) for e in rest))))
+            if effect.not_kept:  # a full forest: fewer stored entries than hashes, said for the batch
+                continue
             copies = sum(1 for event in run for _ in event.hashes if next(stored).copies > 1)
             if copies:
                 parts.append(DESIGN.clause("duplicates", copies=nouns.count(copies)))
@@ -766,6 +993,10 @@ def narrate_batch(step: int, message: Message, batch: Batch | None, effect: Batc
             n = len(run)
             parts.append(DESIGN.clause("unknown_types", events=f"{n:,} event{'s' if n != 1 else ''}",
                                        types=", ".join(types)))
+    if effect.not_kept:
+        if effect.duplicates:
+            parts.append(DESIGN.clause("duplicates", copies=nouns.count(effect.duplicates)))
+        parts.append(DESIGN.clause("not_kept", blocks=nouns.count(effect.not_kept)))
     if not parts:
         parts.append(DESIGN.clause("empty"))
     body = lead + ", ".join(parts) + "; " + DESIGN.clause("after", cached=nouns.count(cached)) + "."

@@ -82,6 +82,86 @@ def step_summary(index: int, notes: Sequence[str], removed: int) -> WatchStepSum
                             gaps=gaps, restarts=restarts)
 
 
+FOLDED_STEP = WatchStepSummary(0)
+"""What the timeline bar reads for a step folded away to bound memory: no mark (its notes are
+gone; the summary still counts them)."""
+
+VIEW_STEP_BYTES = 300
+"""What the UI keeps per kept step (a :class:`WatchStepSummary`, the :class:`StreamTotals` up to
+it, the peak up to it, and the lists' slots), counted in the timeline's ``max_bytes`` with the
+step (tracemalloc, 100,000 steps: 280 bytes)."""
+
+
+class StepWindow(Sequence):
+    """Per-step values of the steps a watch still keeps, indexed by step: steps before
+    :attr:`first` were folded away (``folded`` stands for each of them, or IndexError without
+    it). Append-only at the end, cut at the front (:meth:`fold_to`) or the end
+    (:meth:`cut_to`); :meth:`frozen` is an O(1) copy that later changes never alter (a cut
+    makes a new list, an append only grows the shared one past the copy's length)."""
+
+    __slots__ = ("_items", "_first", "_length", "_folded")
+
+    def __init__(self, folded: Any = None, items: list | None = None, first: int = 0, length: int | None = None):
+        self._items = [] if items is None else items
+        self._first = first
+        self._length = len(self._items) if length is None else length
+        self._folded = folded
+
+    @property
+    def first(self) -> int:
+        """The first step held."""
+        return self._first
+
+    def __len__(self) -> int:
+        return self._first + self._length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"step {index} is not in 0..{len(self) - 1}")
+        if index < self._first:
+            if self._folded is None:
+                raise IndexError(f"step {index} was folded away (the first kept is {self._first})")
+            return self._folded
+        return self._items[index - self._first]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def held(self) -> int:
+        """Values held (the kept steps')."""
+        return self._length
+
+    def append(self, value: Any) -> None:
+        """The next step's value."""
+        if len(self._items) != self._length:  # shared with a frozen copy and cut since: own it
+            self._items = self._items[:self._length]
+        self._items.append(value)
+        self._length += 1
+
+    def fold_to(self, first: int) -> None:
+        """Let the values of steps before ``first`` go."""
+        if first <= self._first:
+            return
+        cut = min(first - self._first, self._length)
+        self._items = self._items[cut:self._length]
+        self._length -= cut
+        self._first = first if self._length == 0 else self._first + cut
+
+    def cut_to(self, steps: int) -> None:
+        """Keep steps before ``steps`` only (a timeline that re-derived its later steps)."""
+        keep = max(0, min(self._length, steps - self._first))
+        self._items = self._items[:keep]
+        self._length = keep
+
+    def frozen(self) -> "StepWindow":
+        """This window as it is now, for a frozen view."""
+        return StepWindow(self._folded, self._items, self._first, self._length)
+
+
 def batch_words(frame) -> str:
     """A step in a few words: "seq 17 · rank 0 · 3 events", "seq 17 undecodable", "start"."""
     if frame.message is None:
@@ -159,7 +239,7 @@ class WatchView:
     orphans: int = 0
     selected: tuple[Hashable, str | None] | None = None
     why: str | None = None
-    summaries: tuple[WatchStepSummary, ...] = ()
+    summaries: Sequence[WatchStepSummary] = ()
     revision: int = 0
     focus: tuple = ()  # what a sub-step moves: the watch has no sub-steps (LineView reads it)
 

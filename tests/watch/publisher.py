@@ -27,7 +27,8 @@ The script is JSON: ``{"replay": ENVELOPES, "replay_topic": BOOL, "steps": [STEP
   answer to the first envelope arrives only after the subscriber tried the second).
 - ``replay_trickle`` (seconds, default none): an answer's frames go out one per that many
   seconds, while live messages keep flowing (a server answering slowly).
-- a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq),
+- a STEP is one of ``{"send": N}`` (the recording's next N messages, looping with rising seq;
+  with ``"every": S``, one per S seconds, replays served meanwhile),
   ``{"skip": N}`` (the next N take their seqs and go into the replay buffer, unsent: a gap),
   ``{"restart": true}`` (seq back to 0, buffer emptied, as a restarted server),
   ``{"forget": true}`` (the replay buffer emptied, seq kept: batches aged out of it),
@@ -265,11 +266,18 @@ def run_step(step: dict, ranks: list[RankPublisher], recording: Recording, repor
         return recorded if override is None else override.encode("utf-8")
 
     if "send" in step:
+        every = step.get("every")
         for i in range(int(step["send"])):
             topic, payload = recording.next()
             rank.send(topic_of(topic), payload, frames, seq_width)
             report["sent"] += 1
-            if i % 64 == 63:
+            if every is not None:  # a paced stream: replays are served while it waits
+                until = time.monotonic() + float(every)
+                while time.monotonic() < until:
+                    for each in ranks:
+                        each.serve_replay(report)
+                    rank.router.poll(max(1, int((until - time.monotonic()) * 1000)))
+            elif i % 64 == 63:
                 for each in ranks:
                     each.serve_replay(report)
     elif "skip" in step:

@@ -322,3 +322,39 @@ def test_a_digest_per_step_costs_two_hashes_per_block_changed_not_the_forest():
         forest.state().digest()
     assert len(forest) == 20_000
     assert forest._digest.hashed <= 2 * changes
+
+
+# -- the cap on blocks held ------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_EVENT, min_size=1, max_size=4), min_size=1, max_size=12), st.integers(0, 6))
+def test_a_capped_forest_never_holds_more_than_its_cap_and_differs_from_an_uncapped_one_only_once_it_was_full(
+        batches, cap):
+    capped, free = Forest(max_blocks=cap), Forest()
+    full = False
+    for step, events in enumerate(batches, start=1):
+        effect = capped.apply(batch(*events), step)
+        free.apply(batch(*events), step)
+        assert len(capped) <= cap
+        full = full or effect.not_kept > 0
+        if not full:  # the cap changed nothing yet: the same blocks, the same digest
+            assert capped.state() == free.state() and capped.state().digest() == free.state().digest()
+
+
+def test_a_publisher_storing_blocks_it_never_removes_stops_growing_the_forest_at_its_cap():
+    forest = Forest(max_blocks=1_000)
+    not_kept = 0
+    for step in range(1, 101):  # 100 batches of a new chain of 32 blocks: 3,200 blocks stored
+        keys = range(step * 100, step * 100 + 32)
+        not_kept += forest.apply(batch(stored(*keys)), step).not_kept
+    assert len(forest) == 1_000 and not_kept == 3_200 - 1_000
+    # A removal makes room again: the next new block is added.
+    forest.apply(batch(removed(100)), 101)
+    assert forest.apply(batch(stored(99_999)), 102).not_kept == 0 and len(forest) == 1_000
+
+
+def test_the_default_cap_is_the_stated_limit():
+    from kvviz.core.limits import MAX_WATCH_FOREST_BLOCKS
+
+    assert Forest().max_blocks == MAX_WATCH_FOREST_BLOCKS == 1_000_000

@@ -159,6 +159,27 @@ def receive(subscriber: Subscriber, count: int) -> list[Received]:
     return got
 
 
+def placed(received: list[Received]) -> list[Received]:
+    """``received`` as a timeline places it: each rank's messages in seq order (a replay's
+    answer comes after the live messages that went on while it was read), ranks in arrival
+    order of their first message."""
+    ranks = list(dict.fromkeys(r.message.rank for r in received))
+    return [r for rank in ranks for r in sorted((r for r in received if r.message.rank == rank),
+                                               key=lambda r: r.message.seq)]
+
+
+def until(predicate, what: str) -> None:
+    """Polls ``predicate`` until it holds or the deadline passes (then fails, saying ``what``)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {DEADLINE_S} s: {what}"
+        time.sleep(0.01)  # a pause between looks, not a synchronisation: the loop ends on the predicate
+
+
+ASKED = "gap {}: replay asked, live messages go on meanwhile"
+"""The note on the live message that revealed a gap the replay endpoint is asked for."""
+
+
 def seqs(received: list[Received]) -> list[int]:
     return [r.message.seq for r in received]
 
@@ -211,9 +232,12 @@ def test_a_gap_is_filled_by_one_delimited_request_as_vllm_and_sglang_take_it(pub
     # delimited envelope goes first, so a gap costs them one request and no "Invalid replay request".
     live = publisher({"replay": "delimited", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
-    got = receive(subscriber, 10)
+    arrived = receive(subscriber, 10)
+    # The live message that revealed the gap came at once; the replay's answer after it.
+    assert seqs(arrived).index(8) < seqs(arrived).index(5) < seqs(arrived).index(6) < seqs(arrived).index(7)
+    got = placed(arrived)
     assert seqs(got) == list(range(10))
-    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7")}
     assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
     assert [r.message.topic for r in got] == [b"kv"] * 10
     stats = subscriber.stats
@@ -225,9 +249,9 @@ def test_a_gap_is_filled_by_one_delimited_request_as_vllm_and_sglang_take_it(pub
 def test_a_gap_is_filled_with_the_bare_seq_when_the_delimited_envelope_gets_no_answer(publisher, subscribe):
     live = publisher({"replay": "bare", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
-    got = receive(subscriber, 10)
+    got = placed(receive(subscriber, 10))
     assert seqs(got) == list(range(10))
-    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7")}
     assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
     stats = subscriber.stats
     assert (stats.replays_asked, stats.replays_answered, stats.missing) == (2, 1, 0)
@@ -242,9 +266,9 @@ def test_a_slow_answer_to_the_delimited_request_still_counts_after_the_bare_seq_
     # listening to both. replay_wait only bounds how long an answer may take, as in the tests above.
     live = publisher({"replay": "delimited", "replay_after": "bare", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
-    got = receive(subscriber, 10)
+    got = placed(receive(subscriber, 10))
     assert seqs(got) == list(range(10))
-    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7")}
     assert (subscriber.stats.replays_asked, subscriber.stats.replays_answered) == (2, 1)
     assert live.finish()["requests"] == {"bare": 0, "delimited": 1, "ignored": 1, "malformed": 0}
 
@@ -252,9 +276,10 @@ def test_a_slow_answer_to_the_delimited_request_still_counts_after_the_bare_seq_
 def test_the_envelope_that_answered_is_used_for_the_next_gap(publisher, subscribe):
     live = publisher({"replay": "bare", "steps": [*GAP_SCRIPT, {"skip": 2}, {"send": 1}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
-    got = receive(subscriber, 13)
+    got = placed(receive(subscriber, 13))
     assert seqs(got) == list(range(13))
-    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 10: "replayed", 11: "replayed"}
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7"), 10: "replayed",
+                          11: "replayed", 12: ASKED.format("10-11")}
     assert subscriber.stats.replays_asked == 3  # delimited then bare for the first gap; bare for the second
     assert live.finish()["requests"]["bare"] == 2
 
@@ -262,7 +287,7 @@ def test_the_envelope_that_answered_is_used_for_the_next_gap(publisher, subscrib
 def test_replay_answers_without_a_topic_frame_take_the_live_messages_topic(publisher, subscribe):
     live = publisher({"replay": "both", "replay_topic": False, "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
-    got = receive(subscriber, 10)
+    got = placed(receive(subscriber, 10))
     assert seqs(got) == list(range(10))
     assert [r.message.topic for r in got] == [b"kv"] * 10
     assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
@@ -271,10 +296,12 @@ def test_replay_answers_without_a_topic_frame_take_the_live_messages_topic(publi
 def test_replayed_duplicates_are_dropped_and_answers_newest_first_are_put_in_order(publisher, subscribe):
     live = publisher({"replay_repeat": 2, "replay_reversed": True, "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
-    got = receive(subscriber, 10)
+    arrived = receive(subscriber, 10)
+    assert [seq for seq in seqs(arrived) if seq in (5, 6, 7)] == [5, 6, 7]  # delivered in seq order
+    got = placed(arrived)
     assert seqs(got) == list(range(10))
     assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
-    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7")}
     # the answer repeats 5..9 (the buffer from the start seq on); 8 and 9 are past the gap
     assert (subscriber.stats.duplicates, subscriber.stats.replayed) == (3, 3)
 
@@ -294,9 +321,9 @@ def test_a_gap_the_replay_buffer_no_longer_holds_is_noted_as_partly_replayed(pub
     # seqs 3-4 are skipped and then age out of the buffer; 5 is skipped but still buffered
     live = publisher({"steps": [{"send": 3}, {"skip": 2}, {"forget": True}, {"skip": 1}, {"send": 1}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
-    got = receive(subscriber, 5)
+    got = placed(receive(subscriber, 5))
     assert seqs(got) == [0, 1, 2, 5, 6]
-    assert notes(got) == {5: "replayed", 6: "gap 3-5 partly replayed: 3-4 missing"}
+    assert notes(got) == {5: "replayed; gap 3-5 partly replayed: 3-4 missing", 6: ASKED.format("3-5")}
     assert (subscriber.stats.missing, subscriber.stats.replayed) == (2, 1)
 
 
@@ -304,8 +331,9 @@ def test_a_replay_endpoint_that_never_answers_leaves_the_gap_noted(publisher, su
     live = publisher({"replay": "none", "steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=0.3)
     got = receive(subscriber, 7)
-    assert notes(got) == {8: "gap 5-7 not replayed"}
-    assert (subscriber.stats.replays_asked, subscriber.stats.replays_answered) == (2, 0)
+    assert notes(got) == {8: ASKED.format("5-7")}
+    until(lambda: subscriber.stats.replays_asked == 2 and subscriber.stats.missing == 3, "both envelopes asked in vain")
+    assert (subscriber.stats.replays_answered, subscriber.stats.gaps) == (0, 1)
     assert live.finish()["requests"]["ignored"] == 2
 
 
@@ -437,7 +465,7 @@ def test_the_on_received_hook_sees_every_message_in_order_and_its_errors_are_cou
     live = publisher({"steps": GAP_SCRIPT})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0, on_received=record)
     got = receive(subscriber, 10)
-    assert seen == seqs(got) == list(range(10))
+    assert seen == seqs(got) and seqs(placed(got)) == list(range(10))
     assert (subscriber.stats.hook_errors, subscriber.stats.hook_error) == (1, "OSError: disk full")
 
 
@@ -452,9 +480,9 @@ def test_two_ranks_are_followed_on_port_and_port_plus_one_with_replay_per_rank(p
     )
     subscriber = subscribe(live.pub, topic="kv", ranks=2, replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 8)
-    by_rank = {rank: [r for r in got if r.message.rank == rank] for rank in (0, 1)}
+    by_rank = {rank: placed([r for r in got if r.message.rank == rank]) for rank in (0, 1)}
     assert seqs(by_rank[0]) == [0, 1, 2, 3] and notes(by_rank[0]) == {}
-    assert seqs(by_rank[1]) == [0, 1, 2, 3] and notes(by_rank[1]) == {2: "replayed"}
+    assert seqs(by_rank[1]) == [0, 1, 2, 3] and notes(by_rank[1]) == {2: "replayed", 3: ASKED.format("2")}
     assert [r.message.payload for r in by_rank[1]] == [p for _, p in RECORDED[3:7]]
     stats = subscriber.stats
     assert stats.connected == (True, True) and stats.last_seq == (3, 3)

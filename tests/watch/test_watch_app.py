@@ -492,3 +492,58 @@ async def test_a_recording_that_stops_is_told_in_the_ui_at_its_next_poll():
         await pilot.pause()
         shown = [str(n.message) for n in app._notifications]
         assert shown == ["live.jsonl: recording stopped after 3 messages: No space left on device; watching goes on"]
+
+
+async def test_the_uis_per_step_lists_let_folded_steps_go_and_count_in_the_timelines_bound():
+    from kvviz.watch.view import VIEW_STEP_BYTES
+
+    # 2,000 batches into a timeline bounded to what a few keyframe intervals cost: the UI's
+    # lists hold the kept steps only, and the header's totals still count every batch received.
+    timeline = WatchTimeline("tcp://127.0.0.1:5557", keyframe_every=16, max_bytes=2_000_000)
+    app = live_app(timeline)
+    async with app.run_test(size=SIZE) as pilot:
+        for start in range(0, 2_000, 200):
+            app.receive([received(message(seq, stored([10_000 + seq]))) for seq in range(start, start + 200)])
+        await pilot.pause()
+        kept = timeline.last_step - timeline.first_step + 1
+        assert timeline.viewer_step_bytes == VIEW_STEP_BYTES
+        assert 0 < timeline.first_step and kept < 300
+        assert app.summaries.held() == app.totals_at.held() == app.peak_at.held() == kept
+        assert app.view.totals.messages == 2_000 and app.view.peak == 2_000
+        assert len(app.view.summaries) == 2_001 and "step 2000/2000" in app.timeline_bar.text
+
+
+async def test_a_forest_at_its_cap_is_told_once_in_the_ui():
+    timeline = WatchTimeline("tcp://127.0.0.1:5557", max_blocks=5)
+    app = live_app(timeline)
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive([received(message(seq, stored([100 + 2 * seq, 101 + 2 * seq]))) for seq in range(4)])
+        app.receive([received(message(seq, stored([100 + 2 * seq]))) for seq in range(4, 6)])
+        await pilot.pause()
+        told = [str(n.message) for n in app._notifications if "MAX_WATCH_FOREST_BLOCKS" in str(n.message)]
+        assert told == ["batch 3: the forest holds its cap of 5 blocks (MAX_WATCH_FOREST_BLOCKS): 1 new block not "
+                        "added, nor any new one while it is full; the view is incomplete from here"]
+        assert app.view.cached == 5 and "not added (the forest is full)" in app.narration.text
+
+
+async def test_a_replay_answered_after_the_live_batches_is_shown_in_place_and_the_header_counts_again():
+    from tests.watch.test_watch_model import _stream
+
+    messages = _stream(12)
+    app = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.receive([received(m) for m in messages[:3]])
+        app.receive([received(messages[6], "gap 3-5: replay asked, live messages go on meanwhile")]
+                    + [received(m) for m in messages[7:10]])
+        await pilot.pause()
+        assert (app.last_step, app.view.totals.gaps, app.view.totals.messages) == (7, 1, 7)  # shown at once
+        assert "GAP" in app.timeline_bar.text or app.summaries[4].gaps == 1
+        app.receive([received(m, "replayed") for m in messages[3:6]])  # the replay's answer, late
+        await pilot.pause()
+        assert [app.timeline.frame(step).message.seq for step in range(1, 11)] == list(range(10))
+        assert (app.step, app.view.totals.gaps, app.view.totals.messages) == (10, 0, 10)
+        assert not any(summary.gaps for summary in app.view.summaries)
+        assert app.summaries.held() == app.totals_at.held() == app.peak_at.held() == 11
+        app.go_to(7)
+        await pilot.pause()
+        assert "repaired: 3 messages inserted before batch 7" in app.narration.text

@@ -22,6 +22,7 @@ from kvviz.watch import timeline as watch_module  # noqa: E402
 from kvviz.core.designs import DESIGN_MODULES, Design, design  # noqa: E402
 from kvviz.watch.events import EVENTS_DESIGN  # noqa: E402  (registers the events design)
 from kvviz.watch.timeline import WatchTimeline  # noqa: E402
+from kvviz.watch.json_output import summary_lines  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from watch_expected import expected_figures  # noqa: E402
@@ -450,3 +451,125 @@ def test_what_a_timeline_counts_of_its_steps_and_keyframes_is_an_upper_estimate_
     held = traced_bytes(timeline) - traced_bytes(forest)  # the steps and keyframes, not the payloads
     counted = timelines[0].kept_bytes - sum(len(m.payload) + len(m.topic) for m in stream)
     assert held <= counted < 2 * held
+
+
+def test_a_forest_at_its_cap_is_said_once_counted_in_the_summary_and_rebuilt_frames_agree():
+    from tests.watch.watch_fixtures import message, stored
+
+    timeline = WatchTimeline("tcp://127.0.0.1:5557", keyframe_every=4, max_blocks=10)
+    for seq in range(12):  # each batch a new chain of 3 blocks under no parent: 36 blocks stored
+        timeline.add(message(seq, stored([1000 + 3 * seq + i for i in range(3)])))
+    summary = timeline.summary()
+    assert (summary["cached_blocks"], summary["blocks_not_kept"], summary["forest_full_step"]) == (10, 26, 4)
+    told = [(step, note) for step in range(1, 13) for note in timeline.notes(step) if "MAX_WATCH_FOREST_BLOCKS" in note]
+    assert told == [(4, "the forest holds its cap of 10 blocks (MAX_WATCH_FOREST_BLOCKS): 2 new blocks not added, "
+                        "nor any new one while it is full; the view is incomplete from here")]
+    assert "forest full from step 4: 26 new blocks not added" in "\n".join(summary_lines(summary))
+    for step in range(13):  # frames rebuilt from keyframes hold the same capped forest as the head did
+        assert len(timeline.frame(step).state) == min(10, 3 * step)
+    assert timeline.frame(12).state.digest() == summary["digest"]
+
+
+# -- a replay's answer that comes after the live messages ---------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _stream(n: int) -> list[Message]:
+    """``n`` batches of one rank that depend on their order: each stores a block under the
+    previous batch's and removes the one before that (a chain that moves along)."""
+    from tests.watch.watch_fixtures import message, removed, stored
+
+    out = []
+    for seq in range(n):
+        events = [stored([5_000 + seq], parent=None if seq == 0 else 5_000 + seq - 1, first_token=4 * seq)]
+        if seq % 3 == 2:
+            events.append(removed([5_000 + seq - 2]))
+        out.append(message(seq, *events))
+    return out
+
+
+def _comparable(timeline: WatchTimeline) -> dict:
+    summary = timeline.summary()
+    return {key: value for key, value in summary.items() if key not in ("replayed",)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(8, 60), st.data())
+def test_a_replay_answered_after_the_live_messages_ends_where_an_in_order_watch_ends(n, data):
+    messages = _stream(n)
+    first = data.draw(st.integers(1, n - 2), label="gap first")
+    last = data.draw(st.integers(first, n - 2), label="gap last")
+    live_after = data.draw(st.integers(1, n - 1 - last), label="live messages before the answer")
+    filled = data.draw(st.sets(st.integers(first, last), min_size=1), label="seqs the replay brings")
+    keyframe_every = data.draw(st.sampled_from([1, 2, 4, 256]), label="keyframe_every")
+    arrival = (messages[:first] + messages[last + 1:last + 1 + live_after]
+               + [messages[s] for s in sorted(filled)] + messages[last + 1 + live_after:])
+    watched = WatchTimeline("x", keyframe_every=keyframe_every)
+    shown_before_the_answer = 0
+    for message in arrival:
+        watched.add(message)
+        if message.seq == last + live_after:
+            shown_before_the_answer = watched.last_step  # the live messages were steps before the replay came
+    in_order = WatchTimeline("x", keyframe_every=keyframe_every)
+    for message in sorted(arrival, key=lambda m: m.seq):
+        in_order.add(message)
+    assert shown_before_the_answer == first + live_after
+    assert [m.seq for m in watched.messages] == sorted(m.seq for m in arrival)  # per-rank seq order
+    assert _comparable(watched) == _comparable(in_order)
+    for step in range(watched.last_step + 1):
+        assert watched.frame(step).state.digest() == in_order.frame(step).state.digest()
+    told = [note for step in range(1, watched.last_step + 1) for note in watched.notes(step) if "repaired" in note]
+    assert told == [f"repaired: {len(filled)} message{'s' if len(filled) != 1 else ''} inserted before batch "
+                    f"{first + len(filled) + 1}"]
+
+
+def test_late_replayed_messages_from_a_recording_are_put_back_in_one_rederivation_each_run():
+    messages = _stream(30)
+    arrival = messages[:10] + messages[20:25] + messages[10:20] + messages[25:]
+    watched = WatchTimeline.from_messages(arrival, keyframe_every=4)
+    assert [m.seq for m in watched.messages] == list(range(30))
+    assert watched.summary()["digest"] == WatchTimeline.from_messages(messages).summary()["digest"]
+    assert watched.summary()["gaps"] == 0 and watched.take_rederived() == 8  # the keyframe before seq 10's place
+
+
+def test_a_replay_whose_place_was_folded_away_is_counted_too_late_and_its_gap_stays():
+    messages = _stream(21)
+    folded = WatchTimeline("x", keyframe_every=2, max_bytes=1)  # folds all but the newest interval
+    folded.add_all(messages[:3] + messages[6:])
+    assert folded.first_step > 4  # the step of seq 6, the gap's live successor, is folded away
+    assert folded.add_late([(m, "replayed") for m in messages[3:6]]) == 0
+    summary = folded.summary()
+    assert (summary["replayed_too_late"], summary["gaps"], summary["missing_messages"]) == (3, 1, 3)
+    assert summary["messages"] == 18
+    assert ("replayed too late: 3 messages came after their place was folded away (not shown; their gap stays "
+            "counted)") in summary_lines(summary)
+
+
+def test_a_merged_replay_filling_two_gaps_puts_each_run_before_its_own_successor():
+    messages = _stream(16)
+    arrival = messages[:3] + messages[6:8] + messages[10:] + messages[3:6] + messages[8:10]
+    watched = WatchTimeline("x", keyframe_every=4)
+    watched.add_all(arrival)
+    assert [m.seq for m in watched.messages] == list(range(16))
+    assert watched.summary()["digest"] == WatchTimeline.from_messages(messages).summary()["digest"]
+    assert watched.summary()["gaps"] == 0
+
+
+def test_a_late_replay_on_one_rank_keeps_the_other_ranks_batches_and_every_ranks_seq_order():
+    from dataclasses import replace
+
+    rank0 = _stream(12)
+    rank1 = [replace(m, rank=1) for m in _stream(12)]
+    interleaved = [m for pair in zip(rank0, rank1) for m in pair]  # 0/0, 0/1, 1/0, 1/1, ...
+    gap = {(1, seq) for seq in (4, 5, 6)}
+    arrival = [m for m in interleaved if (m.rank, m.seq) not in gap]
+    arrival += [m for m in rank1 if (1, m.seq) in gap]  # the replay's answer, after everything
+    watched = WatchTimeline("x", keyframe_every=4)
+    watched.add_all(arrival)
+    for rank in (0, 1):
+        assert [m.seq for m in watched.messages if m.rank == rank] == list(range(12))
+    assert watched.summary()["gaps"] == 0 and watched.summary()["messages"] == 24
+    # Rank 1's seqs 4-6 went before its seq 7; every other message kept its arrival order.
+    assert [m for m in watched.messages if (m.rank, m.seq) not in gap] == arrival[:-3]
