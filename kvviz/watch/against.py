@@ -15,7 +15,7 @@ published one after another, released together) stay one batch.
 
 A batch agrees **event for event** when both sides stored and removed the same blocks in the same
 order. The report counts agreeing and differing stores and removes (as multisets per batch),
-names the first difference (what the recording stored or removed that kvcore did not, and the
+names the first divergence (what the recording stored or removed that kvcore did not, and the
 reverse, as token ranges), and compares hit tokens: kvcore's, and the recording's as inferred
 from where each batch's first stored chain starts (a batch that stored nothing hit every full
 block of its request).
@@ -111,7 +111,7 @@ class AgainstReport:
     recording_hit_tokens: int | None
     """Inferred per batch from where its first stored chain starts; None when some batch is not
     one request (several acquires) or its stored chain is not on its request's tokens."""
-    first_difference: BatchDifference | None
+    first_divergence: BatchDifference | None
     removed_unknown: int = 0
     """Removals of blocks the recording never stored (no content to align them by)."""
     cleared_batches: tuple[int, ...] = ()
@@ -155,10 +155,10 @@ class AgainstReport:
             f"hit tokens: {other} {self.kvcore_hit_tokens:,}, the recording {hits} "
             "(inferred from where each batch's stored chain starts)",
         ]
-        if self.first_difference is None:
-            out.append("first difference: none")
+        if self.first_divergence is None:
+            out.append("first divergence: none")
         else:
-            out.extend(f"first difference: {sentence}" for sentence in self.first_difference.sentences())
+            out.extend(f"first divergence: {sentence}" for sentence in self.first_divergence.sentences())
         if self.recording_batches != self.scenario_batches:
             out.append(f"batch counts differ: the recording has {self.recording_batches:,}, "
                        f"the scenario {self.scenario_batches:,}")
@@ -187,7 +187,7 @@ class AgainstReport:
             "removes": {"agreeing": self.removes_agreeing, "only_by_recording": self.removes_only_by_recording,
                         "only_by_kvcore": self.removes_only_by_kvcore},
             "hit_tokens": {"kvcore": self.kvcore_hit_tokens, "recording": self.recording_hit_tokens},
-            "first_difference": None if self.first_difference is None else self.first_difference.to_dict(),
+            "first_divergence": None if self.first_divergence is None else self.first_divergence.to_dict(),
             "removed_unknown": self.removed_unknown, "cleared_batches": list(self.cleared_batches),
             "undecodable_batches": list(self.undecodable_batches), "failed_ops": self.failed_ops,
             "agrees": self.agrees, "notes": list(self.notes), "design": self.design,
@@ -354,7 +354,7 @@ def against(messages: Sequence, scenario_text: str, *, source: str = "") -> Agai
         stores_agreeing=stores[0], stores_only_by_recording=stores[1], stores_only_by_kvcore=stores[2],
         removes_agreeing=removes[0], removes_only_by_recording=removes[1], removes_only_by_kvcore=removes[2],
         kvcore_hit_tokens=sum(batch.hit_tokens for batch in computed), recording_hit_tokens=recording_hits,
-        first_difference=first, removed_unknown=sum(batch.unknown_removed for batch in recorded),
+        first_divergence=first, removed_unknown=sum(batch.unknown_removed for batch in recorded),
         cleared_batches=tuple(batch.index + 1 for batch in recorded if batch.cleared),
         undecodable_batches=tuple(batch.index + 1 for batch in recorded if batch.error is not None),
         failed_ops=failed, notes=tuple(notes),

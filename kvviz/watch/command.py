@@ -155,7 +155,7 @@ def watch(endpoint: str | None, topic: str, ranks: int, replay_endpoint: str | N
     Judge a server against kvcore on the requests that made a recording, e.g. the shipped vLLM
     one (samples by name: `kvviz help samples`):
       kvviz watch --replay-file vllm-conversation --against-trace conversation
-    (exit 0: they agree event for event; 1: the first difference is printed).
+    (exit 0: they agree event for event; 1: the first divergence is printed).
 
     
     Why would request 120 of that trace miss before it ran (its token ids in r120.json)?

@@ -207,7 +207,7 @@ def against_radix(messages: Sequence, requests: Sequence, *, page_tokens: int = 
         stores_only_by_kvcore=stores[2], removes_agreeing=removes[0], removes_only_by_recording=removes[1],
         removes_only_by_kvcore=removes[2], kvcore_hit_tokens=hits,
         recording_hit_tokens=recording_hits if len(recorded) == len(computed) else None,
-        first_difference=first, removed_unknown=sum(b.unknown_removed for b in recorded),
+        first_divergence=first, removed_unknown=sum(b.unknown_removed for b in recorded),
         cleared_batches=cleared_apart,
         undecodable_batches=tuple(b.index + 1 for b in recorded if b.error is not None),
         notes=() if cleared_apart else ("resets (AllBlocksCleared) are compared as events: the model reset where "

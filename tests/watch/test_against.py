@@ -119,7 +119,7 @@ def test_the_vllm_recording_agrees_with_kvcore_event_for_event(vllm_messages, vl
     report = against(vllm_messages, vllm_scenario, source=VLLM.name)
     assert report.recording_batches == report.scenario_batches == 400
     assert report.batches_agreeing == 400 and report.differing_batches == ()
-    assert report.first_difference is None and report.agrees
+    assert report.first_divergence is None and report.agrees
     assert report.stores_agreeing == figures["stored"] == 10_488
     assert report.removes_agreeing == figures["removed"] == 7_490
     assert (report.stores_only_by_recording, report.stores_only_by_kvcore) == (0, 0)
@@ -127,7 +127,7 @@ def test_the_vllm_recording_agrees_with_kvcore_event_for_event(vllm_messages, vl
     assert report.kvcore_hit_tokens == report.recording_hit_tokens == README_HIT_TOKENS
     lines = report.lines()
     assert "batches agreeing event for event: 400 of 400" in lines
-    assert "first difference: none" in lines
+    assert "first divergence: none" in lines
     assert json.loads(json.dumps(report.to_dict()))["stores"]["agreeing"] == 10_488
 
 
@@ -143,13 +143,13 @@ def test_without_the_null_block_kvcore_has_one_page_more_and_parts_from_vllm_at_
     # 3,000 pages instead of 2,999: kvcore keeps one block vLLM had to reuse.
     text = requests_scenario(read_trace(TRACE, first=400).requests, gpu_blocks=3001)
     report = against(vllm_messages, text)
-    difference = report.first_difference
+    difference = report.first_divergence
     assert difference.batch == 112 and difference.seq == 111  # batch 112 is step 112: message 112, seq 111
     assert difference.removed_only_by_recording == ("block 7 (positions 96..111): 528..543",)
     assert difference.stored_only_by_recording == difference.stored_only_by_kvcore == ()
     assert report.stores_only_by_recording == report.stores_only_by_kvcore == 0
     assert report.batches_agreeing < 400 and report.differing_batches[0] == 112
-    assert any(line.startswith("first difference: batch 112 (seq 111): the recording removed what kvcore did not")
+    assert any(line.startswith("first divergence: batch 112 (seq 111): the recording removed what kvcore did not")
                for line in report.lines())
 
 
@@ -160,7 +160,7 @@ def test_a_recording_with_one_store_dropped_differs_first_at_that_batch(vllm_mes
     assert blocks, "batch 37 stores a chain in the recording"
     messages = mutated(vllm_messages, batch, lambda evs: [e for e in evs if e["type"] != "BlockStored"])
     report = against(messages, vllm_scenario)
-    difference = report.first_difference
+    difference = report.first_divergence
     assert difference.batch == batch + 1  # the step of message `batch` (0-based)
     assert difference.stored_only_by_recording == ()
     listed = [b for b in difference.stored_only_by_kvcore if not b.startswith("and ")]
@@ -173,7 +173,7 @@ def test_a_recording_with_a_removal_added_differs_first_at_that_batch(vllm_messa
     first_hash = raw_batches(VLLM)[0][0]["block_hashes"][0]  # the root block of request 0: 0..15
     messages = mutated(vllm_messages, 5, lambda evs: evs + [removed([first_hash])])
     report = against(messages, vllm_scenario)
-    difference = report.first_difference
+    difference = report.first_divergence
     assert difference.batch == 6
     assert difference.removed_only_by_recording == ("block 1 (positions 0..15): 0..15",)
     assert difference.removed_only_by_kvcore == difference.stored_only_by_kvcore == ()
@@ -205,7 +205,7 @@ def test_stored_chains_become_acquires_and_publishes_in_order():
     report = against(messages, text)
     # Every store agrees, batch by batch; the removal is the server's, kvcore had room for all.
     assert report.differing_batches == (4,) and report.stores_agreeing == 4
-    assert report.first_difference.removed_only_by_recording == ("block 1 (positions 0..3): 20..23",)
+    assert report.first_divergence.removed_only_by_recording == ("block 1 (positions 0..3): 20..23",)
 
 
 def test_the_vllm_recording_round_trips_to_the_same_content_chains(vllm_messages):
@@ -248,7 +248,7 @@ def test_a_chain_under_a_parent_never_seen_is_left_out_and_said():
     assert "1 stored chains whose parent was never stored are left out" in text
     assert "acquire b0000\n" in text
     report = against(messages, text)
-    assert report.first_difference.stored_only_by_recording == ("a block under unseen ancestors: 0..3",)
+    assert report.first_divergence.stored_only_by_recording == ("a block under unseen ancestors: 0..3",)
 
 
 def test_an_undecodable_message_is_an_empty_batch_not_a_failure():
@@ -272,7 +272,7 @@ def test_the_hit_cap_is_what_makes_a_repeated_prompt_agree():
             "acquire b 0..7\npublish b\nrelease b\n"
     textbook = against(messages, rules.format(""))
     assert textbook.differing_batches == (2,)
-    assert textbook.first_difference.stored_only_by_recording == ("block 2 (positions 4..7): 4..7",)
+    assert textbook.first_divergence.stored_only_by_recording == ("block 2 (positions 4..7): 4..7",)
     assert textbook.kvcore_hit_tokens == 8 and textbook.recording_hit_tokens == 4
     vllm = against(messages, rules.format(" recompute_last_token=yes"))
     assert vllm.agrees and vllm.batches_agreeing == 2
@@ -288,7 +288,7 @@ def test_the_batch_against_names_is_the_step_the_watch_shows_as_that_batch(vllm_
     from kvviz.watch.timeline import WatchTimeline
 
     text = requests_scenario(read_trace(TRACE, first=400).requests, gpu_blocks=3001)
-    difference = against(vllm_messages, text).first_difference
+    difference = against(vllm_messages, text).first_divergence
     frame = WatchTimeline.from_messages(vllm_messages).frame(difference.batch)  # what --step N and g show
     assert frame.message.seq == difference.seq
     assert frame.narration.startswith(f"Batch {difference.batch} (seq {difference.seq})")

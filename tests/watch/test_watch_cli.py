@@ -510,7 +510,7 @@ def test_against_a_smaller_cache_than_the_servers_disagrees_and_exits_1(tmp_path
     result = run("--replay-file", str(VLLM), "--against", str(requests_kvs(tmp_path, gpu_blocks=1000)), "--json")
     assert result.exit_code == 1, result.output
     (report,) = json_lines(result.output)
-    assert report["agrees"] is False and report["first_difference"] is not None
+    assert report["agrees"] is False and report["first_divergence"] is not None
 
 
 TRACE = DATA.parent / "mooncake" / "conversation_trace.jsonl"
@@ -541,7 +541,7 @@ def test_against_trace_sized_as_another_server_disagrees_and_exits_1():
                  "--json")
     assert result.exit_code == 1, result.output
     (report,) = json_lines(result.output)
-    assert report["agrees"] is False and report["first_difference"] is not None
+    assert report["agrees"] is False and report["first_divergence"] is not None
 
 
 def test_to_kvs_of_mixed_block_sizes_says_the_page_size_it_chose_and_takes_the_one_given(tmp_path):
