@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The engine backends' reads from what an op changed (kvviz/backends/vllm_reader.py,
+sglang_reader.py) against their full reads, the contract: two backends run the same ops, one
+reading only what the instrumented calls touched, one re-reading the whole engine
+(``full_reads=True``), and after every op their snapshots are the same JSON, and the
+incremental one's ``_changes`` names exactly the rows that are not the very objects of the
+snapshot before. Every demo and a few hundred seeded random scenarios, on both engines; and a
+read that misses one instrumented call is caught."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from engine_guard import require_engine
+
+require_engine("vllm")
+require_engine("sglang")
+
+from kvcore import KVCacheError  # noqa: E402
+from kvviz.backends import sglang_reader, vllm_reader  # noqa: E402
+from kvviz.backends.sglang_backend import SglangBackend  # noqa: E402
+from kvviz.backends.vllm_backend import VllmBackend  # noqa: E402
+from kvviz.core.demos import demo_names, load_demo  # noqa: E402
+from kvviz.core.scenario import CacheConfig, Op, Scenario, Step, format_scenario  # noqa: E402
+
+ENGINES = ("vllm", "sglang")
+RANDOM_SCENARIOS = 300  # per engine
+
+
+def backends(engine: str, config) -> tuple:
+    """(reads what changed, reads in full) for ``config``."""
+    if engine == "vllm":
+        recompute = bool(getattr(config, "recompute_last_token", False))
+        return (VllmBackend(config.pages, config.tokens_per_page, recompute),
+                VllmBackend(config.pages, config.tokens_per_page, recompute, full_reads=True))
+    return (SglangBackend(config.pages, config.tokens_per_page),
+            SglangBackend(config.pages, config.tokens_per_page, full_reads=True))
+
+
+def changed_rows(before, after) -> tuple[set, set, set]:
+    """The ids of the node (or block) rows, the pages and the allocation ids whose rows in
+    ``after`` are not the very objects of ``before``'s (added, changed or gone)."""
+    def by_id(rows):
+        return {r.id: r for r in rows}
+
+    rows = "blocks" if after.kind == "hash" else "nodes"
+    out = []
+    for old, new in ((by_id(getattr(before, rows)), by_id(getattr(after, rows))),
+                     (dict(enumerate(before.pages)), dict(enumerate(after.pages))),
+                     (by_id(before.allocations), by_id(after.allocations))):
+        out.append({i for i in old.keys() | new.keys() if old.get(i) is not new.get(i)})
+    return tuple(out)
+
+
+def first_mismatch(engine: str, scenario: Scenario) -> str | None:
+    """Where the two reads of ``scenario`` first differ (a sentence), or None: after every op,
+    the same JSON, the same error, events and findings, and ``_changes`` that name exactly
+    the rows that changed."""
+    incremental, full = backends(engine, scenario.config)
+    before = incremental.snapshot()
+    if before.to_json() != full.snapshot().to_json():
+        return "the first reads differ"
+    for i, step in enumerate(scenario.steps, 1):
+        errors = []
+        for backend in (incremental, full):
+            try:
+                backend.apply(step.op)
+                errors.append(None)
+            except KVCacheError as exc:
+                errors.append((type(exc).__name__, str(exc)))
+        after = incremental.snapshot()
+        where = f"step {i} ({step.op.text or step.op.kind})"
+        if errors[0] != errors[1]:
+            return f"{where}: errors differ {errors}"
+        if after.to_json() != full.snapshot().to_json() or after != full.snapshot():
+            return f"{where}: the snapshots differ"
+        if incremental.take_events() != full.take_events():
+            return f"{where}: the events differ"
+        if [(f.code, f.message) for f in incremental.take_findings()] != \
+                [(f.code, f.message) for f in full.take_findings()]:
+            return f"{where}: the findings differ"
+        if after is before:
+            continue  # a refused op that changed nothing: its state is the one before
+        changes = after._changes
+        if changes is None or changes.before() is not before:
+            return f"{where}: the snapshot does not say what changed since the one before"
+        told = (set(changes.nodes), set(changes.pages), set(changes.allocations))
+        if told != changed_rows(before, after):
+            return f"{where}: _changes says {told}, the rows say {changed_rows(before, after)}"
+        if sorted(changes.nodes) != list(changes.nodes) or sorted(changes.pages) != list(changes.pages):
+            return f"{where}: _changes is not sorted"
+        before = after
+    return None
+
+
+def random_scenario(rng: random.Random, engine: str) -> Scenario:
+    """A small cache and up to 40 ops over a tiny alphabet: shared prefixes, pages running out,
+    evictions, extends, publishes of more tokens, and misuse that is refused."""
+    tpp = rng.choice((1, 2, 4))
+    pages = rng.randint(2, 9)
+    live: dict[str, tuple] = {}
+    steps = []
+    stems = ((1, 2, 3, 5) * 4, (1, 2, 1, 2) * 4)
+    for _ in range(rng.randint(5, 40)):
+        kind = rng.choice(("acquire", "acquire", "publish", "publish", "extend", "release", "misuse"))
+        if kind == "misuse":
+            name = rng.choice("abcde")
+            op = rng.choice((Op("release", name, None), Op("publish", name, (9, 9)),
+                             Op("acquire", name, (), 0), Op("acquire", name, (1,), 0, priority=1)))
+            live.pop(name, None) if op.kind == "release" else None
+        elif kind == "acquire" or not live:
+            free = [n for n in "abcd" if n not in live]
+            if not free:
+                continue
+            name = rng.choice(free)
+            tokens = rng.choice(stems)[:rng.randint(1, 3 * tpp)] + tuple(
+                rng.choice((7, 8, 9)) for _ in range(rng.randint(0, tpp)))
+            op = Op("acquire", name, tokens, rng.choice((0, 0, 1, tpp)))
+            live[name] = tokens
+        else:
+            name = rng.choice(sorted(live))
+            if kind == "publish":
+                cut = rng.choice((None, None, rng.randint(0, len(live[name]))))
+                op = Op("publish", name, None if cut is None else live[name][:cut])
+            elif kind == "extend":
+                more = tuple(rng.choice((1, 2, 7)) for _ in range(rng.randint(0, 2 * tpp)))
+                op = Op("extend", name, more, rng.choice((0, 0, 1)), True)
+                live[name] += more
+            else:
+                op = Op("release", name, None)
+                del live[name]
+        steps.append(Step(op))
+    kind = "hash" if engine == "vllm" else "trie"
+    return Scenario(config=CacheConfig(kind, pages, tpp, recompute_last_token=engine == "vllm" and rng.random() < 0.5),
+                    steps=tuple(steps))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_read_of_what_changed_equals_the_full_read_after_every_op_of_every_demo(engine):
+    mismatches = {name: m for name in demo_names() if (m := first_mismatch(engine, load_demo(name))) is not None}
+    assert not mismatches, mismatches
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_read_of_what_changed_equals_the_full_read_on_random_scenarios(engine):
+    rng = random.Random(35_035)
+    ops = refused = 0
+    for _ in range(RANDOM_SCENARIOS):
+        scenario = random_scenario(rng, engine)
+        mismatch = first_mismatch(engine, scenario)
+        assert mismatch is None, format_scenario(scenario) + "\n" + mismatch
+        ops += len(scenario.steps)
+    assert ops >= 15 * RANDOM_SCENARIOS, ops  # real scenarios, not just configs
+
+
+def test_a_read_of_a_real_cache_is_full_only_when_asked_or_watched():
+    """The backends read what changed by default; ``full_reads`` reads in full after every op
+    (what the benchmark's "before" measures)."""
+    for engine in ENGINES:
+        incremental, full = backends(engine, CacheConfig("hash" if engine == "vllm" else "trie", 4, 2))
+        for backend in (incremental, full):
+            backend.apply(Op("acquire", "a", (1, 2, 3), 0))
+        assert incremental.snapshot()._changes is not None and full.snapshot()._changes is None
+
+
+# Calls whose report no other call repeats on kvviz's ops (the others are doubly covered: a
+# release's free_blocks touches the pages its allocation leaves, a lookup's path is locked next).
+DROPPED = [("vllm", vllm_reader, "POOL_CALLS", "_insert_block_hash"),
+           ("vllm", vllm_reader, "QUEUE_CALLS", "remove"),
+           ("vllm", vllm_reader, "QUEUE_CALLS", "prepend_n"),
+           ("sglang", sglang_reader, "TREE_CALLS", "_split_node"),
+           ("sglang", sglang_reader, "TREE_CALLS", "_delete_leaf")]
+
+
+@pytest.mark.parametrize("engine, module, calls, dropped", DROPPED, ids=[d[3] for d in DROPPED])
+def test_a_read_that_misses_an_instrumented_call_is_caught(monkeypatch, engine, module, calls, dropped):
+    """A control: with one engine method left uninstrumented, the comparison above fails on
+    the demos, so it is not one that cannot fail."""
+    monkeypatch.setattr(module, calls, tuple(c for c in getattr(module, calls) if c != dropped))
+    caught = [name for name in demo_names() if first_mismatch(engine, load_demo(name)) is not None]
+    assert caught, f"no demo caught a read that misses {dropped}"
+
+
+def test_every_instrumented_method_is_one_the_engine_has():
+    """An engine upgrade that renames one fails here, not as a silently stale read."""
+    from sglang.srt.mem_cache.radix_cache import RadixCache
+    from vllm.v1.core.block_pool import BlockPool
+    from vllm.v1.core.kv_cache_utils import FreeKVCacheBlockQueue
+
+    for cls, names in ((BlockPool, vllm_reader.POOL_CALLS), (FreeKVCacheBlockQueue, vllm_reader.QUEUE_CALLS),
+                       (RadixCache, sglang_reader.TREE_CALLS)):
+        assert [n for n in names if not callable(getattr(cls, n, None))] == [], cls
