@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
+from kvcore.incremental import IncrementalChecker
 from kvcore.base import pages_for
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
@@ -172,6 +173,7 @@ class SglangBackend(EngineCalls):
         self._touched = Touched()
         instrument(self.cache, self._touched)
         self._rows: ChangedRows | None = None
+        self._checker = IncrementalChecker()
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -215,8 +217,15 @@ class SglangBackend(EngineCalls):
         return self._read() if self._watch is not None else self._snapshot
 
     def check(self, snapshot: Snapshot) -> list:
-        """kvcore's invariant checker: SGLang's ``lock_ref`` counts every request on each node of
-        its path, as kvcore's trie counts references."""
+        """kvcore's invariant checker, ``check_snapshot``'s verdict: SGLang's ``lock_ref``
+        counts every request on each node of its path, as kvcore's trie counts references.
+        Consecutive snapshots are checked at the cost of what changed
+        (:class:`kvcore.incremental.IncrementalChecker`, told by the snapshot's ``_changes``);
+        the first, and any it cannot relate, in full."""
+        return self._checker.check(snapshot)
+
+    def check_full(self, snapshot: Snapshot) -> list:
+        """kvcore's invariant checker on the whole of ``snapshot`` (``kvviz check --full``)."""
         return check_snapshot(snapshot)
 
     # -- ops --------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from kvcore import Snapshot, Stats
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, SnapshotChanges, free_row
 
 from kvviz.backends import TRIE
+from kvviz.backends.foreign_backend import RowsById
 
 __all__ = ["TREE_CALLS", "ChangedRows", "Touched", "instrument"]
 
@@ -126,7 +127,7 @@ class ChangedRows:
     def __init__(self, backend, snap: Snapshot, radix: dict, leaves: dict):
         self.last = weakref.ref(snap)
         self.rows: list[PageInfo] = list(snap.pages)
-        self.nodes: dict[int, NodeInfo] = {n.id: n for n in snap.nodes}
+        self.nodes = RowsById(snap.nodes)
         self.radix: dict = radix  # radix node -> its pages
         self.key_of: dict[int, tuple] = {}  # page -> (page, its token path): its id's key in backend._ids
         self.id_of: dict[int, int] = {}  # page -> the id of the node that holds it
@@ -216,7 +217,7 @@ class ChangedRows:
             if page in key_of and page not in placed:
                 del ids[key_of.pop(page)]
                 gone = id_of.pop(page)
-                del nodes[gone]
+                nodes.drop(gone)
                 changed_nodes.add(gone)
         for page, (key, node_id, row) in placed.items():
             old_key = key_of.get(page)
@@ -225,12 +226,12 @@ class ChangedRows:
                     del ids[old_key]
                     old_id = id_of[page]
                     if old_id != node_id:
-                        del nodes[old_id]
+                        nodes.drop(old_id)
                         changed_nodes.add(old_id)
                 key_of[page] = key
                 id_of[page] = ids[key] = node_id
             if nodes.get(node_id) != row:
-                nodes[node_id] = row
+                nodes.put(row)
                 changed_nodes.add(node_id)
         backend._next_id = next_id
         heap = self.heap
@@ -280,7 +281,7 @@ class ChangedRows:
                 row = PageInfo(page, OWNED, max(owners), None, 0)
             elif page in id_of:
                 node_id = id_of[page]
-                row = PageInfo(page, CACHED, None, node_id, nodes[node_id].ref)
+                row = PageInfo(page, CACHED, None, node_id, nodes.get(node_id).ref)
             else:
                 row = free_row(page)
             if row != rows[page]:
@@ -289,7 +290,7 @@ class ChangedRows:
         s = backend._stats
         snap = Snapshot(kind=TRIE, tokens_per_page=tpp, page_count=backend.pages, clock=backend.clock.now,
                         next_seq=backend._next_id, next_allocation_id=backend._next_allocation_id, pages=tuple(rows),
-                        free=tuple(backend.pool.free), nodes=tuple(nodes.values()),
+                        free=tuple(backend.pool.free), nodes=tuple(nodes.rows),
                         allocations=tuple(allocations.values()), heap=tuple(map(itemgetter(1), heap)),
                         stats=Stats(s["lookups"], s["lookup_tokens"], s["hit_tokens"], s["evictions"], s["dedups"]),
                         policy="lru")

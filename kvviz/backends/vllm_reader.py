@@ -18,8 +18,8 @@ a block's hash                  ``_insert_block_hash`` (``set_block_hash``) and
                                 ``evict_blocks``) goes through these two; ``reset_prefix_cache``
                                 resets every block: the next read is a full one
 the free queue's order          ``popleft``, ``popleft_n``, ``remove``, ``append``, ``append_n``,
-                                ``prepend_n``: each is replayed on a mirror (an ordered dict of
-                                pages, head first), so the order is never walked
+                                ``prepend_n``: each is replayed on a mirror (a list of pages,
+                                head first, edited in C), so the linked list is never walked
 ==============================  ===================================================================
 
 Nothing else in vLLM writes these fields on the paths kvviz drives (``grep ref_cnt`` finds
@@ -40,12 +40,12 @@ holds every read to the full read's JSON, op by op.
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 
 from kvcore import Snapshot, Stats
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, SnapshotChanges, free_row
 
 from kvviz.backends import HASH
+from kvviz.backends.foreign_backend import RowsById
 
 __all__ = ["POOL_CALLS", "QUEUE_CALLS", "ChangedRows", "Touched", "instrument"]
 
@@ -65,7 +65,7 @@ class Touched:
     def __init__(self, queue_pages) -> None:
         self.pages: set[int] = set()
         self.everything = False
-        self.queue: OrderedDict[int, None] = OrderedDict.fromkeys(queue_pages)
+        self.queue: list[int] = list(queue_pages)
 
     def clear(self) -> None:
         """Forget the touched pages (a read has seen them)."""
@@ -120,33 +120,34 @@ def instrument(pool, touched: Touched) -> None:
         if name == "popleft":
             def call():
                 block = real()
-                del queue[block.block_id - 1]
+                queue.remove(block.block_id - 1)  # (the head: found first)
                 return block
         elif name == "popleft_n":
             def call(n):
                 blocks = real(n)
-                for block in blocks:
-                    del queue[block.block_id - 1]
+                popped = [block.block_id - 1 for block in blocks]
+                if queue[:len(popped)] == popped:
+                    del queue[:len(popped)]
+                else:  # (not the head: the mirror went wrong; the full read's comparison will say so)
+                    for page in popped:
+                        queue.remove(page)
                 return blocks
         elif name == "remove":
             def call(block):
                 real(block)
-                del queue[block.block_id - 1]
+                queue.remove(block.block_id - 1)
         elif name == "append":
             def call(block):
                 real(block)
-                queue[block.block_id - 1] = None
+                queue.append(block.block_id - 1)
         elif name == "append_n":
             def call(blocks):
                 real(blocks)
-                for block in blocks:
-                    queue[block.block_id - 1] = None
+                queue.extend(block.block_id - 1 for block in blocks)
         else:  # prepend_n
             def call(blocks):
                 real(blocks)
-                for block in reversed(blocks):
-                    queue[block.block_id - 1] = None
-                    queue.move_to_end(block.block_id - 1, last=False)
+                queue[:0] = [block.block_id - 1 for block in blocks]
         return call
 
     for name in POOL_CALLS:
@@ -165,7 +166,7 @@ class ChangedRows:
     def __init__(self, backend, snap: Snapshot):
         self.last = weakref.ref(snap)
         self.rows: list[PageInfo] = list(snap.pages)
-        self.blocks: dict[int, BlockInfo] = {b.id: b for b in snap.blocks}
+        self.blocks = RowsById(snap.blocks)
         self.allocations: dict[int, AllocationInfo] = {a.id: a for a in snap.allocations}
         self.ids: dict[str, int] = {a.name: a.id for a in snap.allocations}
         self.holders: dict[int, set[int]] = {}  # page -> the allocations whose block table holds it
@@ -271,7 +272,8 @@ class ChangedRows:
             if old_pair is not None and new_pair is not old_pair:
                 evicted += 1
                 old_key, old_seq = old_pair
-                del blocks[old_seq], cached[page], backend._seq[(page, old_key)]
+                blocks.drop(old_seq)
+                del cached[page], backend._seq[(page, old_key)]
                 changed_blocks.add(old_seq)
                 same = copies[old_key]
                 same.discard(old_seq)
@@ -308,20 +310,20 @@ class ChangedRows:
             for seq in copies.get(key, ()):
                 row = blocks.get(seq)  # (None: a block cached by this op, made below)
                 if row is not None and row.reachable != reach[key]:
-                    blocks[seq] = BlockInfo(row.id, row.page, row.key, row.parent, row.tokens, reach[key])
+                    blocks.put(BlockInfo(row.id, row.page, row.key, row.parent, row.tokens, reach[key]))
                     changed_blocks.add(seq)
         keys = backend._keys
         for seq, page, key in new_blocks:  # the largest ids, in id order: appended in order
             parent, tokens = chain.get(key, (None, ()))
-            blocks[seq] = BlockInfo(seq, page, keys[key].hex(), None if parent is None else keys[parent].hex(),
-                                    tokens, reach.get(key, True))
+            blocks.rows.append(BlockInfo(seq, page, keys[key].hex(), None if parent is None else keys[parent].hex(),
+                                         tokens, reach.get(key, True)))
         s = backend._stats
         snap = Snapshot(kind=HASH, tokens_per_page=backend.tokens_per_page, page_count=backend.pages,
                         clock=backend._clock, next_seq=backend._next_seq,
                         next_allocation_id=backend._next_allocation_id, pages=tuple(rows),
                         free=tuple(touched.queue), nodes=(), allocations=tuple(allocations.values()), heap=(),
                         stats=Stats(s["lookups"], s["lookup_tokens"], s["hit_tokens"], s["evictions"], s["dedups"]),
-                        policy="lru", blocks=tuple(blocks.values()))
+                        policy="lru", blocks=tuple(blocks.rows))
         object.__setattr__(snap, "_changes", SnapshotChanges(self.last, tuple(sorted(changed_blocks)),
                                                              tuple(changed_pages), tuple(sorted(changed_allocations))))
         self.last = weakref.ref(snap)

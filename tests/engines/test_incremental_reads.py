@@ -4,7 +4,7 @@ sglang_reader.py) against their full reads, the contract: two backends run the s
 reading only what the instrumented calls touched, one re-reading the whole engine
 (``full_reads=True``), and after every op their snapshots are the same JSON, and the
 incremental one's ``_changes`` names exactly the rows that are not the very objects of the
-snapshot before. Every demo and a few hundred seeded random scenarios, on both engines; and a
+snapshot before (so the backend's invariant check, told by them, gives the full check's verdict). Every demo and a few hundred seeded random scenarios, on both engines; and a
 read that misses one instrumented call is caught."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from engine_guard import require_engine
 require_engine("vllm")
 require_engine("sglang")
 
-from kvcore import KVCacheError  # noqa: E402
+from kvcore import KVCacheError, check_snapshot  # noqa: E402
 from kvviz.backends import sglang_reader, vllm_reader  # noqa: E402
 from kvviz.backends.sglang_backend import SglangBackend  # noqa: E402
 from kvviz.backends.vllm_backend import VllmBackend  # noqa: E402
@@ -55,12 +55,13 @@ def changed_rows(before, after) -> tuple[set, set, set]:
 
 def first_mismatch(engine: str, scenario: Scenario) -> str | None:
     """Where the two reads of ``scenario`` first differ (a sentence), or None: after every op,
-    the same JSON, the same error, events and findings, and ``_changes`` that name exactly
-    the rows that changed."""
+    the same JSON, the same error, events and findings, ``_changes`` that name exactly the
+    rows that changed, and the backend's check (of what changed) the full check's verdict."""
     incremental, full = backends(engine, scenario.config)
     before = incremental.snapshot()
     if before.to_json() != full.snapshot().to_json():
         return "the first reads differ"
+    violations = len(incremental.check(before))
     for i, step in enumerate(scenario.steps, 1):
         errors = []
         for backend in (incremental, full):
@@ -80,6 +81,10 @@ def first_mismatch(engine: str, scenario: Scenario) -> str | None:
         if [(f.code, f.message) for f in incremental.take_findings()] != \
                 [(f.code, f.message) for f in full.take_findings()]:
             return f"{where}: the findings differ"
+        verdict = [str(v) for v in incremental.check(after)]
+        if verdict != [str(v) for v in check_snapshot(after)]:
+            return f"{where}: the check of what changed says {verdict}, the full check does not"
+        violations += len(verdict)
         if after is before:
             continue  # a refused op that changed nothing: its state is the one before
         changes = after._changes
@@ -91,6 +96,8 @@ def first_mismatch(engine: str, scenario: Scenario) -> str | None:
         if sorted(changes.nodes) != list(changes.nodes) or sorted(changes.pages) != list(changes.pages):
             return f"{where}: _changes is not sorted"
         before = after
+    if not violations and incremental._checker.full_checks != 1:
+        return f"healthy all along, but checked in full {incremental._checker.full_checks} times"
     return None
 
 
