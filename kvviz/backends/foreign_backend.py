@@ -19,7 +19,8 @@ from kvcore.base import _describe_tokens, int_tokens
 from kvviz.backends import (BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens,
                             unknown_op)
 
-__all__ = ["OP_EVENTS", "EngineCalls", "RowsById", "acquisition", "check_config", "extension", "op_events", "publish_tokens"]
+__all__ = ["OP_EVENTS", "EngineCalls", "RowsById", "acquisition", "check_config", "extension", "op_events",
+           "publish_tokens"]
 
 # kvcore's extra-slot check, so every backend refuses the same values with the same message
 # (a copy once drifted: it accepted extra=True, which kvcore refuses).

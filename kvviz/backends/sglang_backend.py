@@ -54,7 +54,7 @@ from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_ti
 from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
                                             publish_tokens)
 from kvviz.backends.sglang_code import SGLANG_CODE
-from kvviz.backends.sglang_reader import ChangedRows, Touched, instrument
+from kvviz.backends.sglang_reader import ChangedRows, Touched, instrument, pages_of
 
 try:
     import torch as _torch
@@ -122,11 +122,7 @@ class PagePool:
 
     def free_segment(self, value, start_pos: int = 0) -> None:
         """SGLang's call: free the pages of ``value``'s slots."""
-        self.give_back(_pages_of(value, self.page_size))
-
-
-def _pages_of(value, page_size: int) -> list[int]:
-    return [int(v) // page_size for v in value.tolist()[::page_size]]
+        self.give_back(pages_of(value, self.page_size))
 
 
 @dataclass
@@ -341,7 +337,7 @@ class SglangBackend(EngineCalls):
     def _path_pages(self, node) -> list[int]:
         if node is self.cache.root_node:
             return []
-        return _pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
+        return pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
 
     def _find(self, code: str, message: str) -> None:
         self._findings.append(Finding(code, message, KNOWN_ISSUES))
@@ -374,7 +370,7 @@ class SglangBackend(EngineCalls):
             node, parent_id, path = stack.pop()
             for child in sorted(node.children.values(), key=lambda c: tuple(c.key.token_ids[:1])):
                 tokens = tuple(int(t) for t in child.key.token_ids[:len(child.key)])
-                pages = _pages_of(child.value, tpp)
+                pages = pages_of(child.value, tpp)
                 up, child_path = parent_id, path
                 for i, page in enumerate(pages):
                     block = tokens[i * tpp:(i + 1) * tpp]

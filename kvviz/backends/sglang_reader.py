@@ -47,7 +47,7 @@ from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, S
 from kvviz.backends import TRIE
 from kvviz.backends.foreign_backend import RowsById
 
-__all__ = ["TREE_CALLS", "ChangedRows", "Touched", "instrument"]
+__all__ = ["TREE_CALLS", "ChangedRows", "Touched", "instrument", "pages_of"]
 
 TREE_CALLS = ("_match_prefix_helper", "_insert_helper", "_split_node", "_delete_leaf", "_update_leaf_status",
               "inc_lock_ref", "dec_lock_ref", "reset")
@@ -187,7 +187,7 @@ class ChangedRows:
                 key, up, _ = placed.get(last) or (key_of[last], id_of[last], None)
                 path = key[1]
             tokens = tuple(int(t) for t in node.key.token_ids[:len(node.key)])
-            node_pages = _pages_of(node.value, tpp)
+            node_pages = pages_of(node.value, tpp)
             ref, access = node.lock_ref, int(node.last_access_time)
             fresh = False
             for i, page in enumerate(node_pages):
@@ -324,5 +324,6 @@ def _depth(node, root, depths: dict, tpp: int) -> int | None:
     return depths[walked[0]] if walked else depth
 
 
-def _pages_of(value, page_size: int) -> list[int]:
+def pages_of(value, page_size: int) -> list[int]:
+    """The pages of a radix node's ``value`` (its token slots: page p is slots p*size ..)."""
     return [int(v) // page_size for v in value.tolist()[::page_size]]

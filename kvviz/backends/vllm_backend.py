@@ -194,8 +194,8 @@ class VllmBackend(EngineCalls):
         computed, hit, _ = self._call(f"acquire {name}", self.manager.get_computed_blocks, request, cap)
         self._stats["lookups"] += 1
         self._stats["lookup_tokens"] += len(tokens)
-        # (every token hit and no extra slots: 0 new tokens, which allocate_slots takes too)
-        blocks = self._call(f"acquire {name}", self.manager.allocate_slots, request, max(len(tokens) - hit + op.extra, 0),
+        # (0 new tokens when every token hit and no extra slots are asked: allocate_slots takes that too)
+        blocks = self._call(f"acquire {name}", self.manager.allocate_slots, request, len(tokens) - hit + op.extra,
                             hit, computed, delay_cache_blocks=True)
         if blocks is None:
             free = self.manager.block_pool.get_num_free_blocks()

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The engine backends' reads from what an op changed (kvviz/backends/vllm_reader.py,
+"""The engine backends' reads of what an op changed (kvviz/backends/vllm_reader.py,
 sglang_reader.py) against their full reads, the contract: two backends run the same ops, one
 reading only what the instrumented calls touched, one re-reading the whole engine
 (``full_reads=True``), and after every op their snapshots are the same JSON, and the
 incremental one's ``_changes`` names exactly the rows that are not the very objects of the
-snapshot before (so the backend's invariant check, told by them, gives the full check's verdict). Every demo and a few hundred seeded random scenarios, on both engines; and a
-read that misses one instrumented call is caught."""
+snapshot before (so the backend's invariant check, told by them, gives the full check's
+verdict). Every demo and a few hundred seeded random scenarios, on both engines; and a read
+that misses one instrumented call is caught."""
 
 from __future__ import annotations
 
