@@ -193,8 +193,11 @@ class SglangBackend(EngineCalls):
                 # op changes nothing, and its state is the one before. A lookup that matched
                 # nodes keeps them stamped (SG3).
                 self.clock.now = tick
-                if self._rows is not None and after._changes is not None and after._changes.before() is before:
-                    self._rows.since(before)  # (the rows kept are before's: count the next changes from it)
+                if self._rows is not None:  # count the next read's changes from before, with its rows
+                    if after._changes is not None and after._changes.before() is before:
+                        self._rows.since(before)  # (the rows kept are before's own)
+                    else:  # (read in full, while watched: equal rows, new objects)
+                        self._rows = ChangedRows(self, before, self._rows.radix, self._rows.leaves)
                 after = before
             raise
         finally:
