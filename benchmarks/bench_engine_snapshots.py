@@ -19,6 +19,9 @@ trie and hash designs, vLLM 0.33.0's ``KVCacheManager``, SGLang 0.5.23's ``Radix
 3. On the engines, twice: **before**, every read a full re-read of the pool
    (``full_reads=True``, the contract), and **after**, the read of what the op's
    instrumented calls touched (the default).
+4. The same cycles in a kvviz session (``Session.apply``: the op, its snapshot, the invariant
+   check, the diff and the narration of the frame; the fill built as a session too): what a
+   frame of ``kvviz run --backend ...`` costs, reads of what changed and checks told by them.
 
 The last lines are the growth from the smallest pool to the largest (×16 pages by default):
 near 1× is a cost that does not grow with the pool. The garbage collector is off while
@@ -38,7 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from kvviz.backends.kvcore_backend import kvcore_backend  # noqa: E402
-from kvviz.core.scenario import CacheConfig, Op  # noqa: E402
+from kvviz.backends.registry import make_backend_factory  # noqa: E402
+from kvviz.core.scenario import CacheConfig, Op, Scenario, Step  # noqa: E402
+from kvviz.core.session import Session  # noqa: E402
 
 POOLS = (1_024, 4_096, 16_384)
 TPP = 16
@@ -52,11 +57,36 @@ def prompt(n: int) -> tuple[int, ...]:
     return STEM + tuple(range(base, base + (PROMPT_PAGES - 2) * TPP))
 
 
-def cycle(backend, n: int) -> None:
+def cycle_ops(n: int) -> tuple[Op, Op, Op]:
+    """Prompt ``n`` acquired, published and released."""
     name = f"p{n}"
-    for op in (Op("acquire", name, prompt(n), 0), Op("publish", name, None), Op("release", name, None)):
+    return Op("acquire", name, prompt(n), 0), Op("publish", name, None), Op("release", name, None)
+
+
+def cycle(backend, n: int) -> None:
+    for op in cycle_ops(n):
         backend.apply(op)
         backend.snapshot()
+
+
+def measure_session(backend: str, kind: str, pages: int, cycles: int) -> float:
+    """CPU ms per ``Session.apply`` over ``cycles`` cycles, after the fill built as a session."""
+    count = pages // (2 * PROMPT_PAGES)
+    steps = [Step(op) for n in range(count) for op in cycle_ops(n)]
+    steps += [Step(Op("acquire", f"live{n}", prompt(n), 0)) for n in range(count, count + 4)]
+    session = Session.from_scenario(Scenario(config=CacheConfig(kind, pages, TPP), steps=tuple(steps)),
+                                    backend_factory=make_backend_factory(backend))
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
+        for n in range(count + 4, count + 4 + cycles):
+            for op in cycle_ops(n):
+                session.apply(op)
+        spent = time.process_time() - start
+    finally:
+        gc.enable()
+    return 1000 * spent / (3 * cycles)
 
 
 class ReadTimer:
@@ -103,13 +133,14 @@ def fill(backend, pages: int) -> int:
 
 
 def engines(names: set[str]) -> dict:
+    """Label -> (a backend of ``pages`` pages, its registry name, its cache kind)."""
     out = {}
     if "vllm" in names:
         from kvviz.backends.vllm_backend import VllmBackend
-        out["vLLM"] = lambda pages: VllmBackend(pages, TPP)
+        out["vLLM"] = (lambda pages: VllmBackend(pages, TPP), "vllm", "hash")
     if "sglang" in names:
         from kvviz.backends.sglang_backend import SglangBackend
-        out["SGLang"] = lambda pages: SglangBackend(pages, TPP)
+        out["SGLang"] = (lambda pages: SglangBackend(pages, TPP), "sglang", "trie")
     return out
 
 
@@ -124,12 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load {os.getloadavg()[0]:.1f}; {TPP} tokens/page, prompts of {PROMPT_PAGES} pages; "
           f"{args.cycles} cycles (x3 ops) per figure; CPU ms per op (op + read / read alone)")
     results: dict[str, list[tuple[float, float]]] = {}
+    sessions: dict[str, list[float]] = {}
     for pages in pools:
         for design in ("trie", "hash"):
             backend = kvcore_backend(CacheConfig(design, pages, TPP), None)
             first = fill(backend, pages)
             results.setdefault(f"kvcore {design}", []).append(measure(backend, first, args.cycles, "snapshot"))
-        for label, make in makers.items():
+            sessions.setdefault(f"kvcore {design}", []).append(measure_session("kvcore", design, pages, args.cycles))
+        for label, (make, name, kind) in makers.items():
+            sessions.setdefault(f"{label} after", []).append(measure_session(name, kind, pages, args.cycles))
             backend = make(pages)
             first = fill(backend, pages)
             backend.full_reads = True
@@ -143,10 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'':{width}}  " + "  ".join(f"{p:>17,} pages" for p in pools))
     for label, rows in results.items():
         print(f"{label:{width}}  " + "  ".join(f"{op:8.2f} / {read:6.2f} ms   " for op, read in rows))
+    print("in a session (Session.apply: op, snapshot, check, diff, narration), CPU ms per op:")
+    for label, rows in sessions.items():
+        print(f"  {label:{width - 2}}  " + "  ".join(f"{ms:8.2f} ms              " for ms in rows))
     print(f"growth {pools[0]:,} -> {pools[-1]:,} pages (x{pools[-1] / pools[0]:g}):")
     for label, rows in results.items():
         (op0, read0), (op1, read1) = rows[0], rows[-1]
         print(f"  {label:{width}}  op {op1 / op0:5.2f}x   read {read1 / read0:5.2f}x")
+    for label, rows in sessions.items():
+        print(f"  {label + ' in a session':{width}}  op {rows[-1] / rows[0]:5.2f}x")
     print(f"load {os.getloadavg()[0]:.1f}")
     return 0
 

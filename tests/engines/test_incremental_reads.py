@@ -182,7 +182,7 @@ def test_reads_between_the_engines_calls_and_after_them_agree_when_some_ops_are_
     assert not mismatches, mismatches
 
 
-def test_a_read_of_a_real_cache_is_full_only_when_asked_or_watched():
+def test_a_real_cache_is_read_in_full_after_an_op_only_when_asked():
     """The backends read what changed by default; ``full_reads`` reads in full after every op
     (what the benchmark's "before" measures)."""
     for engine in ENGINES:
