@@ -114,12 +114,15 @@ def first_mismatch(engine: str, scenario: Scenario, watch_every: int = 0) -> str
 
 def random_scenario(rng: random.Random, engine: str) -> Scenario:
     """A small cache and up to 40 ops over a tiny alphabet: shared prefixes, pages running out,
-    evictions, extends, publishes of more tokens, and misuse that is refused."""
+    evictions, extends, publishes of more tokens, and misuse that is refused; one in three
+    larger (up to 40 pages, 8 names, prompts of 8 pages: deeper trees, longer queues)."""
     tpp = rng.choice((1, 2, 4))
-    pages = rng.randint(2, 9)
+    large = rng.random() < 1 / 3
+    pages = rng.randint(10, 40) if large else rng.randint(2, 9)
+    names, most = ("abcdefgh", 8) if large else ("abcd", 3)
     live: dict[str, tuple] = {}
     steps = []
-    stems = ((1, 2, 3, 5) * 4, (1, 2, 1, 2) * 4)
+    stems = ((1, 2, 3, 5) * 8, (1, 2, 1, 2) * 8)
     for _ in range(rng.randint(5, 40)):
         kind = rng.choice(("acquire", "acquire", "publish", "publish", "extend", "release", "misuse"))
         if kind == "misuse":
@@ -128,11 +131,11 @@ def random_scenario(rng: random.Random, engine: str) -> Scenario:
                              Op("acquire", name, (), 0), Op("acquire", name, (1,), 0, priority=1)))
             live.pop(name, None) if op.kind == "release" else None
         elif kind == "acquire" or not live:
-            free = [n for n in "abcd" if n not in live]
+            free = [n for n in names if n not in live]
             if not free:
                 continue
             name = rng.choice(free)
-            tokens = rng.choice(stems)[:rng.randint(1, 3 * tpp)] + tuple(
+            tokens = rng.choice(stems)[:rng.randint(1, most * tpp)] + tuple(
                 rng.choice((7, 8, 9)) for _ in range(rng.randint(0, tpp)))
             op = Op("acquire", name, tokens, rng.choice((0, 0, 1, tpp)))
             live[name] = tokens
