@@ -22,7 +22,9 @@ everything                         ``reset``: the next read is a full one
 =================================  ===============================================================
 
 ``match_prefix``, ``insert`` and ``evict`` change the tree only through these; a new
-``TreeNode`` is made only by ``_split_node`` and ``_insert_helper``. The free list is the
+``TreeNode`` is made only by ``_split_node`` and ``_insert_helper``. No other method of the
+class writes these fields (a test reads its source to hold that:
+``test_the_engines_writers_of_what_a_snapshot_shows_are_the_instrumented_calls``). The free list is the
 backend's own :class:`~kvviz.backends.sglang_backend.PagePool`, which notes the pages it
 moves; allocations change only in the op's own (the backend names it: ``dirty``).
 

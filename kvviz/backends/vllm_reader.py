@@ -22,9 +22,11 @@ the free queue's order          ``popleft``, ``popleft_n``, ``remove``, ``append
                                 head first, edited in C), so the linked list is never walked
 ==============================  ===================================================================
 
-Nothing else in vLLM writes these fields on the paths kvviz drives (``grep ref_cnt`` finds
-two more writers, the copy-on-write of partial-block hits in ``single_type_kv_cache_manager``,
-which a full-attention group whose block size is its hash block size never takes). Block
+Nothing else in the classes kvviz drives writes these fields (a test reads their source to
+hold that: ``test_the_engines_writers_of_what_a_snapshot_shows_are_the_instrumented_calls``)
+but ``SingleTypeKVCacheManager._apply_cow``, which adds a reference to a block
+``get_new_blocks`` has just handed out, and only for a prefix hit ending inside a block: never
+when a block is one hash block, as here. Block
 tables, tokens and block hashes change only for the op's own request, which the backend
 names (``dirty``). An allocation whose pages changed marks them too (their owner may change),
 and an allocation holding a re-read page is re-read (its published prefix may change).

@@ -10,7 +10,10 @@ that misses one instrumented call is caught."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import random
+import textwrap
 
 import pytest
 from engine_guard import require_engine
@@ -211,6 +214,60 @@ def test_a_read_that_misses_an_instrumented_call_is_caught(monkeypatch, engine, 
     monkeypatch.setattr(module, calls, tuple(c for c in getattr(module, calls) if c != dropped))
     caught = [name for name in demo_names() if first_mismatch(engine, load_demo(name)) is not None]
     assert caught, f"no demo caught a read that misses {dropped}"
+
+
+def writers(cls, fields: set[str], calls: set[tuple[str, str]]) -> set[str]:
+    """The methods ``cls`` defines (its own source, read with ``ast``) that assign to one of
+    ``fields`` on any object (``x.ref_cnt += 1``, ``node.children[k] = ...``) or make one of
+    ``calls`` (``block.reset_hash()`` as ``("", "reset_hash")``, ``self.evictable_leaves.add(n)``
+    as ``("evictable_leaves", "add")``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    out = set()
+    for method in tree.body[0].body:
+        if not isinstance(method, ast.FunctionDef):
+            continue
+        for node in ast.walk(method):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                for item in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    while isinstance(item, ast.Subscript):
+                        item = item.value
+                    if isinstance(item, ast.Attribute) and item.attr in fields:
+                        out.add(method.name)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value.attr if isinstance(node.func.value, ast.Attribute) else ""
+                if ("", node.func.attr) in calls or (owner, node.func.attr) in calls:
+                    out.add(method.name)
+    return out
+
+
+def test_the_engines_writers_of_what_a_snapshot_shows_are_the_instrumented_calls():
+    """Why the instrumented calls are enough: in the classes kvviz drives, the methods that
+    write a block's ``ref_cnt``, its hash or the free queue's links (vLLM), or a radix node's
+    access time, lock count, key, pages, parent, children or the evictable leaves (SGLang), are
+    exactly the ones instrumented, besides the constructors (which run before). An engine
+    upgrade that adds a writer fails here."""
+    from sglang.srt.mem_cache.radix_cache import RadixCache
+    from vllm.v1.core.block_pool import BlockPool
+    from vllm.v1.core.kv_cache_utils import FreeKVCacheBlockQueue
+
+    block = {"ref_cnt", "_block_hash", "prev_free_block", "next_free_block"}
+    hashes = {("", "set_block_hash"), ("", "reset_hash")}
+    assert writers(BlockPool, block, hashes) == set(vllm_reader.POOL_CALLS)
+    assert writers(FreeKVCacheBlockQueue, block, hashes) == set(vllm_reader.QUEUE_CALLS) | {"__init__"}
+    manager = VllmBackend(4, 2).manager
+    driven = {cls for obj in (manager, manager.coordinator, *manager.coordinator.single_type_managers)
+              for cls in type(obj).__mro__ if cls.__module__.startswith("vllm")}
+    # _apply_cow adds a reference to a block get_new_blocks has just handed out (so noted), and
+    # only for a prefix hit that ends inside a block: never when blocks are hash blocks, as here.
+    assert {(cls.__name__, name) for cls in driven for name in writers(cls, block, hashes)} == {
+        ("SingleTypeKVCacheManager", "_apply_cow")}
+    tree = {"last_access_time", "lock_ref", "children", "parent", "key", "value", "root_node", "evictable_leaves"}
+    sets = {("evictable_leaves", verb) for verb in ("add", "remove", "discard", "clear")} | {
+        ("children", "pop"), ("children", "clear")}
+    assert {name for cls in RadixCache.__mro__ if cls.__module__.startswith("sglang")
+            for name in writers(cls, tree, sets)} == set(sglang_reader.TREE_CALLS) | {"__init__"}
 
 
 def test_every_instrumented_method_is_one_the_engine_has():
