@@ -77,7 +77,8 @@ class Touched:
 
 def instrument(pool, touched: Touched) -> None:
     """Wrap ``pool``'s (a vLLM ``BlockPool``) :data:`POOL_CALLS` and its free queue's
-    :data:`QUEUE_CALLS`, on these instances only, so that they report to ``touched``."""
+    :data:`QUEUE_CALLS`, on these instances only, so that they report to ``touched``. Each
+    wrapper takes its method's parameters by their names in vLLM 0.33.0."""
     pages = touched.pages
     queue = touched.queue
 
@@ -93,20 +94,24 @@ def instrument(pool, touched: Touched) -> None:
                 blocks = real(num_blocks)
                 note(blocks)
                 return blocks
-        elif name in ("touch", "free_blocks"):
+        elif name == "touch":
             def call(blocks):
-                blocks = list(blocks)  # free_blocks is given a reversed() iterator: read it once
                 note(blocks)
                 return real(blocks)
+        elif name == "free_blocks":
+            def call(ordered_blocks):
+                ordered_blocks = list(ordered_blocks)  # (given a reversed() iterator: read it once)
+                note(ordered_blocks)
+                return real(ordered_blocks)
         elif name == "unpin_blocks":
             def call(blocks, on_reuse):
                 blocks = list(blocks)
                 note(blocks)
                 return real(blocks, on_reuse)
         elif name == "_insert_block_hash":
-            def call(block_hash, block, num_tokens):
+            def call(block_hash_with_group_id, block, num_tokens):
                 note((block,))
-                return real(block_hash, block, num_tokens)
+                return real(block_hash_with_group_id, block, num_tokens)
         elif name == "_remove_cached_block_hashes":
             def call(block):
                 note((block,))
