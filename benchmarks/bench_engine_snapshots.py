@@ -21,7 +21,8 @@ trie and hash designs, vLLM 0.33.0's ``KVCacheManager``, SGLang 0.5.23's ``Radix
    instrumented calls touched (the default).
 4. The same cycles in a kvviz session (``Session.apply``: the op, its snapshot, the invariant
    check, the diff and the narration of the frame; the fill built as a session too): what a
-   frame of ``kvviz run --backend ...`` costs, reads of what changed and checks told by them.
+   frame of ``kvviz run --backend ...`` costs, reads of what changed and checks told by them
+   (after); on the engines then with full reads and whole checks (before).
 
 The last lines are the growth from the smallest pool to the largest (×16 pages by default):
 near 1× is a cost that does not grow with the pool. The garbage collector is off while
@@ -69,18 +70,29 @@ def cycle(backend, n: int) -> None:
         backend.snapshot()
 
 
-def measure_session(backend: str, kind: str, pages: int, cycles: int) -> float:
-    """CPU ms per ``Session.apply`` over ``cycles`` cycles, after the fill built as a session."""
+def measure_session(backend: str, kind: str, pages: int, cycles: int) -> tuple[float, float | None]:
+    """CPU ms per ``Session.apply`` over ``cycles`` cycles, after the fill built as a session;
+    then, on an engine, over as many more with full reads and whole checks (what a frame cost
+    before), else None."""
     count = pages // (2 * PROMPT_PAGES)
     steps = [Step(op) for n in range(count) for op in cycle_ops(n)]
     steps += [Step(Op("acquire", f"live{n}", prompt(n), 0)) for n in range(count, count + 4)]
     session = Session.from_scenario(Scenario(config=CacheConfig(kind, pages, TPP), steps=tuple(steps)),
                                     backend_factory=make_backend_factory(backend))
+    after = _session_ms(session, count + 4, cycles)
+    if backend == "kvcore":
+        return after, None
+    session.backend.full_reads = True
+    session.backend.check = session.backend.check_full  # the check before: the whole snapshot
+    return after, _session_ms(session, count + 4 + cycles, cycles)
+
+
+def _session_ms(session, first: int, cycles: int) -> float:
     gc.collect()
     gc.disable()
     try:
         start = time.process_time()
-        for n in range(count + 4, count + 4 + cycles):
+        for n in range(first, first + cycles):
             for op in cycle_ops(n):
                 session.apply(op)
         spent = time.process_time() - start
@@ -161,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             backend = kvcore_backend(CacheConfig(design, pages, TPP), None)
             first = fill(backend, pages)
             results.setdefault(f"kvcore {design}", []).append(measure(backend, first, args.cycles, "snapshot"))
-            sessions.setdefault(f"kvcore {design}", []).append(measure_session("kvcore", design, pages, args.cycles))
+            sessions.setdefault(f"kvcore {design}", []).append(measure_session("kvcore", design, pages, args.cycles)[0])
         for label, (make, name, kind) in makers.items():
-            sessions.setdefault(f"{label} after", []).append(measure_session(name, kind, pages, args.cycles))
+            after, before = measure_session(name, kind, pages, args.cycles)
+            sessions.setdefault(f"{label} before", []).append(before)
+            sessions.setdefault(f"{label} after", []).append(after)
             backend = make(pages)
             first = fill(backend, pages)
             backend.full_reads = True
