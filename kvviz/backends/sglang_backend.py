@@ -45,8 +45,8 @@ from dataclasses import dataclass, replace
 
 from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
-from kvcore.incremental import IncrementalChecker
 from kvcore.base import pages_for
+from kvcore.incremental import IncrementalChecker
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
 from kvviz.backends import TRIE, ConfigLike, OpLike

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
-from kvcore.incremental import IncrementalChecker
 from kvcore.base import pages_for
 from kvcore.blockkey import block_key
+from kvcore.incremental import IncrementalChecker
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
 from kvviz.backends import HASH, ConfigLike, OpLike
