@@ -4,8 +4,11 @@
 A backend applies scenario ops to one live cache, addressing allocations by their scenario
 *name*, and reports state as kvcore snapshots, so every view, diff, export and the invariant
 checker work unchanged whatever cache runs underneath. Today: kvcore's caches
-(:mod:`.kvcore_backend`) and shortfin 3.9.0's trie (:mod:`.shortfin_backend`); the registry
-(:mod:`.registry`) finds a backend's factory by the name ``--backend`` and bundles use.
+(:mod:`.kvcore_backend`), shortfin 3.9.0's trie (:mod:`.shortfin_backend`), vLLM 0.33.0's
+``KVCacheManager`` (:mod:`.vllm_backend`) and SGLang 0.5.23's ``RadixCache``
+(:mod:`.sglang_backend`), the last two read after each op at the cost of what it changed
+(:mod:`.vllm_reader`, :mod:`.sglang_reader`); the registry (:mod:`.registry`) finds a
+backend's factory by the name ``--backend`` and bundles use.
 
 **Writing a backend.** Read :class:`Backend` (what a session calls) and
 :class:`BackendFactory` (how a session gets one): that is the whole contract. A backend

@@ -9,6 +9,9 @@ Imports kvcore and :mod:`kvviz.backends` only, never an engine: each backend bri
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from operator import attrgetter
+
 from kvcore import BasePagedAttentionCache, InvalidOperation, KVCacheError, Snapshot
 from kvcore import events as ev
 from kvcore.base import _describe_tokens, int_tokens
@@ -16,7 +19,8 @@ from kvcore.base import _describe_tokens, int_tokens
 from kvviz.backends import (BackendError, Call, ConfigLike, OpLike, UnknownAllocation, already_live, extended_tokens,
                             unknown_op)
 
-__all__ = ["OP_EVENTS", "EngineCalls", "acquisition", "check_config", "extension", "op_events", "publish_tokens"]
+__all__ = ["OP_EVENTS", "EngineCalls", "RowsById", "acquisition", "check_config", "extension", "op_events",
+           "publish_tokens"]
 
 # kvcore's extra-slot check, so every backend refuses the same values with the same message
 # (a copy once drifted: it accepted extra=True, which kvcore refuses).
@@ -166,3 +170,41 @@ def check_config(backend: str, config: ConfigLike, snapshot: Snapshot | None, *,
     for what, value, least in (("pages", config.pages, least_pages), ("tokens_per_page", config.tokens_per_page, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise BackendError(f"the {backend} backend needs {what} to be an integer >= {least}, got {value!r}")
+
+
+_id_of = attrgetter("id")
+
+
+class RowsById:
+    """Rows that carry an ``id`` (a snapshot's nodes or blocks), kept in a list sorted by it,
+    for the backends that update a snapshot's rows from what an op changed: a row is found,
+    replaced, added or dropped in O(log n) plus a move of pointers in C, and the snapshot's
+    tuple of them is one copy in C (``tuple(rows.rows)``)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows) -> None:
+        self.rows = list(rows)  # sorted by id
+
+    def _place(self, row_id: int) -> int:
+        return bisect_left(self.rows, row_id, key=_id_of)
+
+    def get(self, row_id: int):
+        """The row with this id, or None."""
+        rows, i = self.rows, self._place(row_id)
+        return rows[i] if i < len(rows) and rows[i].id == row_id else None
+
+    def put(self, row) -> None:
+        """Add ``row``, or replace the row with its id."""
+        rows, i = self.rows, self._place(row.id)
+        if i < len(rows) and rows[i].id == row.id:
+            rows[i] = row
+        else:
+            rows.insert(i, row)
+
+    def drop(self, row_id: int) -> None:
+        """Drop the row with this id (KeyError if there is none)."""
+        rows, i = self.rows, self._place(row_id)
+        if i == len(rows) or rows[i].id != row_id:
+            raise KeyError(row_id)
+        del rows[i]

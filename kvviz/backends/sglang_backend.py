@@ -23,7 +23,11 @@ release    ``dec_lock_ref(node)``, and the unpublished pages go back to the pool
 (the page's tokens, its ``lock_ref`` as ``ref``, the radix node's ``last_access_time``),
 so the trie views, ``check`` and ``diff`` read it as kvcore's trie. Node ids are stable per
 page while it stays in the tree. ``heap`` is SGLang's ``evictable_leaves`` (the last page of
-each), oldest first.
+each), oldest first. That full read (:meth:`SglangBackend._read_full`) walks the whole tree;
+after an op the backend reads only the radix nodes the op's calls touched
+(:mod:`.sglang_reader`, which instruments this ``RadixCache``), equal to the full read byte for
+byte (``tests/engines/test_incremental_reads.py``) and costing what the op changed.
+``full_reads=True`` reads in full after every op (the contract, and the benchmark's "before").
 
 **Deterministic clock.** SGLang stamps nodes with ``time.monotonic()``; during each op the
 radix module's ``time`` is a logical clock returning 1, 2, 3, ... (as the shortfin backend does).
@@ -42,6 +46,7 @@ from dataclasses import dataclass, replace
 from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snapshot, Stats
 from kvcore import check_snapshot
 from kvcore.base import pages_for
+from kvcore.incremental import IncrementalChecker
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, NodeInfo, PageInfo, free_row
 
 from kvviz.backends import TRIE, ConfigLike, OpLike
@@ -49,6 +54,7 @@ from kvviz.backends.foreign import Finding, KnownIssue, LogicalClock, logical_ti
 from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
                                             publish_tokens)
 from kvviz.backends.sglang_code import SGLANG_CODE
+from kvviz.backends.sglang_reader import ChangedRows, Touched, instrument, pages_of
 
 try:
     import torch as _torch
@@ -87,22 +93,27 @@ class PagePool:
     """The token-slot allocator SGLang's tree frees into: page p is slots p*size .. p*size+size-1.
 
     Pages are handed out first-in first-out; ``free_segment`` (the one method the tree calls)
-    returns the pages of the slots it is given."""
+    returns the pages of the slots it is given. ``moved`` collects the pages taken or given
+    back since a read last cleared it."""
 
     device = "cpu"
 
     def __init__(self, pages: int, page_size: int):
         self.page_size = page_size
         self.free: list[int] = list(range(pages))
+        self.moved: set[int] = set()
 
     def take(self, count: int) -> list[int]:
         """``count`` pages from the head of the free list."""
         taken, self.free = self.free[:count], self.free[count:]
+        self.moved.update(taken)
         return taken
 
     def give_back(self, pages) -> None:
         """Return ``pages`` to the tail of the free list."""
+        pages = list(pages)
         self.free.extend(pages)
+        self.moved.update(pages)
 
     def slots(self, pages) -> object:
         """The token slots of ``pages``, as SGLang's tree stores them (an int64 tensor)."""
@@ -111,11 +122,7 @@ class PagePool:
 
     def free_segment(self, value, start_pos: int = 0) -> None:
         """SGLang's call: free the pages of ``value``'s slots."""
-        self.give_back(_pages_of(value, self.page_size))
-
-
-def _pages_of(value, page_size: int) -> list[int]:
-    return [int(v) // page_size for v in value.tolist()[::page_size]]
+        self.give_back(pages_of(value, self.page_size))
 
 
 @dataclass
@@ -145,9 +152,10 @@ class SglangBackend(EngineCalls):
     engine = "SGLang"
     error = SglangError
 
-    def __init__(self, pages: int, tokens_per_page: int):
+    def __init__(self, pages: int, tokens_per_page: int, full_reads: bool = False):
         self.pages = pages
         self.tokens_per_page = tokens_per_page
+        self.full_reads = full_reads  # read the whole tree after every op (the contract)
         self.clock = LogicalClock()
         self.pool = PagePool(pages, tokens_per_page)
         with logical_time(_radix_module, self.clock):
@@ -157,6 +165,11 @@ class SglangBackend(EngineCalls):
         self._ids: dict[tuple[int, tuple], int] = {}  # (page, its token path) -> node id
         self._next_id = 1
         self._findings: list[Finding] = []
+        self._dirty: set[str] = set()  # allocation names the ops since the last read worked on
+        self._touched = Touched()
+        instrument(self.cache, self._touched)
+        self._rows: ChangedRows | None = None
+        self._checker = IncrementalChecker()
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -167,18 +180,30 @@ class SglangBackend(EngineCalls):
         run = self._op(op)
         before = self._snapshot
         tick = self.clock.now
+        self._dirty.add(name)
+        after = None
         try:
             with logical_time(_radix_module, self.clock):
                 run()
         except KVCacheError:
-            if replace(self._read(), clock=tick) == before:
+            after = self._read()
+            if replace(after, clock=tick) == before:
                 # Refused, and SGLang stamped nothing a snapshot shows (a lookup that matched no
                 # node still stamps the root): the ticks it took are given back, so the failed
-                # op changes nothing. A lookup that matched nodes keeps them stamped (SG3).
+                # op changes nothing, and its state is the one before. A lookup that matched
+                # nodes keeps them stamped (SG3).
                 self.clock.now = tick
+                if self._rows is not None:  # count the next read's changes from before, with its rows
+                    if after._changes is not None and after._changes.before() is before:
+                        self._rows.since(before)  # (the rows kept are before's own)
+                    else:  # (read in full, while watched: equal rows, new objects)
+                        self._rows = ChangedRows(self, before, self._rows.radix, self._rows.leaves)
+                after = before
             raise
         finally:
-            after = self._snapshot = self._read()
+            if after is None:
+                after = self._read()
+            self._snapshot = after
             self._events.extend(op_events(kind, name, before, after))
 
     def take_findings(self) -> tuple[Finding, ...]:
@@ -191,8 +216,15 @@ class SglangBackend(EngineCalls):
         return self._read() if self._watch is not None else self._snapshot
 
     def check(self, snapshot: Snapshot) -> list:
-        """kvcore's invariant checker: SGLang's ``lock_ref`` counts every request on each node of
-        its path, as kvcore's trie counts references."""
+        """kvcore's invariant checker, ``check_snapshot``'s verdict: SGLang's ``lock_ref``
+        counts every request on each node of its path, as kvcore's trie counts references.
+        Consecutive snapshots are checked at the cost of what changed
+        (:class:`kvcore.incremental.IncrementalChecker`, told by the snapshot's ``_changes``);
+        the first, and any it cannot relate, in full."""
+        return self._checker.check(snapshot)
+
+    def check_full(self, snapshot: Snapshot) -> list:
+        """kvcore's invariant checker on the whole of ``snapshot`` (``kvviz check --full``)."""
         return check_snapshot(snapshot)
 
     # -- ops --------------------------------------------------------------------------------
@@ -203,11 +235,12 @@ class SglangBackend(EngineCalls):
         if op.priority:
             raise InvalidOperation(f"acquire {name} priority={op.priority}: kvviz drives SGLang's radix cache by "
                                    f"LRU only; run priorities on kvcore or drop priority=")
-        splits_before = self._radix_nodes()
+        tick = self.clock.now
+        self._touched.splits.clear()
         match = self._call(f"acquire {name}", self.cache.match_prefix,
                            _MatchPrefixParams(key=_radix_key(tokens)))
         hit, node = match.device_prefix_len, match.last_device_node
-        self._note_split(f"acquire {name}", splits_before)
+        self._note_split(f"acquire {name}", tick)
         hit_pages = self._path_pages(node)
         needed = pages_for(len(tokens) + op.extra, tpp) - len(hit_pages)
         self._call(f"acquire {name}", self.cache.inc_lock_ref, node)
@@ -239,10 +272,11 @@ class SglangBackend(EngineCalls):
         full = len(tokens) // tpp
         if full <= handle.published:
             return  # nothing new to insert: SGLang would not call the tree
-        splits_before = self._radix_nodes()
+        tick = self.clock.now
+        self._touched.splits.clear()
         result = self._call(f"publish {name}", self.cache.insert, _InsertParams(
             key=_radix_key(tokens[:full * tpp]), value=self.pool.slots(handle.pages[:full])))
-        self._note_split(f"publish {name}", splits_before)
+        self._note_split(f"publish {name}", tick)
         prefix_pages = result.prefix_len // tpp
         duplicates = handle.pages[handle.published:prefix_pages]
         if duplicates:  # the tree already held these blocks: keep its pages, free ours
@@ -293,33 +327,42 @@ class SglangBackend(EngineCalls):
             self._find("SG1", f"{what}: evict({asked} tokens) evicted {evicted}: whole radix leaves")
         return needed <= len(self.pool.free)
 
-    def _radix_nodes(self) -> dict:
-        """Each radix node (by identity) -> its key length and access time, to see what an op split."""
-        out, stack = {}, [self.cache.root_node]
-        while stack:
-            node = stack.pop()
-            out[node] = (len(node.key), node.last_access_time)
-            stack.extend(node.children.values())
-        return out
-
-    def _note_split(self, what: str, before: dict) -> None:
-        """SG2: a node this op cut, whose tail (the part the op did not use) took a new access time."""
-        for node, (length, access) in before.items():
-            if node is not self.cache.root_node and len(node.key) < length and node.last_access_time != access:
+    def _note_split(self, what: str, tick: int) -> None:
+        """SG2: a node the call just made cut (``_split_node``, instrumented), whose tail (the
+        part the op did not use) took a new access time: one after ``tick``, the clock before
+        the call (every earlier stamp is at most ``tick``)."""
+        for node in self._touched.splits:
+            if node.last_access_time > tick:
                 self._find("SG2", f"{what}: split a radix node; its unused tail of "
                                   f"{len(node.key) // self.tokens_per_page} page(s) took this op's access time")
+        self._touched.splits.clear()
 
     def _path_pages(self, node) -> list[int]:
         if node is self.cache.root_node:
             return []
-        return _pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
+        return pages_of(self.cache.path_device_indices(node), self.tokens_per_page)
 
     def _find(self, code: str, message: str) -> None:
         self._findings.append(Finding(code, message, KNOWN_ISSUES))
 
     def _read(self) -> Snapshot:
-        """SGLang's tree, pool and requests in kvcore's trie snapshot format (one node per page)."""
+        """SGLang's state now: from what the ops since the last read touched, or in full (while
+        watched, with ``full_reads``, or when the touched calls cannot say)."""
+        rows = self._rows
+        if rows is not None and self._watch is None and not self.full_reads:
+            dirty, self._dirty = self._dirty, set()
+            snap = rows.advance(self, dirty)
+            if snap is not None:
+                return snap
+        return self._read_full()
+
+    def _read_full(self) -> Snapshot:
+        """SGLang's tree, pool and requests in kvcore's trie snapshot format (one node per page),
+        read whole: O(cached pages). The contract the reads from what changed are held to; the
+        next of those starts from it."""
         tpp, root = self.tokens_per_page, self.cache.root_node
+        radix: dict = {}  # radix node -> its pages
+        evictable: dict = {}  # evictable leaf -> (last access, its last page's id)
         nodes = [NodeInfo(0, None, (), None, 0, 0, 0)]
         rows: dict[int, PageInfo] = {}
         leaves = {leaf for leaf in self.cache.evictable_leaves}
@@ -330,7 +373,7 @@ class SglangBackend(EngineCalls):
             node, parent_id, path = stack.pop()
             for child in sorted(node.children.values(), key=lambda c: tuple(c.key.token_ids[:1])):
                 tokens = tuple(int(t) for t in child.key.token_ids[:len(child.key)])
-                pages = _pages_of(child.value, tpp)
+                pages = pages_of(child.value, tpp)
                 up, child_path = parent_id, path
                 for i, page in enumerate(pages):
                     block = tokens[i * tpp:(i + 1) * tpp]
@@ -345,8 +388,10 @@ class SglangBackend(EngineCalls):
                     nodes.append(NodeInfo(node_id, up, block, page, child.lock_ref, access, node_id))
                     rows[page] = PageInfo(page, CACHED, None, node_id, child.lock_ref)
                     up = node_id
+                radix[child] = tuple(pages)
                 if child in leaves:
                     heap.append((int(child.last_access_time), up))
+                    evictable[child] = heap[-1]
                 stack.append((child, up, child_path))
         self._ids = ids
         allocations = []
@@ -356,12 +401,17 @@ class SglangBackend(EngineCalls):
             allocations.append(AllocationInfo(h.id, h.name, h.tokens, tuple(h.pages), h.published, h.hit_tokens))
         table = tuple(rows.get(p) or free_row(p) for p in range(self.pages))
         s = self._stats
-        return Snapshot(kind=TRIE, tokens_per_page=tpp, page_count=self.pages, clock=self.clock.now,
+        snap = Snapshot(kind=TRIE, tokens_per_page=tpp, page_count=self.pages, clock=self.clock.now,
                         next_seq=self._next_id, next_allocation_id=self._next_allocation_id, pages=table,
                         free=tuple(self.pool.free), nodes=tuple(sorted(nodes, key=lambda n: n.id)),
                         allocations=tuple(allocations), heap=tuple(i for _, i in sorted(heap)),
                         stats=Stats(s["lookups"], s["lookup_tokens"], s["hit_tokens"], s["evictions"], s["dedups"]),
                         policy="lru")
+        self._touched.clear()
+        self.pool.moved.clear()
+        self._dirty = set()
+        self._rows = None if self.full_reads else ChangedRows(self, snap, radix, evictable)
+        return snap
 
 
 def _radix_key(tokens) -> object:

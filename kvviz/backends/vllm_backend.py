@@ -27,7 +27,11 @@ each request's block table (``get_block_ids``) and the hash -> parent chain lear
 requests' ``block_hashes``. A block's key is kvcore's chained key of the same tokens
 (``kvcore.blockkey.block_key``; vLLM's sha256 of its parent hash and tokens maps one to one
 onto it, and kvcore's checker verifies keys by recomputing them); a block is reachable when its
-whole parent chain is cached. Reading costs O(pages + cached blocks) per op.
+whole parent chain is cached. That full read (:meth:`VllmBackend._read_full`) costs
+O(pages + cached blocks); after an op the backend reads only the blocks the op's calls touched
+(:mod:`.vllm_reader`, which instruments this manager's ``BlockPool``), equal to the full read
+byte for byte (``tests/engines/test_incremental_reads.py``) and costing what the op changed.
+``full_reads=True`` reads in full after every op (the contract, and the benchmark's "before").
 
 Misuse (unknown names, tokens that do not extend an allocation, ...) is refused before vLLM
 is called, with kvcore's messages. Ops vLLM's API cannot express are refused with a one-line
@@ -43,6 +47,7 @@ from kvcore import CacheAllocationFailure, InvalidOperation, KVCacheError, Snaps
 from kvcore import check_snapshot
 from kvcore.base import pages_for
 from kvcore.blockkey import block_key
+from kvcore.incremental import IncrementalChecker
 from kvcore.snapshot import CACHED, OWNED, AllocationInfo, BlockInfo, PageInfo, free_row
 
 from kvviz.backends import HASH, ConfigLike, OpLike
@@ -50,6 +55,7 @@ from kvviz.backends.foreign import KnownIssue
 from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
                                             publish_tokens)
 from kvviz.backends.vllm_code import VLLM_CODE
+from kvviz.backends.vllm_reader import ChangedRows, Touched, instrument
 
 try:
     import torch as _torch
@@ -105,8 +111,10 @@ class VllmBackend(EngineCalls):
     engine = "vLLM"
     error = VllmError
 
-    def __init__(self, pages: int, tokens_per_page: int, recompute_last_token: bool = False):
+    def __init__(self, pages: int, tokens_per_page: int, recompute_last_token: bool = False,
+                 full_reads: bool = False):
         self.pages = pages
+        self.full_reads = full_reads  # read the whole pool after every op (the contract)
         self.tokens_per_page = tokens_per_page
         self.recompute_last_token = recompute_last_token
         _init_none_hash(_sha256)  # vLLM's fixed seed for sha256: the same keys in every run
@@ -122,6 +130,13 @@ class VllmBackend(EngineCalls):
         self._seq: dict[tuple[int, bytes], int] = {}  # (page, hash) -> block id, in caching order
         self._next_seq = 1
         self._clock = 0
+        self._learned: list[bytes] = []  # hashes learned since the last read, in order
+        self._dirty: set[str] = set()  # allocation names the ops since the last read worked on
+        pool = self.manager.block_pool
+        self._touched = Touched(b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks())
+        instrument(pool, self._touched)
+        self._rows: ChangedRows | None = None
+        self._checker = IncrementalChecker()
         self._snapshot = self._read()
 
     # -- the seam -------------------------------------------------------------------------
@@ -131,6 +146,7 @@ class VllmBackend(EngineCalls):
         kind, name = op.kind, op.name
         run = self._op(op)
         before = self._snapshot
+        self._dirty.add(name)
         saved = self._clock, dict(self._stats)
         self._clock += 1
         try:
@@ -151,8 +167,14 @@ class VllmBackend(EngineCalls):
         return self._read() if self._watch is not None else self._snapshot
 
     def check(self, snapshot: Snapshot) -> list:
-        """kvcore's invariant checker: vLLM counts one reference per page per request, as
-        kvcore's hash design does."""
+        """kvcore's invariant checker, ``check_snapshot``'s verdict: vLLM counts one reference
+        per page per request, as kvcore's hash design does. Consecutive snapshots are checked at
+        the cost of what changed (:class:`kvcore.incremental.IncrementalChecker`, told by the
+        snapshot's ``_changes``); the first, and any it cannot relate, in full."""
+        return self._checker.check(snapshot)
+
+    def check_full(self, snapshot: Snapshot) -> list:
+        """kvcore's invariant checker on the whole of ``snapshot`` (``kvviz check --full``)."""
         return check_snapshot(snapshot)
 
     # -- ops --------------------------------------------------------------------------------
@@ -172,13 +194,9 @@ class VllmBackend(EngineCalls):
         computed, hit, _ = self._call(f"acquire {name}", self.manager.get_computed_blocks, request, cap)
         self._stats["lookups"] += 1
         self._stats["lookup_tokens"] += len(tokens)
-        new = len(tokens) - hit + op.extra
-        if new > 0:
-            blocks = self._call(f"acquire {name}", self.manager.allocate_slots, request, new, hit, computed,
-                                delay_cache_blocks=True)
-        else:  # every token hit and no extra slots: vLLM's allocate_slots wants tokens to compute
-            blocks = self._call(f"acquire {name}", self.manager.allocate_slots, request, 0, hit, computed,
-                                delay_cache_blocks=True)
+        # (0 new tokens when every token hit and no extra slots are asked: allocate_slots takes that too)
+        blocks = self._call(f"acquire {name}", self.manager.allocate_slots, request, len(tokens) - hit + op.extra,
+                            hit, computed, delay_cache_blocks=True)
         if blocks is None:
             free = self.manager.block_pool.get_num_free_blocks()
             raise CacheAllocationFailure(
@@ -249,26 +267,52 @@ class VllmBackend(EngineCalls):
                 block = tuple(tokens[i * tpp:(i + 1) * tpp])
                 self._chain[block_hash] = (parent, block)
                 self._keys[block_hash] = block_key(None if parent is None else self._keys[parent], block)
+                self._learned.append(block_hash)
             parent = block_hash
 
+    _block_hash = staticmethod(_get_block_hash)  # vLLM's hash of a block's hash-and-group key
+
     def _read(self) -> Snapshot:
-        """vLLM's pool, queue and requests in kvcore's hash snapshot format."""
+        """vLLM's state now: from what the ops since the last read touched, or in full (while
+        watched, with ``full_reads``, or when the touched calls cannot say)."""
+        rows = self._rows
+        if rows is not None and self._watch is None and not self.full_reads:
+            dirty, self._dirty = self._dirty, set()
+            for name in sorted(dirty):
+                handle = self._handles.get(name)
+                if handle is not None:
+                    self._learn(handle.request)
+            snap = rows.advance(self, dirty)
+            if snap is not None:
+                return snap
+        return self._read_full()
+
+    def _allocation_row(self, handle) -> AllocationInfo:
+        """``handle``'s row: its tokens, its block table and how many leading blocks are cached."""
+        blocks = self.manager.block_pool.blocks
+        pages = self._pages(handle.request)
+        published = 0
+        for page in pages:
+            if blocks[page + 1].block_hash is None:
+                break
+            published += 1
+        return AllocationInfo(handle.id, handle.name, tuple(handle.request.all_token_ids), tuple(pages),
+                              published, handle.hit_tokens, priority=handle.priority)
+
+    def _read_full(self) -> Snapshot:
+        """vLLM's pool, queue and requests in kvcore's hash snapshot format, read whole:
+        O(pages + cached blocks + the live requests' blocks). The contract the reads from what
+        changed are held to; the next of those starts from it."""
         for handle in self._handles.values():
             self._learn(handle.request)
         pool = self.manager.block_pool
         owners: dict[int, int] = {}
         allocations = []
         for h in sorted(self._handles.values(), key=lambda h: h.id):
-            pages = self._pages(h.request)
-            published = 0
-            for page in pages:
-                if pool.blocks[page + 1].block_hash is None:
-                    break
-                published += 1
-            for page in pages:
+            row = self._allocation_row(h)
+            for page in row.pages:
                 owners.setdefault(page, h.id)
-            allocations.append(AllocationInfo(h.id, h.name, tuple(h.request.all_token_ids), tuple(pages),
-                                              published, h.hit_tokens, priority=h.priority))
+            allocations.append(row)
         seen: dict[tuple[int, bytes], int] = {}
         cached: dict[bytes, int] = {}
         rows: list[PageInfo] = []
@@ -300,11 +344,16 @@ class VllmBackend(EngineCalls):
                       for seq, page, key, parent, tokens in sorted(blocks))
         free = tuple(b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks())
         s = self._stats
-        return Snapshot(kind=HASH, tokens_per_page=self.tokens_per_page, page_count=self.pages, clock=self._clock,
+        snap = Snapshot(kind=HASH, tokens_per_page=self.tokens_per_page, page_count=self.pages, clock=self._clock,
                         next_seq=self._next_seq, next_allocation_id=self._next_allocation_id, pages=tuple(rows),
                         free=free, nodes=(), allocations=tuple(allocations), heap=(),
                         stats=Stats(s["lookups"], s["lookup_tokens"], s["hit_tokens"], s["evictions"], s["dedups"]),
                         policy="lru", blocks=infos)
+        self._touched.clear()
+        self._touched.queue[:] = free  # the queue's mirror, from the walk of the queue itself
+        self._learned, self._dirty = [], set()
+        self._rows = None if self.full_reads else ChangedRows(self, snap)
+        return snap
 
 
 def _reachable(key: bytes, chain: dict, cached: dict) -> bool:

@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the shortfin, vLLM and SGLang backends share (kvviz.backends.foreign_backend), without
-any engine: engine calls, kvcore's misuse checks and the factories' config checks."""
+any engine: engine calls, kvcore's misuse checks, the factories' config checks, and the rows
+the engine backends keep by id."""
 
+import random
 from types import SimpleNamespace
 
 import pytest
 
 from kvcore import InvalidOperation, KVCacheError
 from kvviz.backends import BackendError, Call, UnknownAllocation
-from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, acquisition, check_config, extension, op_events,
-                                            publish_tokens)
+from kvviz.backends.foreign_backend import (OP_EVENTS, EngineCalls, RowsById, acquisition, check_config, extension,
+                                            op_events, publish_tokens)
 
 
 class ToyError(KVCacheError):
@@ -129,3 +131,21 @@ def test_a_config_the_engine_cannot_run_is_refused_in_one_line(config, snapshot,
         check_config("toy", config, snapshot, kind="trie", wrong_kind="no {kind!r} here",
                      wrong_policy="no {policy!r} here")
     assert str(info.value) == message
+
+
+def test_rows_kept_by_id_stay_sorted_through_puts_replacements_and_drops():
+    rng = random.Random(7)
+    rows, model = RowsById(SimpleNamespace(id=i, v=0) for i in (1, 4, 9)), {1: 0, 4: 0, 9: 0}
+    for step in range(300):
+        row_id = rng.randint(0, 30)
+        if row_id in model and rng.random() < 0.5:
+            rows.drop(row_id)
+            del model[row_id]
+        else:
+            rows.put(SimpleNamespace(id=row_id, v=step))
+            model[row_id] = step
+        assert [(r.id, r.v) for r in rows.rows] == sorted(model.items())
+        probe = rng.randint(0, 30)
+        assert (rows.get(probe).v if probe in model else rows.get(probe)) == model.get(probe)
+    with pytest.raises(KeyError):
+        rows.drop(31)
