@@ -12,7 +12,7 @@ from kvcore import events as ev
 
 from kvviz.core.words import count
 from kvviz.core.policy_words import key_fields, key_value
-from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list
+from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list, smallest_answer
 
 
 # the next swap ---------------------------------------------------------------------------
@@ -139,6 +139,7 @@ SWAP = QuestionKind(
                          if x != _pop(v)[1].moved else "no child has a smaller key, so it stays.")),
     diverge=_swap_diverge,
     lesson=frozenset({"heap-ties", "lru"}),
+    spare=smallest_answer,  # node ids follow age, and the oldest node was the answer 94% of the time
 )
 
 
