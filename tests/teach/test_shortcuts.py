@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 
 def _shortcuts():
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "shortcuts.py"
@@ -80,3 +82,27 @@ def test_will_it_fail_and_ref_questions_give_no_number_heuristic_an_edge_over_20
         for heuristic in ("smallest number", "second smallest number", "largest number", "second largest number"):
             right, asked = scores[("quiz", kind)][heuristic]
             assert asked == n and right / asked <= total / n + shortcuts.MARGIN / 100, (kind, heuristic, right, n)
+
+
+def test_check_decides_on_a_hundred_scenarios_per_level_and_design_and_fails_on_a_heuristic_over_the_line(
+        monkeypatch, capsys):
+    """20-60 samples per kind (6 scenarios) left one standard deviation at 6-7 points: the
+    verdict flipped with the seed. The check now plays 100 per level and design by default."""
+    shortcuts = _shortcuts()
+    asked = []
+
+    def tally(seeds, rate):
+        asked.append(seeds)
+        return {("quiz", "fail"): {"smallest number": [rate, 300]}}, {("quiz", "fail"): [100.0, 300]}
+
+    monkeypatch.setattr(shortcuts, "tally", lambda seeds: tally(seeds, 150))  # 50% against chance 33%
+    assert shortcuts.main(["--check"]) == 1 and asked == [shortcuts.SEEDS] and shortcuts.SEEDS >= 100
+    assert "| quiz | fail | 300 | 33% | 2.9 | smallest number 50% (+17) ! |" in capsys.readouterr().out
+    monkeypatch.setattr(shortcuts, "tally", lambda seeds: tally(seeds, 140))  # 47%: under the line
+    assert shortcuts.main(["--check"]) == 0
+
+
+@pytest.mark.slow
+def test_the_check_passes_on_every_move_and_quiz_kind():
+    """``python benchmarks/shortcuts.py --check`` as the practice guide runs it (about 30 s)."""
+    assert _shortcuts().main(["--check"]) == 0
