@@ -219,12 +219,12 @@ def around(view: StepView, kind: str, answer: int, mistakes: list[Mistake], low:
     return rng.sample(below, r) + rng.sample(above, s)
 
 
-def zero_answer(question: "Question") -> bool:
+def zero_answer(question: Question) -> bool:
     """Whether ``question``'s answer is 0 (a :attr:`QuestionKind.spare` rule)."""
     return question.answer == 0
 
 
-def smallest_answer(question: "Question") -> bool:
+def smallest_answer(question: Question) -> bool:
     """Whether ``question``'s answer is the smallest number offered (a :attr:`QuestionKind.spare` rule)."""
     return question.answer == min(c.value for c in question.choices)
 
@@ -337,7 +337,7 @@ class QuestionKind:
     weight: int = 1
     lesson: frozenset[str] = frozenset()
     hides_order: Callable[[StepView], bool] = lambda view: False
-    spare: Callable[["Question"], bool] | None = None
+    spare: Callable[[Question], bool] | None = None
 
     def hint(self, view: StepView) -> str:
         """The first of the graduated hints at ``view`` (the rule)."""
