@@ -10,9 +10,10 @@ least :data:`MIN_MOVES` moves right first time; a round whose scenario has fewer
 lesson's kinds plays every kind of move the scenario has (:func:`round_exercise`), and a demo
 with fewer moves than that on the lesson's design (base-vs-trie's on a base cache) goes on with
 a generated scenario's ops on the same cache
-(:func:`kvviz.teach.practice_command.round_session`), so every stage can pass. A lesson's demo passed unlocks the next lesson's demo; its random stages
-follow, two lessons behind (:func:`next_round`), so a learner meets eviction by the fourth
-round. A lesson is mastered when its three stages passed.
+(:func:`kvviz.teach.practice_command.round_session`), so every stage can pass. A lesson's
+demo passed unlocks the next lesson's demo; its random stages follow, two lessons behind
+(:func:`next_round`), so a learner meets eviction by the fourth round. A lesson is mastered
+when its three stages passed.
 
 A move kind the learner missed is asked again in a review round of that kind alone, with a
 fresh seed, after 1, 2, 4 and then 8 more rounds: a review that passes waits the next
