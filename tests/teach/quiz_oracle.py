@@ -449,7 +449,8 @@ def mistake_value(view, q, tag):
         assert popped not in heap, "the popped node has left the heap"
         return {"wrong-child": max(children, key=lambda n: key(state.node(n))) if children else None,
                 "no-swap": moved,
-                "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None}[tag]
+                "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None,
+                "seq-only": min(heap[1:7], key=lambda n: state.node(n).seq) if heap[1:] else None}[tag]
     if kind == "new_candidates":
         mine = s0.allocation_named(op.name)
         path = [s0.node_for_page(p) for p in mine.pages[:mine.published]]

@@ -88,6 +88,11 @@ def _swap_distractors(view: StepView, answer: Value) -> list[Mistake]:
         smallest = min(deeper, key=lambda n: snap.node_key(snap.node(n)))
         out.append(Mistake(smallest, "the smallest key further down: a sift swaps with a child of slot 0 (slot 1 "
                                      "or 2), one level at a time", "skips-a-level"))
+    shown = _heap_after_pop(view)[1:7]  # node numbers follow age: without it the oldest was the answer 94%
+    if shown:
+        oldest = min(shown, key=lambda n: snap.node(n).seq)
+        out.append(Mistake(oldest, f"the oldest node: the heap orders by the key {key_fields(snap)}, not by "
+                                   "creation, and a sift swaps with a child of slot 0", "seq-only"))
     return out
 
 
@@ -139,7 +144,7 @@ SWAP = QuestionKind(
                          if x != _pop(v)[1].moved else "no child has a smaller key, so it stays.")),
     diverge=_swap_diverge,
     lesson=frozenset({"heap-ties", "lru"}),
-    spare=smallest_answer,  # node ids follow age, and the oldest node was the answer 94% of the time
+    spare=smallest_answer,  # node numbers follow age: the oldest (the parent that took the top) was the answer 94%
 )
 
 
