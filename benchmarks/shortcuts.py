@@ -5,11 +5,18 @@ move and quiz question of the demos and of seeded random scenarios on every desi
     python benchmarks/shortcuts.py [--seeds N] [--check]
 
 A heuristic answers without reading a page count or a key: a fixed position (the first, the
-middle or the last choice), "no swap: the sift stops", "0 blocks match", the node showing the
-block's tokens, the middle-length prefix of the free list, the smallest key among the choices
-(the smallest listed key, for the quiz). Each is scored per move (question) kind against
-chance (the mean of 1 / choices). The table is Markdown; a heuristic more than 15 points
-above chance on at least 20 moves is marked ``!`` and ``--check`` then exits 1.
+middle or the last choice), the smallest, second smallest, second largest or largest number
+offered, "no swap: the sift stops", "0 blocks match", the node showing the block's tokens, the
+middle-length prefix of the free list, the smallest key among the choices (the smallest listed
+key, for the quiz). Each is scored per move (question) kind against chance (the mean of
+1 / choices). The table is Markdown; a heuristic more than 15 points above chance on at least
+20 samples is marked ``!`` and ``--check`` then exits 1.
+
+The default, 100 random scenarios per level and design (each played with two seeds), gives
+every kind but the rarest 200 samples or more, so one standard deviation of a rate near the
+line is at most 3.5 points there (the ``sd`` column: at chance + 15): 20 to 60 samples, as 6
+scenarios gave, left it at 6 to 7 points and a verdict that flipped with the seed. It runs in
+about 30 s of CPU on one core.
 """
 
 from __future__ import annotations
@@ -32,14 +39,16 @@ from kvviz.teach.quiz import questions  # noqa: E402
 
 MARGIN = 15.0
 MIN_SAMPLES = 20
+SEEDS = 100
+FULL_SAMPLES = 200  # n at which one standard deviation near the line is at most 3.5 points
 DESIGNS = ("trie", "base", "hash")
 LEVELS = ("easy", "medium", "hard")
 
 
-def sessions(seeds: int):
-    """Every lesson demo on its own design and on each other design, and ``seeds`` random
-    scenarios per level and design."""
-    for lesson in LESSONS:
+def sessions(seeds: int, designs=DESIGNS, demos: bool = True):
+    """Every lesson demo on its own design and on each other design (``demos``), and ``seeds``
+    random scenarios per level and design of ``designs``."""
+    for lesson in LESSONS if demos else ():
         own = _session(lesson, False, 0, None, None, None)
         yield f"{lesson}", own
         for design in DESIGNS:
@@ -49,7 +58,7 @@ def sessions(seeds: int):
                 yield f"{lesson}/{design}", _session(lesson, False, 0, None, None, design)
             except Exception:  # a demo a design cannot run (said by the CLI): not a sample
                 continue
-    for design in DESIGNS:
+    for design in designs:
         for level in LEVELS:
             for seed in range(seeds):
                 yield f"random/{design}/{level}/{seed}", _session(None, True, seed, level, None, design)
@@ -92,6 +101,7 @@ def question_heuristics(q):
         out["largest number"] = max(numbers, key=lambda c: c.value)
         ranked = sorted(numbers, key=lambda c: c.value)
         out["second smallest number"] = ranked[1] if len(ranked) > 2 else None
+        out["second largest number"] = ranked[-2] if len(ranked) > 2 else None
     snap = q.view.snap0 if q.view is not None else None
     if snap is not None and snap.heap and q.kind not in UNLISTED:  # the plain quiz lists the candidates' keys
         smallest = min((snap.node(n) for n in snap.heap), key=snap.node_key)
@@ -104,13 +114,15 @@ def question_heuristics(q):
     return out
 
 
-def tally(seeds: int):
-    """``{(family, kind): {heuristic: [right, asked]}}`` and chance per (family, kind)."""
+def tally(seeds: int, families=("move", "quiz"), designs=DESIGNS, demos: bool = True):
+    """``{(family, kind): {heuristic: [right, asked]}}`` and chance per (family, kind), over
+    :func:`sessions` (``seeds``, ``designs``, ``demos``), each played with two seeds; only the
+    ``families`` asked ("move": practice moves, "quiz": quiz questions)."""
     scores = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     chance = defaultdict(lambda: [0.0, 0])
-    for name, session in sessions(seeds):
+    for name, session in sessions(seeds, designs, demos):
         for seed in range(2):
-            for move in build_exercise(session, seed=seed, max_moves=200).moves:
+            for move in build_exercise(session, seed=seed, max_moves=200).moves if "move" in families else ():
                 key = ("move", move.kind)
                 chance[key][0] += 1 / len(move.choices)
                 chance[key][1] += 1
@@ -118,7 +130,7 @@ def tally(seeds: int):
                     cell = scores[key][h]
                     cell[1] += 1
                     cell[0] += bool(choice is not None and choice.right)
-            for q in questions(session, seed=seed):
+            for q in questions(session, seed=seed) if "quiz" in families else ():
                 key = ("quiz", q.kind)
                 chance[key][0] += 1 / len(q.choices)
                 chance[key][1] += 1
@@ -131,26 +143,32 @@ def tally(seeds: int):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=6, help="random scenarios per level and design")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help="random scenarios per level and design")
     parser.add_argument("--check", action="store_true", help="exit 1 when a shortcut beats chance + 15 points")
     args = parser.parse_args(argv)
     random.seed(0)
     scores, chance = tally(args.seeds)
-    print("| family | kind | n | chance | heuristic: right % (points over chance) |")
-    print("|---|---|---:|---:|---|")
-    bad = 0
+    print("| family | kind | n | chance | sd | heuristic: right % (points over chance) |")
+    print("|---|---|---:|---:|---:|---|")
+    bad, few = 0, []
     for key in sorted(scores):
         total, n = chance[key]
         base = 100 * total / n
+        line = min(1.0, total / n + MARGIN / 100)
+        sd = 100 * (line * (1 - line) / n) ** 0.5
+        if n < FULL_SAMPLES:
+            few.append(f"{key[1]} {n}")
         cells = []
         for h, (right, asked) in sorted(scores[key].items()):
             pct = 100 * right / asked
             flag = pct > base + MARGIN and asked >= MIN_SAMPLES
             bad += flag
             cells.append(f"{h} {pct:.0f}% ({pct - base:+.0f}){' !' if flag else ''}")
-        print(f"| {key[0]} | {key[1]} | {n} | {base:.0f}% | {'; '.join(cells)} |")
+        print(f"| {key[0]} | {key[1]} | {n} | {base:.0f}% | {sd:.1f} | {'; '.join(cells)} |")
     print(f"\n{bad} shortcut{'s' if bad != 1 else ''} beat chance by more than {MARGIN:.0f} points "
-          f"(on {MIN_SAMPLES}+ samples).")
+          f"(on {MIN_SAMPLES}+ samples; {args.seeds} scenarios per level and design).")
+    if few:
+        print(f"Fewer than {FULL_SAMPLES} samples: {', '.join(few)}.")
     return 1 if bad and args.check else 0
 
 

@@ -7,10 +7,13 @@ Each lesson practises the move kinds of its concept (:data:`CONCEPTS`:
 :mod:`kvviz.teach.exercise`'s kinds, on a design and policy) in :data:`STAGES`: its own demo,
 then seeded random scenarios of rising level. A stage passes at :data:`PASS_SHARE` of at
 least :data:`MIN_MOVES` moves right first time; a round whose scenario has fewer moves of the
-lesson's kinds plays every kind of move the scenario has (:func:`round_exercise`), so every
-stage can pass. A lesson's demo passed unlocks the next lesson's demo; its random stages
-follow, two lessons behind (:func:`next_round`), so a learner meets eviction by the fourth
-round. A lesson is mastered when its three stages passed.
+lesson's kinds plays every kind of move the scenario has (:func:`round_exercise`), and a demo
+with fewer moves than that on the lesson's design (base-vs-trie's on a base cache) goes on with
+a generated scenario's ops on the same cache
+(:func:`kvviz.teach.practice_command.round_session`), so every stage can pass. A lesson's
+demo passed unlocks the next lesson's demo; its random stages follow, two lessons behind
+(:func:`next_round`), so a learner meets eviction by the fourth round. A lesson is mastered
+when its three stages passed.
 
 A move kind the learner missed is asked again in a review round of that kind alone, with a
 fresh seed, after 1, 2, 4 and then 8 more rounds: a review that passes waits the next
@@ -36,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvviz.core.demos import LESSONS
+from kvviz.core.demos import LESSONS, load_demo
 from kvviz.core.designs import BASE, HASH, TRIE
 from kvviz.teach.exercise import MOVE_KINDS, Exercise, build_exercise
 from kvviz.core.words import count
@@ -241,9 +244,10 @@ def next_round(progress: Progress) -> Round | None:
     lesson, stage = stage
     c = concept(lesson)
     seed = _seed(progress, STAGES.index(stage))  # fresh each round: a failed round comes back new
-    if stage == "demo":
-        return Round(lesson, stage, f"lesson {lesson}: its demo, moves {', '.join(c.kinds)}", lesson, False, seed,
-                     None, None, None, c.kinds, max_moves=40)
+    if stage == "demo":  # on the lesson's design (base-vs-trie: the base cache), the demo's own policy
+        on = f" on a {c.design} cache" if c.design != load_demo(lesson).config.kind else ""
+        return Round(lesson, stage, f"lesson {lesson}: its demo{on}, moves {', '.join(c.kinds)}", lesson, False, seed,
+                     None, c.design, None, c.kinds, max_moves=40)
     return Round(lesson, stage, f"lesson {lesson}: a random {stage} scenario (seed {seed}) on "
                                 f"{c.design}" + (f" {c.policy}" if c.design == TRIE else "")
                  + f", moves {', '.join(c.kinds)}", None, True, seed, stage, c.design,

@@ -13,6 +13,7 @@ move's sub-step kinds and what to look at). ``--json`` ends with one JSON object
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
@@ -20,7 +21,7 @@ import click
 from kvcore import POLICIES
 from kvviz.core.designs import BASE, HASH, KVCORE_DESIGNS, TRIE
 from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_NUMBER
-from kvviz.teach.course import CONCEPTS
+from kvviz.teach.course import CONCEPTS, MIN_MOVES
 from kvviz.teach.exercise import MOVE_KINDS, Play, build_exercise, state_lines
 from kvviz.teach.generate import LEVELS, generate
 from kvviz.teach.quiz.choices import FIX_WORDS, HINT_WORDS
@@ -76,7 +77,7 @@ def practice(source, random_, seed, level, policy, design, kinds, step, max_move
         round_ = None
         if not kinds and not random_ and source in CONCEPTS:  # a lesson's demo practises what it teaches
             lesson_kinds = CONCEPTS[source].kinds
-    session = _session(source, random_, seed, level, policy, design)
+    session = _session(source, random_, seed, level, policy, design) if round_ is None else round_session(round_)
     if step is not None and step >= len(session):
         raise BadInput(f"step {step} does not exist: the scenario has ops 1..{len(session) - 1}")
     steps = None if step is None else [step]
@@ -133,6 +134,34 @@ def _session(source, random_: bool, seed: int, level: str | None, policy: str | 
     else:
         scenario = load_file_or_demo(source)
     return _on(scenario, design, policy)
+
+
+def round_session(round_):
+    """The session a course round (:class:`kvviz.teach.course.Round`) plays: its demo or
+    random scenario on its design and policy. A demo with fewer than
+    :data:`~kvviz.teach.course.MIN_MOVES` moves of any kind there (base-vs-trie on a base cache
+    has 3) goes on, on the same cache, with the ops of a generated easy scenario seeded by the
+    round (:func:`continued`), so the round has the moves a stage needs."""
+    session = _session(round_.demo, round_.random, round_.seed, round_.level, round_.policy, round_.design)
+    if round_.demo is None or len(build_exercise(session, max_moves=MIN_MOVES).moves) >= MIN_MOVES:
+        return session
+    return _on(continued(load_file_or_demo(round_.demo), round_.seed), round_.design, round_.policy)
+
+
+def continued(scenario, seed: int):
+    """``scenario`` followed by the ops of ``generate(seed, "easy")``, their allocations renamed
+    ``g1``, ``g2``, ... (``g`` doubled until no name of ``scenario`` is taken)."""
+    names = {step.op.name for step in scenario.steps}
+    ops = generate(seed, "easy").split("\n\n", 1)[1]
+    prefix = "g"
+    while any(re.fullmatch(f"{prefix}[0-9]+", name or "") for name in names):
+        prefix += "g"
+    ops = re.sub(r"^(acquire|publish|release|extend) r([0-9]+)\b", rf"\1 {prefix}\2", ops, flags=re.MULTILINE)
+    label = f"<{scenario.path or scenario.title} then random seed {seed} level easy>"
+    try:
+        return parse_scenario(scenario.source.rstrip("\n") + "\n\n" + ops, label)
+    except ScenarioError as exc:  # a generator bug, said as bad input rather than a traceback
+        raise BadInput(str(exc)) from None
 
 
 def _on(scenario, design: str | None, policy: str | None):

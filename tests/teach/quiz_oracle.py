@@ -365,7 +365,7 @@ def mistake_value(view, q, tag):
         node = int(re.search(r"node (\d+)", q.text).group(1))
         before = refs(s0, s0.node(node))
         return {"ref-unchanged": before, "ref-zeroed": 0, "ref-up": before + 1, "ref-one": 1,
-                "ref-twice": q.answer + 1}[tag]
+                "ref-twice": q.answer + 1, "ref-all": len(s1.allocations), "ref-hits": s1.node(node).hits}[tag]
     if kind in ("fail", "base_fail"):
         needed, protected = demand(s0, op)
         free = len(s0.free)
@@ -383,7 +383,8 @@ def mistake_value(view, q, tag):
                  "extra-ignored": max(0, bare - free - evictable),
                  "own-prefix": max(0, needed - free - ref0),
                  "referenced-evictable": 0, "pool-full": 1, "needed-not-short": needed, "trie-rules": max(0, needed - free - 1),
-                 "page-too-many": max(0, ceil(len(op.tokens), tpp) + ceil(op.extra, tpp) - free - evictable)}
+                 "page-too-many": max(0, ceil(len(op.tokens), tpp) + ceil(op.extra, tpp) - free - evictable),
+                 "copied-hits": max(0, ceil(len(op.tokens) + op.extra, tpp) - free - ref0)}
         return table[tag]
     if kind in ("free", "base_free"):
         free = len(s0.free)
@@ -448,7 +449,8 @@ def mistake_value(view, q, tag):
         assert popped not in heap, "the popped node has left the heap"
         return {"wrong-child": max(children, key=lambda n: key(state.node(n))) if children else None,
                 "no-swap": moved,
-                "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None}[tag]
+                "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None,
+                "seq-only": min(heap[1:7], key=lambda n: state.node(n).seq) if heap[1:] else None}[tag]
     if kind == "new_candidates":
         mine = s0.allocation_named(op.name)
         path = [s0.node_for_page(p) for p in mine.pages[:mine.published]]

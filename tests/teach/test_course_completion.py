@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import random
 
-from kvviz.teach.practice_command import _session
-from kvviz.teach.course import COURSE, STAGES, Progress, next_round, record, round_exercise
+from kvviz.teach.practice_command import round_session
+from kvviz.core.demos import load_demo
+from kvviz.teach.course import COURSE, MIN_MOVES, STAGES, Progress, next_round, record, round_exercise
 
 from .oracle import expected
 
@@ -16,7 +17,7 @@ from .oracle import expected
 def _play(progress: Progress, answer) -> tuple[Progress, object]:
     """The next round played by ``answer(move, session, oracle's value) -> choice``."""
     round_ = next_round(progress)
-    session = _session(round_.demo, round_.random, round_.seed, round_.level, round_.policy, round_.design)
+    session = round_session(round_)
     exercise = round_exercise(session, round_)
     right, misses = 0, {}
     for move in exercise.moves:
@@ -59,3 +60,23 @@ def test_a_learner_right_nine_times_in_ten_finishes_the_course():
         progress, _ = _play(progress, learner)
     assert next_round(progress) is None, f"not done after {len(progress.rounds)} rounds"
     assert sum(not r.passed for r in progress.rounds) > 0  # it did miss: the test is not the first one again
+
+
+def test_base_vs_tries_demo_round_practises_the_base_cache_and_goes_on_to_a_stages_moves():
+    """On a base cache the demo has 3 take moves (it was played on the trie instead): the round
+    runs it on the base cache and goes on, on that cache, with a generated scenario's ops."""
+    progress = Progress()
+    while (next_round(progress).lesson, next_round(progress).stage) != ("base-vs-trie", "demo"):
+        progress, _ = _play(progress, _reference)
+    for failed in range(3):  # the round, and the same round failed and back with fresh seeds
+        round_ = next_round(progress)
+        assert (round_.lesson, round_.stage, round_.design) == ("base-vs-trie", "demo", "base")
+        assert "its demo on a base cache" in round_.title
+        session = round_session(round_)
+        assert session.config.kind == "base" and session.title == load_demo("base-vs-trie").title
+        demo = len(load_demo("base-vs-trie").steps)
+        assert any(session.frame(i).op.name.startswith("g") for i in range(demo + 1, len(session)))  # ops go on
+        moves = round_exercise(session, round_).moves
+        assert len(moves) >= MIN_MOVES and {m.kind for m in moves} <= set(round_.kinds)
+        assert any(m.step <= demo for m in moves) and any(m.step > demo for m in moves)
+        progress = record(progress, round_, len(moves), 0, {})  # failed: back with a fresh seed

@@ -11,8 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvviz.cli import cli
-from kvviz.teach.practice_command import _session
-from kvviz.teach.practice_command import _session
+from kvviz.teach.practice_command import _session, round_session
 from kvviz.teach.course import Progress, next_round, progress_path, round_exercise
 from kvviz.teach.exercise import MOVE_KINDS, build_exercise
 
@@ -90,8 +89,7 @@ def test_bad_input_is_one_line_and_exit_2(args, problem):
 def test_next_plays_the_courses_round_and_records_it_in_the_data_directory_only(data_home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     round_ = next_round(Progress())
-    session = _session(round_.demo, round_.random, round_.seed, round_.level, round_.policy, round_.design)
-    moves = round_exercise(session, round_).moves
+    moves = round_exercise(round_session(round_), round_).moves
     result = kvviz("practice", "--next", "--plain", input="".join(f"{m.answer.letter}\n" for m in moves))
     assert result.exit_code == 0
     assert "passed." in result.stdout

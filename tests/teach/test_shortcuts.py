@@ -6,8 +6,11 @@ move kind, on every kind asked at least 20 times (``benchmarks/shortcuts.py`` pr
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
+
+import pytest
 
 
 def _shortcuts():
@@ -34,14 +37,24 @@ def test_no_cheap_heuristic_beats_chance_by_more_than_15_points_on_any_move_kind
     assert beaten == []
 
 
+@functools.lru_cache(maxsize=1)
+def _quiz_tally():
+    """The quiz's questions on the demos and 40 random scenarios per level and design: 200+
+    samples of each kind asked below (6 scenarios gave 20-60: one SD of 6-7 points, and a
+    verdict that flipped with the choice order)."""
+    shortcuts = _shortcuts()
+    return shortcuts.tally(seeds=40, families=("quiz",))
+
+
 def test_the_quiz_victim_and_base_free_questions_beat_no_shortcut():
     """The two quiz kinds measured and fixed so far: the plain quiz listed the candidates' keys
     beside a victim question (the smallest was the victim 94% of the time), and a base cache's
     free count was the largest number offered 59% of the time (chance 35%)."""
     shortcuts = _shortcuts()
-    scores, chance = shortcuts.tally(seeds=4)
+    scores, chance = _quiz_tally()
     for kind in ("victim", "base_free"):
         total, n = chance[("quiz", kind)]
+        assert n >= 200, (kind, n)
         for heuristic, (right, asked) in scores[("quiz", kind)].items():
             assert right / asked <= total / n + shortcuts.MARGIN / 100, (kind, heuristic, right, asked)
 
@@ -57,11 +70,71 @@ def test_hit_count_and_base_will_it_fail_questions_put_distractors_on_both_sides
     """A hit count's distractors were 0 and the whole request, so the answer was the second
     smallest number offered 59% (trie) and 65% (hash) of the time, chance 38%; a base cache's
     shortfall was the largest number 60% of the time, chance 41%. Now one page short, one past
-    the miss, pages for tokens, the pages needed too, and how many lie below is drawn per
-    question."""
+    the miss, pages for tokens, the pages needed too, and where the answer lies among the
+    numbers is drawn per question."""
     shortcuts = _shortcuts()
-    for seeds in (6, 20):  # the benchmark's default, and more scenarios
-        scores, chance = shortcuts.tally(seeds=seeds)
-        for kind in ("hits", "hash_hits", "base_fail"):
-            assert chance[("quiz", kind)][1] >= shortcuts.MIN_SAMPLES, kind
-            assert _beaten(shortcuts, scores, chance, kind) == [], (kind, seeds)
+    scores, chance = _quiz_tally()
+    for kind in ("hits", "hash_hits", "base_fail"):
+        assert chance[("quiz", kind)][1] >= 200, kind
+        assert _beaten(shortcuts, scores, chance, kind) == [], kind
+
+
+def test_will_it_fail_and_ref_questions_give_no_number_heuristic_an_edge_over_200_questions_each():
+    """"It succeeds" was 76% of the will-it-fail answers asked and "ref 0" 66% of the ref
+    answers, and no choice lies below 0: "the smallest number offered" scored 37 and 34 points
+    over chance. Now 0 is asked at most once per two other answers of the kind, and the
+    answer is drawn to be the smallest, the largest or inside the numbers offered."""
+    shortcuts = _shortcuts()
+    scores, chance = shortcuts.tally(seeds=80, families=("quiz",), designs=("trie",), demos=False)
+    for kind in ("fail", "ref"):
+        total, n = chance[("quiz", kind)]
+        assert n >= 200, (kind, n)
+        for heuristic in ("smallest number", "second smallest number", "largest number", "second largest number"):
+            right, asked = scores[("quiz", kind)][heuristic]
+            assert asked == n and right / asked <= total / n + shortcuts.MARGIN / 100, (kind, heuristic, right, n)
+
+
+def test_check_decides_on_a_hundred_scenarios_per_level_and_design_and_fails_on_a_heuristic_over_the_line(
+        monkeypatch, capsys):
+    """20-60 samples per kind (6 scenarios) left one standard deviation at 6-7 points: the
+    verdict flipped with the seed. The check now plays 100 per level and design by default."""
+    shortcuts = _shortcuts()
+    asked = []
+
+    def tally(seeds, rate):
+        asked.append(seeds)
+        return {("quiz", "fail"): {"smallest number": [rate, 300]}}, {("quiz", "fail"): [100.0, 300]}
+
+    monkeypatch.setattr(shortcuts, "tally", lambda seeds: tally(seeds, 150))  # 50% against chance 33%
+    assert shortcuts.main(["--check"]) == 1 and asked == [shortcuts.SEEDS] and shortcuts.SEEDS >= 100
+    assert "| quiz | fail | 300 | 33% | 2.9 | smallest number 50% (+17) ! |" in capsys.readouterr().out
+    monkeypatch.setattr(shortcuts, "tally", lambda seeds: tally(seeds, 140))  # 47%: under the line
+    assert shortcuts.main(["--check"]) == 0
+
+
+@pytest.mark.slow
+def test_the_check_passes_on_every_move_and_quiz_kind():
+    """``python benchmarks/shortcuts.py --check`` as the practice guide runs it (about 30 s)."""
+    assert _shortcuts().main(["--check"]) == 0
+
+
+def test_each_session_asks_a_zero_or_an_oldest_node_answer_at_most_once_per_two_other_answers_of_its_kind():
+    """Will-it-fail, ref and next-swap questions whose answer no choice lies below (0, or the
+    oldest node offered as the next swap: node numbers follow age) came 76%, 66% and 94% of the
+    time; the lru lesson still asks the next swap at its eviction steps."""
+    from kvviz.teach.quiz import questions
+
+    shortcuts = _shortcuts()
+    offered_oldest = False
+    for name, session in shortcuts.sessions(12, designs=("trie",)):
+        for seed in range(2):
+            asked = questions(session, seed)
+            for kind, spare in (("fail", lambda q: q.answer == 0), ("ref", lambda q: q.answer == 0),
+                                ("next_swap", lambda q: q.answer == min(c.value for c in q.choices))):
+                mine = [q for q in asked if q.kind == kind]
+                sparing = sum(1 for q in mine if spare(q))
+                assert sparing <= (len(mine) - sparing) // 2, (name, seed, kind, sparing, len(mine))
+            offered_oldest |= any(c.tag == "seq-only" for q in asked if q.kind == "next_swap" for c in q.choices)
+            if name == "lru":
+                assert "next_swap" in [q.kind for q in asked]
+    assert offered_oldest  # "the oldest node" is offered where it is not the answer

@@ -77,6 +77,12 @@ def lesson_of(session: "Session") -> str | None:
 LESSON_STEPS = 3
 """A lesson whose kinds apply at this many steps asks only there."""
 
+SPARE_PER = 2
+"""A kind's questions to ask sparingly (:attr:`~kvviz.teach.quiz.core.QuestionKind.spare`: an
+answer of 0, the oldest node as the answer) are asked at most once per this many of its others
+in a session: with three choices, the answer the smallest number about as often as each other
+place."""
+
 
 def questions(session: "Session", seed: int = 0, last: int | None = None,
               lesson: str | None = None) -> list[Question]:
@@ -87,12 +93,31 @@ def questions(session: "Session", seed: int = 0, last: int | None = None,
     A lesson (a demo's name; default: :func:`lesson_of`) asks what it teaches: where the kinds
     it teaches apply at :data:`LESSON_STEPS` steps or more, only at those steps (``lru``: the
     victim and the heap's next swap at its eviction steps); else its kinds first wherever they
-    apply, other kinds elsewhere. The same session and seed give the same questions; the
-    session is only read."""
+    apply, other kinds elsewhere. A kind's questions to ask sparingly
+    (:attr:`~.core.QuestionKind.spare`) come at most once per :data:`SPARE_PER` of its others:
+    the steps of those beyond that (drawn by ``seed``) ask another kind, or nothing. The same
+    session and seed give the same questions; the session is only read."""
     lesson = lesson_of(session) if lesson is None else lesson
     rng = random.Random(f"kvviz-quiz/questions/{seed}")
-    pick = random.Random(f"kvviz-quiz/pick/{seed}")  # its own: a step's pick never depends on later steps' choices
     offered = [questions_at(view, rng) for view in step_views(session, last)]
+    draw = random.Random(f"kvviz-quiz/spare/{seed}")
+    while True:
+        out = _ask(offered, lesson, seed)
+        dropped = set()  # (step, kind) of the questions asked beyond the share
+        for name in sorted({q.kind for q in out if q.spec.spare}):
+            sparing = [q.step for q in out if q.kind == name and q.spec.spare(q)]
+            others = sum(1 for q in out if q.kind == name) - len(sparing)
+            excess = len(sparing) - others // SPARE_PER
+            if excess > 0:
+                dropped |= {(step, name) for step in draw.sample(sparing, excess)}
+        if not dropped:
+            return out
+        offered = [[q for q in options if (q.step, q.kind) not in dropped] for options in offered]
+
+
+def _ask(offered: list[list[Question]], lesson: str | None, seed: int) -> list[Question]:
+    """One of ``offered``'s questions at each step that has one (see :func:`questions`)."""
+    pick = random.Random(f"kvviz-quiz/pick/{seed}")  # its own: a step's pick never depends on later steps' choices
     taught = [[q for q in options if lesson in q.spec.lesson] for options in offered]
     focus = sum(1 for t in taught if t) >= LESSON_STEPS
     later = [(j, frozenset(q.kind for q in t)) for j, t in enumerate(taught) if t]

@@ -82,6 +82,8 @@ MISTAKES: dict[str, str] = {
     "ref-up": "adds a reference at release",
     "ref-one": "counts only the newest user",
     "ref-twice": "counts one allocation twice (acquire and publish)",
+    "ref-all": "counts every live allocation, not only those whose path holds the node",
+    "ref-hits": "counts the times the node was matched, not the allocations holding it now",
     "candidates-only": "counts only heap candidates as evictable",
     "every-leaf": "counts every leaf as evictable, referenced or not",
     "before-op": "answers with the state before the op",
@@ -186,25 +188,45 @@ class StepView:
 
 def around(view: StepView, kind: str, answer: int, mistakes: list[Mistake], low: int = 0,
            bound: int | None = None) -> list[Mistake]:
-    """At most :data:`MAX_DISTRACTORS` of ``mistakes`` for a number question, on both sides of
-    ``answer``: how many lie below it is drawn per question (seeded from the step, the kind and
-    the answer, so deterministic), so the answer's rank among the choices varies and "the
-    smallest (second smallest, largest) number" is no shortcut. At least ``low`` lie below when
-    that many exist (a kind whose answer 0 is common keeps 0's rank to itself). Values equal
-    to the answer, repeated, or outside ``0..bound`` are dropped (the first mistake naming a
-    value keeps it)."""
+    """At most :data:`MAX_DISTRACTORS` of ``mistakes`` for a number question, placing ``answer``
+    among them: the smallest, the largest or inside (one value below it at least, one above),
+    one of the places these mistakes allow drawn with equal odds per question (seeded from the
+    step, the kind and the answer, so deterministic); each place takes as many values as it can.
+    So "the smallest (second smallest, second largest, largest) number" is no shortcut, though
+    the mistakes on one side are often fewer (a count has nothing below 0; a value bracketed by
+    one mistake on each side was the middle of three every time): the answer the largest with
+    one value below is a choice of two. At least ``low`` lie below when that many exist (a
+    kind whose answer 0 is common keeps 0's rank to itself). Values equal to the answer,
+    repeated, or outside ``0..bound`` are dropped (the first mistake naming a value keeps it)."""
     seen, below, above = {answer}, [], []
     for m in mistakes:
         if m.value in seen or m.value < 0 or (bound is not None and m.value > bound):
             continue
         seen.add(m.value)
         (below if m.value < answer else above).append(m)
-    wanted = min(2, len(below) + len(above))  # three choices wherever three distinct ones exist
-    ranks = [r for r in range(min(MAX_DISTRACTORS, len(below)) + 1)
-             if r >= min(low, len(below)) and r + min(MAX_DISTRACTORS - r, len(above)) >= wanted]
     rng = random.Random(f"kvviz-quiz/around/{kind}/{view.index}/{view.op.text}/{answer}")
-    r = rng.choice(ranks)
-    return rng.sample(below, r) + rng.sample(above, min(MAX_DISTRACTORS - r, len(above)))
+    top = min(MAX_DISTRACTORS, len(below))
+    places = []  # (how many below, how many above): the answer the smallest, the largest, or inside
+    if above and not min(low, len(below)):
+        places.append((0, min(MAX_DISTRACTORS, len(above))))
+    if below:
+        places.append((top, 0))
+    inside = [(r, min(MAX_DISTRACTORS - r, len(above))) for r in range(max(1, low), top + 1)
+              if r < MAX_DISTRACTORS and above]
+    if inside:
+        places.append(rng.choice(inside))
+    r, s = rng.choice(places) if places else (0, 0)
+    return rng.sample(below, r) + rng.sample(above, s)
+
+
+def zero_answer(question: Question) -> bool:
+    """Whether ``question``'s answer is 0 (a :attr:`QuestionKind.spare` rule)."""
+    return question.answer == 0
+
+
+def smallest_answer(question: Question) -> bool:
+    """Whether ``question``'s answer is the smallest number offered (a :attr:`QuestionKind.spare` rule)."""
+    return question.answer == min(c.value for c in question.choices)
 
 
 def page_slips(view: StepView, answer: Value, stop: str, unit: str = "page") -> list[Mistake]:
@@ -293,7 +315,10 @@ class QuestionKind:
     it is picked where both apply; ``lesson``: the demo lessons it is the point of (a
     demo's quiz asks it wherever it applies there); ``hides_order(view)``: whether the
     eviction order in array form (the heap, whose top is the next victim) would give the
-    answer away, so views hide it while the question is asked.
+    answer away, so views hide it while the question is asked; ``spare(question)``: whether
+    a question of this kind is one to ask sparingly, at most once per two others of the kind
+    (:func:`~kvviz.teach.quiz.asking.questions`): an answer of 0, which no choice can lie
+    below, where most answers are 0 ("the smallest number" was the shortcut).
     """
 
     name: str
@@ -312,6 +337,7 @@ class QuestionKind:
     weight: int = 1
     lesson: frozenset[str] = frozenset()
     hides_order: Callable[[StepView], bool] = lambda view: False
+    spare: Callable[[Question], bool] | None = None
 
     def hint(self, view: StepView) -> str:
         """The first of the graduated hints at ``view`` (the rule)."""

@@ -12,7 +12,7 @@ from kvcore import events as ev
 
 from kvviz.core.words import count
 from kvviz.core.policy_words import key_fields, key_value
-from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list
+from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list, smallest_answer
 
 
 # the next swap ---------------------------------------------------------------------------
@@ -88,6 +88,11 @@ def _swap_distractors(view: StepView, answer: Value) -> list[Mistake]:
         smallest = min(deeper, key=lambda n: snap.node_key(snap.node(n)))
         out.append(Mistake(smallest, "the smallest key further down: a sift swaps with a child of slot 0 (slot 1 "
                                      "or 2), one level at a time", "skips-a-level"))
+    shown = _heap_after_pop(view)[1:7]  # node numbers follow age: without it the oldest was the answer 94%
+    if shown:
+        oldest = min(shown, key=lambda n: snap.node(n).seq)
+        out.append(Mistake(oldest, f"the oldest node: the heap orders by the key {key_fields(snap)}, not by "
+                                   "creation, and a sift swaps with a child of slot 0", "seq-only"))
     return out
 
 
@@ -139,6 +144,7 @@ SWAP = QuestionKind(
                          if x != _pop(v)[1].moved else "no child has a smaller key, so it stays.")),
     diverge=_swap_diverge,
     lesson=frozenset({"heap-ties", "lru"}),
+    spare=smallest_answer,  # node numbers follow age: the oldest (the parent that took the top) was the answer 94%
 )
 
 

@@ -14,7 +14,7 @@ from kvviz.core.policy_words import key_fields, key_value, words_for
 from kvviz.core.why import why_evicted, why_short_match
 from kvviz.core.words import are, count, there_are
 from kvviz.teach.quiz.core import (Parting, Mistake, around, page_slips, QuestionKind, StepView, Value, block_table_kind, cached_pages_run, ceil_div,
-                   free_pages_kind, page_list, pages_text, simulate_evictions, walk)
+                   free_pages_kind, page_list, pages_text, simulate_evictions, walk, zero_answer)
 
 _LRU_KEY = lambda n: (n.last_access, n.seq)  # noqa: E731 - the key a learner who knows only lru uses
 
@@ -514,11 +514,12 @@ def ref_node(view: StepView):
     op = view.op
     if op.kind == "acquire" and view.matched and view.matched.nodes:
         return view.matched.nodes[-1]
-    if op.kind == "release":
+    if op.kind == "release":  # the deepest node another allocation still holds, else the deepest
         mine = view.mine(view.snap0)
-        if mine is not None and mine.published:
-            node = view.snap0.node_for_page(mine.pages[mine.published - 1])
-            return node.id if node is not None else None
+        path = [view.snap0.node_for_page(p) for p in mine.pages[:mine.published]] if mine is not None else []
+        path = [n for n in path if n is not None]
+        shared = [n for n in path if n.ref > 1]
+        return (shared or path)[-1].id if path else None
     if op.kind == "publish" and view.dedups:
         return view.dedups[-1].node
     return None
@@ -544,7 +545,12 @@ def _ref_distractors(view: StepView, answer: Value) -> list[Mistake]:
         out.append(Mistake(1, "only the newest user counts: ref counts every live allocation on the path", "ref-one"))
         out.append(Mistake(answer + 1, "counting one allocation twice (acquire and publish): one per allocation",
                            "ref-twice"))
-    return out
+    out.append(Mistake(len(view.snap1.allocations), "every live allocation counted: only those whose published path "
+                                                    "holds the node", "ref-all"))
+    out.append(Mistake(view.snap1.node(node).hits, "the times it was matched: a release gives its reference back, "
+                                                   "and the ref counts holders, not uses", "ref-hits"))
+    # How many lie below is drawn per question; a release keeps "0" (its point: others still hold the node).
+    return around(view, "ref", answer, out, low=int(view.op.kind == "release"), bound=REF.bound(view))
 
 
 def _ref_hints(view: StepView) -> tuple[str, str, str]:
@@ -583,6 +589,7 @@ REF = QuestionKind(
                       f" (it was {v.snap0.node(ref_node(v)).ref})."),
     diverge=_ref_diverge,
     lesson=frozenset({"refcount"}),
+    spare=zero_answer,  # 0 (the last holder's release) was 66% of the answers asked, and the smallest number offered
 )
 
 
@@ -612,11 +619,17 @@ def _fail_distractors(view: StepView, answer: Value) -> list[Mistake]:
     if view.tree and view.op.kind == "acquire":
         out.append(Mistake(max(0, r.needed - r.free - r.evictable - r.protected),
                            "evicting its own prefix: the pages an acquire matches are referenced by it", "own-prefix"))
+        whole = ceil_div(len(view.op.tokens) + view.op.extra, view.snap0.tokens_per_page)
+        out.append(Mistake(max(0, whole - r.free - r.evictable - r.protected),
+                           "fresh pages for the hit pages too: a matched prefix is shared, not copied", "copied-hits"))
     if answer:
         out.append(Mistake(0, "referenced pages can be evicted: only ref-0 pages can", "referenced-evictable"))
     else:
         out.append(Mistake(1, "the pool looks full: but evictable pages make room", "pool-full"))
-    return out
+    out.append(Mistake(r.needed, "the pages it needs, not how many it is short: free and evictable pages count "
+                                 "against them", "needed-not-short"))
+    # Where the answer lies among the numbers is drawn per question, and 0s are spared: the smallest was right 76%.
+    return around(view, "fail", answer, out, bound=r.needed)
 
 
 def _fail_why(view: StepView, answer: Value) -> str:
@@ -659,6 +672,7 @@ FAIL = QuestionKind(
     diverge=_fail_diverge,
     weight=2,
     lesson=frozenset({"failure", "pressure"}),
+    spare=zero_answer,  # 0 ("it succeeds") was 76% of the answers asked, and the smallest number offered
 )
 
 
