@@ -82,7 +82,7 @@ it never overwrites a file silently, and never searches a folder forever."""
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 """Bytes of one bug-report bundle, written or opened."""
 
-# -- practice (``kvviz quiz``) ----------------------------------------------------------------
+# -- quiz (``kvviz quiz``) ----------------------------------------------------------------
 
 MAX_ANSWER_CHARS = 1_000
 """Characters of one answer line of ``kvviz quiz --plain``; a longer line is refused whole."""

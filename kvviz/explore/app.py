@@ -48,7 +48,7 @@ class KvvizApp(ExportActions, App[None]):
 
     def __init__(self, session: Session, step: int | None = None, *, export_dir: str | Path | None = None,
                  theme: str | None = None, animations: bool = True, cursor_blink: bool = True,
-                 practice: bool = False, practice_seed: int = 0, demo: str | None = None,
+                 quiz: bool = False, quiz_seed: int = 0, demo: str | None = None,
                  play_timer: bool = True, substep: int | None = None,
                  after_idle_work: Callable[[], None] | None = None):
         super().__init__()
@@ -60,9 +60,9 @@ class KvvizApp(ExportActions, App[None]):
         self.demo = demo  # the demo's name (a bug-museum demo has buggy code to show beside ours)
         self.start_step = step
         self.start_substep = substep  # a bug-report bundle that points inside the step's op
-        self.start_practice = practice
-        self.practice_seed = practice_seed
-        self._screen_options = dict(start_step=step, start_practice=practice, practice_seed=practice_seed,
+        self.start_quiz = quiz
+        self.quiz_seed = quiz_seed
+        self._screen_options = dict(start_step=step, start_quiz=quiz, quiz_seed=quiz_seed,
                                     play_timer=play_timer, cursor_blink=cursor_blink)
         self.after_idle_work = after_idle_work  # called once, when the first idle work is done
 
@@ -218,9 +218,9 @@ class KvvizApp(ExportActions, App[None]):
         self.main_screen.start_over(step)
 
 
-ON_SCREEN = ("position", "step", "substep", "last_step", "selection", "playing", "speed", "practice", "view",
+ON_SCREEN = ("position", "step", "substep", "last_step", "selection", "playing", "speed", "quiz", "view",
              "show_buggy", "go_to", "show_substep", "select", "play_tick", "answer_question", "check_action",
-             "has_buggy_code", "first_violation", "current_live_names", "_current_practice", "_timer",
+             "has_buggy_code", "first_violation", "current_live_names", "_current_quiz", "_timer",
              "structure", TRIE, "blocks", "pool", "allocations", "heap", "queue", "narration", "why",
              "timeline", "command_bar", "question_panel", "code", "code_buggy",
              *sorted(name for name in dir(TimelineScreen) if name.startswith("action_") and not hasattr(Screen, name)))
@@ -248,8 +248,8 @@ def make_app(session: Session, step: int | None = None, **opts) -> KvvizApp:
 
     Options: ``export_dir`` (where ``e`` and ctrl+s write; default the current directory),
     ``theme`` (any registered theme name; default kvviz-dark), ``animations`` and
-    ``cursor_blink`` (False for deterministic screenshots), ``practice`` (start in quiz
-    mode), ``practice_seed`` (which questions: the same seed asks the same ones) and
+    ``cursor_blink`` (False for deterministic screenshots), ``quiz`` (start in quiz
+    mode), ``quiz_seed`` (which questions: the same seed asks the same ones) and
     ``demo`` (the demo's name or file, e.g. ``bug-b5-ref-leak``: a bug-museum demo can show
     its buggy pseudo-code beside ours), ``play_timer`` (False: playing starts no timer, the
     caller ticks with ``play_tick()``; tests use it so no wall clock drives them), ``substep``

@@ -35,19 +35,19 @@ def show(session, step: int | None, print_only: bool, demo: str | None = None, s
     launch_ui(session, step, demo=demo, substep=substep)
 
 
-def launch_ui(session, step: int | None = None, *, practice_seed: int | None = None,
+def launch_ui(session, step: int | None = None, *, quiz_seed: int | None = None,
               demo: str | None = None, substep: int | None = None) -> None:
     """Open ``session`` in the terminal UI at ``step``: the only place a command starts the app.
-    With ``practice_seed``, in practice mode asking that seed's questions; ``demo``: the demo
+    With ``quiz_seed``, in quiz mode asking that seed's questions; ``demo``: the demo
     name or file path it came from (the code pane's buggy variant, ``b``)."""
     from kvviz.explore.app import make_app
 
-    practice = {} if practice_seed is None else {"practice": True, "practice_seed": practice_seed}
+    quiz = {} if quiz_seed is None else {"quiz": True, "quiz_seed": quiz_seed}
     inside = {} if substep is None else {"substep": substep}  # a bundle that points inside an op
     # The heap is settled once the first frame is painted and the session's idle work done:
     # the collection (~0.1 s on a 3,000-step trace) is then not in the time to the first frame,
     # nor are the UI's own objects left for the collector to walk during the first jumps.
-    commands.run_app(make_app(session, step, demo=demo, after_idle_work=commands.settle_heap, **practice, **inside))
+    commands.run_app(make_app(session, step, demo=demo, after_idle_work=commands.settle_heap, **quiz, **inside))
 
 
 def render_svg(session, step: int, substep: int | None = None) -> str:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The question panel of practice mode: the question asked before a step, its lettered
+"""The question panel of quiz mode: the question asked before a step, its lettered
 choices, the hints asked for, then the feedback (right or wrong, the answer, where a wrong
 answer parted from the cache, why) and the score.
 
@@ -24,7 +24,7 @@ from kvviz.core.view import literal
 from kvviz.explore.quiz_mode import QUIZ_KEYS, REVEALED_KEYS, QuizView
 
 
-def practice_markup(view: QuizView) -> str:
+def question_markup(view: QuizView) -> str:
     """The panel's text as Textual markup."""
     lines = [f"[b]{literal(view.score)}[/b]  [$kv-muted]{literal(view.status)}[/]"]
     question = view.question
@@ -79,7 +79,7 @@ class QuestionPanel(Vertical):
 
     def show(self, view: QuizView) -> None:
         """Draw ``view``; the answer line shows only while a question is asked."""
-        self.query_one("#question-text", Static).update(practice_markup(view))
+        self.query_one("#question-text", Static).update(question_markup(view))
         if self.is_attached:  # the heap's array order would give an eviction question away
             self.screen.set_class(view.asking and view.question.hides_order, "-order-hidden")
         answer = self.query_one("#answer", AnswerInput)

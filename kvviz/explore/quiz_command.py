@@ -16,14 +16,15 @@ import sys
 
 import click
 
-from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_NUMBER, MAX_QUIZ_STEPS
+from kvviz.core.limits import MAX_ANSWER_CHARS, MAX_QUIZ_STEPS
 from kvviz.core.designs import design_of
-from kvviz.teach.generate import LEVELS, generate
+from kvviz.teach.generate import generate
 from kvviz.teach.quiz import AnswerError, Question, Tally, feedback, questions, record, refusal, shown_candidates
 from kvviz.teach.quiz.choices import HINT_WORDS
 from kvviz.core.scenario import ScenarioError, parse_scenario
 from kvviz.commands import BadInput, at_cache_line, load_file_or_demo, make_session
 from kvviz.explore.launch import launch_ui
+from kvviz.teach.practice_command import scenario_source
 
 _NEXT_EVICTED = re.compile(r";\s+next\s+evicted:\s+block\s+\d+\s+on\s+page\s+\d+,\s+when\s+an\s+acquire\s+takes\s+that"
                            r"\s+far")
@@ -31,16 +32,11 @@ NEXT_VICTIM_MARK = "  <- next victim"
 
 
 @click.command()
-@click.argument("source", required=False, metavar="[DEMO|FILE]")
-@click.option("--random", "random_", is_flag=True, help="Quiz on a freshly generated scenario (see --seed, --level).")
-@click.option("--seed", type=click.IntRange(0, MAX_NUMBER), default=0, show_default=True,
-              help="Seed of the random scenario and of the questions: the same seed gives the same quiz.")
-@click.option("--level", type=click.Choice(tuple(LEVELS)), default=None,
-              help="With --random: the difficulty of the scenario (default easy): " + "; ".join(f"{k}: {v.summary}" for k, v in LEVELS.items()))
+@scenario_source("Quiz", "the questions", "quiz")
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="With --random: also write the generated scenario to this .kvs file.")
 @click.option("--plain", is_flag=True,
-              help="Plain text on stdin/stdout (for scripts and screen readers) instead of the UI's practice panel.")
+              help="Plain text on stdin/stdout (for scripts and screen readers) instead of the UI's quiz mode.")
 @click.option("--json", "as_json", is_flag=True,
               help='Plain text, ending with one JSON object: {"score", "asked", "questions": [{"kind", "step", "question", '
                    '"choices", "choice_mistakes", "given", "correct_answer", "correct_choice", "right", "mistake", "hints", '
@@ -61,7 +57,7 @@ def quiz(source: str | None, random_: bool, seed: int, level: str | None, save: 
     """
     session = _session(source, random_, seed, level, save)
     if not plain and not as_json:
-        launch_ui(session, practice_seed=seed)
+        launch_ui(session, quiz_seed=seed)
         return
     steps = len(session) - 1
     if steps > MAX_QUIZ_STEPS:

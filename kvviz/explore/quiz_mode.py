@@ -184,35 +184,35 @@ class QuizRun:
 
 
 class QuizActions:
-    """Quiz mode's actions for the main screen, which provides the reactive ``practice``
+    """Quiz mode's actions for the main screen, which provides the reactive ``quiz``
     (a :class:`QuizRun`, or None when quiz mode is off), ``position``, ``session``,
-    ``revision``, ``practice_seed``, ``question_panel`` and ``notify``. Answering mutates the
+    ``revision``, ``quiz_seed``, ``question_panel`` and ``notify``. Answering mutates the
     run and reveals the step: the screen's watchers draw the panel and the step."""
 
-    def _current_practice(self) -> QuizRun | None:
+    def _current_quiz(self) -> QuizRun | None:
         """The quiz run on the timeline shown; a changed timeline starts a fresh run."""
-        practice = self.practice
-        if practice is not None and practice.revision != self.revision:
+        run = self.quiz
+        if run is not None and run.revision != self.revision:
             # Not drawn by itself: the move that found the timeline changed draws it.
-            self.set_reactive(type(self).practice, practice.renewed(self.session, self.revision))
-        return self.practice
+            self.set_reactive(type(self).quiz, run.renewed(self.session, self.revision))
+        return self.quiz
 
     def without_giveaways(self, view: FrameView) -> FrameView:
         """``view`` as the narration and why panel draw it: while a question is asked,
         :func:`withheld`; otherwise as it is."""
-        practice = self.practice
-        return withheld(view) if practice is not None and practice.pending is not None else view
+        run = self.quiz
+        return withheld(view) if run is not None and run.pending is not None else view
 
-    def practice_asks_first(self) -> bool:
+    def quiz_asks_first(self) -> bool:
         """True in quiz mode, where a step forward onto a question asks it first."""
-        return self._current_practice() is not None
+        return self._current_quiz() is not None
 
-    def action_toggle_practice(self) -> None:
+    def action_toggle_quiz(self) -> None:
         """Quiz mode on or off: on, each step forward onto a step with a question asks it
         first, and reveals the step only after an answer or a skip."""
-        if self.practice is not None:
-            asking = self.practice.pending is not None
-            self.practice = None
+        if self.quiz is not None:
+            asking = self.quiz.pending is not None
+            self.quiz = None
             self.set_class(False, "-order-hidden")  # the panel that hid the heap is gone
             if asking:  # the story and the why withheld for the question come back
                 self.position = self.position
@@ -221,20 +221,20 @@ class QuizActions:
         if why_not is not None:  # no question kind is true of this cache: say so, stay put
             self.notify(why_not, severity="warning", timeout=8)
             return
-        self.practice = QuizRun(self.session, self.revision, self.practice_seed)
+        self.quiz = QuizRun(self.session, self.revision, self.quiz_seed)
 
     def answer_question(self, line: str) -> None:
         """Grade ``line`` as the answer to the question asked (blank: skip) and reveal its step;
         a line that is no answer says why and asks again."""
-        practice = self._current_practice()
-        if practice is None or practice.pending is None:
+        run = self._current_quiz()
+        if run is None or run.pending is None:
             return
         if line.strip().lower() in HINT_WORDS:
             self.action_hint()
             return
-        step = practice.pending.step
+        step = run.pending.step
         try:
-            practice.answer(line)
+            run.answer(line)
         except AnswerError as error:
             self.notify(str(error), severity="warning", timeout=6)
             return
@@ -255,26 +255,26 @@ class QuizActions:
 
     def action_skip_question(self) -> None:
         """Skip the question asked (counted as asked, not right) and reveal its step."""
-        practice = self._current_practice()
-        if practice is None or practice.pending is None:
+        run = self._current_quiz()
+        if run is None or run.pending is None:
             return
-        step = practice.pending.step
-        practice.skip()
+        step = run.pending.step
+        run.skip()
         self._reveal(step)
 
     def action_hint(self) -> None:
         """Show the question's next hint (the rule, then where to look, then this state's numbers)."""
-        practice = self._current_practice()
-        if practice is None or practice.pending is None:
+        run = self._current_quiz()
+        if run is None or run.pending is None:
             return
-        practice.more_hint()
-        self.mutate_reactive(type(self).practice)
+        run.more_hint()
+        self.mutate_reactive(type(self).quiz)
 
     def action_step_to_parting(self) -> None:
         """After a wrong answer: move the timeline into the op, at the sub-step where the answer
         parted from the cache (the whole step when it parted before any sub-step)."""
-        practice = self._current_practice()
-        parted = practice.parted() if practice is not None else None
+        run = self._current_quiz()
+        parted = run.parted() if run is not None else None
         if parted is None:
             return
         self.position = Position(parted.step, parted.substep)

@@ -2,7 +2,7 @@
 """The main screen: one timeline's views, and where the user is in it.
 
 The screen owns what is looked at as reactive attributes: the ``position`` (step and
-sub-step), the ``selection``, ``playing`` and its ``speed_index``, ``practice`` mode, and the
+sub-step), the ``selection``, ``playing`` and its ``speed_index``, ``quiz`` mode, and the
 panels shown (``show_why``, ``show_code``, ``show_buggy``). Each has a ``watch_*`` method
 that draws what depends on it, so an action only sets state and cannot forget a redraw (the
 way memray's and posting's screens work). The app owns what is shown: the session, its
@@ -93,7 +93,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         Binding("e", "app.export", "export"),
         Binding("ctrl+s", "app.save_script", "Save .kvs", show=False),
         Binding("escape", "escape", "Step out / clear selection", show=False),
-        Binding("p", "toggle_practice", "quiz"),
+        Binding("p", "toggle_quiz", "quiz"),
         Binding("z", "toggle_compact", "Compact page grid", show=False),  # from every view, not only the grid
         Binding("f", "step_to_parting", "where it parted"),
         Binding("a", "type_answer", "type answer"),
@@ -109,17 +109,17 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
     selection: var[Selection | None] = var(None, init=False)
     playing = var(False, init=False, bindings=True, toggle_class="-playing")
     speed_index = var(DEFAULT_SPEED, init=False)
-    practice: var[QuizRun | None] = var(None, init=False, bindings=True, toggle_class="-practice")
+    quiz: var[QuizRun | None] = var(None, init=False, bindings=True, toggle_class="-quiz")
     show_why = var(False, init=False)
     show_code: var[bool | None] = var(None, init=False)  # None: shown while stepped into an op
     show_buggy = var(False, init=False)  # the buggy variant's code beside ours (bug-museum demos)
 
-    def __init__(self, *, start_step: int | None, start_practice: bool, practice_seed: int, play_timer: bool,
+    def __init__(self, *, start_step: int | None, start_quiz: bool, quiz_seed: int, play_timer: bool,
                  cursor_blink: bool, id: str | None = None):
         super().__init__(id=id)
         self.start_step = start_step
-        self.start_practice = start_practice
-        self.practice_seed = practice_seed
+        self.start_quiz = start_quiz
+        self.quiz_seed = quiz_seed
         # Tests turn the real play timer off and call play_tick() themselves: a timer that
         # ticks between two key presses under load made a binding test flaky.
         self.play_timer = play_timer
@@ -174,7 +174,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         yield TimelineBar(id="timeline")
         yield CacheColumn(tuple(PANES.values()), beside=True, id="views")
         with Horizontal(id="bottom"):
-            yield QuestionPanel(id="practice")
+            yield QuestionPanel(id="quiz")
             yield Narration(id="narration")
             yield CodePane(id="code")
             yield CodePane("buggy", id="code-buggy")
@@ -194,8 +194,8 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
             self.command_bar.input.cursor_blink = False
         self._apply_size_classes()
         self.go_to(self.start_step or 0)
-        if self.start_practice:
-            self.action_toggle_practice()
+        if self.start_quiz:
+            self.action_toggle_quiz()
         self.structure.focus()
 
     def on_resize(self) -> None:
@@ -238,7 +238,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
     why = _found("why", WhyPanel)
     timeline = _found("timeline", TimelineBar)
     command_bar = _found("command", CommandBar)
-    question_panel = _found("practice", QuestionPanel)
+    question_panel = _found("quiz", QuestionPanel)
     code = _found("code", CodePane)
     code_buggy = _found("code-buggy", CodePane)
 
@@ -253,21 +253,21 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         return Position(step, sub)
 
     def go_to(self, step: int) -> None:
-        """Show frame ``step`` (clamped to the timeline). In practice mode a move forward past
+        """Show frame ``step`` (clamped to the timeline). In quiz mode a move forward past
         an unanswered question stops before its step and asks it."""
         target = max(0, min(self.last_step, int(step)))
-        practice = self._current_practice()
-        if practice is not None:
-            if practice.pending is not None and target > self.step:
+        run = self._current_quiz()
+        if run is not None:
+            if run.pending is not None and target > self.step:
                 self.notify("Answer the question first (type a letter or the answer, enter; s to skip).", timeout=4)
                 return
-            question = practice.first_unanswered(self.step, target) if target > self.step else None
+            question = run.first_unanswered(self.step, target) if target > self.step else None
             if question is not None:
                 self.action_pause()
-                practice.ask(question)
+                run.ask(question)
                 target = question.step - 1
             else:
-                practice.leave(target)
+                run.leave(target)
         self.position = Position(target)  # a move by whole steps steps out of the op
 
     def show_substep(self, step: int, index: int | None) -> None:
@@ -296,7 +296,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         elif new.step < old.step:
             self.stepped_back = True
         self._draw(rebuild=True)
-        self._show_practice()
+        self._show_quiz()
         if (old.substep is None) != (new.substep is None):  # the footer's keys change (i, o)
             self.refresh_bindings()
 
@@ -329,12 +329,12 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
             self._start_timer()
         self._show_timeline()
 
-    def watch_practice(self, old: QuizRun | None, new: QuizRun | None) -> None:
+    def watch_quiz(self, old: QuizRun | None, new: QuizRun | None) -> None:
         self.question_panel.display = new is not None
         if new is None:
             self.structure.focus()
         else:
-            self._show_practice()
+            self._show_quiz()
 
     # -- drawing -----------------------------------------------------------------------------
 
@@ -406,7 +406,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
             self._summaries = tuple(live)
             self._summaries_revision = self.revision
         sub = self.view.substep if self.view is not None else None
-        asking = self.practice is not None and self.practice.pending is not None
+        asking = self.quiz is not None and self.quiz.pending is not None
         return TimelineView(self._summaries, self.step, self.playing, SPEEDS[self.speed_index],
                             self.session.title, self.revision,
                             (sub.step.index, sub.count, sub.step.kind) if sub is not None else None,
@@ -418,8 +418,8 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
     def _show_hint(self) -> None:
         # While playing, the step moves on by itself: no "stepped back" warning then; while a
         # question is asked, the step before it shows on purpose: say that instead.
-        if self.practice is not None and self.practice.pending is not None:
-            self.command_bar.set_hint(f"quiz: step {self.practice.pending.step} shows once you answer "
+        if self.quiz is not None and self.quiz.pending is not None:
+            self.command_bar.set_hint(f"quiz: step {self.quiz.pending.step} shows once you answer "
                                       "(type a letter or the answer, enter; s to skip, t for a hint)")
             return
         if self.substep is not None and not self.playing:
@@ -430,10 +430,10 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
             None if self.playing or not self.stepped_back or self.step == self.last_step else
             f"stepped back to {self.step}/{self.last_step}: an op typed here asks before dropping later steps")
 
-    def _show_practice(self) -> None:
-        practice = self.practice
-        if practice is not None:
-            self.question_panel.show(practice.view(self.step))
+    def _show_quiz(self) -> None:
+        run = self.quiz
+        if run is not None:
+            self.question_panel.show(run.view(self.step))
             self.refresh_bindings()
 
     def _title(self, widget, title: str) -> None:
@@ -478,7 +478,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
     # -- which keys act where ----------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        asking = self.practice is not None and self.practice.pending is not None
+        asking = self.quiz is not None and self.quiz.pending is not None
         if action == "play":
             return not self.playing
         if action == "pause":
@@ -493,7 +493,7 @@ class TimelineScreen(TimelineSteps, PlayActions, QuizActions, SubStepPanes, Scre
         if action in ("answer_choice", "type_answer", "skip_question", "hint"):
             return asking
         if action == "step_to_parting":  # a wrong answer revealed, parted at a sub-step
-            parted = self.practice.parted() if self.practice is not None and not asking else None
+            parted = self.quiz.parted() if self.quiz is not None and not asking else None
             return parted is not None and parted.substep is not None
         if action == "step_into":  # not while a question is asked: the footer shows its keys then
             return self.substep is None and not asking

@@ -33,13 +33,26 @@ DESIGNS = KVCORE_DESIGNS
 MAX_PRACTICE_MOVES = 2_000
 
 
+def scenario_source(activity: str, seeded: str, sitting: str):
+    """The options that say what a quiz or an exercise plays on: ``[DEMO|FILE]``, or
+    ``--random`` with its ``--seed`` and ``--level``. ``activity`` starts the --random help
+    ("Practise"), ``seeded`` says what else the seed fixes ("the choices' order"), ``sitting``
+    names what the same seed gives again ("exercise")."""
+    def decorate(f):
+        f = click.option("--level", type=click.Choice(tuple(LEVELS)), default=None,
+                         help="With --random: the scenario's difficulty (default easy): "
+                              + "; ".join(f"{k}: {v.summary}" for k, v in LEVELS.items()))(f)
+        f = click.option("--seed", type=click.IntRange(0, MAX_NUMBER), default=0, show_default=True,
+                         help=f"Seed of the random scenario and of {seeded}: the same seed, the same "
+                              f"{sitting}.")(f)
+        f = click.option("--random", "random_", is_flag=True,
+                         help=f"{activity} on a generated scenario (see --seed, --level).")(f)
+        return click.argument("source", required=False, metavar="[DEMO|FILE]")(f)
+    return decorate
+
+
 @click.command()
-@click.argument("source", required=False, metavar="[DEMO|FILE]")
-@click.option("--random", "random_", is_flag=True, help="Practise on a generated scenario (see --seed, --level).")
-@click.option("--seed", type=click.IntRange(0, MAX_NUMBER), default=0, show_default=True,
-              help="Seed of the random scenario and of the choices' order: the same seed, the same exercise.")
-@click.option("--level", type=click.Choice(tuple(LEVELS)), default=None,
-              help="With --random: the scenario's difficulty (default easy).")
+@scenario_source("Practise", "the choices' order", "exercise")
 @click.option("--policy", type=click.Choice(POLICIES), default=None,
               help="Run on this eviction policy (trie only).")
 @click.option("--design", type=click.Choice(DESIGNS), default=None, help="Run on this cache design.")

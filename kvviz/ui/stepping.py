@@ -79,7 +79,7 @@ class SubStepMoves:
     """Moving inside an op (the main screen). ``substep`` is the index of the sub-step shown in
     step ``step``'s op, or None for the whole step; the screen provides ``substeps_of(step)``
     (the op's sub-steps), ``show_substep(step, index)`` and ``enter_op(step)`` (True when
-    stepping on into op ``step`` may go ahead; practice mode says no and asks first).
+    stepping on into op ``step`` may go ahead; quiz mode says no and asks first).
 
     Past an op's last sub-step, → goes on **into the next op**, at its first sub-step: the
     last sub-step's state is the whole step's, so stepping out there would show the same
@@ -157,7 +157,7 @@ class TimelineSteps(SubStepMoves, StepActions):
     previous interesting step, to the first violation, to a step typed. Every move sets the
     screen's ``position`` (through ``go_to`` or ``show_substep``); the screen's watcher
     draws it. The screen provides ``session``, ``position``, ``go_to``, ``notify``,
-    ``push_screen`` and ``practice_asks_first()``."""
+    ``push_screen`` and ``quiz_asks_first()``."""
 
     def action_next_step(self) -> None:
         """One step forward; stepped into an op, one sub-step (past the op's last, on into
@@ -197,9 +197,9 @@ class TimelineSteps(SubStepMoves, StepActions):
         return self.session.substeps(step, states_at_once=UI_STATES_AT_ONCE)
 
     def enter_op(self, step: int) -> bool:
-        # In practice mode a question may be waiting at that step: go there the way a step
+        # In quiz mode a question may be waiting at that step: go there the way a step
         # forward does, which asks it first (and so steps out).
-        if self.practice_asks_first():
+        if self.quiz_asks_first():
             self.go_to(step)
             return False
         return True

@@ -84,7 +84,7 @@ DESIGN = register(Design(
         "pseudocode": "no code to follow: the server's cache ran it, kvviz only sees its events",
     },
     quiz=False,
-    quiz_refusal="practice questions need the cache's own state (refs, eviction order); "
+    quiz_refusal="quiz questions need the cache's own state (refs, eviction order); "
                  "the KV-event stream carries neither",
 ))
 """The events design: the cache a server's KV-event stream describes. Registered with the

@@ -166,11 +166,11 @@ async def test_in_practice_mode_stepping_on_past_an_op_asks_the_next_steps_quest
 
     question = questions(lru, 0)[0]
     before = question.step - 1
-    app = app_on(lru, step=before, practice=True)
+    app = app_on(lru, step=before, quiz=True)
     async with app.run_test(size=SIZE):
         app.show_substep(before, len(lru.substeps(before)) - 1)
         app.action_next_step()
-        assert app.practice.pending is not None and app.practice.pending.step == question.step
+        assert app.quiz.pending is not None and app.quiz.pending.step == question.step
         assert (app.step, app.substep) == (before, None), "the step asked about is not shown"
         assert not app.check_action("step_into", ()), "i waits for the answer"
 

@@ -5,7 +5,7 @@ A :class:`Design` is one frozen value carrying everything design-specific that t
 the exports and the UI need to speak about a cache: its nouns (a *block* or a *node*, a
 *free queue* or a *free list*, *removed* or *evicted*), one :class:`EventWords` record per
 event class (its kind, its log line, whether it evicts, whether it is notable), its
-narration clauses, what its views cannot know, and whether the practice questions apply.
+narration clauses, what its views cannot know, and whether the quiz questions apply.
 Code elsewhere asks the design instead of branching on a kind: a new design is a new
 module here and a row in :data:`DESIGN_MODULES`, a new event class one row of its table.
 
@@ -157,7 +157,7 @@ class Design:
     - ``unknowable``: one sentence, what views of this design cannot know ("" when they can
       know everything); ``missing``: ``{view: line}``, the one line a view that needs such a
       fact shows instead of inventing it.
-    - ``quiz``: whether the practice questions apply; ``quiz_refusal``: the line that says
+    - ``quiz``: whether the quiz questions apply; ``quiz_refusal``: the line that says
       why not, when they do not; ``questions``: the names of the question kinds the design
       brings (:data:`kvviz.teach.quiz.KINDS` holds each kind's entry), in table order.
 

@@ -28,7 +28,7 @@ class KvvizCommands(Provider):
             ("Next interesting step", app.action_next_interesting, "eviction, failure or violation"),
             ("Previous interesting step", app.action_previous_interesting, "eviction, failure or violation"),
             ("Toggle why panel", app.action_toggle_why, "why was this page evicted / why this short match"),
-            ("Toggle quiz mode", app.action_toggle_practice,
+            ("Toggle quiz mode", app.action_toggle_quiz,
              "predict each interesting step before it is revealed; score, hints, skips"),
             ("Toggle compact page grid", app.action_toggle_compact, "one character per page"),
             ("Step into the op", app.action_step_into, "its sub-steps one by one, with kvcore's state after each"),
