@@ -29,7 +29,7 @@ from kvviz.core.failure import Failure
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step, format_op
 from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
 
-__all__ = ["FuzzClass", "FuzzReport", "fuzz", "random_scenario"]
+__all__ = ["FuzzClass", "FuzzReport", "fuzz", "random_scenario", "stopped_after"]
 
 # The differential test's vocabulary: four names (so allocations overlap), a tiny alphabet and
 # two stems every request starts with a prefix of (so full pages collide), acquires drawn twice
@@ -134,16 +134,19 @@ class FuzzReport:
 def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new: bool = True,
          shrink_budget: ShrinkBudget = ShrinkBudget(max_runs=3_000), backend_factory: Callable | None = None,
          out_of_time: Callable[[], bool] | None = None, on_class: Callable[[FuzzClass], None] | None = None,
-         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = TRIE) -> FuzzReport:
+         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = TRIE,
+         on_found: Callable[[FuzzClass], None] | None = None, report: FuzzReport | None = None) -> FuzzReport:
     """Run ``runs`` random scenarios of ``ops`` ops on a ``kind`` cache evicting by ``policy``
-    in ``mode`` (a backend's name or ``diff``);
-    shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it.
+    in ``mode`` (a backend's name or a diff mode);
+    shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it
+    (``on_found`` hears of it before its shrink; ``on_run(run)`` after each run is counted,
+    ``report``, when given, being the report it fills).
     ``out_of_time`` (the caller's clock) ends the session early, and so does Ctrl-C
     (``interrupted``; a class whose shrink it cut keeps its first scenario); the report says so."""
-    report = FuzzReport(mode, seed, ops)
+    report = report if report is not None else FuzzReport(mode, seed, ops)
     try:
         _fuzz_runs(report, mode, seed, runs, ops, shrink_new, shrink_budget, backend_factory, out_of_time,
-                   on_class, on_run, policy, kind)
+                   on_class, on_run, policy, kind, on_found)
     except KeyboardInterrupt:
         report.interrupted = True
         report.stopped = f"interrupted (Ctrl-C) after {report.runs:,} of {runs:,} runs: what was found until then"
@@ -151,29 +154,36 @@ def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new
 
 
 def _fuzz_runs(report: FuzzReport, mode, seed, runs, ops, shrink_new, shrink_budget, backend_factory, out_of_time,
-               on_class, on_run, policy, kind) -> None:
+               on_class, on_run, policy, kind, on_found) -> None:
     """:func:`fuzz`'s runs, adding to ``report`` as they go: an interrupt leaves what was found."""
     for run in range(runs):
         if out_of_time is not None and out_of_time():
-            report.stopped = f"stopped early: the time budget ran out after {run:,} of {runs:,} runs"
+            report.stopped = stopped_after(run, runs)
             break
         scenario = random_scenario(run_rng(seed, run), ops, kind=kind, policy=policy,
                                    title=f"kvviz fuzz --seed {seed}, run {run}")
         verdict = first_failure(scenario, mode, backend_factory=backend_factory)
         report.runs += 1
-        if on_run is not None:
-            on_run(run)
         if verdict.failure is None:
             report.passed += 1
-            continue
-        name = verdict.failure.identity.failure_class
-        found = report.classes.get(name)
-        if found is not None:
-            found.count += 1
-            continue
-        found = report.classes[name] = FuzzClass(name, 1, run, verdict.failure, scenario=scenario)
-        if shrink_new:
-            budget = replace(shrink_budget, out_of_time=out_of_time)
-            found.shrunk = shrink(scenario, mode, budget=budget, backend_factory=backend_factory)
-        if on_class is not None:
-            on_class(found)
+        else:
+            name = verdict.failure.identity.failure_class
+            found = report.classes.get(name)
+            if found is not None:
+                found.count += 1
+            else:
+                found = report.classes[name] = FuzzClass(name, 1, run, verdict.failure, scenario=scenario)
+                if on_found is not None:
+                    on_found(found)
+                if shrink_new:
+                    budget = replace(shrink_budget, out_of_time=out_of_time)
+                    found.shrunk = shrink(scenario, mode, budget=budget, backend_factory=backend_factory)
+                if on_class is not None:
+                    on_class(found)
+        if on_run is not None:
+            on_run(run)
+
+
+def stopped_after(run: int, runs: int) -> str:
+    """What a session the time budget stopped says: how many of its runs were made."""
+    return f"stopped early: the time budget ran out after {run:,} of {runs:,} runs"
