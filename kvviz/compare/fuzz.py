@@ -23,13 +23,13 @@ import kvcore
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from kvviz.compare.failure import first_failure
+from kvviz.compare.failure import diffed_backend, first_failure
 from kvviz.core.designs import TRIE
 from kvviz.core.failure import Failure
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step, format_op
 from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
 
-__all__ = ["FuzzClass", "FuzzReport", "fuzz", "random_scenario", "stopped_after"]
+__all__ = ["TOKENS_REQUIRED", "FuzzClass", "FuzzReport", "fuzz", "random_scenario", "stopped_after"]
 
 # The differential test's vocabulary: four names (so allocations overlap), a tiny alphabet and
 # two stems every request starts with a prefix of (so full pages collide), acquires drawn twice
@@ -40,9 +40,16 @@ STEMS = ((1, 2, 3, 5) * 3, (1, 2, 1, 2) * 3)
 KINDS = ("acquire", "acquire", "publish", "extend", "release")
 
 
+TOKENS_REQUIRED = ("vllm",)
+"""Backends whose acquire needs a token (a vLLM request has at least one prompt token; its
+backend refuses an empty acquire as an op it cannot express): run alone or diffed, their
+scenarios acquire at least one token (token 1 where the draw gave none)."""
+
+
 def random_scenario(rng: random.Random, ops: int, *, kind: str = TRIE, policy: str = "lru",
-                    title: str = "random ops") -> Scenario:
-    """``ops`` random ops on a small cache (see the module docstring), drawn from ``rng``.
+                    title: str = "random ops", tokens_required: bool = False) -> Scenario:
+    """``ops`` random ops on a small cache (see the module docstring), drawn from ``rng``;
+    with ``tokens_required``, no acquire is empty (the draws are the same).
 
     The script is written while driving a kvcore cache of the same config, so it is valid for
     the state each op meets: an op that does not fit there is followed by ``expect fail alloc``
@@ -69,7 +76,8 @@ def random_scenario(rng: random.Random, ops: int, *, kind: str = TRIE, policy: s
             else:
                 what = "acquire"
                 name = rng.choice(free)
-                op = Op("acquire", name, word(), rng.choice((0, 0, 1, tpp)))
+                tokens = word()
+                op = Op("acquire", name, tokens or ((1,) if tokens_required else ()), rng.choice((0, 0, 1, tpp)))
                 try:
                     live[name] = cache.acquire_pages_for_tokens(op.tokens, op.extra, name=name)
                 except kvcore.CacheAllocationFailure:
@@ -161,7 +169,8 @@ def _fuzz_runs(report: FuzzReport, mode, seed, runs, ops, shrink_new, shrink_bud
             report.stopped = stopped_after(run, runs)
             break
         scenario = random_scenario(run_rng(seed, run), ops, kind=kind, policy=policy,
-                                   title=f"kvviz fuzz --seed {seed}, run {run}")
+                                   title=f"kvviz fuzz --seed {seed}, run {run}",
+                                   tokens_required=(diffed_backend(mode) or mode) in TOKENS_REQUIRED)
         verdict = first_failure(scenario, mode, backend_factory=backend_factory)
         report.runs += 1
         if verdict.failure is None:
