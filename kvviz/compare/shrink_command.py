@@ -62,12 +62,6 @@ def check_seconds(seconds: float) -> float:
     return seconds
 
 
-def deadline(seconds: float):
-    """``out_of_time()`` for a budget of ``seconds``: the one clock these commands read."""
-    end = time.monotonic() + seconds
-    return lambda: time.monotonic() >= end
-
-
 class Progress:
     """One status line on stderr, rewritten in place, only when stderr is a terminal."""
 

@@ -187,3 +187,10 @@ def test_the_progress_bar_is_drawn_on_stderr_only_when_it_is_a_terminal(monkeypa
         progress.done()
         assert ("\r" in stream.getvalue()) == drawn
         assert ("3 of 9 ops left" in stream.getvalue()) == drawn
+
+
+def test_diff_with_backend_shortfin_is_diff_alone_as_kvviz_diff_reads_it():
+    alone = kvviz("shrink", "shortfin-b9-lookup-no-ref", "--diff", "--max-runs", "300")
+    named = kvviz("shrink", "shortfin-b9-lookup-no-ref", "--diff", "--backend", "shortfin", "--max-runs", "300")
+    assert alone[0] == 1 and "# fails kvcore vs shortfin (diff)" in alone[1]
+    assert named == alone

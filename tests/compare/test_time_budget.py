@@ -6,6 +6,7 @@ flakiness; one generous subprocess check for the CLI."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -115,11 +116,13 @@ cli(args=sys.argv[1:], prog_name="kvviz")
 """
 
 
-def timed(args, *, code=None) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``python -m kvviz ARGS`` (or ``python -c CODE ARGS``) and time it."""
+def timed(args, *, code=None, tmp=None) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``python -m kvviz ARGS`` (or ``python -c CODE ARGS``) and time it; ``tmp``: its
+    temporary folder (TMPDIR)."""
     head = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "kvviz", *args]
+    env = {**os.environ, "TMPDIR": str(tmp)} if tmp is not None else None
     started = time.monotonic()
-    done = subprocess.run(head, capture_output=True, text=True, timeout=60)  # a command that never ends fails here
+    done = subprocess.run(head, capture_output=True, text=True, timeout=60, env=env)  # one never ending fails here
     return done, time.monotonic() - started
 
 
@@ -160,9 +163,11 @@ def test_a_diff_run_that_outlasts_the_budget_is_stopped_at_the_deadline(tmp_path
 def test_a_candidate_run_that_never_ends_is_cut_and_the_best_scenario_so_far_printed(tmp_path):
     scenario, out, bundle = tmp_path / "s.kvs", tmp_path / "min.kvs", tmp_path / "min.json"
     scenario.write_text("cache trie pages=8 tokens_per_page=2\nacquire a 1..8\nexpect free 1\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     bound = start_up() + 2 + MARGIN
     args = ["shrink", str(scenario), "--max-seconds", "2", "-o", str(out), "--bundle", str(bundle)]
-    done, seconds = timed(args, code=HANG_ON_SHORT_ACQUIRE)
+    done, seconds = timed(args, code=HANG_ON_SHORT_ACQUIRE, tmp=scratch)
     assert seconds < bound, (seconds, bound)
     assert done.returncode == 1, done.stderr
     assert "# stopped early: the time budget ran out in the middle of a run; this is the smallest failing " \
@@ -174,7 +179,8 @@ def test_a_candidate_run_that_never_ends_is_cut_and_the_best_scenario_so_far_pri
     verdict = failure.first_failure(best, "kvcore").failure
     assert verdict.identity.describe() == "an `expect free` line fails" and f"at step 1 (line {verdict.line})" \
         in done.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["min.kvs", "s.kvs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["min.kvs", "s.kvs", "tmp"]
+    assert list(scratch.iterdir()) == []  # the worker's scratch folder is gone with it
 
 
 @pytest.mark.slow
