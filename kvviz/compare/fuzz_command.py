@@ -133,19 +133,13 @@ class _Session:
         """The :class:`~kvviz.compare.fuzz.FuzzReport` of what was received."""
         from kvviz.compare.fuzz import FuzzClass, FuzzReport, stopped_after
         from kvviz.compare.shrink import result_from_payload
-        from kvviz.core.failure import Failure, FailureIdentity
-        from kvviz.core.scenario import parse_scenario
 
         report = FuzzReport(self.mode, self.seed, self.ops, self.made, self.passed)
         for name, found in self.found.items():
-            f = found["failure"]["failure"]
-            failure = Failure(FailureIdentity(f["source"], f["detail"], f["cause"]), f["step"], f["line"], f["text"],
-                              f["message"])
-            scenario = parse_scenario(found["failure"]["text"])
+            failure = result_from_payload(self.mode, found["failure"]).failure
             shrunk = self.shrunk.get(name)
-            report.classes[name] = FuzzClass(
-                name, self.counts.get(name, 1), found["run"], failure,
-                result_from_payload(scenario, self.mode, shrunk) if shrunk is not None else None, scenario)
+            report.classes[name] = FuzzClass(name, self.counts.get(name, 1), found["run"], failure,
+                                             result_from_payload(self.mode, shrunk) if shrunk is not None else None)
         if self.done is not None:
             report.stopped, report.interrupted = self.done["stopped"], self.done["interrupted"]
         else:  # killed at the deadline (or after a second Ctrl-C)
@@ -163,8 +157,7 @@ def _fuzz_work(session: _Session, mode: str, seed: int, runs: int, ops: int, shr
     from kvviz.compare.engine import DiffError
     from kvviz.compare.fuzz import FuzzReport
     from kvviz.compare.fuzz import fuzz as run_fuzz
-    from kvviz.compare.shrink import shrink_payload
-    from kvviz.core.scenario import format_scenario
+    from kvviz.compare.shrink import Best, scenario_size
 
     def work(send) -> None:
         report = FuzzReport(mode, seed, ops)
@@ -181,14 +174,14 @@ def _fuzz_work(session: _Session, mode: str, seed: int, runs: int, ops: int, shr
             send({"kind": "bundle", "name": found.name, "line": line.removeprefix(f"wrote {path}")})
 
         def on_found(found) -> None:
+            size = scenario_size(found.scenario)
             send({"kind": "found", "name": found.name, "run": found.first_run, "known": known_kind(found.name, mode),
-                  "failure": shrink_payload(found.scenario, format_scenario(found.scenario), found.failure, 0)})
+                  "failure": Best(found.scenario, found.failure, 0, size).payload()})
 
         def on_class(found) -> None:
             shrunk = found.shrunk
             send({"kind": "class", "name": found.name,
-                  "shrunk": None if shrunk is None else shrink_payload(shrunk.minimal, shrunk.text, shrunk.failure,
-                                                                       shrunk.runs, shrunk.stopped)})
+                  "shrunk": None if shrunk is None else shrunk.payload()})
             if shrunk is not None:
                 bundle(found, shrunk.minimal, shrunk.failure)
 

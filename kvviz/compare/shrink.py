@@ -50,7 +50,7 @@ from kvviz.core.scenario.values import DEFAULT_CACHE_CONFIG
 from kvviz.core.vocab import Vocabulary
 
 __all__ = ["DIFF", "Best", "NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "TooBigToShrink", "ddmin",
-           "rename_allocations", "report_lines", "result_from_payload", "scenario_size", "shrink", "shrink_payload",
+           "placed", "rename_allocations", "report_lines", "result_from_payload", "scenario_size", "shrink",
            "well_formed"]
 
 NAMES = "abcdefghijklmnopqrstuvwxyz"
@@ -122,10 +122,12 @@ def scenario_size(scenario: Scenario) -> ScenarioSize:
 class ShrinkResult:
     """A finished shrink: the ``minimal`` scenario (parsed back from its canonical ``text``),
     its ``failure`` (same identity as the original's), the sizes, the runs it took and why it
-    stopped early, if it did (``stopped``: "" or a sentence)."""
+    stopped early, if it did (``stopped``: "" or a sentence). A result received from a worker
+    process (:func:`result_from_payload`) has the text only: ``original`` and ``minimal`` are
+    None there."""
 
-    original: Scenario
-    minimal: Scenario
+    original: Scenario | None
+    minimal: Scenario | None
     text: str
     failure: Failure
     mode: str
@@ -139,46 +141,65 @@ class ShrinkResult:
         """The failure kept while shrinking."""
         return self.failure.identity
 
+    def payload(self) -> dict:
+        """JSON-able form (what a worker process sends): see :func:`result_from_payload`."""
+        return _payload(self.text, self.failure, self.runs, self.stopped, self.before, self.after)
+
 
 @dataclass(frozen=True)
 class Best:
     """The smallest failing scenario a shrink has found so far, as its search holds it: the
     ``scenario`` it would hand over (titled, its steps still carrying the original's line
-    numbers), its ``failure`` there and the candidate runs made until then."""
+    numbers), its ``failure`` there, the candidate runs made until then and the original's
+    size."""
 
     scenario: Scenario
     failure: Failure
     runs: int
+    before: ScenarioSize
 
     def payload(self) -> dict:
-        """JSON-able form (what a worker process sends): :func:`shrink_payload`'s."""
-        return shrink_payload(self.scenario, format_scenario(self.scenario), self.failure, self.runs)
+        """JSON-able form (what a worker process sends): its canonical text, and its failure
+        at the line that text gives it (found without parsing the text: a killed worker's
+        best is printed as sent, with no work left to do)."""
+        return _payload(format_scenario(self.scenario), placed(self.scenario, self.failure), self.runs, "",
+                        self.before, scenario_size(self.scenario))
 
 
-def shrink_payload(scenario: Scenario, text: str, failure: Failure, runs: int, stopped: str = "") -> dict:
-    """A shrink's scenario (``text``, written from ``scenario``) and its failure as JSON: the
-    failure's expect line is named by its index among its step's expects, so that
-    :func:`result_from_payload` can find it in the text whatever its line number."""
-    expects = scenario.steps[failure.step - 1].expects if 0 < failure.step <= len(scenario.steps) else ()
-    index = next((j for j, x in enumerate(expects) if (x.line, x.text) == (failure.line, failure.text)), None)
+def _payload(text: str, failure: Failure, runs: int, stopped: str, before: ScenarioSize,
+             after: ScenarioSize) -> dict:
     identity = failure.identity
-    return {"text": text, "runs": runs, "stopped": stopped, "expect_index": index,
+    return {"text": text, "runs": runs, "stopped": stopped, "before": before.to_dict(), "after": after.to_dict(),
             "failure": {"source": identity.source, "detail": identity.detail, "cause": identity.cause,
                         "step": failure.step, "line": failure.line, "text": failure.text,
                         "message": failure.message}}
 
 
-def result_from_payload(original: Scenario, mode: str, payload: dict, stopped: str | None = None) -> ShrinkResult:
-    """The :class:`ShrinkResult` a payload describes: its text parsed, its failure placed at
-    the line the text gives its step (or expect line); ``stopped`` replaces the payload's."""
-    minimal = parse_scenario(payload["text"])
+def placed(scenario: Scenario, failure: Failure) -> Failure:
+    """``failure`` of ``scenario`` at the line and text the canonical text of ``scenario``
+    (:func:`format_scenario`) gives its step's op, or its expect line: what parsing that text
+    would say, found by formatting the steps before it and the step alone."""
+    step = scenario.steps[failure.step - 1]
+    index = next((j for j, x in enumerate(step.expects) if (x.line, x.text) == (failure.line, failure.text)), None)
+    before = format_scenario(replace(scenario, steps=scenario.steps[:failure.step - 1])).count("\n")
+    alone = format_scenario(Scenario(config=scenario.config, steps=(step,), vocab=scenario.vocab)).split("\n")
+    own = alone[alone.index("") + 1:-1]  # the step's lines: narration, op, expect lines
+    narration = len(own) - 1 - len(step.expects)
+    op_line = before + (1 if narration and failure.step > 1 else 0) + narration + 1
+    if index is None:
+        return replace(failure, line=op_line, text=own[narration])
+    return replace(failure, line=op_line + 1 + index, text=own[narration + 1 + index])
+
+
+def result_from_payload(mode: str, payload: dict, stopped: str | None = None) -> ShrinkResult:
+    """The :class:`ShrinkResult` a worker's payload describes (its text, without the parsed
+    scenarios); ``stopped`` replaces the payload's."""
     found = payload["failure"]
-    step = minimal.steps[found["step"] - 1]
-    where = step.op if payload["expect_index"] is None else step.expects[payload["expect_index"]]
     failure = Failure(FailureIdentity(found["source"], found["detail"], found["cause"]), found["step"],
-                      where.line, where.text, found["message"])
-    return ShrinkResult(original, minimal, payload["text"], failure, mode, scenario_size(original),
-                        scenario_size(minimal), payload["runs"], payload["stopped"] if stopped is None else stopped)
+                      found["line"], found["text"], found["message"])
+    return ShrinkResult(None, None, payload["text"], failure, mode, ScenarioSize(**payload["before"]),
+                        ScenarioSize(**payload["after"]), payload["runs"],
+                        payload["stopped"] if stopped is None else stopped)
 
 
 class _OutOfBudget(Exception):
@@ -530,9 +551,10 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
                          f"nothing to shrink")
     original = verdict.failure
     worker = _Shrinker(scenario, mode, original.identity, budget, backend_factory, sources, on_progress)
+    original_size = scenario_size(scenario)
     if on_better is not None:
         def better(config, steps, failure):
-            on_better(Best(_minimal(scenario, mode, config, steps, worker.target), failure, worker.runs))
+            on_better(Best(_minimal(scenario, mode, config, steps, worker.target), failure, worker.runs, original_size))
         worker.on_better = better
         better(scenario.config, tuple(scenario.steps), original)
     worker.strict_names = well_formed(scenario.steps)

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from kvviz.backends.registry import BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError
-from kvviz.commands import BadInput, load_file_or_demo, refused_scenario
+from kvviz.commands import BadInput, file_or_demo_path, load_file_or_demo, refused_scenario
 from kvviz.compare.bounded import run_until
 
 MAX_SECONDS = 24 * 3600
@@ -131,28 +131,26 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     """
     from kvviz.compare.shrink import ShrinkBudget, report_lines
 
-    started = time.monotonic()  # the budget covers reading the scenario too
+    started = time.monotonic()  # the budget covers reading the scenario too: the worker reads it
     mode = chosen_mode(backend, diff_mode)
     check_seconds(max_seconds)
-    scenario = load_file_or_demo(file)
-    inputs = [scenario.path or file]
+    source = file_or_demo_path(file)
+    inputs = [source]
     _check_outputs(output, bundle_path, inputs)
-    # The worker is killed in time for this process to report: parsing the scenario found
-    # takes at most what reading this one took.
-    end = started + max_seconds - min(time.monotonic() - started, max_seconds / 4)
+    end = started + max_seconds - min(max_seconds / 10, 0.5)  # the rest: print, write -o, place the bundle
     budget = ShrinkBudget(max_runs=max_runs, seconds=max_seconds, clock=time.monotonic,
                           runs_after=1 + (bundle_path is not None), started=started,
                           margin=max_seconds - 0.9 * (end - started))
     progress = Progress("shrinking")
     scratch = tempfile.mkdtemp(prefix="kvviz-shrink-") if bundle_path is not None else None
     try:
-        found = _Found(len(scenario.steps), progress)
-        work = _shrink_work(scenario, mode, budget, (keep,) if keep else None, bundle_path, scratch, inputs)
+        found = _Found(progress)
+        work = _shrink_work(file, mode, budget, (keep,) if keep else None, bundle_path, scratch, inputs)
         outcome = run_until(work, end, found)
         progress.done()
         if outcome.interrupted or found.interrupted:
             raise KeyboardInterrupt
-        result = _shrink_result(scenario, file, mode, max_seconds, found)
+        result = _shrink_result(source, mode, max_seconds, found)
         click.echo(result.text, nl=False)
         click.echo("")
         for line in report_lines(result):
@@ -170,18 +168,20 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
 
 
 class _Found:
-    """What the shrink's worker sent: progress (drawn), the best scenario so far, the result,
-    the bundle's line, or why there is none."""
+    """What the shrink's worker sent: that it read the scenario, progress (drawn), the best
+    scenario so far, the result, the bundle's line, or why there is none."""
 
-    def __init__(self, start_ops: int, progress: Progress):
-        self.start_ops, self.progress = start_ops, progress
-        self.runs = 0
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.start_ops = self.runs = 0
+        self.loaded = self.interrupted = False
         self.best = self.result = self.bundle = self.refused = None
-        self.interrupted = False
 
     def __call__(self, message: dict) -> None:
         kind = message["kind"]
-        if kind == "progress":
+        if kind == "loaded":
+            self.loaded, self.start_ops = True, message["ops"]
+        elif kind == "progress":
             self.runs = message["runs"]
             self.progress(_bar(message["runs"], message["ops"], self.start_ops))
         elif kind == "best":
@@ -192,20 +192,23 @@ class _Found:
             self.bundle = message["line"]
         elif kind == "interrupted":
             self.interrupted = True
-        else:  # not-failing, too-big, refused, bundle-refused: the one line to say
+        else:  # not-failing, bad-input, bundle-refused: the one line to say
             self.refused = message
 
 
-def _shrink_work(scenario, mode: str, budget, sources, bundle_path: str | None, scratch: str | None, inputs):
-    """The shrink as the worker process runs it, telling ``send`` what it finds (see
-    :class:`_Found`); the bundle is written in ``scratch``, for the parent to put in place."""
-    from kvviz.backends import BackendUnavailable
+def _shrink_work(file: str, mode: str, budget, sources, bundle_path: str | None, scratch: str | None, inputs):
+    """The shrink as the worker process runs it, reading the scenario first (a 5 MB file takes
+    seconds), telling ``send`` what it finds (see :class:`_Found`); the bundle is written in
+    ``scratch``, for the parent to put in place."""
     from kvviz.compare.engine import DiffError
-    from kvviz.compare.shrink import NotFailing, TooBigToShrink, shrink_payload
+    from kvviz.compare.shrink import NotFailing, TooBigToShrink
     from kvviz.compare.shrink import shrink as shrink_scenario
 
     def work(send) -> None:
+        scenario = None
         try:
+            scenario = load_file_or_demo(file)
+            send({"kind": "loaded", "ops": len(scenario.steps)})
             result = shrink_scenario(scenario, mode, budget=budget, sources=sources,
                                      on_progress=lambda runs, ops: send({"kind": "progress", "runs": runs, "ops": ops}),
                                      on_better=lambda best: send({"kind": "best", **best.payload()}))
@@ -215,14 +218,13 @@ def _shrink_work(scenario, mode: str, budget, sources, bundle_path: str | None, 
         except NotFailing as exc:
             send({"kind": "not-failing", "message": str(exc)})
             return
-        except TooBigToShrink as exc:
-            send({"kind": "too-big", "message": str(exc)})
+        except (BadInput, TooBigToShrink) as exc:
+            send({"kind": "bad-input", "message": str(exc), "more": list(getattr(exc, "more", ()))})
             return
         except (DiffError, BackendError) as exc:
-            send({"kind": "refused", "message": str(exc), "unavailable": isinstance(exc, BackendUnavailable)})
+            send({"kind": "bad-input", "message": str(refused_scenario(scenario, exc)), "more": []})
             return
-        send({"kind": "result", **shrink_payload(result.minimal, result.text, result.failure, result.runs,
-                                                 result.stopped)})
+        send({"kind": "result", **result.payload()})
         if bundle_path is None:
             return
         scratch_path = str(Path(scratch) / Path(bundle_path).name)
@@ -241,29 +243,26 @@ STOPPED_MID_RUN = ("stopped early: the time budget ran out in the middle of a ru
 """What a shrink killed at its deadline says after the best scenario its worker had sent."""
 
 
-def _shrink_result(scenario, file: str, mode: str, max_seconds: float, found: _Found):
+def _shrink_result(source: str, mode: str, max_seconds: float, found: _Found):
     """The result to print from what the worker sent; bad input (or exit 0) when it sent why
-    there is none, or nothing at all (its first run did not end in time)."""
-    from kvviz.backends import BackendUnavailable
-    from kvviz.compare.engine import DiffError
+    there is none, or nothing to print (reading the scenario, or its first run, did not end in
+    time)."""
     from kvviz.compare.shrink import result_from_payload
 
     refused = found.refused
-    if found.result is None and refused is not None:
-        if refused["kind"] == "not-failing":
-            click.echo(f"kvviz: {refused['message']}", err=True)
-            sys.exit(0)
-        if refused["kind"] == "refused":
-            error = (BackendUnavailable if refused["unavailable"] else DiffError)(refused["message"])
-            raise refused_scenario(scenario, error)
-        raise BadInput(refused["message"])
     if found.result is not None:
-        return result_from_payload(scenario, mode, found.result)
-    if found.best is None:
-        raise BadInput(f"{scenario.path or file}: too big to shrink in {max_seconds:g} s: its first run did not "
-                       f"end in that time (give --max-seconds more)")
-    return result_from_payload(scenario, mode, {**found.best, "runs": max(found.runs, found.best["runs"])},
-                               stopped=STOPPED_MID_RUN)
+        return result_from_payload(mode, found.result)
+    if refused is not None and refused["kind"] == "not-failing":
+        click.echo(f"kvviz: {refused['message']}", err=True)
+        sys.exit(0)
+    if refused is not None:
+        raise BadInput(refused["message"], tuple(refused.get("more", ())))
+    if found.best is not None:
+        return result_from_payload(mode, {**found.best, "runs": max(found.runs, found.best["runs"])},
+                                   stopped=STOPPED_MID_RUN)
+    what = "its first run" if found.loaded else "reading it"
+    raise BadInput(f"{source}: too big to shrink in {max_seconds:g} s: {what} did not end in that time "
+                   f"(give --max-seconds more)")
 
 
 def _place_bundle(found: _Found, scratch: str, bundle_path: str, inputs) -> str:

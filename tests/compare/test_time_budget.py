@@ -147,6 +147,17 @@ def test_one_op_that_alone_outlasts_the_budget_is_stopped_at_the_deadline(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_scenario_whose_reading_alone_outlasts_the_budget_is_stopped_at_the_deadline(tmp_path):
+    big = tmp_path / "big.kvs"  # 4.8 MB of short lines: 6-13 s to parse on a loaded core
+    big.write_text("cache trie pages=4 tokens_per_page=2\nacquire a 1\n" + "publish a\nexpect ok\n" * 240_000)
+    bound = start_up() + 0.5 + MARGIN
+    done, seconds = timed(["shrink", str(big), "--max-seconds", "0.5"])
+    assert seconds < bound, (seconds, bound)
+    assert done.returncode == 2 and done.stderr == (f"kvviz: error: {big}: too big to shrink in 0.5 s: reading it did "
+                                                    f"not end in that time (give --max-seconds more)\n")
+
+
+@pytest.mark.slow
 def test_a_diff_run_that_outlasts_the_budget_is_stopped_at_the_deadline(tmp_path):
     from .helpers import require_shortfin
 
