@@ -18,7 +18,6 @@ import click
 
 from kvviz.backends.registry import DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError
 from kvviz.commands import BadInput
-from kvviz.compare.bounded import run_until
 from kvviz.compare.shrink_command import Progress, chosen_mode, check_seconds, mode_options, write_failure_bundle
 from kvviz.core.designs import KVCORE_DESIGNS, TRIE
 
@@ -59,6 +58,7 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
     the shrunk size.
     Exit 0 when nothing failed, 1 when something did, 2 for bad input.
     """
+    from kvviz.compare.bounded import run_until
     from kvviz.compare.failure import diffed_backend
 
     started = time.monotonic()

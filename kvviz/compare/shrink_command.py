@@ -18,7 +18,6 @@ import click
 
 from kvviz.backends.registry import BACKENDS, DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError
 from kvviz.commands import BadInput, file_or_demo_path, load_file_or_demo, refused_scenario
-from kvviz.compare.bounded import run_until
 
 MAX_SECONDS = 24 * 3600
 """The longest ``--max-seconds`` accepted (a day): a bound, not a promise."""
@@ -129,6 +128,7 @@ def shrink(file: str, backend: str | None, diff_mode: bool, output: str | None, 
     Prints the minimal scenario, what fails in it and where, and the sizes before and after.
     Exit 1 when it fails, 0 when it does not (nothing to shrink), 2 for bad input.
     """
+    from kvviz.compare.bounded import run_until
     from kvviz.compare.shrink import ShrinkBudget, report_lines
 
     started = time.monotonic()  # the budget covers reading the scenario too: the worker reads it
