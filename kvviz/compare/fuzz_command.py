@@ -82,7 +82,7 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
     scratch = tempfile.mkdtemp(prefix="kvviz-fuzz-") if out_dir is not None else None
     try:
         session = _Session(mode, seed, ops, runs, progress)
-        work = _fuzz_work(session, mode, seed, runs, ops, not no_shrink, policy, kind, soft, scratch)
+        work = _fuzz_work(mode, seed, runs, ops, not no_shrink, policy, kind, soft, scratch)
         outcome = run_until(work, end, session)
         progress.done()
         report = session.report(outcome)
@@ -150,8 +150,8 @@ class _Session:
         return report
 
 
-def _fuzz_work(session: _Session, mode: str, seed: int, runs: int, ops: int, shrink_new: bool, policy: str,
-               kind: str, soft: float, scratch: str | None):
+def _fuzz_work(mode: str, seed: int, runs: int, ops: int, shrink_new: bool, policy: str, kind: str, soft: float,
+               scratch: str | None):
     """The fuzz session as the worker process runs it, telling ``send`` what it finds (see
     :class:`_Session`); bundles are written in ``scratch`` for the parent to put in place."""
     from kvviz.compare.engine import DiffError
@@ -223,10 +223,10 @@ def known_kind(name: str, mode: str) -> str:
     return issue.kind if issue is not None else "new"
 
 
-def report_table(report, written: dict[str, list[str]], known: dict[str, str] | None = None) -> list[str]:
+def report_table(report, written: dict[str, list[str]], known: dict[str, str]) -> list[str]:
     """The lines ``kvviz fuzz`` prints: a heading, one row per class (in order found), totals.
-    ``known`` gives each class's :func:`known_kind` (looked up here when not given)."""
-    known = known or {}
+    ``known`` is each class's :func:`known_kind`, as the worker found it (an engine's backend
+    module is not imported here: vLLM takes seconds to import)."""
     from kvviz.compare.failure import mode_label
 
     failed = report.runs - report.passed
@@ -239,7 +239,7 @@ def report_table(report, written: dict[str, list[str]], known: dict[str, str] | 
         for name, found in report.classes.items():
             shrunk = f"{found.shrunk.after.ops} ops" if found.shrunk is not None else "-"
             identity = found.shrunk.identity if found.shrunk is not None else found.failure.identity
-            lines.append(f"  {name.ljust(width)}  {known.get(name) or known_kind(name, report.mode):<6}  {found.count:>5}  {found.first_run:>9}  "
+            lines.append(f"  {name.ljust(width)}  {known.get(name, 'new'):<6}  {found.count:>5}  {found.first_run:>9}  "
                          f"{shrunk:>6}  {identity.describe()}")
         for name, paths in written.items():
             lines += [f"  wrote {path}" for path in paths]
