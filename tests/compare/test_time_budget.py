@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """``shrink``'s time budget covers everything: the first run (stopped mid-way, and the scenario
 called too big), every candidate run, and the runs after the search (the check of the result,
-a bundle). Tested with a clock that counts the ops the cache applied: no wall time, no
-flakiness; one generous subprocess check for the CLI."""
+a bundle). The search's own clock is tested with a clock that counts the ops the cache applied:
+no wall time, no flakiness. The command's hard deadline (a worker process killed at it) is
+tested in subprocesses whose work takes 10x the budget or more, or never ends, against a bound
+measured from the command's own start-up with a generous margin."""
 
 from __future__ import annotations
 
