@@ -15,8 +15,8 @@ from kvviz.core.failure import Failure, FailureIdentity, frame_failures, known_c
 from kvviz.core.scenario import Scenario
 from kvviz.core.session import ScopedScript, Session
 
-__all__ = ["DIFF", "MODES", "diff_mode", "diffed_backend", "NOTABLE_SUBSTEPS", "RunStopped", "RunVerdict", "divergence_failure",
-           "failure_substep", "first_failure", "mode_label"]
+__all__ = ["DIFF", "MODES", "NOTABLE_SUBSTEPS", "RunStopped", "RunVerdict", "diff_mode", "diffed_backend",
+           "divergence_failure", "failure_substep", "first_failure", "mode_label"]
 
 DIFF = "diff"
 """The mode that runs kvcore's trie against shortfin's (``kvviz diff``); ``diff:vllm`` and
