@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from kvviz.backends.registry import DIFF_BACKEND, ENGINE_KINDS, REFERENCE_BACKEND, BackendError
+from kvviz.backends.registry import ENGINE_KINDS, REFERENCE_BACKEND, BackendError
 from kvviz.commands import BadInput
 from kvviz.compare.shrink_command import Progress, chosen_mode, check_seconds, mode_options, write_failure_bundle
 from kvviz.core.designs import KVCORE_DESIGNS, TRIE
@@ -37,8 +37,8 @@ MAX_OPS = 10_000
               help="Write each new class's minimal scenario and bundle here (DIR/<class>.kvs, .json); "
                    "existing files are never overwritten.")
 @click.option("--kind", type=click.Choice(KVCORE_DESIGNS), default=None,
-              help="The cache design (default trie; with --diff, the design kvviz diff runs: trie for "
-                   "shortfin and sglang, hash for vllm).")
+              help="The cache design (default: the one the backend runs, hash for vllm, else trie; with --diff "
+                   "it must be that one, as kvviz diff runs it).")
 @click.option("--policy", type=click.Choice(("lru", "fifo", "lfu", "mru", "filo", "slru", "priority")),
               default="lru", show_default=True, help="The trie's eviction policy (shortfin: lru only).")
 @click.option("--no-shrink", is_flag=True, help="Count the classes only; do not shrink them.")
@@ -65,7 +65,7 @@ def fuzz(backend: str | None, diff_mode: bool, seed: int, ops: int, runs: int, o
     mode = chosen_mode(backend, diff_mode)
     check_seconds(max_seconds)
     against = diffed_backend(mode)
-    wanted = ENGINE_KINDS[against] if against is not None and against != DIFF_BACKEND else TRIE
+    wanted = ENGINE_KINDS.get(against or mode, TRIE)  # the design the real cache runs: vLLM's is hash
     if against is not None and kind is not None and kind != wanted:
         raise BadInput(f"--kind {kind}: a diff against {against} runs kvcore's {wanted} design (give --kind {wanted} "
                        f"or leave it out)")
