@@ -70,6 +70,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
         (["fuzz", "--diff", "--backend", "kvcore"], "--diff --backend kvcore: a diff compares kvcore with another"),
         (["fuzz", "--out", str(scenario)], "is a file"),
         (["fuzz", "--kind", "hash", "--policy", "lfu"], "the hash cache takes lru only"),
+        (["fuzz", "--diff", "--backend", "vllm", "--kind", "trie"], "a diff against vllm runs kvcore's hash design"),
         (["fuzz", "--backend", "shortfin", "--policy", "lfu", "--runs", "2"], "evicts by LRU only"),
     ):
         code, stdout, stderr = kvviz(*args)
