@@ -114,11 +114,17 @@ def run_until(work: Callable[[Send], None], deadline: float, on_message: Send, *
                 interrupted = True
                 _signal_group(process.pid, signal.SIGINT)
     finally:
-        _signal_group(process.pid, signal.SIGKILL)
+        if finished:  # its end of the pipe closed: it is exiting (or died); its exit code says which
+            process.join(max(0.0, deadline - clock()))
+        ended = process.exitcode
+        _signal_group(process.pid, signal.SIGKILL)  # whatever is left of its group
         process.join()
         reader.close()
     if crash is not None:
         raise WorkerCrashed(crash)
+    if finished and ended not in (0, None):
+        raise WorkerCrashed(f"the worker process ended with exit code {ended} before its work did (a negative "
+                            f"code is a signal: -9 is SIGKILL, as the kernel's out-of-memory killer sends)")
     return Outcome(finished, interrupted)
 
 

@@ -56,3 +56,16 @@ def test_without_fork_the_work_runs_in_this_process(monkeypatch):
     got = []
     outcome = run_until(lambda send: send({"pid": os.getpid()}), time.monotonic() + 60, got.append)
     assert outcome.finished and got == [{"pid": os.getpid()}]
+
+
+def test_a_worker_killed_by_someone_else_is_a_crash_not_a_finished_run():
+    import signal
+
+    def killed(send):
+        send({"before": True})
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
+
+    got = []
+    with pytest.raises(WorkerCrashed, match="ended with exit code -9 before its work did"):
+        run_until(killed, time.monotonic() + 60, got.append)
+    assert got == [{"before": True}]
