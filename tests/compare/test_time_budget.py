@@ -207,3 +207,52 @@ def test_fuzz_stops_at_the_deadline_inside_a_run_that_never_ends(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == ["no failure: no run ended in the time budget",
                                              "stopped early: the time budget ran out after 0 of 5 runs"]
+
+
+# kvcore with BUGS.md B6 planted (random runs fail), and a shrink whose runs never end after its
+# first two: the first class found is being shrunk when the deadline comes.
+LEAK_AND_HANG_IN_SHRINK = """
+import sys
+from kvcore import TriePagedAttentionCache
+from kvviz.cli import cli
+from kvviz.compare import shrink
+
+release = TriePagedAttentionCache._release
+
+def leaky(self, allocation):
+    if self.allocations.get(allocation.id) is allocation:
+        del allocation._pages[len(allocation._nodes):]
+    release(self, allocation)
+
+original, calls = shrink.first_failure, []
+
+def hanging(*args, **kwargs):
+    calls.append(1)
+    while len(calls) > 2:  # a candidate run that never ends
+        pass
+    return original(*args, **kwargs)
+
+TriePagedAttentionCache._release = leaky
+shrink.first_failure = hanging
+cli(args=sys.argv[1:], prog_name="kvviz")
+"""
+
+
+@pytest.mark.slow
+def test_fuzz_keeps_a_class_whose_shrink_the_deadline_cut_as_found(tmp_path, monkeypatch):
+    from .helpers import plant_tail_leak
+
+    out = tmp_path / "found"
+    bound = start_up() + 2 + MARGIN
+    done, seconds = timed(["fuzz", "--runs", "50", "--max-seconds", "2", "--out", str(out)],
+                          code=LEAK_AND_HANG_IN_SHRINK)
+    assert seconds < bound, (seconds, bound)
+    assert done.returncode == 1, done.stderr
+    kept = sorted(out.iterdir())
+    assert [p.suffix for p in kept] == [".kvs"]  # its bundle was never made: nothing half-written
+    assert f"wrote {kept[0]} (as found, not shrunk: the time budget ran out)" in done.stdout
+    assert f"{out / kept[0].stem}.json not written: the time budget ran out before the bundle was made" in done.stdout
+    assert "stopped early: the time budget ran out after" in done.stdout
+    plant_tail_leak(monkeypatch)
+    verdict = failure.first_failure(parse_scenario(kept[0].read_text()), "kvcore")
+    assert verdict.failure is not None and verdict.failure.identity.failure_class == kept[0].stem
