@@ -211,7 +211,24 @@ def other_input(path: Path) -> str | None:
 
 def load_file_or_demo(name: str) -> Scenario:
     """A scenario file, or a demo's name when no such file exists (a file path wins)."""
-    return load_scenario(name, demo=not os.path.lexists(name) and not name.endswith(".kvs"))
+    return load_scenario(name, demo=_names_a_demo(name))
+
+
+def file_or_demo_path(name: str) -> str:
+    """The path :func:`load_file_or_demo` reads for ``name``, found without reading it (bad
+    input for a name that is neither a file nor a demo)."""
+    from kvviz.core.demos import demo_path
+
+    if not _names_a_demo(name):
+        return name
+    try:
+        return str(demo_path(name))
+    except KeyError as exc:
+        raise BadInput(exc.args[0]) from None
+
+
+def _names_a_demo(name: str) -> bool:
+    return not os.path.lexists(name) and not name.endswith(".kvs")
 
 
 def _kind_flag(ctx: click.Context, param: click.Parameter, given: bool) -> None:

@@ -24,13 +24,15 @@ def release(name):                                              @release
     tree.dec_lock_ref(node); pool.free(unpublished pages)       @dec_lock_ref
 """)
 
+# "record" is not SGLang's but kvviz's adapter after its last call (the last sub-step of
+# substeps.build): the pages it takes from its pool or frees, the handle it keeps.
 CALLS = {
     "acquire": (("match_prefix", "match_prefix"), ("inc_lock_ref", "inc_lock_ref"), ("evict", "evict"),
-                ("dec_lock_ref", "acquire")),
+                ("dec_lock_ref", "acquire"), ("record", "take")),
     "publish": (("insert", "insert"), ("inc_lock_ref", "publish-inc_lock_ref"),
-                ("dec_lock_ref", "publish-inc_lock_ref")),
-    "extend": (("evict", "extend-evict"),),
-    "release": (("dec_lock_ref", "dec_lock_ref"),),
+                ("dec_lock_ref", "publish-inc_lock_ref"), ("record", "publish-inc_lock_ref")),
+    "extend": (("evict", "extend-evict"), ("record", "extend-evict")),
+    "release": (("dec_lock_ref", "dec_lock_ref"), ("record", "dec_lock_ref")),
 }
 """Each op's calls, in order, with the anchor of the line that makes each."""
 

@@ -23,11 +23,14 @@ def release(name):                                              @release
     manager.free(request)  # reversed: the chain's tail is reused first  @free
 """)
 
+# "record" is not vLLM's but kvviz's adapter after its last call (the last sub-step of
+# substeps.build): the request it keeps, its tokens appended.
 CALLS = {
-    "acquire": (("get_computed_blocks", "get_computed_blocks"), ("allocate_slots", "allocate_slots")),
-    "publish": (("cache_blocks", "cache_blocks"),),
-    "extend": (("allocate_slots", "extend-allocate_slots"),),
-    "release": (("free", "free"),),
+    "acquire": (("get_computed_blocks", "get_computed_blocks"), ("allocate_slots", "allocate_slots"),
+                ("record", "allocate_slots")),
+    "publish": (("cache_blocks", "cache_blocks"), ("record", "cache_blocks")),
+    "extend": (("allocate_slots", "extend-allocate_slots"), ("record", "append")),
+    "release": (("free", "free"), ("record", "free")),
 }
 """Each op's calls, in order, with the anchor of the line that makes each."""
 

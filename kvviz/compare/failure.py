@@ -15,16 +15,32 @@ from kvviz.core.failure import Failure, FailureIdentity, frame_failures, known_c
 from kvviz.core.scenario import Scenario
 from kvviz.core.session import ScopedScript, Session
 
-__all__ = ["DIFF", "MODES", "NOTABLE_SUBSTEPS", "RunStopped", "RunVerdict", "divergence_failure",
-           "failure_substep", "first_failure", "mode_label"]
+__all__ = ["DIFF", "MODES", "NOTABLE_SUBSTEPS", "RunStopped", "RunVerdict", "diff_mode", "diffed_backend",
+           "divergence_failure", "failure_substep", "first_failure", "mode_label"]
 
 DIFF = "diff"
-"""The mode that runs kvcore's trie against shortfin's (``kvviz diff``); any other mode is a
-backend's name (``kvcore``, ``shortfin``): one run, checked as ``kvviz check`` checks."""
+"""The mode that runs kvcore's trie against shortfin's (``kvviz diff``); ``diff:vllm`` and
+``diff:sglang`` (:func:`diff_mode`) run kvcore against another backend as ``kvviz diff
+--backend`` does. Any other mode is a backend's name (``kvcore``, ``shortfin``): one run,
+checked as ``kvviz check`` checks."""
 
 
-MODES = (*BACKENDS, DIFF)
-"""What a scenario can be run on to fail: each backend alone, or ``diff``."""
+def diff_mode(backend: str = DIFF_BACKEND) -> str:
+    """The mode that diffs kvcore against ``backend``: :data:`DIFF` for shortfin, else
+    ``diff:BACKEND``."""
+    return DIFF if backend == DIFF_BACKEND else f"{DIFF}:{backend}"
+
+
+def diffed_backend(mode: str) -> str | None:
+    """The backend a diff mode runs against kvcore (None for a mode on one backend)."""
+    if mode == DIFF:
+        return DIFF_BACKEND
+    head, sep, backend = mode.partition(":")
+    return backend if head == DIFF and sep else None
+
+
+MODES = (*BACKENDS, DIFF, *(diff_mode(b) for b in BACKENDS if b not in (REFERENCE_BACKEND, DIFF_BACKEND)))
+"""What a scenario can be run on to fail: each backend alone, or diffed against kvcore."""
 
 
 def divergence_failure(run) -> Failure | None:
@@ -68,13 +84,14 @@ def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | 
     failure is first. ``sources`` keeps only failures of those sources (``("violation",)``:
     the first invariant violation, whatever expect lines fail before it); a crash always counts. Raises :class:`~kvviz.backends.BackendError` (and its
     ``BackendUnavailable``) when the backend cannot run the scenario, and
-    :class:`~kvviz.compare.engine.DiffError` for a diff of a cache that is not a trie.
+    :class:`~kvviz.compare.engine.DiffError` for a diff that cannot run the scenario's cache.
     ``backend_factory`` replaces the mode's (a test's planted kvcore). ``out_of_time`` (the
     caller's clock) is asked before each op of a run on one backend, and :class:`RunStopped`
     raised when it says so: a long scenario cannot outlast a time budget by a whole run.
     """
-    if mode == DIFF:
-        run = run_diff(scenario)
+    against = diffed_backend(mode)
+    if against is not None:
+        run = run_diff(scenario, against)
         return RunVerdict(divergence_failure(run), len(scenario.steps))
     factory = backend_factory if backend_factory is not None else make_backend_factory(mode)
     plan = ScopedScript(scenario, scenario.config.kind)
@@ -101,8 +118,9 @@ def first_failure(scenario: Scenario, mode: str, *, backend_factory: Callable | 
 
 
 def mode_label(mode: str) -> str:
-    """How reports name a mode: ``on kvcore``, ``on shortfin``, ``kvcore vs shortfin``."""
-    return f"{REFERENCE_BACKEND} vs {DIFF_BACKEND} (diff)" if mode == DIFF else f"on {mode}"
+    """How reports name a mode: ``on kvcore``, ``on shortfin``, ``kvcore vs shortfin (diff)``."""
+    against = diffed_backend(mode)
+    return f"{REFERENCE_BACKEND} vs {against} (diff)" if against is not None else f"on {mode}"
 
 
 NOTABLE_SUBSTEPS = ("fail", "refused", "pop", "evict", "dedup", "free", "take")

@@ -23,13 +23,13 @@ import kvcore
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from kvviz.compare.failure import first_failure
+from kvviz.compare.failure import diffed_backend, first_failure
 from kvviz.core.designs import TRIE
 from kvviz.core.failure import Failure
 from kvviz.core.scenario import CacheConfig, Expect, Op, Scenario, Step, format_op
 from kvviz.compare.shrink import ShrinkBudget, ShrinkResult, shrink
 
-__all__ = ["FuzzClass", "FuzzReport", "fuzz", "random_scenario"]
+__all__ = ["TOKENS_REQUIRED", "FuzzClass", "FuzzReport", "fuzz", "random_scenario", "stopped_after"]
 
 # The differential test's vocabulary: four names (so allocations overlap), a tiny alphabet and
 # two stems every request starts with a prefix of (so full pages collide), acquires drawn twice
@@ -40,9 +40,16 @@ STEMS = ((1, 2, 3, 5) * 3, (1, 2, 1, 2) * 3)
 KINDS = ("acquire", "acquire", "publish", "extend", "release")
 
 
+TOKENS_REQUIRED = ("vllm",)
+"""Backends whose acquire needs a token (a vLLM request has at least one prompt token; its
+backend refuses an empty acquire as an op it cannot express): run alone or diffed, their
+scenarios acquire at least one token (token 1 where the draw gave none)."""
+
+
 def random_scenario(rng: random.Random, ops: int, *, kind: str = TRIE, policy: str = "lru",
-                    title: str = "random ops") -> Scenario:
-    """``ops`` random ops on a small cache (see the module docstring), drawn from ``rng``.
+                    title: str = "random ops", tokens_required: bool = False) -> Scenario:
+    """``ops`` random ops on a small cache (see the module docstring), drawn from ``rng``;
+    with ``tokens_required``, no acquire is empty (the draws are the same).
 
     The script is written while driving a kvcore cache of the same config, so it is valid for
     the state each op meets: an op that does not fit there is followed by ``expect fail alloc``
@@ -69,7 +76,8 @@ def random_scenario(rng: random.Random, ops: int, *, kind: str = TRIE, policy: s
             else:
                 what = "acquire"
                 name = rng.choice(free)
-                op = Op("acquire", name, word(), rng.choice((0, 0, 1, tpp)))
+                tokens = word()
+                op = Op("acquire", name, tokens or ((1,) if tokens_required else ()), rng.choice((0, 0, 1, tpp)))
                 try:
                     live[name] = cache.acquire_pages_for_tokens(op.tokens, op.extra, name=name)
                 except kvcore.CacheAllocationFailure:
@@ -134,16 +142,19 @@ class FuzzReport:
 def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new: bool = True,
          shrink_budget: ShrinkBudget = ShrinkBudget(max_runs=3_000), backend_factory: Callable | None = None,
          out_of_time: Callable[[], bool] | None = None, on_class: Callable[[FuzzClass], None] | None = None,
-         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = TRIE) -> FuzzReport:
+         on_run: Callable[[int], None] | None = None, policy: str = "lru", kind: str = TRIE,
+         on_found: Callable[[FuzzClass], None] | None = None, report: FuzzReport | None = None) -> FuzzReport:
     """Run ``runs`` random scenarios of ``ops`` ops on a ``kind`` cache evicting by ``policy``
-    in ``mode`` (a backend's name or ``diff``);
-    shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it.
+    in ``mode`` (a backend's name or a diff mode);
+    shrink the first of each new failure class (``shrink_new``) and tell ``on_class`` about it
+    (``on_found`` hears of it before its shrink; ``on_run(run)`` after each run is counted,
+    ``report``, when given, being the report it fills).
     ``out_of_time`` (the caller's clock) ends the session early, and so does Ctrl-C
     (``interrupted``; a class whose shrink it cut keeps its first scenario); the report says so."""
-    report = FuzzReport(mode, seed, ops)
+    report = report if report is not None else FuzzReport(mode, seed, ops)
     try:
         _fuzz_runs(report, mode, seed, runs, ops, shrink_new, shrink_budget, backend_factory, out_of_time,
-                   on_class, on_run, policy, kind)
+                   on_class, on_run, policy, kind, on_found)
     except KeyboardInterrupt:
         report.interrupted = True
         report.stopped = f"interrupted (Ctrl-C) after {report.runs:,} of {runs:,} runs: what was found until then"
@@ -151,29 +162,37 @@ def fuzz(mode: str, *, seed: int = 0, runs: int = 200, ops: int = 40, shrink_new
 
 
 def _fuzz_runs(report: FuzzReport, mode, seed, runs, ops, shrink_new, shrink_budget, backend_factory, out_of_time,
-               on_class, on_run, policy, kind) -> None:
+               on_class, on_run, policy, kind, on_found) -> None:
     """:func:`fuzz`'s runs, adding to ``report`` as they go: an interrupt leaves what was found."""
     for run in range(runs):
         if out_of_time is not None and out_of_time():
-            report.stopped = f"stopped early: the time budget ran out after {run:,} of {runs:,} runs"
+            report.stopped = stopped_after(run, runs)
             break
         scenario = random_scenario(run_rng(seed, run), ops, kind=kind, policy=policy,
-                                   title=f"kvviz fuzz --seed {seed}, run {run}")
+                                   title=f"kvviz fuzz --seed {seed}, run {run}",
+                                   tokens_required=(diffed_backend(mode) or mode) in TOKENS_REQUIRED)
         verdict = first_failure(scenario, mode, backend_factory=backend_factory)
         report.runs += 1
-        if on_run is not None:
-            on_run(run)
         if verdict.failure is None:
             report.passed += 1
-            continue
-        name = verdict.failure.identity.failure_class
-        found = report.classes.get(name)
-        if found is not None:
-            found.count += 1
-            continue
-        found = report.classes[name] = FuzzClass(name, 1, run, verdict.failure, scenario=scenario)
-        if shrink_new:
-            budget = replace(shrink_budget, out_of_time=out_of_time)
-            found.shrunk = shrink(scenario, mode, budget=budget, backend_factory=backend_factory)
-        if on_class is not None:
-            on_class(found)
+        else:
+            name = verdict.failure.identity.failure_class
+            found = report.classes.get(name)
+            if found is not None:
+                found.count += 1
+            else:
+                found = report.classes[name] = FuzzClass(name, 1, run, verdict.failure, scenario=scenario)
+                if on_found is not None:
+                    on_found(found)
+                if shrink_new:
+                    budget = replace(shrink_budget, out_of_time=out_of_time)
+                    found.shrunk = shrink(scenario, mode, budget=budget, backend_factory=backend_factory)
+                if on_class is not None:
+                    on_class(found)
+        if on_run is not None:
+            on_run(run)
+
+
+def stopped_after(run: int, runs: int) -> str:
+    """What a session the time budget stopped says: how many of its runs were made."""
+    return f"stopped early: the time budget ran out after {run:,} of {runs:,} runs"

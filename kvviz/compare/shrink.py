@@ -30,7 +30,9 @@ only clock is the caller's (the CLI's ``--max-seconds``), and a result that stop
 ``max_runs`` says so. A time budget covers everything: the first run is stopped at it (the
 scenario is then :class:`TooBigToShrink`), every candidate run is stopped mid-way at it, and
 the search ends early enough to leave the runs after it (the result's check, a bundle) the time
-the first run took each.
+the first run took each. That clock is asked between ops; one op, or one diff run, can outlast
+it, so ``kvviz shrink`` also runs this in a worker process it kills at the deadline
+(:mod:`kvviz.compare.bounded`), reporting the :class:`Best` scenario the worker sent last.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ from kvviz.core.scenario import Op, Scenario, Step, format_expect, format_op, fo
 from kvviz.core.scenario.values import DEFAULT_CACHE_CONFIG
 from kvviz.core.vocab import Vocabulary
 
-__all__ = ["DIFF", "NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "TooBigToShrink", "ddmin",
-           "rename_allocations", "report_lines", "scenario_size", "shrink", "well_formed"]
+__all__ = ["DIFF", "Best", "NotFailing", "ScenarioSize", "ShrinkBudget", "ShrinkResult", "TooBigToShrink", "ddmin",
+           "placed", "rename_allocations", "report_lines", "result_from_payload", "scenario_size", "shrink",
+           "well_formed"]
 
 NAMES = "abcdefghijklmnopqrstuvwxyz"
 
@@ -78,6 +81,10 @@ class ShrinkBudget:
     started: float | None = None
     """The clock's reading when the budget began (None: when :func:`shrink` starts); the CLI's
     is its own start, so reading the scenario counts too."""
+    margin: float = 0.0
+    """Seconds of ``seconds`` kept back at the end for the caller (the CLI's parent process,
+    which reports and writes files after the work): the work aims to end that much earlier,
+    while messages still say ``seconds``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +122,12 @@ def scenario_size(scenario: Scenario) -> ScenarioSize:
 class ShrinkResult:
     """A finished shrink: the ``minimal`` scenario (parsed back from its canonical ``text``),
     its ``failure`` (same identity as the original's), the sizes, the runs it took and why it
-    stopped early, if it did (``stopped``: "" or a sentence)."""
+    stopped early, if it did (``stopped``: "" or a sentence). A result received from a worker
+    process (:func:`result_from_payload`) has the text only: ``original`` and ``minimal`` are
+    None there."""
 
-    original: Scenario
-    minimal: Scenario
+    original: Scenario | None
+    minimal: Scenario | None
     text: str
     failure: Failure
     mode: str
@@ -131,6 +140,66 @@ class ShrinkResult:
     def identity(self) -> FailureIdentity:
         """The failure kept while shrinking."""
         return self.failure.identity
+
+    def payload(self) -> dict:
+        """JSON-able form (what a worker process sends): see :func:`result_from_payload`."""
+        return _payload(self.text, self.failure, self.runs, self.stopped, self.before, self.after)
+
+
+@dataclass(frozen=True)
+class Best:
+    """The smallest failing scenario a shrink has found so far, as its search holds it: the
+    ``scenario`` it would hand over (titled, its steps still carrying the original's line
+    numbers), its ``failure`` there, the candidate runs made until then and the original's
+    size."""
+
+    scenario: Scenario
+    failure: Failure
+    runs: int
+    before: ScenarioSize
+
+    def payload(self) -> dict:
+        """JSON-able form (what a worker process sends): its canonical text, and its failure
+        at the line that text gives it (found without parsing the text: a killed worker's
+        best is printed as sent, with no work left to do)."""
+        return _payload(format_scenario(self.scenario), placed(self.scenario, self.failure), self.runs, "",
+                        self.before, scenario_size(self.scenario))
+
+
+def _payload(text: str, failure: Failure, runs: int, stopped: str, before: ScenarioSize,
+             after: ScenarioSize) -> dict:
+    identity = failure.identity
+    return {"text": text, "runs": runs, "stopped": stopped, "before": before.to_dict(), "after": after.to_dict(),
+            "failure": {"source": identity.source, "detail": identity.detail, "cause": identity.cause,
+                        "step": failure.step, "line": failure.line, "text": failure.text,
+                        "message": failure.message}}
+
+
+def placed(scenario: Scenario, failure: Failure) -> Failure:
+    """``failure`` of ``scenario`` at the line and text the canonical text of ``scenario``
+    (:func:`format_scenario`) gives its step's op, or its expect line: what parsing that text
+    would say, found by formatting the steps before it and the step alone."""
+    step = scenario.steps[failure.step - 1]
+    index = next((j for j, x in enumerate(step.expects) if (x.line, x.text) == (failure.line, failure.text)), None)
+    before = format_scenario(replace(scenario, steps=scenario.steps[:failure.step - 1])).count("\n")
+    alone = format_scenario(Scenario(config=scenario.config, steps=(step,), vocab=scenario.vocab)).split("\n")
+    own = alone[alone.index("") + 1:-1]  # the step's lines: narration, op, expect lines
+    narration = len(own) - 1 - len(step.expects)
+    op_line = before + (1 if narration and failure.step > 1 else 0) + narration + 1
+    if index is None:
+        return replace(failure, line=op_line, text=own[narration])
+    return replace(failure, line=op_line + 1 + index, text=own[narration + 1 + index])
+
+
+def result_from_payload(mode: str, payload: dict, stopped: str | None = None) -> ShrinkResult:
+    """The :class:`ShrinkResult` a worker's payload describes (its text, without the parsed
+    scenarios); ``stopped`` replaces the payload's."""
+    found = payload["failure"]
+    failure = Failure(FailureIdentity(found["source"], found["detail"], found["cause"]), found["step"],
+                      found["line"], found["text"], found["message"])
+    return ShrinkResult(None, None, payload["text"], failure, mode, ScenarioSize(**payload["before"]),
+                        ScenarioSize(**payload["after"]), payload["runs"],
+                        payload["stopped"] if stopped is None else stopped)
 
 
 class _OutOfBudget(Exception):
@@ -304,15 +373,18 @@ class _Shrinker:
     memo: dict = field(default_factory=dict)
     strict_names: bool = True
     search_over: Callable[[], bool] | None = None  # the time budget's end for candidates, asked per op
+    on_better: Callable[[object, tuple[Step, ...], Failure], None] | None = None
+    """Told ``(config, steps, failure)`` of every candidate that fails as the target: each
+    pass keeps such a candidate, so the last one told is the smallest found so far."""
 
     def fails(self, config, steps: tuple[Step, ...]) -> bool:
-        """Whether the candidate fails with the target identity (memoised by value)."""
+        """Whether the candidate fails with the target identity (memoised by value: the
+        failure, or None)."""
         if not steps or (self.strict_names and not well_formed(steps)):
             return False
         key = (config, steps)
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit
+        if key in self.memo:
+            return self._kept(config, steps, self.memo[key])
         if self.runs >= self.budget.max_runs:
             raise _OutOfBudget(f"the budget of {self.budget.max_runs:,} runs ran out")
         if self.search_over is not None and self.search_over():
@@ -320,7 +392,7 @@ class _Shrinker:
         self.runs += 1
         candidate = replace(self.scenario, config=config, steps=steps)
         if not self.strict_names and not _parses(candidate):  # the parser's rule, where ours is too simple
-            self.memo[key] = False
+            self.memo[key] = None
             return False
         try:
             verdict = first_failure(candidate, self.mode, backend_factory=self.backend_factory,
@@ -330,10 +402,15 @@ class _Shrinker:
         except ValueError:  # a config the backend refuses (BackendError, DiffError): not this failure
             verdict = None
         same = verdict is not None and verdict.failure is not None and verdict.failure.identity == self.target
-        self.memo[key] = same
+        self.memo[key] = verdict.failure if same else None
         if self.on_progress is not None:
             self.on_progress(self.runs, len(steps))
-        return same
+        return self._kept(config, steps, self.memo[key])
+
+    def _kept(self, config, steps, failure: Failure | None) -> bool:
+        if failure is not None and self.on_better is not None:
+            self.on_better(config, steps, failure)
+        return failure is not None
 
     # Each pass takes and returns (config, steps): the best so far, always failing as the target.
 
@@ -446,14 +523,17 @@ def _stripped(steps: Sequence[Step], failure: Failure) -> tuple[Step, ...]:
 
 def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = ShrinkBudget(),
            backend_factory: Callable | None = None, sources: tuple[str, ...] | None = None,
-           on_progress: Callable[[int, int], None] | None = None) -> ShrinkResult:
+           on_progress: Callable[[int, int], None] | None = None,
+           on_better: Callable[[Best], None] | None = None) -> ShrinkResult:
     """The smallest scenario found that fails as ``scenario`` first fails in ``mode`` (a
     backend's name, or ``diff``). Raises :class:`NotFailing` when it does not fail, and the
     backends' errors when ``mode`` cannot run it (shortfin not installed, a base cache to diff).
     ``on_progress(runs, ops)`` is told after every run; ``backend_factory`` replaces the mode's
     (a planted kvcore in a test); ``sources`` keeps the first failure of those sources only
-    (:func:`~kvviz.compare.failure.first_failure`). Raises :class:`TooBigToShrink` when the
-    budget's ``seconds`` do not fit the first run and the runs after the search."""
+    (:func:`~kvviz.compare.failure.first_failure`). ``on_better`` is told the :class:`Best`
+    scenario found so far, the original first, then each smaller one the search keeps (what a
+    caller that may be stopped reports). Raises :class:`TooBigToShrink` when the budget's
+    ``seconds`` do not fit the first run and the runs after the search."""
     clock, started = _clock_of(budget)
     try:
         verdict = first_failure(scenario, mode, backend_factory=backend_factory, sources=sources,
@@ -462,7 +542,7 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
         raise TooBigToShrink(f"{_named(scenario)}: too big to shrink in {budget.seconds:g} s: its first run alone "
                              f"was {exc} when the time ran out (give --max-seconds more)") from None
     first_run = clock() - started if clock is not None else 0.0  # reading the scenario included
-    if budget.seconds is not None and first_run * (1 + budget.runs_after) > budget.seconds:
+    if budget.seconds is not None and first_run * (1 + budget.runs_after) > budget.seconds - budget.margin:
         raise TooBigToShrink(f"{_named(scenario)}: too big to shrink in {budget.seconds:g} s: its first run took "
                              f"{first_run:.3g} s, and checking a result takes as long again "
                              f"(give --max-seconds more)")
@@ -471,10 +551,16 @@ def shrink(scenario: Scenario, mode: str = "kvcore", *, budget: ShrinkBudget = S
                          f"nothing to shrink")
     original = verdict.failure
     worker = _Shrinker(scenario, mode, original.identity, budget, backend_factory, sources, on_progress)
+    original_size = scenario_size(scenario)
+    if on_better is not None:
+        def better(config, steps, failure):
+            on_better(Best(_minimal(scenario, mode, config, steps, worker.target), failure, worker.runs, original_size))
+        worker.on_better = better
+        better(scenario.config, tuple(scenario.steps), original)
     worker.strict_names = well_formed(scenario.steps)
     worker.search_over = _deadline(budget, clock, started, first_run * budget.runs_after)
     config, steps = scenario.config, tuple(scenario.steps[:original.step])
-    worker.memo[(scenario.config, tuple(scenario.steps))] = True
+    worker.memo[(scenario.config, tuple(scenario.steps))] = original
     stopped = ""
     try:
         if not worker.fails(config, steps):  # cannot happen for one backend; a diff could disagree
@@ -526,23 +612,28 @@ def _deadline(budget: ShrinkBudget, clock, started: float, reserve: float,
     if callers and budget.out_of_time is not None:
         checks.append(budget.out_of_time)
     if clock is not None:
-        end = started + budget.seconds - reserve
+        end = started + budget.seconds - budget.margin - reserve
         checks.append(lambda: clock() >= end)
     if not checks:
         return None
     return checks[0] if len(checks) == 1 else (lambda: any(check() for check in checks))
 
 
+def _minimal(scenario: Scenario, mode: str, config, steps, target: FailureIdentity) -> Scenario:
+    """The scenario a shrink hands over: ``steps`` on ``config``, titled by the failure kept
+    and described by where it came from."""
+    source = Path(scenario.path).name if scenario.path else (scenario.title or "a scenario")
+    return Scenario(title=f"Minimal scenario: {target.describe()}",
+                    description=(f"Shrunk by kvviz shrink ({mode_label(mode)}) from {source}: "
+                                 f"{len(scenario.steps)} ops to {len(steps)}."),
+                    config=config, steps=tuple(steps), vocab=Vocabulary())
+
+
 def _finish(scenario, mode, config, steps, original: Failure, worker: _Shrinker, stopped: str) -> ShrinkResult:
     """The result, written canonically and parsed back (real line numbers), its failure
     re-derived from the text: what the user pastes is what was checked."""
     before, after_size = scenario_size(scenario), None
-    source = Path(scenario.path).name if scenario.path else (scenario.title or "a scenario")
-    minimal = Scenario(title=f"Minimal scenario: {worker.target.describe()}",
-                       description=(f"Shrunk by kvviz shrink ({mode_label(mode)}) from {source}: "
-                                    f"{before.ops} ops to {len(steps)}."),
-                       config=config, steps=tuple(steps), vocab=Vocabulary())
-    text = format_scenario(minimal)
+    text = format_scenario(_minimal(scenario, mode, config, steps, worker.target))
     parsed = parse_scenario(text)
     verdict = first_failure(parsed, mode, backend_factory=worker.backend_factory, sources=worker.sources)
     if verdict.failure is None or verdict.failure.identity != original.identity:

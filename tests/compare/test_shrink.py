@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvviz.compare.failure import first_failure
+from kvviz.core.demos import demo_names, load_demo
 from kvviz.compare.fuzz import random_scenario, run_rng
 from kvviz.core.scenario import parse_scenario
 from kvviz.compare.shrink import NotFailing, ShrinkBudget, ddmin, rename_allocations, scenario_size, shrink
@@ -143,3 +144,23 @@ def test_a_script_whose_liveness_only_the_parser_can_judge_still_shrinks_to_text
     result = shrink(scenario, "kvcore")
     assert parse_scenario(result.text).steps == result.minimal.steps
     assert result.identity.detail == "free" and result.after.ops == 1
+
+
+@pytest.mark.parametrize("name", demo_names())
+def test_a_failure_is_placed_where_parsing_the_canonical_text_puts_its_op_or_expect_line(name):
+    """A killed worker's best scenario is printed as sent: its failure's line is found without
+    parsing the text, and must be the line parsing it would give (narration, tags and all)."""
+    from kvviz.compare.shrink import placed
+    from kvviz.core.failure import Failure, FailureIdentity
+    from kvviz.core.scenario import format_scenario
+
+    scenario = load_demo(name)
+    reparsed = parse_scenario(format_scenario(scenario))
+    identity = FailureIdentity("expect", "free")
+    checked = 0
+    for number, (step, again) in enumerate(zip(scenario.steps, reparsed.steps), 1):
+        for where, expected in [(step.op, again.op), *zip(step.expects, again.expects)]:
+            found = placed(scenario, Failure(identity, number, where.line, where.text, "message"))
+            assert (found.line, found.text) == (expected.line, expected.text), (number, where.text)
+            checked += 1
+    assert checked > len(scenario.steps)  # expect lines were placed too

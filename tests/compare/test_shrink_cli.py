@@ -61,15 +61,16 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
     for args, words in (
         (["shrink", str(bad)], f"{bad}:1:1: unknown op"),
         (["shrink", str(tmp_path / "none.kvs")], "no such file"),
-        (["shrink", str(scenario), "--diff", "--backend", "kvcore"], "--backend and --diff exclude each other"),
+        (["shrink", str(scenario), "--diff", "--backend", "kvcore"], "a diff compares kvcore with another backend"),
         (["shrink", str(scenario), "-o", str(scenario)], "refusing to overwrite an input"),
         (["shrink", str(scenario), "-o", str(tmp_path / "x.txt")], "is a .kvs file"),
         (["shrink", str(scenario), "--bundle", str(tmp_path / "x.kvs")], "is a .json file"),
         (["shrink", str(scenario), "--max-seconds", "0"], "--max-seconds 0"),
         (["shrink", str(tmp_path / "base.kvs")], "no such file"),
-        (["fuzz", "--diff", "--backend", "shortfin"], "exclude each other"),
+        (["fuzz", "--diff", "--backend", "kvcore"], "--diff --backend kvcore: a diff compares kvcore with another"),
         (["fuzz", "--out", str(scenario)], "is a file"),
         (["fuzz", "--kind", "hash", "--policy", "lfu"], "the hash cache takes lru only"),
+        (["fuzz", "--diff", "--backend", "vllm", "--kind", "trie"], "a diff against vllm runs kvcore's hash design"),
         (["fuzz", "--backend", "shortfin", "--policy", "lfu", "--runs", "2"], "evicts by LRU only"),
     ):
         code, stdout, stderr = kvviz(*args)
@@ -187,3 +188,10 @@ def test_the_progress_bar_is_drawn_on_stderr_only_when_it_is_a_terminal(monkeypa
         progress.done()
         assert ("\r" in stream.getvalue()) == drawn
         assert ("3 of 9 ops left" in stream.getvalue()) == drawn
+
+
+def test_diff_with_backend_shortfin_is_diff_alone_as_kvviz_diff_reads_it():
+    alone = kvviz("shrink", "shortfin-b9-lookup-no-ref", "--diff", "--max-runs", "300")
+    named = kvviz("shrink", "shortfin-b9-lookup-no-ref", "--diff", "--backend", "shortfin", "--max-runs", "300")
+    assert alone[0] == 1 and "# fails kvcore vs shortfin (diff)" in alone[1]
+    assert named == alone

@@ -44,3 +44,13 @@ def test_kvviz_diff_with_an_engine_backend_without_the_engines_exits_2_with_one_
     result = CliRunner().invoke(cli, ["diff", "lru", "--backend", engine])
     assert result.exit_code == 2, result.output
     assert INSTALL_ENGINES in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [["shrink", "sglang-split-refresh"], ["fuzz", "--runs", "3"]])
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_shrink_and_fuzz_diffed_against_an_engine_without_the_engines_exit_2_with_one_line(no_torch, engine,
+                                                                                          command):
+    result = CliRunner().invoke(cli, [*command, "--diff", "--backend", engine])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.count("\n") == 1, result.output
+    assert INSTALL_ENGINES in result.stderr and f"the {engine} backend needs" in result.stderr
