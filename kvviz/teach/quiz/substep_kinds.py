@@ -123,7 +123,10 @@ def _swap_mistakes(view: StepView, answer: Value) -> list[Mistake]:
         out.append(Mistake(min(kids, key=key), "the child with the smaller key: a sift swaps with it only when its "
                                                "key is smaller than the entry's own", "swap-always"))
     out.append(Mistake(max(kids, key=key), "the child with the larger key: a sift-down swaps with the smaller "
-                                           "child, so the smaller key rises", "wrong-child"))
+                                           "child, so the smaller key rises" if answer != moved else
+                                           "the child with the larger key: a sift-down swaps only with the smaller "
+                                           "child, and only when its key is smaller than the entry's own",
+                       "wrong-child"))
     deeper = after[3:7]
     if deeper:
         out.append(Mistake(min(deeper, key=key), "the smallest key further down: a sift swaps with a child of "
