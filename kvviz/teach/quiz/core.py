@@ -225,11 +225,6 @@ def zero_answer(question: Question) -> bool:
     return question.answer == 0
 
 
-def smallest_answer(question: Question) -> bool:
-    """Whether ``question``'s answer is the smallest number offered (a :attr:`QuestionKind.spare` rule)."""
-    return question.answer == min(c.value for c in question.choices)
-
-
 def page_slips(view: StepView, answer: Value, stop: str, unit: str = "page") -> list[Mistake]:
     """The slips of a learner who walks the right pages but miscounts: pages for tokens, one
     page short, one page past the miss (``stop`` says why the match ends there; ``unit`` is
