@@ -6,7 +6,8 @@ move and quiz question of the demos and of seeded random scenarios on every desi
 
 A heuristic answers without reading a page count or a key: a fixed position (the first, the
 middle or the last choice), the smallest, second smallest, second largest or largest number
-offered, "no swap: the sift stops", "0 blocks match", the node showing the block's tokens, the
+offered (a choice that shows a number), "no swap: the sift stops" (moves and the quiz's next
+swap), "0 blocks match", the node showing the block's tokens, the
 middle-length prefix of the free list, the smallest key among the choices (the smallest listed
 key, for the quiz). Each is scored per move (question) kind against chance (the mean of
 1 / choices). The table is Markdown; a heuristic more than 15 points above chance on at least
@@ -36,6 +37,7 @@ from kvviz.explore.quiz_command import UNLISTED  # noqa: E402
 from kvviz.core.demos import LESSONS  # noqa: E402
 from kvviz.teach.exercise import build_exercise  # noqa: E402
 from kvviz.teach.quiz import questions  # noqa: E402
+from kvviz.teach.quiz.substep_kinds import NO_SWAP  # noqa: E402
 
 MARGIN = 15.0
 MIN_SAMPLES = 20
@@ -95,7 +97,10 @@ def move_heuristics(move):
 def question_heuristics(q):
     cs = q.choices
     out = {w: _pos(cs, w) for w in ("first", "middle", "last")}
-    numbers = [c for c in cs if isinstance(c.value, int)]
+    # "no swap: the sift stops" shows no node number: a heuristic of its own, as in the moves
+    numbers = [c for c in cs if isinstance(c.value, int) and c.text != NO_SWAP]
+    if q.kind == "next_swap":
+        out["no swap"] = next((c for c in cs if c.text == NO_SWAP), None)
     if numbers:
         out["smallest number"] = min(numbers, key=lambda c: c.value)
         out["largest number"] = max(numbers, key=lambda c: c.value)

@@ -187,7 +187,7 @@ def answer(view, question):
     if kind == "evictable":
         return tuple(sorted(p for p in shown_pages(question) if refs(s1, s1.node_for_page(p)) == 0))
     if kind == "next_swap":
-        return first_swap(view)
+        return asked_sift(view, question)[2]
     if kind == "new_candidates":
         kid = kids(s1)
         return tuple(sorted(n.page for n in s1.nodes if n.parent is not None and kid[n.id] == 0
@@ -225,20 +225,41 @@ def top_replaced(state, view):
     return heap
 
 
-def first_swap(view):
-    """The node the moved node swaps with first after the op's first pop (itself if none),
-    by sifting down the heap array as it stood before the pop (kvcore's state there)."""
+def sifts(view):
+    """Each pop of the op whose heap held three entries or more before it: (which pop of the
+    op it is, 1-based; kvcore's state right before it; the heap array right after it; the node
+    the moved node swaps with first, itself if none), by sifting down that heap array."""
     from kvcore import events as ev
 
     steps = view.session.substeps(view.index)
-    k = next(s.index for s in steps if isinstance(s.event, ev.HeapPopped))
-    state = steps.state(k - 1) if k else view.before.snapshot
-    heap = top_replaced(state, view)
-    key = lambda i: KEYS[state.policy](state.node(heap[i]))  # noqa: E731
-    best = min((i for i in (1, 2) if i < len(heap)), key=key, default=None)
-    if best is not None and key(best) < key(0):
-        return heap[best]
-    return heap[0]
+    out, nth = [], 0
+    for s in steps:
+        if not isinstance(s.event, ev.HeapPopped):
+            continue
+        nth += 1
+        state = steps.state(s.index - 1) if s.index else view.before.snapshot
+        if len(state.heap) < 3:
+            continue
+        heap = top_replaced(state, view)
+        keys = [KEYS[state.policy](state.node(n)) for n in heap[:3]]
+        best = min((i for i in (1, 2) if i < len(heap)), key=keys.__getitem__, default=None)
+        out.append((nth, state, heap, heap[best] if best is not None and keys[best] < keys[0] else heap[0]))
+    return out
+
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def asked_sift(view, question):
+    """The pop a next-swap question asks about, as its text names it ("the heap before the
+    second eviction"): it must be the op's first such pop or its first whose sift moves."""
+    word = re.search(r"before the (\w+) eviction", question.text).group(1)
+    nth = ORDINALS.index(word) + 1 if word in ORDINALS else int(word.removesuffix("th"))
+    every = sifts(view)
+    moving = next((s for s in every if s[3] != s[2][0]), None)
+    asked = next(s for s in every if s[0] == nth)
+    assert asked in (every[0], moving), f"the question asks about pop {nth}: neither the first nor the first moving"
+    return asked[1:]
 
 
 # -- the mistakes: each tag's value, by kind, recomputed -----------------------------------------
@@ -435,19 +456,14 @@ def mistake_value(view, q, tag):
             "all": [n.page for n in shown], "none": [],
         }[tag]))
     if kind == "next_swap":
-        from kvcore import events as ev
-
-        steps = view.session.substeps(view.index)
-        k = next(s.index for s in steps if isinstance(s.event, ev.HeapPopped))
-        state = steps.state(k - 1) if k else s0
-        popped = state.heap[0]
-        heap = top_replaced(state, view)
+        state, heap, _ = asked_sift(view, q)
         moved = heap[0]
         children = [heap[i] for i in (1, 2) if i < len(heap)]
         key = KEYS[state.policy]
         deeper = heap[3:7]
-        assert popped not in heap, "the popped node has left the heap"
+        assert state.heap[0] not in heap, "the popped node has left the heap"
         return {"wrong-child": max(children, key=lambda n: key(state.node(n))) if children else None,
+                "swap-always": min(children, key=lambda n: key(state.node(n))) if children else None,
                 "no-swap": moved,
                 "skips-a-level": min(deeper, key=lambda n: key(state.node(n))) if deeper else None,
                 "seq-only": min(heap[1:7], key=lambda n: state.node(n).seq) if heap[1:] else None}[tag]

@@ -92,3 +92,26 @@ def test_a_take_off_by_some_pages_says_how_many_this_take_hands_out():
     for move, choice in offs:
         n = len(move.answer.value)
         assert f"this take hands out {n} page{'s' if n != 1 else ''}, not {len(choice.value)}" in choice.why
+
+
+def test_a_wrong_next_swap_choice_is_told_what_it_said_and_what_the_sift_did():
+    """"no swap" is quoted as such (not as the moved node's number), any other choice by its
+    node; the parting says the entry stayed exactly when the answer is "no swap"."""
+    from kvviz.teach.quiz.substep_kinds import NO_SWAP
+
+    told = set()
+    for session in _sessions("trie"):
+        for q in questions(session, seed=1):
+            if q.kind != "next_swap":
+                continue
+            stays = q.correct_choice.text == NO_SWAP
+            for choice in q.choices:
+                if choice.right:
+                    continue
+                lines = feedback(q, q.read(choice.letter))
+                said = "no swap" if choice.text == NO_SWAP else f"node {choice.value}"
+                assert lines[0].startswith(f"Wrong: you said {choice.text};"), lines
+                parted = next(line for line in lines if line.startswith("Where it parted:"))
+                assert f"you chose {said}:" in parted and ("so it stayed" in parted) == stays, lines
+                told.add((choice.tag, stays))
+    assert {("no-swap", False), ("swap-always", True), ("wrong-child", False), ("wrong-child", True)} <= told, told

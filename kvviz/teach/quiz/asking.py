@@ -79,9 +79,8 @@ LESSON_STEPS = 3
 
 SPARE_PER = 2
 """A kind's questions to ask sparingly (:attr:`~kvviz.teach.quiz.core.QuestionKind.spare`: an
-answer of 0, the oldest node as the answer) are asked at most once per this many of its others
-in a session: with three choices, the answer the smallest number about as often as each other
-place."""
+answer of 0) are asked at most once per this many of its others in a session: with three
+choices, the answer the smallest number about as often as each other place."""
 
 
 def questions(session: "Session", seed: int = 0, last: int | None = None,

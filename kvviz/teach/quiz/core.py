@@ -92,6 +92,7 @@ MISTAKES: dict[str, str] = {
     # sub-steps
     "wrong-child": "swaps with the child of the larger key",
     "no-swap": "expects the heap property to hold without a swap",
+    "swap-always": "swaps with the smaller child without comparing its key with the entry's own",
     "skips-a-level": "swaps with the smallest key further down, skipping a level of the sift",
     "referenced-parent": "makes a referenced parent a candidate",
     "grandparent": "makes the parent's parent a candidate",
@@ -224,11 +225,6 @@ def zero_answer(question: Question) -> bool:
     return question.answer == 0
 
 
-def smallest_answer(question: Question) -> bool:
-    """Whether ``question``'s answer is the smallest number offered (a :attr:`QuestionKind.spare` rule)."""
-    return question.answer == min(c.value for c in question.choices)
-
-
 def page_slips(view: StepView, answer: Value, stop: str, unit: str = "page") -> list[Mistake]:
     """The slips of a learner who walks the right pages but miscounts: pages for tokens, one
     page short, one page past the miss (``stop`` says why the match ends there; ``unit`` is
@@ -315,7 +311,8 @@ class QuestionKind:
     it is picked where both apply; ``lesson``: the demo lessons it is the point of (a
     demo's quiz asks it wherever it applies there); ``hides_order(view)``: whether the
     eviction order in array form (the heap, whose top is the next victim) would give the
-    answer away, so views hide it while the question is asked; ``spare(question)``: whether
+    answer away, so views hide it while the question is asked; ``describe_at(view, value)``:
+    a value in words where they depend on the step (else ``describe``); ``spare(question)``: whether
     a question of this kind is one to ask sparingly, at most once per two others of the kind
     (:func:`~kvviz.teach.quiz.asking.questions`): an answer of 0, which no choice can lie
     below, where most answers are 0 ("the smallest number" was the shortcut).
@@ -338,6 +335,12 @@ class QuestionKind:
     lesson: frozenset[str] = frozenset()
     hides_order: Callable[[StepView], bool] = lambda view: False
     spare: Callable[[Question], bool] | None = None
+    describe_at: Callable[[StepView, Value], str] | None = None
+
+    def say(self, view: StepView | None, value: Value) -> str:
+        """``value`` in words at ``view``: :attr:`describe_at` where the kind has one (a choice
+        whose words depend on the step, such as "no swap"), else :attr:`describe`."""
+        return self.describe_at(view, value) if self.describe_at and view is not None else self.describe(value)
 
     def hint(self, view: StepView) -> str:
         """The first of the graduated hints at ``view`` (the rule)."""
@@ -461,7 +464,7 @@ class Question:
 
     def describe(self, value: Value) -> str:
         """A value in words (for feedback)."""
-        return self.spec.describe(value)
+        return self.spec.say(self.view, value)
 
     def read(self, line: str) -> Reply | None:
         """Grade one answer line; None for a blank line (skip). AnswerError for a line that is no answer."""
@@ -541,6 +544,6 @@ def build(spec: QuestionKind, view: StepView, rng: random.Random) -> Question | 
     # one letter was right too often across them (base_fail's first, 48% against 33%).
     turn = random.Random(f"kvviz-quiz/turn/{spec.name}/{view.index}/{view.op.text}/{answer}").randrange(len(options))
     options = options[turn:] + options[:turn]
-    choices = tuple(Choice(LETTERS[i], spec.describe(v), v, m, tag=t) for i, (v, m, t) in enumerate(options))
+    choices = tuple(Choice(LETTERS[i], spec.say(view, v), v, m, tag=t) for i, (v, m, t) in enumerate(options))
     return Question(spec.name, view.index, spec.ask(view), choices, answer, bound, tuple(spec.hints(view)),
                     spec.why(view, answer), spec, view)

@@ -8,111 +8,182 @@ the state a swap question shows is the heap right before the pop, taken from tha
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass
+
 from kvcore import events as ev
 
 from kvviz.core.words import count
 from kvviz.core.policy_words import key_fields, key_value
-from kvviz.teach.quiz.core import Parting, Mistake, QuestionKind, StepView, Value, page_list, smallest_answer
+from kvviz.teach.quiz.core import MAX_DISTRACTORS, Mistake, Parting, QuestionKind, StepView, Value, page_list
 
 
 # the next swap ---------------------------------------------------------------------------
 
-def _pop(view: StepView):
-    """(index of the first pop's sub-step, the pop event) when the op's first eviction pops the
-    heap's top and moves another node up into slot 0; else (None, None)."""
-    for s in view.substeps():
-        if isinstance(s.event, ev.HeapPopped):
-            return (s.index, s.event) if s.event.moved is not None else (None, None)
-    return None, None
+_NTH = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
-def heap_before_pop(view: StepView) -> tuple[int, ...]:
-    """The heap array right before the op's first pop (kvcore's state at that sub-step)."""
-    index, _ = _pop(view)
-    return (view.substeps().state(index - 1) if index > 0 else view.snap0).heap
+@dataclass(frozen=True)
+class _Sift:
+    """The pop a swap question asks about: its sub-step, the event, which of the op's pops it is
+    (1-based), kvcore's state right before it, the heap array right after it (the moved node in
+    slot 0, before the sift) and the sift's first swap (None: the sift stops)."""
+
+    index: int
+    pop: ev.HeapPopped
+    nth: int
+    state: object
+    after: tuple[int, ...]
+    swap_index: int | None
+    swap: ev.HeapSwapped | None
 
 
-def _first_swap(view: StepView):
-    index, pop = _pop(view)
-    for s in view.substeps()[index + 1:]:
-        if isinstance(s.event, ev.HeapSwapped):
-            return s.index, s.event
+def _sifts(view: StepView) -> list[_Sift]:
+    """Every pop of the op whose heap held three entries or more before it, in order."""
+    steps = view.substeps()
+    out, nth = [], 0
+    for s in steps:
         if not isinstance(s.event, ev.HeapPopped):
-            break  # the sift ended without a swap
-    return None, None
-
-
-def _swap_applies(view: StepView) -> bool:
-    if not (view.tree and view.ok and view.victims):
-        return False
-    index, pop = _pop(view)
-    return index is not None and len(heap_before_pop(view)) >= 3
-
-
-def _swap_answer(view: StepView) -> int:
-    _, swap = _first_swap(view)
-    return swap.other if swap is not None else _pop(view)[1].moved
-
-
-def _parent_takes_top(view: StepView) -> bool:
-    """Whether the popped node's parent, left childless with ref 0, takes slot 0 itself
-    (kvcore replaces the top instead of moving the last slot up and pushing the parent)."""
-    heap = heap_before_pop(view)
-    return _pop(view)[1].moved not in heap
-
-
-def _heap_after_pop(view: StepView) -> tuple[int, ...]:
-    """The heap array right after the pop, before the sift (the moved node in slot 0)."""
-    heap = heap_before_pop(view)
-    moved = _pop(view)[1].moved
-    return (moved,) + heap[1:] if _parent_takes_top(view) else (heap[-1],) + heap[1:-1]
-
-
-def _children_after_pop(view: StepView) -> list[int]:
-    after = _heap_after_pop(view)
-    return [after[i] for i in (1, 2) if i < len(after)]
-
-
-def _swap_distractors(view: StepView, answer: Value) -> list[Mistake]:
-    snap = view.substeps().state(_pop(view)[0] - 1) if _pop(view)[0] else view.snap0
-    moved = _pop(view)[1].moved
-    kids = _children_after_pop(view)
-    out = []
-    if kids:
-        larger = max(kids, key=lambda n: snap.node_key(snap.node(n)))
-        out.append(Mistake(larger, "the child with the larger key: a sift-down swaps with the smaller child, so "
-                                   "the smaller key rises", "wrong-child"))
-    out.append(Mistake(moved, "no swap: it stays only when no child has a smaller key", "no-swap"))
-    deeper = _heap_after_pop(view)[3:7]  # every choice names a node still in the heap
-    if deeper:
-        smallest = min(deeper, key=lambda n: snap.node_key(snap.node(n)))
-        out.append(Mistake(smallest, "the smallest key further down: a sift swaps with a child of slot 0 (slot 1 "
-                                     "or 2), one level at a time", "skips-a-level"))
-    shown = _heap_after_pop(view)[1:7]  # node numbers follow age: without it the oldest was the answer 94%
-    if shown:
-        oldest = min(shown, key=lambda n: snap.node(n).seq)
-        out.append(Mistake(oldest, f"the oldest node: the heap orders by the key {key_fields(snap)}, not by "
-                                   "creation, and a sift swaps with a child of slot 0", "seq-only"))
+            continue
+        nth += 1
+        state = steps.state(s.index - 1) if s.index > 0 else view.snap0
+        heap = state.heap
+        if len(heap) < 3 or s.event.moved is None:
+            continue
+        moved = s.event.moved
+        # the popped node's parent, left childless with ref 0, takes slot 0 itself (kvcore
+        # replaces the top instead of moving the last slot up and pushing the parent)
+        after = (moved,) + heap[1:] if moved not in heap else (heap[-1],) + heap[1:-1]
+        swap_index, swap = None, None
+        for t in steps[s.index + 1:]:
+            if isinstance(t.event, ev.HeapSwapped):
+                swap_index, swap = t.index, t.event
+                break
+            if not isinstance(t.event, ev.HeapPopped):
+                break  # the sift ended without a swap
+        out.append(_Sift(s.index, s.event, nth, state, after, swap_index, swap))
     return out
 
 
+def _sift(view: StepView) -> _Sift:
+    """The pop asked about: the op's first, or (one step in two, drawn by the step) its first
+    whose sift moves, where it has one. The op's first sift stayed in 55% of the questions
+    asked (under lru the popped node's parent takes the top and stays), so "no swap" was a
+    shortcut; its first moving sift alone left 57% swaps, nearly all with the oldest node in
+    the heap ("the smallest number"): one step in two asks a sift that moves."""
+    sifts = _sifts(view)
+    moving = next((s for s in sifts if s.swap is not None), None)
+    if moving is not None and random.Random(f"kvviz-quiz/sift/{view.index}/{view.op.text}").random() < 0.5:
+        return moving
+    return sifts[0]
+
+
+def heap_before_pop(view: StepView) -> tuple[int, ...]:
+    """The heap array right before the pop asked about (kvcore's state at that sub-step)."""
+    return _sift(view).state.heap
+
+
+def _heap_after_pop(view: StepView) -> tuple[int, ...]:
+    """The heap array right after the pop asked about, before the sift (the moved node in slot 0)."""
+    return _sift(view).after
+
+
+def _swap_applies(view: StepView) -> bool:
+    return bool(view.tree and view.ok and view.victims and _sifts(view))
+
+
+def _swap_answer(view: StepView) -> int:
+    sift = _sift(view)
+    return sift.swap.other if sift.swap is not None else sift.pop.moved
+
+
+NO_SWAP = "no swap: the sift stops"
+"""How the choice "the moved node stays" reads: no node number (the moved node's number, the
+oldest in slot 0 when the parent takes the top, was the answer 94% of the time)."""
+
+
+def _swap_describe(view: StepView, value: Value) -> str:
+    return NO_SWAP if value == _sift(view).pop.moved else f"node {value}"
+
+
+def _swap_mistakes(view: StepView, answer: Value) -> list[Mistake]:
+    """Every wrong answer a swap question may offer, each a node in the heap right after the
+    pop (or "no swap"), never the popped node, which has left it."""
+    sift = _sift(view)
+    snap, moved, after = sift.state, sift.pop.moved, sift.after
+    def key(n: int):
+        return snap.node_key(snap.node(n))
+
+    kids = list(after[1:3])
+    out = []
+    if answer != moved:
+        out.append(Mistake(moved, "no swap: the sift stops only when no child has a smaller key than the entry's "
+                                  "own", "no-swap"))
+    else:
+        out.append(Mistake(min(kids, key=key), "the child with the smaller key: a sift swaps with it only when its "
+                                               "key is smaller than the entry's own", "swap-always"))
+    out.append(Mistake(max(kids, key=key), "the child with the larger key: a sift-down swaps with the smaller "
+                                           "child, so the smaller key rises" if answer != moved else
+                                           "the child with the larger key: a sift-down swaps only with the smaller "
+                                           "child, and only when its key is smaller than the entry's own",
+                       "wrong-child"))
+    deeper = after[3:7]
+    if deeper:
+        out.append(Mistake(min(deeper, key=key), "the smallest key further down: a sift swaps with a child of "
+                                                 "slot 0 (slot 1 or 2), one level at a time", "skips-a-level"))
+    shown = after[1:7]
+    out.append(Mistake(min(shown, key=lambda n: snap.node(n).seq), f"the oldest node: the heap orders by the key "
+                                                                    f"{key_fields(snap)}, not by creation, and a "
+                                                                    "sift swaps with a child of slot 0",
+                       "seq-only"))
+    return out
+
+
+def _swap_distractors(view: StepView, answer: Value) -> list[Mistake]:
+    """At most :data:`MAX_DISTRACTORS` of :func:`_swap_mistakes`: "no swap" wherever the sift
+    moves, and node numbers drawn so that the answer's number is the smallest, the largest or
+    inside the numbers offered with equal odds among the places these nodes allow (node
+    numbers follow age, and age follows an lru key: the smaller key was the smaller number)."""
+    moved = _sift(view).pop.moved
+    seen, fixed, nodes = {answer}, [], []
+    for m in _swap_mistakes(view, answer):
+        if m.value in seen:
+            continue
+        seen.add(m.value)
+        (fixed if m.value == moved else nodes).append(m)
+    if answer == moved:  # the answer shows no number: any nodes do
+        return nodes[:MAX_DISTRACTORS]
+    room = MAX_DISTRACTORS - len(fixed)
+    below = [m for m in nodes if m.value < answer]
+    above = [m for m in nodes if m.value > answer]
+    rng = random.Random(f"kvviz-quiz/swap/{view.index}/{view.op.text}/{answer}")
+    places = []  # (how many below, how many above)
+    if above:
+        places.append((0, min(room, len(above))))
+    if below:
+        places.append((min(room, len(below)), 0))
+    if above and below and room >= 2:
+        places.append((1, 1))
+    r, s = rng.choice(places) if places else (0, 0)
+    return fixed + rng.sample(below, r) + rng.sample(above, s)
+
+
 def _swap_ask(view: StepView) -> str:
-    _, pop = _pop(view)
-    snap = view.substeps().state(_pop(view)[0] - 1) if _pop(view)[0] else view.snap0
-    heap = " ".join(f"[{i}] node {n} {key_value(snap.node_key(snap.node(n)))}"
-                    for i, n in enumerate(heap_before_pop(view)[:7]))
-    how = (f"its parent node {pop.moved}, now childless with ref 0, takes slot 0" if _parent_takes_top(view)
+    sift = _sift(view)
+    snap, pop = sift.state, sift.pop
+    heap = " ".join(f"[{i}] node {n} {key_value(snap.node_key(snap.node(n)))}" for i, n in enumerate(snap.heap[:7]))
+    how = (f"its parent node {pop.moved}, now childless with ref 0, takes slot 0" if pop.moved not in snap.heap
            else f"node {pop.moved} moves from the heap's last slot to slot 0")
-    return (f"{view.text()} The heap before the first eviction: {heap}. The cache pops node {pop.node} (the "
-            f"smallest key) and {how}. Which node does node {pop.moved} swap with first (node {pop.moved} itself if "
-            "it stays)?")
+    nth = _NTH[sift.nth - 1] if sift.nth <= len(_NTH) else f"{sift.nth}th"
+    return (f"{view.text()} The heap before the {nth} eviction: {heap}. The cache pops node {pop.node} (the "
+            f"smallest key) and {how}. Which node does node {pop.moved} swap with first, if any (node {pop.moved} "
+            "itself: no swap)?")
 
 
 def _swap_hints(view: StepView) -> tuple[str, str, str]:
-    snap = view.substeps().state(_pop(view)[0] - 1) if _pop(view)[0] else view.snap0
-    moved = _pop(view)[1].moved
-    kids = _children_after_pop(view)
-    listed = "; ".join(f"node {n} key {key_value(snap.node_key(snap.node(n)))}" for n in kids)
+    sift = _sift(view)
+    snap, moved = sift.state, sift.pop.moved
+    listed = "; ".join(f"node {n} key {key_value(snap.node_key(snap.node(n)))}" for n in sift.after[1:3])
     return (f"A sift-down compares the moved node with its children (slots 1 and 2 under slot 0) and swaps it with "
             f"the child of the smaller key {key_fields(snap)}, if that key is smaller than its own.",
             "Slot 0's children are slots 1 and 2 of the heap array as it stands after the pop.",
@@ -120,14 +191,16 @@ def _swap_hints(view: StepView) -> tuple[str, str, str]:
 
 
 def _swap_diverge(view: StepView, value: Value) -> Parting | None:
-    index, swap = _first_swap(view)
-    if swap is None:
-        index = _pop(view)[0]
-        return Parting(view.index, index, f"you chose node {value}: after the pop at sub-step {index + 1}, node "
-                                             f"{_pop(view)[1].moved} had no child with a smaller key, so it stayed.")
-    return Parting(view.index, index, f"you chose node {value}: at sub-step {index + 1} node {swap.node} (key "
-                                         f"{key_value(swap.key)}) swapped with node {swap.other} (key "
-                                         f"{key_value(swap.other_key)}), the child with the smaller key.")
+    sift = _sift(view)
+    said = "no swap" if value == sift.pop.moved else f"node {value}"
+    if sift.swap is None:
+        return Parting(view.index, sift.index, f"you chose {said}: after the pop at sub-step {sift.index + 1}, node "
+                                                f"{sift.pop.moved} had no child with a smaller key, so it stayed.")
+    swap = sift.swap
+    return Parting(view.index, sift.swap_index, f"you chose {said}: at sub-step {sift.swap_index + 1} node "
+                                                 f"{swap.node} (key {key_value(swap.key)}) swapped with node "
+                                                 f"{swap.other} (key {key_value(swap.other_key)}), the child with "
+                                                 "the smaller key.")
 
 
 SWAP = QuestionKind(
@@ -137,14 +210,14 @@ SWAP = QuestionKind(
     answer=_swap_answer,
     bound=lambda v: max(n.id for n in v.snap0.nodes),
     describe=lambda x: f"node {x}",
+    describe_at=_swap_describe,
     distractors=_swap_distractors,
     hints=_swap_hints,
-    why=lambda v, x: (f"After the pop, node {_pop(v)[1].moved} sits in slot 0 and sifts down: "
+    why=lambda v, x: (f"After the pop, node {_sift(v).pop.moved} sits in slot 0 and sifts down: "
                       + (f"it swaps with node {x}, its child with the smaller key."
-                         if x != _pop(v)[1].moved else "no child has a smaller key, so it stays.")),
+                         if x != _sift(v).pop.moved else "no child has a smaller key, so it stays.")),
     diverge=_swap_diverge,
     lesson=frozenset({"heap-ties", "lru"}),
-    spare=smallest_answer,  # node numbers follow age: the oldest (the parent that took the top) was the answer 94%
 )
 
 
