@@ -113,7 +113,8 @@ def instrument(cache, touched: Touched) -> None:
             def call():
                 touched.everything = True
                 return real()
-        return call
+        call.__name__ = call.__qualname__ = name  # sub-steps name a call by it (no __wrapped__: the
+        return call  # parameter test must see the wrapper's own signature)
 
     for name in TREE_CALLS:
         setattr(cache, name, wrap(name))

@@ -120,7 +120,8 @@ def instrument(pool, touched: Touched) -> None:
             def call():
                 touched.everything = True
                 return real()
-        return call
+        call.__name__ = call.__qualname__ = name  # sub-steps name a call by it (no __wrapped__: the
+        return call  # parameter test must see the wrapper's own signature)
 
     def queue_call(name):
         real = getattr(pool.free_block_queue, name)
@@ -155,7 +156,8 @@ def instrument(pool, touched: Touched) -> None:
             def call(blocks):
                 real(blocks)
                 queue[:0] = [block.block_id - 1 for block in blocks]
-        return call
+        call.__name__ = call.__qualname__ = name  # sub-steps name a call by it (no __wrapped__: the
+        return call  # parameter test must see the wrapper's own signature)
 
     for name in POOL_CALLS:
         setattr(pool, name, pool_call(name))
