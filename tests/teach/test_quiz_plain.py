@@ -160,7 +160,7 @@ def test_without_plain_the_quiz_opens_the_ui_in_quiz_mode(monkeypatch):
 
     opened = []
     monkeypatch.setattr(kvviz.explore.quiz_command, "launch_ui",
-                        lambda session, step=None, *, practice_seed=None: opened.append((session, practice_seed)))
+                        lambda session, step=None, *, quiz_seed=None: opened.append((session, quiz_seed)))
     result = CliRunner().invoke(quiz, ["lru", "--seed", "7"])
     assert result.exit_code == 0, result.output
     ((session, seed),) = opened
