@@ -672,24 +672,36 @@ class Subscriber:
             job.first, job.wanted = previous + 1, seq - 1 - previous
             self._jobs[rank] = job  # the rest of the gap comes in the poll loop, a gap's fill like any
             return [NOTES["gap_asked"].format(span=f"{job.first}" if job.first == job.last else f"{job.first}-{job.last}")], False
-        self._close_check(job, ended)
         why = ("(the replay endpoint's seq {0} differs from the one received)" if echo is not None
                else "(the replay endpoint no longer has seq {0})").format(previous)
+        if echo is not None:
+            job.answered[previous] = echo  # the new publisher's seq: part of its history
         return self._restart(rank, seq, NOTES["reconnect_restart"].format(seq=seq, previous=previous, why=why),
-                             topic), True
+                             topic, (job, ended)), True
 
-    def _restart(self, rank: int, seq: int, note: str, topic: bytes) -> list[str]:
+    def _restart(self, rank: int, seq: int, note: str, topic: bytes,
+                 checked: tuple[_ReplayJob, bool] | None = None) -> list[str]:
         """A restarted publisher at ``seq``: forget the old seqs and ask (in the poll loop) for
-        what the new one sent before ``seq`` (with a replay endpoint). Returns the notes for the
+        what the new one sent before ``seq`` (with a replay endpoint). A reconnect's check
+        (``checked``: its replay, whether it ended) already asks the new publisher from the old
+        last seq: it is read on as that part of the history, and the seqs before it are asked
+        next (a slow server answers one request after the other). Returns the notes for the
         message at ``seq``, ``note`` first."""
         with self._lock:
             self._counters.restarts += 1
         self._cancel_replay(rank)
         self._tracker.forget(rank)
         self._tracker.observe(rank, seq)
-        if seq == 0 or not self.replay_endpoints:
-            return [note]
-        return [note, self._history_later(rank, seq, topic)]
+        if checked is None:
+            return [note] if seq == 0 or not self.replay_endpoints else [note, self._history_later(rank, seq, topic)]
+        job, ended = checked
+        self._tracker.expect(rank, 0, seq - 1)
+        job.last, job.wanted, job.ended = seq - 1, seq - job.first, ended
+        job.answered = {s: answer for s, answer in job.answered.items() if job.first <= s < seq}
+        self._jobs[rank] = job  # read on (or ended: delivered) by the poll loop, after this message
+        if job.first > 0:
+            self._queued[rank] = (0, job.first - 1, topic, job.first)
+        return [note, NOTES["history_asked"].format(span="0" if seq == 1 else f"0-{seq - 1}")]
 
     def _history_later(self, rank: int, seq: int, topic: bytes) -> str:
         """Ask for seqs ``0..seq - 1``, sent before the rank's first message received (a late
@@ -866,20 +878,30 @@ class Subscriber:
         due = [POLL_MS / 1000]
         for job in self._jobs:
             if job is not None:
-                due.append((job.asked_at + self.replay_wait if job.answering is None
+                due.append((job.asked_at + self._silence_s(job) if job.answering is None
                             else min(job.deadline, job.idle_until)) - now)
         return max(0, int(min(due) * 1000) + 1)
+
+    def _silence_s(self, job: _ReplayJob) -> float:
+        """How long ``job``'s last request may go unanswered: ``replay_wait``, or
+        ``REPLAY_TOTAL_S`` when the rank's endpoint answered in this envelope before (there is
+        no other to try, and a slow server answers this request after the last one's answer,
+        while live messages go on)."""
+        return REPLAY_TOTAL_S if self._envelope[job.rank] is not None else self.replay_wait
 
     def _advance(self, job: _ReplayJob, ready: dict) -> None:
         """Move ``job`` on: take the first DEALER that answered, or try the next envelope when
         ``replay_wait`` passed in silence; read what its DEALER holds; end it at the end marker,
         its deadlines or ``MAX_WATCH_REPLAY_MESSAGES`` frames."""
         zmq = _zmq()
+        if job.ended:  # a reconnect's check that read its whole answer: delivered after its message
+            self._end_replay(job, answered=True, ended=True)
+            return
         now = time.monotonic()
         if job.answering is None:
             answering = next((dealer for _, dealer in job.asked if dealer in ready), None)
             if answering is None:
-                if now >= job.asked_at + self.replay_wait and not self._ask_next_envelope(job):
+                if now >= job.asked_at + self._silence_s(job) and not self._ask_next_envelope(job):
                     self._end_replay(job, answered=False, ended=False)
                 return
             job.answering = answering
@@ -915,8 +937,11 @@ class Subscriber:
                     self._counters.duplicates += 1
                 continue
             job.answered[seq] = (_replay_topic(frames), payload)
+            if len(job.answered) >= job.wanted:  # every seq asked for came: the rest is past the gap
+                break
         now = time.monotonic()
-        if job.frames >= MAX_WATCH_REPLAY_MESSAGES or now >= job.deadline or now >= job.idle_until:
+        if (job.frames >= MAX_WATCH_REPLAY_MESSAGES or now >= job.deadline or now >= job.idle_until
+                or len(job.answered) >= job.wanted):
             self._end_replay(job, answered=True, ended=False)
 
     def _end_replay(self, job: _ReplayJob, answered: bool, ended: bool) -> None:
@@ -934,9 +959,9 @@ class Subscriber:
                 dealer.close(linger=0)
         if answered and not ended:
             self._envelope[rank] = next(e for e, d in job.asked if d is job.answering)
-        with self._lock:
-            self._counters.replays_answered += int(answered)
         self._deliver_replayed(job)
+        with self._lock:  # counted once delivered (and its notice told): a reader of the count sees them
+            self._counters.replays_answered += int(answered)
         queued, self._queued[rank] = self._queued[rank], None
         if queued is not None and not self._stopping.is_set():
             self._start_replay(rank, *queued)
@@ -946,8 +971,10 @@ class Subscriber:
         seqs = sorted(job.answered)
         for seq in seqs:
             self._tracker.filled(job.rank, seq)
-        # What is still missing, from the tracker: a merged replay's span holds seqs received live too.
-        still = [gap for gap in self._tracker.missing(job.rank) if job.first <= gap.first and gap.last <= job.last]
+        # What is still missing, from the tracker: a merged replay's span holds seqs received live
+        # too, and a history asked in two parts is one missing range.
+        still = [Gap(job.rank, max(gap.first, job.first), min(gap.last, job.last))
+                 for gap in self._tracker.missing(job.rank) if gap.first <= job.last and gap.last >= job.first]
         missing = sum(gap.count for gap in still)
         with self._lock:
             self._counters.replayed += len(seqs)
@@ -1066,6 +1093,7 @@ class _ReplayJob:
     idle_until: float = 0.0  # REPLAY_IDLE_S after the last frame
     frames: int = 0
     answered: dict = field(default_factory=dict)
+    ended: bool = False  # its end marker came already (a reconnect's check read it whole)
 
 
 def message_cost(received: Received) -> int:
