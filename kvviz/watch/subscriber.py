@@ -105,9 +105,11 @@ the rest (and notes what is still missing)."""
 
 REPLAY_TOTAL_S = 5.0
 """Seconds one replay answer may take in all, however steadily it trickles in (live messages go
-on meanwhile): then what it did not bring is noted missing. Only a reconnect's check waits
-before its message is delivered, and only for the answer's first frame (``replay_wait`` per
-envelope, then ``REPLAY_IDLE_S``): the rest of that answer is read while live messages go on."""
+on meanwhile): then what it did not bring is noted missing. Only a reconnect's check holds the
+receiving thread (every rank's messages) before its message is delivered, and only until the
+answer's first frame (``replay_wait`` per envelope, then ``REPLAY_IDLE_S``): the rest of that
+answer is read while live messages go on. A request in an envelope the rank's endpoint answered
+before may wait this long for its first frame (a slow server answers requests one by one)."""
 
 ENVELOPES = ("delimited", "bare")
 """Replay request envelopes, in the order tried: an empty delimiter frame then the 8-byte seq
@@ -358,7 +360,8 @@ class Subscriber:
     after each message is queued, in delivery order (a wake-up hook, or a recorder; ``poll()``
     still returns the message; an exception it raises is counted in ``stats``, not fatal).
     ``replay_wait`` is how long one envelope's replay request waits for a first answer before
-    the next envelope is tried (the earlier request is still heard meanwhile).
+    the next envelope is tried (the earlier request is still heard meanwhile); once an envelope
+    answered, its later requests wait ``REPLAY_TOTAL_S``.
 
     Endpoint errors raise ``EndpointError`` here, before anything connects."""
 
