@@ -642,3 +642,23 @@ def test_a_restart_found_on_a_reconnect_moves_to_its_history_and_ends_as_an_in_o
     assert watched.summary() == in_order.summary() and watched.summary()["restarts"] == 1
     assert [m.restart for m in watched.messages].count(True) == 1 and watched.messages[5].restart
     assert "restart: seq " in " ".join(watched.notes(6))
+
+
+def test_a_late_attachs_history_on_one_rank_goes_before_that_ranks_first_step_only():
+    from dataclasses import replace
+
+    rank0 = _stream(10)
+    rank1 = [replace(m, rank=1) for m in _stream(10)]
+    # Both ranks attached at seq 4: rank 0's history came first, rank 1's after everything.
+    history0 = [replace(m, replayed=True) for m in rank0[:4]]
+    history1 = [replace(m, replayed=True) for m in rank1[:4]]
+    live = [m for pair in zip(rank0[4:], rank1[4:]) for m in pair]
+    watched = WatchTimeline("x", keyframe_every=3)
+    watched.add_all(history0 + live + history1)
+    for rank in (0, 1):
+        assert [m.seq for m in watched.messages if m.rank == rank] == list(range(10))
+    assert [(m.rank, m.seq) for m in watched.messages][:6] == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 0)]
+    summary = watched.summary()
+    assert (summary["restarts"], summary["gaps"], summary["replayed"], summary["messages"]) == (0, 0, 8, 20)
+    in_order = WatchTimeline.from_messages(history0 + [live[0]] + history1 + live[1:], "x", 3)
+    assert summary == in_order.summary()
