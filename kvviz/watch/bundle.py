@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvviz.watch.recording import Message, message_line, strict_base64
+from kvviz.watch.recording import MARKS, Message, message_line, strict_base64
 from kvviz.core.jsonread import JsonNumberTooLong, loads
 from kvviz.core.limits import MAX_BUNDLE_BYTES, MAX_WATCH_BUNDLE_STEPS
 from kvviz.printable import printable
@@ -278,7 +278,7 @@ def _message(row: Any, i: int) -> Message:
     where = f"messages[{i}]"
     if not isinstance(row, dict):
         raise ValueError(f"{where} is not an object")
-    unknown = sorted(set(row) - {"topic", "topic_b64", "seq", "payload", "rank"})
+    unknown = sorted(set(row) - {"topic", "topic_b64", "seq", "payload", "rank", *MARKS})
     if unknown:
         raise ValueError(f"{where} has unknown field {_shown(unknown[0])}")
     seq, payload, rank = row.get("seq"), row.get("payload"), row.get("rank", 0)
@@ -286,6 +286,9 @@ def _message(row: Any, i: int) -> Message:
         raise ValueError(f"{where}: seq must be an integer from 0 to 2^64 - 1")
     if not _is_int(rank) or rank < 0:
         raise ValueError(f"{where}: rank must be an integer >= 0")
+    marks = {name: row.get(name, False) for name in MARKS}
+    if not all(isinstance(value, bool) for value in marks.values()):
+        raise ValueError(f"{where}: {', '.join(MARKS)} must be true or false")
     if "topic_b64" in row:
         topic = strict_base64(row["topic_b64"], f"{where}.topic_b64", ValueError)
     elif isinstance(row.get("topic"), str):
@@ -295,7 +298,8 @@ def _message(row: Any, i: int) -> Message:
             raise ValueError(f"{where}: topic holds a lone surrogate") from None
     else:
         raise ValueError(f"{where}: topic must be a string")
-    return Message(topic=topic, seq=seq, payload=strict_base64(payload, f"{where}.payload", ValueError), rank=rank)
+    return Message(topic=topic, seq=seq, payload=strict_base64(payload, f"{where}.payload", ValueError), rank=rank,
+                   **marks)
 
 
 def open_watch_bundle(path: str | os.PathLike) -> OpenedWatchBundle:

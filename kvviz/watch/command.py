@@ -78,7 +78,9 @@ def require_watch_extra(live: bool) -> None:
               help="The server's replay endpoint (tcp://HOST:PORT): gaps in seq, a late attach's history "
                    "and a restarted server's first batches are asked for there.")
 @click.option("--record", "record", type=click.Path(dir_okay=False), default=None,
-              help="Write every message as received to this new file (the recordings' JSONL format; an existing one is refused, never overwritten).")
+              help="Write every message as received to this new file (the recordings' JSONL format, replayed "
+                   "messages marked so --replay-file puts them back in place; an existing one is refused, never "
+                   "overwritten).")
 @click.option("--replay-file", type=click.Path(dir_okay=False), default=None,
               help="Watch a recording (JSONL: {topic, seq, payload}, plain or gzip) instead of a live server, "
                    "or a shipped sample by name: vllm-conversation, sglang-conversation (`kvviz help samples`).")

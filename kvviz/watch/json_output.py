@@ -140,7 +140,7 @@ The stream itself says nothing of refs, eviction order or owners ({UNKNOWABLE}).
   restart_list      each {{"step", "rank", "previous", "seq"}}, at most {NOTES_LISTED:,} listed
   undecodable       messages whose payload could not be decoded (the view is unchanged)
   undecodable_list  each {{"step", "seq", "error"}}, at most {NOTES_LISTED:,} listed
-  replayed          messages that came from the replay endpoint (live only)
+  replayed          messages that came from the replay endpoint (live, or marked so in a recording)
   replayed_too_late replayed messages that came after their place in the timeline was folded
                     away to bound a live watch's memory: not shown, their gap stays counted
   blocks_not_kept   new blocks not added to the forest because it held its cap of

@@ -8,6 +8,14 @@ arrival order (plain or gzip-compressed: the shipped samples are), exactly as re
 is not 0. A topic that is not UTF-8 is written as ``"topic_b64"`` instead of ``"topic"``, so no
 message loses a byte. A reader ignores keys it does not know (later writers may add some).
 
+Two marks are written only when true, so a line without them reads as it always did:
+``"replayed": true`` on a message the replay endpoint answered (it may come after live messages
+newer than it: a gap's fill, or the history before a late attach, which a reader puts back in
+its place rather than taking for a publisher that went back to seq 0), and ``"restart": true`` on
+the first message of a publisher the subscriber found restarted though its seq does not show it
+(a reconnect to a new publisher that outran the old seq). Recordings of earlier kvvizes have
+neither: they read as before (their late history, if any, reads as a restart).
+
 Reading is bounded before work starts: the file's size
 (:data:`~kvviz.core.limits.MAX_RECORDING_BYTES`), each line's
 (:data:`~kvviz.core.limits.MAX_RECORDING_LINE_BYTES`) and the count of messages
@@ -37,6 +45,9 @@ from kvviz.samples import open_data
 
 _MAX_SEQ = (1 << 64) - 1  # the wire's seq is 8 bytes
 
+MARKS = ("replayed", "restart")
+"""A recording line's optional marks (written only when true): see the module's docstring."""
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -47,6 +58,11 @@ class Message:
     payload: bytes
     rank: int = 0
     """The SUB socket's index: the message came from the endpoint's port + rank."""
+    replayed: bool = False
+    """It came from the replay endpoint (a gap's fill, or the history before the first live
+    message), possibly after live messages newer than it."""
+    restart: bool = False
+    """The view restarts before it: its publisher is a new one, though its seq may not show it."""
 
 
 class RecordingError(ValueError):
@@ -143,7 +159,12 @@ def _message(raw: bytes, path: str | os.PathLike, number: int) -> Message:
     rank = record.get("rank", 0)
     if not _is_int(rank) or rank < 0:
         raise bad('"rank" must be an int ≥ 0')
-    return Message(topic=topic, seq=seq, payload=strict_base64(record.get("payload"), '"payload"', bad), rank=rank)
+    marks = {name: record.get(name, False) for name in MARKS}
+    for name, value in marks.items():
+        if not isinstance(value, bool):
+            raise bad(f'"{name}" must be true or false')
+    return Message(topic=topic, seq=seq, payload=strict_base64(record.get("payload"), '"payload"', bad), rank=rank,
+                   **marks)
 
 
 def _json_what(error: json.JSONDecodeError) -> str:
@@ -183,7 +204,8 @@ def _is_int(value: object) -> bool:
 
 def message_line(message: Message) -> str:
     """``message`` as one recording line (no newline): the recordings' own key order and
-    spacing; ``"rank"`` only when it is not 0; ``"topic_b64"`` for a topic that is not UTF-8."""
+    spacing; ``"rank"`` only when it is not 0, the marks (:data:`MARKS`) only when true;
+    ``"topic_b64"`` for a topic that is not UTF-8."""
     try:
         record: dict[str, object] = {"topic": message.topic.decode("utf-8")}
     except UnicodeDecodeError:
@@ -192,6 +214,9 @@ def message_line(message: Message) -> str:
     record["payload"] = base64.b64encode(message.payload).decode("ascii")
     if message.rank:
         record["rank"] = message.rank
+    for name in MARKS:
+        if getattr(message, name):
+            record[name] = True
     return json.dumps(record, ensure_ascii=True)
 
 

@@ -68,6 +68,11 @@ class SeqTracker:
         self._last.pop(rank, None)
         self._missing.pop(rank, None)
 
+    def expect(self, rank: int, first: int, last: int) -> None:
+        """Count seqs ``first..last`` of ``rank``, before its first seq observed, as missing: the
+        history a replay is asked for (a late attach, a restarted publisher's first batches)."""
+        self._missing.setdefault(rank, []).insert(0, [first, last])
+
     def filled(self, rank: int, seq: int) -> bool:
         """Note a replayed message's seq: True when it was missing (it no longer is), False when
         it was not (already received, or from before the last restart)."""

@@ -27,15 +27,20 @@ What the thread survives, and how it says so (``Received.note``, worded once in 
   ``MAX_WATCH_REPLAY_MESSAGES`` frames. Without a replay endpoint a gap is noted on the
   message after it.
 - a first message whose seq is above 0 is a late attach: with a replay endpoint, everything
-  before it that the server still keeps is asked for and delivered first (so the view starts
-  from the server's whole buffer, not from the middle of it).
+  before it that the server still keeps is asked for the same way (noted ``seqs 0-N came
+  before: replay asked``): live messages go on, and the history, delivered when the replay
+  ends, each ``replayed`` (``Message.replayed``), is put by a timeline before the rank's first
+  step (so the view ends with the server's whole buffer, not the middle of it).
 - a seq that goes backwards (or repeats) is a publisher restart (noted); with a replay
-  endpoint the new publisher's batches before it are asked for, so the view restarts whole.
+  endpoint the new publisher's batches before it are asked for the same way, so the view
+  restarts whole.
 - a reconnect (a second handshake on a rank) may hide a restart whose new seq already passed
   the old one: the first message after it is not trusted to continue the old seqs. With a
-  replay endpoint, the server is asked from the last seq received; the same payload at that
-  seq proves the same publisher (the gap is then filled as any gap), anything else is a
-  restart (the view resets and the new publisher's buffer is replayed).
+  replay endpoint, the server is asked from the last seq received, and the rank's messages
+  wait for the answer's first frame only: the same payload at that seq proves the same
+  publisher (the rest of the answer fills the gap as any gap's, read while live messages go
+  on), anything else is a restart (the message is marked ``Message.restart``, the view resets
+  there and the new publisher's buffer is asked for as a late attach's history).
 - a payload that cannot be decoded is delivered with ``error`` set and counted; never fatal.
 - a frame over ``MAX_FRAME_BYTES`` is refused by ZeroMQ before it is allocated
   (``ZMQ_MAXMSGSIZE``), which drops that connection; the subscriber then connects again
@@ -100,9 +105,11 @@ the rest (and notes what is still missing)."""
 
 REPLAY_TOTAL_S = 5.0
 """Seconds one replay answer may take in all, however steadily it trickles in (live messages go
-on meanwhile): then what it did not bring is noted missing. The replays that decide what a
-reconnect or a restart was (the first message of a new connection, a seq going back) are
-read before that message is delivered: those hold the live messages, by this much at most."""
+on meanwhile): then what it did not bring is noted missing. Only a reconnect's check holds the
+receiving thread (every rank's messages) before its message is delivered, and only until the
+answer's first frame (``replay_wait`` per envelope, then ``REPLAY_IDLE_S``): the rest of that
+answer is read while live messages go on. A request in an envelope the rank's endpoint answered
+before may wait this long for its first frame (a slow server answers requests one by one)."""
 
 ENVELOPES = ("delimited", "bare")
 """Replay request envelopes, in the order tried: an empty delimiter frame then the 8-byte seq
@@ -117,6 +124,7 @@ NOTES = {
     "short_seq": "seq frame of {size} bytes: numbered {seq}",
     "gap": "gap {span} not replayed",
     "gap_asked": "gap {span}: replay asked, live messages go on meanwhile",
+    "history_asked": "seqs {span} came before: replay asked, live messages go on meanwhile",
     "gap_partly": "gap {span} partly replayed: {missing} missing",
     "restart": "restart: seq {seq} after {previous}",
     "reconnect_restart": "restart: seq {seq} after {previous}, on a new connection {why}",
@@ -341,9 +349,9 @@ def _zmq():
 
 class Subscriber:
     """Subscribes to ``endpoint`` (rank *r* at its port + *r*) and delivers every message,
-    decoded, in arrival order: a gap's replayed messages come after the live ones that went
-    on while the replay was read, in seq order, each noted ``replayed`` (a replay that decides
-    what a reconnect or a restart was comes before the message it is about).
+    decoded, in arrival order: a replay's messages (a gap's, a late attach's or a restarted
+    publisher's history) come after the live ones that went on while it was read, in seq
+    order, each noted ``replayed`` and marked ``Message.replayed`` (a recording keeps the mark).
 
     ``topic`` filters on the topic frame's prefix (empty: everything, which a publisher that
     sends an empty topic or a single frame needs). ``replay_endpoint`` is the server's replay
@@ -352,7 +360,8 @@ class Subscriber:
     after each message is queued, in delivery order (a wake-up hook, or a recorder; ``poll()``
     still returns the message; an exception it raises is counted in ``stats``, not fatal).
     ``replay_wait`` is how long one envelope's replay request waits for a first answer before
-    the next envelope is tried (the earlier request is still heard meanwhile).
+    the next envelope is tried (the earlier request is still heard meanwhile); once an envelope
+    answered, its later requests wait ``REPLAY_TOTAL_S``.
 
     Endpoint errors raise ``EndpointError`` here, before anything connects."""
 
@@ -615,18 +624,21 @@ class Subscriber:
                 self._counters.reconnects += 1
 
     def _on_frames(self, rank: int, frames: list[bytes]) -> None:
-        """One live message: split its frames, place its seq, fill what came before it (a
-        gap, a late attach's history, a restarted publisher's buffer)."""
+        """One live message: split its frames, place its seq, ask for what came before it (a
+        gap, a late attach's history, a restarted publisher's buffer): the answer is read in
+        the poll loop while this message and the later ones are delivered."""
         topic, seq_frame, payload, notes = self._split(frames, self.topic.encode("utf-8"))
         seq = self._seq_of(rank, seq_frame, notes)
         previous = self._tracker.last(rank)
         reconnected, self._reconnected[rank] = self._reconnected[rank], False
+        restart = False
         if previous is None:
             self._tracker.observe(rank, seq)
-            if seq > 0 and self.replay_endpoints:  # a late attach: the history is a gap like any
-                notes.extend(self._fill_gap(rank, 0, seq - 1, topic))
+            if seq > 0 and self.replay_endpoints:  # a late attach: the history is asked for, not waited for
+                notes.append(self._history_later(rank, seq, topic))
         elif reconnected and self.replay_endpoints and seq > previous:
-            notes.extend(self._after_reconnect(rank, seq, previous, topic))
+            more, restart = self._after_reconnect(rank, seq, previous, topic)
+            notes.extend(more)
         else:
             outcome = self._tracker.observe(rank, seq)
             if isinstance(outcome, Gap) and self.replay_endpoints:
@@ -635,41 +647,73 @@ class Subscriber:
                 notes.extend(self._fill_gap(rank, outcome.first, outcome.last, topic))
             elif isinstance(outcome, Restart):
                 notes.extend(self._restart(rank, seq, NOTES["restart"].format(seq=seq, previous=previous), topic))
-        self._deliver(Message(topic=topic, seq=seq, payload=payload, rank=rank), "; ".join(notes) or None)
+        self._deliver(Message(topic=topic, seq=seq, payload=payload, rank=rank, restart=restart),
+                      "; ".join(notes) or None)
 
-    def _after_reconnect(self, rank: int, seq: int, previous: int, topic: bytes) -> list[str]:
+    def _after_reconnect(self, rank: int, seq: int, previous: int, topic: bytes) -> tuple[list[str], bool]:
         """The first message on a new connection, its seq past the last one received: the
         same publisher (fill the gap) or a restarted one that outran the old seq (restart).
         The replay endpoint decides: asked from ``previous``, the same publisher answers the
-        payload received at ``previous``."""
+        payload received at ``previous``. Only that first answer is waited for (see
+        :meth:`_check_replay`); the rest of the gap, or the new publisher's history, is read in
+        the poll loop while live messages go on. Returns the message's notes, and whether it
+        starts a new publisher's run (``Message.restart``: its seq does not show it)."""
         self._cancel_replay(rank)
-        answered = self._ask_replay(rank, previous, seq - 1)
-        if answered is None:  # no answer: nothing tells a restart from a gap; the seq is trusted
+        checked = self._check_replay(rank, previous, seq - 1, topic)
+        if checked is None:  # no answer: nothing tells a restart from a gap; the seq is trusted
             self._tracker.observe(rank, seq)
             unproven = NOTES["reconnect_unproven"].format(previous=previous)
-            return [unproven] + (self._fill_gap(rank, previous + 1, seq - 1, topic, {}) if seq > previous + 1 else [])
-        echo = answered.get(previous)
+            return [unproven] + (self._fill_gap(rank, previous + 1, seq - 1, topic, {}) if seq > previous + 1
+                                 else []), False
+        job, ended = checked
+        echo = job.answered.pop(previous, None)
         if echo is not None and echo[1] == self._last_payload[rank]:
             self._tracker.observe(rank, seq)
-            if seq == previous + 1:
-                return []
-            return self._fill_gap(rank, previous + 1, seq - 1, topic, answered)
+            if seq == previous + 1 or ended:  # nothing missing, or the whole answer is in already
+                self._close_check(job, ended)
+                return ([] if seq == previous + 1 else self._fill_gap(rank, previous + 1, seq - 1, topic, job.answered)), False
+            job.first, job.wanted = previous + 1, seq - 1 - previous
+            self._jobs[rank] = job  # the rest of the gap comes in the poll loop, a gap's fill like any
+            return [NOTES["gap_asked"].format(span=f"{job.first}" if job.first == job.last else f"{job.first}-{job.last}")], False
         why = ("(the replay endpoint's seq {0} differs from the one received)" if echo is not None
                else "(the replay endpoint no longer has seq {0})").format(previous)
-        return self._restart(rank, seq, NOTES["reconnect_restart"].format(seq=seq, previous=previous, why=why), topic)
+        if echo is not None:
+            job.answered[previous] = echo  # the new publisher's seq: part of its history
+        return self._restart(rank, seq, NOTES["reconnect_restart"].format(seq=seq, previous=previous, why=why),
+                             topic, (job, ended)), True
 
-    def _restart(self, rank: int, seq: int, note: str, topic: bytes) -> list[str]:
-        """A restarted publisher at ``seq``: forget the old seqs, replay what the new one sent
-        before ``seq`` (with a replay endpoint), and put ``note`` on the first message of the
-        new run. Returns the notes for the message at ``seq``."""
+    def _restart(self, rank: int, seq: int, note: str, topic: bytes,
+                 checked: tuple[_ReplayJob, bool] | None = None) -> list[str]:
+        """A restarted publisher at ``seq``: forget the old seqs and ask (in the poll loop) for
+        what the new one sent before ``seq`` (with a replay endpoint). A reconnect's check
+        (``checked``: its replay, whether it ended) already asks the new publisher from the old
+        last seq: it is read on as that part of the history, and the seqs before it are asked
+        next (a slow server answers one request after the other). Returns the notes for the
+        message at ``seq``, ``note`` first."""
         with self._lock:
             self._counters.restarts += 1
         self._cancel_replay(rank)
         self._tracker.forget(rank)
         self._tracker.observe(rank, seq)
-        if seq == 0 or not self.replay_endpoints:
-            return [note]
-        return self._fill_gap(rank, 0, seq - 1, topic, lead=note)
+        if checked is None:
+            return [note] if seq == 0 or not self.replay_endpoints else [note, self._history_later(rank, seq, topic)]
+        job, ended = checked
+        self._tracker.expect(rank, 0, seq - 1)
+        job.last, job.wanted, job.ended = seq - 1, seq - job.first, ended
+        job.answered = {s: answer for s, answer in job.answered.items() if job.first <= s < seq}
+        self._jobs[rank] = job  # read on (or ended: delivered) by the poll loop, after this message
+        if job.first > 0:
+            self._queued[rank] = (0, job.first - 1, topic, job.first)
+        return [note, NOTES["history_asked"].format(span="0" if seq == 1 else f"0-{seq - 1}")]
+
+    def _history_later(self, rank: int, seq: int, topic: bytes) -> str:
+        """Ask for seqs ``0..seq - 1``, sent before the rank's first message received (a late
+        attach) or before a restarted publisher's first one, without waiting: what the replay
+        brings is delivered when it ends, each ``replayed``, and a timeline puts it before
+        ``seq``'s step. Returns the note for the message at ``seq``."""
+        self._tracker.expect(rank, 0, seq - 1)
+        self._replay_later(rank, 0, seq - 1, topic)
+        return NOTES["history_asked"].format(span="0" if seq == 1 else f"0-{seq - 1}")
 
     @staticmethod
     def _split(frames: list[bytes], topic: bytes = b"") -> tuple[bytes, bytes | None, bytes, list[str]]:
@@ -763,35 +807,29 @@ class Subscriber:
     # -- replay ---------------------------------------------------------------------------
 
     def _fill_gap(self, rank: int, first: int, last: int, topic: bytes,
-                  answered: dict[int, tuple[bytes | None, bytes]] | None = None,
-                  lead: str | None = None) -> list[str]:
-        """Asks the replay endpoint for ``first..last`` (unless ``answered`` already holds its
-        answer), delivers what comes in seq order, and returns the notes for the message after
-        the gap (nothing when all were filled). ``lead`` is a note for the first message
-        delivered (a restart's): on the first replayed one, or returned when none came."""
+                  answered: dict[int, tuple[bytes | None, bytes]] | None = None) -> list[str]:
+        """Delivers what ``answered`` holds of ``first..last`` (a replay already read whole, or
+        nothing: no replay endpoint, or it did not answer) in seq order, each ``replayed``, and
+        returns the notes for the message after the gap (nothing when all were filled)."""
         span = f"{first}" if first == last else f"{first}-{last}"
-        if answered is None:
-            answered = (self._ask_replay(rank, first, last) if self.replay_endpoints else None) or {}
-        answered = {seq: answer for seq, answer in answered.items() if first <= seq <= last}
+        answered = {seq: answer for seq, answer in (answered or {}).items() if first <= seq <= last}
         for seq in sorted(answered):
             replayed_topic, payload = answered[seq]
             self._tracker.filled(rank, seq)
             with self._lock:
                 self._counters.replayed += 1
             replayed_topic = topic if replayed_topic is None else replayed_topic
-            message = Message(topic=replayed_topic, seq=seq, payload=payload, rank=rank)
-            self._deliver(message, NOTES["replayed"] if lead is None else f"{lead}; {NOTES['replayed']}")
-            lead = None
+            message = Message(topic=replayed_topic, seq=seq, payload=payload, rank=rank, replayed=True)
+            self._deliver(message, NOTES["replayed"])
         missing = (last - first + 1) - len(answered)
         with self._lock:
             self._counters.gaps += 1
             self._counters.missing += missing
-        notes = [] if lead is None else [lead]
         if missing == 0:
-            return notes
+            return []
         if not answered:
-            return notes + [NOTES["gap"].format(span=span)]
-        return notes + [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
+            return [NOTES["gap"].format(span=span)]
+        return [NOTES["gap_partly"].format(span=span, missing=_spans(first, last, answered))]
 
     # -- replays read while live messages go on ----------------------------------------------
 
@@ -843,20 +881,30 @@ class Subscriber:
         due = [POLL_MS / 1000]
         for job in self._jobs:
             if job is not None:
-                due.append((job.asked_at + self.replay_wait if job.answering is None
+                due.append((job.asked_at + self._silence_s(job) if job.answering is None
                             else min(job.deadline, job.idle_until)) - now)
         return max(0, int(min(due) * 1000) + 1)
+
+    def _silence_s(self, job: _ReplayJob) -> float:
+        """How long ``job``'s last request may go unanswered: ``replay_wait``, or
+        ``REPLAY_TOTAL_S`` when the rank's endpoint answered in this envelope before (there is
+        no other to try, and a slow server answers this request after the last one's answer,
+        while live messages go on)."""
+        return REPLAY_TOTAL_S if self._envelope[job.rank] is not None else self.replay_wait
 
     def _advance(self, job: _ReplayJob, ready: dict) -> None:
         """Move ``job`` on: take the first DEALER that answered, or try the next envelope when
         ``replay_wait`` passed in silence; read what its DEALER holds; end it at the end marker,
         its deadlines or ``MAX_WATCH_REPLAY_MESSAGES`` frames."""
         zmq = _zmq()
+        if job.ended:  # a reconnect's check that read its whole answer: delivered after its message
+            self._end_replay(job, answered=True, ended=True)
+            return
         now = time.monotonic()
         if job.answering is None:
             answering = next((dealer for _, dealer in job.asked if dealer in ready), None)
             if answering is None:
-                if now >= job.asked_at + self.replay_wait and not self._ask_next_envelope(job):
+                if now >= job.asked_at + self._silence_s(job) and not self._ask_next_envelope(job):
                     self._end_replay(job, answered=False, ended=False)
                 return
             job.answering = answering
@@ -892,8 +940,11 @@ class Subscriber:
                     self._counters.duplicates += 1
                 continue
             job.answered[seq] = (_replay_topic(frames), payload)
+            if len(job.answered) >= job.wanted:  # every seq asked for came: the rest is past the gap
+                break
         now = time.monotonic()
-        if job.frames >= MAX_WATCH_REPLAY_MESSAGES or now >= job.deadline or now >= job.idle_until:
+        if (job.frames >= MAX_WATCH_REPLAY_MESSAGES or now >= job.deadline or now >= job.idle_until
+                or len(job.answered) >= job.wanted):
             self._end_replay(job, answered=True, ended=False)
 
     def _end_replay(self, job: _ReplayJob, answered: bool, ended: bool) -> None:
@@ -911,9 +962,9 @@ class Subscriber:
                 dealer.close(linger=0)
         if answered and not ended:
             self._envelope[rank] = next(e for e, d in job.asked if d is job.answering)
-        with self._lock:
-            self._counters.replays_answered += int(answered)
         self._deliver_replayed(job)
+        with self._lock:  # counted once delivered (and its notice told): a reader of the count sees them
+            self._counters.replays_answered += int(answered)
         queued, self._queued[rank] = self._queued[rank], None
         if queued is not None and not self._stopping.is_set():
             self._start_replay(rank, *queued)
@@ -923,21 +974,25 @@ class Subscriber:
         seqs = sorted(job.answered)
         for seq in seqs:
             self._tracker.filled(job.rank, seq)
-        # What is still missing, from the tracker: a merged replay's span holds seqs received live too.
-        still = [gap for gap in self._tracker.missing(job.rank) if job.first <= gap.first and gap.last <= job.last]
+        # What is still missing, from the tracker: a merged replay's span holds seqs received live
+        # too, and a history asked in two parts is one missing range.
+        still = [Gap(job.rank, max(gap.first, job.first), min(gap.last, job.last))
+                 for gap in self._tracker.missing(job.rank) if gap.first <= job.last and gap.last >= job.first]
         missing = sum(gap.count for gap in still)
         with self._lock:
             self._counters.replayed += len(seqs)
             self._counters.gaps += 1
             self._counters.missing += missing
         runs = ", ".join(f"{gap.first}" if gap.count == 1 else f"{gap.first}-{gap.last}" for gap in still)
+        if missing and not seqs:  # no message to carry the words: a notice says them (the UI shows it)
+            self.tell(NOTES["gap"].format(span=span) + (f" on rank {job.rank}" if job.rank else ""))
         for index, seq in enumerate(seqs):
             topic, payload = job.answered[seq]
             note = NOTES["replayed"]
             if index == len(seqs) - 1 and missing:
                 note += "; " + NOTES["gap_partly"].format(span=span, missing=runs)
             self._deliver(Message(topic=job.topic if topic is None else topic, seq=seq, payload=payload,
-                                  rank=job.rank), note, late=True)
+                                  rank=job.rank, replayed=True), note, late=True)
 
     def _cancel_replay(self, rank: int) -> None:
         """Drop ``rank``'s replay under way and the one queued (a restart: their seqs are
@@ -953,44 +1008,65 @@ class Subscriber:
             self._counters.gaps += 1 + (queued is not None)
             self._counters.missing += job.wanted + (0 if queued is None else queued[3])
 
-    def _ask_replay(self, rank: int, first: int, last: int) -> dict[int, tuple[bytes | None, bytes]] | None:
-        """``{seq: (topic or None, payload)}`` for the seqs of ``first..last`` the replay
-        endpoint sent. Tries the envelopes in ``ENVELOPES`` order, each after ``replay_wait``
-        seconds of silence, and keeps listening to the earlier requests meanwhile, so a slow
-        answer to the first envelope still counts. The envelope that answered is kept. None
-        when nothing answered (an empty answer is ``{}``)."""
-        known = self._envelope[rank]
-        asked: list[tuple[str, object]] = []
-        start = first.to_bytes(SEQ_BYTES, "big")
-        for envelope in ENVELOPES if known is None else (known,):
-            reused = self._dealers[rank] if envelope == known else None
-            self._dealers[rank] = None
-            dealer = reused if reused is not None else self._new_dealer(rank)
-            dealer.send_multipart([b"", start] if envelope == "delimited" else [start])
-            asked.append((envelope, dealer))
-            with self._lock:
-                self._counters.replays_asked += 1
-            answering = self._first_answer([d for _, d in asked])
-            if answering is None:
-                if self._stopping.is_set():
-                    break
+    def _check_replay(self, rank: int, previous: int, last: int,
+                      topic: bytes) -> tuple[_ReplayJob, bool] | None:
+        """Ask for ``previous..last`` and wait only until the answer decides what a reconnect
+        was: (the replay under way, saw its end marker) once the frame at ``previous`` came, a
+        later one did (vLLM's and SGLang's buffers answer oldest first: the endpoint no longer
+        has ``previous``), or the answer ended; None when nothing answered (each envelope waits
+        ``replay_wait``). The rank's live messages wait that long, at most ``replay_wait`` per
+        envelope and then ``REPLAY_IDLE_S``, not the whole answer (``REPLAY_TOTAL_S``)."""
+        zmq = _zmq()
+        job = _ReplayJob(rank, previous, last, topic, last - previous)
+        waiting = zmq.Poller()
+        while job.answering is None:
+            if self._stopping.is_set() or not self._ask_next_envelope(job):
+                self._close_check(job, ended=False, answered=False)
+                return None
+            waiting.register(job.asked[-1][1], zmq.POLLIN)
+            ready = dict(waiting.poll(int(self.replay_wait * 1000)))
+            job.answering = next((dealer for _, dealer in job.asked if dealer in ready), None)
+        now = time.monotonic()
+        job.deadline, job.idle_until = now + REPLAY_TOTAL_S, now + REPLAY_IDLE_S
+        for _, other in job.asked:
+            if other is not job.answering:
+                self._poller.unregister(other)
+                other.close(linger=0)
+        job.asked = [(e, d) for e, d in job.asked if d is job.answering]
+        while not self._stopping.is_set():
+            wait = min(job.deadline, job.idle_until) - time.monotonic()
+            if wait <= 0 or not job.answering.poll(int(wait * 1000) + 1):
+                return job, False
+            frames = job.answering.recv_multipart()
+            job.frames += 1
+            job.idle_until = time.monotonic() + REPLAY_IDLE_S
+            if len(frames) < 2:
                 continue
-            for _, other in asked:
-                if other is not answering:
-                    other.close(linger=0)
-            answered, ended = self._collect(answering, first, last)
-            if ended:
-                self._dealers[rank] = answering
+            seq_frame, payload = frames[-2], frames[-1]
+            if seq_frame == END_OF_REPLAY:
+                return job, True
+            if len(seq_frame) != SEQ_BYTES:
+                continue
+            seq = int.from_bytes(seq_frame, "big")
+            if previous <= seq <= last and seq not in job.answered:
+                job.answered[seq] = (_replay_topic(frames), payload)
+            if seq >= previous:
+                return job, False
+        return job, False
+
+    def _close_check(self, job: _ReplayJob, ended: bool, answered: bool = True) -> None:
+        """Let go of a reconnect's check that is not read on: its DEALER kept for the next
+        replay after an end marker (closed otherwise: a half answer may still be arriving)."""
+        for envelope, dealer in job.asked:
+            self._poller.unregister(dealer)
+            if ended and dealer is job.answering:
+                self._dealers[job.rank], self._envelope[job.rank] = dealer, envelope
             else:
-                # A half answer may still be arriving: a fresh socket keeps it out of the next replay.
-                answering.close(linger=0)
-            self._envelope[rank] = next(e for e, d in asked if d is answering)
-            with self._lock:
-                self._counters.replays_answered += 1
-            return answered
-        for _, dealer in asked:
-            dealer.close(linger=0)
-        return None
+                dealer.close(linger=0)
+        if answered and not ended:
+            self._envelope[job.rank] = next(e for e, d in job.asked if d is job.answering)
+        with self._lock:
+            self._counters.replays_answered += int(answered)
 
     def _new_dealer(self, rank: int):
         zmq = _zmq()
@@ -1000,47 +1076,6 @@ class Subscriber:
         dealer.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         dealer.connect(self.replay_endpoints[rank])
         return dealer
-
-    def _first_answer(self, dealers: list):
-        """The first of ``dealers`` to have an answer waiting within ``replay_wait`` seconds
-        (``None`` when none has, or the subscriber is stopping)."""
-        zmq = _zmq()
-        poller = zmq.Poller()
-        for dealer in dealers:
-            poller.register(dealer, zmq.POLLIN)
-        ready = dict(poller.poll(int(self.replay_wait * 1000)))
-        if self._stopping.is_set():
-            return None
-        return next((d for d in dealers if d in ready), None)
-
-    def _collect(self, dealer, first: int, last: int) -> tuple[dict[int, tuple[bytes | None, bytes]], bool]:
-        """Reads one replay answer whose first frame is waiting: (the wanted seqs' messages,
-        saw the end marker). Waits ``REPLAY_IDLE_S`` between frames, ``REPLAY_TOTAL_S`` in all,
-        and reads at most ``MAX_WATCH_REPLAY_MESSAGES`` frames (a server's buffer holds 10,000
-        by default)."""
-        answered: dict[int, tuple[bytes | None, bytes]] = {}
-        deadline = time.monotonic() + REPLAY_TOTAL_S
-        for _ in range(MAX_WATCH_REPLAY_MESSAGES):
-            wait = min(REPLAY_IDLE_S, deadline - time.monotonic())
-            if self._stopping.is_set() or wait <= 0 or not dealer.poll(int(wait * 1000)):
-                return answered, False
-            frames = dealer.recv_multipart()
-            if len(frames) < 2:
-                continue  # not an answer kvviz can read; the end marker or the wait ends this
-            seq_frame, payload = frames[-2], frames[-1]
-            if seq_frame == END_OF_REPLAY:
-                return answered, True
-            if len(seq_frame) != SEQ_BYTES:
-                continue
-            seq = int.from_bytes(seq_frame, "big")
-            if not first <= seq <= last:
-                continue  # past the gap: the live socket brings those
-            if seq in answered:
-                with self._lock:
-                    self._counters.duplicates += 1
-                continue
-            answered[seq] = (_replay_topic(frames), payload)
-        return answered, False
 
 
 @dataclass
@@ -1061,6 +1096,7 @@ class _ReplayJob:
     idle_until: float = 0.0  # REPLAY_IDLE_S after the last frame
     frames: int = 0
     answered: dict = field(default_factory=dict)
+    ended: bool = False  # its end marker came already (a reconnect's check read it whole)
 
 
 def message_cost(received: Received) -> int:

@@ -24,7 +24,10 @@ replay while live messages go on) is put back in its place: :meth:`WatchTimeline
 goes back to the keyframe before the gap (each keyframe keeps a checkpoint of the counters)
 and derives the steps again, the replayed messages first, then the live ones, so each rank's
 steps stay in seq order and the state equals what a watch that received all in order shows.
-A recording keeps the messages in arrival order; reading it puts them back the same way.
+History replayed after live messages (``Message.replayed`` with a seq before the first of its
+rank's run: a late attach's, or a restarted publisher's) goes the same way before the run's
+first step, which hands it its restart, if any. A recording keeps the messages in arrival order
+and their ``replayed`` and ``restart`` marks; reading it puts them back the same way.
 
 A publisher restart (a ``seq`` that goes backwards) resets the view: the forest is cleared
 at that step, before its batch is applied, and the step's notes say so. A message that
@@ -42,7 +45,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvviz.watch.forest import BatchEffect, Forest, ForestState
 from kvviz.watch.recording import Message
@@ -164,6 +167,7 @@ class WatchTimeline:
         self._too_late = 0  # replayed messages whose place was folded away before they came
         self._resets: set[int] = set()  # steps whose batch starts from an empty forest (restarts)
         self._tracker = SeqTracker()
+        self._run_first: dict[int, int] = {}  # per rank, the seq its current run started at (first message, restart)
         self._forest = Forest(self.max_blocks)
         self._head_effect: BatchEffect | None = None
         self._head_state: ForestState | None = None
@@ -393,10 +397,18 @@ class WatchTimeline:
         return added
 
     def is_late(self, message: Message) -> bool:
-        """A replayed message that comes after the live ones past its gap: its seq is before
-        the rank's last one, in a gap not filled yet."""
+        """A replayed message that comes after the live ones past its place: its seq is before
+        the rank's last one, in a gap not filled yet, or (``Message.replayed``) before the first
+        seq of the rank's current run: history sent before a late attach's first message, or
+        before a restarted publisher's first one."""
         last = self._tracker.last(message.rank)
-        return last is not None and message.seq < last and self._tracker.is_missing(message.rank, message.seq)
+        if last is None or message.seq >= last:
+            return False
+        return self._tracker.is_missing(message.rank, message.seq) or self._is_history(message)
+
+    def _is_history(self, message: Message) -> bool:
+        first = self._run_first.get(message.rank)
+        return message.replayed and first is not None and message.seq < first
 
     def add_late(self, late: list[tuple[Message, str | None]]) -> int:
         """Put replayed messages of one rank (``(message, note)`` each) where they belong: before
@@ -413,13 +425,17 @@ class WatchTimeline:
         runs: list[tuple[int, list]] = []
         for pair in late:
             gap = next((g for g in self._tracker.missing(rank) if g.first <= pair[0].seq <= g.last), None)
-            if gap is None:  # not in a gap (any more): nowhere to put it
+            if gap is not None:
+                after = gap.last + 1
+            elif self._is_history(pair[0]):  # before the run's first step
+                after = self._run_first[rank]
+            else:  # not in a gap (any more), nor history: nowhere to put it
                 self._too_late += 1
                 continue
-            if runs and runs[-1][0] == gap.last + 1:
+            if runs and runs[-1][0] == after:
                 runs[-1][1].append(pair)
             else:
-                runs.append((gap.last + 1, [pair]))
+                runs.append((after, [pair]))
         first = 0
         for after, run in runs:
             inserted = self._insert(rank, after, run)
@@ -428,7 +444,9 @@ class WatchTimeline:
 
     def _insert(self, rank: int, after: int, late: list[tuple[Message, str | None]]) -> int:
         """Put ``late`` (in seq order) before the kept step of ``rank`` whose seq is ``after``;
-        0 when that step was folded away (counted too late)."""
+        0 when that step was folded away (counted too late). When that step started a run (a
+        restart, marked or noted), the restart moves to the first inserted message: the run
+        starts there now."""
         place = None
         for step in range(self._last, self._base, -1):
             message = self._messages[step - 1 - self._base]
@@ -440,14 +458,21 @@ class WatchTimeline:
             return 0
         redo = self._rewind(place - 1)
         keyframe = self._last
+        rest = redo[place - 1 - keyframe:]
+        revealing, note = rest[0]
+        parts = [part for part in (note or "").split("; ") if part]
+        restarted = [part for part in parts if part.startswith("restart")]
+        if restarted or revealing.restart:
+            first, first_note = late[0]
+            late = [(replace(first, restart=first.restart or revealing.restart),
+                     "; ".join(restarted + [part for part in (first_note or "").split("; ") if part]))] + late[1:]
+            revealing = replace(revealing, restart=False)
+            parts = [part for part in parts if part not in restarted]
         for message, note in redo[:place - 1 - keyframe]:
             self._add(message, note=note)
         inserted = self._last + 1
         for message, note in late:
             self._add(message, note=note)
-        rest = redo[place - 1 - keyframe:]
-        revealing, note = rest[0]
-        parts = [part for part in (note or "").split("; ") if part]
         earlier = [part for part in parts if _REPAIRED.match(part)]  # a repair before this one, same place
         count = len(late) + sum(int(_REPAIRED.match(part)["count"].replace(",", "")) for part in earlier)
         parts = [part for part in parts if part not in earlier]
@@ -466,7 +491,7 @@ class WatchTimeline:
     def _checkpoint(self) -> dict:
         """What :meth:`_rewind` restores at a keyframe: every counter :meth:`add` moves."""
         return {
-            "first_seq": self._first_seq, "tracker": self._tracker.copy(),
+            "first_seq": self._first_seq, "tracker": self._tracker.copy(), "run_first": dict(self._run_first),
             "events_by_type": Counter(self._events_by_type), "unknown_fields": Counter(self._unknown_fields),
             "unknown_types": Counter(self._unknown_types), "lints": Counter(self._lints),
             "first_lints": dict(self._first_lints),
@@ -494,6 +519,7 @@ class WatchTimeline:
         self._last = at
         self._first_seq = saved["first_seq"]
         self._tracker = saved["tracker"].copy()
+        self._run_first = dict(saved["run_first"])
         self._events_by_type = Counter(saved["events_by_type"])
         self._unknown_fields = Counter(saved["unknown_fields"])
         self._unknown_types = Counter(saved["unknown_types"])
@@ -556,10 +582,12 @@ class WatchTimeline:
         """
         notes: list[str] = []
         theirs = [part for part in (note or "").split("; ") if part]
-        if "replayed" in theirs:
+        if message.replayed or "replayed" in theirs:
             self._replayed += 1
         previous = self._tracker.last(message.rank)
-        if previous is not None and any(part.startswith("restart") for part in theirs):
+        if previous is None:
+            self._run_first[message.rank] = message.seq
+        if previous is not None and (message.restart or any(part.startswith("restart") for part in theirs)):
             # The subscriber knew of a restart the seq does not show (a reconnect to a server
             # that outran the old seq): the view restarts here all the same.
             self._tracker.forget(message.rank)
@@ -587,6 +615,7 @@ class WatchTimeline:
                     else f"seq {seen.seq} after {seen.previous} is a new publisher's (a reconnect)")
             notes.append(f"restart{rank}: {went}")
             self._resets.add(step)
+            self._run_first[message.rank] = message.seq
         # The subscriber's gap and restart words say what ours say (from the same seqs).
         notes += [part for part in theirs if not part.startswith(("gap", "restart"))]
         return notes

@@ -302,8 +302,9 @@ def test_replayed_duplicates_are_dropped_and_answers_newest_first_are_put_in_ord
     assert seqs(got) == list(range(10))
     assert [r.message.payload for r in got] == [p for _, p in RECORDED[:10]]
     assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7")}
-    # the answer repeats 5..9 (the buffer from the start seq on); 8 and 9 are past the gap
-    assert (subscriber.stats.duplicates, subscriber.stats.replayed) == (3, 3)
+    # the answer repeats 9..5 (the buffer from the start seq on, newest first); 8 and 9 are past
+    # the gap; 7 and 6 come twice; reading stops at the first 5, when every seq asked for came
+    assert (subscriber.stats.duplicates, subscriber.stats.replayed) == (2, 3)
 
 
 def test_a_gap_without_a_replay_endpoint_is_noted_on_the_message_after_it(publisher, subscribe):
@@ -565,6 +566,10 @@ def watched_set(received: list[Received]) -> tuple[set, dict]:
     return set(timeline.head_state.blocks), timeline.summary()
 
 
+HISTORY_ASKED = "seqs {}: replay asked, live messages go on meanwhile"
+"""The note on a rank's first message (or a restarted publisher's) whose history is asked for."""
+
+
 def test_a_late_watch_on_a_publisher_with_a_replay_buffer_ends_equal_to_its_cached_set(publisher, subscribe):
     # The server published 200 batches before kvviz attached (skipped: buffered, never sent
     # to this subscriber); its first live seq is 200. The blocks of batch 0 are never evicted
@@ -572,19 +577,22 @@ def test_a_late_watch_on_a_publisher_with_a_replay_buffer_ends_equal_to_its_cach
     live = publisher({"replay": "delimited", "steps": [{"skip": 200}, {"send": 200}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 400)
-    assert seqs(got) == list(range(400))
-    assert all(r.note == "replayed" for r in got[:200]) and all(r.note is None for r in got[200:])
+    assert seqs(got)[0] == 200 and seqs(placed(got)) == list(range(400))
+    assert got[0].note == HISTORY_ASKED.format("0-199 came before")
+    history = [r for r in got if r.message.replayed]
+    assert seqs(history) == list(range(200)) and all(r.note == "replayed" for r in history)
     blocks, summary = watched_set(got)
     assert blocks == cached_set(RECORDED[:400])
-    assert summary["gaps"] == 0 and summary["replayed"] == 200
+    assert summary["gaps"] == 0 and summary["replayed"] == 200 and summary["restarts"] == 0
 
 
 def test_a_late_watch_whose_history_aged_out_of_the_buffer_says_what_is_missing(publisher, subscribe):
     live = publisher({"steps": [{"skip": 3}, {"forget": True}, {"skip": 2}, {"send": 2}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 4)
-    assert seqs(got) == [3, 4, 5, 6]
-    assert notes(got) == {3: "replayed", 4: "replayed", 5: "gap 0-4 partly replayed: 0-2 missing"}
+    assert seqs(placed(got)) == [3, 4, 5, 6]
+    assert notes(got) == {3: "replayed", 4: "replayed; gap 0-4 partly replayed: 0-2 missing",
+                          5: HISTORY_ASKED.format("0-4 came before")}
 
 
 def test_a_late_watch_without_a_replay_endpoint_starts_where_it_attached(publisher, subscribe):
@@ -598,24 +606,27 @@ def test_a_restart_replays_what_the_new_publisher_sent_before_its_first_message_
     live = publisher({"steps": [{"send": 5}, {"restart": True}, {"skip": 3}, {"send": 2}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 10)
-    assert seqs(got) == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
-    assert got[0].note is None and got[5].note == "restart: seq 3 after 4; replayed"
-    blocks, _ = watched_set(got)
-    assert blocks == cached_set(RECORDED[5:10])
+    assert seqs(got)[:6] == [0, 1, 2, 3, 4, 3]
+    assert got[0].note is None and got[5].note == "restart: seq 3 after 4; " + HISTORY_ASKED.format("0-2 came before")
+    assert sorted(r.message.seq for r in got if r.message.replayed) == [0, 1, 2]
+    blocks, summary = watched_set(got)
+    assert blocks == cached_set(RECORDED[5:10]) and summary["restarts"] == 1
 
 
 def test_a_restart_that_outran_the_old_seq_while_kvviz_reconnected_resets_and_replays(publisher, subscribe):
     # The server goes away after seq 4 and a new one comes back on the same port; before kvviz
     # reconnects it has published seqs 0-7 (skipped: buffered only). Its next live seq, 8, looks
     # like a gap of 5-7 after 4: filling it from the new server's buffer mixed two servers'
-    # blocks. The new server's seq 4 is not the payload kvviz received at 4: a restart.
+    # blocks. The new server's seq 4 is not the payload kvviz received at 4: a restart, marked
+    # on seq 8 (its seq does not show it), and the new server's 0-7 come as its history.
     live = publisher({"replay": "delimited",
                       "steps": [{"send": 5}, {"rebind": True}, {"restart": True}, {"skip": 8}, {"send": 2}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 15)
-    assert seqs(got) == [0, 1, 2, 3, 4] + list(range(10))
+    assert seqs(got)[:6] == [0, 1, 2, 3, 4, 8] and got[5].message.restart
     assert got[5].note == ("restart: seq 8 after 4, on a new connection (the replay endpoint's seq 4 differs "
-                           "from the one received); replayed")
+                           "from the one received); " + HISTORY_ASKED.format("0-7 came before"))
+    assert sorted(r.message.seq for r in got if r.message.replayed) == list(range(8))
     blocks, summary = watched_set(got)
     assert blocks == cached_set(RECORDED[5:15])
     assert summary["restarts"] == 1 and subscriber.stats.restarts == 1
@@ -626,9 +637,13 @@ def test_a_restart_behind_a_reconnect_with_nothing_to_replay_still_resets_the_vi
                                 {"send": 1}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=1.0)
     got = receive(subscriber, 6)
-    assert seqs(got) == [0, 1, 2, 3, 4, 8]
+    assert seqs(got) == [0, 1, 2, 3, 4, 8] and got[5].message.restart
     assert got[5].note == ("restart: seq 8 after 4, on a new connection (the replay endpoint no longer has "
-                           "seq 4); gap 0-7 not replayed")
+                           "seq 4); " + HISTORY_ASKED.format("0-7 came before"))
+    until(lambda: subscriber.stats.replays_answered == 2, "the history's replay to end")
+    # The check's answer was read on as the history from seq 4, and 0-3 asked next: neither brought any.
+    assert subscriber.notices() == ["gap 4-7 not replayed", "gap 0-3 not replayed"]
+    assert subscriber.stats.missing == 8
     blocks, summary = watched_set(got)
     assert blocks == cached_set(RECORDED[13:14])
     assert summary["restarts"] == 1
@@ -638,8 +653,8 @@ def test_a_reconnect_to_the_same_publisher_fills_the_gap_it_left(publisher, subs
     live = publisher({"steps": [{"send": 5}, {"rebind": True}, {"skip": 3}, {"send": 2}]})
     subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=5.0)
     got = receive(subscriber, 10)
-    assert seqs(got) == list(range(10))
-    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed"}
+    assert seqs(placed(got)) == list(range(10))
+    assert notes(got) == {5: "replayed", 6: "replayed", 7: "replayed", 8: ASKED.format("5-7")}
     assert subscriber.stats.restarts == 0
     blocks, _ = watched_set(got)
     assert blocks == cached_set(RECORDED[:10])

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from kvviz.watch import recording
-from kvviz.watch.recording import read_recording
+from kvviz.watch.recording import Message, read_recording
 from kvviz.watch.subscriber import REPLAY_TOTAL_S
 
 from .test_live import DEADLINE_S, RECORDED, publisher, receive, seqs, subscribe  # noqa: F401 - fixtures
@@ -193,6 +193,107 @@ def test_a_slow_replay_is_still_bounded_in_time_and_what_it_did_not_bring_stays_
     assert replayed == list(range(3, 3 + len(replayed))) and len(replayed) <= REPLAY_TOTAL_S + 1
     assert got[-1].note.endswith(f"gap 3-62 partly replayed: {3 + len(replayed)}-62 missing")
     assert subscriber.stats.missing == 60 - len(replayed)
+
+
+# -- a late attach's history and a reconnect's check that trickle in --------------------------------
+
+SLOW_HISTORY = {"replay_trickle": 0.5, "steps": [{"skip": 6}, {"send": 60, "every": 0.05}]}
+"""A late attach: seqs 0-5 published before kvviz came (buffered only), then 6-65 live every 50 ms,
+while the replay endpoint answers one frame every 0.5 s (7 frames and the end marker: 3.5 s)."""
+
+SLOW_RECONNECT = {"replay_trickle": 0.5, "steps": [{"send": 3}, {"rebind": True}, {"skip": 6},
+                                                   {"send": 60, "every": 0.05}]}
+"""The same publisher comes back after seq 2 (seqs 3-8 published before kvviz reconnected), then
+9-68 live every 50 ms; the check's answer (2-9 and the end marker) trickles at 0.5 s a frame."""
+
+SLOW_RESTART = {"replay_trickle": 0.5, "steps": [{"send": 3}, {"rebind": True}, {"restart": True}, {"skip": 6},
+                                                 {"send": 60, "every": 0.05}]}
+"""A new publisher comes back after seq 2: its seqs 0-5 before kvviz reconnected, then 6-65 live;
+its seq 2 is not the old one's (a restart), and its history trickles in behind the check's answer."""
+
+
+def in_order_digest(arrived: list[Message], restarted_at: int | None = None) -> str:
+    """The digest of a watch that received the publisher's messages in order: the old
+    publisher's (up to ``restarted_at`` arrivals, seq order) then the new one's (seq order)."""
+    from dataclasses import replace
+
+    from kvviz.watch.timeline import WatchTimeline
+
+    cut = 0 if restarted_at is None else restarted_at
+    plain = [replace(m, replayed=False, restart=False) for m in arrived]  # in order, the seqs say it all
+    old, new = plain[:cut], sorted(plain[cut:], key=lambda m: m.seq)
+    return WatchTimeline.from_messages(sorted(old, key=lambda m: m.seq) + new).summary()["digest"]
+
+
+def follow(subscriber, total: int, live_from: int):
+    """Add what ``subscriber`` delivers to a timeline until ``total`` messages came: (the timeline,
+    what arrived in order, how many live messages from seq ``live_from`` were steps of the
+    timeline when the first replayed one came)."""
+    from kvviz.watch.timeline import WatchTimeline
+
+    timeline = WatchTimeline("live")
+    arrived: list = []
+    live_before_the_answer = None
+    deadline = time.monotonic() + DEADLINE_S
+    while len(arrived) < total:
+        assert time.monotonic() < deadline, [(r.message.seq, r.note) for r in arrived]
+        taken = subscriber.poll()
+        if live_before_the_answer is None and any(r.message.replayed for r in taken):
+            live_before_the_answer = sum(1 for r in arrived if not r.message.replayed and r.message.seq >= live_from
+                                         and timeline.last_step >= 1)
+        timeline.add_all(taken)
+        arrived.extend(taken)
+        time.sleep(0.01)  # a pause between polls; the loop ends on the count
+    return timeline, arrived, live_before_the_answer
+
+
+@pytest.mark.parametrize("script, total, live_from, restarted_at", [
+    (SLOW_HISTORY, 66, 6, None), (SLOW_RECONNECT, 69, 9, None), (SLOW_RESTART, 69, 6, 3),
+], ids=["late-attach", "reconnect", "restart-behind-a-reconnect"])
+def test_live_messages_flow_while_a_slow_history_or_reconnect_check_is_read_and_the_end_equals_an_in_order_watch(
+        publisher, subscribe, script, total, live_from, restarted_at):
+    live = publisher(script)
+    subscriber = subscribe(live.pub, topic="kv", replay_endpoint=live.router, replay_wait=2.0)
+    timeline, arrived, live_before_the_answer = follow(subscriber, total, live_from)
+    order = [(r.message.seq, r.message.replayed) for r in arrived]
+    first_live = next(i for i, r in enumerate(arrived) if not r.message.replayed and r.message.seq == live_from)
+    first_replayed = next(i for i, r in enumerate(arrived) if r.message.replayed)
+    assert first_live < first_replayed, order  # logical order: the live successor before the history
+    assert live_before_the_answer is not None and live_before_the_answer >= 5, order
+    summary = timeline.summary()
+    assert summary["messages"] == total and summary["gaps"] == 0 and summary["missing_messages"] == 0
+    assert summary["restarts"] == (0 if restarted_at is None else 1) == subscriber.stats.restarts
+    assert summary["digest"] == in_order_digest([r.message for r in arrived], restarted_at)
+    new_run = [m.seq for m in timeline.messages][0 if restarted_at is None else restarted_at:]
+    assert new_run == list(range(new_run[0], new_run[0] + len(new_run)))  # each run in seq order
+    assert any(note.startswith("repaired: ") for step in range(1, timeline.last_step + 1)
+               for note in timeline.notes(step))
+
+
+@pytest.mark.parametrize("script, total, live_from", [(SLOW_HISTORY, 66, 6), (SLOW_RESTART, 69, 6)],
+                         ids=["late-attach", "restart-behind-a-reconnect"])
+def test_a_slow_history_under_json_shows_live_batches_first_and_the_summary_the_recording_and_its_replay_agree(
+        publisher, tmp_path, script, total, live_from):
+    live = publisher(script)
+    record = tmp_path / "live.jsonl"
+    done = watch(live.pub, "--topic", "kv", "--replay-endpoint", live.router, "--json", "--every", "1",
+                 "--count", str(total), "--max-seconds", str(DEADLINE_S - 10), "--record", str(record))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    summary, progress = lines[-1], [line for line in lines if line["type"] == "progress"]
+    # The new connection's (or the attach's) first five batches were counted as they came, before the history.
+    new = progress[0 if script is SLOW_HISTORY else 3:]
+    assert [line["seq"] for line in new[:5]] == list(range(live_from, live_from + 5))
+    recorded = read_recording(record)
+    assert summary["messages"] == len(recorded) == total and summary["gaps"] == 0
+    assert sorted(m.seq for m in recorded if m.replayed) == list(range(6))  # the history came last, marked
+    assert sum(m.restart for m in recorded) == (script is SLOW_RESTART)
+    again = watch("--replay-file", str(record), "--json")
+    assert again.returncode == 0, again.stderr
+    replayed = json.loads(again.stdout.splitlines()[-1])
+    for key in ("messages", "digest", "gaps", "restarts", "replayed", "cached_blocks"):
+        assert replayed[key] == summary[key], key
+    assert summary["restarts"] == (script is SLOW_RESTART) and summary["replayed"] == 6
 
 
 # -- the CLI: one count, one line ---------------------------------------------------------------

@@ -36,6 +36,23 @@ def test_the_rank_is_written_only_when_it_is_not_zero():
     assert message_line(Message(b"kv", 1, b"\x90", rank=2)) == '{"topic": "kv", "seq": 1, "payload": "kA==", "rank": 2}'
 
 
+def test_the_replayed_and_restart_marks_are_written_only_when_true_and_read_back(tmp_path):
+    plain, marked = Message(b"kv", 1, b"\x90"), Message(b"kv", 0, b"\x90", replayed=True, restart=True)
+    assert message_line(plain) == '{"topic": "kv", "seq": 1, "payload": "kA=="}'
+    assert message_line(marked) == '{"topic": "kv", "seq": 0, "payload": "kA==", "replayed": true, "restart": true}'
+    path = tmp_path / "marked.jsonl"
+    path.write_text(message_line(plain) + "\n" + message_line(marked) + "\n")
+    assert read_recording(path) == [plain, marked]
+
+
+@pytest.mark.parametrize("mark", ["replayed", "restart"])
+def test_a_mark_that_is_not_true_or_false_is_refused_with_its_line(tmp_path, mark):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(LINE + "\n" + LINE[:-1] + f', "{mark}": 1}}\n')
+    with pytest.raises(RecordingError, match=f':2:1: "{mark}" must be true or false'):
+        read_recording(path)
+
+
 def test_a_topic_that_is_not_utf8_survives_the_round_trip(tmp_path):
     odd = Message(b"\xff\xfekv", 7, b"\x00\x01", rank=1)
     path = tmp_path / "odd.jsonl"

@@ -111,6 +111,33 @@ def open_bundle(path: Path):
     return CliRunner().invoke(cli, ["open", str(path), "--print"], catch_exceptions=False)
 
 
+def test_a_recording_whose_late_attach_history_came_last_exports_a_bundle_that_opens_verified(tmp_path):
+    # The vLLM recording as a late watch received it: seqs 100-149 live, then 0-99 replayed.
+    lines = VLLM.read_text().splitlines()[:150]
+    marked = [line[:-1] + ', "replayed": true}' for line in lines[:100]]
+    recording = tmp_path / "late.jsonl"
+    recording.write_text("\n".join(lines[100:] + marked) + "\n")
+    out = tmp_path / "late.json"
+    result = run("--replay-file", str(recording), "--export-step", "150", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert [m["seq"] for m in data["messages"]] == list(range(150))  # the history put back first, marked
+    assert sum(m.get("replayed", False) for m in data["messages"]) == 100
+    assert data["summary"]["restarts"] == 0 and data["summary"]["replayed"] == 100
+    opened = open_bundle(out)
+    assert opened.exit_code == 0, opened.output
+    assert "replayed 150 messages: every digest matches" in opened.output
+    in_order = tmp_path / "in-order.jsonl"
+    in_order.write_text("\n".join(lines) + "\n")
+    assert summary_of(recording)["digest"] == summary_of(in_order)["digest"]
+
+
+def summary_of(recording: Path) -> dict:
+    result = run("--replay-file", str(recording), "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output.splitlines()[-1])
+
+
 def test_a_watch_bundle_holds_the_messages_up_to_its_step_and_opens_verified(bundle):
     data = json.loads(bundle.read_text())
     assert bundle.read_text().startswith('{\n  "schema": "kvviz.watch-bundle/2"')

@@ -573,3 +573,92 @@ def test_a_late_replay_on_one_rank_keeps_the_other_ranks_batches_and_every_ranks
     assert watched.summary()["gaps"] == 0 and watched.summary()["messages"] == 24
     # Rank 1's seqs 4-6 went before its seq 7; every other message kept its arrival order.
     assert [m for m in watched.messages if (m.rank, m.seq) not in gap] == arrival[:-3]
+
+
+# -- history replayed after the live messages: a late attach, a restarted publisher ------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(4, 60), st.data())
+def test_a_late_attachs_history_answered_after_the_live_messages_ends_where_an_in_order_watch_ends(n, data):
+    from dataclasses import replace
+
+    messages = _stream(n)
+    attach = data.draw(st.integers(1, n - 1), label="first live seq")
+    live_after = data.draw(st.integers(1, n - attach), label="live messages before the answer")
+    kept = data.draw(st.integers(0, attach - 1), label="first seq the replay buffer still holds")
+    keyframe_every = data.draw(st.sampled_from([1, 2, 4, 256]), label="keyframe_every")
+    history = [replace(m, replayed=True) for m in messages[kept:attach]]
+    arrival = messages[attach:attach + live_after] + history + messages[attach + live_after:]
+    watched = WatchTimeline("x", keyframe_every=keyframe_every)
+    watched.add_all(arrival[:live_after])
+    assert watched.last_step == live_after  # the live messages were steps before the history came
+    watched.add_all(arrival[live_after:])
+    in_order = WatchTimeline.from_messages(history + messages[attach:], "x", keyframe_every)
+    assert [m.seq for m in watched.messages] == list(range(kept, n))
+    assert watched.summary() == in_order.summary()
+    for step in range(watched.last_step + 1):
+        assert watched.frame(step).state.digest() == in_order.frame(step).state.digest()
+    assert watched.summary()["restarts"] == 0 and watched.summary()["replayed"] == attach - kept
+
+
+def test_a_recording_marks_late_history_so_reading_it_back_puts_it_first_and_without_them_it_reads_as_a_restart(
+        tmp_path):
+    from dataclasses import replace
+
+    from kvviz.watch.recording import message_line
+
+    messages = _stream(20)
+    arrival = messages[8:14] + [replace(m, replayed=True) for m in messages[:8]] + messages[14:]
+    path, old = tmp_path / "marked.jsonl", tmp_path / "unmarked.jsonl"
+    path.write_text("".join(message_line(m) + "\n" for m in arrival))
+    old.write_text("".join(message_line(replace(m, replayed=False)) + "\n" for m in arrival))
+    watched = WatchTimeline.from_messages(read_recording(path), keyframe_every=4)
+    assert [m.seq for m in watched.messages] == list(range(20))
+    assert watched.summary()["digest"] == WatchTimeline.from_messages(messages).summary()["digest"]
+    assert (watched.summary()["restarts"], watched.summary()["replayed"]) == (0, 8)
+    # A recording of an earlier kvviz has no marks: history after live messages is a seq going back.
+    unmarked = WatchTimeline.from_messages(read_recording(old)).summary()
+    assert unmarked["restarts"] == 1 and unmarked["digest"] != watched.summary()["digest"]
+
+
+@pytest.mark.parametrize("keyframe_every", [1, 3, 256])
+@pytest.mark.parametrize("kept", [0, 6], ids=["whole-history", "history-past-the-old-seq"])
+def test_a_restart_found_on_a_reconnect_moves_to_its_history_and_ends_as_an_in_order_watch(keyframe_every, kept):
+    from dataclasses import replace
+
+    old = _stream(5)  # seqs 0-4; then a new publisher, seqs 0-11 of another stream
+    new = [replace(m, payload=p.payload) for m, p in zip(_stream(12), reversed(_stream(40)[28:]))]
+    # Seq 8 came first on the new connection, marked restart (its seq does not show it); 9-10
+    # live; then the new publisher's history from `kept`, replayed; then 11.
+    arrival = (old + [replace(new[8], restart=True)] + new[9:11] + [replace(m, replayed=True) for m in new[kept:8]]
+               + new[11:])
+    watched = WatchTimeline("x", keyframe_every=keyframe_every)
+    watched.add_all(arrival)
+    history = [replace(m, replayed=True) for m in new[kept:8]]
+    history[0] = replace(history[0], restart=True)
+    in_order = WatchTimeline.from_messages(old + history + new[8:], "x", keyframe_every)
+    assert [m.seq for m in watched.messages] == list(range(5)) + list(range(kept, 12))
+    assert watched.summary() == in_order.summary() and watched.summary()["restarts"] == 1
+    assert [m.restart for m in watched.messages].count(True) == 1 and watched.messages[5].restart
+    assert "restart: seq " in " ".join(watched.notes(6))
+
+
+def test_a_late_attachs_history_on_one_rank_goes_before_that_ranks_first_step_only():
+    from dataclasses import replace
+
+    rank0 = _stream(10)
+    rank1 = [replace(m, rank=1) for m in _stream(10)]
+    # Both ranks attached at seq 4: rank 0's history came first, rank 1's after everything.
+    history0 = [replace(m, replayed=True) for m in rank0[:4]]
+    history1 = [replace(m, replayed=True) for m in rank1[:4]]
+    live = [m for pair in zip(rank0[4:], rank1[4:]) for m in pair]
+    watched = WatchTimeline("x", keyframe_every=3)
+    watched.add_all(history0 + live + history1)
+    for rank in (0, 1):
+        assert [m.seq for m in watched.messages if m.rank == rank] == list(range(10))
+    assert [(m.rank, m.seq) for m in watched.messages][:6] == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 0)]
+    summary = watched.summary()
+    assert (summary["restarts"], summary["gaps"], summary["replayed"], summary["messages"]) == (0, 0, 8, 20)
+    in_order = WatchTimeline.from_messages(history0 + [live[0]] + history1 + live[1:], "x", 3)
+    assert summary == in_order.summary()
