@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -144,38 +143,6 @@ def _next_swaps(scenarios: int):
     for _, session in _shortcuts().sessions(scenarios, designs=("trie",), demos=False):
         for seed in range(2):
             yield from (q for q in questions(session, seed) if q.kind == "next_swap")
-
-
-def _heuristic_rates(asked):
-    """Chance and each position or number heuristic's rate over ``asked``; "no swap" too."""
-    from kvviz.teach.quiz.substep_kinds import NO_SWAP
-
-    rates = Counter()
-    for q in asked:
-        cs = q.choices
-        numbers = sorted((c for c in cs if c.text != NO_SWAP), key=lambda c: c.value)
-        picks = {"first": cs[0], "middle": cs[len(cs) // 2], "last": cs[-1],
-                 "smallest number": numbers[0] if numbers else None,
-                 "second smallest number": numbers[1] if len(numbers) > 2 else None,
-                 "second largest number": numbers[-2] if len(numbers) > 2 else None,
-                 "largest number": numbers[-1] if numbers else None,
-                 "no swap": next((c for c in cs if c.text == NO_SWAP), None)}
-        for heuristic, choice in picks.items():
-            rates[heuristic] += choice is not None and choice.mistake is None
-    return sum(1 / len(q.choices) for q in asked) / len(asked), {h: r / len(asked) for h, r in rates.items()}
-
-
-@pytest.mark.slow
-def test_next_swap_questions_give_no_position_or_number_heuristic_an_edge_over_400_questions():
-    """Node numbers follow creation, and under lru creation follows the key: the smallest
-    node number offered was the answer 91% of the time (+54 over chance on 82 questions), and
-    asking such questions sparingly left 7. No heuristic may beat chance by 15 points on the
-    questions as asked (500 scenarios per level: about 35 s)."""
-    asked = list(_next_swaps(500))
-    assert len(asked) >= 400
-    chance, rates = _heuristic_rates(asked)
-    beaten = {h: f"{r:.0%}" for h, r in rates.items() if r > chance + 0.15}
-    assert beaten == {}, f"chance {chance:.0%} on {len(asked)} questions"
 
 
 def test_every_next_swap_choice_is_a_node_in_the_heap_right_after_the_pop_or_no_swap():

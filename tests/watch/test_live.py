@@ -557,12 +557,13 @@ def cached_set(messages) -> set:
 
 
 def watched_set(received: list[Received]) -> tuple[set, dict]:
-    """(blocks cached, summary) of a timeline fed what the subscriber delivered, as the CLI feeds it."""
+    """(blocks cached, summary) of a timeline fed what the subscriber delivered, as the app feeds
+    it (``add_all``: a replay's late answer goes in at once, one re-derivation of the steps after
+    its place, not one a message)."""
     from kvviz.watch.timeline import WatchTimeline
 
     timeline = WatchTimeline()
-    for item in received:
-        timeline.add(item.message, item.batch, item.error, item.note)
+    timeline.add_all(received)
     return set(timeline.head_state.blocks), timeline.summary()
 
 
