@@ -153,8 +153,8 @@ def test_every_next_swap_choice_is_a_node_in_the_heap_right_after_the_pop_or_no_
 
     from . import quiz_oracle as oracle
 
-    asked = list(_next_swaps(150))
-    assert len(asked) >= 100
+    asked = list(_next_swaps(60))  # a property of every question, not a rate: a few dozen show it
+    assert len(asked) >= 40
     for q in asked:
         _, heap, _ = oracle.asked_sift(q.view, q)
         assert {c.value for c in q.choices} <= set(heap), q.text
