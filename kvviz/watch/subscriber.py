@@ -922,17 +922,13 @@ class Subscriber:
                 frames = dealer.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            job.frames += 1
-            job.idle_until = time.monotonic() + REPLAY_IDLE_S
-            if len(frames) < 2:
-                continue
-            seq_frame, payload = frames[-2], frames[-1]
-            if seq_frame == END_OF_REPLAY:
+            read = _read_replay_frame(job, frames)
+            if read is END_OF_REPLAY:
                 self._end_replay(job, answered=True, ended=True)
                 return
-            if len(seq_frame) != SEQ_BYTES:
+            if read is None:
                 continue
-            seq = int.from_bytes(seq_frame, "big")
+            seq, payload = read
             if not (job.first <= seq <= job.last and self._tracker.is_missing(job.rank, seq)):
                 continue  # past the gap (the live socket brings those) or received already
             if seq in job.answered:
@@ -1038,16 +1034,12 @@ class Subscriber:
             if wait <= 0 or not job.answering.poll(int(wait * 1000) + 1):
                 return job, False
             frames = job.answering.recv_multipart()
-            job.frames += 1
-            job.idle_until = time.monotonic() + REPLAY_IDLE_S
-            if len(frames) < 2:
-                continue
-            seq_frame, payload = frames[-2], frames[-1]
-            if seq_frame == END_OF_REPLAY:
+            read = _read_replay_frame(job, frames)
+            if read is END_OF_REPLAY:
                 return job, True
-            if len(seq_frame) != SEQ_BYTES:
+            if read is None:
                 continue
-            seq = int.from_bytes(seq_frame, "big")
+            seq, payload = read
             if previous <= seq <= last and seq not in job.answered:
                 job.answered[seq] = (_replay_topic(frames), payload)
             if seq >= previous:
@@ -1106,6 +1098,22 @@ def message_cost(received: Received) -> int:
     message = received.message
     return (len(message.topic) + len(message.payload) * (1 + DECODED_BYTES_PER_PAYLOAD_BYTE)
             + MESSAGE_OVERHEAD_BYTES)
+
+
+def _read_replay_frame(job: _ReplayJob, frames: list[bytes]):
+    """Count one frame of ``job``'s replay answer (it keeps the answer from going idle) and read
+    it: ``END_OF_REPLAY`` at the answer's end, None for a frame to pass over (fewer than two
+    parts, a seq that is not 8 bytes), else ``(seq, payload)``."""
+    job.frames += 1
+    job.idle_until = time.monotonic() + REPLAY_IDLE_S
+    if len(frames) < 2:
+        return None
+    seq_frame, payload = frames[-2], frames[-1]
+    if seq_frame == END_OF_REPLAY:
+        return END_OF_REPLAY
+    if len(seq_frame) != SEQ_BYTES:
+        return None
+    return int.from_bytes(seq_frame, "big"), payload
 
 
 def _replay_topic(frames: list[bytes]) -> bytes | None:
